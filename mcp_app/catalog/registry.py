@@ -1,0 +1,195 @@
+"""The code registry of Python tools: the ``@tool`` decorator and autodiscovery of ``mcp_tools`` modules.
+
+A registered tool is a plain function or coroutine function. Its input schema is derived from its type hints
+with pydantic (closed: unknown arguments are rejected); a parameter annotated ``ToolContext`` receives the
+call's context instead of an argument. Its output schema comes from the return annotation: objects (pydantic
+models, TypedDicts, dicts) are structured content as they are, other JSON values are wrapped as
+``{"result": value}``, and ``str`` or no annotation means plain text.
+
+Registration is process-global and happens at import time; tenants decide per server which tools to expose.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+import pydantic
+from pydantic.json_schema import GenerateJsonSchema
+
+from ..runtime.context import ToolContext
+
+ToolFunction = Callable[..., Any]
+
+
+class _SchemaWithoutTitles(GenerateJsonSchema):
+    """JSON Schema 2020-12 without pydantic's generated titles, which only repeat the field names."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def generate(self, schema: Any, mode: Any = "validation") -> Any:
+        result = super().generate(schema, mode=mode)
+        result.pop("title", None)
+        return result
+
+
+def _json_schema(adapter_or_model: Any) -> dict[str, Any]:
+    if isinstance(adapter_or_model, type) and issubclass(adapter_or_model, pydantic.BaseModel):
+        return adapter_or_model.model_json_schema(schema_generator=_SchemaWithoutTitles)
+    return adapter_or_model.json_schema(schema_generator=_SchemaWithoutTitles)
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    name: str
+    function: ToolFunction
+    description: str
+    title: str | None
+    annotations: Mapping[str, Any] | None
+    input_model: type[pydantic.BaseModel]
+    input_schema: dict[str, Any]
+    output_adapter: pydantic.TypeAdapter[Any] | None
+    output_schema: dict[str, Any] | None
+    wraps_output: bool
+    context_parameter: str | None
+    is_coroutine: bool
+
+
+def _is_object_type(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation) or annotation
+    if isinstance(origin, type) and issubclass(origin, pydantic.BaseModel | dict):
+        return True
+    return typing.is_typeddict(annotation)
+
+
+def build_registered_tool(
+    function: ToolFunction,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
+) -> RegisteredTool:
+    tool_name = name or function.__name__
+    hints = get_type_hints(function, include_extras=True)
+    signature = inspect.signature(function)
+    fields: dict[str, Any] = {}
+    context_parameter = None
+    for parameter in signature.parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {tool_name!r}: *args and **kwargs cannot be described by a schema")
+        annotation = hints.get(parameter.name, Any)
+        if annotation is ToolContext:
+            context_parameter = parameter.name
+            continue
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    input_model = pydantic.create_model(  # type: ignore[call-overload]
+        f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+    )
+    input_schema = _json_schema(input_model)
+    input_schema.setdefault("properties", {})
+
+    output_adapter: pydantic.TypeAdapter[Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    wraps_output = False
+    returns = hints.get("return", inspect.Signature.empty)
+    if returns not in (inspect.Signature.empty, None, type(None), str, Any):
+        output_adapter = pydantic.TypeAdapter(returns)
+        inner = _json_schema(output_adapter)
+        if _is_object_type(returns):
+            output_schema = inner
+        else:
+            wraps_output = True
+            output_schema = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+
+    doc = inspect.getdoc(function) or ""
+    return RegisteredTool(
+        name=tool_name,
+        function=function,
+        description=description if description is not None else doc,
+        title=title,
+        annotations=dict(annotations) if annotations else None,
+        input_model=input_model,
+        input_schema=input_schema,
+        output_adapter=output_adapter,
+        output_schema=output_schema,
+        wraps_output=wraps_output,
+        context_parameter=context_parameter,
+        is_coroutine=inspect.iscoroutinefunction(function),
+    )
+
+
+class ToolRegistry:
+    """Process-global map of registered tool name to ``RegisteredTool``."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        self._lock = threading.Lock()
+
+    def register(self, registered: RegisteredTool) -> RegisteredTool:
+        with self._lock:
+            existing = self._tools.get(registered.name)
+            if existing is not None and existing.function is not registered.function:
+                raise ValueError(f"a different tool is already registered as {registered.name!r}")
+            self._tools[registered.name] = registered
+        return registered
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._tools.pop(name, None)
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def autodiscover(self, module_name: str) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
+        autodiscover_modules(module_name)
+
+
+registry = ToolRegistry()
+
+
+@typing.overload
+def tool(function: ToolFunction, /) -> ToolFunction: ...
+
+
+@typing.overload
+def tool(
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
+) -> Callable[[ToolFunction], ToolFunction]: ...
+
+
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
+) -> Any:
+    """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``)."""
+
+    def decorate(func: ToolFunction) -> ToolFunction:
+        registry.register(
+            build_registered_tool(func, name=name, title=title, description=description, annotations=annotations)
+        )
+        return func
+
+    if function is not None:
+        return decorate(function)
+    return decorate

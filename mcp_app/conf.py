@@ -1,0 +1,92 @@
+"""The one settings object of mcp_app.
+
+Projects configure the app with a single ``MCP_APP`` dictionary in their Django settings; defaults live here.
+``mcp_settings`` is the singleton every module reads. It rejects unknown keys (a typo must not silently fall
+back to a default), validates types, and reloads when tests change ``MCP_APP`` with ``override_settings``.
+
+It does not own Django's own settings (databases, caches, channel layers): those belong to the project.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Largest accepted POST body, in bytes. Larger bodies are refused with 400 before they are parsed.
+    "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # Largest JSON-RPC batch (array) accepted in one POST.
+    "MAX_BATCH_SIZE": 50,
+    # Seconds between keep-alive comments on idle SSE streams.
+    "SSE_KEEPALIVE_SECONDS": 25.0,
+    # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
+    "TOKEN_LAST_USED_INTERVAL_SECONDS": 60,
+    # Origins accepted on every server in addition to each server's own allowed origins.
+    "ALLOWED_ORIGINS": [],
+    # Module name autodiscovered in every installed app for ``@tool`` registrations.
+    "TOOLS_MODULE": "mcp_tools",
+    # Largest number of resolved server catalogs kept in each process's memory.
+    "CATALOG_CACHE_SIZE": 512,
+}
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "MAX_BODY_BYTES": (int,),
+    "MAX_BATCH_SIZE": (int,),
+    "SSE_KEEPALIVE_SECONDS": (int, float),
+    "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
+    "ALLOWED_ORIGINS": (list, tuple),
+    "TOOLS_MODULE": (str,),
+    "CATALOG_CACHE_SIZE": (int,),
+}
+
+
+class McpSettings:
+    """Attribute access to ``MCP_APP`` merged over ``DEFAULTS``, validated once per load."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        from django.conf import settings
+
+        user = getattr(settings, "MCP_APP", {}) or {}
+        if not isinstance(user, dict):
+            raise ImproperlyConfigured("MCP_APP must be a dict.")
+        unknown = sorted(set(user) - set(DEFAULTS))
+        if unknown:
+            raise ImproperlyConfigured(f"Unknown MCP_APP setting(s): {', '.join(unknown)}.")
+        values = {**DEFAULTS, **user}
+        for key, value in values.items():
+            expected = _TYPES[key]
+            if not isinstance(value, expected) or isinstance(value, bool):
+                raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
+        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE"):
+            if values[key] < 1:
+                raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
+        if values["SSE_KEEPALIVE_SECONDS"] <= 0:
+            raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
+        return values
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in DEFAULTS:
+            raise AttributeError(f"Unknown MCP_APP setting {name!r}.")
+        if self._values is None:
+            self._values = self._load()
+        return self._values[name]
+
+    def reload(self) -> None:
+        self._values = None
+
+
+mcp_settings = McpSettings()
+
+
+@receiver(setting_changed)
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_APP":
+        mcp_settings.reload()

@@ -1,0 +1,46 @@
+"""Idempotent creation of the demo tenant, server, agent and tool bindings, plus a fresh token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
+
+DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo")
+DEMO_INSTRUCTIONS = (
+    "Demo server of mcp-host. Tools: echo (returns text), add (sums two numbers), get_time (current UTC time), "
+    "progress_demo (reports progress)."
+)
+
+
+@dataclass(frozen=True)
+class DemoAccess:
+    url: str
+    server_id: str
+    agent_id: str
+    token: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"url": self.url, "server_id": self.server_id, "agent_id": self.agent_id, "token": self.token}
+
+
+@transaction.atomic
+def ensure_demo(base_url: str) -> DemoAccess:
+    tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
+    server, _ = McpServer.objects.get_or_create(
+        server_id="demo",
+        defaults={"tenant": tenant, "name": "demo", "title": "mcp-host demo", "instructions": DEMO_INSTRUCTIONS},
+    )
+    if server.tenant_id != tenant.pk:
+        raise RuntimeError("the server id 'demo' is taken by another tenant")
+    agent, _ = Agent.objects.get_or_create(tenant=tenant, agent_id="demo-agent", defaults={"name": "Demo agent"})
+    for position, name in enumerate(DEMO_TOOLS):
+        tool, _ = Tool.objects.get_or_create(
+            tenant=tenant, name=name, defaults={"kind": Tool.Kind.PYTHON, "python_name": name}
+        )
+        ServerTool.objects.get_or_create(server=server, tool=tool, defaults={"position": position})
+    _token, raw = AgentToken.objects.issue_token(agent, servers=[server], name="mcp_demo")
+    url = f"{base_url.rstrip('/')}/mcp/{server.server_id}?agentId={agent.agent_id}"
+    return DemoAccess(url=url, server_id=server.server_id, agent_id=agent.agent_id, token=raw)

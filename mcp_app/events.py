@@ -1,0 +1,47 @@
+"""Cross-process events over the Channels layer: group names and the publishing side.
+
+Catalog edits publish ``notifications/tools/list_changed`` to the group of each affected server; every open
+GET stream of that server, in any daphne process, is a member of that group. Publishing happens after the
+transaction commits, and a layer failure is logged, never raised into the edit that caused it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+logger = logging.getLogger("mcp_app.events")
+
+BROADCAST_EVENT = "mcp.broadcast"
+
+
+def server_group(server_pk: int) -> str:
+    return f"mcp.server.{server_pk}"
+
+
+def tools_list_changed() -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+def publish_to_servers(server_pks: Iterable[int], message: dict[str, Any]) -> None:
+    """Send ``message`` to every live stream of these servers once the current transaction commits."""
+    pks = sorted(set(server_pks))
+    if not pks:
+        return
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        for pk in pks:
+            try:
+                async_to_sync(layer.group_send)(server_group(pk), {"type": BROADCAST_EVENT, "message": message})
+            except Exception:
+                logger.exception("could not publish %s to server %s", message.get("method"), pk)
+
+    transaction.on_commit(send)

@@ -1,0 +1,8 @@
+"""The persistent state of mcp_app, one module per aggregate. Managers own the domain verbs."""
+
+from .agents import Agent, AgentToken
+from .catalog import ServerTool, Tool
+from .servers import McpServer
+from .tenancy import Tenant, TenantMembership
+
+__all__ = ["Agent", "AgentToken", "McpServer", "ServerTool", "Tenant", "TenantMembership", "Tool"]

@@ -1,0 +1,153 @@
+"""Agents (machine principals) and their bearer tokens.
+
+A raw token looks like ``mcp_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret
+from ``secrets``. Only its SHA-256 digest is stored; the raw value is returned once by ``issue_token`` and never
+again. ``AgentToken.objects.authenticate`` resolves a raw token in constant time with respect to its content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import datetime, timedelta
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from .servers import McpServer
+from .tenancy import Tenant
+
+TOKEN_SCHEME = "mcp"
+PREFIX_HEX_CHARS = 8
+SECRET_BYTES = 32  # 256 bits
+
+
+def token_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class Agent(models.Model):
+    """A bot, IDE or LLM application that calls MCP servers; distinct from the humans who administer it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="agents", verbose_name="tenant")
+    agent_id = models.SlugField(
+        "agent id", max_length=63, help_text="Identifier the agent sends as ?agentId=; unique within the tenant."
+    )
+    name = models.CharField("name", max_length=200)
+    is_active = models.BooleanField("active", default=True, help_text="An inactive agent's tokens stop working.")
+    created_at = models.DateTimeField("created", auto_now_add=True)
+
+    class Meta:
+        verbose_name = "agent"
+        verbose_name_plural = "agents"
+        ordering = ("tenant", "agent_id")
+        constraints = [models.UniqueConstraint(fields=("tenant", "agent_id"), name="mcp_agent_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id} ({self.tenant.slug})"
+
+
+class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
+    def usable(self, now: datetime | None = None) -> AgentTokenQuerySet:
+        now = now or timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+
+
+class AgentTokenManager(models.Manager["AgentToken"]):
+    def get_queryset(self) -> AgentTokenQuerySet:
+        return AgentTokenQuerySet(self.model, using=self._db)
+
+    def usable(self) -> AgentTokenQuerySet:
+        return self.get_queryset().usable()
+
+    def issue_token(
+        self,
+        agent: Agent,
+        *,
+        servers: list[McpServer] | None = None,
+        name: str = "",
+        expires_at: datetime | None = None,
+    ) -> tuple[AgentToken, str]:
+        """Create a token for ``agent`` scoped to ``servers``; return it with the raw value (shown only once)."""
+        if servers and any(server.tenant_id != agent.tenant_id for server in servers):
+            raise ValueError("a token can only be scoped to servers of its agent's tenant")
+        prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
+        raw = f"{TOKEN_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
+        token = self.create(agent=agent, name=name, prefix=prefix, digest=token_digest(raw), expires_at=expires_at)
+        if servers:
+            token.servers.set(servers)
+        return token, raw
+
+    def authenticate(self, raw: str) -> AgentToken | None:
+        """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
+
+        Lookup is by digest, so timing depends only on a hash the caller cannot steer; the final comparison is
+        constant-time as well. Revoked, expired and inactive-agent tokens do not authenticate. A token of an
+        inactive tenant does authenticate: its servers are not servable, so every request ends in a plain 404.
+        """
+        if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256:
+            return None
+        digest = token_digest(raw)
+        token = (
+            self.get_queryset()
+            .usable()
+            .select_related("agent__tenant")
+            .filter(digest=digest, agent__is_active=True)
+            .first()
+        )
+        if token is None or not hmac.compare_digest(token.digest, digest):
+            return None
+        return token
+
+
+class AgentToken(models.Model):
+    """A bearer credential of one agent, stored as a digest, scoped to some of the tenant's servers."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens", verbose_name="agent")
+    name = models.CharField("name", max_length=200, blank=True, help_text="What this token is for.")
+    prefix = models.CharField(
+        "prefix",
+        max_length=PREFIX_HEX_CHARS,
+        db_index=True,
+        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
+        help_text="Shown to identify the token; not secret and not enough to use it.",
+    )
+    digest = models.CharField("SHA-256 digest", max_length=64, unique=True, editable=False)
+    servers = models.ManyToManyField(
+        McpServer, related_name="tokens", blank=True, verbose_name="servers", help_text="Servers this token may call."
+    )
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    expires_at = models.DateTimeField("expires", null=True, blank=True, help_text="Empty: never expires.")
+    revoked_at = models.DateTimeField("revoked", null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField("last used", null=True, blank=True, editable=False)
+
+    objects = AgentTokenManager()
+
+    class Meta:
+        verbose_name = "agent token"
+        verbose_name_plural = "agent tokens"
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{TOKEN_SCHEME}_{self.prefix}_… ({self.agent.agent_id})"
+
+    @property
+    def is_usable(self) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+    def touch(self, interval_seconds: float, now: datetime | None = None) -> None:
+        """Record use, at most once per ``interval_seconds``, with a single conditional UPDATE."""
+        now = now or timezone.now()
+        if self.last_used_at is not None and now - self.last_used_at < timedelta(seconds=interval_seconds):
+            return
+        threshold = now - timedelta(seconds=interval_seconds)
+        type(self).objects.filter(pk=self.pk).filter(
+            models.Q(last_used_at__isnull=True) | models.Q(last_used_at__lt=threshold)
+        ).update(last_used_at=now)
+        self.last_used_at = now

@@ -1,0 +1,83 @@
+"""Hosted MCP servers: named endpoints exposing a chosen subset of their tenant's catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F
+
+from .tenancy import Tenant
+
+
+def _validate_origins(value: Any) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValidationError("Allowed origins must be a list of origin strings, e.g. [\"https://app.example\"].")
+    for origin in value:
+        if origin != origin.strip() or origin.endswith("/") or "://" not in origin:
+            raise ValidationError(f"{origin!r} is not an origin (scheme://host[:port], no path).")
+
+
+class McpServerManager(models.Manager["McpServer"]):
+    def servable(self) -> models.QuerySet[McpServer]:
+        """Servers that answer requests: enabled, of an active tenant."""
+        return self.filter(enabled=True, tenant__is_active=True)
+
+    def bump_catalog_version(self, server_ids: list[int] | set[int]) -> None:
+        """Mark these servers' catalogs changed: every process re-resolves them, live streams are told."""
+        if server_ids:
+            from ..events import publish_to_servers, tools_list_changed
+
+            self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
+            publish_to_servers(server_ids, tools_list_changed())
+
+
+class McpServer(models.Model):
+    """One MCP endpoint, ``/mcp/<server_id>``, belonging to a tenant."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="servers", verbose_name="tenant")
+    server_id = models.SlugField(
+        "server id", max_length=63, unique=True, help_text="Public identifier in the endpoint URL /mcp/<server id>."
+    )
+    name = models.CharField("name", max_length=200)
+    title = models.CharField("title", max_length=200, blank=True, help_text="Human-readable display name.")
+    version = models.CharField("version", max_length=50, default="1.0.0")
+    instructions = models.TextField(
+        "instructions", blank=True, help_text="Sent to clients in the initialize result, to guide the model."
+    )
+    enabled = models.BooleanField("enabled", default=True, help_text="A disabled server answers 404.")
+    allowed_origins = models.JSONField(
+        "allowed origins",
+        default=list,
+        blank=True,
+        validators=[_validate_origins],
+        help_text="Browser origins allowed to call this server. Requests with any other Origin get 403.",
+    )
+    catalog_version = models.PositiveBigIntegerField(
+        "catalog version", default=1, editable=False, help_text="Bumped on every catalog edit; caches key on it."
+    )
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    objects = McpServerManager()
+
+    class Meta:
+        verbose_name = "MCP server"
+        verbose_name_plural = "MCP servers"
+        ordering = ("server_id",)
+        indexes = [models.Index(fields=("tenant", "enabled"), name="mcp_server_tenant_enabled")]
+
+    def __str__(self) -> str:
+        return f"{self.server_id} ({self.tenant.slug})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The catalog version is only ever bumped atomically in the database; a form save of a stale instance
+        # must not write an old value back.
+        if not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [
+                field.name
+                for field in self._meta.concrete_fields
+                if not field.primary_key and field.name != "catalog_version"
+            ]
+        super().save(*args, **kwargs)

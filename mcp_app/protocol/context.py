@@ -1,0 +1,154 @@
+"""What a handler knows about the request it serves, and the interfaces to the layers below.
+
+``RequestContext`` is built by the transport for each HTTP request. ``ServerCatalog`` and ``ToolDescriptor``
+are plain data the catalog layer produces; ``ToolRunner`` is the interface the runtime layer implements.
+Nothing here touches a database: implementations are injected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def discard(message: dict[str, Any]) -> None:
+    """An ``Emit`` for contexts where nothing can be streamed back."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDescription:
+    """The public face of one hosted MCP server."""
+
+    server_id: str
+    name: str
+    title: str = ""
+    version: str = ""
+    instructions: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: an agent of a tenant."""
+
+    tenant: str
+    agent_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDescriptor:
+    """One tool as a server exposes it. ``target`` is opaque to the protocol; the runner interprets it."""
+
+    name: str
+    input_schema: Mapping[str, Any]
+    description: str | None = None
+    title: str | None = None
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+    target: Any = None
+
+    def to_wire(self) -> dict[str, Any]:
+        schema = dict(self.input_schema)
+        schema.setdefault("type", "object")
+        # Clients index into properties; a schema without any must still carry an empty object, never null.
+        if not isinstance(schema.get("properties"), dict):
+            schema["properties"] = {}
+        wire: dict[str, Any] = {"name": self.name}
+        if self.title:
+            wire["title"] = self.title
+        if self.description:
+            wire["description"] = self.description
+        wire["inputSchema"] = schema
+        if self.output_schema:
+            wire["outputSchema"] = dict(self.output_schema)
+        if self.annotations:
+            wire["annotations"] = dict(self.annotations)
+        return wire
+
+
+@dataclass(frozen=True)
+class ServerCatalog:
+    """The effective, ordered catalog of one server at one catalog version."""
+
+    tools: Sequence[ToolDescriptor] = ()
+    _by_name: dict[str, ToolDescriptor] = field(init=False, repr=False)
+    _tools_wire: list[dict[str, Any]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, ToolDescriptor] = {}
+        for tool in self.tools:
+            if tool.name in by_name:
+                raise ValueError(f"duplicate tool name {tool.name!r} in one catalog")
+            by_name[tool.name] = tool
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_tools_wire", [tool.to_wire() for tool in self.tools])
+
+    def tool(self, name: str) -> ToolDescriptor | None:
+        return self._by_name.get(name)
+
+    def tools_wire(self) -> list[dict[str, Any]]:
+        return self._tools_wire
+
+
+class InvalidToolArguments(Exception):
+    """Raised by a runner when arguments do not satisfy the tool's input schema.
+
+    Not a ``ProtocolError``: whether it becomes -32602 or an ``isError`` result depends on the revision.
+    """
+
+
+class ProgressReporter:
+    """Sends ``notifications/progress`` for one request, if and only if the client asked with a token."""
+
+    def __init__(self, token: str | int | None, emit: Emit) -> None:
+        self.token = token
+        self._emit = emit
+        self._last: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.token is not None
+
+    async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self.token is None:
+            return
+        # The spec requires progress to increase with each notification; stale values are dropped.
+        if self._last is not None and progress <= self._last:
+            return
+        self._last = progress
+        params: dict[str, Any] = {"progressToken": self.token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._emit({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """What a runner gets besides the arguments: who calls, and how to report back."""
+
+    request: RequestContext
+    progress: ProgressReporter
+
+
+class ToolRunner(Protocol):
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """Run ``tool`` and return a wire ``CallToolResult``; raise ``InvalidToolArguments`` on bad input."""
+        ...
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything the handlers need for one HTTP request."""
+
+    server: ServerDescription
+    catalog: ServerCatalog
+    runner: ToolRunner
+    protocol_version: str
+    principal: Principal | None = None
+    emit: Emit = discard
+    client_info: Mapping[str, Any] | None = None
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,139 @@
+"""Routing of decoded JSON-RPC payloads to method handlers, and the exception-to-wire boundary.
+
+``Dispatcher.dispatch`` takes one decoded body (an object or a batch array) and returns what to answer: a
+response object, a list of them, or ``None`` when nothing is owed (notifications and client responses only).
+Every exception a handler raises is turned into a JSON-RPC error here and nowhere else; exceptions that are not
+``ProtocolError`` are logged with their traceback and reach the client as a bare ``Internal error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import versions
+from .context import ProgressReporter, RequestContext
+from .errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, ProtocolError, error_response
+from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
+
+logger = logging.getLogger("mcp_app.protocol")
+
+
+@dataclass(slots=True)
+class MessageContext:
+    """One request inside an HTTP request: its id and its progress channel."""
+
+    request: RequestContext
+    request_id: str | int
+    progress: ProgressReporter
+
+
+RequestHandler = Callable[[dict[str, Any], MessageContext], Awaitable[dict[str, Any]]]
+NotificationHandler = Callable[[dict[str, Any], RequestContext], Awaitable[None]]
+
+
+def _progress_token(params: dict[str, Any]) -> str | int | None:
+    meta = params.get("_meta")
+    if isinstance(meta, dict):
+        token = meta.get("progressToken")
+        if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):
+            return token
+    return None
+
+
+class Dispatcher:
+    """A method table plus the JSON-RPC rules for single messages and batches."""
+
+    def __init__(self) -> None:
+        self._requests: dict[str, RequestHandler] = {}
+        self._notifications: dict[str, NotificationHandler] = {}
+
+    def request(self, method: str) -> Callable[[RequestHandler], RequestHandler]:
+        def register(handler: RequestHandler) -> RequestHandler:
+            self._requests[method] = handler
+            return handler
+
+        return register
+
+    def notification(self, method: str) -> Callable[[NotificationHandler], NotificationHandler]:
+        def register(handler: NotificationHandler) -> NotificationHandler:
+            self._notifications[method] = handler
+            return handler
+
+        return register
+
+    @property
+    def methods(self) -> frozenset[str]:
+        return frozenset(self._requests)
+
+    async def dispatch(self, payload: Any, ctx: RequestContext, *, max_batch_size: int) -> Any:
+        """Answer a decoded body: a response dict, a list of responses, or ``None`` when nothing is owed."""
+        if not isinstance(payload, list):
+            return await self._dispatch_one(payload, ctx)
+        if not payload:
+            return error_response(None, InvalidRequest("Invalid Request: empty batch"))
+        if not versions.allows_batches(ctx.protocol_version):
+            return error_response(
+                None, InvalidRequest(f"Invalid Request: batches are not allowed in {ctx.protocol_version}")
+            )
+        if len(payload) > max_batch_size:
+            return error_response(
+                None, InvalidRequest(f"Invalid Request: batch exceeds {max_batch_size} messages")
+            )
+        results = await asyncio.gather(*(self._dispatch_one(item, ctx) for item in payload))
+        answered = [result for result in results if result is not None]
+        return answered or None
+
+    async def _dispatch_one(self, obj: Any, ctx: RequestContext) -> dict[str, Any] | None:
+        try:
+            message = classify(obj)
+        except ProtocolError as exc:
+            return error_response(recover_id(obj), exc)
+        if isinstance(message, Request):
+            return await self._answer(message, ctx)
+        if isinstance(message, Notification):
+            await self._notify(message, ctx)
+            return None
+        assert isinstance(message, ClientResponse)
+        # Responses to server-initiated requests are accepted; nothing is waiting for them yet.
+        return None
+
+    async def _answer(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
+        try:
+            handler = self._requests.get(request.method)
+            if handler is None:
+                raise MethodNotFound(f"Method not found: {request.method}")
+            params = request.params
+            if params is None:
+                params = {}
+            elif not isinstance(params, dict):
+                raise InvalidParams("Invalid params: params must be an object")
+            message_ctx = MessageContext(
+                request=ctx,
+                request_id=request.id,
+                progress=ProgressReporter(_progress_token(params), ctx.emit),
+            )
+            result = await handler(params, message_ctx)
+        except ProtocolError as exc:
+            return error_response(request.id, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("unhandled error in %s", request.method)
+            return error_response(request.id, InternalError())
+        return {"jsonrpc": "2.0", "id": request.id, "result": result}
+
+    async def _notify(self, notification: Notification, ctx: RequestContext) -> None:
+        handler = self._notifications.get(notification.method)
+        if handler is None:
+            return  # Unknown notifications are ignored, as JSON-RPC requires.
+        params = notification.params if isinstance(notification.params, dict) else {}
+        try:
+            await handler(params, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("unhandled error in notification %s", notification.method)

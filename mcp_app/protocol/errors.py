@@ -1,0 +1,76 @@
+"""JSON-RPC and MCP error codes, the ``ProtocolError`` hierarchy, and the one place errors become wire objects.
+
+Handlers raise ``ProtocolError`` subclasses; ``error_response`` is the only function that serialises them.
+Any other exception is turned into a sanitised ``INTERNAL_ERROR`` by the dispatcher: no traceback, no exception
+text, reaches a client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# JSON-RPC 2.0
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# MCP, handshake era (2024-11-05 … 2025-11-25)
+RESOURCE_NOT_FOUND = -32002
+URL_ELICITATION_REQUIRED = -32042
+# MCP 2026-07-28
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+JsonRpcId = str | int | None
+
+
+class ProtocolError(Exception):
+    """An error with a JSON-RPC code that is safe to show to the client."""
+
+    code: int = INTERNAL_ERROR
+    default_message: str = "Internal error"
+
+    def __init__(self, message: str | None = None, data: Any = None, *, code: int | None = None) -> None:
+        self.message = message or self.default_message
+        self.data = data
+        if code is not None:
+            self.code = code
+        super().__init__(self.message)
+
+    def to_wire(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(ProtocolError):
+    code = PARSE_ERROR
+    default_message = "Parse error"
+
+
+class InvalidRequest(ProtocolError):
+    code = INVALID_REQUEST
+    default_message = "Invalid Request"
+
+
+class MethodNotFound(ProtocolError):
+    code = METHOD_NOT_FOUND
+    default_message = "Method not found"
+
+
+class InvalidParams(ProtocolError):
+    code = INVALID_PARAMS
+    default_message = "Invalid params"
+
+
+class InternalError(ProtocolError):
+    code = INTERNAL_ERROR
+    default_message = "Internal error"
+
+
+def error_response(request_id: JsonRpcId, error: ProtocolError) -> dict[str, Any]:
+    """The JSON-RPC error response object for ``error``; the single serialisation point for errors."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}

@@ -1,0 +1,9 @@
+"""MCP method handlers, one module per method family, registered on the shared ``dispatcher``."""
+
+from ..dispatcher import Dispatcher
+
+dispatcher = Dispatcher()
+
+from . import lifecycle, tools  # noqa: E402  (registration side effects)
+
+__all__ = ["dispatcher", "lifecycle", "tools"]

@@ -1,0 +1,90 @@
+"""JSON-RPC 2.0 framing: strict decoding, encoding, and classification of one message.
+
+``decode`` and ``encode`` use orjson: invalid UTF-8, ``NaN``, trailing garbage and integers beyond 64 bits are
+parse errors. ``classify`` turns one decoded JSON value into a ``Request``, ``Notification`` or
+``ClientResponse``, or raises ``InvalidRequest`` carrying whatever id could be recovered.
+
+It knows nothing of MCP methods; that is the dispatcher's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .errors import InvalidRequest, JsonRpcId, ParseError
+
+JSONRPC_VERSION = "2.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: str | int
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResponse:
+    """A response the client sends to a server-initiated request (sampling, elicitation, roots)."""
+
+    id: str | int
+    result: Any
+    error: Any
+
+
+Message = Request | Notification | ClientResponse
+
+
+def decode(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ParseError("Parse error: body is not valid JSON") from exc
+
+
+def encode(payload: Any) -> bytes:
+    return orjson.dumps(payload)
+
+
+def _valid_id(value: Any) -> bool:
+    # MCP forbids null ids; booleans are ints to Python but not ids in JSON-RPC.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def recover_id(obj: Any) -> JsonRpcId:
+    """The id to put on an error about ``obj``: its own if it is a valid id, else null."""
+    if isinstance(obj, dict):
+        candidate = obj.get("id")
+        if _valid_id(candidate):
+            return candidate
+    return None
+
+
+def classify(obj: Any) -> Message:
+    if not isinstance(obj, dict):
+        raise InvalidRequest("Invalid Request: a JSON-RPC message must be an object")
+    if obj.get("jsonrpc") != JSONRPC_VERSION:
+        raise InvalidRequest('Invalid Request: "jsonrpc" must be "2.0"')
+    method = obj.get("method")
+    if method is not None:
+        if not isinstance(method, str) or not method:
+            raise InvalidRequest('Invalid Request: "method" must be a non-empty string')
+        params = obj.get("params")
+        if "id" not in obj:
+            return Notification(method=method, params=params)
+        request_id = obj["id"]
+        if not _valid_id(request_id):
+            raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
+        return Request(id=request_id, method=method, params=params)
+    if ("result" in obj) != ("error" in obj) and _valid_id(obj.get("id")):
+        return ClientResponse(id=obj["id"], result=obj.get("result"), error=obj.get("error"))
+    raise InvalidRequest("Invalid Request: neither a request, a notification nor a response")

@@ -1,0 +1,129 @@
+"""The inline tool runner: validate arguments, invoke the tool, turn what it returns into a ``CallToolResult``.
+
+Targets are what the catalog resolves a tool to: a ``PythonTarget`` (a registered function) or a
+``StaticTarget`` (a canned answer). Arguments are validated before anything runs. A ``ToolError`` becomes an
+``isError`` result with its message; any other exception is logged and becomes an ``isError`` result with a
+generic message, so no internals leak to the client.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pydantic
+from asgiref.sync import sync_to_async
+from jsonschema import Draft202012Validator
+
+from ..protocol.context import InvalidToolArguments, ToolCall, ToolDescriptor
+from .context import ToolContext, ToolError, ToolResult
+from .static import static_answer
+
+if TYPE_CHECKING:
+    from ..catalog.registry import RegisteredTool
+
+logger = logging.getLogger("mcp_app.runtime")
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    registered: RegisteredTool
+
+
+@dataclass(frozen=True)
+class StaticTarget:
+    input_schema: dict[str, Any]
+    result: Any
+    error: Any
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [_text(message)], "isError": True}
+
+
+def _describe_validation_error(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        location = ".".join(str(part) for part in error["loc"]) or "arguments"
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
+    """Convert a Python tool's return value into a wire ``CallToolResult``."""
+    if isinstance(value, ToolResult):
+        result: dict[str, Any] = {"content": list(value.content)}
+        if value.structured_content is not None:
+            result["structuredContent"] = value.structured_content
+        if value.is_error:
+            result["isError"] = True
+        return result
+    if registered.output_adapter is not None:
+        data = registered.output_adapter.dump_python(value, mode="json")
+        structured = {"result": data} if registered.wraps_output else data
+        return {"content": [_text(orjson.dumps(data).decode())], "structuredContent": structured}
+    if value is None:
+        return {"content": []}
+    if isinstance(value, str):
+        return {"content": [_text(value)]}
+    data = pydantic.TypeAdapter(Any).dump_python(value, mode="json")
+    return {"content": [_text(orjson.dumps(data).decode())]}
+
+
+class Runner:
+    """Runs tool calls in the serving process (the embedded default)."""
+
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        target = tool.target
+        if isinstance(target, StaticTarget):
+            errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
+            if errors:
+                raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            return static_answer(target.result, target.error)
+        if isinstance(target, PythonTarget):
+            return await self._call_python(tool, target.registered, arguments, call)
+        raise TypeError(f"tool {tool.name!r} has no runnable target")
+
+    async def _call_python(
+        self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: ToolCall
+    ) -> dict[str, Any]:
+        try:
+            model = registered.input_model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
+        kwargs = {name: getattr(model, name) for name in type(model).model_fields}
+        if registered.context_parameter:
+            principal = call.request.principal
+            kwargs[registered.context_parameter] = ToolContext(
+                server_id=call.request.server.server_id,
+                tenant=principal.tenant if principal else None,
+                agent_id=principal.agent_id if principal else None,
+                _progress=call.progress,
+            )
+        try:
+            if registered.is_coroutine:
+                value = await registered.function(**kwargs)
+            else:
+                value = await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+            return python_result(registered, value)
+        except ToolError as exc:
+            return _error_result(str(exc) or f"Tool {tool.name} failed")
+        except Exception:
+            logger.exception("tool %s raised", tool.name)
+            return _error_result(f"Tool {tool.name} failed with an internal error")
+
+
+def _describe_schema_error(error: Any) -> str:
+    location = ".".join(str(part) for part in error.absolute_path) or "arguments"
+    return f"{location}: {error.message}"

@@ -1,0 +1,96 @@
+"""Authentication and authorisation of one request: token → agent → server → scope.
+
+``authorize`` runs in a worker thread (it queries the database) and either returns an ``AccessGrant`` or raises
+``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
+
+1. ``agentId`` query parameter missing → 400
+2. ``Authorization`` missing → 401; malformed, unknown, expired or revoked token, inactive agent → 401
+3. token of another agent than ``agentId`` (existing or not) → 403
+4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable)
+5. token not scoped to this server → 403
+
+Unauthenticated callers learn nothing about which servers exist. The raw token is never logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Exists, OuterRef
+
+from ..catalog.resolver import resolve_catalog
+from ..conf import mcp_settings
+from ..models import AgentToken, McpServer
+from ..protocol.context import ServerCatalog
+
+REALM = "mcp-host"
+
+
+class AccessDenied(Exception):
+    def __init__(self, status: int, message: str, *, error: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.error = error
+
+    @property
+    def www_authenticate(self) -> str | None:
+        if self.status == 401:
+            if self.error:
+                return f'Bearer realm="{REALM}", error="{self.error}"'
+            return f'Bearer realm="{REALM}"'
+        if self.status == 403 and self.error:
+            return f'Bearer realm="{REALM}", error="{self.error}"'
+        return None
+
+
+@dataclass(frozen=True)
+class AccessGrant:
+    server: McpServer
+    token: AgentToken
+    catalog: ServerCatalog
+
+    @property
+    def tenant_slug(self) -> str:
+        return self.server.tenant.slug
+
+    @property
+    def agent_id(self) -> str:
+        return self.token.agent.agent_id
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if authorization is None:
+        return None
+    scheme, _, credentials = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():
+        return ""
+    return credentials.strip()
+
+
+def authorize(server_id: str, agent_id: str | None, authorization: str | None) -> AccessGrant:
+    if not agent_id:
+        raise AccessDenied(400, "The agentId query parameter is required.")
+    raw = bearer_token(authorization)
+    if raw is None:
+        raise AccessDenied(401, "Authorization: Bearer <token> is required.")
+    token = AgentToken.objects.authenticate(raw) if raw else None
+    if token is None:
+        raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
+    if token.agent.agent_id != agent_id:
+        raise AccessDenied(403, "The token does not belong to this agent.", error="insufficient_scope")
+    server = (
+        McpServer.objects.servable()
+        .select_related("tenant")
+        .annotate(
+            in_scope=Exists(AgentToken.servers.through.objects.filter(agenttoken_id=token.pk, mcpserver_id=OuterRef("pk")))
+        )
+        .filter(server_id=server_id, tenant_id=token.agent.tenant_id)
+        .first()
+    )
+    if server is None:
+        raise AccessDenied(404, "MCP server not found.")
+    if not server.in_scope:  # type: ignore[attr-defined]
+        raise AccessDenied(403, "The token is not allowed to use this server.", error="insufficient_scope")
+    token.touch(mcp_settings.TOKEN_LAST_USED_INTERVAL_SECONDS)
+    return AccessGrant(server=server, token=token, catalog=resolve_catalog(server))

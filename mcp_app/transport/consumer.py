@@ -1,0 +1,309 @@
+"""The MCP endpoint ``/mcp/<server_id>`` as a Channels consumer (Streamable HTTP).
+
+One consumer instance serves one HTTP request. It buffers the body up to ``MAX_BODY_BYTES``, then runs the
+response in a task so that it keeps listening for ``http.disconnect`` (which cancels the work) and, for GET
+streams, for channel-layer broadcasts. The response is JSON unless the request produced notifications and the
+client accepts SSE, in which case it switches to an event stream the moment the first notification is emitted.
+
+Status codes: 400 bad request, 401/403 auth, 404 unknown server, 405 method, 415 media type, 421 Host, 202 for
+bodies that owe no answer, 204 for DELETE. JSON-RPC errors about a whole body (-32700, -32600) are 400; errors
+of individual methods ride on 200, as in the handshake-era reference servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.consumer import AsyncConsumer, get_handler_name
+from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
+
+from .. import PRODUCT_NAME, __version__
+from ..conf import mcp_settings
+from ..events import BROADCAST_EVENT, server_group
+from ..protocol import jsonrpc, versions
+from ..protocol.context import Principal, RequestContext, ServerDescription
+from ..protocol.errors import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    InvalidRequest,
+    ProtocolError,
+    error_response,
+)
+from ..protocol.handlers import dispatcher
+from ..runtime.execution import Runner
+from . import sse
+from .auth import AccessDenied, AccessGrant, authorize
+from .security import accepts, host_allowed, is_json_content_type, origin_allowed
+
+logger = logging.getLogger("mcp_app.transport")
+
+JSON_HEADERS: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+ALLOWED_METHODS = ("GET", "POST", "DELETE")
+_BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
+
+runner = Runner()
+
+
+class ResponseWriter:
+    """Writes one response as JSON, or as SSE once a notification has to go out before the answer."""
+
+    def __init__(self, consumer: McpConsumer, *, allow_stream: bool) -> None:
+        self._consumer = consumer
+        self._allow_stream = allow_stream
+        self.streaming = False
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        if not self._allow_stream:
+            return
+        if not self.streaming:
+            self.streaming = True
+            await self._consumer.send_headers(200, sse.SSE_HEADERS)
+        await self._consumer.send_body(sse.event(message), more_body=True)
+
+    async def finish(self, status: int, payload: Any) -> None:
+        if self.streaming:
+            await self._consumer.send_body(sse.event(payload) if payload is not None else b"")
+        elif payload is None:
+            await self._consumer.send_response(202, b"", [])
+        else:
+            await self._consumer.send_response(status, jsonrpc.encode(payload), JSON_HEADERS)
+
+
+class McpConsumer(AsyncConsumer):
+    """Streamable HTTP endpoint of one hosted MCP server."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        self.base_send = send
+        self.channel_layer = None
+        self.channel_name = None
+        self._body = bytearray()
+        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._work: asyncio.Task[None] | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._groups: list[str] = []
+        self._response_started = False
+        try:
+            await await_many_dispatch([receive, self._events.get], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            await self._cleanup()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Unlike AsyncConsumer.dispatch, no connection clean-up per message: all ORM work goes through
+        # database_sync_to_async, which already closes stale connections around each call.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    # ASGI plumbing -------------------------------------------------------------------------------------
+
+    async def send_headers(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self._response_started = True
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
+        await self.send({"type": "http.response.body", "body": body, "more_body": more_body})
+
+    async def send_response(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        await self.send_headers(status, headers)
+        await self.send_body(body)
+
+    async def send_error(
+        self, status: int, message: str, *, headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        """A transport-level rejection: an id-less JSON-RPC error body, as the spec allows for 4xx answers."""
+        body = jsonrpc.encode(error_response(None, InvalidRequest(message)))
+        await self.send_response(status, body, [*JSON_HEADERS, *(headers or [])])
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        if self._work is not None:
+            return
+        self._body += message.get("body", b"")
+        limit = mcp_settings.MAX_BODY_BYTES
+        if len(self._body) > limit or self._declared_length() > limit:
+            await self.send_error(400, f"Request body exceeds {limit} bytes.")
+            raise StopConsumer
+        if message.get("more_body"):
+            return
+        self._work = asyncio.create_task(self._serve(bytes(self._body)))
+        self._work.add_done_callback(lambda _task: self._events.put_nowait({"type": "mcp.finished"}))
+
+    async def http_disconnect(self, message: dict[str, Any]) -> None:
+        raise StopConsumer
+
+    async def mcp_finished(self, message: dict[str, Any]) -> None:
+        raise StopConsumer
+
+    async def mcp_broadcast(self, message: dict[str, Any]) -> None:
+        if self._groups:
+            await self.send_body(sse.event(message["message"]), more_body=True)
+
+    def _declared_length(self) -> int:
+        value = self._header("content-length")
+        return int(value) if value and value.isdigit() else 0
+
+    def _header(self, name: str) -> str | None:
+        encoded = name.encode()
+        for key, value in self.scope.get("headers", ()):
+            if key.lower() == encoded:
+                return value.decode("latin-1")
+        return None
+
+    async def _cleanup(self) -> None:
+        for task in (self._work, self._pump):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        if self.channel_layer is not None and self.channel_name is not None:
+            for group in self._groups:
+                try:
+                    await self.channel_layer.group_discard(group, self.channel_name)
+                except Exception:
+                    logger.warning("could not leave group %s", group, exc_info=True)
+
+    # The request ---------------------------------------------------------------------------------------
+
+    async def _serve(self, body: bytes) -> None:
+        try:
+            await self._respond(body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("unhandled error serving %s %s", self.scope.get("method"), self.scope.get("path"))
+            if not self._response_started:
+                await self.send_response(
+                    500, jsonrpc.encode(error_response(None, ProtocolError("Internal error"))), JSON_HEADERS
+                )
+
+    async def _respond(self, body: bytes) -> None:
+        method = self.scope["method"]
+        if method not in ALLOWED_METHODS:
+            await self.send_error(
+                405, f"Method {method} is not allowed.", headers=[(b"allow", ", ".join(ALLOWED_METHODS).encode())]
+            )
+            return
+        if not host_allowed(self._header("host")):
+            await self.send_error(421, "This host name is not served here.")
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        agent_id = (query.get("agentId") or [None])[0]
+        server_id = self.scope["url_route"]["kwargs"]["server_id"]
+        try:
+            grant = await database_sync_to_async(authorize)(server_id, agent_id, self._header("authorization"))
+        except AccessDenied as denied:
+            challenge = denied.www_authenticate
+            extra = [(b"www-authenticate", challenge.encode())] if challenge else []
+            await self.send_error(denied.status, denied.message, headers=extra)
+            return
+        if not origin_allowed(self._header("origin"), grant.server.allowed_origins):
+            await self.send_error(403, "This Origin is not allowed to use this server.")
+            return
+        if method == "GET":
+            await self._serve_get(grant)
+        elif method == "DELETE":
+            await self.send_response(204, b"", [])
+        else:
+            await self._serve_post(grant, body)
+
+    async def _serve_post(self, grant: AccessGrant, body: bytes) -> None:
+        if not is_json_content_type(self._header("content-type")):
+            await self.send_error(415, "Content-Type must be application/json.")
+            return
+        if not body.strip():
+            await self.send_error(400, "The request body is empty.")
+            return
+        try:
+            payload = jsonrpc.decode(body)
+        except ProtocolError as exc:
+            await self.send_response(400, jsonrpc.encode(error_response(None, exc)), JSON_HEADERS)
+            return
+        version = self._header("mcp-protocol-version")
+        if version is None:
+            version = versions.DEFAULT_UNANNOUNCED_VERSION
+        elif version not in versions.HANDSHAKE_VERSIONS:
+            await self.send_error(
+                400,
+                f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(versions.HANDSHAKE_VERSIONS)}.",
+            )
+            return
+        writer = ResponseWriter(self, allow_stream=accepts(self._header("accept"), "text/event-stream"))
+        server = grant.server
+        ctx = RequestContext(
+            server=ServerDescription(
+                server_id=server.server_id,
+                name=server.name,
+                title=server.title,
+                version=server.version,
+                instructions=server.instructions,
+            ),
+            catalog=grant.catalog,
+            runner=runner,
+            protocol_version=version,
+            principal=Principal(tenant=grant.tenant_slug, agent_id=grant.agent_id),
+            emit=writer.notify,
+        )
+        outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
+        status = 200
+        if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
+            status = 400
+        await writer.finish(status, outcome)
+
+    async def _serve_get(self, grant: AccessGrant) -> None:
+        accept = self._header("accept") or ""
+        if "text/event-stream" not in accept.lower():
+            server = grant.server
+            info = {
+                "name": PRODUCT_NAME,
+                "version": __version__,
+                "server": {
+                    "serverId": server.server_id,
+                    "name": server.name,
+                    "title": server.title,
+                    "version": server.version,
+                },
+                "transport": "streamable-http",
+                "protocolVersions": list(versions.HANDSHAKE_VERSIONS),
+                "tools": len(grant.catalog.tools),
+            }
+            await self.send_response(200, jsonrpc.encode(info), JSON_HEADERS)
+            return
+        await self.send_headers(200, sse.SSE_HEADERS)
+        await self.send_body(sse.comment("ready"), more_body=True)
+        group = server_group(grant.server.pk)
+        await self._join(group)
+        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        while True:
+            await asyncio.sleep(interval)
+            await self.send_body(sse.comment("keep-alive"), more_body=True)
+            await self._join(group)  # refreshes membership, so layers that expire groups keep long streams
+
+    async def _join(self, group: str) -> None:
+        layer = self.channel_layer or get_channel_layer()
+        if layer is None:
+            return
+        if self.channel_name is None:
+            self.channel_layer = layer
+            self.channel_name = await layer.new_channel()
+            self._pump = asyncio.create_task(self._pump_layer())
+        await layer.group_add(group, self.channel_name)
+        if group not in self._groups:
+            self._groups.append(group)
+
+    async def _pump_layer(self) -> None:
+        assert self.channel_layer is not None and self.channel_name is not None
+        while True:
+            message = await self.channel_layer.receive(self.channel_name)
+            if message.get("type") == BROADCAST_EVENT:
+                await self._events.put(message)

@@ -1,0 +1,23 @@
+"""Server-Sent Events framing. Each JSON-RPC message is one event; comments keep idle streams open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+SSE_HEADERS: list[tuple[bytes, bytes]] = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def event(message: Any, *, event_id: str | None = None) -> bytes:
+    """One ``data:`` event holding a JSON message (orjson never emits raw newlines, so one line suffices)."""
+    head = b"id: " + event_id.encode() + b"\n" if event_id is not None else b""
+    return head + b"data: " + orjson.dumps(message) + b"\n\n"
+
+
+def comment(text: str) -> bytes:
+    return b": " + text.encode() + b"\n\n"

@@ -1,0 +1,17 @@
+"""ASGI entry point: MCP endpoints go to the Channels consumer, everything else (admin, API) to Django."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_host.settings")
+django_application = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {"http": URLRouter([*http_urlpatterns, re_path(r"", django_application)])}
+)
