@@ -113,7 +113,17 @@ class AgentTokenAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
         if obj is None:
             return ["agent", "name", "servers", "expires_at"]
-        return ["agent", "name", "servers", "expires_at", "prefix", "digest", "created_at", "revoked_at", "last_used_at"]
+        return [
+            "agent",
+            "name",
+            "servers",
+            "expires_at",
+            "prefix",
+            "digest",
+            "created_at",
+            "revoked_at",
+            "last_used_at",
+        ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> tuple[str, ...]:
         if obj is None:

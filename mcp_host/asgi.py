@@ -12,6 +12,4 @@ from django.urls import re_path  # noqa: E402
 
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {"http": URLRouter([*http_urlpatterns, re_path(r"", django_application)])}
-)
+application = ProtocolTypeRouter({"http": URLRouter([*http_urlpatterns, re_path(r"", django_application)])})

@@ -10,6 +10,7 @@ DEBUG          "1"/"true" to enable; default off
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -31,9 +32,7 @@ SECRET_KEY = os.environ.get("SECRET_KEY") or _DEV_SECRET
 if SECRET_KEY == _DEV_SECRET and not DEBUG and _env_flag("MCP_PRODUCTION"):
     raise ImproperlyConfigured("Set SECRET_KEY in production.")
 ALLOWED_HOSTS = [
-    host.strip()
-    for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
-    if host.strip()
+    host.strip() for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if host.strip()
 ]
 
 INSTALLED_APPS = [
@@ -80,16 +79,20 @@ TEMPLATES = [
 
 _SQLITE_PATH = os.environ.get("MCP_SQLITE_PATH") or str(BASE_DIR / "db.sqlite3")
 DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{_SQLITE_PATH}", conn_max_age=0
-    )
+    "default": dj_database_url.parse(os.environ.get("DATABASE_URL") or f"sqlite:///{_SQLITE_PATH}", conn_max_age=0)
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (daphne, workers, tests) share the file: wait for locks instead of failing at once, and
     # let a test run use a file that a separate daphne process can open.
     DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"})
-    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("MCP_TEST_SQLITE_PATH") or str(BASE_DIR / "test-db.sqlite3")}
+    DATABASES["default"]["OPTIONS"].update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+    # One file per test process, so concurrent test runs never share (and corrupt) a test database.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("MCP_TEST_SQLITE_PATH")
+        or os.path.join(tempfile.gettempdir(), f"mcp-host-test-{os.getpid()}.sqlite3")
+    }
 
 REDIS_URL = os.environ.get("REDIS_URL") or None
 if REDIS_URL:

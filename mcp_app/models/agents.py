@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 from datetime import datetime, timedelta
+
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -18,7 +19,7 @@ from django.utils import timezone
 from .servers import McpServer
 from .tenancy import Tenant
 
-TOKEN_SCHEME = "mcp"
+TOKEN_SCHEME = "mcp"  # noqa: S105  (a prefix, not a secret)
 PREFIX_HEX_CHARS = 8
 SECRET_BYTES = 32  # 256 bits
 
@@ -51,7 +52,9 @@ class Agent(models.Model):
 class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
     def usable(self, now: datetime | None = None) -> AgentTokenQuerySet:
         now = now or timezone.now()
-        return self.filter(revoked_at__isnull=True).filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        )
 
 
 class AgentTokenManager(models.Manager["AgentToken"]):

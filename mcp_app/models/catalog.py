@@ -21,7 +21,7 @@ TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 def validate_tool_name(value: str) -> None:
     if not TOOL_NAME_RE.match(value or ""):
-        raise ValidationError("Tool names are 1–128 characters of letters, digits, '_', '-' and '.'.")
+        raise ValidationError("Tool names are 1 to 128 characters of letters, digits, '_', '-' and '.'.")
 
 
 def _validate_object_schema(value: Any) -> None:
@@ -66,19 +66,28 @@ class Tool(models.Model):
         help_text="JSON Schema (2020-12) of the arguments. Python tools derive theirs from type hints.",
     )
     output_schema = models.JSONField(
-        "output schema", null=True, blank=True, validators=[_validate_object_schema],
+        "output schema",
+        null=True,
+        blank=True,
+        validators=[_validate_object_schema],
         help_text="JSON Schema of structuredContent, if the tool returns structured output.",
     )
     annotations = models.JSONField(
-        "annotations", null=True, blank=True,
+        "annotations",
+        null=True,
+        blank=True,
         help_text='Behaviour hints, e.g. {"readOnlyHint": true}. Python tools default to their registration.',
     )
     static_result = models.JSONField(
-        "static result", null=True, blank=True,
+        "static result",
+        null=True,
+        blank=True,
         help_text='For static tools: the CallToolResult to return, e.g. {"content": [{"type": "text", "text": "ok"}]}.',
     )
     static_error = models.JSONField(
-        "static error", null=True, blank=True,
+        "static error",
+        null=True,
+        blank=True,
         help_text='For static tools: a JSON-RPC error to answer instead, {"code": -32000, "message": "…", "data": …}.',
     )
     created_at = models.DateTimeField("created", auto_now_add=True)
@@ -119,7 +128,10 @@ class ServerTool(models.Model):
     enabled = models.BooleanField("enabled", default=True)
     position = models.PositiveIntegerField("position", default=0, help_text="tools/list order (ascending).")
     name_override = models.CharField(
-        "exposed name", max_length=128, blank=True, validators=[validate_tool_name],
+        "exposed name",
+        max_length=128,
+        blank=True,
+        validators=[validate_tool_name],
         help_text="Name clients see; empty: the tool's own name.",
     )
     description_override = models.TextField(
@@ -145,11 +157,7 @@ class ServerTool(models.Model):
         if self.server_id and self.tool_id and self.server.tenant_id != self.tool.tenant_id:
             raise ValidationError("A server can only expose tools of its own tenant.")
         if self.server_id and self.tool_id:
-            clash = (
-                ServerTool.objects.filter(server_id=self.server_id)
-                .exclude(pk=self.pk)
-                .select_related("tool")
-            )
+            clash = ServerTool.objects.filter(server_id=self.server_id).exclude(pk=self.pk).select_related("tool")
             if any(other.exposed_name == self.exposed_name for other in clash):
                 raise ValidationError(f"This server already exposes a tool named {self.exposed_name!r}.")
 

@@ -13,7 +13,7 @@ from .tenancy import Tenant
 
 def _validate_origins(value: Any) -> None:
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise ValidationError("Allowed origins must be a list of origin strings, e.g. [\"https://app.example\"].")
+        raise ValidationError('Allowed origins must be a list of origin strings, e.g. ["https://app.example"].')
     for origin in value:
         if origin != origin.strip() or origin.endswith("/") or "://" not in origin:
             raise ValidationError(f"{origin!r} is not an origin (scheme://host[:port], no path).")

@@ -80,9 +80,7 @@ class Dispatcher:
                 None, InvalidRequest(f"Invalid Request: batches are not allowed in {ctx.protocol_version}")
             )
         if len(payload) > max_batch_size:
-            return error_response(
-                None, InvalidRequest(f"Invalid Request: batch exceeds {max_batch_size} messages")
-            )
+            return error_response(None, InvalidRequest(f"Invalid Request: batch exceeds {max_batch_size} messages"))
         results = await asyncio.gather(*(self._dispatch_one(item, ctx) for item in payload))
         answered = [result for result in results if result is not None]
         return answered or None

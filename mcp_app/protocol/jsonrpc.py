@@ -9,6 +9,8 @@ It knows nothing of MCP methods; that is the dispatcher's business.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,11 +46,27 @@ class ClientResponse:
 Message = Request | Notification | ClientResponse
 
 
+# orjson turns integers beyond 64 bits into rounded floats. Only a body holding a run of 19+ digits can
+# contain one, so only such bodies pay for the exact (slower) check with the standard library.
+_LONG_DIGITS = re.compile(rb"\d{19,}")
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+def _exact_int(text: str) -> int:
+    value = int(text)
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ParseError("Parse error: integer out of 64-bit range")
+    return value
+
+
 def decode(body: bytes) -> Any:
     try:
-        return orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError("Parse error: body is not valid JSON") from exc
+    if _LONG_DIGITS.search(body) is not None:
+        json.loads(body, parse_int=_exact_int)
+    return value
 
 
 def encode(payload: Any) -> bytes:

@@ -83,7 +83,9 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None) -
         McpServer.objects.servable()
         .select_related("tenant")
         .annotate(
-            in_scope=Exists(AgentToken.servers.through.objects.filter(agenttoken_id=token.pk, mcpserver_id=OuterRef("pk")))
+            in_scope=Exists(
+                AgentToken.servers.through.objects.filter(agenttoken_id=token.pk, mcpserver_id=OuterRef("pk"))
+            )
         )
         .filter(server_id=server_id, tenant_id=token.agent.tenant_id)
         .first()

@@ -117,9 +117,7 @@ class McpConsumer(AsyncConsumer):
         await self.send_headers(status, headers)
         await self.send_body(body)
 
-    async def send_error(
-        self, status: int, message: str, *, headers: list[tuple[bytes, bytes]] | None = None
-    ) -> None:
+    async def send_error(self, status: int, message: str, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         """A transport-level rejection: an id-less JSON-RPC error body, as the spec allows for 4xx answers."""
         body = jsonrpc.encode(error_response(None, InvalidRequest(message)))
         await self.send_response(status, body, [*JSON_HEADERS, *(headers or [])])
@@ -164,8 +162,10 @@ class McpConsumer(AsyncConsumer):
                 task.cancel()
                 try:
                     await task
-                except (asyncio.CancelledError, Exception):
+                except asyncio.CancelledError:
                     pass
+                except Exception:
+                    logger.exception("background task failed during clean-up")
         if self.channel_layer is not None and self.channel_name is not None:
             for group in self._groups:
                 try:

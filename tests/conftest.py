@@ -1,0 +1,146 @@
+"""Shared fixtures: factories for the domain objects (the token factory also returns the raw token)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+REQUIRE_SERVICES = os.environ.get("MCP_REQUIRE_SERVICES") == "1"
+
+
+@dataclass
+class Access:
+    """Everything a test needs to call one server as one agent."""
+
+    tenant: Any
+    server: Any
+    agent: Any
+    token: Any
+    raw_token: str
+
+    @property
+    def path(self) -> str:
+        return f"/mcp/{self.server.server_id}"
+
+    @property
+    def query(self) -> str:
+        return f"agentId={self.agent.agent_id}"
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [
+            (b"authorization", f"Bearer {self.raw_token}".encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ]
+
+
+@pytest.fixture
+def tenant_factory(db: Any) -> Callable[..., Any]:
+    from mcp_app.models import Tenant
+
+    counter = iter(range(1, 10_000))
+
+    def make(slug: str | None = None, **fields: Any) -> Tenant:
+        slug = slug or f"tenant-{next(counter)}"
+        return Tenant.objects.create(slug=slug, name=fields.pop("name", slug.title()), **fields)
+
+    return make
+
+
+@pytest.fixture
+def server_factory(tenant_factory: Callable[..., Any]) -> Callable[..., Any]:
+    from mcp_app.models import McpServer
+
+    counter = iter(range(1, 10_000))
+
+    def make(tenant: Any = None, server_id: str | None = None, **fields: Any) -> McpServer:
+        tenant = tenant or tenant_factory()
+        server_id = server_id or f"server-{next(counter)}"
+        return McpServer.objects.create(
+            tenant=tenant, server_id=server_id, name=fields.pop("name", server_id), **fields
+        )
+
+    return make
+
+
+@pytest.fixture
+def agent_factory(tenant_factory: Callable[..., Any]) -> Callable[..., Any]:
+    from mcp_app.models import Agent
+
+    counter = iter(range(1, 10_000))
+
+    def make(tenant: Any = None, agent_id: str | None = None, **fields: Any) -> Agent:
+        tenant = tenant or tenant_factory()
+        agent_id = agent_id or f"agent-{next(counter)}"
+        return Agent.objects.create(tenant=tenant, agent_id=agent_id, name=fields.pop("name", agent_id), **fields)
+
+    return make
+
+
+@pytest.fixture
+def token_factory(agent_factory: Callable[..., Any]) -> Callable[..., tuple[Any, str]]:
+    from mcp_app.models import AgentToken
+
+    def make(agent: Any = None, servers: list[Any] | None = None, **fields: Any) -> tuple[AgentToken, str]:
+        return AgentToken.objects.issue_token(agent or agent_factory(), servers=servers, **fields)
+
+    return make
+
+
+@pytest.fixture
+def tool_factory(db: Any) -> Callable[..., Any]:
+    """Create a catalog tool and bind it to a server (python kind by default when the name is registered)."""
+    from mcp_app.catalog.registry import registry
+    from mcp_app.models import ServerTool, Tool
+
+    def make(
+        server: Any, name: str, *, position: int = 0, binding: dict[str, Any] | None = None, **fields: Any
+    ) -> Tool:
+        if "kind" not in fields:
+            fields["kind"] = Tool.Kind.PYTHON if registry.get(name) else Tool.Kind.STATIC
+        if fields["kind"] == Tool.Kind.PYTHON:
+            fields.setdefault("python_name", name)
+        tool = Tool.objects.create(tenant=server.tenant, name=name, **fields)
+        ServerTool.objects.create(server=server, tool=tool, position=position, **(binding or {}))
+        return tool
+
+    return make
+
+
+@pytest.fixture
+def access_factory(
+    server_factory: Callable[..., Any],
+    agent_factory: Callable[..., Any],
+    token_factory: Callable[..., Any],
+    tool_factory: Callable[..., Any],
+) -> Callable[..., Access]:
+    """A server exposing the demo tools, an agent, and a token scoped to the server."""
+
+    def make(tools: tuple[str, ...] = ("echo", "add", "get_time", "progress_demo"), **server_fields: Any) -> Access:
+        server = server_factory(**server_fields)
+        for position, name in enumerate(tools):
+            tool_factory(server, name, position=position)
+        agent = agent_factory(tenant=server.tenant)
+        token, raw = token_factory(agent=agent, servers=[server])
+        server.refresh_from_db()
+        return Access(tenant=server.tenant, server=server, agent=agent, token=token, raw_token=raw)
+
+    return make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _register_test_tools() -> None:
+    import tests.tools  # noqa: F401  (registers the test-only tools)
+
+
+@pytest.fixture
+def fresh_gate() -> Any:
+    import tests.tools
+
+    tests.tools.gate = tests.tools.Gate()
+    return tests.tools

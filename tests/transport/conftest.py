@@ -1,0 +1,29 @@
+"""Transport tests run the real consumer against a real database; rows must be committed for its threads."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+
+
+@pytest.fixture
+def access(transactional_db: Any, access_factory: Callable[..., Any]) -> Any:
+    return access_factory()
+
+
+@pytest.fixture
+def make_access(transactional_db: Any, access_factory: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    return database_sync_to_async(access_factory)
+
+
+@pytest.fixture
+def orm() -> Callable[..., Awaitable[Any]]:
+    """Run a sync callable (ORM work) from an async test."""
+
+    async def run(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await database_sync_to_async(function)(*args, **kwargs)
+
+    return run
