@@ -144,3 +144,11 @@ def fresh_gate() -> Any:
 
     tests.tools.gate = tests.tools.Gate()
     return tests.tools
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalog_cache() -> None:
+    """Test databases reuse primary keys after rollbacks; never let one test see another's resolved catalog."""
+    from mcp_app.catalog.resolver import clear_cache
+
+    clear_cache()

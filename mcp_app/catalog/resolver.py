@@ -20,7 +20,7 @@ from .registry import registry
 
 logger = logging.getLogger("mcp_app.catalog")
 
-_cache: OrderedDict[tuple[int, int], ServerCatalog] = OrderedDict()
+_cache: OrderedDict[tuple[int, int, object], ServerCatalog] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -65,7 +65,8 @@ def build_catalog(server: McpServer) -> ServerCatalog:
 
 
 def resolve_catalog(server: McpServer) -> ServerCatalog:
-    key = (server.pk, server.catalog_version)
+    # created_at guards against a primary key reused after deletion (possible on some databases).
+    key = (server.pk, server.catalog_version, server.created_at)
     with _lock:
         cached = _cache.get(key)
         if cached is not None:

@@ -1,0 +1,44 @@
+"""The one settings object: defaults, validation of keys and types, reload on override, system check."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.checks import run_checks
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from mcp_app.conf import DEFAULTS, mcp_settings
+
+
+def test_defaults_apply_without_configuration():
+    assert mcp_settings.MAX_BODY_BYTES == 4 * 1024 * 1024 == DEFAULTS["MAX_BODY_BYTES"]
+    assert mcp_settings.SSE_KEEPALIVE_SECONDS == 25.0
+
+
+def test_override_is_seen_and_undone():
+    with override_settings(MCP_APP={"MAX_BATCH_SIZE": 7}):
+        assert mcp_settings.MAX_BATCH_SIZE == 7
+    assert DEFAULTS["MAX_BATCH_SIZE"] == mcp_settings.MAX_BATCH_SIZE
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"MAX_BODY_SIZE": 1}, "Unknown MCP_APP setting"),
+        ({"MAX_BODY_BYTES": "4mb"}, "must be int"),
+        ({"MAX_BODY_BYTES": True}, "must be int"),
+        ({"MAX_BATCH_SIZE": 0}, "at least 1"),
+        ({"SSE_KEEPALIVE_SECONDS": 0}, "positive"),
+    ],
+)
+def test_invalid_configuration_is_refused(value, message):
+    with override_settings(MCP_APP=value):
+        with pytest.raises(ImproperlyConfigured, match=message):
+            mcp_settings.MAX_BODY_BYTES  # noqa: B018
+        errors = [error for error in run_checks() if error.id == "mcp_app.E001"]
+        assert errors and message in errors[0].msg
+
+
+def test_unknown_attribute_is_an_error():
+    with pytest.raises(AttributeError):
+        mcp_settings.NOT_A_SETTING  # noqa: B018

@@ -1,0 +1,52 @@
+"""``manage.py mcp_demo``: one JSON object, idempotent set-up, a fresh working token each time."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant
+
+
+def run_demo(*args: str) -> str:
+    out = io.StringIO()
+    call_command("mcp_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_json_output_is_exactly_one_object():
+    output = run_demo("--json", "--base-url", "http://example.test:9000/")
+    access = json.loads(output)
+    assert set(access) == {"url", "server_id", "agent_id", "token"}
+    assert access["url"] == "http://example.test:9000/mcp/demo?agentId=demo-agent"
+    assert access["server_id"] == "demo" and access["agent_id"] == "demo-agent"
+    assert output.strip().count("\n") == 0
+
+
+@pytest.mark.django_db
+def test_idempotent_and_every_token_works():
+    first = json.loads(run_demo("--json"))
+    second = json.loads(run_demo("--json"))
+    assert first["token"] != second["token"]
+    assert Tenant.objects.filter(slug="demo").count() == 1
+    assert McpServer.objects.filter(server_id="demo").count() == 1
+    assert Agent.objects.filter(agent_id="demo-agent").count() == 1
+    assert list(
+        ServerTool.objects.filter(server__server_id="demo").order_by("position").values_list("tool__name", flat=True)
+    ) == ["echo", "add", "get_time", "progress_demo"]
+    for raw in (first["token"], second["token"]):
+        token = AgentToken.objects.authenticate(raw)
+        assert token is not None
+        assert list(token.servers.values_list("server_id", flat=True)) == ["demo"]
+
+
+@pytest.mark.django_db
+def test_human_output_names_url_agent_and_token():
+    output = run_demo()
+    assert "http://127.0.0.1:8000/mcp/demo?agentId=demo-agent" in output
+    assert "demo-agent" in output
+    assert "mcp_" in output
