@@ -279,10 +279,11 @@ class McpConsumer(AsyncConsumer):
             }
             await self.send_response(200, jsonrpc.encode(info), JSON_HEADERS)
             return
+        group = server_group(grant.server.pk)
+        # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
+        await self._join(group)
         await self.send_headers(200, sse.SSE_HEADERS)
         await self.send_body(sse.comment("ready"), more_body=True)
-        group = server_group(grant.server.pk)
-        await self._join(group)
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
         while True:
             await asyncio.sleep(interval)

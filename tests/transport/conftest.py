@@ -27,3 +27,15 @@ def orm() -> Callable[..., Awaitable[Any]]:
         return await database_sync_to_async(function)(*args, **kwargs)
 
     return run
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _close_connections_of_async_threads(django_db_setup: Any, django_db_blocker: Any) -> Any:
+    """database_sync_to_async keeps a connection in its worker thread: close it before the test DB is dropped."""
+    yield
+    import asyncio
+
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        asyncio.run(database_sync_to_async(connections.close_all)())

@@ -1,0 +1,142 @@
+"""A real daphne process serving ``mcp_host.asgi:application`` for the end-to-end tests.
+
+``daphne`` starts one daphne per test session on a free 127.0.0.1 port, pointed at the test database that
+pytest-django created (the SQLite file or the PostgreSQL ``test_…`` database) and at the same Redis, with
+short SSE keep-alives so that stream tests finish quickly. Tests write rows through ``transactional_db`` so
+that they are committed and visible to the other process. The process is stopped at session end, before
+pytest-django drops the test database (the fixture depends on ``django_db_setup``, so it is torn down first).
+
+Not owned here: the domain factories (``tests/conftest.py``) and anything about a particular endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import Access
+
+READY_TIMEOUT_SECONDS = 20.0
+STOP_TIMEOUT_SECONDS = 10.0
+KEEPALIVE_SECONDS = "0.2"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _database_url(settings_dict: dict[str, Any]) -> str:
+    """A DATABASE_URL naming the database this test process uses (after pytest-django renamed it)."""
+    engine = settings_dict["ENGINE"]
+    name = str(settings_dict["NAME"])
+    if engine == "django.db.backends.sqlite3":
+        if name == ":memory:" or name.startswith("file:"):
+            raise RuntimeError("e2e tests need a file-backed SQLite test database that daphne can open")
+        return f"sqlite:///{Path(name).resolve()}"
+    if engine == "django.db.backends.postgresql":
+        user = quote(settings_dict.get("USER") or "", safe="")
+        password = quote(settings_dict.get("PASSWORD") or "", safe="")
+        credentials = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        host = settings_dict.get("HOST") or ""
+        port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+        return f"postgres://{credentials}{host}{port}/{quote(name, safe='')}"
+    raise RuntimeError(f"e2e tests do not know how to hand database engine {engine!r} to daphne")
+
+
+def _daphne_command(port: int) -> list[str]:
+    daphne = Path(sys.executable).with_name("daphne")
+    launcher = [str(daphne)] if daphne.exists() else [sys.executable, "-m", "daphne"]
+    return [*launcher, "-b", "127.0.0.1", "-p", str(port), "-v", "1", "mcp_host.asgi:application"]
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Daphne:
+    """The running server: its base URL and where its output goes (for failure messages)."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    stderr_path: Path
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+@pytest.fixture(scope="session")
+def daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    from django.conf import settings
+    from django.db import connection
+
+    port = _free_port()
+    env = {**os.environ}
+    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL"):
+        env.pop(stale, None)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
+            "DATABASE_URL": _database_url(connection.settings_dict),
+            "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if settings.REDIS_URL:
+        env["REDIS_URL"] = settings.REDIS_URL
+    logs = tmp_path_factory.mktemp("daphne")
+    stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
+    with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stdout, stderr=stderr)
+    server = Daphne(url=f"http://127.0.0.1:{port}", process=process, stderr_path=stderr_path)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while not _port_open(port):
+            if time.monotonic() >= deadline:
+                pytest.fail(f"daphne did not listen on port {port} in {READY_TIMEOUT_SECONDS}s:\n{server.stderr()}")
+            try:
+                # Waiting on the process doubles as the poll interval and notices an early exit at once.
+                code = process.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                continue
+            pytest.fail(f"daphne exited with status {code} before listening:\n{server.stderr()}")
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+@pytest.fixture
+def daphne_url(daphne: Daphne) -> str:
+    if daphne.process.poll() is not None:
+        pytest.fail(f"daphne has exited with status {daphne.process.returncode}:\n{daphne.stderr()}")
+    return daphne.url
+
+
+@pytest.fixture
+def live_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
+    """A server with the demo tools, an agent and a scoped token, committed so that daphne sees them.
+
+    Built in a sync fixture because async tests may not touch the ORM directly.
+    """
+    return access_factory()
