@@ -32,6 +32,15 @@ class TenantAdmin(admin.ModelAdmin):
     inlines = [TenantMembershipInline]
 
 
+@admin.register(TenantMembership)
+class TenantMembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant", "role", "created_at")
+    list_filter = ("role", "tenant")
+    list_select_related = ("user", "tenant")
+    search_fields = ("user__username", "user__email", "tenant__slug")
+    raw_id_fields = ("user", "tenant")
+
+
 class ServerToolInline(admin.TabularInline):
     model = ServerTool
     extra = 0
