@@ -30,6 +30,8 @@ DEFAULTS: dict[str, Any] = {
     "TOOLS_MODULE": "mcp_tools",
     # Largest number of resolved server catalogs kept in each process's memory.
     "CATALOG_CACHE_SIZE": 512,
+    # ttlMs on cacheable 2026-07-28 results (discover, lists, reads): how long a client may reuse them.
+    "CACHE_TTL_MS": 30_000,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -40,6 +42,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "ALLOWED_ORIGINS": (list, tuple),
     "TOOLS_MODULE": (str,),
     "CATALOG_CACHE_SIZE": (int,),
+    "CACHE_TTL_MS": (int,),
 }
 
 
@@ -66,6 +69,8 @@ class McpSettings:
         for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE"):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
+        if values["CACHE_TTL_MS"] < 0:
+            raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
         return values

@@ -8,7 +8,22 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
+from ..protocol.versions import ALL_VERSIONS
 from .tenancy import Tenant
+
+
+def _default_versions() -> list[str]:
+    return list(ALL_VERSIONS)
+
+
+def _validate_versions(value: Any) -> None:
+    if not isinstance(value, list) or not value:
+        raise ValidationError("Choose at least one protocol version.")
+    unknown = [version for version in value if version not in ALL_VERSIONS]
+    if unknown:
+        raise ValidationError(
+            f"Unknown protocol version(s): {', '.join(map(str, unknown))}. Known: {', '.join(ALL_VERSIONS)}."
+        )
 
 
 def _validate_origins(value: Any) -> None:
@@ -54,6 +69,13 @@ class McpServer(models.Model):
         validators=[_validate_origins],
         help_text="Browser origins allowed to call this server. Requests with any other Origin get 403.",
     )
+    protocol_versions = models.JSONField(
+        "protocol versions",
+        default=_default_versions,
+        validators=[_validate_versions],
+        help_text="Revisions this server speaks: any of " + ", ".join(ALL_VERSIONS) + ". "
+        "Without 2026-07-28 it refuses stateless requests; with only 2026-07-28 it refuses the handshake era.",
+    )
     catalog_version = models.PositiveBigIntegerField(
         "catalog version", default=1, editable=False, help_text="Bumped on every catalog edit; caches key on it."
     )
@@ -70,6 +92,10 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server_id} ({self.tenant.slug})"
+
+    @property
+    def supported_versions(self) -> tuple[str, ...]:
+        return tuple(version for version in ALL_VERSIONS if version in (self.protocol_versions or ()))
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The catalog version is only ever bumped atomically in the database; a form save of a stale instance

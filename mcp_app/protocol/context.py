@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .versions import ALL_VERSIONS, LEGACY
+
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 
@@ -20,13 +22,14 @@ async def discard(message: dict[str, Any]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ServerDescription:
-    """The public face of one hosted MCP server."""
+    """The public face of one hosted MCP server, including which protocol revisions it serves."""
 
     server_id: str
     name: str
     title: str = ""
     version: str = ""
     instructions: str = ""
+    protocol_versions: tuple[str, ...] = ALL_VERSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +129,42 @@ class ProgressReporter:
         await self._emit({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
 
 
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class LogReporter:
+    """Sends ``notifications/message`` at or above the level the client asked for (``None``: send nothing)."""
+
+    def __init__(self, threshold: str | None, emit: Emit) -> None:
+        self.threshold = threshold
+        self._emit = emit
+
+    def allows(self, level: str) -> bool:
+        if self.threshold is None or level not in LOG_LEVELS:
+            return False
+        return LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.threshold)
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}")
+        if not self.allows(level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._emit({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+
+
 @dataclass(slots=True)
 class ToolCall:
-    """What a runner gets besides the arguments: who calls, and how to report back."""
+    """What a runner gets besides the arguments: who calls, how to report back, and (2026-07-28 multi-round
+    trips) the client's answers to earlier input requests with the state the server handed out."""
 
     request: RequestContext
     progress: ProgressReporter
+    log: LogReporter
+    input_responses: Mapping[str, Any] | None = None
+    request_state: str | None = None
 
 
 class ToolRunner(Protocol):
@@ -148,7 +181,30 @@ class RequestContext:
     catalog: ServerCatalog
     runner: ToolRunner
     protocol_version: str
+    era: str = LEGACY
     principal: Principal | None = None
     emit: Emit = discard
+    headers: Mapping[str, str] = field(default_factory=dict)
     client_info: Mapping[str, Any] | None = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    log_level: str | None = None
+    cache_ttl_ms: int = 0
+
+    def client_declares(self, capability: str) -> bool:
+        return isinstance(self.client_capabilities.get(capability), dict)
+
+    def client_declares_extension(self, extension: str) -> bool:
+        extensions = self.client_capabilities.get("extensions")
+        return isinstance(extensions, dict) and extension in extensions
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStream:
+    """A handler's answer that is not a response but a long-lived SSE stream (``subscriptions/listen``).
+
+    The transport sends ``first`` at once, then forwards each cross-process event that ``translate`` turns into
+    a message, until the client goes away.
+    """
+
+    first: tuple[dict[str, Any], ...]
+    translate: Callable[[dict[str, Any]], dict[str, Any] | None]

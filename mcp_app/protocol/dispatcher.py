@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import versions
-from .context import ProgressReporter, RequestContext
+from .. import PRODUCT_NAME, __version__
+from . import modern, versions
+from .context import LogReporter, OpenStream, ProgressReporter, RequestContext
 from .errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, ProtocolError, error_response
 from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
 
@@ -24,15 +25,22 @@ logger = logging.getLogger("mcp_app.protocol")
 
 @dataclass(slots=True)
 class MessageContext:
-    """One request inside an HTTP request: its id and its progress channel."""
+    """One request inside an HTTP request: its id, and its progress and log channels."""
 
     request: RequestContext
     request_id: str | int
     progress: ProgressReporter
+    log: LogReporter
 
 
-RequestHandler = Callable[[dict[str, Any], MessageContext], Awaitable[dict[str, Any]]]
+RequestHandler = Callable[[dict[str, Any], MessageContext], Awaitable[dict[str, Any] | OpenStream]]
+BOTH_ERAS = (versions.LEGACY, versions.MODERN)
 NotificationHandler = Callable[[dict[str, Any], RequestContext], Awaitable[None]]
+
+
+def server_info() -> dict[str, Any]:
+    """The implementation this server reports (``serverInfo``): the product, not the hosted server."""
+    return {"name": PRODUCT_NAME, "version": __version__}
 
 
 def _progress_token(params: dict[str, Any]) -> str | int | None:
@@ -48,12 +56,14 @@ class Dispatcher:
     """A method table plus the JSON-RPC rules for single messages and batches."""
 
     def __init__(self) -> None:
-        self._requests: dict[str, RequestHandler] = {}
+        self._requests: dict[str, tuple[RequestHandler, tuple[str, ...]]] = {}
         self._notifications: dict[str, NotificationHandler] = {}
 
-    def request(self, method: str) -> Callable[[RequestHandler], RequestHandler]:
+    def request(self, method: str, *, eras: tuple[str, ...] = BOTH_ERAS) -> Callable[[RequestHandler], RequestHandler]:
+        """Register a request handler for the protocol eras in which ``method`` exists."""
+
         def register(handler: RequestHandler) -> RequestHandler:
-            self._requests[method] = handler
+            self._requests[method] = (handler, eras)
             return handler
 
         return register
@@ -65,9 +75,8 @@ class Dispatcher:
 
         return register
 
-    @property
-    def methods(self) -> frozenset[str]:
-        return frozenset(self._requests)
+    def methods(self, era: str) -> frozenset[str]:
+        return frozenset(method for method, (_handler, eras) in self._requests.items() if era in eras)
 
     async def dispatch(self, payload: Any, ctx: RequestContext, *, max_batch_size: int) -> Any:
         """Answer a decoded body: a response dict, a list of responses, or ``None`` when nothing is owed."""
@@ -101,8 +110,8 @@ class Dispatcher:
 
     async def _answer(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
         try:
-            handler = self._requests.get(request.method)
-            if handler is None:
+            entry = self._requests.get(request.method)
+            if entry is None or ctx.era not in entry[1]:
                 raise MethodNotFound(f"Method not found: {request.method}")
             params = request.params
             if params is None:
@@ -113,8 +122,13 @@ class Dispatcher:
                 request=ctx,
                 request_id=request.id,
                 progress=ProgressReporter(_progress_token(params), ctx.emit),
+                log=LogReporter(ctx.log_level, ctx.emit),
             )
-            result = await handler(params, message_ctx)
+            result = await entry[0](params, message_ctx)
+            if isinstance(result, OpenStream):
+                return result  # type: ignore[return-value]
+            if ctx.era == versions.MODERN:
+                result = modern.decorate(request.method, result, server_info(), ctx.cache_ttl_ms)
         except ProtocolError as exc:
             return error_response(request.id, exc)
         except asyncio.CancelledError:

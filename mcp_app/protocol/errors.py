@@ -71,6 +71,36 @@ class InternalError(ProtocolError):
     default_message = "Internal error"
 
 
+class HeaderMismatch(ProtocolError):
+    """2026-07-28: a required routing header is missing, invalid, or disagrees with the body."""
+
+    code = HEADER_MISMATCH
+    default_message = "Header mismatch"
+
+
+class MissingRequiredClientCapability(ProtocolError):
+    """2026-07-28: the request needs a client capability the client did not declare."""
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+    default_message = "Missing required client capability"
+
+    def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
+        super().__init__(message, {"requiredCapabilities": required})
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    """2026-07-28: the requested protocol version is not one this server speaks."""
+
+    code = UNSUPPORTED_PROTOCOL_VERSION
+    default_message = "Unsupported protocol version"
+
+    def __init__(self, requested: Any, supported: list[str]) -> None:
+        super().__init__(
+            f"Unsupported protocol version {requested!r}; supported: {', '.join(supported)}",
+            {"requested": requested, "supported": supported},
+        )
+
+
 def error_response(request_id: JsonRpcId, error: ProtocolError) -> dict[str, Any]:
     """The JSON-RPC error response object for ``error``; the single serialisation point for errors."""
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}

@@ -1,7 +1,8 @@
-"""Protocol revisions this server speaks, and version negotiation for the ``initialize`` handshake.
+"""Protocol revisions this server speaks, the two eras, and version negotiation for the ``initialize`` handshake.
 
-Versions are ISO dates, so plain string comparison orders them. The handshake era is 2024-11-05 … 2025-11-25;
-the stateless era starts at 2026-07-28.
+Versions are ISO dates, so plain string comparison orders them. The handshake ("legacy") era is 2024-11-05 …
+2025-11-25: an ``initialize`` handshake, then requests that may carry ``MCP-Protocol-Version``. The stateless
+("modern") era starts at 2026-07-28: every request carries the ``_meta`` envelope and routing headers.
 """
 
 from __future__ import annotations
@@ -10,23 +11,46 @@ V2024_11_05 = "2024-11-05"
 V2025_03_26 = "2025-03-26"
 V2025_06_18 = "2025-06-18"
 V2025_11_25 = "2025-11-25"
+V2026_07_28 = "2026-07-28"
+
+LEGACY = "legacy"
+MODERN = "modern"
 
 HANDSHAKE_VERSIONS: tuple[str, ...] = (V2024_11_05, V2025_03_26, V2025_06_18, V2025_11_25)
 LATEST_HANDSHAKE_VERSION = V2025_11_25
+MODERN_VERSIONS: tuple[str, ...] = (V2026_07_28,)
+ALL_VERSIONS: tuple[str, ...] = HANDSHAKE_VERSIONS + MODERN_VERSIONS
 # Assumed for stateless requests that carry no MCP-Protocol-Version header (transports spec, 2025-06-18).
 DEFAULT_UNANNOUNCED_VERSION = V2025_03_26
 # Answered to an ``initialize`` that names no version at all (clients of the first revision).
 DEFAULT_UNVERSIONED_INITIALIZE = V2024_11_05
 
 
+def era_of(version: str) -> str:
+    return MODERN if version >= V2026_07_28 else LEGACY
+
+
+def handshake_versions(supported: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(version for version in supported if version in HANDSHAKE_VERSIONS)
+
+
+def modern_versions(supported: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(version for version in supported if version in MODERN_VERSIONS)
+
+
+def newest_first(supported: tuple[str, ...]) -> list[str]:
+    """How supported versions are listed to clients (discover, -32022): the newest, i.e. modern, first."""
+    return sorted(supported, reverse=True)
+
+
 def negotiate(requested: object, supported: tuple[str, ...] = HANDSHAKE_VERSIONS) -> str:
-    """The version to answer an ``initialize`` with.
+    """The version to answer an ``initialize`` with (``supported`` holds handshake-era versions only).
 
     A supported requested version is echoed; an unknown one gets the latest supported (the spec requires a
     successful answer with another version); a request without a version gets the first revision.
     """
     if requested is None:
-        return DEFAULT_UNVERSIONED_INITIALIZE if DEFAULT_UNVERSIONED_INITIALIZE in supported else supported[-1]
+        return DEFAULT_UNVERSIONED_INITIALIZE if DEFAULT_UNVERSIONED_INITIALIZE in supported else max(supported)
     if isinstance(requested, str) and requested in supported:
         return requested
     return max(supported)
@@ -38,5 +62,6 @@ def allows_batches(version: str) -> bool:
 
 
 def tool_input_errors_in_result(version: str) -> bool:
-    """From 2025-11-25 argument-validation failures are tool results with ``isError`` (SEP-1303)."""
-    return version >= V2025_11_25
+    """In 2025-11-25 argument-validation failures are ``isError`` results (SEP-1303); 2026-07-28 makes them
+    protocol errors again (-32602, HTTP 400, before the tool runs)."""
+    return V2025_11_25 <= version < V2026_07_28

@@ -19,7 +19,9 @@ from asgiref.sync import sync_to_async
 from jsonschema import Draft202012Validator
 
 from ..protocol.context import InvalidToolArguments, ToolCall, ToolDescriptor
-from .context import ToolContext, ToolError, ToolResult
+from ..protocol.errors import ProtocolError
+from .context import InputRequired, ToolContext, ToolError, ToolResult
+from .mrtr import input_required_result, verify_state
 from .static import static_answer
 
 if TYPE_CHECKING:
@@ -48,8 +50,10 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _error_result(message: str) -> dict[str, Any]:
-    return {"content": [_text(message)], "isError": True}
+def _error_result(message: str, code: str, error_type: str) -> dict[str, Any]:
+    """An ``isError`` result: a sentence for the model, then ``{code, message, error_type}`` for programs."""
+    detail = {"code": code, "message": message, "error_type": error_type}
+    return {"content": [_text(message), _text(orjson.dumps(detail).decode())], "isError": True}
 
 
 def _describe_validation_error(exc: pydantic.ValidationError) -> str:
@@ -103,6 +107,7 @@ class Runner:
         except pydantic.ValidationError as exc:
             raise InvalidToolArguments(_describe_validation_error(exc)) from exc
         kwargs = {name: getattr(model, name) for name in type(model).model_fields}
+        state = verify_state(call, tool.name)
         if registered.context_parameter:
             principal = call.request.principal
             kwargs[registered.context_parameter] = ToolContext(
@@ -110,18 +115,25 @@ class Runner:
                 tenant=principal.tenant if principal else None,
                 agent_id=principal.agent_id if principal else None,
                 _progress=call.progress,
+                _log=call.log,
+                input_responses=dict(call.input_responses or {}),
+                state=state,
             )
         try:
             if registered.is_coroutine:
                 value = await registered.function(**kwargs)
             else:
                 value = await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+            if isinstance(value, InputRequired):
+                return input_required_result(call, tool.name, value)
             return python_result(registered, value)
         except ToolError as exc:
-            return _error_result(str(exc) or f"Tool {tool.name} failed")
+            return _error_result(exc.message or f"Tool {tool.name} failed", exc.code, exc.error_type)
+        except ProtocolError:
+            raise
         except Exception:
             logger.exception("tool %s raised", tool.name)
-            return _error_result(f"Tool {tool.name} failed with an internal error")
+            return _error_result(f"Tool {tool.name} failed with an internal error", "INTERNAL_ERROR", "internal_error")
 
 
 def _describe_schema_error(error: Any) -> str:

@@ -5,9 +5,15 @@ response in a task so that it keeps listening for ``http.disconnect`` (which can
 streams, for channel-layer broadcasts. The response is JSON unless the request produced notifications and the
 client accepts SSE, in which case it switches to an event stream the moment the first notification is emitted.
 
+Both protocol eras share the endpoint. A body with the 2026-07-28 ``_meta`` envelope (or a stateless-era
+``MCP-Protocol-Version``) is served statelessly after the envelope/header/version ladder of
+``protocol.modern``; anything else is handshake-era traffic. Each server's ``protocol_versions`` decides which
+eras it accepts: a modern-only server answers GET and DELETE with 405 and refuses handshake requests (naming its
+versions, never with the modern-only codes); a legacy-only server answers modern requests with -32022.
+
 Status codes: 400 bad request, 401/403 auth, 404 unknown server, 405 method, 415 media type, 421 Host, 202 for
-bodies that owe no answer, 204 for DELETE. JSON-RPC errors about a whole body (-32700, -32600) are 400; errors
-of individual methods ride on 200, as in the handshake-era reference servers.
+bodies that owe no answer, 204 for DELETE. Handshake era: JSON-RPC errors about a whole body (-32700, -32600)
+are 400, errors of individual methods ride on 200. Stateless era: see ``MODERN_STATUS``.
 """
 
 from __future__ import annotations
@@ -26,11 +32,17 @@ from channels.utils import await_many_dispatch
 from .. import PRODUCT_NAME, __version__
 from ..conf import mcp_settings
 from ..events import BROADCAST_EVENT, server_group
-from ..protocol import jsonrpc, versions
-from ..protocol.context import Principal, RequestContext, ServerDescription
+from ..protocol import jsonrpc, modern, versions
+from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
 from ..protocol.errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    InvalidParams,
     InvalidRequest,
     ProtocolError,
     error_response,
@@ -46,6 +58,16 @@ logger = logging.getLogger("mcp_app.transport")
 JSON_HEADERS: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 ALLOWED_METHODS = ("GET", "POST", "DELETE")
 _BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
+# 2026-07-28: errors of the validation ladder are 400, an unknown method 404; other errors ride on 200.
+MODERN_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
 
 runner = Runner()
 
@@ -89,6 +111,7 @@ class McpConsumer(AsyncConsumer):
         self._pump: asyncio.Task[None] | None = None
         self._groups: list[str] = []
         self._response_started = False
+        self._translate: Any = lambda event: event
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
@@ -142,12 +165,22 @@ class McpConsumer(AsyncConsumer):
         raise StopConsumer
 
     async def mcp_broadcast(self, message: dict[str, Any]) -> None:
-        if self._groups:
-            await self.send_body(sse.event(message["message"]), more_body=True)
+        if not self._groups:
+            return
+        outgoing = self._translate(message["message"])
+        if outgoing is not None:
+            await self.send_body(sse.event(outgoing), more_body=True)
 
     def _declared_length(self) -> int:
         value = self._header("content-length")
         return int(value) if value and value.isdigit() else 0
+
+    def _headers(self) -> dict[str, str]:
+        """Request headers by lower-case name; of repeated headers the first counts."""
+        headers: dict[str, str] = {}
+        for key, value in self.scope.get("headers", ()):
+            headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        return headers
 
     def _header(self, name: str) -> str | None:
         encoded = name.encode()
@@ -210,6 +243,14 @@ class McpConsumer(AsyncConsumer):
         if not origin_allowed(self._header("origin"), grant.server.allowed_origins):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
+        if method != "POST" and not versions.handshake_versions(grant.server.supported_versions):
+            # The stateless revision removed the GET stream and session termination.
+            await self.send_error(
+                405,
+                f"Method {method} is not allowed: this server speaks only 2026-07-28.",
+                headers=[(b"allow", b"POST")],
+            )
+            return
         if method == "GET":
             await self._serve_get(grant)
         elif method == "DELETE":
@@ -229,36 +270,112 @@ class McpConsumer(AsyncConsumer):
         except ProtocolError as exc:
             await self.send_response(400, jsonrpc.encode(error_response(None, exc)), JSON_HEADERS)
             return
-        version = self._header("mcp-protocol-version")
-        if version is None:
-            version = versions.DEFAULT_UNANNOUNCED_VERSION
-        elif version not in versions.HANDSHAKE_VERSIONS:
-            await self.send_error(
-                400,
-                f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(versions.HANDSHAKE_VERSIONS)}.",
-            )
-            return
-        writer = ResponseWriter(self, allow_stream=accepts(self._header("accept"), "text/event-stream"))
+        headers = self._headers()
+        if modern.is_modern(payload, headers.get(modern.HEADER_PROTOCOL_VERSION)):
+            await self._serve_modern(grant, payload, headers)
+        else:
+            await self._serve_legacy(grant, payload, headers)
+
+    def _context(self, grant: AccessGrant, writer: ResponseWriter, **fields: Any) -> RequestContext:
         server = grant.server
-        ctx = RequestContext(
+        return RequestContext(
             server=ServerDescription(
                 server_id=server.server_id,
                 name=server.name,
                 title=server.title,
                 version=server.version,
                 instructions=server.instructions,
+                protocol_versions=server.supported_versions,
             ),
             catalog=grant.catalog,
             runner=runner,
-            protocol_version=version,
             principal=Principal(tenant=grant.tenant_slug, agent_id=grant.agent_id),
             emit=writer.notify,
+            **fields,
         )
+
+    async def _serve_legacy(self, grant: AccessGrant, payload: Any, headers: dict[str, str]) -> None:
+        supported = versions.handshake_versions(grant.server.supported_versions)
+        if not supported:
+            await self._refuse_handshake_era(grant, payload)
+            return
+        version = headers.get(modern.HEADER_PROTOCOL_VERSION)
+        if version is None:
+            version = (
+                versions.DEFAULT_UNANNOUNCED_VERSION
+                if versions.DEFAULT_UNANNOUNCED_VERSION in supported
+                else max(supported)
+            )
+        elif version not in supported:
+            await self.send_error(
+                400, f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(supported)}."
+            )
+            return
+        writer = ResponseWriter(self, allow_stream=accepts(headers.get("accept"), "text/event-stream"))
+        ctx = self._context(grant, writer, protocol_version=version, era=versions.LEGACY, headers=headers)
         outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
         status = 200
         if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
             status = 400
         await writer.finish(status, outcome)
+
+    async def _refuse_handshake_era(self, grant: AccessGrant, payload: Any) -> None:
+        """A modern-only server names what it speaks, without the stateless-only error codes."""
+        supported = versions.newest_first(grant.server.supported_versions)
+        request_id = jsonrpc.recover_id(payload)
+        if isinstance(payload, dict) and payload.get("method") == "initialize":
+            params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+            error: ProtocolError = InvalidParams(
+                f"Unsupported protocol version: this server speaks only {', '.join(supported)}",
+                {"supported": supported, "requested": params.get("protocolVersion")},
+            )
+        else:
+            error = InvalidRequest(
+                f"This server speaks only {', '.join(supported)}: send the _meta envelope and routing headers",
+                {"supported": supported},
+            )
+        await self.send_response(400, jsonrpc.encode(error_response(request_id, error)), JSON_HEADERS)
+
+    async def _serve_modern(self, grant: AccessGrant, payload: Any, headers: dict[str, str]) -> None:
+        if isinstance(payload, dict) and "method" in payload and "id" not in payload:
+            await self.send_response(202, b"", [])  # no client notifications are defined on HTTP in this revision
+            return
+        try:
+            envelope = modern.admit(payload, headers, grant.server.supported_versions)
+        except ProtocolError as exc:
+            body = jsonrpc.encode(error_response(jsonrpc.recover_id(payload), exc))
+            await self.send_response(MODERN_STATUS.get(exc.code, 400), body, JSON_HEADERS)
+            return
+        writer = ResponseWriter(self, allow_stream=accepts(headers.get("accept"), "text/event-stream"))
+        ctx = self._context(
+            grant,
+            writer,
+            protocol_version=envelope.protocol_version,
+            era=versions.MODERN,
+            headers=headers,
+            client_info=envelope.client_info,
+            client_capabilities=envelope.client_capabilities,
+            log_level=envelope.log_level,
+            cache_ttl_ms=mcp_settings.CACHE_TTL_MS,
+        )
+        outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=1)
+        if isinstance(outcome, OpenStream):
+            await self._serve_subscription(grant, outcome)
+            return
+        status = 200
+        if isinstance(outcome, dict) and "error" in outcome:
+            status = MODERN_STATUS.get(outcome["error"].get("code"), 200)
+        await writer.finish(status, outcome)
+
+    async def _serve_subscription(self, grant: AccessGrant, stream: OpenStream) -> None:
+        """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
+        self._translate = stream.translate
+        group = server_group(grant.server.pk)
+        await self._join(group)
+        await self.send_headers(200, sse.SSE_HEADERS)
+        for message in stream.first:
+            await self.send_body(sse.event(message), more_body=True)
+        await self._keep_alive(group)
 
     async def _serve_get(self, grant: AccessGrant) -> None:
         accept = self._header("accept") or ""
@@ -284,6 +401,9 @@ class McpConsumer(AsyncConsumer):
         await self._join(group)
         await self.send_headers(200, sse.SSE_HEADERS)
         await self.send_body(sse.comment("ready"), more_body=True)
+        await self._keep_alive(group)
+
+    async def _keep_alive(self, group: str) -> None:
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
         while True:
             await asyncio.sleep(interval)

@@ -50,7 +50,7 @@ def test_allows_batches(version: str, allowed: bool) -> None:
         ("2025-03-26", False),
         ("2025-06-18", False),
         ("2025-11-25", True),
-        ("2026-07-28", True),
+        ("2026-07-28", False),
     ],
 )
 def test_tool_input_errors_in_result(version: str, in_result: bool) -> None:

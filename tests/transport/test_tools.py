@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from mcp_app.models import ServerTool, Tool
@@ -153,10 +154,17 @@ async def test_static_tool_validates_arguments_against_its_schema(access, orm, t
     assert good.json()["result"] == {"content": []}
 
 
-async def test_tool_refusal_is_an_error_result(make_access):
+async def test_tool_refusal_is_an_error_result_with_a_machine_readable_detail(make_access):
     access = await make_access(tools=("refuse",))
     result = (await call(access, tool_call("refuse", {"reason": "quota exhausted"}))).json()["result"]
-    assert result == {"content": [{"type": "text", "text": "quota exhausted"}], "isError": True}
+    assert result["isError"] is True
+    human, detail = result["content"]
+    assert human == {"type": "text", "text": "quota exhausted"}
+    assert orjson.loads(detail["text"]) == {
+        "code": "TOOL_ERROR",
+        "message": "quota exhausted",
+        "error_type": "tool_error",
+    }
 
 
 async def test_unexpected_tool_exception_leaks_nothing(make_access):

@@ -1,38 +1,45 @@
-"""``initialize``, ``ping`` and the lifecycle notifications of the handshake era."""
+"""Lifecycle and discovery: ``initialize``/``ping`` (handshake era) and ``server/discover`` (stateless era)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ... import PRODUCT_NAME, __version__
 from .. import versions
 from ..context import RequestContext
-from ..dispatcher import MessageContext
+from ..dispatcher import MessageContext, server_info
 from . import dispatcher
+
+LEGACY_ONLY = (versions.LEGACY,)
+MODERN_ONLY = (versions.MODERN,)
 
 
 def server_capabilities(ctx: RequestContext) -> dict[str, Any]:
-    return {"tools": {"listChanged": True}}
+    capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
+    if ctx.era == versions.MODERN:
+        # Stateless clients opt in to log messages per request with _meta logLevel.
+        capabilities["logging"] = {}
+    return capabilities
 
 
-@dispatcher.request("initialize")
+@dispatcher.request("initialize", eras=LEGACY_ONLY)
 async def initialize(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
-    version = versions.negotiate(params.get("protocolVersion"))
-    server_info: dict[str, Any] = {"name": PRODUCT_NAME, "version": __version__}
+    supported = versions.handshake_versions(ctx.server.protocol_versions)
+    version = versions.negotiate(params.get("protocolVersion"), supported)
+    info = server_info()
     if ctx.server.title:
-        server_info["title"] = ctx.server.title
+        info["title"] = ctx.server.title
     result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": server_capabilities(ctx),
-        "serverInfo": server_info,
+        "serverInfo": info,
     }
     if ctx.server.instructions:
         result["instructions"] = ctx.server.instructions
     return result
 
 
-@dispatcher.request("ping")
+@dispatcher.request("ping", eras=LEGACY_ONLY)
 async def ping(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     return {}
 
@@ -40,3 +47,19 @@ async def ping(params: dict[str, Any], message: MessageContext) -> dict[str, Any
 @dispatcher.notification("notifications/initialized")
 async def initialized(params: dict[str, Any], ctx: RequestContext) -> None:
     return None
+
+
+@dispatcher.request("server/discover", eras=MODERN_ONLY)
+async def discover(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    ctx = message.request
+    result: dict[str, Any] = {
+        "supportedVersions": versions.newest_first(ctx.server.protocol_versions),
+        "capabilities": server_capabilities(ctx),
+    }
+    if ctx.server.instructions:
+        result["instructions"] = ctx.server.instructions
+    info = server_info()
+    if ctx.server.title:
+        info["title"] = ctx.server.title
+    result["_meta"] = {"io.modelcontextprotocol/serverInfo": info}
+    return result

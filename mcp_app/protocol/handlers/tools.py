@@ -1,15 +1,16 @@
 """``tools/list`` and ``tools/call``.
 
 Protocol errors (-32602) are for a malformed request or an unknown tool. Argument-validation failures are
--32602 before 2025-11-25 and an ``isError`` result from then on. Failures inside the tool are the runner's to
-turn into ``isError`` results.
+-32602 before 2025-11-25, an ``isError`` result in 2025-11-25, and -32602 again from 2026-07-28 (HTTP 400,
+before the tool runs). In the stateless era, arguments annotated with ``x-mcp-header`` must be mirrored by their
+``Mcp-Param-*`` headers (-32020). Failures inside the tool are the runner's to turn into ``isError`` results.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import versions
+from .. import modern, versions
 from ..context import InvalidToolArguments, ToolCall
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
@@ -33,12 +34,27 @@ async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str
         arguments = {}
     elif not isinstance(arguments, dict):
         raise InvalidParams('Invalid params: "arguments" must be an object')
+    input_responses = params.get("inputResponses")
+    if input_responses is not None and not isinstance(input_responses, dict):
+        raise InvalidParams('Invalid params: "inputResponses" must be an object')
+    request_state = params.get("requestState")
+    if request_state is not None and not isinstance(request_state, str):
+        raise InvalidParams('Invalid params: "requestState" must be a string')
     ctx = message.request
     tool = ctx.catalog.tool(name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {name}", data={"name": name})
+    if ctx.era == versions.MODERN:
+        modern.check_param_headers(tool.input_schema, arguments, ctx.headers)
+    call = ToolCall(
+        request=ctx,
+        progress=message.progress,
+        log=message.log,
+        input_responses=input_responses,
+        request_state=request_state,
+    )
     try:
-        return await ctx.runner.call_tool(tool, arguments, ToolCall(request=ctx, progress=message.progress))
+        return await ctx.runner.call_tool(tool, arguments, call)
     except InvalidToolArguments as exc:
         text = f"Invalid arguments for tool {name}: {exc}"
         if versions.tool_input_errors_in_result(ctx.protocol_version):

@@ -1,0 +1,45 @@
+"""``subscriptions/listen`` (2026-07-28): a long-lived SSE stream of the notifications the client opted in to.
+
+The first message acknowledges the subset the server honours (only what it supports); every message carries
+the listen request's id as ``_meta["io.modelcontextprotocol/subscriptionId"]``. Events come from the transport
+(catalog edits published across processes); ``translate`` decides which reach this subscription.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import OpenStream
+from ..dispatcher import MessageContext
+from ..errors import InvalidParams
+from ..modern import META_SUBSCRIPTION_ID
+from . import dispatcher
+from .lifecycle import MODERN_ONLY
+
+# Subscription filter key -> the notification it lets through. Servers must not send types not requested.
+SUPPORTED_FILTERS = {"toolsListChanged": "notifications/tools/list_changed"}
+KNOWN_FILTERS = {"toolsListChanged", "promptsListChanged", "resourcesListChanged", "resourceSubscriptions", "taskIds"}
+
+
+@dispatcher.request("subscriptions/listen", eras=MODERN_ONLY)
+async def listen(params: dict[str, Any], message: MessageContext) -> OpenStream:
+    requested = params.get("notifications")
+    if not isinstance(requested, dict):
+        raise InvalidParams('Invalid params: "notifications" must be an object')
+    agreed = {key: True for key in SUPPORTED_FILTERS if requested.get(key) is True}
+    subscription_id = message.request_id
+    methods = {SUPPORTED_FILTERS[key] for key in agreed}
+
+    def stamp(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = dict(params or {})
+        body["_meta"] = {**body.get("_meta", {}), META_SUBSCRIPTION_ID: subscription_id}
+        return {"jsonrpc": "2.0", "method": method, "params": body}
+
+    def translate(event: dict[str, Any]) -> dict[str, Any] | None:
+        method = event.get("method")
+        if method not in methods:
+            return None
+        return stamp(method, event.get("params"))
+
+    acknowledged = stamp("notifications/subscriptions/acknowledged", {"notifications": agreed})
+    return OpenStream(first=(acknowledged,), translate=translate)

@@ -1,0 +1,82 @@
+"""Multi-round-trip requests (2026-07-28): signing the state a tool hands out and checking the client's retry.
+
+``requestState`` travels through the client, which may alter it, so the server signs it (HMAC-SHA256 via
+``django.core.signing``, keyed by ``SECRET_KEY``) and binds the signature to the server, the agent and the tool:
+state minted for one of them is rejected for any other, and stale state expires.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.core import signing
+
+from ..protocol.context import ToolCall
+from ..protocol.errors import InvalidParams, MissingRequiredClientCapability
+from ..protocol.versions import MODERN
+from .context import InputRequired
+
+STATE_MAX_AGE_SECONDS = 15 * 60
+
+# Which client capability each kind of input request needs.
+REQUIRED_CAPABILITY = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def _salt(call: ToolCall, tool_name: str) -> str:
+    principal = call.request.principal
+    agent = f"{principal.tenant}/{principal.agent_id}" if principal else "-"
+    return f"mcp_app.mrtr:{call.request.server.server_id}:{agent}:{tool_name}"
+
+
+def sign_state(call: ToolCall, tool_name: str, state: Any) -> str:
+    return signing.dumps({"s": state}, salt=_salt(call, tool_name), compress=True)
+
+
+def verify_state(call: ToolCall, tool_name: str) -> Any:
+    """The tool's state from a retry, or ``None`` on a first call; forged or expired state is -32602."""
+    if call.request_state is None:
+        return None
+    try:
+        payload = signing.loads(call.request_state, salt=_salt(call, tool_name), max_age=STATE_MAX_AGE_SECONDS)
+    except signing.SignatureExpired as exc:
+        raise InvalidParams("Invalid params: requestState has expired; call the tool again") from exc
+    except signing.BadSignature as exc:
+        raise InvalidParams("Invalid params: requestState was not issued by this server for this call") from exc
+    return payload.get("s")
+
+
+def input_required_result(call: ToolCall, tool_name: str, needed: InputRequired) -> dict[str, Any]:
+    """The wire ``InputRequiredResult``; refuses to ask for what the client cannot answer."""
+    if call.request.era != MODERN:
+        return {
+            "content": [
+                {
+                    "type": "text",
+                    "text": f"Tool {tool_name} needs input from the client, which protocol version "
+                    f"{call.request.protocol_version} cannot carry on this server.",
+                }
+            ],
+            "isError": True,
+        }
+    requests: dict[str, Mapping[str, Any]] = {}
+    for key, request in needed.requests.items():
+        method = request.get("method")
+        capability = REQUIRED_CAPABILITY.get(method) if isinstance(method, str) else None
+        if capability is None:
+            raise ValueError(f"tool {tool_name} asked for unsupported input method {method!r}")
+        if not call.request.client_declares(capability):
+            raise MissingRequiredClientCapability(
+                {capability: {}}, f"Tool {tool_name} needs the client capability {capability!r}"
+            )
+        requests[key] = request
+    result: dict[str, Any] = {"resultType": "input_required"}
+    if requests:
+        result["inputRequests"] = requests
+    if needed.state is not None or not requests:
+        result["requestState"] = sign_state(call, tool_name, needed.state)
+    return result
