@@ -34,6 +34,7 @@ def test_idempotent_and_every_token_works():
     assert first["token"] != second["token"]
     assert Tenant.objects.filter(slug="demo").count() == 1
     assert McpServer.objects.filter(server_id="demo").count() == 1
+    assert McpServer.objects.get(server_id="demo-modern").protocol_versions == ["2026-07-28"]
     assert Agent.objects.filter(agent_id="demo-agent").count() == 1
     assert list(
         ServerTool.objects.filter(server__server_id="demo").order_by("position").values_list("tool__name", flat=True)
@@ -41,7 +42,7 @@ def test_idempotent_and_every_token_works():
     for raw in (first["token"], second["token"]):
         token = AgentToken.objects.authenticate(raw)
         assert token is not None
-        assert list(token.servers.values_list("server_id", flat=True)) == ["demo"]
+        assert sorted(token.servers.values_list("server_id", flat=True)) == ["demo", "demo-modern"]
 
 
 @pytest.mark.django_db

@@ -140,3 +140,15 @@ def live_access(transactional_db: None, access_factory: Callable[..., Access]) -
     Built in a sync fixture because async tests may not touch the ORM directly.
     """
     return access_factory()
+
+
+@pytest.fixture
+def legacy_only_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
+    """A server limited to the handshake-era revisions."""
+    return access_factory(protocol_versions=["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+
+
+@pytest.fixture
+def modern_only_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
+    """A server limited to 2026-07-28, like the demo's ``demo-modern``."""
+    return access_factory(protocol_versions=["2026-07-28"])

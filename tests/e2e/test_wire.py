@@ -21,7 +21,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from mcp_app.conf import mcp_settings
-from mcp_app.protocol.errors import INVALID_REQUEST
+from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
 from mcp_app.protocol.versions import HANDSHAKE_VERSIONS, V2024_11_05, V2025_11_25
 from tests.conftest import REQUIRE_SERVICES, Access
 
@@ -128,7 +128,7 @@ async def test_initialize_without_params_answers_json_with_first_revision(
     assert body["result"]["capabilities"] == {"tools": {"listChanged": True}}
 
 
-async def test_stateless_era_probe_is_400_so_clients_fall_back_to_initialize(
+async def test_stateless_version_header_without_envelope_is_400_invalid_params(
     daphne_url: str, live_access: Access, http: httpx.AsyncClient
 ) -> None:
     access = live_access
@@ -136,12 +136,15 @@ async def test_stateless_era_probe_is_400_so_clients_fall_back_to_initialize(
     response = await http.post(
         endpoint(daphne_url, access),
         json={"jsonrpc": "2.0", "id": 1, "method": "server/discover"},
-        headers=post_headers(access, **{"MCP-Protocol-Version": STATELESS_ERA_VERSION}),
+        headers=post_headers(
+            access, **{"MCP-Protocol-Version": STATELESS_ERA_VERSION, "Mcp-Method": "server/discover"}
+        ),
     )
 
     assert response.status_code == 400
     assert response.headers["content-type"] == "application/json"
-    assert response.json()["error"]["code"] == INVALID_REQUEST
+    assert response.json()["error"]["code"] == INVALID_PARAMS
+    assert "mcp-session-id" not in response.headers
 
 
 async def test_tool_call_with_progress_token_streams_progress_then_the_response(

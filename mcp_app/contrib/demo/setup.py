@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
+from mcp_app.protocol.versions import MODERN_VERSIONS
 
 DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo")
 DEMO_INSTRUCTIONS = (
@@ -26,21 +27,33 @@ class DemoAccess:
         return {"url": self.url, "server_id": self.server_id, "agent_id": self.agent_id, "token": self.token}
 
 
-@transaction.atomic
-def ensure_demo(base_url: str) -> DemoAccess:
-    tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
-    server, _ = McpServer.objects.get_or_create(
-        server_id="demo",
-        defaults={"tenant": tenant, "name": "demo", "title": "mcp-host demo", "instructions": DEMO_INSTRUCTIONS},
-    )
+def _ensure_server(tenant: Tenant, server_id: str, **defaults: object) -> McpServer:
+    server, _ = McpServer.objects.get_or_create(server_id=server_id, defaults={"tenant": tenant, **defaults})
     if server.tenant_id != tenant.pk:
-        raise RuntimeError("the server id 'demo' is taken by another tenant")
-    agent, _ = Agent.objects.get_or_create(tenant=tenant, agent_id="demo-agent", defaults={"name": "Demo agent"})
+        raise RuntimeError(f"the server id {server_id!r} is taken by another tenant")
     for position, name in enumerate(DEMO_TOOLS):
         tool, _ = Tool.objects.get_or_create(
             tenant=tenant, name=name, defaults={"kind": Tool.Kind.PYTHON, "python_name": name}
         )
         ServerTool.objects.get_or_create(server=server, tool=tool, defaults={"position": position})
-    _token, raw = AgentToken.objects.issue_token(agent, servers=[server], name="mcp_demo")
+    return server
+
+
+@transaction.atomic
+def ensure_demo(base_url: str) -> DemoAccess:
+    """The demo tenant with two servers exposing the demo tools: ``demo`` (every revision) and
+    ``demo-modern`` (2026-07-28 only), an agent allowed on both, and a fresh token for it."""
+    tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
+    server = _ensure_server(tenant, "demo", name="demo", title="mcp-host demo", instructions=DEMO_INSTRUCTIONS)
+    modern = _ensure_server(
+        tenant,
+        "demo-modern",
+        name="demo-modern",
+        title="mcp-host demo (2026-07-28 only)",
+        instructions=DEMO_INSTRUCTIONS,
+        protocol_versions=list(MODERN_VERSIONS),
+    )
+    agent, _ = Agent.objects.get_or_create(tenant=tenant, agent_id="demo-agent", defaults={"name": "Demo agent"})
+    _token, raw = AgentToken.objects.issue_token(agent, servers=[server, modern], name="mcp_demo")
     url = f"{base_url.rstrip('/')}/mcp/{server.server_id}?agentId={agent.agent_id}"
     return DemoAccess(url=url, server_id=server.server_id, agent_id=agent.agent_id, token=raw)

@@ -34,6 +34,7 @@ class Command(BaseCommand):
                     f"  MCP URL : {access.url}",
                     f"  Agent id: {access.agent_id}",
                     f"  Token   : {access.token}",
+                    f"  Also    : {access.url.replace('/mcp/demo?', '/mcp/demo-modern?')}  (2026-07-28 only)",
                     "Connect with header  Authorization: Bearer <token>  (the token is shown only once).",
                 ]
             )
