@@ -14,7 +14,19 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .models import Agent, AgentToken, McpServer, ServerTool, Tenant, TenantMembership, Tool
+from .models import (
+    Agent,
+    AgentToken,
+    McpServer,
+    Prompt,
+    Resource,
+    ServerPrompt,
+    ServerResource,
+    ServerTool,
+    Tenant,
+    TenantMembership,
+    Tool,
+)
 
 
 class TenantMembershipInline(admin.TabularInline):
@@ -49,6 +61,22 @@ class ServerToolInline(admin.TabularInline):
     ordering = ("position", "id")
 
 
+class ServerResourceInline(admin.TabularInline):
+    model = ServerResource
+    extra = 0
+    fields = ("position", "resource", "enabled")
+    raw_id_fields = ("resource",)
+    ordering = ("position", "id")
+
+
+class ServerPromptInline(admin.TabularInline):
+    model = ServerPrompt
+    extra = 0
+    fields = ("position", "prompt", "enabled")
+    raw_id_fields = ("prompt",)
+    ordering = ("position", "id")
+
+
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
     list_display = ("server_id", "name", "tenant", "enabled", "catalog_version", "updated_at")
@@ -57,7 +85,7 @@ class McpServerAdmin(admin.ModelAdmin):
     search_fields = ("server_id", "name", "title", "tenant__slug")
     readonly_fields = ("catalog_version", "created_at", "updated_at")
     raw_id_fields = ("tenant",)
-    inlines = [ServerToolInline]
+    inlines = [ServerToolInline, ServerResourceInline, ServerPromptInline]
 
 
 @admin.register(Tool)
@@ -84,6 +112,42 @@ class ServerToolAdmin(admin.ModelAdmin):
     list_select_related = ("server", "tool", "server__tenant")
     search_fields = ("tool__name", "name_override", "server__server_id")
     raw_id_fields = ("server", "tool")
+
+
+@admin.register(Resource)
+class ResourceAdmin(admin.ModelAdmin):
+    list_display = ("uri", "name", "tenant", "kind", "is_template", "mime_type", "updated_at")
+    list_filter = ("kind", "is_template", "tenant")
+    list_select_related = ("tenant",)
+    search_fields = ("uri", "name", "title", "tenant__slug")
+    raw_id_fields = ("tenant",)
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(Prompt)
+class PromptAdmin(admin.ModelAdmin):
+    list_display = ("name", "tenant", "kind", "title", "updated_at")
+    list_filter = ("kind", "tenant")
+    list_select_related = ("tenant",)
+    search_fields = ("name", "title", "description", "tenant__slug")
+    raw_id_fields = ("tenant",)
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(ServerResource)
+class ServerResourceAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "server", "resource", "enabled", "position")
+    list_filter = ("enabled", "server__tenant")
+    list_select_related = ("server", "resource", "server__tenant")
+    raw_id_fields = ("server", "resource")
+
+
+@admin.register(ServerPrompt)
+class ServerPromptAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "server", "prompt", "enabled", "position")
+    list_filter = ("enabled", "server__tenant")
+    list_select_related = ("server", "prompt", "server__tenant")
+    raw_id_fields = ("server", "prompt")
 
 
 class AgentTokenInline(admin.TabularInline):

@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "CATALOG_CACHE_SIZE": 512,
     # ttlMs on cacheable 2026-07-28 results (discover, lists, reads): how long a client may reuse them.
     "CACHE_TTL_MS": 30_000,
+    # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
+    "PAGE_SIZE": 100,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -43,6 +45,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TOOLS_MODULE": (str,),
     "CATALOG_CACHE_SIZE": (int,),
     "CACHE_TTL_MS": (int,),
+    "PAGE_SIZE": (int,),
 }
 
 
@@ -66,7 +69,7 @@ class McpSettings:
             expected = _TYPES[key]
             if not isinstance(value, expected) or isinstance(value, bool):
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
-        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE"):
+        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE"):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
         if values["CACHE_TTL_MS"] < 0:

@@ -1,7 +1,8 @@
 """Cross-process events over the Channels layer: group names and the publishing side.
 
-Catalog edits publish ``notifications/tools/list_changed`` to the group of each affected server; every open
-GET stream of that server, in any daphne process, is a member of that group. Publishing happens after the
+Catalog edits publish ``notifications/{tools,prompts,resources}/list_changed`` (and
+``notifications/resources/updated`` when a resource's content changes) to the group of each affected server;
+every open GET stream and ``subscriptions/listen`` stream of that server, in any daphne process, is a member. Publishing happens after the
 transaction commits, and a layer failure is logged, never raised into the edit that caused it.
 """
 
@@ -24,8 +25,17 @@ def server_group(server_pk: int) -> str:
     return f"mcp.server.{server_pk}"
 
 
+def list_changed(kind: str) -> dict[str, Any]:
+    """``kind`` is ``tools``, ``prompts`` or ``resources``."""
+    return {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"}
+
+
 def tools_list_changed() -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    return list_changed("tools")
+
+
+def resource_updated(uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
 
 
 def publish_to_servers(server_pks: Iterable[int], message: dict[str, Any]) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from mcp_app.catalog import tool
-from mcp_app.runtime import ToolContext, ToolError
+from mcp_app.runtime import InputRequired, ToolContext, ToolError, ToolResult
 
 
 class Gate:
@@ -48,3 +51,58 @@ async def wait_for_release() -> str:
         gate.cancelled.set()
         raise
     return "released"
+
+
+# Every run of ``record``, ``regional`` and ``sharded``, so tests can prove a refused call never ran the tool.
+executions: list[tuple[str, dict[str, Any]]] = []
+
+
+@tool
+def record(kind: Literal["alpha", "beta"], count: int = 1) -> str:
+    """Record that it ran; the arguments are closed (an enum and an integer)."""
+    executions.append(("record", {"kind": kind, "count": count}))
+    return f"{kind} x{count}"
+
+
+@tool
+def regional(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})] = "",
+    note: str = "",
+) -> dict[str, str]:
+    """A tool whose ``region`` argument is mirrored by the ``Mcp-Param-Region`` header (2026-07-28)."""
+    executions.append(("regional", {"region": region, "note": note}))
+    return {"region": region, "note": note}
+
+
+@tool
+def sharded(shard: Annotated[int, Field(json_schema_extra={"x-mcp-header": "Shard"})]) -> dict[str, int]:
+    """A tool whose integer ``shard`` argument is mirrored by the ``Mcp-Param-Shard`` header."""
+    executions.append(("sharded", {"shard": shard}))
+    return {"shard": shard}
+
+
+CONFIRM_REQUEST = {
+    "method": "elicitation/create",
+    "params": {
+        "mode": "form",
+        "message": "Really do it?",
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    },
+}
+
+
+@tool
+async def confirm_action(ctx: ToolContext, action: str):  # returns InputRequired or a ToolResult
+    """Ask the client to confirm (multi-round trip), then report the state and answers it got back."""
+    if ctx.state is None:
+        return InputRequired(requests={"confirm": CONFIRM_REQUEST}, state={"action": action, "round": 1})
+    seen = {"state": ctx.state, "inputResponses": dict(ctx.input_responses), "action": action}
+    return ToolResult(content=[{"type": "text", "text": "confirmed"}], structured_content=seen)
+
+
+@tool
+async def chatty(ctx: ToolContext) -> str:
+    """Log one message at each of four levels; the client decides (``_meta`` logLevel) which it receives."""
+    for level in ("debug", "info", "warning", "error"):
+        await ctx.log(level, f"{level} message", logger="chatty")
+    return "logged"

@@ -125,12 +125,79 @@ def build_registered_tool(
     )
 
 
+@dataclass(frozen=True)
+class RegisteredFunction:
+    """A prompt or resource function: its parameters (all strings) and whether it takes a ``ToolContext``."""
+
+    name: str
+    function: Callable[..., Any]
+    description: str
+    title: str | None
+    parameters: tuple[tuple[str, str, bool], ...]  # (name, description, required)
+    context_parameter: str | None
+    is_coroutine: bool
+
+    def arguments_wire(self) -> list[dict[str, Any]]:
+        wire = []
+        for name, description, required in self.parameters:
+            argument: dict[str, Any] = {"name": name, "required": required}
+            if description:
+                argument["description"] = description
+            wire.append(argument)
+        return wire
+
+
+def build_registered_function(
+    function: Callable[..., Any], *, name: str | None = None, title: str | None = None, description: str | None = None
+) -> RegisteredFunction:
+    hints = get_type_hints(function, include_extras=True)
+    parameters = []
+    context_parameter = None
+    for parameter in inspect.signature(function).parameters.values():
+        annotation = hints.get(parameter.name, Any)
+        if annotation is ToolContext:
+            context_parameter = parameter.name
+            continue
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise TypeError(f"{function.__name__}: *args and **kwargs cannot be described as arguments")
+        described = ""
+        for extra in getattr(annotation, "__metadata__", ()):
+            described = getattr(extra, "description", None) or described
+        parameters.append((parameter.name, described, parameter.default is inspect.Parameter.empty))
+    return RegisteredFunction(
+        name=name or function.__name__,
+        function=function,
+        description=description if description is not None else (inspect.getdoc(function) or ""),
+        title=title,
+        parameters=tuple(parameters),
+        context_parameter=context_parameter,
+        is_coroutine=inspect.iscoroutinefunction(function),
+    )
+
+
 class ToolRegistry:
-    """Process-global map of registered tool name to ``RegisteredTool``."""
+    """Process-global maps of registered tools, prompts and resource functions, by name."""
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        self._prompts: dict[str, RegisteredFunction] = {}
+        self._resources: dict[str, RegisteredFunction] = {}
         self._lock = threading.Lock()
+
+    def register_function(self, kind: str, registered: RegisteredFunction) -> RegisteredFunction:
+        table = self._prompts if kind == "prompt" else self._resources
+        with self._lock:
+            existing = table.get(registered.name)
+            if existing is not None and existing.function is not registered.function:
+                raise ValueError(f"a different {kind} is already registered as {registered.name!r}")
+            table[registered.name] = registered
+        return registered
+
+    def prompt(self, name: str) -> RegisteredFunction | None:
+        return self._prompts.get(name)
+
+    def resource(self, name: str) -> RegisteredFunction | None:
+        return self._resources.get(name)
 
     def register(self, registered: RegisteredTool) -> RegisteredTool:
         with self._lock:
@@ -192,4 +259,30 @@ def tool(
 
     if function is not None:
         return decorate(function)
+    return decorate
+
+
+def prompt(
+    *, name: str | None = None, title: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a prompt function. It takes string arguments (and optionally a ``ToolContext``) and returns a
+    string (one user message), a list of messages, or ``InputRequired``."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        registry.register_function(
+            "prompt", build_registered_function(func, name=name, title=title, description=description)
+        )
+        return func
+
+    return decorate
+
+
+def resource(*, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a resource function. It receives a URI template's variables as string arguments (and optionally
+    a ``ToolContext``) and returns ``str`` (text) or ``bytes`` (blob)."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        registry.register_function("resource", build_registered_function(func, name=name))
+        return func
+
     return decorate

@@ -13,9 +13,16 @@ import threading
 from collections import OrderedDict
 
 from ..conf import mcp_settings
-from ..models import McpServer, ServerTool, Tool
-from ..protocol.context import ServerCatalog, ToolDescriptor
-from ..runtime.execution import PythonTarget, StaticTarget
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
+from ..runtime.execution import (
+    FunctionTarget,
+    PythonTarget,
+    StaticPromptTarget,
+    StaticResourceTarget,
+    StaticTarget,
+)
+from .prompts import template_pattern
 from .registry import registry
 
 logger = logging.getLogger("mcp_app.catalog")
@@ -54,14 +61,86 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
     )
 
 
-def build_catalog(server: McpServer) -> ServerCatalog:
-    bindings = (
-        ServerTool.objects.filter(server=server, enabled=True, tool__tenant_id=server.tenant_id)
-        .select_related("tool")
-        .order_by("position", "id")
+def _resource_descriptor(resource: Resource) -> ResourceDescriptor | None:
+    if resource.kind == Resource.Kind.PYTHON:
+        registered = registry.resource(resource.python_name)
+        if registered is None:
+            logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
+            return None
+        target: object = FunctionTarget(registered)
+    else:
+        target = StaticResourceTarget(text=resource.text, blob=resource.blob)
+    return ResourceDescriptor(
+        uri=resource.uri,
+        name=resource.name,
+        is_template=resource.is_template,
+        title=resource.title or None,
+        description=resource.description or None,
+        mime_type=resource.mime_type or None,
+        annotations=resource.annotations,
+        pattern=template_pattern(resource.uri) if resource.is_template else None,
+        target=target,
     )
-    descriptors = [descriptor for binding in bindings if (descriptor := _descriptor(binding)) is not None]
-    return ServerCatalog(tools=tuple(descriptors))
+
+
+def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
+    arguments = tuple(
+        PromptArgument(
+            name=argument["name"],
+            description=argument.get("description") or None,
+            required=bool(argument.get("required", False)),
+            completions=tuple(argument.get("completions") or ()),
+        )
+        for argument in prompt.arguments or ()
+    )
+    if prompt.kind == Prompt.Kind.PYTHON:
+        registered = registry.prompt(prompt.python_name or prompt.name)
+        if registered is None:
+            logger.warning("prompt %s binds unregistered function %r", prompt.name, prompt.python_name)
+            return None
+        if not arguments:
+            arguments = tuple(
+                PromptArgument(name=name, description=description or None, required=required)
+                for name, description, required in registered.parameters
+            )
+        return PromptDescriptor(
+            name=prompt.name,
+            arguments=arguments,
+            title=prompt.title or registered.title,
+            description=prompt.description or registered.description or None,
+            target=FunctionTarget(registered),
+        )
+    return PromptDescriptor(
+        name=prompt.name,
+        arguments=arguments,
+        title=prompt.title or None,
+        description=prompt.description or None,
+        target=StaticPromptTarget(messages=tuple(prompt.messages or ())),
+    )
+
+
+def build_catalog(server: McpServer) -> ServerCatalog:
+    tenant = server.tenant_id
+    tools = ServerTool.objects.filter(server=server, enabled=True, tool__tenant_id=tenant).select_related("tool")
+    resources = ServerResource.objects.filter(server=server, enabled=True, resource__tenant_id=tenant).select_related(
+        "resource"
+    )
+    prompts = ServerPrompt.objects.filter(server=server, enabled=True, prompt__tenant_id=tenant).select_related(
+        "prompt"
+    )
+    tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b)) is not None]
+    resource_descriptors = [
+        d for b in resources.order_by("position", "id") if (d := _resource_descriptor(b.resource)) is not None
+    ]
+    prompt_descriptors = [
+        d for b in prompts.order_by("position", "id") if (d := _prompt_descriptor(b.prompt)) is not None
+    ]
+    return ServerCatalog(
+        tools=tuple(tool_descriptors),
+        resources=tuple(d for d in resource_descriptors if not d.is_template),
+        templates=tuple(d for d in resource_descriptors if d.is_template),
+        prompts=tuple(prompt_descriptors),
+    )
 
 
 def resolve_catalog(server: McpServer) -> ServerCatalog:

@@ -1,7 +1,8 @@
-"""Keep catalog versions current: every edit of a tool or a binding bumps the affected servers' versions.
+"""Keep catalog versions current: every edit of a catalog entry or binding bumps the affected servers'
+versions and tells their live streams which list changed.
 
-Deleting a tool cascades to its bindings, whose own ``post_delete`` bumps their servers, so tool deletion
-needs no receiver of its own.
+Deleting a catalog entry cascades to its bindings, whose own ``post_delete`` bumps their servers, so entry
+deletion needs no receiver of its own.
 """
 
 from __future__ import annotations
@@ -11,16 +12,41 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from ..models import McpServer, ServerTool, Tool
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 
 
 @receiver(post_save, sender=ServerTool)
 @receiver(post_delete, sender=ServerTool)
-def _binding_changed(sender: type[ServerTool], instance: ServerTool, **kwargs: Any) -> None:
-    McpServer.objects.bump_catalog_version({instance.server_id})
+def _tool_binding_changed(sender: type[ServerTool], instance: ServerTool, **kwargs: Any) -> None:
+    McpServer.objects.bump_catalog_version({instance.server_id}, ("tools",))
 
 
 @receiver(post_save, sender=Tool)
 def _tool_saved(sender: type[Tool], instance: Tool, **kwargs: Any) -> None:
     server_ids = set(ServerTool.objects.filter(tool=instance).values_list("server_id", flat=True))
-    McpServer.objects.bump_catalog_version(server_ids)
+    McpServer.objects.bump_catalog_version(server_ids, ("tools",))
+
+
+@receiver(post_save, sender=ServerPrompt)
+@receiver(post_delete, sender=ServerPrompt)
+def _prompt_binding_changed(sender: type[ServerPrompt], instance: ServerPrompt, **kwargs: Any) -> None:
+    McpServer.objects.bump_catalog_version({instance.server_id}, ("prompts",))
+
+
+@receiver(post_save, sender=Prompt)
+def _prompt_saved(sender: type[Prompt], instance: Prompt, **kwargs: Any) -> None:
+    server_ids = set(ServerPrompt.objects.filter(prompt=instance).values_list("server_id", flat=True))
+    McpServer.objects.bump_catalog_version(server_ids, ("prompts",))
+
+
+@receiver(post_save, sender=ServerResource)
+@receiver(post_delete, sender=ServerResource)
+def _resource_binding_changed(sender: type[ServerResource], instance: ServerResource, **kwargs: Any) -> None:
+    McpServer.objects.bump_catalog_version({instance.server_id}, ("resources",))
+
+
+@receiver(post_save, sender=Resource)
+def _resource_saved(sender: type[Resource], instance: Resource, created: bool = False, **kwargs: Any) -> None:
+    server_ids = set(ServerResource.objects.filter(resource=instance).values_list("server_id", flat=True))
+    updated = None if created or instance.is_template else instance.uri
+    McpServer.objects.bump_catalog_version(server_ids, ("resources",), updated_uri=updated)

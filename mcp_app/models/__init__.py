@@ -1,8 +1,20 @@
 """The persistent state of mcp_app, one module per aggregate. Managers own the domain verbs."""
 
 from .agents import Agent, AgentToken
-from .catalog import ServerTool, Tool
+from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
 from .tenancy import Tenant, TenantMembership
 
-__all__ = ["Agent", "AgentToken", "McpServer", "ServerTool", "Tenant", "TenantMembership", "Tool"]
+__all__ = [
+    "Agent",
+    "AgentToken",
+    "McpServer",
+    "Prompt",
+    "Resource",
+    "ServerPrompt",
+    "ServerResource",
+    "ServerTool",
+    "Tenant",
+    "TenantMembership",
+    "Tool",
+]

@@ -165,3 +165,179 @@ class ServerTool(models.Model):
         if self.server.tenant_id != self.tool.tenant_id:
             raise ValueError("a server can only expose tools of its own tenant")
         super().save(*args, **kwargs)
+
+
+class Resource(models.Model):
+    """A resource (or a URI template of resources) in a tenant's catalog.
+
+    ``static`` resources hold their text or base64 blob here; ``python`` resources are produced by a function
+    registered with ``@resource`` in code, which receives the URI template's variables as arguments.
+    """
+
+    class Kind(models.TextChoices):
+        STATIC = "static", "Static (content stored here)"
+        PYTHON = "python", "Python (registered in code)"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="resources", verbose_name="tenant")
+    uri = models.CharField(
+        "URI or URI template",
+        max_length=2000,
+        help_text="e.g. file:///docs/readme.md, or a template such as test://items/{id} (RFC 6570, simple {var}).",
+    )
+    is_template = models.BooleanField("is a URI template", default=False)
+    name = models.CharField("name", max_length=200)
+    title = models.CharField("title", max_length=200, blank=True)
+    description = models.TextField("description", blank=True)
+    mime_type = models.CharField("MIME type", max_length=200, blank=True)
+    kind = models.CharField("kind", max_length=16, choices=Kind.choices, default=Kind.STATIC)
+    text = models.TextField(
+        "text content", blank=True, help_text="Static text content (templates: {var} is filled in)."
+    )
+    blob = models.TextField("binary content (base64)", blank=True, help_text="Static binary content, base64-encoded.")
+    python_name = models.CharField("registered resource", max_length=128, blank=True)
+    annotations = models.JSONField("annotations", null=True, blank=True)
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    class Meta:
+        verbose_name = "resource"
+        verbose_name_plural = "resources"
+        ordering = ("tenant", "uri")
+        constraints = [models.UniqueConstraint(fields=("tenant", "uri"), name="mcp_resource_unique_uri_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.uri} ({self.tenant.slug})"
+
+    def clean(self) -> None:
+        super().clean()
+        if "://" not in self.uri and not self.uri.startswith(("urn:", "data:")):
+            raise ValidationError({"uri": "A resource URI needs a scheme, e.g. file:///… or https://…"})
+        if self.is_template != ("{" in self.uri):
+            raise ValidationError(
+                {"is_template": "Mark the resource as a template exactly when its URI has {variables}."}
+            )
+        if self.kind == self.Kind.PYTHON:
+            from ..catalog.registry import registry
+
+            if registry.resource(self.python_name or "") is None:
+                raise ValidationError({"python_name": f"No resource named {self.python_name!r} is registered in code."})
+        elif self.text and self.blob:
+            raise ValidationError("A static resource has text or a blob, not both.")
+        elif self.blob:
+            import base64
+            import binascii
+
+            try:
+                base64.b64decode(self.blob, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ValidationError({"blob": "Not valid base64."}) from exc
+
+
+class Prompt(models.Model):
+    """A prompt template in a tenant's catalog.
+
+    ``static`` prompts hold their messages here, with ``{argument}`` placeholders; ``python`` prompts are
+    produced by a function registered with ``@prompt`` in code.
+    """
+
+    class Kind(models.TextChoices):
+        STATIC = "static", "Static (messages stored here)"
+        PYTHON = "python", "Python (registered in code)"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="prompts", verbose_name="tenant")
+    name = models.CharField("name", max_length=128, validators=[validate_tool_name])
+    title = models.CharField("title", max_length=200, blank=True)
+    description = models.TextField("description", blank=True)
+    kind = models.CharField("kind", max_length=16, choices=Kind.choices, default=Kind.STATIC)
+    arguments = models.JSONField(
+        "arguments",
+        default=list,
+        blank=True,
+        help_text='e.g. [{"name": "topic", "description": "…", "required": true, "completions": ["a", "b"]}]',
+    )
+    messages = models.JSONField(
+        "messages",
+        default=list,
+        blank=True,
+        help_text='Static prompts: [{"role": "user", "content": {"type": "text", "text": "About {topic}"}}]',
+    )
+    python_name = models.CharField("registered prompt", max_length=128, blank=True)
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    class Meta:
+        verbose_name = "prompt"
+        verbose_name_plural = "prompts"
+        ordering = ("tenant", "name")
+        constraints = [models.UniqueConstraint(fields=("tenant", "name"), name="mcp_prompt_unique_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tenant.slug})"
+
+    def clean(self) -> None:
+        super().clean()
+        from ..catalog.prompts import validate_prompt_arguments, validate_prompt_messages
+
+        try:
+            validate_prompt_arguments(self.arguments)
+            if self.kind == self.Kind.STATIC:
+                validate_prompt_messages(self.messages)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+        if self.kind == self.Kind.PYTHON:
+            from ..catalog.registry import registry
+
+            if registry.prompt(self.python_name or self.name) is None:
+                raise ValidationError(
+                    {"python_name": f"No prompt named {self.python_name or self.name!r} is registered in code."}
+                )
+
+
+class ServerResource(models.Model):
+    """Exposure of one catalog resource (or template) on one server."""
+
+    server = models.ForeignKey(
+        McpServer, on_delete=models.CASCADE, related_name="resource_bindings", verbose_name="server"
+    )
+    resource = models.ForeignKey(Resource, on_delete=models.CASCADE, related_name="bindings", verbose_name="resource")
+    enabled = models.BooleanField("enabled", default=True)
+    position = models.PositiveIntegerField("position", default=0, help_text="resources/list order (ascending).")
+
+    class Meta:
+        verbose_name = "server resource"
+        verbose_name_plural = "server resources"
+        ordering = ("server", "position", "id")
+        constraints = [models.UniqueConstraint(fields=("server", "resource"), name="mcp_server_resource_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.resource.uri} on {self.server.server_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.server.tenant_id != self.resource.tenant_id:
+            raise ValueError("a server can only expose resources of its own tenant")
+        super().save(*args, **kwargs)
+
+
+class ServerPrompt(models.Model):
+    """Exposure of one catalog prompt on one server."""
+
+    server = models.ForeignKey(
+        McpServer, on_delete=models.CASCADE, related_name="prompt_bindings", verbose_name="server"
+    )
+    prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="bindings", verbose_name="prompt")
+    enabled = models.BooleanField("enabled", default=True)
+    position = models.PositiveIntegerField("position", default=0, help_text="prompts/list order (ascending).")
+
+    class Meta:
+        verbose_name = "server prompt"
+        verbose_name_plural = "server prompts"
+        ordering = ("server", "position", "id")
+        constraints = [models.UniqueConstraint(fields=("server", "prompt"), name="mcp_server_prompt_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.prompt.name} on {self.server.server_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.server.tenant_id != self.prompt.tenant_id:
+            raise ValueError("a server can only expose prompts of its own tenant")
+        super().save(*args, **kwargs)

@@ -39,13 +39,21 @@ class McpServerManager(models.Manager["McpServer"]):
         """Servers that answer requests: enabled, of an active tenant."""
         return self.filter(enabled=True, tenant__is_active=True)
 
-    def bump_catalog_version(self, server_ids: list[int] | set[int]) -> None:
-        """Mark these servers' catalogs changed: every process re-resolves them, live streams are told."""
-        if server_ids:
-            from ..events import publish_to_servers, tools_list_changed
+    def bump_catalog_version(
+        self, server_ids: list[int] | set[int], kinds: tuple[str, ...] = ("tools",), updated_uri: str | None = None
+    ) -> None:
+        """Mark these servers' catalogs changed: every process re-resolves them on its next request, and live
+        streams are told which lists changed (``kinds``: tools, prompts, resources) and, for a resource whose
+        content changed, that it was updated."""
+        if not server_ids:
+            return
+        from ..events import list_changed, publish_to_servers, resource_updated
 
-            self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
-            publish_to_servers(server_ids, tools_list_changed())
+        self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
+        for kind in kinds:
+            publish_to_servers(server_ids, list_changed(kind))
+        if updated_uri is not None:
+            publish_to_servers(server_ids, resource_updated(updated_uri))
 
 
 class McpServer(models.Model):

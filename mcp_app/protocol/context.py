@@ -7,6 +7,7 @@ Nothing here touches a database: implementations are injected.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -71,28 +72,139 @@ class ToolDescriptor:
         return wire
 
 
+@dataclass(frozen=True, slots=True)
+class ResourceDescriptor:
+    """One resource, or one URI template of resources (``is_template``), as a server exposes it."""
+
+    uri: str
+    name: str
+    is_template: bool = False
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    pattern: re.Pattern[str] | None = None
+    target: Any = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"uriTemplate" if self.is_template else "uri": self.uri, "name": self.name}
+        if self.title:
+            wire["title"] = self.title
+        if self.description:
+            wire["description"] = self.description
+        if self.mime_type:
+            wire["mimeType"] = self.mime_type
+        if self.annotations:
+            wire["annotations"] = dict(self.annotations)
+        return wire
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        if self.pattern is None:
+            return {} if uri == self.uri else None
+        found = self.pattern.match(uri)
+        return found.groupdict() if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptArgument:
+    name: str
+    description: str | None = None
+    required: bool = False
+    completions: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name, "required": self.required}
+        if self.description:
+            wire["description"] = self.description
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class PromptDescriptor:
+    """One prompt as a server exposes it."""
+
+    name: str
+    arguments: tuple[PromptArgument, ...] = ()
+    title: str | None = None
+    description: str | None = None
+    target: Any = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name}
+        if self.title:
+            wire["title"] = self.title
+        if self.description:
+            wire["description"] = self.description
+        wire["arguments"] = [argument.to_wire() for argument in self.arguments]
+        return wire
+
+    def argument(self, name: str) -> PromptArgument | None:
+        return next((argument for argument in self.arguments if argument.name == name), None)
+
+
+def _index(items: Sequence[Any], key: Callable[[Any], str], kind: str) -> dict[str, Any]:
+    index: dict[str, Any] = {}
+    for item in items:
+        if key(item) in index:
+            raise ValueError(f"duplicate {kind} {key(item)!r} in one catalog")
+        index[key(item)] = item
+    return index
+
+
 @dataclass(frozen=True)
 class ServerCatalog:
-    """The effective, ordered catalog of one server at one catalog version."""
+    """The effective, ordered catalog of one server at one catalog version. Wire forms are computed once."""
 
     tools: Sequence[ToolDescriptor] = ()
-    _by_name: dict[str, ToolDescriptor] = field(init=False, repr=False)
-    _tools_wire: list[dict[str, Any]] = field(init=False, repr=False)
+    resources: Sequence[ResourceDescriptor] = ()
+    templates: Sequence[ResourceDescriptor] = ()
+    prompts: Sequence[PromptDescriptor] = ()
+    _tools: dict[str, ToolDescriptor] = field(init=False, repr=False)
+    _resources: dict[str, ResourceDescriptor] = field(init=False, repr=False)
+    _prompts: dict[str, PromptDescriptor] = field(init=False, repr=False)
+    _wire: dict[str, list[dict[str, Any]]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        by_name: dict[str, ToolDescriptor] = {}
-        for tool in self.tools:
-            if tool.name in by_name:
-                raise ValueError(f"duplicate tool name {tool.name!r} in one catalog")
-            by_name[tool.name] = tool
-        object.__setattr__(self, "_by_name", by_name)
-        object.__setattr__(self, "_tools_wire", [tool.to_wire() for tool in self.tools])
+        object.__setattr__(self, "_tools", _index(self.tools, lambda item: item.name, "tool name"))
+        object.__setattr__(self, "_resources", _index(self.resources, lambda item: item.uri, "resource URI"))
+        object.__setattr__(self, "_prompts", _index(self.prompts, lambda item: item.name, "prompt name"))
+        _index(self.templates, lambda item: item.uri, "URI template")
+        object.__setattr__(
+            self,
+            "_wire",
+            {
+                "tools": [tool.to_wire() for tool in self.tools],
+                "resources": [resource.to_wire() for resource in self.resources],
+                "resourceTemplates": [template.to_wire() for template in self.templates],
+                "prompts": [prompt.to_wire() for prompt in self.prompts],
+            },
+        )
 
     def tool(self, name: str) -> ToolDescriptor | None:
-        return self._by_name.get(name)
+        return self._tools.get(name)
+
+    def prompt(self, name: str) -> PromptDescriptor | None:
+        return self._prompts.get(name)
+
+    def find_resource(self, uri: str) -> tuple[ResourceDescriptor, dict[str, str]] | None:
+        """The resource with this URI, else the first template that matches it, with the template's variables."""
+        exact = self._resources.get(uri)
+        if exact is not None:
+            return exact, {}
+        for template in self.templates:
+            variables = template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    def template(self, uri_template: str) -> ResourceDescriptor | None:
+        return next((template for template in self.templates if template.uri == uri_template), None)
+
+    def wire(self, kind: str) -> list[dict[str, Any]]:
+        return self._wire[kind]
 
     def tools_wire(self) -> list[dict[str, Any]]:
-        return self._tools_wire
+        return self._wire["tools"]
 
 
 class InvalidToolArguments(Exception):
@@ -168,8 +280,20 @@ class ToolCall:
 
 
 class ToolRunner(Protocol):
+    """Runs what a catalog entry points at. Implementations live in the runtime layer."""
+
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         """Run ``tool`` and return a wire ``CallToolResult``; raise ``InvalidToolArguments`` on bad input."""
+        ...
+
+    async def read_resource(
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+    ) -> dict[str, Any]:
+        """Return a wire ``ReadResourceResult`` for ``uri`` (``variables`` filled from a template)."""
+        ...
+
+    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+        """Return a wire ``GetPromptResult`` (or an input-required result)."""
         ...
 
 
@@ -189,6 +313,7 @@ class RequestContext:
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     log_level: str | None = None
     cache_ttl_ms: int = 0
+    page_size: int = 100
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -8,6 +8,7 @@ generic message, so no internals leak to the client.
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 from dataclasses import dataclass
@@ -18,14 +19,21 @@ import pydantic
 from asgiref.sync import sync_to_async
 from jsonschema import Draft202012Validator
 
-from ..protocol.context import InvalidToolArguments, ToolCall, ToolDescriptor
-from ..protocol.errors import ProtocolError
+from ..catalog.prompts import fill_placeholders, render_static_prompt
+from ..protocol.context import (
+    InvalidToolArguments,
+    PromptDescriptor,
+    ResourceDescriptor,
+    ToolCall,
+    ToolDescriptor,
+)
+from ..protocol.errors import InvalidParams, ProtocolError
 from .context import InputRequired, ToolContext, ToolError, ToolResult
 from .mrtr import input_required_result, verify_state
 from .static import static_answer
 
 if TYPE_CHECKING:
-    from ..catalog.registry import RegisteredTool
+    from ..catalog.registry import RegisteredFunction, RegisteredTool
 
 logger = logging.getLogger("mcp_app.runtime")
 
@@ -33,6 +41,24 @@ logger = logging.getLogger("mcp_app.runtime")
 @dataclass(frozen=True)
 class PythonTarget:
     registered: RegisteredTool
+
+
+@dataclass(frozen=True)
+class StaticResourceTarget:
+    text: str
+    blob: str
+
+
+@dataclass(frozen=True)
+class StaticPromptTarget:
+    messages: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class FunctionTarget:
+    """A prompt or resource produced by a function registered in code."""
+
+    registered: RegisteredFunction
 
 
 @dataclass(frozen=True)
@@ -103,22 +129,15 @@ class Runner:
         self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: ToolCall
     ) -> dict[str, Any]:
         try:
-            model = registered.input_model.model_validate(arguments)
+            # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
+            # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
+            model = registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
         except pydantic.ValidationError as exc:
             raise InvalidToolArguments(_describe_validation_error(exc)) from exc
         kwargs = {name: getattr(model, name) for name in type(model).model_fields}
         state = verify_state(call, tool.name)
         if registered.context_parameter:
-            principal = call.request.principal
-            kwargs[registered.context_parameter] = ToolContext(
-                server_id=call.request.server.server_id,
-                tenant=principal.tenant if principal else None,
-                agent_id=principal.agent_id if principal else None,
-                _progress=call.progress,
-                _log=call.log,
-                input_responses=dict(call.input_responses or {}),
-                state=state,
-            )
+            kwargs[registered.context_parameter] = _context(call, state)
         try:
             if registered.is_coroutine:
                 value = await registered.function(**kwargs)
@@ -134,6 +153,78 @@ class Runner:
         except Exception:
             logger.exception("tool %s raised", tool.name)
             return _error_result(f"Tool {tool.name} failed with an internal error", "INTERNAL_ERROR", "internal_error")
+
+    async def read_resource(
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+    ) -> dict[str, Any]:
+        target = resource.target
+        content: dict[str, Any] = {"uri": uri}
+        if resource.mime_type:
+            content["mimeType"] = resource.mime_type
+        if isinstance(target, StaticResourceTarget):
+            if target.blob:
+                content["blob"] = target.blob
+            else:
+                content["text"] = fill_placeholders(target.text, variables) if resource.is_template else target.text
+            return {"contents": [content]}
+        if isinstance(target, FunctionTarget):
+            value = await _invoke(target.registered, dict(variables), call, None)
+            if isinstance(value, bytes):
+                content["blob"] = base64.b64encode(value).decode()
+            elif isinstance(value, str):
+                content["text"] = value
+            else:
+                raise TypeError(f"resource function {target.registered.name} returned {type(value).__name__}")
+            return {"contents": [content]}
+        raise TypeError(f"resource {resource.uri!r} has no readable target")
+
+    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+        target = prompt.target
+        result: dict[str, Any] = {}
+        if prompt.description:
+            result["description"] = prompt.description
+        if isinstance(target, StaticPromptTarget):
+            result["messages"] = render_static_prompt(target.messages, arguments)
+            return result
+        if isinstance(target, FunctionTarget):
+            known = {name for name, _description, _required in target.registered.parameters}
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise InvalidParams(f"Unknown argument(s) for prompt {prompt.name}: {', '.join(unknown)}")
+            salt_name = f"prompt:{prompt.name}"
+            state = verify_state(call, salt_name)
+            value = await _invoke(target.registered, dict(arguments), call, state)
+            if isinstance(value, InputRequired):
+                return input_required_result(call, salt_name, value)
+            if isinstance(value, str):
+                result["messages"] = [{"role": "user", "content": _text(value)}]
+            elif isinstance(value, list):
+                result["messages"] = value
+            else:
+                raise TypeError(f"prompt function {target.registered.name} returned {type(value).__name__}")
+            return result
+        raise TypeError(f"prompt {prompt.name!r} has no target")
+
+
+def _context(call: ToolCall, state: Any) -> ToolContext:
+    principal = call.request.principal
+    return ToolContext(
+        server_id=call.request.server.server_id,
+        tenant=principal.tenant if principal else None,
+        agent_id=principal.agent_id if principal else None,
+        _progress=call.progress,
+        _log=call.log,
+        input_responses=dict(call.input_responses or {}),
+        state=state,
+    )
+
+
+async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: ToolCall, state: Any) -> Any:
+    if registered.context_parameter:
+        kwargs[registered.context_parameter] = _context(call, state)
+    if registered.is_coroutine:
+        return await registered.function(**kwargs)
+    return await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
 
 
 def _describe_schema_error(error: Any) -> str:

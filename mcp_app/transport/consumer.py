@@ -291,6 +291,7 @@ class McpConsumer(AsyncConsumer):
             runner=runner,
             principal=Principal(tenant=grant.tenant_slug, agent_id=grant.agent_id),
             emit=writer.notify,
+            page_size=mcp_settings.PAGE_SIZE,
             **fields,
         )
 

@@ -125,7 +125,7 @@ async def test_initialize_without_params_answers_json_with_first_revision(
     assert body["jsonrpc"] == "2.0"
     assert body["id"] == 1
     assert body["result"]["protocolVersion"] == V2024_11_05
-    assert body["result"]["capabilities"] == {"tools": {"listChanged": True}}
+    assert body["result"]["capabilities"]["tools"] == {"listChanged": True}
 
 
 async def test_stateless_version_header_without_envelope_is_400_invalid_params(

@@ -47,7 +47,12 @@ async def test_initialize_negotiates_and_describes_the_server(
         "id": "init",
         "result": {
             "protocolVersion": answered,
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": {
+                "tools": {"listChanged": True},
+                "resources": {"listChanged": True},
+                "prompts": {"listChanged": True},
+                "completions": {},
+            },
             "serverInfo": {"name": "mcp-host", "version": mcp_app.__version__},
         },
     }
@@ -65,7 +70,7 @@ async def test_ping_answers_an_empty_result(make_ctx: MakeCtx, rpc: Rpc) -> None
 
 
 async def test_unknown_method_is_method_not_found(make_ctx: MakeCtx, rpc: Rpc) -> None:
-    response = await rpc(make_ctx(), "resources/list", id="r")
+    response = await rpc(make_ctx(), "resources/frobnicate", id="r")
     assert response["id"] == "r"
     assert response["error"]["code"] == METHOD_NOT_FOUND
 

@@ -4,6 +4,6 @@ from ..dispatcher import Dispatcher
 
 dispatcher = Dispatcher()
 
-from . import lifecycle, subscriptions, tasks, tools  # noqa: E402  (registration side effects)
+from . import lifecycle, prompts, resources, subscriptions, tasks, tools  # noqa: E402  (registration side effects)
 
-__all__ = ["dispatcher", "lifecycle", "subscriptions", "tasks", "tools"]
+__all__ = ["dispatcher", "lifecycle", "prompts", "resources", "subscriptions", "tasks", "tools"]

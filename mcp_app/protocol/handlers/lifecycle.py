@@ -14,10 +14,17 @@ MODERN_ONLY = (versions.MODERN,)
 
 
 def server_capabilities(ctx: RequestContext) -> dict[str, Any]:
-    capabilities: dict[str, Any] = {"tools": {"listChanged": True}}
+    capabilities: dict[str, Any] = {
+        "tools": {"listChanged": True},
+        "resources": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "completions": {},
+    }
     if ctx.era == versions.MODERN:
-        # Stateless clients opt in to log messages per request with _meta logLevel.
+        # Stateless clients opt in to log messages per request (_meta logLevel), and subscribe to resource
+        # updates on subscriptions/listen.
         capabilities["logging"] = {}
+        capabilities["resources"]["subscribe"] = True
     return capabilities
 
 

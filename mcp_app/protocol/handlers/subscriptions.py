@@ -17,8 +17,12 @@ from . import dispatcher
 from .lifecycle import MODERN_ONLY
 
 # Subscription filter key -> the notification it lets through. Servers must not send types not requested.
-SUPPORTED_FILTERS = {"toolsListChanged": "notifications/tools/list_changed"}
-KNOWN_FILTERS = {"toolsListChanged", "promptsListChanged", "resourcesListChanged", "resourceSubscriptions", "taskIds"}
+SUPPORTED_FILTERS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+RESOURCE_UPDATED = "notifications/resources/updated"
 
 
 @dispatcher.request("subscriptions/listen", eras=MODERN_ONLY)
@@ -26,9 +30,16 @@ async def listen(params: dict[str, Any], message: MessageContext) -> OpenStream:
     requested = params.get("notifications")
     if not isinstance(requested, dict):
         raise InvalidParams('Invalid params: "notifications" must be an object')
-    agreed = {key: True for key in SUPPORTED_FILTERS if requested.get(key) is True}
-    subscription_id = message.request_id
+    agreed: dict[str, Any] = {key: True for key in SUPPORTED_FILTERS if requested.get(key) is True}
     methods = {SUPPORTED_FILTERS[key] for key in agreed}
+    uris = requested.get("resourceSubscriptions")
+    watched: frozenset[str] = frozenset()
+    if uris is not None:
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise InvalidParams('Invalid params: "resourceSubscriptions" must be a list of URIs')
+        watched = frozenset(uris)
+        agreed["resourceSubscriptions"] = sorted(watched)
+    subscription_id = message.request_id
 
     def stamp(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         body = dict(params or {})
@@ -37,9 +48,11 @@ async def listen(params: dict[str, Any], message: MessageContext) -> OpenStream:
 
     def translate(event: dict[str, Any]) -> dict[str, Any] | None:
         method = event.get("method")
-        if method not in methods:
-            return None
-        return stamp(method, event.get("params"))
+        if method in methods:
+            return stamp(method, event.get("params"))
+        if method == RESOURCE_UPDATED and event.get("params", {}).get("uri") in watched:
+            return stamp(method, event.get("params"))
+        return None
 
     acknowledged = stamp("notifications/subscriptions/acknowledged", {"notifications": agreed})
     return OpenStream(first=(acknowledged,), translate=translate)

@@ -1,0 +1,78 @@
+"""Prompt and resource catalog helpers: validation of configured arguments and messages, rendering of static
+prompts, URI-template matching, and cursor pagination. Pure functions, shared by models and handlers."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_ROLES = {"user", "assistant"}
+_CONTENT_TYPES = {"text", "image", "audio", "resource", "resource_link"}
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def validate_prompt_arguments(arguments: Any) -> None:
+    if not isinstance(arguments, list):
+        raise ValueError("Prompt arguments must be a list of {name, description?, required?}.")
+    seen = set()
+    for argument in arguments:
+        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) or not argument["name"]:
+            raise ValueError("Each prompt argument needs a name.")
+        if argument["name"] in seen:
+            raise ValueError(f"Prompt argument {argument['name']!r} is listed twice.")
+        seen.add(argument["name"])
+        if "required" in argument and not isinstance(argument["required"], bool):
+            raise ValueError("A prompt argument's 'required' must be true or false.")
+        completions = argument.get("completions")
+        if completions is not None and not (
+            isinstance(completions, list) and all(isinstance(item, str) for item in completions)
+        ):
+            raise ValueError("A prompt argument's 'completions' must be a list of strings.")
+
+
+def validate_prompt_messages(messages: Any) -> None:
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("A static prompt needs at least one message.")
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise ValueError("Each prompt message needs a role, 'user' or 'assistant'.")
+        content = message.get("content")
+        if not isinstance(content, dict) or content.get("type") not in _CONTENT_TYPES:
+            raise ValueError("Each prompt message needs one content block with a known type.")
+
+
+def _fill(value: Any, arguments: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return _PLACEHOLDER.sub(lambda match: arguments.get(match.group(1), match.group(0)), value)
+    if isinstance(value, list):
+        return [_fill(item, arguments) for item in value]
+    if isinstance(value, dict):
+        return {key: _fill(item, arguments) for key, item in value.items()}
+    return value
+
+
+def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` that ``values`` knows replaced; other braces are left alone."""
+    return _fill(text, values)
+
+
+def render_static_prompt(messages: Sequence[Mapping[str, Any]], arguments: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The configured messages with ``{argument}`` placeholders filled in (unknown placeholders stay)."""
+    return [_fill(dict(message), arguments) for message in messages]
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """A regex matching URIs of a simple RFC 6570 template (``{var}`` expands to one path segment)."""
+    parts = []
+    position = 0
+    for match in _PLACEHOLDER.finditer(template):
+        parts.append(re.escape(template[position : match.start()]))
+        parts.append(f"(?P<{match.group(1)}>[^/?#]+)")
+        position = match.end()
+    parts.append(re.escape(template[position:]))
+    return re.compile("^" + "".join(parts) + "$")
+
+
+def template_variables(template: str) -> list[str]:
+    return [match.group(1) for match in _PLACEHOLDER.finditer(template)]

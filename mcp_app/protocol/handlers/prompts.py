@@ -1,0 +1,90 @@
+"""``prompts/list``, ``prompts/get`` and ``completion/complete``.
+
+Prompt arguments are strings; a missing required argument or a non-string value is -32602. Completion offers
+the values configured for a prompt argument (or a resource-template variable) that start with what the user
+typed, at most 100 of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..context import ToolCall
+from ..dispatcher import MessageContext
+from ..errors import InvalidParams
+from ..pagination import page
+from . import dispatcher
+
+MAX_COMPLETIONS = 100
+
+
+@dispatcher.request("prompts/list")
+async def list_prompts(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    ctx = message.request
+    return page(ctx.catalog.wire("prompts"), params, ctx.page_size, "prompts")
+
+
+@dispatcher.request("prompts/get")
+async def get_prompt(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    name = params.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidParams('Invalid params: "name" must be a non-empty string')
+    ctx = message.request
+    prompt = ctx.catalog.prompt(name)
+    if prompt is None:
+        raise InvalidParams(f"Unknown prompt: {name}", data={"name": name})
+    arguments = params.get("arguments") or {}
+    if not isinstance(arguments, dict) or not all(isinstance(value, str) for value in arguments.values()):
+        raise InvalidParams('Invalid params: "arguments" must map argument names to strings')
+    missing = [argument.name for argument in prompt.arguments if argument.required and argument.name not in arguments]
+    if missing:
+        raise InvalidParams(f"Missing required argument(s) for prompt {name}: {', '.join(missing)}")
+    input_responses = params.get("inputResponses")
+    if input_responses is not None and not isinstance(input_responses, dict):
+        raise InvalidParams('Invalid params: "inputResponses" must be an object')
+    request_state = params.get("requestState")
+    if request_state is not None and not isinstance(request_state, str):
+        raise InvalidParams('Invalid params: "requestState" must be a string')
+    call = ToolCall(
+        request=ctx,
+        progress=message.progress,
+        log=message.log,
+        input_responses=input_responses,
+        request_state=request_state,
+    )
+    return await ctx.runner.get_prompt(prompt, dict(arguments), call)
+
+
+@dispatcher.request("completion/complete")
+async def complete(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    ref = params.get("ref")
+    argument = params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise InvalidParams('Invalid params: "ref" and "argument" must be objects')
+    argument_name = argument.get("name")
+    value = argument.get("value", "")
+    if not isinstance(argument_name, str) or not isinstance(value, str):
+        raise InvalidParams('Invalid params: "argument" needs a string name and value')
+    catalog = message.request.catalog
+    candidates: tuple[str, ...] = ()
+    if ref.get("type") == "ref/prompt":
+        prompt = catalog.prompt(ref.get("name") if isinstance(ref.get("name"), str) else "")
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
+        configured = prompt.argument(argument_name)
+        candidates = configured.completions if configured else ()
+    elif ref.get("type") == "ref/resource":
+        uri = ref.get("uri")
+        template = catalog.template(uri) if isinstance(uri, str) else None
+        if template is None and (not isinstance(uri, str) or catalog.find_resource(uri) is None):
+            raise InvalidParams(f"Unknown resource: {uri}")
+    else:
+        raise InvalidParams('Invalid params: ref.type must be "ref/prompt" or "ref/resource"')
+    matches = [candidate for candidate in candidates if candidate.lower().startswith(value.lower())]
+    return {
+        "completion": {
+            "values": matches[:MAX_COMPLETIONS],
+            "total": len(matches),
+            "hasMore": len(matches) > MAX_COMPLETIONS,
+        }
+    }

@@ -1,0 +1,49 @@
+"""``resources/list``, ``resources/templates/list`` and ``resources/read``.
+
+An unknown URI is -32002 in the handshake era and -32602 in 2026-07-28, both with ``data: {uri}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import versions
+from ..context import ToolCall
+from ..dispatcher import MessageContext
+from ..errors import RESOURCE_NOT_FOUND, InvalidParams, ProtocolError
+from ..pagination import page
+from . import dispatcher
+
+
+@dispatcher.request("resources/list")
+async def list_resources(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    ctx = message.request
+    return page(ctx.catalog.wire("resources"), params, ctx.page_size, "resources")
+
+
+@dispatcher.request("resources/templates/list")
+async def list_templates(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    ctx = message.request
+    return page(ctx.catalog.wire("resourceTemplates"), params, ctx.page_size, "resourceTemplates")
+
+
+@dispatcher.request("resources/read")
+async def read_resource(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise InvalidParams('Invalid params: "uri" must be a non-empty string')
+    ctx = message.request
+    found = ctx.catalog.find_resource(uri)
+    if found is None:
+        if ctx.era == versions.MODERN:
+            raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
+        raise ProtocolError(f"Resource not found: {uri}", {"uri": uri}, code=RESOURCE_NOT_FOUND)
+    resource, variables = found
+    call = ToolCall(
+        request=ctx,
+        progress=message.progress,
+        log=message.log,
+        input_responses=params.get("inputResponses") if isinstance(params.get("inputResponses"), dict) else None,
+        request_state=params.get("requestState") if isinstance(params.get("requestState"), str) else None,
+    )
+    return await ctx.runner.read_resource(resource, uri, variables, call)

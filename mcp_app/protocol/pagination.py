@@ -1,0 +1,38 @@
+"""Opaque cursor pagination for list methods: the cursor names an offset into the server's ordered catalog."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from .errors import InvalidParams
+
+_PREFIX = "mcp-page:"
+
+
+def _encode(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{_PREFIX}{offset}".encode()).decode().rstrip("=")
+
+
+def _decode(cursor: Any) -> int:
+    if not isinstance(cursor, str) or not cursor:
+        raise InvalidParams("Invalid params: invalid cursor")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidParams("Invalid params: invalid cursor") from exc
+    if not text.startswith(_PREFIX) or not text[len(_PREFIX) :].isdigit():
+        raise InvalidParams("Invalid params: invalid cursor")
+    return int(text[len(_PREFIX) :])
+
+
+def page(items: list[dict[str, Any]], params: dict[str, Any], size: int, key: str) -> dict[str, Any]:
+    """``{key: items[offset:offset+size]}`` plus ``nextCursor`` when more remain; bad cursors are -32602."""
+    offset = _decode(params["cursor"]) if params.get("cursor") is not None else 0
+    if offset > len(items):
+        raise InvalidParams("Invalid params: invalid cursor")
+    result: dict[str, Any] = {key: items[offset : offset + size]}
+    if offset + size < len(items):
+        result["nextCursor"] = _encode(offset + size)
+    return result
