@@ -32,6 +32,8 @@ DEFAULTS: dict[str, Any] = {
     "CATALOG_CACHE_SIZE": 512,
     # ttlMs on cacheable 2026-07-28 results (discover, lists, reads): how long a client may reuse them.
     "CACHE_TTL_MS": 30_000,
+    # A handshake-era session idle for longer than this (seconds) expires.
+    "SESSION_IDLE_SECONDS": 3600,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
 }
@@ -46,6 +48,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "CATALOG_CACHE_SIZE": (int,),
     "CACHE_TTL_MS": (int,),
     "PAGE_SIZE": (int,),
+    "SESSION_IDLE_SECONDS": (int, float),
 }
 
 

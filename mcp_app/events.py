@@ -25,6 +25,10 @@ def server_group(server_pk: int) -> str:
     return f"mcp.server.{server_pk}"
 
 
+def session_group(session_key: str) -> str:
+    return f"mcp.session.{session_key}"
+
+
 def list_changed(kind: str) -> dict[str, Any]:
     """``kind`` is ``tools``, ``prompts`` or ``resources``."""
     return {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"}

@@ -3,12 +3,14 @@
 from .agents import Agent, AgentToken
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
+from .sessions import McpSession
 from .tenancy import Tenant, TenantMembership
 
 __all__ = [
     "Agent",
     "AgentToken",
     "McpServer",
+    "McpSession",
     "Prompt",
     "Resource",
     "ServerPrompt",

@@ -84,6 +84,12 @@ class McpServer(models.Model):
         help_text="Revisions this server speaks: any of " + ", ".join(ALL_VERSIONS) + ". "
         "Without 2026-07-28 it refuses stateless requests; with only 2026-07-28 it refuses the handshake era.",
     )
+    sessions_required = models.BooleanField(
+        "sessions required",
+        default=False,
+        help_text="Handshake era: refuse requests without an Mcp-Session-Id (400). Off: such requests are served "
+        "statelessly.",
+    )
     catalog_version = models.PositiveBigIntegerField(
         "catalog version", default=1, editable=False, help_text="Bumped on every catalog edit; caches key on it."
     )

@@ -297,6 +297,21 @@ class ToolRunner(Protocol):
         ...
 
 
+class Session(Protocol):
+    """A handshake-era session as the handlers see it: its negotiated state and the verbs that change it."""
+
+    key: str
+    protocol_version: str
+    log_level: str | None
+    subscriptions: frozenset[str]
+
+    async def set_log_level(self, level: str) -> None: ...
+
+    async def subscribe(self, uri: str) -> None: ...
+
+    async def unsubscribe(self, uri: str) -> None: ...
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything the handlers need for one HTTP request."""
@@ -314,6 +329,7 @@ class RequestContext:
     log_level: str | None = None
     cache_ttl_ms: int = 0
     page_size: int = 100
+    session: Session | None = None
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -43,6 +43,13 @@ def server_info() -> dict[str, Any]:
     return {"name": PRODUCT_NAME, "version": __version__}
 
 
+def _log_threshold(ctx: RequestContext) -> str | None:
+    """2026-07-28: the request's own ``logLevel``; handshake era: the level the session set, if any."""
+    if ctx.era == versions.MODERN:
+        return ctx.log_level
+    return ctx.session.log_level if ctx.session is not None else None
+
+
 def _progress_token(params: dict[str, Any]) -> str | int | None:
     meta = params.get("_meta")
     if isinstance(meta, dict):
@@ -122,7 +129,7 @@ class Dispatcher:
                 request=ctx,
                 request_id=request.id,
                 progress=ProgressReporter(_progress_token(params), ctx.emit),
-                log=LogReporter(ctx.log_level, ctx.emit),
+                log=LogReporter(_log_threshold(ctx), ctx.emit),
             )
             result = await entry[0](params, message_ctx)
             if isinstance(result, OpenStream):

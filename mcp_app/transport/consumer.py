@@ -31,7 +31,7 @@ from channels.utils import await_many_dispatch
 
 from .. import PRODUCT_NAME, __version__
 from ..conf import mcp_settings
-from ..events import BROADCAST_EVENT, server_group
+from ..events import BROADCAST_EVENT, server_group, session_group
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
 from ..protocol.errors import (
@@ -52,6 +52,7 @@ from ..runtime.execution import Runner
 from . import sse
 from .auth import AccessDenied, AccessGrant, authorize
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
+from .sessions import DatabaseSession, open_session, resolve_session
 
 logger = logging.getLogger("mcp_app.transport")
 
@@ -72,6 +73,10 @@ MODERN_STATUS = {
 runner = Runner()
 
 
+def _forward(event: dict[str, Any]) -> dict[str, Any]:
+    return event
+
+
 class ResponseWriter:
     """Writes one response as JSON, or as SSE once a notification has to go out before the answer."""
 
@@ -88,13 +93,13 @@ class ResponseWriter:
             await self._consumer.send_headers(200, sse.SSE_HEADERS)
         await self._consumer.send_body(sse.event(message), more_body=True)
 
-    async def finish(self, status: int, payload: Any) -> None:
+    async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         if self.streaming:
             await self._consumer.send_body(sse.event(payload) if payload is not None else b"")
         elif payload is None:
             await self._consumer.send_response(202, b"", [])
         else:
-            await self._consumer.send_response(status, jsonrpc.encode(payload), JSON_HEADERS)
+            await self._consumer.send_response(status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])])
 
 
 class McpConsumer(AsyncConsumer):
@@ -111,7 +116,8 @@ class McpConsumer(AsyncConsumer):
         self._pump: asyncio.Task[None] | None = None
         self._groups: list[str] = []
         self._response_started = False
-        self._translate: Any = lambda event: event
+        self._translate: Any = _forward
+        self._session_stream: DatabaseSession | None = None
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
@@ -167,7 +173,14 @@ class McpConsumer(AsyncConsumer):
     async def mcp_broadcast(self, message: dict[str, Any]) -> None:
         if not self._groups:
             return
-        outgoing = self._translate(message["message"])
+        event = message["message"]
+        if event.get("method") == "notifications/resources/updated" and self._session_stream is not None:
+            # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
+            if event.get("params", {}).get("uri") not in await self._session_stream.reload_subscriptions():
+                return
+        elif event.get("method") == "notifications/resources/updated" and self._translate is _forward:
+            return
+        outgoing = self._translate(event)
         if outgoing is not None:
             await self.send_body(sse.event(outgoing), more_body=True)
 
@@ -251,12 +264,30 @@ class McpConsumer(AsyncConsumer):
                 headers=[(b"allow", b"POST")],
             )
             return
-        if method == "GET":
-            await self._serve_get(grant)
-        elif method == "DELETE":
-            await self.send_response(204, b"", [])
-        else:
+        if method == "POST":
             await self._serve_post(grant, body)
+            return
+        session, found = await self._session(grant)
+        if not found:
+            return
+        if method == "GET":
+            await self._serve_get(grant, session)
+        else:
+            if session is not None:
+                await session.terminate()
+            await self.send_response(204, b"", [])
+
+    async def _session(self, grant: AccessGrant) -> tuple[DatabaseSession | None, bool]:
+        """The handshake-era session named by ``Mcp-Session-Id``; answers 404 (and returns found=False) for an
+        unknown, expired or terminated id, or one of another agent or server."""
+        raw = self._header("mcp-session-id")
+        if raw is None:
+            return None, True
+        session = await database_sync_to_async(resolve_session)(raw, grant.server, grant.token.agent)
+        if session is None:
+            await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
+            return None, False
+        return session, True
 
     async def _serve_post(self, grant: AccessGrant, body: bytes) -> None:
         if not is_json_content_type(self._header("content-type")):
@@ -300,8 +331,24 @@ class McpConsumer(AsyncConsumer):
         if not supported:
             await self._refuse_handshake_era(grant, payload)
             return
+        initialize = isinstance(payload, dict) and payload.get("method") == "initialize" and "id" in payload
+        session: DatabaseSession | None = None
+        if not initialize:
+            session, found = await self._session(grant)
+            if not found:
+                return
+            if session is None and grant.server.sessions_required:
+                await self.send_error(400, "Mcp-Session-Id is required: initialize a session first.")
+                return
         version = headers.get(modern.HEADER_PROTOCOL_VERSION)
-        if version is None:
+        if session is not None:
+            if version is not None and version != session.protocol_version:
+                await self.send_error(
+                    400, f"MCP-Protocol-Version {version!r} differs from the session's {session.protocol_version!r}."
+                )
+                return
+            version = session.protocol_version
+        elif version is None:
             version = (
                 versions.DEFAULT_UNANNOUNCED_VERSION
                 if versions.DEFAULT_UNANNOUNCED_VERSION in supported
@@ -313,12 +360,27 @@ class McpConsumer(AsyncConsumer):
             )
             return
         writer = ResponseWriter(self, allow_stream=accepts(headers.get("accept"), "text/event-stream"))
-        ctx = self._context(grant, writer, protocol_version=version, era=versions.LEGACY, headers=headers)
+        ctx = self._context(
+            grant,
+            writer,
+            protocol_version=version,
+            era=versions.LEGACY,
+            headers=headers,
+            session=session,
+            client_capabilities=session.client_capabilities if session is not None else {},
+        )
         outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
         status = 200
         if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
             status = 400
-        await writer.finish(status, outcome)
+        extra: list[tuple[bytes, bytes]] = []
+        if initialize and isinstance(outcome, dict) and "result" in outcome:
+            params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
+            raw = await database_sync_to_async(open_session)(
+                grant.server, grant.token.agent, outcome["result"]["protocolVersion"], params
+            )
+            extra.append((b"mcp-session-id", raw.encode()))
+        await writer.finish(status, outcome, extra)
 
     async def _refuse_handshake_era(self, grant: AccessGrant, payload: Any) -> None:
         """A modern-only server names what it speaks, without the stateless-only error codes."""
@@ -378,7 +440,7 @@ class McpConsumer(AsyncConsumer):
             await self.send_body(sse.event(message), more_body=True)
         await self._keep_alive(group)
 
-    async def _serve_get(self, grant: AccessGrant) -> None:
+    async def _serve_get(self, grant: AccessGrant, session: DatabaseSession | None) -> None:
         accept = self._header("accept") or ""
         if "text/event-stream" not in accept.lower():
             server = grant.server
@@ -400,6 +462,9 @@ class McpConsumer(AsyncConsumer):
         group = server_group(grant.server.pk)
         # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
         await self._join(group)
+        if session is not None:
+            self._session_stream = session
+            await self._join(session_group(session.key))
         await self.send_headers(200, sse.SSE_HEADERS)
         await self.send_body(sse.comment("ready"), more_body=True)
         await self._keep_alive(group)

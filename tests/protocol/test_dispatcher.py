@@ -49,9 +49,10 @@ async def test_initialize_negotiates_and_describes_the_server(
             "protocolVersion": answered,
             "capabilities": {
                 "tools": {"listChanged": True},
-                "resources": {"listChanged": True},
+                "resources": {"listChanged": True, "subscribe": True},
                 "prompts": {"listChanged": True},
                 "completions": {},
+                "logging": {},
             },
             "serverInfo": {"name": "mcp-host", "version": mcp_app.__version__},
         },

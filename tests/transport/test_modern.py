@@ -774,8 +774,10 @@ async def test_legacy_traffic_on_a_dual_era_server_never_sees_stateless_codes(ac
     reply = await send(access, rpc("tools/list"), headers={"mcp-protocol-version": "2024-01-01"})
     error = error_of(reply, 400, INVALID_REQUEST)
     assert error["code"] not in MODERN_ONLY_CODES
-    # A legacy-only server answers initialize normally.
+    # The same server answers a handshake-era initialize normally, opening a session (that era has them).
     initialize = rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": CLIENT_INFO})
-    result = (await send(access, initialize)).json()["result"]
+    reply = await call(access, initialize)
+    assert reply.headers["mcp-session-id"]
+    result = reply.json()["result"]
     assert result["protocolVersion"] == "2025-06-18"
     assert "resultType" not in result

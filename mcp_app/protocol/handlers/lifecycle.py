@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import versions
-from ..context import RequestContext
+from ..context import LOG_LEVELS, RequestContext
 from ..dispatcher import MessageContext, server_info
+from ..errors import InvalidParams, InvalidRequest
 from . import dispatcher
 
 LEGACY_ONLY = (versions.LEGACY,)
@@ -20,11 +21,10 @@ def server_capabilities(ctx: RequestContext) -> dict[str, Any]:
         "prompts": {"listChanged": True},
         "completions": {},
     }
-    if ctx.era == versions.MODERN:
-        # Stateless clients opt in to log messages per request (_meta logLevel), and subscribe to resource
-        # updates on subscriptions/listen.
-        capabilities["logging"] = {}
-        capabilities["resources"]["subscribe"] = True
+    # Log messages: logging/setLevel on a session (handshake era) or _meta logLevel per request (2026-07-28).
+    # Resource updates: resources/subscribe on a session, or resourceSubscriptions on subscriptions/listen.
+    capabilities["logging"] = {}
+    capabilities["resources"]["subscribe"] = True
     return capabilities
 
 
@@ -70,3 +70,15 @@ async def discover(params: dict[str, Any], message: MessageContext) -> dict[str,
         info["title"] = ctx.server.title
     result["_meta"] = {"io.modelcontextprotocol/serverInfo": info}
     return result
+
+
+@dispatcher.request("logging/setLevel", eras=LEGACY_ONLY)
+async def set_level(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise InvalidParams(f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
+    session = message.request.session
+    if session is None:
+        raise InvalidRequest("Invalid Request: logging/setLevel needs a session (send Mcp-Session-Id)")
+    await session.set_log_level(level)
+    return {}

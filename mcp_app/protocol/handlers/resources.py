@@ -10,9 +10,10 @@ from typing import Any
 from .. import versions
 from ..context import ToolCall
 from ..dispatcher import MessageContext
-from ..errors import RESOURCE_NOT_FOUND, InvalidParams, ProtocolError
+from ..errors import RESOURCE_NOT_FOUND, InvalidParams, InvalidRequest, ProtocolError
 from ..pagination import page
 from . import dispatcher
+from .lifecycle import LEGACY_ONLY
 
 
 @dispatcher.request("resources/list")
@@ -47,3 +48,30 @@ async def read_resource(params: dict[str, Any], message: MessageContext) -> dict
         request_state=params.get("requestState") if isinstance(params.get("requestState"), str) else None,
     )
     return await ctx.runner.read_resource(resource, uri, variables, call)
+
+
+def _subscription_target(params: dict[str, Any], message: MessageContext) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise InvalidParams('Invalid params: "uri" must be a non-empty string')
+    if message.request.session is None:
+        raise InvalidRequest("Invalid Request: resource subscriptions need a session (send Mcp-Session-Id)")
+    return uri
+
+
+@dispatcher.request("resources/subscribe", eras=LEGACY_ONLY)
+async def subscribe(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    uri = _subscription_target(params, message)
+    if message.request.catalog.find_resource(uri) is None:
+        raise ProtocolError(f"Resource not found: {uri}", {"uri": uri}, code=RESOURCE_NOT_FOUND)
+    assert message.request.session is not None
+    await message.request.session.subscribe(uri)
+    return {}
+
+
+@dispatcher.request("resources/unsubscribe", eras=LEGACY_ONLY)
+async def unsubscribe(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    uri = _subscription_target(params, message)
+    assert message.request.session is not None
+    await message.request.session.unsubscribe(uri)
+    return {}

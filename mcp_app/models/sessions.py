@@ -1,0 +1,116 @@
+"""Handshake-era sessions (2025-03-26 … 2025-11-25), stored in the database so that any process serves any
+session.
+
+``initialize`` opens a session bound to the server and the agent that created it; the raw ``Mcp-Session-Id``
+(256 bits from ``secrets``, visible ASCII) is returned once and only its SHA-256 digest is stored. A session
+idle for longer than ``SESSION_IDLE_SECONDS`` expires; DELETE terminates it. An unknown, expired or terminated
+id, or one presented by another agent or on another server, resolves to nothing (the transport answers 404).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from .agents import Agent
+from .servers import McpServer
+
+SESSION_BYTES = 32
+
+
+def session_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class McpSessionManager(models.Manager["McpSession"]):
+    def open_session(
+        self,
+        *,
+        server: McpServer,
+        agent: Agent,
+        protocol_version: str,
+        client_info: Any = None,
+        client_capabilities: Any = None,
+    ) -> tuple[McpSession, str]:
+        raw = secrets.token_urlsafe(SESSION_BYTES)
+        session = self.create(
+            digest=session_digest(raw),
+            server=server,
+            agent=agent,
+            protocol_version=protocol_version,
+            client_info=client_info if isinstance(client_info, dict) else None,
+            client_capabilities=client_capabilities if isinstance(client_capabilities, dict) else {},
+        )
+        return session, raw
+
+    def resolve(
+        self, raw: str, *, server: McpServer, agent: Agent, idle_seconds: float, now: datetime | None = None
+    ) -> McpSession | None:
+        """The live session ``raw`` names for this server and agent, or ``None``."""
+        if not raw or len(raw) > 256:
+            return None
+        now = now or timezone.now()
+        return (
+            self.filter(
+                digest=session_digest(raw),
+                server=server,
+                agent=agent,
+                terminated_at__isnull=True,
+                last_seen_at__gt=now - timedelta(seconds=idle_seconds),
+            )
+            .only(
+                "id", "digest", "protocol_version", "log_level", "subscriptions", "client_capabilities", "last_seen_at"
+            )
+            .first()
+        )
+
+    def delete_expired(self, idle_seconds: float, now: datetime | None = None) -> int:
+        """Remove sessions idle past the limit or terminated; returns how many rows went."""
+        now = now or timezone.now()
+        expired = self.filter(
+            models.Q(last_seen_at__lte=now - timedelta(seconds=idle_seconds)) | models.Q(terminated_at__isnull=False)
+        )
+        count, _ = expired.delete()
+        return count
+
+
+class McpSession(models.Model):
+    """State a handshake-era client negotiated with one server."""
+
+    digest = models.CharField("SHA-256 digest of the session id", max_length=64, unique=True, editable=False)
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="sessions", verbose_name="server")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions", verbose_name="agent")
+    protocol_version = models.CharField("protocol version", max_length=20)
+    client_info = models.JSONField("client info", null=True, blank=True)
+    client_capabilities = models.JSONField("client capabilities", default=dict, blank=True)
+    log_level = models.CharField("log level", max_length=16, blank=True, help_text="Set by logging/setLevel.")
+    subscriptions = models.JSONField("resource subscriptions", default=list, blank=True)
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    last_seen_at = models.DateTimeField("last seen", default=timezone.now)
+    terminated_at = models.DateTimeField("terminated", null=True, blank=True)
+
+    objects = McpSessionManager()
+
+    class Meta:
+        verbose_name = "MCP session"
+        verbose_name_plural = "MCP sessions"
+        ordering = ("-last_seen_at",)
+        indexes = [models.Index(fields=("last_seen_at",), name="mcp_session_last_seen")]
+
+    def __str__(self) -> str:
+        return f"session {self.digest[:8]}… ({self.protocol_version})"
+
+    def touch(self, interval_seconds: float, now: datetime | None = None) -> None:
+        """Keep the session alive, writing at most once per ``interval_seconds``."""
+        now = now or timezone.now()
+        if now - self.last_seen_at >= timedelta(seconds=interval_seconds):
+            type(self).objects.filter(pk=self.pk).update(last_seen_at=now)
+            self.last_seen_at = now
+
+    def terminate(self) -> None:
+        type(self).objects.filter(pk=self.pk, terminated_at__isnull=True).update(terminated_at=timezone.now())
