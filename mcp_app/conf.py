@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_TTL_MS": 30_000,
     # A handshake-era session idle for longer than this (seconds) expires.
     "SESSION_IDLE_SECONDS": 3600,
+    # How long a tool waits for the client to answer a sampling/elicitation request (seconds).
+    "CLIENT_REQUEST_TIMEOUT_SECONDS": 300,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
 }
@@ -49,6 +51,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "CACHE_TTL_MS": (int,),
     "PAGE_SIZE": (int,),
     "SESSION_IDLE_SECONDS": (int, float),
+    "CLIENT_REQUEST_TIMEOUT_SECONDS": (int, float),
 }
 
 

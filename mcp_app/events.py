@@ -8,6 +8,7 @@ transaction commits, and a layer failure is logged, never raised into the edit t
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +24,25 @@ BROADCAST_EVENT = "mcp.broadcast"
 
 def server_group(server_pk: int) -> str:
     return f"mcp.server.{server_pk}"
+
+
+REPLY_EVENT = "mcp.reply"
+CANCEL_EVENT = "mcp.cancel"
+
+
+def _id_token(request_id: str | int) -> str:
+    """Client-chosen JSON-RPC ids, made safe for group names (and 1 distinct from "1")."""
+    return hashlib.sha256(f"{type(request_id).__name__}:{request_id}".encode()).hexdigest()[:32]
+
+
+def reply_group(scope: str, request_id: str | int) -> str:
+    """Where a client's response to our request ``request_id`` is delivered."""
+    return f"mcp.reply.{scope}.{_id_token(request_id)}"
+
+
+def call_group(scope: str, request_id: str | int) -> str:
+    """Where ``notifications/cancelled`` for the client's request ``request_id`` is delivered."""
+    return f"mcp.call.{scope}.{_id_token(request_id)}"
 
 
 def session_group(session_key: str) -> str:

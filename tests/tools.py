@@ -106,3 +106,15 @@ async def chatty(ctx: ToolContext) -> str:
     for level in ("debug", "info", "warning", "error"):
         await ctx.log(level, f"{level} message", logger="chatty")
     return "logged"
+
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@tool
+async def ask_name(ctx: ToolContext) -> str:
+    """Ask the user for their name through the client (handshake-era elicitation)."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA)
+    if answer.get("action") != "accept":
+        return f"no name ({answer.get('action')})"
+    return f"Hello, {answer['content']['name']}!"

@@ -15,6 +15,13 @@ from typing import Any, Protocol
 from .versions import ALL_VERSIONS, LEGACY
 
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
+# Sends a server-to-client request (sampling/createMessage, elicitation/create, roots/list) and awaits the
+# client's JSON-RPC response object ({"result": …} or {"error": …}).
+Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# Hands a client's response to whichever process is waiting for it.
+Deliver = Callable[[str | int, dict[str, Any]], Awaitable[None]]
+# Cancels a running request of this client, wherever it runs.
+Cancel = Callable[[str | int], Awaitable[None]]
 
 
 async def discard(message: dict[str, Any]) -> None:
@@ -278,6 +285,10 @@ class ToolCall:
     input_responses: Mapping[str, Any] | None = None
     request_state: str | None = None
 
+    @property
+    def ask(self) -> Ask | None:
+        return self.request.ask
+
 
 class ToolRunner(Protocol):
     """Runs what a catalog entry points at. Implementations live in the runtime layer."""
@@ -330,6 +341,9 @@ class RequestContext:
     cache_ttl_ms: int = 0
     page_size: int = 100
     session: Session | None = None
+    ask: Ask | None = None
+    deliver: Deliver | None = None
+    cancel: Cancel | None = None
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.context import LogReporter, ProgressReporter
+from ..protocol.context import Ask, LogReporter, ProgressReporter
 
 
 class ToolError(Exception):
@@ -56,6 +56,45 @@ class ToolContext:
     _log: LogReporter = field(repr=False)
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     state: Any = None
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    _ask: Ask | None = field(default=None, repr=False)
+
+    def client_supports(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` (``sampling``, ``elicitation``, ``roots``)."""
+        return isinstance(self.client_capabilities.get(capability), dict)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a server-to-client request during this call and return the client's result.
+
+        Handshake era, on a session whose client declared the capability: the request goes out on this call's
+        SSE stream and the answer may arrive at any process. The stateless revision has no such requests: tools
+        there return ``InputRequired`` instead. Failures raise ``ClientRequestError`` (an ``isError`` result).
+        """
+        capability = {
+            "sampling/createMessage": "sampling",
+            "elicitation/create": "elicitation",
+            "roots/list": "roots",
+        }.get(method)
+        if capability is not None and not self.client_supports(capability):
+            raise ClientRequestError(f"The client does not support {capability}.")
+        if self._ask is None:
+            raise ClientRequestError(
+                f"{method} needs a handshake-era session (Mcp-Session-Id); stateless clients answer InputRequired."
+            )
+        answer = await self._ask(method, params)
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            raise ClientRequestError(f"The client refused {method}: {error.get('message', 'error')}")
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user for structured input; returns ``{"action": "accept"|"decline"|"cancel", "content"?}``."""
+        return await self.request("elicitation/create", {"message": message, "requestedSchema": requested_schema})
+
+    async def sample(self, messages: list[dict[str, Any]], max_tokens: int, **params: Any) -> dict[str, Any]:
+        """Ask the client's model for a completion; returns the ``CreateMessageResult``."""
+        return await self.request("sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **params})
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` if the client asked for progress; otherwise do nothing."""
@@ -64,3 +103,10 @@ class ToolContext:
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send ``notifications/message`` if the client asked for messages at this level; otherwise nothing."""
         await self._log.log(level, data, logger)
+
+
+class ClientRequestError(ToolError):
+    """The client answered a server-to-client request with an error, or could not be asked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="CLIENT_REQUEST_FAILED", error_type="client_error")

@@ -216,6 +216,8 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
         _log=call.log,
         input_responses=dict(call.input_responses or {}),
         state=state,
+        client_capabilities=dict(call.request.client_capabilities),
+        _ask=call.ask,
     )
 
 

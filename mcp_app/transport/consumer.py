@@ -19,7 +19,9 @@ are 400, errors of individual methods ride on 200. Stateless era: see ``MODERN_S
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import secrets
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -31,7 +33,15 @@ from channels.utils import await_many_dispatch
 
 from .. import PRODUCT_NAME, __version__
 from ..conf import mcp_settings
-from ..events import BROADCAST_EVENT, server_group, session_group
+from ..events import (
+    BROADCAST_EVENT,
+    CANCEL_EVENT,
+    REPLY_EVENT,
+    call_group,
+    reply_group,
+    server_group,
+    session_group,
+)
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
 from ..protocol.errors import (
@@ -71,6 +81,7 @@ MODERN_STATUS = {
 }
 
 runner = Runner()
+CANCEL_WATCH_DELAY_SECONDS = 0.05
 
 
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +128,9 @@ class McpConsumer(AsyncConsumer):
         self._groups: list[str] = []
         self._response_started = False
         self._translate: Any = _forward
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._watch: asyncio.Task[None] | None = None
+        self._writer: ResponseWriter | None = None
         self._session_stream: DatabaseSession | None = None
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
@@ -184,6 +198,25 @@ class McpConsumer(AsyncConsumer):
         if outgoing is not None:
             await self.send_body(sse.event(outgoing), more_body=True)
 
+    async def mcp_reply(self, message: dict[str, Any]) -> None:
+        future = self._pending.get(message["id"])
+        if future is not None and not future.done():
+            future.set_result(message["answer"])
+
+    async def mcp_cancel(self, message: dict[str, Any]) -> None:
+        """``notifications/cancelled`` for the request this consumer serves: stop it and end the response
+        without a JSON-RPC answer, as the spec asks."""
+        if self._work is None or self._work.done():
+            return
+        self._work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._work
+        if self._writer is not None and self._writer.streaming:
+            await self.send_body(b"")
+        elif not self._response_started:
+            await self.send_headers(200, sse.SSE_HEADERS)
+            await self.send_body(b"")
+
     def _declared_length(self) -> int:
         value = self._header("content-length")
         return int(value) if value and value.isdigit() else 0
@@ -203,7 +236,7 @@ class McpConsumer(AsyncConsumer):
         return None
 
     async def _cleanup(self) -> None:
-        for task in (self._work, self._pump):
+        for task in (self._watch, self._work, self._pump):
             if task is not None and not task.done():
                 task.cancel()
                 try:
@@ -360,6 +393,8 @@ class McpConsumer(AsyncConsumer):
             )
             return
         writer = ResponseWriter(self, allow_stream=accepts(headers.get("accept"), "text/event-stream"))
+        self._writer = writer
+        scope = session.key if session is not None else f"t{grant.token.pk}"
         ctx = self._context(
             grant,
             writer,
@@ -368,7 +403,12 @@ class McpConsumer(AsyncConsumer):
             headers=headers,
             session=session,
             client_capabilities=session.client_capabilities if session is not None else {},
+            ask=self._asker(scope, writer),
+            deliver=self._deliverer(scope),
+            cancel=self._canceller(scope),
         )
+        if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
+            self._watch = asyncio.create_task(self._watch_cancellation(call_group(scope, payload["id"])))
         outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
         status = 200
         if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
@@ -381,6 +421,51 @@ class McpConsumer(AsyncConsumer):
             )
             extra.append((b"mcp-session-id", raw.encode()))
         await writer.finish(status, outcome, extra)
+
+    # Server-to-client requests and cancellation (handshake era) ------------------------------------------
+
+    def _asker(self, scope: str, writer: ResponseWriter) -> Any:
+        async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+            request_id = f"mcp-host-{secrets.token_hex(12)}"
+            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._pending[request_id] = future
+            group = reply_group(scope, request_id)
+            try:
+                # Listen before asking: the answer may reach another process and come back at once.
+                await self._join(group)
+                await writer.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+                return await asyncio.wait_for(future, timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS)
+            except TimeoutError:
+                return {"error": {"code": -32001, "message": f"The client did not answer {method} in time"}}
+            finally:
+                self._pending.pop(request_id, None)
+                await self._leave(group)
+
+        return ask
+
+    def _deliverer(self, scope: str) -> Any:
+        async def deliver(request_id: str | int, answer: dict[str, Any]) -> None:
+            layer = get_channel_layer()
+            if layer is not None:
+                await layer.group_send(
+                    reply_group(scope, request_id), {"type": REPLY_EVENT, "id": str(request_id), "answer": answer}
+                )
+
+        return deliver
+
+    def _canceller(self, scope: str) -> Any:
+        async def cancel(request_id: str | int) -> None:
+            layer = get_channel_layer()
+            if layer is not None:
+                await layer.group_send(call_group(scope, request_id), {"type": CANCEL_EVENT})
+
+        return cancel
+
+    async def _watch_cancellation(self, group: str) -> None:
+        """Only calls still running after a moment join their cancellation group: quick calls, the vast
+        majority, cost the channel layer nothing."""
+        await asyncio.sleep(CANCEL_WATCH_DELAY_SECONDS)
+        await self._join(group)
 
     async def _refuse_handshake_era(self, grant: AccessGrant, payload: Any) -> None:
         """A modern-only server names what it speaks, without the stateless-only error codes."""
@@ -488,9 +573,14 @@ class McpConsumer(AsyncConsumer):
         if group not in self._groups:
             self._groups.append(group)
 
+    async def _leave(self, group: str) -> None:
+        if self.channel_layer is not None and self.channel_name is not None and group in self._groups:
+            self._groups.remove(group)
+            await self.channel_layer.group_discard(group, self.channel_name)
+
     async def _pump_layer(self) -> None:
         assert self.channel_layer is not None and self.channel_name is not None
         while True:
             message = await self.channel_layer.receive(self.channel_name)
-            if message.get("type") == BROADCAST_EVENT:
+            if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT):
                 await self._events.put(message)

@@ -1,0 +1,145 @@
+"""Handshake era: server-to-client requests during a call (elicitation, sampling) answered by a separate POST,
+and ``notifications/cancelled`` stopping a running call."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from .helpers import call, communicator, rpc
+
+
+async def open_session(access, capabilities) -> str:
+    init = rpc(
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}},
+    )
+    reply = await call(access, init)
+    return reply.headers["mcp-session-id"]
+
+
+async def read_event(comm) -> dict:
+    frame = await comm.receive_output(timeout=5)
+    return orjson.loads(frame["body"].removeprefix(b"data: "))
+
+
+async def test_elicitation_goes_out_on_the_call_stream_and_the_answer_comes_back_by_post(make_access):
+    access = await make_access(tools=("ask_name",))
+    session_id = await open_session(access, {"elicitation": {}})
+    headers = {"mcp-session-id": session_id}
+    comm = communicator(access, rpc("tools/call", {"name": "ask_name", "arguments": {}}, id=11), headers=headers)
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    start = await comm.receive_output(timeout=5)
+    assert start["status"] == 200
+    assert dict(start["headers"])[b"content-type"].startswith(b"text/event-stream")
+    request = await read_event(comm)
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"] == "What is your name?"
+    assert isinstance(request["id"], str)
+
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
+    accepted = await call(access, answer, headers=headers)
+    assert accepted.status == 202
+
+    response = await read_event(comm)
+    await comm.wait(timeout=5)
+    assert response == {"jsonrpc": "2.0", "id": 11, "result": {"content": [{"type": "text", "text": "Hello, Ada!"}]}}
+
+
+async def test_an_answer_from_another_session_does_not_reach_the_call(make_access):
+    access = await make_access(tools=("ask_name",))
+    session_id = await open_session(access, {"elicitation": {}})
+    intruder = await open_session(access, {"elicitation": {}})
+    comm = communicator(
+        access, rpc("tools/call", {"name": "ask_name", "arguments": {}}, id=12), headers={"mcp-session-id": session_id}
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await comm.receive_output(timeout=5)
+    request = await read_event(comm)
+    forged = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {"name": "Mallory"}}}
+    await call(access, forged, headers={"mcp-session-id": intruder})
+    assert await comm.receive_nothing(timeout=0.2)
+    real = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+    await call(access, real, headers={"mcp-session-id": session_id})
+    assert (await read_event(comm))["result"]["content"][0]["text"] == "no name (decline)"
+    await comm.wait(timeout=5)
+
+
+async def test_client_error_answer_is_a_tool_error(make_access):
+    access = await make_access(tools=("ask_name",))
+    session_id = await open_session(access, {"elicitation": {}})
+    comm = communicator(
+        access, rpc("tools/call", {"name": "ask_name", "arguments": {}}, id=13), headers={"mcp-session-id": session_id}
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await comm.receive_output(timeout=5)
+    request = await read_event(comm)
+    refusal = {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -1, "message": "User closed the dialog"}}
+    await call(access, refusal, headers={"mcp-session-id": session_id})
+    result = (await read_event(comm))["result"]
+    await comm.wait(timeout=5)
+    assert result["isError"] is True
+    assert "User closed the dialog" in result["content"][0]["text"]
+
+
+async def test_without_the_capability_the_tool_fails_without_asking(make_access):
+    access = await make_access(tools=("ask_name",))
+    session_id = await open_session(access, {})
+    reply = await call(
+        access, rpc("tools/call", {"name": "ask_name", "arguments": {}}), headers={"mcp-session-id": session_id}
+    )
+    assert reply.content_type == "application/json"
+    result = reply.json()["result"]
+    assert result["isError"] is True
+    assert "does not support elicitation" in result["content"][0]["text"]
+
+
+async def test_notifications_cancelled_stops_the_running_call(make_access, fresh_gate):
+    access = await make_access(tools=("wait_for_release",))
+    session_id = await open_session(access, {})
+    headers = {"mcp-session-id": session_id}
+    comm = communicator(
+        access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-1"), headers=headers
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
+    # Cancellation listeners join once a call has run for a moment; retry the notice until it lands.
+    cancel = rpc("notifications/cancelled", {"requestId": "job-1", "reason": "user"}, id=None)
+    for _ in range(100):
+        assert (await call(access, cancel, headers=headers)).status == 202
+        try:
+            await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=0.05)
+            break
+        except TimeoutError:
+            continue
+    assert fresh_gate.gate.cancelled.is_set()
+    start = await comm.receive_output(timeout=5)
+    end = await comm.receive_output(timeout=5)
+    await comm.wait(timeout=5)
+    assert start["status"] == 200
+    assert end["body"] == b"" and not end.get("more_body")
+
+
+async def test_cancelling_another_clients_request_id_does_nothing(make_access, fresh_gate):
+    access = await make_access(tools=("wait_for_release",))
+    owner = await open_session(access, {})
+    other = await open_session(access, {})
+    comm = communicator(
+        access,
+        rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-2"),
+        headers={"mcp-session-id": owner},
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
+    cancel = rpc("notifications/cancelled", {"requestId": "job-2"}, id=None)
+    for _ in range(5):
+        await call(access, cancel, headers={"mcp-session-id": other})
+    assert await comm.receive_nothing(timeout=0.2)
+    assert not fresh_gate.gate.cancelled.is_set()
+    fresh_gate.gate.release.set()
+    start = await comm.receive_output(timeout=5)
+    body = await comm.receive_output(timeout=5)
+    await comm.wait(timeout=5)
+    assert start["status"] == 200
+    assert orjson.loads(body["body"])["result"]["content"][0]["text"] == "released"
