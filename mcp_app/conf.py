@@ -36,6 +36,11 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_IDLE_SECONDS": 3600,
     # How long a tool waits for the client to answer a sampling/elicitation request (seconds).
     "CLIENT_REQUEST_TIMEOUT_SECONDS": 300,
+    # Where SSE events of session streams are kept for Last-Event-ID resumption, and for how long.
+    "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
+    "EVENT_STORE_TTL_SECONDS": 3600,
+    # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
+    "SSE_RETRY_MS": 1000,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
 }
@@ -52,6 +57,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "PAGE_SIZE": (int,),
     "SESSION_IDLE_SECONDS": (int, float),
     "CLIENT_REQUEST_TIMEOUT_SECONDS": (int, float),
+    "EVENT_STORE": (dict,),
+    "EVENT_STORE_TTL_SECONDS": (int, float),
+    "SSE_RETRY_MS": (int,),
 }
 
 
@@ -78,6 +86,8 @@ class McpSettings:
         for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE"):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
+        if "BACKEND" not in values["EVENT_STORE"]:
+            raise ImproperlyConfigured("MCP_APP['EVENT_STORE'] needs a BACKEND dotted path.")
         if values["CACHE_TTL_MS"] < 0:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
@@ -104,3 +114,6 @@ mcp_settings = McpSettings()
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_APP":
         mcp_settings.reload()
+        from .transport.eventstore import reset_event_store
+
+        reset_event_store()

@@ -45,6 +45,14 @@ def call_group(scope: str, request_id: str | int) -> str:
     return f"mcp.call.{scope}.{_id_token(request_id)}"
 
 
+STREAM_EVENT = "mcp.stream_event"
+
+
+def stream_group(stream_id: str) -> str:
+    """Where events of a stream whose client went away are published, for a reconnected GET to pick up."""
+    return f"mcp.stream.{stream_id}"
+
+
 def session_group(session_key: str) -> str:
     return f"mcp.session.{session_key}"
 

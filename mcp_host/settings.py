@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "channels",
     "mcp_app",
     "mcp_app.contrib.demo",
+    "mcp_app.contrib.conformance",
 ]
 
 MIDDLEWARE = [
@@ -127,6 +128,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MCP_APP: dict[str, object] = {}
+if REDIS_URL:
+    # Several daphne processes: SSE events must be resumable on any of them.
+    MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 

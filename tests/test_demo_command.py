@@ -8,7 +8,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant
+from mcp_app.contrib.conformance.setup import LEGACY_TOOLS, PROMPTS, PYTHON_TOOLS, RESOURCES, STATIC_TOOLS
+from mcp_app.models import Agent, AgentToken, McpServer, ServerPrompt, ServerResource, ServerTool, Tenant
+from mcp_app.protocol.versions import ALL_VERSIONS
 
 
 def run_demo(*args: str) -> str:
@@ -42,7 +44,25 @@ def test_idempotent_and_every_token_works():
     for raw in (first["token"], second["token"]):
         token = AgentToken.objects.authenticate(raw)
         assert token is not None
-        assert sorted(token.servers.values_list("server_id", flat=True)) == ["demo", "demo-modern"]
+        assert sorted(token.servers.values_list("server_id", flat=True)) == ["conformance", "demo", "demo-modern"]
+
+
+@pytest.mark.django_db
+def test_conformance_server_is_ensured_with_stable_bindings():
+    run_demo("--json", "--base-url", "http://example.test:9000/")
+    run_demo("--json")
+    server = McpServer.objects.get(server_id="conformance")
+    assert server.tenant.slug == "demo"
+    assert server.protocol_versions == list(ALL_VERSIONS)
+    assert server.allowed_origins == ["http://127.0.0.1:8000", "http://localhost:8000", "http://example.test:9000"]
+    tools = list(ServerTool.objects.filter(server=server).order_by("position").values_list("tool__name", flat=True))
+    assert tools[0] == "test_simple_text"
+    assert len(tools) == len(set(tools)) == len(PYTHON_TOOLS) + len(STATIC_TOOLS) + len(LEGACY_TOOLS)
+    uris = list(
+        ServerResource.objects.filter(server=server).order_by("position").values_list("resource__uri", flat=True)
+    )
+    assert uris == [resource["uri"] for resource in RESOURCES]
+    assert ServerPrompt.objects.filter(server=server).count() == len(PROMPTS)
 
 
 @pytest.mark.django_db

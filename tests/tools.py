@@ -118,3 +118,13 @@ async def ask_name(ctx: ToolContext) -> str:
     if answer.get("action") != "accept":
         return f"no name ({answer.get('action')})"
     return f"Hello, {answer['content']['name']}!"
+
+
+@tool
+async def progress_then_wait(ctx: ToolContext) -> str:
+    """Report progress, wait for the test to release it, report again, finish: a call that outlives a disconnect."""
+    await ctx.report_progress(1, 2, "first half")
+    gate.started.set()
+    await gate.release.wait()
+    await ctx.report_progress(2, 2, "second half")
+    return "finished"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -60,6 +61,18 @@ class RegisteredTool:
     is_coroutine: bool
 
 
+def _is_explicit_result(annotation: Any) -> bool:
+    """``ToolResult`` / ``InputRequired`` (alone or in a union) describe their own output: no schema derived."""
+    from ..runtime.context import InputRequired, ToolResult
+
+    members = (
+        typing.get_args(annotation)
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        else (annotation,)
+    )
+    return any(member in (ToolResult, InputRequired) for member in members)
+
+
 def _is_object_type(annotation: Any) -> bool:
     origin = typing.get_origin(annotation) or annotation
     if isinstance(origin, type) and issubclass(origin, pydantic.BaseModel | dict):
@@ -99,7 +112,7 @@ def build_registered_tool(
     output_schema: dict[str, Any] | None = None
     wraps_output = False
     returns = hints.get("return", inspect.Signature.empty)
-    if returns not in (inspect.Signature.empty, None, type(None), str, Any):
+    if returns not in (inspect.Signature.empty, None, type(None), str, Any) and not _is_explicit_result(returns):
         output_adapter = pydantic.TypeAdapter(returns)
         inner = _json_schema(output_adapter)
         if _is_object_type(returns):

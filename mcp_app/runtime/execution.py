@@ -28,6 +28,7 @@ from ..protocol.context import (
     ToolDescriptor,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
+from ..protocol.versions import LEGACY
 from .context import InputRequired, ToolContext, ToolError, ToolResult
 from .mrtr import input_required_result, verify_state
 from .static import static_answer
@@ -139,10 +140,16 @@ class Runner:
         if registered.context_parameter:
             kwargs[registered.context_parameter] = _context(call, state)
         try:
-            if registered.is_coroutine:
-                value = await registered.function(**kwargs)
-            else:
-                value = await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+            value = await _run(registered, kwargs)
+            rounds = 0
+            while isinstance(value, InputRequired) and call.request.era == LEGACY and call.ask is not None:
+                # Handshake era: carry the tool's input requests out as server-to-client requests on this call's
+                # stream, then run it again with the answers, so one tool serves both eras.
+                rounds += 1
+                if rounds > MAX_INPUT_ROUNDS:
+                    raise ToolError(f"Tool {tool.name} asked for input more than {MAX_INPUT_ROUNDS} times")
+                kwargs = await _answer_in_band(registered, kwargs, call, value)
+                value = await _run(registered, kwargs)
             if isinstance(value, InputRequired):
                 return input_required_result(call, tool.name, value)
             return python_result(registered, value)
@@ -204,6 +211,30 @@ class Runner:
                 raise TypeError(f"prompt function {target.registered.name} returned {type(value).__name__}")
             return result
         raise TypeError(f"prompt {prompt.name!r} has no target")
+
+
+MAX_INPUT_ROUNDS = 8
+
+
+async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
+    if registered.is_coroutine:
+        return await registered.function(**kwargs)
+    return await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+
+
+async def _answer_in_band(
+    registered: RegisteredTool, kwargs: dict[str, Any], call: ToolCall, needed: InputRequired
+) -> dict[str, Any]:
+    """Ask the client each of ``needed``'s requests; return the tool's arguments for the next round."""
+    context = kwargs.get(registered.context_parameter) if registered.context_parameter else None
+    if not isinstance(context, ToolContext):
+        raise ToolError(f"Tool {registered.name} asked for input but takes no ToolContext to receive it")
+    answers: dict[str, Any] = {}
+    for key, request in needed.requests.items():
+        answers[key] = await context.request(str(request.get("method")), dict(request.get("params") or {}))
+    context.input_responses = answers
+    context.state = needed.state
+    return kwargs
 
 
 def _context(call: ToolCall, state: Any) -> ToolContext:

@@ -37,10 +37,12 @@ from ..events import (
     BROADCAST_EVENT,
     CANCEL_EVENT,
     REPLY_EVENT,
+    STREAM_EVENT,
     call_group,
     reply_group,
     server_group,
     session_group,
+    stream_group,
 )
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
@@ -61,6 +63,7 @@ from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
 from . import sse
 from .auth import AccessDenied, AccessGrant, authorize
+from .eventstore import GET_STREAM, POST_STREAM, get_event_store, new_stream_id, parse_event_id, stream_kind
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
 from .sessions import DatabaseSession, open_session, resolve_session
 
@@ -82,31 +85,91 @@ MODERN_STATUS = {
 
 runner = Runner()
 CANCEL_WATCH_DELAY_SECONDS = 0.05
+# Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
+_detached: set[asyncio.Task[None]] = set()
 
 
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
-class ResponseWriter:
-    """Writes one response as JSON, or as SSE once a notification has to go out before the answer."""
+def is_final(message: Any) -> bool:
+    """A response (not a request or notification): the last event a POST stream carries."""
+    return isinstance(message, dict | list) and not (isinstance(message, dict) and "method" in message)
 
-    def __init__(self, consumer: McpConsumer, *, allow_stream: bool) -> None:
+
+class ResponseWriter:
+    """Writes one response as JSON, or as SSE once a notification has to go out before the answer.
+
+    On a handshake-era session the stream is resumable: each event gets an id ``<stream>.<n>`` and is kept in
+    the event store, 2025-11-25 clients get a priming event first, and if the client goes away the call goes on
+    and its events are published for a reconnecting GET with ``Last-Event-ID``.
+    """
+
+    def __init__(
+        self,
+        consumer: McpConsumer,
+        *,
+        allow_stream: bool,
+        session_key: str | None = None,
+        priming: bool = False,
+        kind: str = POST_STREAM,
+    ) -> None:
         self._consumer = consumer
         self._allow_stream = allow_stream
+        self._session_key = session_key
+        self._priming = priming
+        self._kind = kind
         self.streaming = False
+        self.disconnected = False
+        self.stream_id: str | None = None
+        self.sequence = 0
+
+    @property
+    def resumable(self) -> bool:
+        return self._session_key is not None
+
+    async def start(self, first: bytes = b"") -> None:
+        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here."""
+        self.streaming = True
+        await self._consumer.send_headers(200, sse.SSE_HEADERS)
+        head = first
+        if self._session_key is not None:
+            self.stream_id = new_stream_id(self._session_key, self._kind)
+            if self._priming:
+                head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
+        if head:
+            await self._consumer.send_body(head, more_body=True)
 
     async def notify(self, message: dict[str, Any]) -> None:
         if not self._allow_stream:
             return
         if not self.streaming:
-            self.streaming = True
-            await self._consumer.send_headers(200, sse.SSE_HEADERS)
-        await self._consumer.send_body(sse.event(message), more_body=True)
+            await self.start()
+        await self.event(message)
+
+    async def event(self, message: Any) -> None:
+        if self.stream_id is None:
+            await self._consumer.send_body(sse.event(message), more_body=True)
+            return
+        self.sequence += 1
+        await get_event_store().append(self.stream_id, self.sequence, message)
+        if self.disconnected:
+            layer = get_channel_layer()
+            if layer is not None:
+                await layer.group_send(
+                    stream_group(self.stream_id),
+                    {"type": STREAM_EVENT, "sequence": self.sequence, "message": message},
+                )
+            return
+        await self._consumer.send_body(sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"), more_body=True)
 
     async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         if self.streaming:
-            await self._consumer.send_body(sse.event(payload) if payload is not None else b"")
+            if payload is not None:
+                await self.event(payload)
+            if not self.disconnected:
+                await self._consumer.send_body(b"")
         elif payload is None:
             await self._consumer.send_response(202, b"", [])
         else:
@@ -131,13 +194,17 @@ class McpConsumer(AsyncConsumer):
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._watch: asyncio.Task[None] | None = None
         self._writer: ResponseWriter | None = None
+        self._detached = False
+        self._stream_writer: ResponseWriter | None = None
+        self._stream_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._session_stream: DatabaseSession | None = None
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
             pass
         finally:
-            await self._cleanup()
+            if not self._detached:
+                await self._cleanup()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Unlike AsyncConsumer.dispatch, no connection clean-up per message: all ORM work goes through
@@ -179,6 +246,16 @@ class McpConsumer(AsyncConsumer):
         self._work.add_done_callback(lambda _task: self._events.put_nowait({"type": "mcp.finished"}))
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
+        writer = self._writer
+        work = self._work
+        if writer is not None and writer.resumable and writer.streaming and work is not None and not work.done():
+            # Handshake era: a disconnect is not a cancellation. The call goes on, its events go to the store
+            # and to a reconnecting GET, and this consumer's listeners stay until the call ends.
+            writer.disconnected = True
+            self._detached = True
+            _detached.add(work)
+            work.add_done_callback(_detached.discard)
+            work.add_done_callback(lambda _task: asyncio.ensure_future(self._cleanup()))
         raise StopConsumer
 
     async def mcp_finished(self, message: dict[str, Any]) -> None:
@@ -195,8 +272,15 @@ class McpConsumer(AsyncConsumer):
         elif event.get("method") == "notifications/resources/updated" and self._translate is _forward:
             return
         outgoing = self._translate(event)
-        if outgoing is not None:
+        if outgoing is None:
+            return
+        if self._stream_writer is not None:
+            await self._stream_writer.event(outgoing)
+        else:
             await self.send_body(sse.event(outgoing), more_body=True)
+
+    async def mcp_stream_event(self, message: dict[str, Any]) -> None:
+        await self._stream_events.put(message)
 
     async def mcp_reply(self, message: dict[str, Any]) -> None:
         future = self._pending.get(message["id"])
@@ -392,7 +476,12 @@ class McpConsumer(AsyncConsumer):
                 400, f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(supported)}."
             )
             return
-        writer = ResponseWriter(self, allow_stream=accepts(headers.get("accept"), "text/event-stream"))
+        writer = ResponseWriter(
+            self,
+            allow_stream=accepts(headers.get("accept"), "text/event-stream"),
+            session_key=session.key if session is not None else None,
+            priming=version >= versions.V2025_11_25,
+        )
         self._writer = writer
         scope = session.key if session is not None else f"t{grant.token.pk}"
         ctx = self._context(
@@ -544,15 +633,67 @@ class McpConsumer(AsyncConsumer):
             }
             await self.send_response(200, jsonrpc.encode(info), JSON_HEADERS)
             return
+        resume: tuple[str, int] | None = None
+        last_event_id = self._header("last-event-id")
+        if last_event_id is not None and session is not None:
+            resume = parse_event_id(last_event_id, session.key)
+            if resume is None:
+                await self.send_error(400, "Last-Event-ID does not name an event of this session.")
+                return
+            if stream_kind(resume[0]) == POST_STREAM:
+                await self._resume_post_stream(*resume)
+                return
         group = server_group(grant.server.pk)
         # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
         await self._join(group)
+        writer = ResponseWriter(
+            self,
+            allow_stream=True,
+            session_key=session.key if session is not None else None,
+            priming=session is not None and session.protocol_version >= versions.V2025_11_25 and resume is None,
+            kind=GET_STREAM,
+        )
         if session is not None:
             self._session_stream = session
             await self._join(session_group(session.key))
-        await self.send_headers(200, sse.SSE_HEADERS)
-        await self.send_body(sse.comment("ready"), more_body=True)
+        if resume is None:
+            await writer.start(sse.comment("ready"))
+        else:
+            # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
+            await self.send_headers(200, sse.SSE_HEADERS)
+            writer.streaming = True
+            writer.stream_id, writer.sequence = resume
+            for sequence, message in await get_event_store().after(*resume):
+                await self.send_body(sse.event(message, event_id=f"{resume[0]}.{sequence}"), more_body=True)
+                writer.sequence = sequence
+        self._stream_writer = writer
         await self._keep_alive(group)
+
+    async def _resume_post_stream(self, stream_id: str, after: int) -> None:
+        """Replay a POST response stream after ``after``, then follow its live events until the response."""
+        await self._join(stream_group(stream_id))  # listen first, so no event falls between replay and listening
+        await self.send_headers(200, sse.SSE_HEADERS)
+        last = after
+        for sequence, message in await get_event_store().after(stream_id, after):
+            await self.send_body(sse.event(message, event_id=f"{stream_id}.{sequence}"), more_body=True)
+            last = sequence
+            if is_final(message):
+                await self.send_body(b"")
+                return
+        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        while True:
+            try:
+                event = await asyncio.wait_for(self._stream_events.get(), timeout=interval)
+            except TimeoutError:
+                await self.send_body(sse.comment("keep-alive"), more_body=True)
+                continue
+            if event["sequence"] <= last:
+                continue
+            last = event["sequence"]
+            await self.send_body(sse.event(event["message"], event_id=f"{stream_id}.{last}"), more_body=True)
+            if is_final(event["message"]):
+                await self.send_body(b"")
+                return
 
     async def _keep_alive(self, group: str) -> None:
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
@@ -582,5 +723,5 @@ class McpConsumer(AsyncConsumer):
         assert self.channel_layer is not None and self.channel_name is not None
         while True:
             message = await self.channel_layer.receive(self.channel_name)
-            if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT):
+            if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT, STREAM_EVENT):
                 await self._events.put(message)

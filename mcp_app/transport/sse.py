@@ -19,5 +19,10 @@ def event(message: Any, *, event_id: str | None = None) -> bytes:
     return head + b"data: " + orjson.dumps(message) + b"\n\n"
 
 
+def priming(event_id: str, retry_ms: int) -> bytes:
+    """The first event of a resumable stream (2025-11-25): an id to resume from, and the reconnection delay."""
+    return b"id: " + event_id.encode() + b"\nretry: " + str(retry_ms).encode() + b"\ndata: \n\n"
+
+
 def comment(text: str) -> bytes:
     return b": " + text.encode() + b"\n\n"

@@ -25,9 +25,16 @@ class Reply:
         return self.headers.get("content-type")
 
     def sse_messages(self) -> list[Any]:
-        return [
-            orjson.loads(line[len("data: ") :]) for line in self.body.decode().splitlines() if line.startswith("data: ")
-        ]
+        """The JSON-RPC messages of an SSE body (priming events, which carry empty data, are skipped)."""
+        return sse_messages(self.body)
+
+
+def sse_messages(body: bytes) -> list[Any]:
+    return [
+        orjson.loads(line[len("data: ") :])
+        for line in body.decode().splitlines()
+        if line.startswith("data: ") and line[len("data: ") :].strip()
+    ]
 
 
 def header_list(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

@@ -20,8 +20,12 @@ async def open_session(access, capabilities) -> str:
 
 
 async def read_event(comm) -> dict:
-    frame = await comm.receive_output(timeout=5)
-    return orjson.loads(frame["body"].removeprefix(b"data: "))
+    """The next JSON-RPC message on an SSE response, skipping priming events (an id with empty data)."""
+    while True:
+        frame = await comm.receive_output(timeout=5)
+        for line in frame["body"].decode().splitlines():
+            if line.startswith("data: ") and line[len("data: ") :].strip():
+                return orjson.loads(line[len("data: ") :])
 
 
 async def test_elicitation_goes_out_on_the_call_stream_and_the_answer_comes_back_by_post(make_access):
@@ -143,3 +147,31 @@ async def test_cancelling_another_clients_request_id_does_nothing(make_access, f
     await comm.wait(timeout=5)
     assert start["status"] == 200
     assert orjson.loads(body["body"])["result"]["content"][0]["text"] == "released"
+
+
+async def test_a_tool_returning_input_required_is_served_in_band_in_the_handshake_era(make_access):
+    """One tool, both eras: its InputRequired becomes real server-to-client requests on a 2025 session."""
+    access = await make_access(tools=("confirm_action",))
+    session_id = await open_session(access, {"elicitation": {}})
+    headers = {"mcp-session-id": session_id}
+    comm = communicator(
+        access, rpc("tools/call", {"name": "confirm_action", "arguments": {"action": "deploy"}}, id=21), headers=headers
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await comm.receive_output(timeout=5)
+    request = await read_event(comm)
+    assert request["method"] == "elicitation/create"
+    assert request["params"]["message"] == "Really do it?"
+    await call(
+        access,
+        {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {"ok": True}}},
+        headers=headers,
+    )
+    result = (await read_event(comm))["result"]
+    await comm.wait(timeout=5)
+    assert result["content"] == [{"type": "text", "text": "confirmed"}]
+    assert result["structuredContent"] == {
+        "state": {"action": "deploy", "round": 1},
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": True}}},
+        "action": "deploy",
+    }

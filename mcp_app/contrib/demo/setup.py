@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
+from django.apps import apps
 from django.db import transaction
 
 from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
@@ -42,7 +44,8 @@ def _ensure_server(tenant: Tenant, server_id: str, **defaults: object) -> McpSer
 @transaction.atomic
 def ensure_demo(base_url: str) -> DemoAccess:
     """The demo tenant with two servers exposing the demo tools: ``demo`` (every revision) and
-    ``demo-modern`` (2026-07-28 only), an agent allowed on both, and a fresh token for it."""
+    ``demo-modern`` (2026-07-28 only), plus, when ``mcp_app.contrib.conformance`` is installed, its
+    ``conformance`` server (allowing ``base_url``'s origin); an agent allowed on all, and a fresh token for it."""
     tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
     server = _ensure_server(tenant, "demo", name="demo", title="mcp-host demo", instructions=DEMO_INSTRUCTIONS)
     modern = _ensure_server(
@@ -53,7 +56,13 @@ def ensure_demo(base_url: str) -> DemoAccess:
         instructions=DEMO_INSTRUCTIONS,
         protocol_versions=list(MODERN_VERSIONS),
     )
+    servers = [server, modern]
+    if apps.is_installed("mcp_app.contrib.conformance"):
+        from mcp_app.contrib.conformance.setup import ensure_conformance
+
+        parts = urlsplit(base_url)
+        servers.append(ensure_conformance(extra_origins=[f"{parts.scheme}://{parts.netloc}"]))
     agent, _ = Agent.objects.get_or_create(tenant=tenant, agent_id="demo-agent", defaults={"name": "Demo agent"})
-    _token, raw = AgentToken.objects.issue_token(agent, servers=[server, modern], name="mcp_demo")
+    _token, raw = AgentToken.objects.issue_token(agent, servers=servers, name="mcp_demo")
     url = f"{base_url.rstrip('/')}/mcp/{server.server_id}?agentId={agent.agent_id}"
     return DemoAccess(url=url, server_id=server.server_id, agent_id=agent.agent_id, token=raw)

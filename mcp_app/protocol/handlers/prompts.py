@@ -1,8 +1,9 @@
 """``prompts/list``, ``prompts/get`` and ``completion/complete``.
 
 Prompt arguments are strings; a missing required argument or a non-string value is -32602. Completion offers
-the values configured for a prompt argument (or a resource-template variable) that start with what the user
-typed, at most 100 of them.
+the values configured for a prompt argument (``completions`` in its definition) that start with what the user
+typed, case-insensitively, at most 100 of them. Resource-template variables have no configured values yet, so
+their completion is an empty list.
 """
 
 from __future__ import annotations

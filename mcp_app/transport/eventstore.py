@@ -1,0 +1,132 @@
+"""SSE event stores: what makes handshake-era streams resumable with ``Last-Event-ID``.
+
+Every event sent on a session's stream gets the id ``<stream id>.<sequence>``; the stream id starts with a
+prefix of the session key, so a client can only resume streams of its own session. The store keeps each
+stream's events for ``EVENT_STORE_TTL_SECONDS``. ``MemoryEventStore`` serves one process (the embedded
+default); ``RedisEventStore`` serves every process (configure it whenever more than one daphne runs).
+
+Stores are chosen with ``MCP_APP["EVENT_STORE"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+from django.utils.module_loading import import_string
+
+from ..conf import mcp_settings
+
+STREAM_PREFIX_CHARS = 12
+
+
+POST_STREAM = "p"
+GET_STREAM = "g"
+
+
+def new_stream_id(session_key: str, kind: str) -> str:
+    """A stream id that encodes its session (prefix of the key) and its kind (a POST response or a GET stream)."""
+    return f"{session_key[:STREAM_PREFIX_CHARS]}{kind}{secrets.token_hex(6)}"
+
+
+def stream_kind(stream_id: str) -> str:
+    return stream_id[STREAM_PREFIX_CHARS : STREAM_PREFIX_CHARS + 1]
+
+
+def parse_event_id(event_id: str, session_key: str) -> tuple[str, int] | None:
+    """``(stream id, sequence)`` of an event id of this session, else ``None``."""
+    stream_id, _, sequence = event_id.strip().rpartition(".")
+    if not stream_id.startswith(session_key[:STREAM_PREFIX_CHARS]) or not sequence.isdigit():
+        return None
+    if stream_kind(stream_id) not in (POST_STREAM, GET_STREAM):
+        return None
+    return stream_id, int(sequence)
+
+
+class EventStore:
+    """Interface: append events of a stream, read the ones after a sequence number."""
+
+    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
+        raise NotImplementedError
+
+    async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
+        raise NotImplementedError
+
+
+class MemoryEventStore(EventStore):
+    """Per-process store, bounded in streams and in events per stream."""
+
+    def __init__(self, max_streams: int = 10_000, max_events: int = 1_000, **_: Any) -> None:
+        self._streams: OrderedDict[str, list[tuple[int, Any]]] = OrderedDict()
+        self._max_streams = max_streams
+        self._max_events = max_events
+        self._lock = threading.Lock()
+
+    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
+        with self._lock:
+            events = self._streams.setdefault(stream_id, [])
+            self._streams.move_to_end(stream_id)
+            events.append((sequence, message))
+            del events[: -self._max_events]
+            while len(self._streams) > self._max_streams:
+                self._streams.popitem(last=False)
+
+    async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
+        with self._lock:
+            return [event for event in self._streams.get(stream_id, ()) if event[0] > sequence]
+
+
+class RedisEventStore(EventStore):
+    """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL."""
+
+    def __init__(self, url: str, prefix: str = "mcp:events", **_: Any) -> None:
+        import redis.asyncio as redis
+
+        self._url = url
+        self._prefix = prefix
+        self._clients: dict[int, Any] = {}
+        self._redis = redis
+
+    def _client(self) -> Any:
+        # redis.asyncio connections belong to the event loop that made them.
+        import asyncio
+
+        loop = id(asyncio.get_running_loop())
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._redis.from_url(self._url)
+        return client
+
+    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
+        key = f"{self._prefix}:{stream_id}"
+        client = self._client()
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, {orjson.dumps([sequence, message]): sequence})
+            pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
+            await pipe.execute()
+
+    async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
+        rows = await self._client().zrangebyscore(f"{self._prefix}:{stream_id}", f"({sequence}", "+inf")
+        return [tuple(orjson.loads(row)) for row in rows]  # type: ignore[misc]
+
+
+_store: EventStore | None = None
+_store_lock = threading.Lock()
+
+
+def get_event_store() -> EventStore:
+    global _store
+    with _store_lock:
+        if _store is None:
+            config = mcp_settings.EVENT_STORE
+            _store = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
+        return _store
+
+
+def reset_event_store() -> None:
+    global _store
+    with _store_lock:
+        _store = None

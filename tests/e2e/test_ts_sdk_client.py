@@ -1,0 +1,269 @@
+"""The official TypeScript SDK (``@modelcontextprotocol/sdk`` 1.x) as a handshake-era client of a daphne process.
+
+``ts_client.mjs`` drives ``Client`` over ``StreamableHTTPClientTransport`` with the agent's bearer token: it
+initializes, lists and calls tools (counting progress callbacks), lists and reads a static resource and a URI
+template, lists and gets a prompt, completes a prompt argument and terminates the session. It prints what it
+saw as one JSON object, which this module asserts on; afterwards a request carrying the terminated session id
+must get 404.
+
+The pinned SDK is installed with npm into a cache folder outside the work tree (``MCP_NPM_CACHE``, default
+``$TMPDIR/mcp-host-npm``; the package goes to its ``ts-sdk`` subfolder), once per machine, and reused while the
+installed version matches the pin; the SDK needs Node 18 or newer. Without node, or without npm while the pin is not
+installed yet, the test is skipped, unless ``MCP_REQUIRE_SERVICES=1`` (then it fails).
+
+Not covered here: the Python SDK (``test_sdk_client.py``, ``test_sdk_legacy_features.py``), exact frames
+(``test_wire.py``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import httpx
+import pytest
+
+from mcp_app.protocol.versions import V2025_11_25
+from tests.conftest import REQUIRE_SERVICES, Access
+from tests.e2e.features import (
+    ITEM_MIME,
+    ITEM_TEMPLATE,
+    PROMPT_DESCRIPTION,
+    PROMPT_NAME,
+    README_MIME,
+    README_TEXT,
+    README_URI,
+    TOOLS,
+    build_feature_access,
+    item_text,
+    rendered_prompt,
+    style_completions,
+)
+
+pytestmark = pytest.mark.e2e
+
+SDK_PACKAGE = "@modelcontextprotocol/sdk"
+SDK_VERSION = "1.32.2"  # the newest 1.x when pinned (`npm view @modelcontextprotocol/sdk version`)
+CACHE = Path(os.environ.get("MCP_NPM_CACHE") or Path(tempfile.gettempdir()) / "mcp-host-npm") / "ts-sdk"
+SCRIPT = Path(__file__).with_name("ts_client.mjs")
+INSTALL_TIMEOUT_SECONDS = 300
+RUN_TIMEOUT_SECONDS = 60
+REQUEST_TIMEOUT_MS = 10_000
+HTTP_TIMEOUT_SECONDS = 10.0
+
+PROGRESS_STEPS = 3
+ECHO_TEXT = "hello from typescript"
+ITEM_ID = "42"
+TOPIC = "MCP sessions"
+STYLE = "brief"
+COMPLETE_VALUE = "b"
+
+
+@dataclass(frozen=True)
+class TsSdk:
+    node: str
+    package_dir: Path
+
+
+def _installed_version(package_dir: Path) -> str | None:
+    try:
+        return json.loads((package_dir / "package.json").read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if REQUIRE_SERVICES:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _package_dir() -> Path:
+    return CACHE / "node_modules" / SDK_PACKAGE
+
+
+@pytest.fixture(scope="session")
+def ts_sdk() -> TsSdk:
+    """Node and the pinned SDK, installed into ``CACHE`` unless already there (under a lock, for parallel runs)."""
+    node = shutil.which("node")
+    if node is None:
+        _unavailable("node is needed to run the TypeScript SDK client")
+    if _installed_version(_package_dir()) == SDK_VERSION:
+        return TsSdk(node=node, package_dir=_package_dir())
+    npm = shutil.which("npm")
+    if npm is None:
+        _unavailable(f"npm is needed to install {SDK_PACKAGE}@{SDK_VERSION} into {CACHE}")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _installed_version(_package_dir()) != SDK_VERSION:
+            manifest = {"name": "mcp-host-ts-sdk", "private": True, "dependencies": {SDK_PACKAGE: SDK_VERSION}}
+            (CACHE / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+            try:
+                installed = subprocess.run(
+                    [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
+                    cwd=CACHE,
+                    capture_output=True,
+                    text=True,
+                    timeout=INSTALL_TIMEOUT_SECONDS,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                _unavailable(f"npm install of {SDK_PACKAGE}@{SDK_VERSION} took over {INSTALL_TIMEOUT_SECONDS}s")
+            if installed.returncode != 0 or _installed_version(_package_dir()) != SDK_VERSION:
+                _unavailable(
+                    f"npm install of {SDK_PACKAGE}@{SDK_VERSION} failed:\n{installed.stdout}\n{installed.stderr}"
+                )
+    return TsSdk(node=node, package_dir=_package_dir())
+
+
+@pytest.fixture
+def feature_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
+    """Tools, resources, a template and a prompt on one server, committed so that daphne sees them."""
+    return build_feature_access(access_factory)
+
+
+def _run_client(ts_sdk: TsSdk, url: str, access: Access) -> dict[str, Any]:
+    fixture = {
+        "templateUri": ITEM_TEMPLATE.replace("{item_id}", ITEM_ID),
+        "promptArguments": {"topic": TOPIC, "style": STYLE},
+        "completeValue": COMPLETE_VALUE,
+        "progressSteps": PROGRESS_STEPS,
+        "echoText": ECHO_TEXT,
+    }
+    env = {
+        **os.environ,
+        "MCP_TS_SDK_DIR": str(ts_sdk.package_dir),
+        "MCP_URL": url,
+        "MCP_TOKEN": access.raw_token,
+        "MCP_FIXTURE": json.dumps(fixture),
+        "MCP_TIMEOUT_MS": str(REQUEST_TIMEOUT_MS),
+        "NO_COLOR": "1",
+    }
+    try:
+        run = subprocess.run(
+            [ts_sdk.node, str(SCRIPT)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as expired:
+        stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
+        pytest.fail(f"ts_client.mjs did not finish in {RUN_TIMEOUT_SECONDS}s; stderr:\n{stderr}")
+    assert run.returncode == 0, f"ts_client.mjs exited {run.returncode}; stderr:\n{run.stderr}\nstdout:\n{run.stdout}"
+    lines = run.stdout.strip().splitlines()
+    assert lines, f"ts_client.mjs printed nothing; stderr:\n{run.stderr}"
+    return json.loads(lines[-1])
+
+
+def _texts(content: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(block["type"], block.get("text", "")) for block in content]
+
+
+def test_typescript_sdk_uses_every_handshake_era_feature(
+    ts_sdk: TsSdk, daphne_url: str, feature_access: Access
+) -> None:
+    url = f"{daphne_url}{feature_access.path}?{feature_access.query}"
+
+    seen = _run_client(ts_sdk, url, feature_access)
+
+    # Handshake: the SDK offers its latest revision, which mcp-host echoes, and a session is issued.
+    assert seen["sdkLatestProtocolVersion"] == V2025_11_25
+    assert seen["protocolVersion"] == V2025_11_25
+    assert seen["sessionId"], "initialize did not issue an Mcp-Session-Id"
+    assert seen["serverInfo"]["name"]
+    capabilities = seen["serverCapabilities"]
+    assert {"tools", "resources", "prompts", "completions"} <= capabilities.keys()
+
+    # Tools, and progress: one callback per step, in order.
+    assert [tool["name"] for tool in seen["tools"]] == list(TOOLS)
+    assert seen["echo"].get("isError", False) is False
+    assert _texts(seen["echo"]["content"]) == [("text", ECHO_TEXT)]
+    assert seen["progressResult"].get("isError", False) is False
+    assert _texts(seen["progressResult"]["content"]) == [("text", f"Completed {PROGRESS_STEPS} steps.")]
+    assert [(update["progress"], update["total"]) for update in seen["progress"]] == [
+        (step, PROGRESS_STEPS) for step in range(1, PROGRESS_STEPS + 1)
+    ]
+
+    # Resources: the static one and the template are listed apart; both read back with their MIME types.
+    assert [(item["uri"], item["name"], item.get("mimeType")) for item in seen["resources"]] == [
+        (README_URI, "readme", README_MIME)
+    ]
+    assert [(item["uriTemplate"], item["name"]) for item in seen["resourceTemplates"]] == [(ITEM_TEMPLATE, "item")]
+    assert seen["staticRead"]["contents"] == [{"uri": README_URI, "mimeType": README_MIME, "text": README_TEXT}]
+    item_uri = ITEM_TEMPLATE.replace("{item_id}", ITEM_ID)
+    assert seen["templateRead"]["contents"] == [{"uri": item_uri, "mimeType": ITEM_MIME, "text": item_text(ITEM_ID)}]
+
+    # Prompts and completion.
+    [prompt] = seen["prompts"]
+    assert prompt["name"] == PROMPT_NAME
+    assert [(argument["name"], argument.get("required")) for argument in prompt["arguments"]] == [
+        ("topic", True),
+        ("style", False),
+    ]
+    assert seen["prompt"].get("description") == PROMPT_DESCRIPTION
+    assert [
+        (message["role"], message["content"]["type"], message["content"]["text"])
+        for message in seen["prompt"]["messages"]
+    ] == rendered_prompt(TOPIC, STYLE)
+    expected_completions = style_completions(COMPLETE_VALUE)
+    assert expected_completions  # the fixture must offer something to complete
+    assert seen["completion"]["values"] == expected_completions
+    assert seen["completion"].get("total") == len(expected_completions)
+    assert seen["completion"].get("hasMore") is False
+
+    # The wire: one session from initialize to DELETE, the negotiated version on every later request, progress
+    # on an SSE response, and the standalone GET stream the SDK opens after the handshake.
+    session_id = seen["sessionId"]
+    posts_and_delete = [
+        (exchange["httpMethod"], exchange["rpc"], exchange["status"])
+        for exchange in seen["exchanges"]
+        if exchange["httpMethod"] != "GET"
+    ]
+    assert posts_and_delete == [
+        ("POST", "initialize", 200),
+        ("POST", "notifications/initialized", 202),
+        ("POST", "tools/list", 200),
+        ("POST", "tools/call", 200),
+        ("POST", "tools/call", 200),
+        ("POST", "resources/list", 200),
+        ("POST", "resources/templates/list", 200),
+        ("POST", "resources/read", 200),
+        ("POST", "resources/read", 200),
+        ("POST", "prompts/list", 200),
+        ("POST", "prompts/get", 200),
+        ("POST", "completion/complete", 200),
+        ("DELETE", None, 204),
+    ]
+    initialize, *later = seen["exchanges"]
+    assert (initialize["sentSessionId"], initialize["receivedSessionId"]) == (None, session_id)
+    assert {(exchange["sentSessionId"], exchange["sentProtocolVersion"]) for exchange in later} == {
+        (session_id, V2025_11_25)
+    }
+    progress_post = [exchange for exchange in later if exchange["rpc"] == "tools/call"][1]
+    assert progress_post["contentType"].startswith("text/event-stream")
+    gets = [exchange for exchange in seen["exchanges"] if exchange["httpMethod"] == "GET"]
+    assert [(get["status"], get["contentType"].split(";")[0]) for get in gets] == [(200, "text/event-stream")]
+
+    # Termination: the SDK forgot the id, and the server no longer knows it.
+    assert seen["sessionIdAfterTerminate"] is None
+    assert seen["transportErrors"] == []
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {
+        "Authorization": f"Bearer {feature_access.raw_token}",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Session-Id": session_id,
+        "MCP-Protocol-Version": seen["protocolVersion"],
+    }
+    after = httpx.post(url, json=ping, headers=headers, timeout=HTTP_TIMEOUT_SECONDS)
+    assert after.status_code == 404, after.text
