@@ -11,6 +11,7 @@ Not owned here: the domain factories (``tests/conftest.py``) and anything about 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -81,8 +82,9 @@ class Daphne:
         return self.stderr_path.read_text(errors="replace")
 
 
-@pytest.fixture(scope="session")
-def daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+@contextlib.contextmanager
+def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """Start daphne on a free port against the test database (and Redis, when configured); stop it after."""
     from django.conf import settings
     from django.db import connection
 
@@ -124,6 +126,19 @@ def daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> I
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+@pytest.fixture(scope="session")
+def daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    with _running_daphne(tmp_path_factory) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def second_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """Another process serving the same database and channel layer: what a load balancer spreads clients over."""
+    with _running_daphne(tmp_path_factory) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,0 +1,191 @@
+"""Two daphne processes sharing the database and the channel layer, as behind a load balancer without sticky
+routing: a session opened on one is served by the other, an admin edit made through one reaches a stream held
+by the other, and a sampling answer POSTed to one reaches the tool waiting on the other.
+
+The last two need a channel layer shared across processes (Redis): without ``REDIS_URL`` they skip, and under
+``MCP_REQUIRE_SERVICES=1`` they fail instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.conftest import REQUIRE_SERVICES, Access
+
+pytestmark = pytest.mark.e2e
+
+WAIT = 10.0
+
+
+def needs_shared_layer() -> None:
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
+        pytest.skip("crossing processes needs a shared channel layer (set REDIS_URL)")
+
+
+def endpoint(base: str, access: Access, server_id: str | None = None) -> str:
+    return f"{base}/mcp/{server_id or access.server.server_id}?agentId={access.agent.agent_id}"
+
+
+def headers(access: Access, **extra: str) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {access.raw_token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        **extra,
+    }
+
+
+def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "e2e", "version": "1"},
+        },
+    }
+
+
+async def data_messages(lines: Any) -> Any:
+    async for line in lines:
+        if line.startswith("data: ") and line[len("data: ") :].strip():
+            yield orjson.loads(line[len("data: ") :])
+
+
+async def test_a_session_opened_on_one_process_is_served_and_ended_by_the_other(
+    daphne_url: str, second_daphne: Any, live_access: Access
+) -> None:
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        opened = await http.post(endpoint(daphne_url, live_access), json=initialize({}), headers=headers(live_access))
+        session_id = opened.headers["mcp-session-id"]
+        on_session = headers(live_access, **{"Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-11-25"})
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "b"}},
+        }
+        served = await http.post(endpoint(second_daphne.url, live_access), json=call, headers=on_session)
+        ended = await http.delete(endpoint(second_daphne.url, live_access), headers=on_session)
+        after = await http.post(endpoint(daphne_url, live_access), json=call, headers=on_session)
+    assert served.status_code == 200
+    assert served.json()["result"]["content"] == [{"type": "text", "text": "b"}]
+    assert ended.status_code == 204
+    assert after.status_code == 404
+
+
+@pytest.fixture
+def admin_login(transactional_db: None, live_access: Access) -> tuple[str, str]:
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_superuser("operator", "operator@example.test", "a-long-test-password")
+    return "operator", "a-long-test-password"
+
+
+async def admin_session(http: httpx.AsyncClient, base: str, credentials: tuple[str, str]) -> str:
+    page = await http.get(f"{base}/admin/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    form = {"username": credentials[0], "password": credentials[1], "csrfmiddlewaretoken": token, "next": "/admin/"}
+    logged_in = await http.post(f"{base}/admin/login/?next=/admin/", data=form)
+    assert logged_in.status_code == 302, logged_in.text[:500]
+    return http.cookies["csrftoken"]
+
+
+async def test_an_admin_edit_on_one_process_reaches_a_stream_on_the_other(
+    daphne_url: str, second_daphne: Any, live_access: Access, admin_login: tuple[str, str]
+) -> None:
+    needs_shared_layer()
+    from channels.db import database_sync_to_async
+
+    from mcp_app.models import ServerTool
+
+    binding = await database_sync_to_async(
+        lambda: ServerTool.objects.select_related("tool").get(server=live_access.server, tool__name="echo")
+    )()
+    async with httpx.AsyncClient(timeout=WAIT) as admin, httpx.AsyncClient(timeout=WAIT) as client:
+        csrf = await admin_session(admin, daphne_url, admin_login)
+        stream_headers = headers(live_access, Accept="text/event-stream")
+        async with client.stream("GET", endpoint(second_daphne.url, live_access), headers=stream_headers) as stream:
+            lines = stream.aiter_lines()
+            async with asyncio.timeout(WAIT):
+                while (await anext(lines)) != ": ready":
+                    pass
+                form = {
+                    "server": live_access.server.pk,
+                    "tool": binding.tool.pk,
+                    "position": binding.position,
+                    "name_override": "",
+                    "description_override": "",
+                    "csrfmiddlewaretoken": csrf,
+                }  # "enabled" left out: the admin unticks it
+                saved = await admin.post(f"{daphne_url}/admin/mcp_app/servertool/{binding.pk}/change/", data=form)
+                assert saved.status_code == 302, saved.text[:500]
+                message = await anext(data_messages(lines))
+    assert message == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+async def test_a_sampling_answer_posted_to_one_process_reaches_the_tool_waiting_on_the_other(
+    daphne_url: str, second_daphne: Any, transactional_db: None
+) -> None:
+    needs_shared_layer()
+    from channels.db import database_sync_to_async
+
+    from mcp_app.contrib.conformance.setup import ensure_conformance
+
+    server = await database_sync_to_async(ensure_conformance)()
+    token_raw = await database_sync_to_async(_demo_tenant_token)(server)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "tools/call",
+        "params": {"name": "test_sampling", "arguments": {"prompt": "Capital of France?"}},
+    }
+    async with httpx.AsyncClient(timeout=WAIT) as first, httpx.AsyncClient(timeout=WAIT) as second:
+        auth = {
+            "Authorization": f"Bearer {token_raw[1]}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        url_a = f"{daphne_url}/mcp/{server.server_id}?agentId={token_raw[0]}"
+        url_b = f"{second_daphne.url}/mcp/{server.server_id}?agentId={token_raw[0]}"
+        opened = await first.post(url_a, json=initialize({"sampling": {}}), headers=auth)
+        on_session = {**auth, "Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        async with first.stream("POST", url_a, json=call, headers=on_session) as response, asyncio.timeout(WAIT):
+            messages = data_messages(response.aiter_lines())
+            request = await anext(messages)
+            assert request["method"] == "sampling/createMessage"
+            answer = {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "result": {
+                    "role": "assistant",
+                    "content": {"type": "text", "text": "Paris"},
+                    "model": "m",
+                    "stopReason": "endTurn",
+                },
+            }
+            accepted = await second.post(url_b, json=answer, headers=on_session)
+            assert accepted.status_code == 202
+            final = await anext(messages)
+    assert final["id"] == 5
+    assert final["result"]["content"][0]["text"] == "LLM response: Paris"
+
+
+def _demo_tenant_token(server: Any) -> tuple[str, str]:
+    from mcp_app.models import Agent, AgentToken
+
+    agent, _ = Agent.objects.get_or_create(tenant=server.tenant, agent_id="two-process-agent", defaults={"name": "e2e"})
+    _token, raw = AgentToken.objects.issue_token(agent, servers=[server])
+    return agent.agent_id, raw
