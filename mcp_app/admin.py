@@ -97,10 +97,13 @@ class ToolAdmin(admin.ModelAdmin):
     raw_id_fields = ("tenant",)
     readonly_fields = ("created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("tenant", "name", "title", "description", "kind")}),
+        (None, {"fields": ("tenant", "name", "title", "description", "kind", "icons")}),
         ("Schema", {"fields": ("input_schema", "output_schema", "annotations")}),
         ("Python tools", {"fields": ("python_name",)}),
-        ("Static tools", {"fields": ("static_result", "static_error")}),
+        (
+            "Static tools",
+            {"fields": ("static_result", "static_error", "static_cases", "static_delay_ms", "static_progress_steps")},
+        ),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
 

@@ -22,6 +22,7 @@ from ..runtime.execution import (
     StaticResourceTarget,
     StaticTarget,
 )
+from ..runtime.static import StaticBehaviour
 from .prompts import template_pattern
 from .registry import registry
 
@@ -47,6 +48,7 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
             input_schema=registered.input_schema,
             output_schema=registered.output_schema,
             annotations=tool.annotations or registered.annotations,
+            icons=tool.icons,
             target=PythonTarget(registered),
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
@@ -57,7 +59,17 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
         input_schema=schema,
         output_schema=tool.output_schema,
         annotations=tool.annotations,
-        target=StaticTarget(input_schema=schema, result=tool.static_result, error=tool.static_error),
+        icons=tool.icons,
+        target=StaticTarget(
+            input_schema=schema,
+            behaviour=StaticBehaviour(
+                result=tool.static_result,
+                error=tool.static_error,
+                cases=tuple(tool.static_cases or ()),
+                delay_ms=tool.static_delay_ms,
+                progress_steps=tool.static_progress_steps,
+            ),
+        ),
     )
 
 

@@ -90,6 +90,31 @@ class Tool(models.Model):
         blank=True,
         help_text='For static tools: a JSON-RPC error to answer instead, {"code": -32000, "message": "…", "data": …}.',
     )
+    static_cases = models.JSONField(
+        "static cases",
+        default=list,
+        blank=True,
+        help_text="For static tools: answers chosen by the arguments, first match wins, else the result/error above. "
+        'e.g. [{"equals": {"city": "Paris"}, "result": {…}}, {"contains": {"note": "urgent"}, "error": {…}}, '
+        '{"pointer": [{"pointer": "/order/id", "matches": "^A[0-9]+$"}], "result": {…}}]',
+    )
+    static_delay_ms = models.PositiveIntegerField(
+        "static delay (ms)",
+        default=0,
+        help_text="For static tools: how long to take before answering (at most 10 minutes).",
+    )
+    static_progress_steps = models.PositiveSmallIntegerField(
+        "static progress steps",
+        default=0,
+        help_text="For static tools: progress notifications sent (spread over the delay) before answering, when the "
+        "client asked for progress.",
+    )
+    icons = models.JSONField(
+        "icons",
+        null=True,
+        blank=True,
+        help_text='Icons clients may show, e.g. [{"src": "https://example.com/t.png", "mimeType": "image/png"}].',
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
     updated_at = models.DateTimeField("updated", auto_now=True)
 
@@ -115,9 +140,20 @@ class Tool(models.Model):
             from ..runtime.static import validate_static_config
 
             try:
-                validate_static_config(self.static_result, self.static_error)
+                validate_static_config(
+                    self.static_result,
+                    self.static_error,
+                    self.static_cases,
+                    self.static_delay_ms,
+                    self.static_progress_steps,
+                )
             except ValueError as exc:
                 raise ValidationError(str(exc)) from exc
+        if self.icons is not None and not (
+            isinstance(self.icons, list)
+            and all(isinstance(icon, dict) and isinstance(icon.get("src"), str) for icon in self.icons)
+        ):
+            raise ValidationError({"icons": 'Icons are a list of {"src": url, "mimeType"?, "sizes"?}.'})
 
 
 class ServerTool(models.Model):

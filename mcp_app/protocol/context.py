@@ -58,6 +58,7 @@ class ToolDescriptor:
     title: str | None = None
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] | None = None
+    icons: Sequence[Mapping[str, Any]] | None = None
     target: Any = None
 
     def to_wire(self) -> dict[str, Any]:
@@ -76,6 +77,8 @@ class ToolDescriptor:
             wire["outputSchema"] = dict(self.output_schema)
         if self.annotations:
             wire["annotations"] = dict(self.annotations)
+        if self.icons:
+            wire["icons"] = [dict(icon) for icon in self.icons]
         return wire
 
 

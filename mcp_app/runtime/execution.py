@@ -31,7 +31,7 @@ from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.versions import LEGACY
 from .context import InputRequired, ToolContext, ToolError, ToolResult
 from .mrtr import input_required_result, verify_state
-from .static import static_answer
+from .static import StaticBehaviour
 
 if TYPE_CHECKING:
     from ..catalog.registry import RegisteredFunction, RegisteredTool
@@ -65,8 +65,7 @@ class FunctionTarget:
 @dataclass(frozen=True)
 class StaticTarget:
     input_schema: dict[str, Any]
-    result: Any
-    error: Any
+    behaviour: StaticBehaviour
 
     @functools.cached_property
     def validator(self) -> Draft202012Validator:
@@ -116,12 +115,28 @@ class Runner:
     """Runs tool calls in the serving process (the embedded default)."""
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        result = await self._call(tool, arguments, call)
+        if tool.output_schema and "structuredContent" in result and not result.get("isError"):
+            problems = list(_output_validator(tool).iter_errors(result["structuredContent"]))
+            if problems:
+                # The server must conform to its published outputSchema: a non-conforming answer is a failure.
+                logger.error(
+                    "tool %s returned structuredContent against its outputSchema: %s", tool.name, problems[0].message
+                )
+                return _error_result(
+                    f"Tool {tool.name} returned a result that does not match its output schema",
+                    "INVALID_OUTPUT",
+                    "internal_error",
+                )
+        return result
+
+    async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         target = tool.target
         if isinstance(target, StaticTarget):
             errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
             if errors:
                 raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
-            return static_answer(target.result, target.error)
+            return await target.behaviour.answer(arguments, call.progress.report)
         if isinstance(target, PythonTarget):
             return await self._call_python(tool, target.registered, arguments, call)
         raise TypeError(f"tool {tool.name!r} has no runnable target")
@@ -214,6 +229,16 @@ class Runner:
 
 
 MAX_INPUT_ROUNDS = 8
+
+
+def _output_validator(tool: ToolDescriptor) -> Draft202012Validator:
+    return _schema_validator(orjson.dumps(tool.output_schema, option=orjson.OPT_SORT_KEYS))
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_validator(schema_json: bytes) -> Draft202012Validator:
+    """Compiled validators, shared by every tool publishing the same schema."""
+    return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:

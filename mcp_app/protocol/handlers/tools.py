@@ -14,12 +14,14 @@ from .. import modern, versions
 from ..context import InvalidToolArguments, ToolCall
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
+from ..pagination import page
 from . import dispatcher
 
 
 @dispatcher.request("tools/list")
 async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    return {"tools": message.request.catalog.tools_wire()}
+    ctx = message.request
+    return page(ctx.catalog.tools_wire(), params, ctx.page_size, "tools")
 
 
 @dispatcher.request("tools/call")
