@@ -41,6 +41,11 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_STORE_TTL_SECONDS": 3600,
     # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
     "SSE_RETRY_MS": 1000,
+    # Tasks extension: how long a task-capable call may run before it becomes a task, how long tasks are kept,
+    # and the polling interval suggested to clients.
+    "TASK_IMMEDIATE_SECONDS": 0.2,
+    "TASK_TTL_MS": 3_600_000,
+    "TASK_POLL_INTERVAL_MS": 500,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
 }
@@ -60,6 +65,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "EVENT_STORE": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
     "SSE_RETRY_MS": (int,),
+    "TASK_IMMEDIATE_SECONDS": (int, float),
+    "TASK_TTL_MS": (int,),
+    "TASK_POLL_INTERVAL_MS": (int,),
 }
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from mcp_app.contrib.conformance.setup import LEGACY_TOOLS, PROMPTS, PYTHON_TOOLS, RESOURCES, STATIC_TOOLS
+from mcp_app.contrib.conformance.setup import LEGACY_TOOLS, PROMPTS, PYTHON_TOOLS, RESOURCES, STATIC_TOOLS, TASK_TOOLS
 from mcp_app.models import Agent, AgentToken, McpServer, ServerPrompt, ServerResource, ServerTool, Tenant
 from mcp_app.protocol.versions import ALL_VERSIONS
 
@@ -57,7 +57,7 @@ def test_conformance_server_is_ensured_with_stable_bindings():
     assert server.allowed_origins == ["http://127.0.0.1:8000", "http://localhost:8000", "http://example.test:9000"]
     tools = list(ServerTool.objects.filter(server=server).order_by("position").values_list("tool__name", flat=True))
     assert tools[0] == "test_simple_text"
-    assert len(tools) == len(set(tools)) == len(PYTHON_TOOLS) + len(STATIC_TOOLS) + len(LEGACY_TOOLS)
+    assert len(tools) == len(set(tools)) == len(PYTHON_TOOLS) + len(STATIC_TOOLS) + len(LEGACY_TOOLS) + len(TASK_TOOLS)
     uris = list(
         ServerResource.objects.filter(server=server).order_by("position").values_list("resource__uri", flat=True)
     )

@@ -128,3 +128,15 @@ async def progress_then_wait(ctx: ToolContext) -> str:
     await gate.release.wait()
     await ctx.report_progress(2, 2, "second half")
     return "finished"
+
+
+@tool(task_support="optional")
+async def gated_job() -> str:
+    """Runs until the test releases it; a task for clients that declare the tasks extension."""
+    gate.started.set()
+    try:
+        await gate.release.wait()
+    except asyncio.CancelledError:
+        gate.cancelled.set()
+        raise
+    return "gated done"

@@ -59,6 +59,7 @@ class RegisteredTool:
     wraps_output: bool
     context_parameter: str | None
     is_coroutine: bool
+    task_support: str = "forbidden"
 
 
 def _is_explicit_result(annotation: Any) -> bool:
@@ -87,7 +88,10 @@ def build_registered_tool(
     title: str | None = None,
     description: str | None = None,
     annotations: Mapping[str, Any] | None = None,
+    task_support: str = "forbidden",
 ) -> RegisteredTool:
+    if task_support not in ("forbidden", "optional", "required"):
+        raise ValueError("task_support is 'forbidden', 'optional' or 'required'")
     tool_name = name or function.__name__
     hints = get_type_hints(function, include_extras=True)
     signature = inspect.signature(function)
@@ -135,6 +139,7 @@ def build_registered_tool(
         wraps_output=wraps_output,
         context_parameter=context_parameter,
         is_coroutine=inspect.iscoroutinefunction(function),
+        task_support=task_support,
     )
 
 
@@ -250,6 +255,7 @@ def tool(
     title: str | None = None,
     description: str | None = None,
     annotations: Mapping[str, Any] | None = None,
+    task_support: str = "forbidden",
 ) -> Callable[[ToolFunction], ToolFunction]: ...
 
 
@@ -261,12 +267,25 @@ def tool(
     title: str | None = None,
     description: str | None = None,
     annotations: Mapping[str, Any] | None = None,
+    task_support: str = "forbidden",
 ) -> Any:
-    """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``)."""
+    """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``).
+
+    ``task_support`` (2026-07-28 tasks extension): ``"optional"`` tools become durable tasks when they do not
+    finish at once for a client that declared the extension; ``"required"`` ones always do (and refuse clients
+    without it).
+    """
 
     def decorate(func: ToolFunction) -> ToolFunction:
         registry.register(
-            build_registered_tool(func, name=name, title=title, description=description, annotations=annotations)
+            build_registered_tool(
+                func,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                task_support=task_support,
+            )
         )
         return func
 

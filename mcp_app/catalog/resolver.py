@@ -49,6 +49,7 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
             output_schema=registered.output_schema,
             annotations=tool.annotations or registered.annotations,
             icons=tool.icons,
+            task_support=registered.task_support,
             target=PythonTarget(registered),
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
@@ -60,6 +61,7 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
         output_schema=tool.output_schema,
         annotations=tool.annotations,
         icons=tool.icons,
+        task_support=tool.task_support,
         target=StaticTarget(
             input_schema=schema,
             behaviour=StaticBehaviour(

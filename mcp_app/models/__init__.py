@@ -4,6 +4,7 @@ from .agents import Agent, AgentToken
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
 from .sessions import McpSession
+from .tasks import ToolTask
 from .tenancy import Tenant, TenantMembership
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "Tenant",
     "TenantMembership",
     "Tool",
+    "ToolTask",
 ]

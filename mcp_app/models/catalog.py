@@ -109,6 +109,14 @@ class Tool(models.Model):
         help_text="For static tools: progress notifications sent (spread over the delay) before answering, when the "
         "client asked for progress.",
     )
+    task_support = models.CharField(
+        "task support",
+        max_length=16,
+        choices=[("forbidden", "Never a task"), ("optional", "A task when slow"), ("required", "Always a task")],
+        default="forbidden",
+        help_text="2026-07-28 tasks extension: whether a call may, or must, become a durable task. Python tools take "
+        "this from their @tool registration.",
+    )
     icons = models.JSONField(
         "icons",
         null=True,

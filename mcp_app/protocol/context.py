@@ -59,6 +59,7 @@ class ToolDescriptor:
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] | None = None
     icons: Sequence[Mapping[str, Any]] | None = None
+    task_support: str = "forbidden"  # tasks extension: "forbidden", "optional" or "required"
     target: Any = None
 
     def to_wire(self) -> dict[str, Any]:
@@ -287,6 +288,8 @@ class ToolCall:
     log: LogReporter
     input_responses: Mapping[str, Any] | None = None
     request_state: str | None = None
+    # True when running as (or as a candidate for) a durable task: never turned into a task again.
+    in_task: bool = False
 
     @property
     def ask(self) -> Ask | None:
@@ -326,6 +329,22 @@ class Session(Protocol):
     async def unsubscribe(self, uri: str) -> None: ...
 
 
+class Tasks(Protocol):
+    """The caller's durable tasks (2026-07-28 tasks extension); every verb is scoped to the calling agent."""
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        """The task as ``tasks/get`` shows it, or ``None`` if the caller has no such task."""
+        ...
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
+        """Record answers to outstanding input requests (resuming the task once all are in)."""
+        ...
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that is not terminal yet (a terminal one is left as it is)."""
+        ...
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything the handlers need for one HTTP request."""
@@ -347,6 +366,7 @@ class RequestContext:
     ask: Ask | None = None
     deliver: Deliver | None = None
     cancel: Cancel | None = None
+    tasks: Tasks | None = None
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

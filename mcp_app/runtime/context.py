@@ -43,6 +43,9 @@ class InputRequired:
 
     requests: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     state: Any = None
+    # Tasks extension: ask as a durable task parked in ``input_required`` (answered with ``tasks/update``)
+    # rather than synchronously before any task exists (the default).
+    park: bool = False
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ..protocol.context import (
     ToolDescriptor,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
+from ..protocol.modern import TASKS_EXTENSION
 from ..protocol.versions import LEGACY
 from .context import InputRequired, ToolContext, ToolError, ToolResult
 from .mrtr import input_required_result, verify_state
@@ -115,6 +116,16 @@ class Runner:
     """Runs tool calls in the serving process (the embedded default)."""
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        ctx = call.request
+        if (
+            tool.task_support != "forbidden"
+            and not call.in_task
+            and ctx.tasks is not None
+            and ctx.client_declares_extension(TASKS_EXTENSION)
+        ):
+            from .tasks import call_maybe_as_task
+
+            return await call_maybe_as_task(self, tool, arguments, call)
         result = await self._call(tool, arguments, call)
         if tool.output_schema and "structuredContent" in result and not result.get("isError"):
             problems = list(_output_validator(tool).iter_errors(result["structuredContent"]))

@@ -18,6 +18,7 @@ from ..protocol.versions import MODERN
 from .context import InputRequired
 
 STATE_MAX_AGE_SECONDS = 15 * 60
+PARK = "__mcp_park__"
 
 # Which client capability each kind of input request needs.
 REQUIRED_CAPABILITY = {
@@ -79,4 +80,6 @@ def input_required_result(call: ToolCall, tool_name: str, needed: InputRequired)
         result["inputRequests"] = requests
     if needed.state is not None or not requests:
         result["requestState"] = sign_state(call, tool_name, needed.state)
+    if needed.park and call.in_task:
+        result[PARK] = True  # read (and removed) by the task runner, never sent
     return result

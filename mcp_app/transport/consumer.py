@@ -61,6 +61,7 @@ from ..protocol.errors import (
 )
 from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
+from ..runtime.tasks import TaskService
 from . import sse
 from .auth import AccessDenied, AccessGrant, authorize
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, new_stream_id, parse_event_id, stream_kind
@@ -594,7 +595,9 @@ class McpConsumer(AsyncConsumer):
             client_capabilities=envelope.client_capabilities,
             log_level=envelope.log_level,
             cache_ttl_ms=mcp_settings.CACHE_TTL_MS,
+            tasks=TaskService(grant.server, grant.token.agent, runner),
         )
+        ctx.tasks.bind(ctx)  # type: ignore[union-attr]
         outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=1)
         if isinstance(outcome, OpenStream):
             await self._serve_subscription(grant, outcome)

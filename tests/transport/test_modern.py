@@ -386,8 +386,8 @@ async def test_server_discover_describes_the_server_with_cache_hints(make_access
         assert result["resultType"] == "complete"
         assert result["supportedVersions"] == [MODERN]
         assert isinstance(result["capabilities"]["tools"], dict)
-        # This server creates no tasks yet, so it must not advertise the extension, even to a declaring client.
-        assert "extensions" not in result["capabilities"]
+        # Extensions are advertised to the clients that declare them, and to no one else.
+        assert result["capabilities"].get("extensions") == (capabilities.get("extensions") or None)
         assert result["instructions"] == "Use echo to repeat text."
         assert isinstance(result["ttlMs"], int) and not isinstance(result["ttlMs"], bool)
         assert result["ttlMs"] >= 0

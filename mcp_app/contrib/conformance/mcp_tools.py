@@ -16,14 +16,15 @@ in 2026-07-28.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from mcp_app.catalog import prompt, tool
-from mcp_app.protocol.errors import InvalidParams
-from mcp_app.runtime import InputRequired, ToolContext, ToolResult
+from mcp_app.protocol.errors import InvalidParams, ProtocolError
+from mcp_app.runtime import InputRequired, ToolContext, ToolError, ToolResult
 
 # A 1x1 PNG and a tiny WAV, as in the reference servers.
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -451,3 +452,71 @@ async def test_input_required_result_prompt(ctx: ToolContext) -> Any:
         ask = _elicit("What context should the prompt use?", {"context": {"type": "string"}}, ["context"])
         return InputRequired(requests={"user_context": ask})
     return [{"role": "user", "content": _text(f"Use this context: {content.get('context')}")}]
+
+
+# Tasks extension (io.modelcontextprotocol/tasks) fixtures, as the suite's tasks-* scenarios expect them.
+
+
+@tool(description="Greets someone; never runs as a task.")
+def greet(name: Annotated[str, Field(description="Who to greet.")]) -> str:
+    return f"Hello, {name}!"
+
+
+@tool(
+    description="Computes for a number of seconds; becomes a task when it does not finish at once.",
+    task_support="optional",
+)
+async def slow_compute(
+    seconds: Annotated[int, Field(ge=0, le=3600, description="How long to work.")] = 0,
+    label: Annotated[str, Field(description="A label echoed in the result.")] = "",
+) -> str:
+    await asyncio.sleep(seconds)
+    return f"slow_compute {label!r} finished after {seconds}s"
+
+
+@tool(description="A job that always runs as a task and ends with a tool error.", task_support="required")
+async def failing_job() -> Any:
+    await asyncio.sleep(STEP_SECONDS)
+    raise ToolError("failing_job failed on purpose", code="JOB_FAILED", error_type="job_error")
+
+
+@tool(description="A job that always runs as a task and ends with a protocol error.", task_support="required")
+async def protocol_error_job() -> Any:
+    await asyncio.sleep(STEP_SECONDS)
+    raise ProtocolError("protocol_error_job failed on purpose", code=-32603)
+
+
+@tool(description="Deletes a file after the user confirms; waits for the answer as a task.", task_support="required")
+async def confirm_delete(
+    ctx: ToolContext, filename: Annotated[str, Field(description="The file to delete.")] = ""
+) -> Any:
+    key = ctx.state.get("key") if isinstance(ctx.state, dict) else None
+    answer = _response(ctx, key) if key else None
+    if answer is None:
+        key = f"confirm-{secrets.token_hex(4)}"
+        request = _elicit(f"Delete {filename}?", {"confirm": {"type": "boolean"}}, ["confirm"])
+        return InputRequired(requests={key: request}, state={"key": key}, park=True)
+    content = _elicited(answer) or {}
+    return f"Deleted {filename}" if content.get("confirm") else f"Kept {filename}"
+
+
+@tool(description="Asks two questions at once and waits for both answers as a task.", task_support="required")
+async def multi_input(ctx: ToolContext) -> Any:
+    keys = ctx.state.get("keys") if isinstance(ctx.state, dict) else None
+    if not keys or any(_response(ctx, key) is None for key in keys):
+        keys = [f"first-{secrets.token_hex(4)}", f"second-{secrets.token_hex(4)}"]
+        requests = {
+            key: _elicit(f"Question {index + 1}", {"name": {"type": "string"}}) for index, key in enumerate(keys)
+        }
+        return InputRequired(requests=requests, state={"keys": keys}, park=True)
+    names = [(_elicited(_response(ctx, key) or {}) or {}).get("name", "?") for key in keys]
+    return f"Answers: {', '.join(names)}"
+
+
+@tool(description="Asks for a name first (synchronously), then greets as a task.", task_support="required")
+async def test_tool_with_task(ctx: ToolContext) -> Any:
+    answer = _response(ctx, "user_name")
+    if answer is None:
+        return InputRequired(requests={"user_name": ASK_NAME}, state={"round": 1})
+    await asyncio.sleep(STEP_SECONDS * 10)  # long enough to become a task
+    return f"Hello, {(_elicited(answer) or {}).get('name', 'stranger')}!"

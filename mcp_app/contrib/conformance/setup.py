@@ -60,6 +60,16 @@ LEGACY_TOOLS = (
     "test_elicitation_sep1330_enums",
     "test_reconnection",
 )
+# Tasks extension fixtures (tasks-* scenarios), listed after everything else.
+TASK_TOOLS = (
+    "greet",
+    "slow_compute",
+    "failing_job",
+    "protocol_error_job",
+    "confirm_delete",
+    "multi_input",
+    "test_tool_with_task",
+)
 
 # Kept verbatim on the wire (JSON Schema 2020-12 keywords the suite looks for), hence a static tool.
 JSON_SCHEMA_2020_12 = {
@@ -139,7 +149,7 @@ PROMPTS = (
 
 
 def _check_registered() -> None:
-    missing = [name for name in (*PYTHON_TOOLS, *LEGACY_TOOLS) if registry.get(name) is None]
+    missing = [name for name in (*PYTHON_TOOLS, *LEGACY_TOOLS, *TASK_TOOLS) if registry.get(name) is None]
     missing += [name for name in PROMPTS if registry.prompt(name) is None]
     if missing:
         raise ImproperlyConfigured(
@@ -186,7 +196,7 @@ def ensure_conformance(extra_origins: Iterable[str] = ()) -> McpServer:
         Tool.objects.update_or_create(
             tenant=tenant, name=name, defaults={"kind": Tool.Kind.PYTHON, "python_name": name}
         )[0]
-        for name in LEGACY_TOOLS
+        for name in (*LEGACY_TOOLS, *TASK_TOOLS)
     ]
     for position, tool in enumerate(tools):
         ServerTool.objects.update_or_create(server=server, tool=tool, defaults={"position": position, "enabled": True})

@@ -8,6 +8,7 @@ from .. import versions
 from ..context import LOG_LEVELS, RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
+from ..modern import TASKS_EXTENSION
 from . import dispatcher
 
 LEGACY_ONLY = (versions.LEGACY,)
@@ -59,9 +60,13 @@ async def initialized(params: dict[str, Any], ctx: RequestContext) -> None:
 @dispatcher.request("server/discover", eras=MODERN_ONLY)
 async def discover(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
+    capabilities = server_capabilities(ctx)
+    # Extensions are advertised only to clients that declare them.
+    if ctx.client_declares_extension(TASKS_EXTENSION) and ctx.tasks is not None:
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
     result: dict[str, Any] = {
         "supportedVersions": versions.newest_first(ctx.server.protocol_versions),
-        "capabilities": server_capabilities(ctx),
+        "capabilities": capabilities,
     }
     if ctx.server.instructions:
         result["instructions"] = ctx.server.instructions

@@ -1,8 +1,10 @@
-"""Gating of the tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28).
+"""The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): ``tasks/get``, ``tasks/update`` and
+``tasks/cancel``.
 
-``tasks/get``, ``tasks/update`` and ``tasks/cancel`` exist only for clients that declare the extension
-(-32021 otherwise, naming it). This server does not yet create tasks, so it never advertises the extension and
-every task id is unknown (-32602); task ids will be checked against the caller on every call once they exist.
+Only clients that declare the extension on the request may use them (-32021 otherwise, naming it); a task id
+the caller does not own, or that expired, is unknown (-32602). Whether a ``tools/call`` becomes a task is the
+runtime's decision (see ``mcp_app.runtime.tasks``); ``tasks/result`` and ``tasks/list`` do not exist in this
+revision (-32601).
 """
 
 from __future__ import annotations
@@ -15,17 +17,48 @@ from ..modern import TASKS_EXTENSION
 from . import dispatcher
 from .lifecycle import MODERN_ONLY
 
+REQUIRED = {"extensions": {TASKS_EXTENSION: {}}}
 
-async def _task_method(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+
+def _task_id(params: dict[str, Any], message: MessageContext) -> str:
     if not message.request.client_declares_extension(TASKS_EXTENSION):
-        raise MissingRequiredClientCapability(
-            {"extensions": {TASKS_EXTENSION: {}}}, f"This method needs the {TASKS_EXTENSION} extension"
-        )
+        raise MissingRequiredClientCapability(REQUIRED, f"This method needs the {TASKS_EXTENSION} extension")
     task_id = params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise InvalidParams('Invalid params: "taskId" must be a non-empty string')
-    raise InvalidParams(f"Unknown task: {task_id}", data={"taskId": task_id})
+    return task_id
 
 
-for _method in ("tasks/get", "tasks/update", "tasks/cancel"):
-    dispatcher.request(_method, eras=MODERN_ONLY)(_task_method)
+def _unknown(task_id: str) -> InvalidParams:
+    return InvalidParams(f"Unknown task: {task_id}", data={"taskId": task_id})
+
+
+@dispatcher.request("tasks/get", eras=MODERN_ONLY)
+async def get_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    task_id = _task_id(params, message)
+    tasks = message.request.tasks
+    task = await tasks.get(task_id) if tasks is not None else None
+    if task is None:
+        raise _unknown(task_id)
+    return {"resultType": "complete", **task}
+
+
+@dispatcher.request("tasks/update", eras=MODERN_ONLY)
+async def update_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    task_id = _task_id(params, message)
+    responses = params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise InvalidParams('Invalid params: "inputResponses" must be an object')
+    tasks = message.request.tasks
+    if tasks is None or not await tasks.update(task_id, responses):
+        raise _unknown(task_id)
+    return {"resultType": "complete"}
+
+
+@dispatcher.request("tasks/cancel", eras=MODERN_ONLY)
+async def cancel_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    task_id = _task_id(params, message)
+    tasks = message.request.tasks
+    if tasks is None or not await tasks.cancel(task_id):
+        raise _unknown(task_id)
+    return {"resultType": "complete"}

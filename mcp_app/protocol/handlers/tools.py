@@ -13,7 +13,7 @@ from typing import Any
 from .. import modern, versions
 from ..context import InvalidToolArguments, ToolCall
 from ..dispatcher import MessageContext
-from ..errors import InvalidParams
+from ..errors import InvalidParams, MissingRequiredClientCapability
 from ..pagination import page
 from . import dispatcher
 
@@ -48,6 +48,11 @@ async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str
         raise InvalidParams(f"Unknown tool: {name}", data={"name": name})
     if ctx.era == versions.MODERN:
         modern.check_param_headers(tool.input_schema, arguments, ctx.headers)
+        if tool.task_support == "required" and not ctx.client_declares_extension(modern.TASKS_EXTENSION):
+            raise MissingRequiredClientCapability(
+                {"extensions": {modern.TASKS_EXTENSION: {}}},
+                f"Tool {name} runs as a task: declare the {modern.TASKS_EXTENSION} extension",
+            )
     call = ToolCall(
         request=ctx,
         progress=message.progress,

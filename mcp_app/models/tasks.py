@@ -1,0 +1,89 @@
+"""Durable tool-call tasks of the 2026-07-28 tasks extension (``io.modelcontextprotocol/tasks``).
+
+A task is created, and stored, before the client hears of it; it belongs to the server and the agent that
+created it and is invisible to anyone else. Statuses: ``working`` and ``input_required`` move; ``completed``,
+``failed`` and ``cancelled`` are terminal and never change again (every transition is a conditional UPDATE).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from .agents import Agent
+from .servers import McpServer
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+class ToolTaskManager(models.Manager["ToolTask"]):
+    def create_task(
+        self, *, server: McpServer, agent: Agent, tool_name: str, arguments: dict[str, Any], ttl_ms: int, **state: Any
+    ) -> ToolTask:
+        return self.create(
+            task_id=secrets.token_urlsafe(24),
+            server=server,
+            agent=agent,
+            tool_name=tool_name,
+            arguments=arguments,
+            ttl_ms=ttl_ms,
+            expires_at=timezone.now() + timedelta(milliseconds=ttl_ms),
+            **state,
+        )
+
+    def visible_to(self, task_id: str, *, server_id: int, agent_id: int) -> ToolTask | None:
+        """The caller's own, unexpired task, or ``None`` (authorization is checked on every call)."""
+        return self.filter(
+            task_id=task_id, server_id=server_id, agent_id=agent_id, expires_at__gt=timezone.now()
+        ).first()
+
+    def transition(self, pk: int, **fields: Any) -> bool:
+        """Move a task that is not terminal yet; returns whether it moved."""
+        fields["updated_at"] = timezone.now()
+        return bool(self.filter(pk=pk).exclude(status__in=TERMINAL).update(**fields))
+
+    def delete_expired(self) -> int:
+        count, _ = self.filter(expires_at__lte=timezone.now()).delete()
+        return count
+
+
+class ToolTask(models.Model):
+    class Status(models.TextChoices):
+        WORKING = "working", "Working"
+        INPUT_REQUIRED = "input_required", "Input required"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    task_id = models.CharField("task id", max_length=64, unique=True, editable=False)
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tasks", verbose_name="server")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tasks", verbose_name="agent")
+    tool_name = models.CharField("tool", max_length=128)
+    arguments = models.JSONField("arguments", default=dict)
+    status = models.CharField("status", max_length=16, choices=Status.choices, default=Status.WORKING)
+    status_message = models.CharField("status message", max_length=500, blank=True)
+    result = models.JSONField("result", null=True, blank=True)
+    error = models.JSONField("error", null=True, blank=True)
+    input_requests = models.JSONField("outstanding input requests", null=True, blank=True)
+    input_responses = models.JSONField("input responses so far", default=dict, blank=True)
+    request_state = models.TextField("signed request state", blank=True)
+    client_capabilities = models.JSONField("client capabilities", default=dict, blank=True)
+    ttl_ms = models.PositiveIntegerField("time to live (ms)")
+    created_at = models.DateTimeField("created", default=timezone.now)
+    updated_at = models.DateTimeField("last updated", default=timezone.now)
+    expires_at = models.DateTimeField("expires")
+
+    objects = ToolTaskManager()
+
+    class Meta:
+        verbose_name = "tool task"
+        verbose_name_plural = "tool tasks"
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=("expires_at",), name="mcp_task_expires")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} task {self.task_id[:8]}… ({self.status})"

@@ -1,0 +1,274 @@
+"""Durable tasks of the 2026-07-28 tasks extension: when a ``tools/call`` becomes a task, and running it.
+
+A tool declares its task support (``forbidden``, ``optional``, ``required``). For a client that declared the
+extension on the request, a task-capable call starts at once and gets ``TASK_IMMEDIATE_SECONDS`` to finish:
+
+- it asks for input first (multi-round trip): that answer is returned as it is, synchronously;
+- it finishes: an ``optional`` tool answers directly; a ``required`` one answers with a task, already settled;
+- it is still running: the task is stored (before the client hears of it), the work goes on in this process,
+  and its outcome settles the task: ``completed`` (tool results, ``isError`` ones included), ``failed`` (a
+  JSON-RPC error), or ``input_required`` (its input requests; ``tasks/update`` with every answer resumes it).
+
+``tasks/cancel`` marks the task ``cancelled`` at once and stops its work in whichever process runs it (through
+the channel layer). Terminal states never change. Work runs in the serving process (the embedded runner); a
+Celery runner is a later step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from ..conf import mcp_settings
+from ..models import Agent, McpServer, ToolTask
+from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
+from ..protocol.errors import ProtocolError
+from .mrtr import PARK
+
+if TYPE_CHECKING:
+    from .execution import Runner
+
+logger = logging.getLogger("mcp_app.runtime.tasks")
+
+CANCEL_EVENT = "mcp.task_cancel"
+# Work of tasks running in this process, by task id (cancellation) and as a set (kept alive until done).
+_running: dict[str, asyncio.Task[Any]] = {}
+_background: set[asyncio.Task[Any]] = set()
+
+
+def task_group(task_id: str) -> str:
+    return f"mcp.task.{task_id[:48].replace('-', '_')}"
+
+
+def _iso(moment: Any) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
+    wire: dict[str, Any] = {
+        "taskId": task.task_id,
+        "status": task.status,
+        "createdAt": _iso(task.created_at),
+        "lastUpdatedAt": _iso(task.updated_at),
+        "ttlMs": task.ttl_ms,
+        "pollIntervalMs": mcp_settings.TASK_POLL_INTERVAL_MS,
+    }
+    if task.status_message:
+        wire["statusMessage"] = task.status_message
+    if detailed:
+        if task.status == ToolTask.Status.INPUT_REQUIRED and task.input_requests:
+            wire["inputRequests"] = task.input_requests
+        elif task.status == ToolTask.Status.COMPLETED and task.result is not None:
+            wire["result"] = task.result
+        elif task.status == ToolTask.Status.FAILED and task.error is not None:
+            wire["error"] = task.error
+    return wire
+
+
+def _outcome_fields(outcome: Any) -> dict[str, Any]:
+    """How a finished call settles its task."""
+    if isinstance(outcome, ProtocolError):
+        return {"status": ToolTask.Status.FAILED, "error": outcome.to_wire(), "status_message": outcome.message}
+    if isinstance(outcome, BaseException):
+        return {
+            "status": ToolTask.Status.FAILED,
+            "error": {"code": -32603, "message": "Internal error"},
+            "status_message": "Internal error",
+        }
+    if outcome.get("resultType") == "input_required":
+        outcome.pop(PARK, None)
+        return {
+            "status": ToolTask.Status.INPUT_REQUIRED,
+            "input_requests": outcome.get("inputRequests") or {},
+            "request_state": outcome.get("requestState") or "",
+            "input_responses": {},
+            "status_message": "Waiting for input",
+        }
+    result = {key: value for key, value in outcome.items() if key != "resultType"}
+    return {"status": ToolTask.Status.COMPLETED, "result": result, "status_message": ""}
+
+
+class TaskService:
+    """The ``Tasks`` port for one request: the caller's tasks on one server."""
+
+    def __init__(self, server: McpServer, agent: Agent, runner: Runner) -> None:
+        self._server = server
+        self._agent = agent
+        self._runner = runner
+        self._ctx: RequestContext | None = None
+
+    def bind(self, ctx: RequestContext) -> None:
+        self._ctx = ctx
+
+    def _visible(self, task_id: str) -> ToolTask | None:
+        return ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        task = await database_sync_to_async(self._visible)(task_id)
+        return task_wire(task, detailed=True) if task is not None else None
+
+    async def cancel(self, task_id: str) -> bool:
+        task = await database_sync_to_async(self._visible)(task_id)
+        if task is None:
+            return False
+        moved = await database_sync_to_async(ToolTask.objects.transition)(
+            task.pk, status=ToolTask.Status.CANCELLED, status_message="Cancelled by the client"
+        )
+        if moved:
+            local = _running.get(task_id)
+            if local is not None:
+                local.cancel()
+            else:
+                layer = get_channel_layer()
+                if layer is not None:
+                    await layer.group_send(task_group(task_id), {"type": CANCEL_EVENT})
+        return True
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
+        task = await database_sync_to_async(self._visible)(task_id)
+        if task is None:
+            return False
+        if task.status != ToolTask.Status.INPUT_REQUIRED:
+            return True  # nothing outstanding: acknowledged, ignored
+        outstanding = dict(task.input_requests or {})
+        answers = {**(task.input_responses or {}), **{k: v for k, v in responses.items() if k in outstanding}}
+        remaining = {key: request for key, request in outstanding.items() if key not in answers}
+        if remaining:
+            await database_sync_to_async(ToolTask.objects.transition)(
+                task.pk, input_requests=remaining, input_responses=answers
+            )
+            return True
+        moved = await database_sync_to_async(ToolTask.objects.transition)(
+            task.pk, status=ToolTask.Status.WORKING, input_requests=None, input_responses=answers, status_message=""
+        )
+        if moved:
+            self._resume(task, answers)
+        return True
+
+    def _resume(self, task: ToolTask, answers: dict[str, Any]) -> None:
+        assert self._ctx is not None
+        tool = self._ctx.catalog.tool(task.tool_name)
+        request = dataclasses.replace(self._ctx, emit=discard, client_capabilities=task.client_capabilities or {})
+        call = ToolCall(
+            request=request,
+            progress=ProgressReporter(None, discard),
+            log=LogReporter(None, discard),
+            input_responses=answers,
+            request_state=task.request_state or None,
+            in_task=True,
+        )
+        if tool is None:
+            work: asyncio.Task[Any] = asyncio.ensure_future(_gone(task.tool_name))
+        else:
+            work = asyncio.ensure_future(self._runner.call_tool(tool, dict(task.arguments), call))
+        follow(task, work)
+
+    async def create(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall, **fields: Any) -> ToolTask:
+        return await database_sync_to_async(ToolTask.objects.create_task)(
+            server=self._server,
+            agent=self._agent,
+            tool_name=tool.name,
+            arguments=arguments,
+            ttl_ms=mcp_settings.TASK_TTL_MS,
+            client_capabilities=dict(call.request.client_capabilities),
+            **fields,
+        )
+
+
+async def _gone(name: str) -> dict[str, Any]:
+    raise ProtocolError(f"Tool {name} is no longer available", code=-32602)
+
+
+def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
+    """Settle ``task`` from ``work`` when it ends, and let ``tasks/cancel`` from any process stop it."""
+    _running[task.task_id] = work
+    _background.add(work)
+    listener = asyncio.ensure_future(_listen_for_cancel(task.task_id, work))
+    _background.add(listener)
+    listener.add_done_callback(_background.discard)
+
+    def settle(done: asyncio.Task[Any]) -> None:
+        _running.pop(task.task_id, None)
+        _background.discard(done)
+        listener.cancel()
+        if done.cancelled():
+            return  # cancelled: tasks/cancel already recorded the terminal state
+        outcome = done.exception() or done.result()
+        if isinstance(outcome, BaseException) and not isinstance(outcome, ProtocolError):
+            logger.error("task %s of tool %s failed", task.task_id[:8], task.tool_name, exc_info=outcome)
+        settler = asyncio.ensure_future(
+            sync_to_async(ToolTask.objects.transition, thread_sensitive=True)(task.pk, **_outcome_fields(outcome))
+        )
+        _background.add(settler)
+        settler.add_done_callback(_background.discard)
+
+    work.add_done_callback(settle)
+
+
+async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    channel = await layer.new_channel()
+    group = task_group(task_id)
+    await layer.group_add(group, channel)
+    try:
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == CANCEL_EVENT:
+                work.cancel()
+                return
+    finally:
+        await layer.group_discard(group, channel)
+
+
+def create_result(task: ToolTask) -> dict[str, Any]:
+    return {"resultType": "task", **task_wire(task, detailed=False)}
+
+
+async def call_maybe_as_task(
+    runner: Runner, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall
+) -> dict[str, Any]:
+    """Run a task-capable call for a declaring client; see the module docstring for the decision."""
+    service = call.request.tasks
+    assert isinstance(service, TaskService)
+    converted = False
+    emit = call.request.emit
+
+    async def gated(message: dict[str, Any]) -> None:
+        # Once the call has become a task its request is answered: nothing more goes to that response.
+        if not converted:
+            await emit(message)
+
+    task_call = ToolCall(
+        request=dataclasses.replace(call.request, emit=gated),
+        progress=ProgressReporter(call.progress.token, gated),
+        log=LogReporter(call.log.threshold, gated),
+        input_responses=call.input_responses,
+        request_state=call.request_state,
+        in_task=True,
+    )
+    work = asyncio.ensure_future(runner.call_tool(tool, arguments, task_call))
+    done, _pending = await asyncio.wait({work}, timeout=mcp_settings.TASK_IMMEDIATE_SECONDS)
+    if work in done:
+        error = work.exception()
+        if error is not None and (tool.task_support != "required" or not isinstance(error, ProtocolError)):
+            raise error
+        outcome = error or work.result()
+        if isinstance(outcome, dict) and outcome.get("resultType") == "input_required" and not outcome.get(PARK):
+            return outcome  # multi-round trips before task creation stay synchronous
+        if tool.task_support == "optional":
+            return outcome
+        task = await service.create(tool, arguments, call, **_outcome_fields(outcome))
+        return create_result(task)
+    converted = True
+    task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING)
+    follow(task, work)
+    return create_result(task)
