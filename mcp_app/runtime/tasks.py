@@ -38,9 +38,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("mcp_app.runtime.tasks")
 
 CANCEL_EVENT = "mcp.task_cancel"
-# Work of tasks running in this process, by task id (cancellation) and as a set (kept alive until done).
+# Work of tasks running in this process, by task id (cancellation) and as a set (kept alive until settled),
+# and the listeners for cancellations from other processes.
 _running: dict[str, asyncio.Task[Any]] = {}
 _background: set[asyncio.Task[Any]] = set()
+_listeners: set[asyncio.Task[Any]] = set()
 
 
 def task_group(task_id: str) -> str:
@@ -191,8 +193,8 @@ def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
     _running[task.task_id] = work
     _background.add(work)
     listener = asyncio.ensure_future(_listen_for_cancel(task.task_id, work))
-    _background.add(listener)
-    listener.add_done_callback(_background.discard)
+    _listeners.add(listener)
+    listener.add_done_callback(_listeners.discard)
 
     def settle(done: asyncio.Task[Any]) -> None:
         _running.pop(task.task_id, None)
