@@ -64,13 +64,13 @@ from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
 from . import sse
 from .auth import AccessDenied, AccessGrant, authorize
-from .eventstore import GET_STREAM, POST_STREAM, get_event_store, new_stream_id, parse_event_id, stream_kind
+from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
 from .sessions import DatabaseSession, open_session, resolve_session
+from .writer import JSON_HEADERS, ResponseWriter, is_final
 
 logger = logging.getLogger("mcp_app.transport")
 
-JSON_HEADERS: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 ALLOWED_METHODS = ("GET", "POST", "DELETE")
 _BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
 # 2026-07-28: errors of the validation ladder are 400, an unknown method 404; other errors ride on 200.
@@ -92,89 +92,6 @@ _detached: set[asyncio.Task[None]] = set()
 
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
     return event
-
-
-def is_final(message: Any) -> bool:
-    """A response (not a request or notification): the last event a POST stream carries."""
-    return isinstance(message, dict | list) and not (isinstance(message, dict) and "method" in message)
-
-
-class ResponseWriter:
-    """Writes one response as JSON, or as SSE once a notification has to go out before the answer.
-
-    On a handshake-era session the stream is resumable: each event gets an id ``<stream>.<n>`` and is kept in
-    the event store, 2025-11-25 clients get a priming event first, and if the client goes away the call goes on
-    and its events are published for a reconnecting GET with ``Last-Event-ID``.
-    """
-
-    def __init__(
-        self,
-        consumer: McpConsumer,
-        *,
-        allow_stream: bool,
-        session_key: str | None = None,
-        priming: bool = False,
-        kind: str = POST_STREAM,
-    ) -> None:
-        self._consumer = consumer
-        self._allow_stream = allow_stream
-        self._session_key = session_key
-        self._priming = priming
-        self._kind = kind
-        self.streaming = False
-        self.disconnected = False
-        self.stream_id: str | None = None
-        self.sequence = 0
-
-    @property
-    def resumable(self) -> bool:
-        return self._session_key is not None
-
-    async def start(self, first: bytes = b"") -> None:
-        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here."""
-        self.streaming = True
-        await self._consumer.send_headers(200, sse.SSE_HEADERS)
-        head = first
-        if self._session_key is not None:
-            self.stream_id = new_stream_id(self._session_key, self._kind)
-            if self._priming:
-                head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
-        if head:
-            await self._consumer.send_body(head, more_body=True)
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        if not self._allow_stream:
-            return
-        if not self.streaming:
-            await self.start()
-        await self.event(message)
-
-    async def event(self, message: Any) -> None:
-        if self.stream_id is None:
-            await self._consumer.send_body(sse.event(message), more_body=True)
-            return
-        self.sequence += 1
-        await get_event_store().append(self.stream_id, self.sequence, message)
-        if self.disconnected:
-            layer = get_channel_layer()
-            if layer is not None:
-                await layer.group_send(
-                    stream_group(self.stream_id),
-                    {"type": STREAM_EVENT, "sequence": self.sequence, "message": message},
-                )
-            return
-        await self._consumer.send_body(sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"), more_body=True)
-
-    async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        if self.streaming:
-            if payload is not None:
-                await self.event(payload)
-            if not self.disconnected:
-                await self._consumer.send_body(b"")
-        elif payload is None:
-            await self._consumer.send_response(202, b"", [])
-        else:
-            await self._consumer.send_response(status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])])
 
 
 class McpConsumer(AsyncConsumer):
