@@ -63,7 +63,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('enabled', models.BooleanField(default=True, verbose_name='enabled')),
-                ('position', models.PositiveIntegerField(default=0, help_text='prompts/list order (ascending).', verbose_name='position')),
+                ('position', models.PositiveIntegerField(default=0, help_text='List order (ascending).', verbose_name='position')),
                 ('prompt', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='bindings', to='mcp_app.prompt', verbose_name='prompt')),
                 ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='prompt_bindings', to='mcp_app.mcpserver', verbose_name='server')),
             ],
@@ -78,7 +78,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('enabled', models.BooleanField(default=True, verbose_name='enabled')),
-                ('position', models.PositiveIntegerField(default=0, help_text='resources/list order (ascending).', verbose_name='position')),
+                ('position', models.PositiveIntegerField(default=0, help_text='List order (ascending).', verbose_name='position')),
                 ('resource', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='bindings', to='mcp_app.resource', verbose_name='resource')),
                 ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='resource_bindings', to='mcp_app.mcpserver', verbose_name='server')),
             ],

@@ -337,15 +337,39 @@ class Prompt(models.Model):
                 )
 
 
-class ServerResource(models.Model):
+class CatalogBinding(models.Model):
+    """Exposure of one catalog entry on one server: whether, and where in the list. ``entry_field`` names the
+    foreign key to the entry; a server can only expose entries of its own tenant."""
+
+    entry_field = ""
+
+    enabled = models.BooleanField("enabled", default=True)
+    position = models.PositiveIntegerField("position", default=0, help_text="List order (ascending).")
+
+    class Meta:
+        abstract = True
+
+    def clean(self) -> None:
+        super().clean()
+        entry = getattr(self, self.entry_field, None) if getattr(self, f"{self.entry_field}_id", None) else None
+        if entry is not None and getattr(self, "server_id", None) and self.server.tenant_id != entry.tenant_id:
+            raise ValidationError(f"A server can only expose {self.entry_field}s of its own tenant.")
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.server.tenant_id != getattr(self, self.entry_field).tenant_id:
+            raise ValueError(f"a server can only expose {self.entry_field}s of its own tenant")
+        super().save(*args, **kwargs)
+
+
+class ServerResource(CatalogBinding):
     """Exposure of one catalog resource (or template) on one server."""
+
+    entry_field = "resource"
 
     server = models.ForeignKey(
         McpServer, on_delete=models.CASCADE, related_name="resource_bindings", verbose_name="server"
     )
     resource = models.ForeignKey(Resource, on_delete=models.CASCADE, related_name="bindings", verbose_name="resource")
-    enabled = models.BooleanField("enabled", default=True)
-    position = models.PositiveIntegerField("position", default=0, help_text="resources/list order (ascending).")
 
     class Meta:
         verbose_name = "server resource"
@@ -356,21 +380,16 @@ class ServerResource(models.Model):
     def __str__(self) -> str:
         return f"{self.resource.uri} on {self.server.server_id}"
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.server.tenant_id != self.resource.tenant_id:
-            raise ValueError("a server can only expose resources of its own tenant")
-        super().save(*args, **kwargs)
 
-
-class ServerPrompt(models.Model):
+class ServerPrompt(CatalogBinding):
     """Exposure of one catalog prompt on one server."""
+
+    entry_field = "prompt"
 
     server = models.ForeignKey(
         McpServer, on_delete=models.CASCADE, related_name="prompt_bindings", verbose_name="server"
     )
     prompt = models.ForeignKey(Prompt, on_delete=models.CASCADE, related_name="bindings", verbose_name="prompt")
-    enabled = models.BooleanField("enabled", default=True)
-    position = models.PositiveIntegerField("position", default=0, help_text="prompts/list order (ascending).")
 
     class Meta:
         verbose_name = "server prompt"
@@ -380,8 +399,3 @@ class ServerPrompt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prompt.name} on {self.server.server_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.server.tenant_id != self.prompt.tenant_id:
-            raise ValueError("a server can only expose prompts of its own tenant")
-        super().save(*args, **kwargs)

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import PRODUCT_NAME, __version__
 from . import modern, versions
-from .context import LogReporter, OpenStream, ProgressReporter, RequestContext
+from .context import LogReporter, OpenStream, ProgressReporter, RequestContext, ToolCall
 from .errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, ProtocolError, error_response
 from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
 
@@ -31,6 +31,23 @@ class MessageContext:
     request_id: str | int
     progress: ProgressReporter
     log: LogReporter
+
+    def call(self, params: dict[str, Any]) -> ToolCall:
+        """What a runner gets for this request, with the answers of a multi-round trip (``inputResponses``,
+        ``requestState``) checked for shape."""
+        input_responses = params.get("inputResponses")
+        if input_responses is not None and not isinstance(input_responses, dict):
+            raise InvalidParams('Invalid params: "inputResponses" must be an object')
+        request_state = params.get("requestState")
+        if request_state is not None and not isinstance(request_state, str):
+            raise InvalidParams('Invalid params: "requestState" must be a string')
+        return ToolCall(
+            request=self.request,
+            progress=self.progress,
+            log=self.log,
+            input_responses=input_responses,
+            request_state=request_state,
+        )
 
 
 RequestHandler = Callable[[dict[str, Any], MessageContext], Awaitable[dict[str, Any] | OpenStream]]

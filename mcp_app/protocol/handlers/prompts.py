@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import ToolCall
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
 from ..pagination import page
@@ -40,19 +39,7 @@ async def get_prompt(params: dict[str, Any], message: MessageContext) -> dict[st
     missing = [argument.name for argument in prompt.arguments if argument.required and argument.name not in arguments]
     if missing:
         raise InvalidParams(f"Missing required argument(s) for prompt {name}: {', '.join(missing)}")
-    input_responses = params.get("inputResponses")
-    if input_responses is not None and not isinstance(input_responses, dict):
-        raise InvalidParams('Invalid params: "inputResponses" must be an object')
-    request_state = params.get("requestState")
-    if request_state is not None and not isinstance(request_state, str):
-        raise InvalidParams('Invalid params: "requestState" must be a string')
-    call = ToolCall(
-        request=ctx,
-        progress=message.progress,
-        log=message.log,
-        input_responses=input_responses,
-        request_state=request_state,
-    )
+    call = message.call(params)
     return await ctx.runner.get_prompt(prompt, dict(arguments), call)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from .. import versions
-from ..context import ToolCall
 from ..dispatcher import MessageContext
 from ..errors import RESOURCE_NOT_FOUND, InvalidParams, InvalidRequest, ProtocolError
 from ..pagination import page
@@ -40,13 +39,7 @@ async def read_resource(params: dict[str, Any], message: MessageContext) -> dict
             raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
         raise ProtocolError(f"Resource not found: {uri}", {"uri": uri}, code=RESOURCE_NOT_FOUND)
     resource, variables = found
-    call = ToolCall(
-        request=ctx,
-        progress=message.progress,
-        log=message.log,
-        input_responses=params.get("inputResponses") if isinstance(params.get("inputResponses"), dict) else None,
-        request_state=params.get("requestState") if isinstance(params.get("requestState"), str) else None,
-    )
+    call = message.call(params)
     return await ctx.runner.read_resource(resource, uri, variables, call)
 
 

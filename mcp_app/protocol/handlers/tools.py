@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import modern, versions
-from ..context import InvalidToolArguments, ToolCall
+from ..context import InvalidToolArguments
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams, MissingRequiredClientCapability
 from ..pagination import page
@@ -36,12 +36,6 @@ async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str
         arguments = {}
     elif not isinstance(arguments, dict):
         raise InvalidParams('Invalid params: "arguments" must be an object')
-    input_responses = params.get("inputResponses")
-    if input_responses is not None and not isinstance(input_responses, dict):
-        raise InvalidParams('Invalid params: "inputResponses" must be an object')
-    request_state = params.get("requestState")
-    if request_state is not None and not isinstance(request_state, str):
-        raise InvalidParams('Invalid params: "requestState" must be a string')
     ctx = message.request
     tool = ctx.catalog.tool(name)
     if tool is None:
@@ -53,13 +47,7 @@ async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str
                 {"extensions": {modern.TASKS_EXTENSION: {}}},
                 f"Tool {name} runs as a task: declare the {modern.TASKS_EXTENSION} extension",
             )
-    call = ToolCall(
-        request=ctx,
-        progress=message.progress,
-        log=message.log,
-        input_responses=input_responses,
-        request_state=request_state,
-    )
+    call = message.call(params)
     try:
         return await ctx.runner.call_tool(tool, arguments, call)
     except InvalidToolArguments as exc:
