@@ -80,7 +80,11 @@ TEMPLATES = [
 
 _SQLITE_PATH = os.environ.get("MCP_SQLITE_PATH") or str(BASE_DIR / "db.sqlite3")
 DATABASES = {
-    "default": dj_database_url.parse(os.environ.get("DATABASE_URL") or f"sqlite:///{_SQLITE_PATH}", conn_max_age=0)
+    # Persistent connections: every request queries the database from a worker thread, and opening a connection
+    # per request would cost more than the queries. Health checks drop connections the server closed.
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{_SQLITE_PATH}", conn_max_age=60, conn_health_checks=True
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (daphne, workers, tests) share the file: wait for locks instead of failing at once, and

@@ -92,12 +92,16 @@ class AgentTokenManager(models.Manager["AgentToken"]):
         if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256:
             return None
         digest = token_digest(raw)
-        token = (
-            self.get_queryset()
-            .usable()
-            .select_related("agent__tenant")
-            .filter(digest=digest, agent__is_active=True)
-            .first()
+        # No ordering and no LIMIT-by-first(): the digest is unique, and this runs on every request.
+        token = next(
+            iter(
+                self.get_queryset()
+                .usable()
+                .select_related("agent")
+                .filter(digest=digest, agent__is_active=True)
+                .order_by()[:1]
+            ),
+            None,
         )
         if token is None or not hmac.compare_digest(token.digest, digest):
             return None

@@ -79,7 +79,7 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None) -
         raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
     if token.agent.agent_id != agent_id:
         raise AccessDenied(403, "The token does not belong to this agent.", error="insufficient_scope")
-    server = (
+    server_rows = (
         McpServer.objects.servable()
         .select_related("tenant")
         .annotate(
@@ -88,8 +88,9 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None) -
             )
         )
         .filter(server_id=server_id, tenant_id=token.agent.tenant_id)
-        .first()
+        .order_by()[:1]
     )
+    server = next(iter(server_rows), None)
     if server is None:
         raise AccessDenied(404, "MCP server not found.")
     if not server.in_scope:  # type: ignore[attr-defined]
