@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef
-
 from ..catalog.resolver import resolve_catalog
 from ..conf import mcp_settings
 from ..models import AgentToken, McpServer
@@ -79,18 +77,7 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None) -
         raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
     if token.agent.agent_id != agent_id:
         raise AccessDenied(403, "The token does not belong to this agent.", error="insufficient_scope")
-    server_rows = (
-        McpServer.objects.servable()
-        .select_related("tenant")
-        .annotate(
-            in_scope=Exists(
-                AgentToken.servers.through.objects.filter(agenttoken_id=token.pk, mcpserver_id=OuterRef("pk"))
-            )
-        )
-        .filter(server_id=server_id, tenant_id=token.agent.tenant_id)
-        .order_by()[:1]
-    )
-    server = next(iter(server_rows), None)
+    server = McpServer.objects.for_token(server_id, token.agent.tenant_id, token.pk)
     if server is None:
         raise AccessDenied(404, "MCP server not found.")
     if not server.in_scope:  # type: ignore[attr-defined]
