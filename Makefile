@@ -6,7 +6,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-embedded lint format migrations clean
+.PHONY: install run test test-embedded lint format migrations clean bench
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-host needs Python 3.11 or newer")'
@@ -46,3 +46,8 @@ migrations: install
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache db.sqlite3
+
+## Benchmarks against real daphne processes, side by side with a bare ASGI baseline (see docs/performance.md).
+## DATABASE_URL / REDIS_URL are passed through when set; BENCH_ARGS goes to bench/run.py, e.g. "--repeat 3".
+bench: install
+	$(PY) -m bench.run $(BENCH_ARGS)

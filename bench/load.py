@@ -1,0 +1,397 @@
+"""Closed-loop HTTP load generator for the MCP endpoint (and the baseline app); prints one JSON line.
+
+``--concurrency N`` workers each keep one keep-alive connection and send the scenario's request back to back
+until ``--requests`` responses have come in (all workers together) or ``--duration`` seconds have passed. Each
+latency is measured from just before the request is written to the end of its response body. A response counts
+as ok when it is HTTP 200 and a JSON-RPC result; any other status, a JSON-RPC error, an unreadable body, a
+timeout or a connection failure counts as an error (and the worker reconnects). ``rps`` counts ok responses.
+
+Scenarios (all call the demo ``echo`` tool with ``{"text": "hi"}``, no session, no ``initialize``):
+
+- ``legacy``: handshake-era ``tools/call`` with ``MCP-Protocol-Version: 2025-11-25``;
+- ``modern``: 2026-07-28 ``tools/call`` with the ``_meta`` envelope and ``MCP-Protocol-Version``,
+  ``Mcp-Method``, ``Mcp-Name`` headers;
+- ``baseline``: the ``legacy`` request, posted to ``bench/baseline_app.py``.
+
+Two client implementations (``--client``): ``raw`` (default) writes a pre-encoded HTTP/1.1 request on an
+asyncio stream and parses the response by hand; ``httpx`` uses ``httpx.AsyncClient``. Measured against the
+baseline app on the 2-core machine of docs/performance.md, httpx spends 3-6 ms of CPU per request, 10-30 times the
+raw client and more than the daphne it measures, so the raw client is the default: where client and server share
+the cores, every client cycle is taken from the server. The JSON line reports the client's own CPU per request
+(``client_cpu_us_per_req``) so that this can be checked on any run.
+
+Only loopback targets are accepted, and runs are bounded (``MAX_DURATION_S``, ``MAX_REQUESTS``).
+
+    python -m bench.load --url 'http://127.0.0.1:8000/mcp/demo?agentId=demo-agent' --token mcp_… \
+        --scenario modern --concurrency 16 --duration 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import math
+import resource
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import orjson
+
+SCENARIOS = ("legacy", "modern", "baseline")
+CLIENTS = ("raw", "httpx")
+LEGACY_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+MAX_DURATION_S = 300.0
+MAX_REQUESTS = 2_000_000
+MAX_CONCURRENCY = 1024
+REQUEST_TIMEOUT_S = 30.0
+MAX_ERROR_SAMPLES = 5
+
+ECHO_ARGUMENTS = {"text": "hi"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to send what: one fixed request, repeated."""
+
+    host: str
+    port: int
+    path: str  # path and query string
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{self.path}"
+
+    def encode(self) -> bytes:
+        """The whole HTTP/1.1 request, encoded once and written as is by the raw client."""
+        lines = [f"POST {self.path} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        lines += [f"{name}: {value}" for name, value in self.headers]
+        lines += [f"Content-Length: {len(self.body)}", "", ""]
+        return "\r\n".join(lines).encode("latin-1") + self.body
+
+
+def build_target(url: str, token: str | None, scenario: str) -> Target:
+    """The request of ``scenario`` for ``url``; refuses anything but a loopback http URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname is None:
+        raise ValueError(f"only http:// URLs are supported, got {url!r}")
+    if parts.hostname != "localhost" and not ipaddress.ip_address(parts.hostname).is_loopback:
+        raise ValueError(f"benchmarks only target loopback addresses, got {parts.hostname!r}")
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    params: dict[str, Any] = {"name": "echo", "arguments": ECHO_ARGUMENTS}
+    headers = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")]
+    if token:
+        headers.append(("Authorization", f"Bearer {token}"))
+    if scenario in ("legacy", "baseline"):
+        headers.append(("MCP-Protocol-Version", LEGACY_VERSION))
+    elif scenario == "modern":
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers += [("MCP-Protocol-Version", MODERN_VERSION), ("Mcp-Method", "tools/call"), ("Mcp-Name", "echo")]
+    else:
+        raise ValueError(f"unknown scenario {scenario!r}")
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    return Target(host=parts.hostname, port=parts.port or 80, path=path, headers=tuple(headers), body=body)
+
+
+def response_error(status: int, body: bytes) -> str | None:
+    """Why a response is not a success, or ``None`` when it is HTTP 200 carrying a JSON-RPC result."""
+    if status != 200:
+        return f"HTTP {status}: {body[:200]!r}"
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return f"unreadable body: {body[:200]!r}"
+    if not isinstance(message, dict) or "error" in message or "result" not in message:
+        return f"JSON-RPC error: {body[:200]!r}"
+    return None
+
+
+# Clients -----------------------------------------------------------------------------------------------------
+
+Exchange = Callable[[], Awaitable[tuple[int, bytes]]]
+
+
+class RawConnection:
+    """One keep-alive HTTP/1.1 connection that writes a pre-encoded request and parses the response by hand."""
+
+    def __init__(self, target: Target) -> None:
+        self._target = target
+        self._request = target.encode()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def exchange(self) -> tuple[int, bytes]:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self._target.host, self._target.port)
+        assert self._reader is not None
+        try:
+            self._writer.write(self._request)
+            status, body, keep_alive = await self._read_response(self._reader)
+        except BaseException:
+            await self.close()
+            raise
+        if not keep_alive:
+            await self.close()
+        return status, body
+
+    @staticmethod
+    async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
+        head = await reader.readuntil(b"\r\n\r\n")
+        status_line, *header_lines = head[:-4].decode("latin-1").split("\r\n")
+        status = int(status_line.split(" ", 2)[1])
+        headers: dict[str, str] = {}
+        for line in header_lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        keep_alive = headers.get("connection", "").lower() != "close"
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
+                if size == 0:
+                    while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
+                        pass
+                    break
+                chunks.append(await reader.readexactly(size))
+                await reader.readexactly(2)
+            return status, b"".join(chunks), keep_alive
+        if "content-length" in headers:
+            return status, await reader.readexactly(int(headers["content-length"])), keep_alive
+        return status, await reader.read(), False  # delimited by the end of the connection
+
+    async def close(self) -> None:
+        writer, self._reader, self._writer = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+class HttpxPool:
+    """``httpx.AsyncClient`` with one keep-alive connection per worker."""
+
+    def __init__(self, target: Target, concurrency: int) -> None:
+        import httpx
+
+        self._target = target
+        self._headers = dict(target.headers)
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+            timeout=REQUEST_TIMEOUT_S,
+        )
+
+    async def exchange(self) -> tuple[int, bytes]:
+        response = await self._client.post(self._target.url, content=self._target.body, headers=self._headers)
+        return response.status_code, response.content
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+# The run -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What the workers observed during the measured phase."""
+
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def error(self, reason: str) -> None:
+        self.errors += 1
+        if len(self.error_samples) < MAX_ERROR_SAMPLES:
+            self.error_samples.append(reason)
+
+
+class Budget:
+    """Hands out permission to start a request until the count or the deadline is reached."""
+
+    def __init__(self, requests: int | None, deadline: float | None) -> None:
+        self._left = requests
+        self._deadline = deadline
+
+    def take(self) -> bool:
+        if self._deadline is not None and time.perf_counter() >= self._deadline:
+            return False
+        if self._left is not None:
+            if self._left <= 0:
+                return False
+            self._left -= 1
+        return True
+
+
+async def worker(exchange: Exchange, budget: Budget, tally: Tally | None) -> None:
+    """Send requests back to back while the budget allows; record into ``tally`` (``None`` while warming up)."""
+    perf_counter = time.perf_counter
+    while budget.take():
+        started = perf_counter()
+        try:
+            status, body = await asyncio.wait_for(exchange(), REQUEST_TIMEOUT_S)
+        except Exception as exc:  # timeouts, connection errors, malformed responses, httpx's own errors
+            if tally is not None:
+                tally.error(f"{type(exc).__name__}: {exc}")
+            continue
+        elapsed = perf_counter() - started
+        if tally is None:
+            continue
+        problem = response_error(status, body)
+        if problem is None:
+            tally.latencies.append(elapsed)
+        else:
+            tally.error(problem)
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending sequence (``nan`` when empty)."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def _ms(seconds: float) -> float | None:
+    """Milliseconds for the JSON line (``null`` instead of NaN, which JSON does not have)."""
+    return None if math.isnan(seconds) else round(seconds * 1000, 3)
+
+
+class Meter(Protocol):
+    """Something read just before and just after the measured phase (e.g. a server's CPU time)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> dict[str, Any]:
+        """Fields to add to the summary."""
+        ...
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run(
+    target: Target,
+    *,
+    scenario: str,
+    client: str,
+    concurrency: int,
+    requests: int | None,
+    duration: float | None,
+    warmup: float,
+    meters: Sequence[Meter] = (),
+) -> dict[str, Any]:
+    """Warm up for ``warmup`` seconds on the same connections, then measure; return the summary.
+
+    ``meters`` are started right before the first measured request and stopped right after the last response.
+    """
+    if client == "raw":
+        connections = [RawConnection(target) for _ in range(concurrency)]
+        exchanges: list[Exchange] = [connection.exchange for connection in connections]
+        closers = [connection.close for connection in connections]
+    else:
+        pool = HttpxPool(target, concurrency)
+        exchanges = [pool.exchange] * concurrency
+        closers = [pool.close]
+    try:
+        if warmup > 0:
+            warm = Budget(None, time.perf_counter() + warmup)
+            await asyncio.gather(*(worker(exchange, warm, None) for exchange in exchanges))
+        tally = Tally()
+        for meter in meters:
+            meter.start()
+        cpu_before = _cpu_seconds()
+        started = time.perf_counter()
+        budget = Budget(requests, started + duration if duration is not None else None)
+        await asyncio.gather(*(worker(exchange, budget, tally) for exchange in exchanges))
+        elapsed = time.perf_counter() - started
+        cpu = _cpu_seconds() - cpu_before
+        metered = {key: value for meter in meters for key, value in meter.stop().items()}
+    finally:
+        for close in closers:
+            await close()
+    latencies = sorted(tally.latencies)
+    completed = len(latencies) + tally.errors
+    return {
+        "scenario": scenario,
+        "client": client,
+        "concurrency": concurrency,
+        "elapsed_s": round(elapsed, 3),
+        "requests": completed,
+        "ok": len(latencies),
+        "errors": tally.errors,
+        "rps": round(len(latencies) / elapsed, 1) if elapsed > 0 else 0.0,
+        "p50_ms": _ms(percentile(latencies, 0.50)),
+        "p90_ms": _ms(percentile(latencies, 0.90)),
+        "p99_ms": _ms(percentile(latencies, 0.99)),
+        "max_ms": _ms(latencies[-1] if latencies else math.nan),
+        "client_cpu_us_per_req": round(cpu / completed * 1e6, 1) if completed else None,
+        "client_cpu_pct": round(cpu / elapsed * 100, 1) if elapsed > 0 else 0.0,
+        "client_cpu_s": round(cpu, 4),
+        "error_samples": tally.error_samples,
+        **metered,
+    }
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--url", required=True, help="endpoint URL, e.g. http://127.0.0.1:8000/mcp/demo?agentId=…")
+    parser.add_argument("--token", default=None, help="agent token (sent as Authorization: Bearer)")
+    parser.add_argument("--scenario", choices=SCENARIOS, required=True)
+    parser.add_argument("--client", choices=CLIENTS, default="raw", help="HTTP client implementation (default raw)")
+    parser.add_argument("--concurrency", type=int, default=1, help="workers, one connection each (default 1)")
+    amount = parser.add_mutually_exclusive_group(required=True)
+    amount.add_argument("--requests", type=int, help="stop after this many responses in all")
+    amount.add_argument("--duration", type=float, help="stop starting requests after this many seconds")
+    parser.add_argument("--warmup", type=float, default=0.0, help="unmeasured seconds first (default 0)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        parser.error(f"--concurrency must be between 1 and {MAX_CONCURRENCY}")
+    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
+        parser.error(f"--requests must be between 1 and {MAX_REQUESTS}")
+    if args.duration is not None and not 0 < args.duration <= MAX_DURATION_S:
+        parser.error(f"--duration must be in (0, {MAX_DURATION_S:g}]")
+    if not 0 <= args.warmup <= MAX_DURATION_S:
+        parser.error(f"--warmup must be in [0, {MAX_DURATION_S:g}]")
+    if args.scenario != "baseline" and not args.token:
+        parser.error(f"--token is required for the {args.scenario} scenario")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        target = build_target(args.url, args.token, args.scenario)
+    except ValueError as exc:
+        print(f"load: {exc}", file=sys.stderr)
+        return 2
+    summary = asyncio.run(
+        run(
+            target,
+            scenario=args.scenario,
+            client=args.client,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            duration=args.duration,
+            warmup=args.warmup,
+        )
+    )
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
