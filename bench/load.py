@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-SCENARIOS = ("legacy", "modern", "baseline")
+SCENARIOS = ("legacy", "session", "modern", "baseline")
 CLIENTS = ("raw", "httpx")
 LEGACY_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
@@ -93,6 +93,8 @@ def build_target(url: str, token: str | None, scenario: str) -> Target:
         headers.append(("Authorization", f"Bearer {token}"))
     if scenario in ("legacy", "baseline"):
         headers.append(("MCP-Protocol-Version", LEGACY_VERSION))
+    elif scenario == "session":
+        headers += [("MCP-Protocol-Version", LEGACY_VERSION), ("Mcp-Session-Id", open_session(parts, path, headers))]
     elif scenario == "modern":
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
@@ -103,6 +105,35 @@ def build_target(url: str, token: str | None, scenario: str) -> Target:
         raise ValueError(f"unknown scenario {scenario!r}")
     body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
     return Target(host=parts.hostname, port=parts.port or 80, path=path, headers=tuple(headers), body=body)
+
+
+def open_session(parts: Any, path: str, headers: list[tuple[str, str]]) -> str:
+    """``initialize`` once (handshake era) and return the ``Mcp-Session-Id`` every request then carries."""
+    import http.client
+
+    body = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        }
+    )
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=10)
+    try:
+        connection.request("POST", path, body=body, headers=dict(headers))
+        response = connection.getresponse()
+        response.read()
+        session_id = response.getheader("mcp-session-id")
+    finally:
+        connection.close()
+    if response.status != 200 or not session_id:
+        raise RuntimeError(f"initialize answered {response.status} without a session id")
+    return session_id
 
 
 def response_error(status: int, body: bytes) -> str | None:

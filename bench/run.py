@@ -65,7 +65,8 @@ class Endpoints:
     token: str
 
     def url(self, scenario: str) -> str:
-        return {"legacy": self.legacy_url, "modern": self.modern_url, "baseline": self.baseline_url}[scenario]
+        urls = {"legacy": self.legacy_url, "session": self.legacy_url, "modern": self.modern_url}
+        return urls.get(scenario, self.baseline_url)
 
 
 def free_port() -> int:
@@ -286,7 +287,12 @@ def fmt(value: float | None, digits: int = 1) -> str:
 
 def table(cells: dict[tuple[str, int], list[dict[str, Any]]], scenarios: Sequence[str], levels: Sequence[int]) -> str:
     """One markdown row per (scenario, concurrency), from the best round; the req/s range over all rounds."""
-    labels = {"baseline": "baseline (bare ASGI)", "legacy": "legacy stateless", "modern": "modern stateless"}
+    labels = {
+        "baseline": "baseline (bare ASGI)",
+        "legacy": "legacy stateless",
+        "session": "legacy on a session",
+        "modern": "modern stateless",
+    }
     lines = [
         "| scenario | conc. | req/s | req/s range | vs baseline | p50 ms | p99 ms | errors "
         "| server CPU ms/req | client CPU ms/req | other CPU (cores) |",
@@ -316,7 +322,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=5.0, help="measured seconds per run (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each run (default 1)")
     parser.add_argument("--concurrency", default="1,16,64", help="comma-separated levels (default 1,16,64)")
-    parser.add_argument("--scenarios", default="baseline,legacy,modern", help="comma-separated, run in this order")
+    parser.add_argument(
+        "--scenarios", default="baseline,legacy,session,modern", help="comma-separated, run in this order"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="rounds of the whole matrix; best kept (default 1)")
     parser.add_argument(
         "--quiet-wait", type=float, default=20.0, help="longest wait for an idle machine before each run (default 20)"

@@ -127,6 +127,14 @@ class Runner:
 
             return await call_maybe_as_task(self, tool, arguments, call)
         result = await self._call(tool, arguments, call)
+        if "structuredContent" in result and not any(
+            block.get("type") == "text" for block in result.get("content", ())
+        ):
+            # Clients without structured-output support read the text: serialise the structure there too.
+            result = {
+                **result,
+                "content": [*result.get("content", ()), _text(orjson.dumps(result["structuredContent"]).decode())],
+            }
         if tool.output_schema and "structuredContent" in result and not result.get("isError"):
             problems = list(_output_validator(tool).iter_errors(result["structuredContent"]))
             if problems:

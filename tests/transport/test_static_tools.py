@@ -82,3 +82,12 @@ async def test_lists_are_paginated_by_the_configured_page_size(make_access):
     assert [tool["name"] for tool in first["tools"]] == ["echo", "add", "get_time"]
     assert [tool["name"] for tool in second["tools"]] == ["progress_demo"]
     assert "nextCursor" not in second
+
+
+async def test_structured_content_is_also_serialised_as_text(access, orm, tool_factory):
+    await orm(
+        tool_factory, access.server, "structured", static_result={"content": [], "structuredContent": {"temp": 3}}
+    )
+    result = (await call(access, rpc("tools/call", {"name": "structured", "arguments": {}}))).json()["result"]
+    assert result["content"] == [{"type": "text", "text": '{"temp":3}'}]
+    assert result["structuredContent"] == {"temp": 3}
