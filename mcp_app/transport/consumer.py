@@ -90,6 +90,15 @@ CANCEL_WATCH_DELAY_SECONDS = 0.05
 _detached: set[asyncio.Task[None]] = set()
 
 
+def _admit(
+    server_id: str, agent_id: str | None, authorization: str | None, session_id: str | None
+) -> tuple[AccessGrant, DatabaseSession | None]:
+    """Authorize, and resolve the named session (only handshake-era paths use it; the stateless era ignores it)."""
+    grant = authorize(server_id, agent_id, authorization)
+    session = resolve_session(session_id, grant.server, grant.token.agent) if session_id is not None else None
+    return grant, session
+
+
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
@@ -116,6 +125,7 @@ class McpConsumer(AsyncConsumer):
         self._stream_writer: ResponseWriter | None = None
         self._stream_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._session_stream: DatabaseSession | None = None
+        self._named_session: DatabaseSession | None = None
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
@@ -282,7 +292,11 @@ class McpConsumer(AsyncConsumer):
         agent_id = (query.get("agentId") or [None])[0]
         server_id = self.scope["url_route"]["kwargs"]["server_id"]
         try:
-            grant = await database_sync_to_async(authorize)(server_id, agent_id, self._header("authorization"))
+            # One worker-thread call for everything the database says about this request: who calls, which
+            # server, and (handshake era) which session.
+            grant, self._named_session = await database_sync_to_async(_admit)(
+                server_id, agent_id, self._header("authorization"), self._header("mcp-session-id")
+            )
         except AccessDenied as denied:
             challenge = denied.www_authenticate
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
@@ -315,10 +329,9 @@ class McpConsumer(AsyncConsumer):
     async def _session(self, grant: AccessGrant) -> tuple[DatabaseSession | None, bool]:
         """The handshake-era session named by ``Mcp-Session-Id``; answers 404 (and returns found=False) for an
         unknown, expired or terminated id, or one of another agent or server."""
-        raw = self._header("mcp-session-id")
-        if raw is None:
+        if self._header("mcp-session-id") is None:
             return None, True
-        session = await database_sync_to_async(resolve_session)(raw, grant.server, grant.token.agent)
+        session = self._named_session
         if session is None:
             await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
             return None, False
