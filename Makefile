@@ -6,16 +6,24 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-embedded lint format migrations clean bench
+.PHONY: install lock run test test-embedded lint format migrations clean bench
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-host needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt -c requirements.lock
 	@touch $@
 
 install: $(VENV)/.installed
+
+## Re-pin requirements.lock from requirements.txt (newest versions within its ranges).
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip && .lock-venv/bin/pip install --quiet -r requirements.txt
+	{ echo "# Exact pins for the reference deployment and CI (pip install -r requirements.txt -c requirements.lock)."; \
+	  echo "# Regenerate with: make lock"; .lock-venv/bin/pip freeze --exclude-editable; } > requirements.lock
+	rm -rf .lock-venv
 
 ## Set up, migrate, create the demo tenant and serve with daphne on $(HOST):$(PORT).
 run: install
