@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from .models import (
+from ..models import (
     Agent,
     AgentToken,
     McpServer,
