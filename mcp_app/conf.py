@@ -48,6 +48,19 @@ DEFAULTS: dict[str, Any] = {
     "TASK_POLL_INTERVAL_MS": 500,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
+    # Keys that encrypt secrets at rest (secret headers of http tools): the first encrypts, every one decrypts,
+    # so a new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy
+    # strings; empty: keys derived from Django's SECRET_KEY and SECRET_KEY_FALLBACKS.
+    "SECRET_KEYS": [],
+    # http tools (webhooks): addresses they may reach although private, loopback, link-local…, as CIDRs or
+    # addresses ("10.1.0.0/16", "127.0.0.1"), optionally with a port ("127.0.0.1:8080", "[::1]:8080"), or host
+    # names ("hooks.internal" / "hooks.internal:8443", matched on the URL's host). Empty: public addresses only.
+    "HTTP_TOOL_ALLOWED_NETWORKS": [],
+    # The longest timeout a tenant may give an http tool (seconds), and the default one.
+    "HTTP_TOOL_MAX_TIMEOUT_SECONDS": 60.0,
+    "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 10.0,
+    # Largest reply body an http tool may return (bytes); more is an error, and never read past the bound.
+    "HTTP_TOOL_MAX_RESPONSE_BYTES": 1024 * 1024,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -68,6 +81,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),
+    "SECRET_KEYS": (list, tuple),
+    "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
+    "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
+    "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": (int, float),
+    "HTTP_TOOL_MAX_RESPONSE_BYTES": (int,),
 }
 
 
@@ -100,6 +118,7 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
+        _check_http_tool_settings(values)
         return values
 
     def __getattr__(self, name: str) -> Any:
@@ -113,6 +132,25 @@ class McpSettings:
 
     def reload(self) -> None:
         self._values = None
+
+
+def _check_http_tool_settings(values: dict[str, Any]) -> None:
+    if not all(isinstance(key, str) and key for key in values["SECRET_KEYS"]):
+        raise ImproperlyConfigured("MCP_APP['SECRET_KEYS'] must be a list of non-empty strings.")
+    from .runtime.netguard import parse_allow_list
+
+    try:
+        parse_allow_list(values["HTTP_TOOL_ALLOWED_NETWORKS"])
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"MCP_APP['HTTP_TOOL_ALLOWED_NETWORKS']: {exc}") from exc
+    if values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"] <= 0:
+        raise ImproperlyConfigured("MCP_APP['HTTP_TOOL_MAX_TIMEOUT_SECONDS'] must be positive.")
+    if not 0 < values["HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS"] <= values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"]:
+        raise ImproperlyConfigured(
+            "MCP_APP['HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS'] must be positive and at most HTTP_TOOL_MAX_TIMEOUT_SECONDS."
+        )
+    if values["HTTP_TOOL_MAX_RESPONSE_BYTES"] < 1:
+        raise ImproperlyConfigured("MCP_APP['HTTP_TOOL_MAX_RESPONSE_BYTES'] must be at least 1.")
 
 
 mcp_settings = McpSettings()

@@ -27,6 +27,7 @@ from ..models import (
     TenantMembership,
     Tool,
 )
+from .http_tools import WebhookInline
 
 
 class TenantMembershipInline(admin.TabularInline):
@@ -106,6 +107,7 @@ class ToolAdmin(admin.ModelAdmin):
         ),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
+    inlines = [WebhookInline]
 
 
 @admin.register(ServerTool)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from ..conf import mcp_settings
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
@@ -23,6 +24,8 @@ from ..runtime.execution import (
     StaticTarget,
 )
 from ..runtime.static import StaticBehaviour
+from ..runtime.webhooks import HttpTarget
+from .http_tools import effective_timeout
 from .prompts import template_pattern
 from .registry import registry
 
@@ -53,6 +56,8 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
             target=PythonTarget(registered),
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
+    if tool.kind == Tool.Kind.HTTP:
+        return _http_descriptor(binding, name, description, schema)
     return ToolDescriptor(
         name=name,
         title=tool.title or None,
@@ -71,6 +76,34 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
                 delay_ms=tool.static_delay_ms,
                 progress_steps=tool.static_progress_steps,
             ),
+        ),
+    )
+
+
+def _http_descriptor(
+    binding: ServerTool, name: str, description: str | None, schema: dict[str, Any]
+) -> ToolDescriptor | None:
+    tool = binding.tool
+    webhook = getattr(tool, "webhook", None)  # a missing reverse one-to-one raises, getattr's default catches it
+    if webhook is None:
+        logger.warning("server %s binds http tool %r, which has no webhook", binding.server_id, tool.name)
+        return None
+    return ToolDescriptor(
+        name=name,
+        title=tool.title or None,
+        description=description,
+        input_schema=schema,
+        output_schema=tool.output_schema,
+        annotations=tool.annotations,
+        icons=tool.icons,
+        task_support=tool.task_support,
+        target=HttpTarget(
+            url=webhook.url,
+            method=webhook.method,
+            input_schema=schema,
+            headers=tuple((str(key), str(value)) for key, value in (webhook.headers or {}).items()),
+            timeout_seconds=effective_timeout(webhook.timeout_seconds),
+            secret_headers=webhook.secret_headers_encrypted,
         ),
     )
 
@@ -135,7 +168,9 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
 
 def build_catalog(server: McpServer) -> ServerCatalog:
     tenant = server.tenant_id
-    tools = ServerTool.objects.filter(server=server, enabled=True, tool__tenant_id=tenant).select_related("tool")
+    tools = ServerTool.objects.filter(server=server, enabled=True, tool__tenant_id=tenant).select_related(
+        "tool", "tool__webhook"
+    )
     resources = ServerResource.objects.filter(server=server, enabled=True, resource__tenant_id=tenant).select_related(
         "resource"
     )

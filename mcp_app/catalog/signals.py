@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool, Webhook
 
 
 @receiver(post_save, sender=ServerTool)
@@ -50,3 +50,10 @@ def _resource_saved(sender: type[Resource], instance: Resource, created: bool = 
     server_ids = set(ServerResource.objects.filter(resource=instance).values_list("server_id", flat=True))
     updated = None if created or instance.is_template else instance.uri
     McpServer.objects.bump_catalog_version(server_ids, ("resources",), updated_uri=updated)
+
+
+@receiver(post_save, sender=Webhook)
+@receiver(post_delete, sender=Webhook)
+def _webhook_changed(sender: type[Webhook], instance: Webhook, **kwargs: Any) -> None:
+    server_ids = set(ServerTool.objects.filter(tool_id=instance.tool_id).values_list("server_id", flat=True))
+    McpServer.objects.bump_catalog_version(server_ids, ("tools",))

@@ -6,6 +6,7 @@ from .servers import McpServer
 from .sessions import McpSession
 from .tasks import ToolTask
 from .tenancy import Tenant, TenantMembership
+from .webhooks import Webhook
 
 __all__ = [
     "Agent",
@@ -21,4 +22,5 @@ __all__ = [
     "TenantMembership",
     "Tool",
     "ToolTask",
+    "Webhook",
 ]

@@ -46,6 +46,7 @@ class Tool(models.Model):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python (registered in code)"
         STATIC = "static", "Static (canned result or error)"
+        HTTP = "http", "HTTP (calls the tenant's webhook)"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tools", verbose_name="tenant")
     name = models.CharField("name", max_length=128, validators=[validate_tool_name])

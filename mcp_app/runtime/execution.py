@@ -1,7 +1,7 @@
 """The inline tool runner: validate arguments, invoke the tool, turn what it returns into a ``CallToolResult``.
 
-Targets are what the catalog resolves a tool to: a ``PythonTarget`` (a registered function) or a
-``StaticTarget`` (a canned answer). Arguments are validated before anything runs. A ``ToolError`` becomes an
+Targets are what the catalog resolves a tool to: a ``PythonTarget`` (a registered function), a
+``StaticTarget`` (a canned answer) or an ``HttpTarget`` (a tenant's webhook, see ``runtime.webhooks``). Arguments are validated before anything runs. A ``ToolError`` becomes an
 ``isError`` result with its message; any other exception is logged and becomes an ``isError`` result with a
 generic message, so no internals leak to the client.
 """
@@ -33,6 +33,7 @@ from ..protocol.versions import LEGACY
 from .context import InputRequired, ToolContext, ToolError, ToolResult
 from .mrtr import input_required_result, verify_state
 from .static import StaticBehaviour
+from .webhooks import HttpTarget, call_webhook
 
 if TYPE_CHECKING:
     from ..catalog.registry import RegisteredFunction, RegisteredTool
@@ -156,6 +157,11 @@ class Runner:
             if errors:
                 raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
             return await target.behaviour.answer(arguments, call.progress.report)
+        if isinstance(target, HttpTarget):
+            errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
+            if errors:
+                raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            return await call_webhook(target, tool.name, arguments, call)
         if isinstance(target, PythonTarget):
             return await self._call_python(tool, target.registered, arguments, call)
         raise TypeError(f"tool {tool.name!r} has no runnable target")

@@ -1,0 +1,98 @@
+"""The admin of http tools: the webhook of a ``Tool`` of kind ``http``, as an inline on the tool's page.
+
+Secret headers are write-only: the form shows which are set (names only), an empty input keeps them, any input
+replaces all of them, and "clear" removes them. Their values are never rendered, not even back into the form
+after a validation error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+
+from ..catalog.http_tools import parse_secret_headers
+from ..models import Tool, Webhook
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value: what was typed is not sent back, even with form errors."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
+class WebhookForm(forms.ModelForm):
+    secret_headers = forms.CharField(
+        label="secret headers",
+        required=False,
+        strip=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="One 'Name: value' per line, e.g. 'Authorization: Bearer …'. Stored encrypted and never shown "
+        "again; leave empty to keep the current ones, type new ones to replace them all.",
+    )
+    clear_secret_headers = forms.BooleanField(label="remove all secret headers", required=False)
+
+    class Meta:
+        model = Webhook
+        fields = ("url", "method", "headers", "timeout_seconds")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = list(self.instance.secret_header_names) if self.instance.pk else []
+        status = f"Set: {', '.join(names)}." if names else "Not set."
+        self.fields["secret_headers"].help_text = f"{status} {self.fields['secret_headers'].help_text}"
+        self.fields["secret_headers"].widget.attrs["placeholder"] = (
+            "(set — type to replace)" if names else "Authorization: Bearer …"
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        text = cleaned.get("secret_headers") or ""
+        if cleaned.get("clear_secret_headers"):
+            if text.strip():
+                raise ValidationError("Either type new secret headers or remove them, not both.")
+            self.instance.set_secret_headers({})
+        elif text.strip():
+            try:
+                self.instance.set_secret_headers(parse_secret_headers(text))
+            except ValueError as exc:
+                self.add_error("secret_headers", str(exc))
+            except ValidationError as exc:
+                self.add_error("secret_headers", exc.messages)
+        return cleaned
+
+
+class WebhookFormSet(BaseInlineFormSet):
+    def clean(self) -> None:
+        super().clean()
+        kept = [
+            form
+            for form in self.forms
+            if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE", False)
+        ]
+        if self.instance.kind == Tool.Kind.HTTP and not kept:
+            raise ValidationError("An http tool needs its webhook: give at least the URL.")
+        if self.instance.kind != Tool.Kind.HTTP and kept:
+            raise ValidationError("Only tools of kind http have a webhook; remove it or change the kind.")
+
+
+class WebhookInline(admin.StackedInline):
+    model = Webhook
+    form = WebhookForm
+    formset = WebhookFormSet
+    extra = 0
+    min_num = 0
+    max_num = 1
+    fields = ("url", "method", "headers", "secret_headers", "clear_secret_headers", "timeout_seconds")
+    verbose_name = "webhook (http tools only)"
+    verbose_name_plural = "webhook (http tools only)"
+
+    def get_extra(self, request: Any, obj: Tool | None = None, **kwargs: Any) -> int:
+        # Offer an empty webhook form on new tools and on http tools that lack one.
+        if obj is None or (obj.kind == Tool.Kind.HTTP and not Webhook.objects.filter(tool=obj).exists()):
+            return 1
+        return 0

@@ -1,0 +1,186 @@
+"""Configuration rules of http tools, and the write-only handling of their secret headers for front doors.
+
+The model (``mcp_app.models.Webhook``), the admin (``mcp_app.admin.http_tools``) and the REST API share these:
+
+- ``validate_url``, ``validate_headers``, ``validate_timeout``: raise ``ValueError`` with a sentence for the user;
+- ``parse_secret_headers(text_or_mapping)``: what a form or API client typed, as a header mapping (validated);
+- ``set_secret_headers(webhook, value)``: write-only update: ``None`` keeps what is stored, ``{}`` clears, a
+  mapping (or ``"Name: value"`` lines) replaces all of them; the caller saves;
+- ``redacted(webhook)``: the representation to show or return: names of the secret headers with ``"set"``,
+  never their values;
+- ``SECRET_PLACEHOLDER``: what any display shows instead of a secret value.
+
+Secret values are decrypted only by ``open_secret_headers`` (the runtime, when it sends a request).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ..conf import mcp_settings
+from ..runtime.netguard import parse_address, parse_allow_list, refusal
+
+if TYPE_CHECKING:
+    from ..models import Webhook
+
+SECRET_PLACEHOLDER = "set"  # noqa: S105  (what is shown instead of a secret)
+MAX_HEADERS = 50
+MAX_HEADER_VALUE = 8192
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+# Headers the runtime owns: framing, the connection, the host, and what it asks the server to send.
+RESERVED_HEADERS = frozenset(
+    {
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+
+
+class SecretHeadersUnavailable(Exception):
+    """The stored secret headers cannot be decrypted with any configured key (keys rotated away, or tampered)."""
+
+
+def validate_url(url: str) -> None:
+    if not isinstance(url, str) or not url:
+        raise ValueError("Give the URL the tool calls.")
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise ValueError("The URL must not contain spaces or control characters.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"Not a valid URL: {exc}.") from exc
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("The URL must start with http:// or https://.")
+    if "@" in parts.netloc or parts.username is not None or parts.password is not None:
+        raise ValueError("The URL must not contain credentials (user:password@); use a secret header instead.")
+    if not parts.hostname:
+        raise ValueError("The URL needs a host.")
+    if parts.fragment:
+        raise ValueError("The URL must not have a #fragment.")
+    try:
+        address = parse_address(parts.hostname)
+    except ValueError:
+        return
+    allow = parse_allow_list(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)
+    reason = refusal(address, port or (443 if parts.scheme == "https" else 80), parts.hostname, allow)
+    if reason is not None:
+        raise ValueError(f"The address {address} is {reason}; http tools may not call it.")
+
+
+def validate_headers(headers: Any, what: str = "headers") -> None:
+    if not isinstance(headers, Mapping):
+        raise ValueError(f"The {what} must be an object of header names to string values.")
+    if len(headers) > MAX_HEADERS:
+        raise ValueError(f"At most {MAX_HEADERS} {what}.")
+    seen: set[str] = set()
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _TOKEN.match(name):
+            raise ValueError(f"{name!r} is not a valid header name.")
+        lowered = name.lower()
+        if lowered in RESERVED_HEADERS:
+            raise ValueError(f"The {name} header is set by mcp-host and cannot be configured.")
+        if lowered in seen:
+            raise ValueError(f"The {name} header is given twice.")
+        seen.add(lowered)
+        if not isinstance(value, str):
+            raise ValueError(f"The value of {name} must be a string.")
+        if len(value) > MAX_HEADER_VALUE or any(ch in value for ch in "\r\n\0"):
+            raise ValueError(f"The value of {name} is too long or contains line breaks.")
+
+
+def validate_timeout(timeout: float | None) -> None:
+    if timeout is None:
+        return
+    maximum = mcp_settings.HTTP_TOOL_MAX_TIMEOUT_SECONDS
+    if not 0 < timeout <= maximum:
+        raise ValueError(f"The timeout must be more than 0 and at most {maximum:g} seconds.")
+
+
+def effective_timeout(timeout: float | None) -> float:
+    value = mcp_settings.HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
+    return float(min(value, mcp_settings.HTTP_TOOL_MAX_TIMEOUT_SECONDS))
+
+
+def display_url(url: str) -> str:
+    """The URL without its query string (which may carry a key), for titles and lists."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(invalid URL)"
+    suffix = "?…" if parts.query else ""
+    return f"{parts.scheme}://{parts.netloc}{parts.path}{suffix}"
+
+
+def parse_secret_headers(value: Any) -> dict[str, str]:
+    """A mapping, or text of ``Name: value`` lines (blank lines ignored), as a validated header mapping."""
+    if isinstance(value, str):
+        headers: dict[str, str] = {}
+        for number, line in enumerate(value.splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, colon, header_value = line.partition(":")
+            if not colon or not name.strip():
+                raise ValueError(f"Line {number} is not of the form 'Name: value'.")
+            if name.strip() in headers:
+                raise ValueError(f"The {name.strip()} header is given twice.")
+            headers[name.strip()] = header_value.strip()
+        value = headers
+    validate_headers(value, "secret headers")
+    return dict(value)
+
+
+def set_secret_headers(webhook: Webhook, value: Any) -> bool:
+    """Write-only update of ``webhook``'s secret headers; ``None`` keeps them. Returns whether they changed.
+    Raises ``ValueError`` for malformed input. The caller saves the webhook."""
+    if value is None:
+        return False
+    webhook.set_secret_headers(parse_secret_headers(value))
+    return True
+
+
+def secret_headers_status(webhook: Webhook) -> dict[str, str]:
+    """``{name: "set"}`` for each stored secret header: what a form or an API response may show."""
+    return {name: SECRET_PLACEHOLDER for name in webhook.secret_header_names}
+
+
+def redacted(webhook: Webhook) -> dict[str, Any]:
+    """The webhook as front doors show it: everything except secret values."""
+    return {
+        "url": webhook.url,
+        "method": webhook.method,
+        "headers": dict(webhook.headers or {}),
+        "secret_headers": secret_headers_status(webhook),
+        "timeout_seconds": webhook.timeout_seconds,
+    }
+
+
+def open_secret_headers(token: str) -> dict[str, str]:
+    """Decrypt stored secret headers (empty token: none). Raises ``SecretHeadersUnavailable``."""
+    if not token:
+        return {}
+    from ..crypto import InvalidToken, decrypt
+
+    try:
+        value = orjson.loads(decrypt(token))
+    except (InvalidToken, ValueError) as exc:
+        raise SecretHeadersUnavailable("the secret headers cannot be decrypted with the configured keys") from exc
+    if not isinstance(value, dict):
+        raise SecretHeadersUnavailable("the stored secret headers are malformed")
+    return {str(name): str(header) for name, header in value.items()}

@@ -1,0 +1,299 @@
+"""Running ``http`` tools: send the call to the tenant's webhook, turn the reply into a ``CallToolResult``.
+
+Request: ``METHOD url`` (POST unless configured) with the tool's headers and secret headers and the JSON body
+``{"arguments": {...}, "agent": "<agent id>", "call_id": "<unique id>", "tool": "<exposed name>",
+"server": "<server id>"}``, sent with httpx. ``call_id`` is unique per call (receivers may use it to de-duplicate).
+
+Reply mapping (2xx):
+
+- an object with ``content`` and/or ``structuredContent`` (and optionally ``isError``) is the result; content
+  blocks are checked minimally (known type and required fields), ``structuredContent`` must be an object (the
+  runner then checks it against the tool's ``outputSchema``, as for every kind);
+- any other JSON value is one text block (a string as it is, anything else as compact JSON);
+- an empty body (e.g. 204) is an empty result.
+
+Everything else is an ``isError`` result whose first text says what happened and whose second carries
+``{code, message, error_type: "webhook_error"}``: ``WEBHOOK_HTTP_STATUS`` (non-2xx), ``WEBHOOK_REDIRECT``
+(3xx: redirects are never followed, so that neither the secret headers nor the JSON body can be sent anywhere the
+tenant did not configure), ``WEBHOOK_TIMEOUT``, ``WEBHOOK_TOO_LARGE``, ``WEBHOOK_INVALID_JSON``,
+``WEBHOOK_INVALID_RESULT``, ``WEBHOOK_FORBIDDEN_ADDRESS``, ``WEBHOOK_UNREACHABLE``, ``WEBHOOK_UNAVAILABLE``
+(secret headers that no configured key decrypts). Messages never contain header values, bodies or tracebacks.
+
+SSRF: every connection goes through ``GuardedBackend``, which resolves the host, checks every address
+(``netguard``) and connects to a checked address itself, while TLS still verifies the certificate for the URL's
+host name (the connection's SNI/hostname is the URL's, only the socket is pinned). No proxy from the environment
+is used, a fresh client serves each call (no connection is shared across tenants), the whole exchange is bounded
+by the tool's timeout, and the body is read in chunks up to ``HTTP_TOOL_MAX_RESPONSE_BYTES`` (compressed replies
+are not requested and are refused). Cancelling the call (client cancellation, task cancel, disconnect in the
+stateless era) cancels the awaiting coroutine, which closes the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import ssl
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpcore
+import httpx
+import orjson
+from jsonschema import Draft202012Validator
+
+from .. import __version__
+from ..conf import mcp_settings
+from ..protocol.context import ToolCall
+from .netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
+
+logger = logging.getLogger("mcp_app.runtime.webhooks")
+
+# Tests replace this to resolve made-up names; everything else uses the system resolver.
+resolver: Resolver = system_resolver
+
+_CONTENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource": (),
+    "resource_link": ("uri", "name"),
+}
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    """A resolved http tool. ``secret_headers`` stays encrypted until a request is sent (and is not in repr)."""
+
+    url: str
+    method: str
+    input_schema: dict[str, Any]
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_seconds: float = 10.0
+    secret_headers: str = field(default="", repr=False)
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """An httpcore network backend that connects only to addresses the SSRF guard accepted for the host."""
+
+    def __init__(self, allow: Sequence[AllowEntry], resolve: Resolver) -> None:
+        self._allow = tuple(allow)
+        self._resolve = resolve
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109  (httpcore's interface)
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await resolve_checked(host, port, self._allow, self._resolve)
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                # The checked address itself, never the name again: nothing can re-resolve it differently.
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109  (httpcore's interface)
+        socket_options: Any = None,
+    ) -> Any:
+        raise ForbiddenAddress("http tools do not connect to unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
+class GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a connection pool whose every connection goes through ``GuardedBackend``."""
+
+    def __init__(self, allow: Sequence[AllowEntry], resolve: Resolver) -> None:
+        super().__init__(verify=_ssl_context(), trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=_ssl_context(),
+            max_connections=1,
+            max_keepalive_connections=0,
+            network_backend=GuardedBackend(allow, resolve),
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _allow_list(entries: tuple[str, ...]) -> tuple[AllowEntry, ...]:
+    return parse_allow_list(entries)
+
+
+class _Failure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def webhook_error(code: str, message: str) -> dict[str, Any]:
+    detail = {"code": code, "message": message, "error_type": "webhook_error"}
+    return {
+        "content": [{"type": "text", "text": message}, {"type": "text", "text": orjson.dumps(detail).decode()}],
+        "isError": True,
+    }
+
+
+def _where(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.netloc or url
+
+
+async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    """Send one call to ``target`` and return the ``CallToolResult`` (``isError`` for every failure)."""
+    from ..catalog.http_tools import SecretHeadersUnavailable, open_secret_headers
+
+    started = time.monotonic()
+    call_id = uuid.uuid4().hex
+    try:
+        secret_headers = open_secret_headers(target.secret_headers)
+    except SecretHeadersUnavailable:
+        logger.error("http tool %s: its secret headers cannot be decrypted with the configured keys", tool_name)
+        return webhook_error(
+            "WEBHOOK_UNAVAILABLE", f"Tool {tool_name} is misconfigured: its secret headers cannot be read"
+        )
+    principal = call.request.principal
+    body = orjson.dumps(
+        {
+            "arguments": arguments,
+            "agent": principal.agent_id if principal else None,
+            "call_id": call_id,
+            "tool": tool_name,
+            "server": call.request.server.server_id,
+        }
+    )
+    headers = {
+        **dict(target.headers),
+        **secret_headers,
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "Accept-Encoding": "identity",
+        "User-Agent": f"mcp-host/{__version__}",
+    }
+    try:
+        reply = await _exchange(target, headers, body)
+        result = map_reply(reply)
+    except _Failure as failure:
+        logger.info(
+            "http tool %s call %s failed after %.0f ms: %s",
+            tool_name,
+            call_id,
+            (time.monotonic() - started) * 1000,
+            failure.code,
+        )
+        return webhook_error(failure.code, f"Tool {tool_name}: {failure.message}")
+    return result
+
+
+async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) -> bytes:
+    limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
+    timeout = target.timeout_seconds
+    where = _where(target.url)
+    transport = GuardedTransport(_allow_list(tuple(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)), resolver)
+    try:
+        async with (
+            asyncio.timeout(timeout),
+            httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=timeout) as client,
+            client.stream(target.method, target.url, content=body, headers=headers) as response,
+        ):
+            status = response.status_code
+            if 300 <= status < 400:
+                raise _Failure(
+                    "WEBHOOK_REDIRECT", f"the webhook redirected (HTTP {status}); redirects are not followed"
+                )
+            if not 200 <= status < 300:
+                reason = f" {response.reason_phrase}" if response.reason_phrase else ""
+                raise _Failure("WEBHOOK_HTTP_STATUS", f"the webhook answered HTTP {status}{reason}")
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise _Failure("WEBHOOK_INVALID_JSON", f"the webhook replied with {encoding}-encoded content")
+            declared = response.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_raw():
+                size += len(chunk)
+                if size > limit:
+                    raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
+                chunks.append(chunk)
+            return b"".join(chunks)
+    except TimeoutError:
+        raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
+    except httpx.TimeoutException:
+        raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
+    except ForbiddenAddress as exc:
+        raise _Failure("WEBHOOK_FORBIDDEN_ADDRESS", f"refused to connect: {exc}") from None
+    except httpx.ConnectError:
+        raise _Failure("WEBHOOK_UNREACHABLE", f"could not connect to {where}") from None
+    except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as exc:
+        raise _Failure("WEBHOOK_UNREACHABLE", f"the exchange with {where} failed ({type(exc).__name__})") from None
+
+
+def _check_content(content: Any) -> str | None:
+    if not isinstance(content, list):
+        return "content must be a list of content blocks"
+    for index, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") not in _CONTENT_REQUIREMENTS:
+            return f"content block {index} has no known type"
+        for key in _CONTENT_REQUIREMENTS[block["type"]]:
+            if not isinstance(block.get(key), str):
+                return f"content block {index} ({block['type']}) needs a string {key!r}"
+        if block["type"] == "resource" and not (
+            isinstance(block.get("resource"), dict) and isinstance(block["resource"].get("uri"), str)
+        ):
+            return f"content block {index} (resource) needs a resource with a uri"
+    return None
+
+
+def map_reply(body: bytes) -> dict[str, Any]:
+    """The ``CallToolResult`` for a 2xx reply body; raises ``_Failure`` for invalid JSON or results."""
+    if not body.strip():
+        return {"content": []}
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise _Failure("WEBHOOK_INVALID_JSON", "the webhook's reply is not valid JSON") from None
+    if isinstance(value, dict) and ("content" in value or "structuredContent" in value):
+        content = value.get("content", [])
+        problem = _check_content(content)
+        if problem is None and "structuredContent" in value and not isinstance(value["structuredContent"], dict):
+            problem = "structuredContent must be an object"
+        if problem is None and "isError" in value and not isinstance(value["isError"], bool):
+            problem = "isError must be true or false"
+        if problem is not None:
+            raise _Failure("WEBHOOK_INVALID_RESULT", f"the webhook's result is invalid: {problem}")
+        result: dict[str, Any] = {"content": content}
+        if "structuredContent" in value:
+            result["structuredContent"] = value["structuredContent"]
+        if value.get("isError"):
+            result["isError"] = True
+        return result
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return {"content": [{"type": "text", "text": text}]}
