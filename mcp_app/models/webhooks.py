@@ -25,13 +25,17 @@ from .catalog import Tool
 class WebhookQuerySet(models.QuerySet["Webhook"]):
     def rotate_secrets(self) -> int:
         """Re-encrypt every stored secret under the first of ``SECRET_KEYS``; returns how many were rewritten."""
+        from django.db import transaction
+
         from ..crypto import rotate
 
         count = 0
-        for webhook in self.exclude(secret_headers_encrypted="").only("pk", "secret_headers_encrypted"):
-            rotated = rotate(webhook.secret_headers_encrypted)
-            type(webhook).objects.filter(pk=webhook.pk).update(secret_headers_encrypted=rotated)
-            count += 1
+        # All or nothing: a value no key opens (InvalidToken) leaves every row as it was.
+        with transaction.atomic():
+            for webhook in self.exclude(secret_headers_encrypted="").only("pk", "secret_headers_encrypted"):
+                rotated = rotate(webhook.secret_headers_encrypted)
+                type(webhook).objects.filter(pk=webhook.pk).update(secret_headers_encrypted=rotated)
+                count += 1
         return count
 
 

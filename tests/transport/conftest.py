@@ -39,3 +39,6 @@ def _close_connections_of_async_threads(django_db_setup: Any, django_db_blocker:
 
     with django_db_blocker.unblock():
         asyncio.run(database_sync_to_async(connections.close_all)())
+
+
+from tests.webhook_server import webhook_server  # noqa: E402, F401  (fixture: a real HTTP server on 127.0.0.1)

@@ -1,0 +1,29 @@
+"""``manage.py mcp_rotate_secrets``: re-encrypt every stored secret under the first of ``MCP_APP["SECRET_KEYS"]``.
+
+Rotation: put the new key first in ``SECRET_KEYS`` (keep the old ones after it), deploy, run this command, then
+drop the old keys. Values that no configured key opens are reported and left as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from mcp_app.crypto import InvalidToken
+from mcp_app.models import Webhook
+
+
+class Command(BaseCommand):
+    help = "Re-encrypt stored secrets (http tools' secret headers) under the newest of MCP_APP['SECRET_KEYS']."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            count = Webhook.objects.rotate_secrets()
+        except InvalidToken as exc:
+            raise CommandError(
+                "A stored secret cannot be decrypted with any of the configured keys; keep the old key in "
+                "SECRET_KEYS until every secret is rotated."
+            ) from exc
+        if options["verbosity"]:
+            self.stdout.write(f"Re-encrypted the secret headers of {count} webhook(s).")
