@@ -6,15 +6,23 @@ Import the ``webhook_server`` fixture into a test module to use it.
 
 from __future__ import annotations
 
+import datetime
 import json
+import ssl
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 BIG_TOTAL = 64 * 1024 * 1024
 WAIT = 10.0
@@ -34,6 +42,9 @@ class Recorded:
 @dataclass
 class WebhookServer:
     port: int = 0
+    scheme: str = "http"
+    # TLS only: the server names clients asked for (SNI).
+    sni_names: list[str | None] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     received: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
@@ -41,7 +52,7 @@ class WebhookServer:
     big_bytes_sent: int = 0
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
+        return f"{self.scheme}://{host}:{self.port}{path}"
 
 
 def _make_handler(state: WebhookServer) -> type[BaseHTTPRequestHandler]:
@@ -151,11 +162,15 @@ def _make_handler(state: WebhookServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def webhook_server() -> Iterator[WebhookServer]:
-    state = WebhookServer()
+@contextmanager
+def running_server(tls: ssl.SSLContext | None = None) -> Iterator[WebhookServer]:
+    """Serve on 127.0.0.1 (over TLS with ``tls``, recording SNI names) until the block ends."""
+    state = WebhookServer(scheme="https" if tls else "http")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(state))
     server.daemon_threads = True
+    if tls is not None:
+        tls.sni_callback = lambda sock, name, context: state.sni_names.append(name)  # type: ignore[assignment]
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     state.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), name="webhook-server", daemon=True)
     thread.start()
@@ -166,3 +181,34 @@ def webhook_server() -> Iterator[WebhookServer]:
         server.shutdown()
         server.server_close()
         thread.join(WAIT)
+
+
+@pytest.fixture
+def webhook_server() -> Iterator[WebhookServer]:
+    with running_server() as state:
+        yield state
+
+
+def self_signed_certificate(directory: Path, host: str) -> tuple[Path, Path]:
+    """A self-signed certificate (its own CA) for ``host``; returns (certificate PEM, key PEM) paths."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path

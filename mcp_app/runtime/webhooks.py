@@ -250,10 +250,21 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
         raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
     except ForbiddenAddress as exc:
         raise _Failure("WEBHOOK_FORBIDDEN_ADDRESS", f"refused to connect: {exc}") from None
-    except httpx.ConnectError:
-        raise _Failure("WEBHOOK_UNREACHABLE", f"could not connect to {where}") from None
+    except httpx.ConnectError as exc:
+        raise _Failure("WEBHOOK_UNREACHABLE", _connect_failure(exc, where)) from None
     except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as exc:
         raise _Failure("WEBHOOK_UNREACHABLE", f"the exchange with {where} failed ({type(exc).__name__})") from None
+
+
+def _connect_failure(exc: BaseException, where: str) -> str:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"the TLS certificate of {where} could not be verified"
+        if isinstance(seen, ssl.SSLError):
+            return f"the TLS handshake with {where} failed"
+        seen = seen.__cause__ or seen.__context__
+    return f"could not connect to {where}"
 
 
 def _check_content(content: Any) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from typing import Any
 
 import orjson
@@ -27,7 +28,7 @@ from mcp_app.protocol.context import (
 from mcp_app.runtime import webhooks
 from mcp_app.runtime.execution import Runner
 from mcp_app.runtime.webhooks import HttpTarget
-from tests.webhook_server import BIG_TOTAL, WebhookServer
+from tests.webhook_server import BIG_TOTAL, WebhookServer, running_server, self_signed_certificate
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
 LOCAL = {"HTTP_TOOL_ALLOWED_NETWORKS": ["127.0.0.1"]}
@@ -262,6 +263,29 @@ async def test_the_connection_is_pinned_to_the_checked_address_and_keeps_the_hos
     # One resolution, whose checked answer was connected to: nothing resolved the name a second time.
     assert lookups == ["hooks.example.test"]
     assert webhook_server.requests[0].headers["Host"] == f"hooks.example.test:{webhook_server.port}"
+
+
+async def test_tls_verifies_the_url_hosts_certificate_over_the_pinned_connection(tmp_path, monkeypatch):
+    certificate, key = self_signed_certificate(tmp_path, "hooks.example.test")
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(certificate, key)
+    monkeypatch.setattr(webhooks, "_ssl_context", lambda: ssl.create_default_context(cafile=str(certificate)))
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["127.0.0.1"]
+
+    monkeypatch.setattr(webhooks, "resolver", resolver)
+    with running_server(server_tls) as server, override_settings(MCP_APP=LOCAL):
+        good = await run(tool(server.url("/content", host="hooks.example.test")))
+        wrong = await run(tool(server.url("/content", host="other.example.test")))
+    # Socket to 127.0.0.1, but SNI and certificate checks for the URL's name: the right name passes ...
+    assert good == {"content": [{"type": "text", "text": "hello from the webhook"}]}
+    assert server.sni_names[0] == "hooks.example.test"
+    assert server.requests[0].headers["Host"] == f"hooks.example.test:{server.port}"
+    # ... and a name the certificate does not cover fails, although it reached the same address.
+    assert error_code(wrong) == "WEBHOOK_UNREACHABLE"
+    assert "certificate" in wrong["content"][0]["text"]
+    assert len(server.requests) == 1
 
 
 async def test_a_name_with_any_forbidden_address_is_refused(monkeypatch: pytest.MonkeyPatch):

@@ -3,6 +3,7 @@ both eras, against a real HTTP server on 127.0.0.1; its secret header reaches th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -17,6 +18,8 @@ from tests.webhook_server import WebhookServer
 from .helpers import call, rpc
 from .test_modern import call_tool as modern_call_tool
 from .test_modern import modern_call, result_of
+from .test_tasks import call_tool as task_call_tool
+from .test_tasks import settled, task
 
 LEGACY_VERSION = "2025-06-18"
 SECRET = "Bearer wire-secret-91c2"
@@ -112,3 +115,30 @@ async def test_without_the_allow_list_a_loopback_webhook_is_refused_at_the_wire(
     assert result["isError"] is True
     assert orjson.loads(result["content"][1]["text"])["code"] == "WEBHOOK_FORBIDDEN_ADDRESS"
     assert webhook_server.requests == []
+
+
+@override_settings(MCP_APP=LOCAL)
+async def test_a_slow_http_tool_becomes_a_task_that_completes(
+    access: Any, orm: Any, tool_factory: Any, webhook_server: WebhookServer
+):
+    await orm(add_http_tool, tool_factory, access.server, webhook_server.url("/slow"), task_support="optional")
+    created = result_of(await task_call_tool(access, "forecast", {"city": "Oslo"}))
+    assert created["resultType"] == "task" and created["status"] == "working"
+    webhook_server.released.set()
+    await settled()
+    done = result_of(await task(access, "tasks/get", created["taskId"]))
+    assert done["status"] == "completed"
+    assert done["result"]["content"] == [{"type": "text", "text": "late"}]
+
+
+@override_settings(MCP_APP=LOCAL)
+async def test_cancelling_an_http_task_aborts_its_request(
+    access: Any, orm: Any, tool_factory: Any, webhook_server: WebhookServer
+):
+    await orm(add_http_tool, tool_factory, access.server, webhook_server.url("/hold"), task_support="optional")
+    created = result_of(await task_call_tool(access, "forecast", {"city": "Oslo"}))
+    assert await asyncio.to_thread(webhook_server.received.wait, 5)
+    result_of(await task(access, "tasks/cancel", created["taskId"]))
+    assert await asyncio.to_thread(webhook_server.closed_by_client.wait, 5)
+    await settled()
+    assert result_of(await task(access, "tasks/get", created["taskId"]))["status"] == "cancelled"
