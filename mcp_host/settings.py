@@ -5,6 +5,9 @@ REDIS_URL      unset: in-memory channel layer and local-memory cache (one proces
 SECRET_KEY     unset: a development key (refused when DEBUG is off)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 DEBUG          "1"/"true" to enable; default off
+MCP_SECRET_KEYS                  comma-separated keys for secrets at rest (newest first); unset: from SECRET_KEY
+MCP_HTTP_TOOL_ALLOWED_NETWORKS   comma-separated CIDRs, addresses[:port] or host names http tools may reach
+                                 although private (e.g. 10.0.0.0/8,127.0.0.1:9000); unset: public addresses only
 """
 
 from __future__ import annotations
@@ -135,6 +138,12 @@ MCP_APP: dict[str, object] = {}
 if REDIS_URL:
     # Several daphne processes: SSE events must be resumable on any of them.
     MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
+for _setting, _variable in (
+    ("SECRET_KEYS", "MCP_SECRET_KEYS"),
+    ("HTTP_TOOL_ALLOWED_NETWORKS", "MCP_HTTP_TOOL_ALLOWED_NETWORKS"),
+):
+    if os.environ.get(_variable):
+        MCP_APP[_setting] = [item.strip() for item in os.environ[_variable].split(",") if item.strip()]
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 

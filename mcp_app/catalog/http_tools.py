@@ -101,8 +101,12 @@ def validate_headers(headers: Any, what: str = "headers") -> None:
         seen.add(lowered)
         if not isinstance(value, str):
             raise ValueError(f"The value of {name} must be a string.")
-        if len(value) > MAX_HEADER_VALUE or any(ch in value for ch in "\r\n\0"):
-            raise ValueError(f"The value of {name} is too long or contains line breaks.")
+        if len(value) > MAX_HEADER_VALUE:
+            raise ValueError(f"The value of {name} is longer than {MAX_HEADER_VALUE} characters.")
+        if any(not (32 <= ord(ch) < 127 or ch == "\t") for ch in value):
+            # Visible ASCII only (RFC 9110 field values): no line breaks, no characters an HTTP library would
+            # refuse later with an error message that quotes the value.
+            raise ValueError(f"The value of {name} may contain only printable ASCII characters (no line breaks).")
 
 
 def validate_timeout(timeout: float | None) -> None:

@@ -16,8 +16,9 @@ Everything else is an ``isError`` result whose first text says what happened and
 ``{code, message, error_type: "webhook_error"}``: ``WEBHOOK_HTTP_STATUS`` (non-2xx), ``WEBHOOK_REDIRECT``
 (3xx: redirects are never followed, so that neither the secret headers nor the JSON body can be sent anywhere the
 tenant did not configure), ``WEBHOOK_TIMEOUT``, ``WEBHOOK_TOO_LARGE``, ``WEBHOOK_INVALID_JSON``,
-``WEBHOOK_INVALID_RESULT``, ``WEBHOOK_FORBIDDEN_ADDRESS``, ``WEBHOOK_UNREACHABLE``, ``WEBHOOK_UNAVAILABLE``
-(secret headers that no configured key decrypts). Messages never contain header values, bodies or tracebacks.
+``WEBHOOK_INVALID_RESULT``, ``WEBHOOK_FORBIDDEN_ADDRESS``, ``WEBHOOK_UNREACHABLE`` (connection refused, TLS
+failure, broken exchange), ``WEBHOOK_UNAVAILABLE`` (secret headers that no configured key decrypts),
+``WEBHOOK_FAILED`` (anything unexpected; logged by exception type only). Messages never contain header values, bodies or tracebacks.
 
 SSRF: every connection goes through ``GuardedBackend``, which resolves the host, checks every address
 (``netguard``) and connects to a checked address itself, while TLS still verifies the certificate for the URL's
@@ -208,6 +209,10 @@ async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, 
             failure.code,
         )
         return webhook_error(failure.code, f"Tool {tool_name}: {failure.message}")
+    except Exception as exc:
+        # Only the type: an unexpected library error could quote a header value in its message.
+        logger.error("http tool %s call %s failed unexpectedly (%s)", tool_name, call_id, type(exc).__name__)
+        return webhook_error("WEBHOOK_FAILED", f"Tool {tool_name}: the call failed with an internal error")
     return result
 
 
@@ -248,6 +253,8 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
         raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
     except httpx.TimeoutException:
         raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
+    except httpx.InvalidURL:
+        raise _Failure("WEBHOOK_UNREACHABLE", "the webhook's URL is not valid") from None
     except ForbiddenAddress as exc:
         raise _Failure("WEBHOOK_FORBIDDEN_ADDRESS", f"refused to connect: {exc}") from None
     except httpx.ConnectError as exc:

@@ -42,6 +42,7 @@ def raw_column(webhook: Webhook) -> str:
         ({"timeout_seconds": 61}, "timeout_seconds", "at most 60"),
         ({"headers": {"Host": "evil.example"}}, "headers", "set by mcp-host"),
         ({"headers": {"X-A": "one\r\nX-B: two"}}, "headers", "line breaks"),
+        ({"headers": {"X-A": "caf\u00e9"}}, "headers", "printable ASCII"),
         ({"headers": {"bad name": "x"}}, "headers", "not a valid header name"),
         ({"headers": {"X-A": 5}}, "headers", "must be a string"),
         ({"headers": ["X-A"]}, "headers", "object"),

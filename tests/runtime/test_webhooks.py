@@ -339,3 +339,18 @@ async def test_secret_headers_reach_the_server_but_no_log_or_result(
     assert caplog.records, "the capture must see the runtime's and httpx's records for this test to mean anything"
     assert secret not in caplog.text
     assert token not in repr(tool(webhook_server.url("/content"), secret_headers=token))
+
+
+@override_settings(MCP_APP=LOCAL)
+async def test_an_unexpected_failure_is_logged_by_type_only(
+    webhook_server: WebhookServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    def explode(body: bytes) -> dict[str, Any]:
+        raise RuntimeError("Illegal header value b'Bearer leaked-secret'")
+
+    monkeypatch.setattr(webhooks, "map_reply", explode)
+    caplog.set_level(logging.DEBUG)
+    result = await run(tool(webhook_server.url("/content")))
+    assert error_code(result) == "WEBHOOK_FAILED"
+    assert "RuntimeError" in caplog.text
+    assert "leaked-secret" not in caplog.text and "leaked-secret" not in orjson.dumps(result).decode()
