@@ -50,7 +50,7 @@ class WebhookForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         text = cleaned.get("secret_headers") or ""
         if cleaned.get("clear_secret_headers"):
             if text.strip():

@@ -221,34 +221,22 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
     timeout = target.timeout_seconds
     where = _where(target.url)
     transport = GuardedTransport(_allow_list(tuple(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)), resolver)
+    # The transport directly, not an httpx client: no redirect, cookie or auth handling to switch off, and no
+    # "HTTP Request: <url>" log line (a webhook URL may carry a key in its path or query).
+    request = httpx.Request(
+        target.method,
+        target.url,
+        content=body,
+        headers=headers,
+        extensions={"timeout": httpx.Timeout(timeout).as_dict()},
+    )
     try:
-        async with (
-            asyncio.timeout(timeout),
-            httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, timeout=timeout) as client,
-            client.stream(target.method, target.url, content=body, headers=headers) as response,
-        ):
-            status = response.status_code
-            if 300 <= status < 400:
-                raise _Failure(
-                    "WEBHOOK_REDIRECT", f"the webhook redirected (HTTP {status}); redirects are not followed"
-                )
-            if not 200 <= status < 300:
-                reason = f" {response.reason_phrase}" if response.reason_phrase else ""
-                raise _Failure("WEBHOOK_HTTP_STATUS", f"the webhook answered HTTP {status}{reason}")
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
-                raise _Failure("WEBHOOK_INVALID_JSON", f"the webhook replied with {encoding}-encoded content")
-            declared = response.headers.get("content-length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in response.aiter_raw():
-                size += len(chunk)
-                if size > limit:
-                    raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
-                chunks.append(chunk)
-            return b"".join(chunks)
+        async with asyncio.timeout(timeout), transport:
+            response = await transport.handle_async_request(request)
+            try:
+                return await _read(response, limit)
+            finally:
+                await response.aclose()
     except TimeoutError:
         raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
     except httpx.TimeoutException:
@@ -261,6 +249,29 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
         raise _Failure("WEBHOOK_UNREACHABLE", _connect_failure(exc, where)) from None
     except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as exc:
         raise _Failure("WEBHOOK_UNREACHABLE", f"the exchange with {where} failed ({type(exc).__name__})") from None
+
+
+async def _read(response: httpx.Response, limit: int) -> bytes:
+    status = response.status_code
+    if 300 <= status < 400:
+        raise _Failure("WEBHOOK_REDIRECT", f"the webhook redirected (HTTP {status}); redirects are not followed")
+    if not 200 <= status < 300:
+        reason = f" {response.reason_phrase}" if response.reason_phrase else ""
+        raise _Failure("WEBHOOK_HTTP_STATUS", f"the webhook answered HTTP {status}{reason}")
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise _Failure("WEBHOOK_INVALID_JSON", f"the webhook replied with {encoding}-encoded content")
+    declared = response.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_raw():
+        size += len(chunk)
+        if size > limit:
+            raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _connect_failure(exc: BaseException, where: str) -> str:

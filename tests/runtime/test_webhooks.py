@@ -333,11 +333,15 @@ async def test_secret_headers_reach_the_server_but_no_log_or_result(
     token = encrypt(orjson.dumps({"Authorization": secret}))
     caplog.set_level(logging.DEBUG)
     for path in ("/content", "/status/500", "/invalid", "/slow"):
-        result = await run(tool(webhook_server.url(path), secret_headers=token, timeout_seconds=0.5))
+        url = webhook_server.url(f"{path}?key=query-key-5150")
+        result = await run(tool(url, secret_headers=token, timeout_seconds=0.5))
         assert secret not in orjson.dumps(result).decode()
+        assert "query-key-5150" not in orjson.dumps(result).decode()
     assert {request.headers["Authorization"] for request in webhook_server.requests} == {secret}
     assert caplog.records, "the capture must see the runtime's and httpx's records for this test to mean anything"
     assert secret not in caplog.text
+    # A key in the URL is not logged either (httpx's client would log every request URL at INFO).
+    assert "query-key-5150" not in caplog.text
     assert token not in repr(tool(webhook_server.url("/content"), secret_headers=token))
 
 
