@@ -67,8 +67,25 @@ class WebhookForm(forms.ModelForm):
 
 
 class WebhookFormSet(BaseInlineFormSet):
+    """At most one webhook, present exactly when the tool is of kind http.
+
+    A tool form posted without this inline's management data (a script, or a page from before http tools)
+    leaves the webhook as it is, instead of failing with Django's "ManagementForm data is missing".
+    """
+
+    def __init__(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
+        prefix = kwargs.get("prefix") or self.get_default_prefix()
+        self.absent = data is not None and f"{prefix}-TOTAL_FORMS" not in data
+        if self.absent:
+            data = data.copy()
+            data[f"{prefix}-TOTAL_FORMS"] = "0"
+            data[f"{prefix}-INITIAL_FORMS"] = "0"
+        super().__init__(data, *args, **kwargs)
+
     def clean(self) -> None:
         super().clean()
+        if self.absent:
+            return
         kept = [
             form
             for form in self.forms

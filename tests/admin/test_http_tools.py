@@ -138,3 +138,11 @@ def test_an_http_tool_needs_a_webhook_and_other_kinds_refuse_one(admin_client, t
     )
     assert static.status_code == 200 and "Only tools of kind http" in static.content.decode()
     assert not Tool.objects.exists()
+
+
+def test_a_tool_form_without_the_webhook_inline_data_still_saves(admin_client, tenant):
+    response = admin_client.post(
+        reverse("admin:mcp_app_tool_add"), tool_form(tenant, kind="static", static_result='{"content": []}')
+    )
+    assert response.status_code == 302
+    assert Tool.objects.get().kind == "static" and not Webhook.objects.exists()
