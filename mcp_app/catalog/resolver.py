@@ -25,7 +25,6 @@ from ..runtime.execution import (
 )
 from ..runtime.static import StaticBehaviour
 from ..runtime.webhooks import HttpTarget
-from .http_tools import effective_timeout
 from .prompts import template_pattern
 from .registry import registry
 
@@ -102,7 +101,7 @@ def _http_descriptor(
             method=webhook.method,
             input_schema=schema,
             headers=tuple((str(key), str(value)) for key, value in (webhook.headers or {}).items()),
-            timeout_seconds=effective_timeout(webhook.timeout_seconds),
+            timeout_seconds=webhook.timeout_seconds,
             secret_headers=webhook.secret_headers_encrypted,
         ),
     )

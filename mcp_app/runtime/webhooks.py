@@ -74,7 +74,8 @@ class HttpTarget:
     method: str
     input_schema: dict[str, Any]
     headers: tuple[tuple[str, str], ...] = ()
-    timeout_seconds: float = 10.0
+    # None: the operator's default; either way bounded by the operator's maximum when the call is made.
+    timeout_seconds: float | None = None
     secret_headers: str = field(default="", repr=False)
 
     @functools.cached_property
@@ -217,8 +218,10 @@ async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, 
 
 
 async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) -> bytes:
+    from ..catalog.http_tools import effective_timeout
+
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
-    timeout = target.timeout_seconds
+    timeout = effective_timeout(target.timeout_seconds)
     where = _where(target.url)
     transport = GuardedTransport(_allow_list(tuple(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)), resolver)
     # The transport directly, not an httpx client: no redirect, cookie or auth handling to switch off, and no

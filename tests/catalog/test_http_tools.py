@@ -50,7 +50,7 @@ def test_an_http_tool_is_listed_with_its_schemas_and_resolves_to_its_webhook(ser
         "https://hooks.example.com/w",
         "PUT",
         (("X-Team", "a"),),
-        10.0,
+        None,
     )
     assert target.secret_headers == webhook.secret_headers_encrypted
     assert "Bearer z" not in repr(catalog)

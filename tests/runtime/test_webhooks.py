@@ -151,6 +151,19 @@ async def test_a_slow_webhook_times_out(webhook_server: WebhookServer):
     assert "0.3 s" in result["content"][0]["text"]
 
 
+@override_settings(MCP_APP={**LOCAL, "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 0.2})
+async def test_the_operators_default_timeout_applies_and_the_maximum_bounds_stored_timeouts(
+    webhook_server: WebhookServer,
+):
+    by_default = await asyncio.wait_for(run(tool(webhook_server.url("/slow"))), timeout=5)
+    assert "0.2 s" in by_default["content"][0]["text"]
+    with override_settings(
+        MCP_APP={**LOCAL, "HTTP_TOOL_MAX_TIMEOUT_SECONDS": 0.3, "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 0.3}
+    ):
+        bounded = await asyncio.wait_for(run(tool(webhook_server.url("/slow"), timeout_seconds=30)), timeout=5)
+    assert error_code(bounded) == "WEBHOOK_TIMEOUT" and "0.3 s" in bounded["content"][0]["text"]
+
+
 @override_settings(MCP_APP={**LOCAL, "HTTP_TOOL_MAX_RESPONSE_BYTES": 4096})
 async def test_an_oversize_reply_is_refused_while_streaming_without_reading_it_all(webhook_server: WebhookServer):
     result = await run(tool(webhook_server.url("/big")))
