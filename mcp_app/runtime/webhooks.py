@@ -226,14 +226,14 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
     transport = GuardedTransport(_allow_list(tuple(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)), resolver)
     # The transport directly, not an httpx client: no redirect, cookie or auth handling to switch off, and no
     # "HTTP Request: <url>" log line (a webhook URL may carry a key in its path or query).
-    request = httpx.Request(
-        target.method,
-        target.url,
-        content=body,
-        headers=headers,
-        extensions={"timeout": httpx.Timeout(timeout).as_dict()},
-    )
     try:
+        request = httpx.Request(
+            target.method,
+            target.url,
+            content=body,
+            headers=headers,
+            extensions={"timeout": httpx.Timeout(timeout).as_dict()},
+        )
         async with asyncio.timeout(timeout), transport:
             response = await transport.handle_async_request(request)
             try:
