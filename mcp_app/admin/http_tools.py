@@ -108,6 +108,12 @@ class WebhookInline(admin.StackedInline):
     verbose_name = "webhook (http tools only)"
     verbose_name_plural = "webhook (http tools only)"
 
+    def get_formset(self, request: Any, obj: Tool | None = None, **kwargs: Any) -> Any:
+        # What @sensitive_post_parameters does: error reports of this request (a 500 mailed to ADMINS, the
+        # debug page) must not show the posted secret headers.
+        request.sensitive_post_parameters = "__ALL__"
+        return super().get_formset(request, obj, **kwargs)
+
     def get_extra(self, request: Any, obj: Tool | None = None, **kwargs: Any) -> int:
         # Offer an empty webhook form on new tools and on http tools that lack one.
         if obj is None or (obj.kind == Tool.Kind.HTTP and not Webhook.objects.filter(tool=obj).exists()):

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.urls import reverse
+from django.views.debug import SafeExceptionReporterFilter
 
 from mcp_app.models import Tool, Webhook
 
@@ -68,6 +69,9 @@ def test_an_http_tool_is_created_with_its_webhook_and_the_secret_never_shows_aga
         {**tool_form(tenant), **webhook_form(secret_headers=f"Authorization: {SECRET}")},
     )
     assert response.status_code == 302, response.content.decode()[:2000]
+    # Error reports of this request (ADMINS mail, debug page) would hide the posted values.
+    report = SafeExceptionReporterFilter().get_post_parameters(response.wsgi_request)
+    assert report["webhook-0-secret_headers"] != f"Authorization: {SECRET}"
     webhook = Webhook.objects.get(tool__name="forecast")
     assert webhook.reveal_secret_headers() == {"Authorization": SECRET}
     assert SECRET not in raw_secret_column()
