@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
@@ -121,6 +121,19 @@ def test_keys_rotate(http_tool):
         pytest.raises(SecretHeadersUnavailable),
     ):
         Webhook.objects.get().reveal_secret_headers()
+
+
+def test_rotation_with_a_missing_key_changes_nothing_and_says_so(http_tool):
+    webhook = Webhook(tool=http_tool, url="https://hooks.example.com/x")
+    webhook.set_secret_headers({"Authorization": SECRET})
+    webhook.save()
+    before = raw_column(webhook)
+    with (
+        override_settings(MCP_APP={"SECRET_KEYS": ["unrelated-key-" + "d" * 32]}),
+        pytest.raises(CommandError, match="cannot be decrypted"),
+    ):
+        call_command("mcp_rotate_secrets", verbosity=0)
+    assert raw_column(webhook) == before
 
 
 def test_without_secret_keys_the_key_derives_from_django_secret_key(http_tool, settings):
