@@ -152,3 +152,15 @@ def _fresh_catalog_cache() -> None:
     from mcp_app.catalog.resolver import clear_cache
 
     clear_cache()
+
+
+@pytest.fixture(autouse=True)
+def _manual_audit_flush() -> Any:
+    """The audit buffer is flushed by hand in tests (a background thread could not see a test's transaction);
+    tests of the flusher itself start it. Nothing buffered leaks from one test into the next."""
+    from mcp_app.runtime.audit import audit_log
+
+    audit_log.autostart = False
+    audit_log.clear()
+    yield audit_log
+    audit_log.clear()

@@ -9,6 +9,8 @@
 4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable)
 5. token not scoped to this server → 403
 
+The catalog of the returned grant is the token's view of the server's catalog (``mcp_app.catalog.grants``).
+
 Unauthenticated callers learn nothing about which servers exist. The raw token is never logged.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..catalog.grants import granted_catalog
 from ..catalog.resolver import resolve_catalog
 from ..conf import mcp_settings
 from ..models import AgentToken, McpServer
@@ -83,4 +86,6 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None) -
     if not server.in_scope:  # type: ignore[attr-defined]
         raise AccessDenied(403, "The token is not allowed to use this server.", error="insufficient_scope")
     token.touch(mcp_settings.TOKEN_LAST_USED_INTERVAL_SECONDS)
-    return AccessGrant(server=server, token=token, catalog=resolve_catalog(server))
+    # The token's grant narrows the server's catalog here, once: every method reads this view.
+    catalog = granted_catalog(server, resolve_catalog(server), AgentToken.objects.catalog_grant(token))
+    return AccessGrant(server=server, token=token, catalog=catalog)

@@ -60,6 +60,7 @@ from ..protocol.errors import (
     error_response,
 )
 from ..protocol.handlers import dispatcher
+from ..runtime.audit import request_audit
 from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
 from . import sse
@@ -371,6 +372,8 @@ class McpConsumer(AsyncConsumer):
             principal=Principal(tenant=grant.tenant_slug, agent_id=grant.agent_id),
             emit=writer.notify,
             page_size=mcp_settings.PAGE_SIZE,
+            # Audit hook: buffers one record per tools/call in memory (no query); written off the path.
+            audit=request_audit(grant.server, grant.token, fields["era"], fields["protocol_version"]),
             **fields,
         )
 
