@@ -27,6 +27,7 @@ from ..models import (
     TenantMembership,
     Tool,
 )
+from .audit import GRANT_FIELDS, remove_foreign_grants
 
 
 class TenantMembershipInline(admin.TabularInline):
@@ -182,17 +183,18 @@ class AgentTokenAdmin(admin.ModelAdmin):
     list_select_related = ("agent", "agent__tenant")
     search_fields = ("prefix", "name", "agent__agent_id")
     raw_id_fields = ("agent",)
-    filter_horizontal = ("servers",)
+    filter_horizontal = ("servers", *GRANT_FIELDS[1:4])
     readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_tokens"]
 
     def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
         if obj is None:
-            return ["agent", "name", "servers", "expires_at"]
+            return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
         return [
             "agent",
             "name",
             "servers",
+            *GRANT_FIELDS,
             "expires_at",
             "prefix",
             "digest",
@@ -210,7 +212,13 @@ class AgentTokenAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        token, raw = AgentToken.objects.issue_token(obj.agent, name=obj.name, expires_at=obj.expires_at)
+        token, raw = AgentToken.objects.issue_token(
+            obj.agent,
+            name=obj.name,
+            expires_at=obj.expires_at,
+            tools=[] if obj.limit_to_grant else None,  # the chosen entries are set with the form's M2M data
+            read_only=obj.read_only,
+        )
         obj.pk = token.pk
         obj.prefix, obj.digest, obj.created_at = token.prefix, token.digest, token.created_at
         obj._state.adding = False
@@ -222,6 +230,8 @@ class AgentTokenAdmin(admin.ModelAdmin):
         if foreign.exists():
             form.instance.servers.remove(*foreign)
             messages.error(request, "Servers of other tenants were removed from the token's scope.")
+        if remove_foreign_grants(form.instance):
+            messages.error(request, "Catalog entries of other tenants were removed from the token's grant.")
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:

@@ -92,13 +92,14 @@ class ToolCallManager(models.Manager["ToolCall"]):
                 "GROUP BY 1 ORDER BY 1"
             )
             tool_sql = _interpolated_percentiles_sql(table, where, errors)
+        tool_params = params if connection.vendor == "postgresql" else params * 2  # the range is used twice
         with connection.cursor() as cursor:
             cursor.execute(day_sql, params)
             days = tuple(
                 DailyUsage(day=_as_date(day), calls=int(calls), errors=int(errors or 0))
                 for day, calls, errors in cursor.fetchall()
             )
-            cursor.execute(tool_sql, params)
+            cursor.execute(tool_sql, tool_params)
             tools = tuple(
                 ToolUsage(
                     tool_name=name,
