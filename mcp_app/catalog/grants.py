@@ -5,8 +5,10 @@ see: the same ``ServerCatalog`` type, holding only the granted tools, resources,
 method reads the catalog through the request context, so listing (``tools/list``, ``resources/list``,
 ``resources/templates/list``, ``prompts/list``) and lookups (``tools/call``, ``resources/read``,
 ``resources/subscribe``, ``prompts/get``, ``completion/complete``) see the same view, and anything outside the
-grant answers exactly like an unknown name, in both eras. Tasks of withheld tools are hidden as well (the view
-names them in ``withheld_tools``; see ``mcp_app.runtime.tasks``).
+grant answers exactly like an unknown name, in both eras. Tasks of withheld tools, and update notifications of
+withheld resources on ``subscriptions/listen``, are hidden as well: the view keeps the whole catalog as
+``unrestricted`` to tell withheld entries from names that do not exist (``ServerCatalog.withholds_tool`` and
+``withholds_resource``).
 
 A grant selects catalog rows (``Tool``/``Resource``/``Prompt`` ids, carried by each descriptor as ``ref``), not
 exposed names: renaming a binding neither widens nor narrows it, and a new entry that takes an old name is not
@@ -43,7 +45,6 @@ def restrict(catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
     if grant.is_full:
         return catalog
     tools = tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant))
-    kept = {tool.name for tool in tools}
     resources = catalog.resources
     templates = catalog.templates
     if grant.resources is not None:
@@ -57,7 +58,7 @@ def restrict(catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
         resources=resources,
         templates=templates,
         prompts=prompts,
-        withheld_tools=frozenset(tool.name for tool in catalog.tools if tool.name not in kept) | catalog.withheld_tools,
+        unrestricted=catalog.unrestricted or catalog,
     )
 
 

@@ -173,8 +173,9 @@ class ServerCatalog:
     resources: Sequence[ResourceDescriptor] = ()
     templates: Sequence[ResourceDescriptor] = ()
     prompts: Sequence[PromptDescriptor] = ()
-    # Names of tools of the server that this view (an agent's grant) leaves out: their tasks are hidden too.
-    withheld_tools: frozenset[str] = frozenset()
+    # When this is one agent's view (its grant) of a server's catalog: the whole catalog, to tell entries the
+    # view withholds (their tasks and update notifications are hidden too) from names that do not exist at all.
+    unrestricted: ServerCatalog | None = field(default=None, repr=False, compare=False)
     _tools: dict[str, ToolDescriptor] = field(init=False, repr=False)
     _resources: dict[str, ResourceDescriptor] = field(init=False, repr=False)
     _prompts: dict[str, PromptDescriptor] = field(init=False, repr=False)
@@ -203,7 +204,14 @@ class ServerCatalog:
         return self._prompts.get(name)
 
     def withholds_tool(self, name: str) -> bool:
-        return name in self.withheld_tools
+        """Whether the server has this tool but this view leaves it out."""
+        return self.unrestricted is not None and self.tool(name) is None and self.unrestricted.tool(name) is not None
+
+    def withholds_resource(self, uri: str) -> bool:
+        """Whether the server has a resource (or template) for ``uri`` but this view leaves it out."""
+        if self.unrestricted is None or self.find_resource(uri) is not None:
+            return False
+        return self.unrestricted.find_resource(uri) is not None
 
     def find_resource(self, uri: str) -> tuple[ResourceDescriptor, dict[str, str]] | None:
         """The resource with this URI, else the first template that matches it, with the template's variables."""

@@ -342,3 +342,31 @@ def test_an_unlimited_token_costs_no_query_for_its_grant(
     with django_assert_num_queries(1):
         grant = AgentToken.objects.catalog_grant(limited)
     assert grant.tools == frozenset() and grant.resources == frozenset() and not grant.is_full
+
+
+async def test_listeners_never_hear_of_updates_to_withheld_resources(granted: Granted, orm: Any) -> None:
+    from .helpers import communicator, sse_messages
+    from .test_modern import modern_body, routing_headers
+
+    uris = ["res://a", "res://b", "res://zzz"]  # granted, withheld, unknown
+    body = modern_body("subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})
+    comm = communicator(granted.limited, body, headers=routing_headers(body))
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    assert (await comm.receive_output(timeout=5))["status"] == 200
+    [ack] = sse_messages((await comm.receive_output(timeout=5))["body"])
+    # The withheld URI is acknowledged exactly like the unknown one: nothing tells them apart.
+    assert ack["params"]["notifications"]["resourceSubscriptions"] == sorted(uris)
+
+    def edit(uri: str) -> None:
+        resource = Resource.objects.get(pk=granted.resources[uri].pk)
+        resource.text = f"{uri} v2"
+        resource.save()
+
+    await orm(edit, "res://b")  # first the withheld one: had it leaked, it would arrive first
+    await orm(edit, "res://a")
+    [event] = sse_messages((await comm.receive_output(timeout=5))["body"])
+    assert event["method"] == "notifications/resources/updated"
+    assert event["params"]["uri"] == "res://a"
+    assert await comm.receive_nothing(timeout=0.2)
+    await comm.send_input({"type": "http.disconnect"})
+    await comm.wait(timeout=5)
