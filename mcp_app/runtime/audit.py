@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import threading
 import time
@@ -155,7 +156,10 @@ class AuditLog:
             return
         self._pending.append(call)
         if self._thread is None and self.autostart:
-            self.start()
+            try:
+                self.start()
+            except RuntimeError:  # e.g. no new threads at interpreter shutdown: stop() flushes what is here
+                logger.warning("audit flusher could not start; records stay buffered until the next flush")
 
     # The flusher -----------------------------------------------------------------------------------
 
@@ -164,9 +168,19 @@ class AuditLog:
             if self._thread is not None:
                 return
             self._stopping = False
-            self._thread = threading.Thread(target=self._run, name="mcp-audit-flusher", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name="mcp-audit-flusher", daemon=True)
+            thread.start()
+            self._thread = thread
         atexit.register(self.stop)
+
+    def _after_fork(self) -> None:
+        """A forked child (prefork servers, Celery) has no flusher thread: start its own on its first record.
+        What the parent had buffered is the parent's to write."""
+        self._pending = deque()
+        self._retry = []
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._thread = None
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the flusher and write what is left (called at interpreter exit)."""
@@ -309,6 +323,8 @@ class AuditLog:
 
 
 audit_log = AuditLog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=audit_log._after_fork)
 
 
 class RequestAudit:

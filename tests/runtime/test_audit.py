@@ -132,3 +132,26 @@ def test_redaction_follows_the_key_pattern() -> None:
     for _ in range(20):
         nested = {"k": nested}
     assert "[…]" in str(redact(nested, pattern, 10, 10))
+
+
+def test_appending_never_raises_when_the_flusher_cannot_start(
+    caller: Caller, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+
+    def refuse(self: Any) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    audit_log.autostart = True
+    audit_log.append(pending(caller))  # the request path carries on
+    assert audit_log.pending() == 1
+    assert "could not start" in caplog.text
+    audit_log.autostart = False
+    assert audit_log.flush() == 1
+
+
+def test_a_forked_child_starts_with_an_empty_buffer_and_its_own_flusher(caller: Caller) -> None:
+    audit_log.append(pending(caller))
+    audit_log._after_fork()  # what os.register_at_fork runs in the child
+    assert audit_log.pending() == 0 and audit_log._thread is None
