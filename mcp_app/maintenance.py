@@ -5,8 +5,9 @@ own job calls.
 (``ToolCall.objects.delete_expired``), sessions idle past ``SESSION_IDLE_SECONDS`` or terminated
 (``McpSession.objects.delete_expired``) and tasks past their time to live (``ToolTask.objects.delete_expired``),
 and returns how many rows of each went. ``dry_run=True`` runs the very same deletes in a transaction that is
-rolled back, so the counts are exact and nothing changes. Other stores (e.g. an event store) can add a purger
-with ``register_purger``.
+rolled back, so the counts are exact and nothing changes in the database. Other stores (e.g. the SSE event
+store) add a purger with ``register_purger``; one outside the database must honour ``dry_run`` itself (count,
+delete nothing).
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ from django.utils import timezone
 from .conf import mcp_settings
 from .models import McpSession, ToolCall, ToolTask
 
-Purger = Callable[[datetime], int]
+#: ``purger(now, dry_run)`` deletes what expired (or, with ``dry_run``, only counts it) and returns the count.
+Purger = Callable[[datetime, bool], int]
 
 
-def _tool_calls(now: datetime) -> int:
+# Database purgers delete even in a dry run: purge_expired rolls the transaction back.
+def _tool_calls(now: datetime, dry_run: bool) -> int:
     return ToolCall.objects.delete_expired(mcp_settings.AUDIT_RETENTION_DAYS, now=now)
 
 
-def _sessions(now: datetime) -> int:
+def _sessions(now: datetime, dry_run: bool) -> int:
     return McpSession.objects.delete_expired(mcp_settings.SESSION_IDLE_SECONDS, now=now)
 
 
-def _tasks(now: datetime) -> int:
+def _tasks(now: datetime, dry_run: bool) -> int:
     return ToolTask.objects.delete_expired()
 
 
@@ -39,7 +42,7 @@ PURGERS: dict[str, Purger] = {"tool calls": _tool_calls, "sessions": _sessions, 
 
 
 def register_purger(name: str, purger: Purger) -> None:
-    """Add a kind of expired state to ``purge_expired`` (``purger(now)`` deletes and returns a count)."""
+    """Add a kind of expired state to ``purge_expired`` (printed by ``mcp_purge`` as ``name``)."""
     PURGERS[name] = purger
 
 
@@ -47,7 +50,7 @@ def purge_expired(*, dry_run: bool = False, now: datetime | None = None) -> dict
     """Delete expired tool calls, sessions and tasks (and whatever was registered); counts by kind."""
     now = now or timezone.now()
     with transaction.atomic():
-        counts = {name: purger(now) for name, purger in PURGERS.items()}
+        counts = {name: purger(now, dry_run) for name, purger in PURGERS.items()}
         if dry_run:
             transaction.set_rollback(True)
     return counts
