@@ -47,6 +47,8 @@ def tenant_factory(db: Any) -> Callable[..., Any]:
 
     def make(slug: str | None = None, **fields: Any) -> Tenant:
         slug = slug or f"tenant-{next(counter)}"
+        # Tests bind the registered tools freely; the allow-list itself is tested with explicit lists.
+        fields.setdefault("allowed_python_tools", ["*"])
         return Tenant.objects.create(slug=slug, name=fields.pop("name", slug.title()), **fields)
 
     return make
