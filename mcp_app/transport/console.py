@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 
 from ..models import AgentToken, McpServer
 from ..protocol import versions
@@ -64,7 +64,9 @@ async def run_as(
     params = {**params, "_meta": {"progressToken": request_id}}
     run = ConsoleRun(request={"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
     try:
-        grant = await database_sync_to_async(_grant)(token, server)
+        # The caller is a Django request (the admin), which owns its database connection: no connection
+        # recycling here, unlike the consumer's database_sync_to_async.
+        grant = await sync_to_async(_grant, thread_sensitive=True)(token, server)
     except AccessDenied as exc:
         run.refused = exc.message
         return run
