@@ -9,7 +9,7 @@ The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per da
 calls, the error rate and the p50/p95 duration, computed by the database (``ToolCall.objects.usage``) and drawn
 as inline SVG on the server: no script, no CDN, works offline.
 
-Also here: the grant fields of the token form (``GRANT_FIELDS``) and ``remove_foreign_grants``.
+Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin.agents``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from .. import permissions
-from ..models import Agent, AgentToken, McpServer, Tenant, Tool, ToolCall
+from ..models import Agent, McpServer, Tenant, Tool, ToolCall
 from ..models.audit import Usage
+from .base import TenantScopedAdmin
 
 permissions.register_tenant_path(
     ToolCall, "tenant", roles={"view": permissions.VIEWER, "add": None, "change": None, "delete": None}
@@ -38,18 +39,6 @@ permissions.register_tenant_path(
 #: The grant fields of the token form, in order (the admin's token form shows them after the servers).
 GRANT_FIELDS = ("limit_to_grant", "granted_tools", "granted_resources", "granted_prompts", "read_only")
 USAGE_DAYS = (7, 30, 90)
-
-
-def remove_foreign_grants(token: AgentToken) -> bool:
-    """Drop granted catalog entries of another tenant than the token's agent's; whether any were dropped."""
-    tenant_id = token.agent.tenant_id
-    removed = False
-    for relation in (token.granted_tools, token.granted_resources, token.granted_prompts):
-        foreign = list(relation.exclude(tenant_id=tenant_id))
-        if foreign:
-            relation.remove(*foreign)
-            removed = True
-    return removed
 
 
 class _ScopedFilter(admin.SimpleListFilter):
@@ -117,7 +106,9 @@ class ToolNameFilter(admin.SimpleListFilter):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(TenantScopedAdmin):
+    read_only_model = True
+    tenant_field = None
     list_display = (
         "started_at",
         "tool_name",
@@ -168,14 +159,7 @@ class ToolCallAdmin(admin.ModelAdmin):
     readonly_fields = fields
     change_list_template = "admin/mcp_app/toolcall/change_list.html"
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
-        return permissions.scope_queryset(request.user, super().get_queryset(request))
-
-    def has_view_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
-        if obj is not None:
-            return permissions.can_view(request.user, obj)
-        return permissions.has_model_permission(request.user, "view", ToolCall)
-
+    # Scoping (querysets, 404 across tenants, view permission) comes from TenantScopedAdmin; nobody writes here.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -234,6 +234,20 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
         await layer.group_discard(group, channel)
 
 
+def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
+    """Cancel a task from outside a request (the admin; synchronous code): mark it cancelled and stop its work
+    in whichever process runs it. Returns whether it moved (a terminal task stays as it is)."""
+    from asgiref.sync import async_to_sync
+
+    moved = ToolTask.objects.transition(task.pk, status=ToolTask.Status.CANCELLED, status_message=message)
+    if moved:
+        layer = get_channel_layer()
+        if layer is not None:
+            # Every running task listens on its group, in this process too (see ``follow``).
+            async_to_sync(layer.group_send)(task_group(task.task_id), {"type": CANCEL_EVENT})
+    return moved
+
+
 def create_result(task: ToolTask) -> dict[str, Any]:
     return {"resultType": "task", **task_wire(task, detailed=False)}
 

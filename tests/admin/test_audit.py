@@ -146,9 +146,24 @@ def test_the_token_form_grants_entries_of_the_agents_tenant_only(admin_client: A
         follow=True,
     )
     assert response.status_code == 200
+    assert not AgentToken.objects.filter(name="one tool").exists()  # another tenant's tool is not a choice
+    assert "granted_tools" in response.context["adminform"].form.errors
+    response = admin_client.post(
+        reverse("admin:mcp_app_agenttoken_add"),
+        {
+            "agent": ours.agent.pk,
+            "name": "one tool",
+            "servers": [ours.server.pk],
+            "limit_to_grant": "on",
+            "granted_tools": [own_tool.pk],
+            "expires_at_0": "",
+            "expires_at_1": "",
+        },
+        follow=True,
+    )
     token = AgentToken.objects.get(name="one tool")
     assert token.limit_to_grant and not token.read_only
     assert list(token.granted_tools.all()) == [own_tool]
-    assert any("other tenants were removed" in str(message) for message in response.context["messages"])
+    assert re.search(r"mcp_[0-9a-f]{8}_", " ".join(str(m) for m in response.context["messages"]))
     grant = AgentToken.objects.catalog_grant(token)
     assert grant.tools == frozenset({own_tool.pk}) and grant.resources == frozenset() and grant.prompts == frozenset()
