@@ -370,3 +370,20 @@ async def test_listeners_never_hear_of_updates_to_withheld_resources(granted: Gr
     assert await comm.receive_nothing(timeout=0.2)
     await comm.send_input({"type": "http.disconnect"})
     await comm.wait(timeout=5)
+
+
+async def test_the_admin_console_sees_the_tokens_grant_and_is_audited(granted: Granted, orm: Any) -> None:
+    from mcp_app.models import ToolCall
+    from mcp_app.runtime.audit import audit_log
+    from mcp_app.transport.console import run_as
+
+    withheld = await run_as(granted.limited.token, granted.full.server, "tools/call", {"name": "beta"})
+    assert withheld.response is not None and withheld.response["error"]["code"] == INVALID_PARAMS
+    allowed = await run_as(granted.limited.token, granted.full.server, "tools/call", {"name": "alpha"})
+    assert allowed.response is not None and allowed.response["result"]["content"][0]["text"] == "ok"
+    listed = await run_as(granted.limited.token, granted.full.server, "tools/list", {})
+    assert names(listed.response["result"]["tools"]) == ["alpha", "gated_job"]
+    assert await orm(audit_log.flush) == 2
+    rows = await orm(lambda: list(ToolCall.objects.order_by("id").values_list("tool_name", "status", "token_prefix")))
+    prefix = granted.limited.token.prefix
+    assert rows == [("beta", "error", prefix), ("alpha", "ok", prefix)]
