@@ -8,6 +8,7 @@ DEBUG          "1"/"true" to enable; default off
 MCP_SECRET_KEYS                  comma-separated keys for secrets at rest (newest first); unset: from SECRET_KEY
 MCP_HTTP_TOOL_ALLOWED_NETWORKS   comma-separated CIDRs, addresses[:port] or host names http tools may reach
                                  although private (e.g. 10.0.0.0/8,127.0.0.1:9000); unset: public addresses only
+STATIC_ROOT    where collectstatic puts static files (served by WhiteNoise); default: staticfiles/ next to manage.py
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) served by the application itself, under daphne, DEBUG on or off.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -131,7 +134,15 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# `manage.py collectstatic --noinput` (make run does it) fills STATIC_ROOT; WhiteNoise serves it. With DEBUG on it
+# also serves straight from the apps, so a fresh checkout has a styled admin before collectstatic.
+STATIC_ROOT = os.environ.get("STATIC_ROOT") or str(BASE_DIR / "staticfiles")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MCP_APP: dict[str, object] = {}

@@ -16,6 +16,7 @@ from django.forms.models import BaseInlineFormSet
 
 from ..catalog.http_tools import parse_secret_headers
 from ..models import Tool, Webhook
+from .base import TenantScopedInline
 
 
 class WriteOnlyTextarea(forms.Textarea):
@@ -97,7 +98,7 @@ class WebhookFormSet(BaseInlineFormSet):
             raise ValidationError("Only tools of kind http have a webhook; remove it or change the kind.")
 
 
-class WebhookInline(admin.StackedInline):
+class WebhookInline(TenantScopedInline, admin.StackedInline):
     model = Webhook
     form = WebhookForm
     formset = WebhookFormSet

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0006_tool_tasks'),
+        ('mcp_app', '0007_tenant_admin'),
     ]
 
     operations = [
