@@ -21,6 +21,7 @@ def tool_form(tenant: Any, **fields: Any) -> dict[str, Any]:
         "title": "",
         "description": "",
         "kind": "http",
+        "task_support": "forbidden",
         "icons": "null",
         "input_schema": "{}",
         "output_schema": "null",
