@@ -48,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     "TASK_POLL_INTERVAL_MS": 500,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
+    # Bearer token a Prometheus scraper sends to /metrics; empty: the endpoint answers 404.
+    "METRICS_TOKEN": "",
+    # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
+    "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -68,6 +72,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),
+    "METRICS_TOKEN": (str,),
+    "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
 }
 
 
@@ -98,6 +104,8 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['EVENT_STORE'] needs a BACKEND dotted path.")
         if values["CACHE_TTL_MS"] < 0:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
+        if values["HEALTH_CHECK_TIMEOUT_SECONDS"] <= 0:
+            raise ImproperlyConfigured("MCP_APP['HEALTH_CHECK_TIMEOUT_SECONDS'] must be positive.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
         return values

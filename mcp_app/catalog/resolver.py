@@ -14,6 +14,7 @@ from collections import OrderedDict
 
 from ..conf import mcp_settings
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ..observability import metrics
 from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
 from ..runtime.execution import (
     FunctionTarget,
@@ -164,7 +165,9 @@ def resolve_catalog(server: McpServer) -> ServerCatalog:
         cached = _cache.get(key)
         if cached is not None:
             _cache.move_to_end(key)
-            return cached
+    metrics.record_cache("catalog", cached is not None)
+    if cached is not None:
+        return cached
     catalog = build_catalog(server)
     with _lock:
         _cache[key] = catalog
