@@ -28,7 +28,7 @@ lock:
 ## Set up, migrate, create the demo tenant and serve with daphne on $(HOST):$(PORT).
 run: install
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT)
+	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT) --token-file .mcp-demo-token
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) mcp_host.asgi:application
 
 ## The whole suite against the configured services (DATABASE_URL / REDIS_URL), then, when services are
