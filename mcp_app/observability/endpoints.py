@@ -159,7 +159,8 @@ async def _probe(name: str, check: Callable[[], Awaitable[str]], limit: float) -
     if _last_status.get(name) != result["status"]:
         # Log transitions only: a probe every few seconds must not flood the logs while a dependency is down.
         level = logging.WARNING if result["status"] == DOWN else logging.INFO
-        logger.log(level, "readiness: %s is %s %s", name, result["status"], result.get("error", ""))
+        reason = f" ({result['error']})" if "error" in result else ""
+        logger.log(level, "readiness: %s is %s%s", name, result["status"], reason)
         _last_status[name] = result["status"]
     return result
 

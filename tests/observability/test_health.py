@@ -57,3 +57,12 @@ async def test_other_methods_are_405(access: Any, path: str) -> None:
     reply = await call(access, {"x": 1}, method="POST", path=path, query="")
     assert reply.status == 405
     assert reply.headers["allow"] == "GET, HEAD"
+
+
+def test_the_root_says_what_is_served(client: Any) -> None:
+    response = client.get("/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["name"] == "mcp-host"
+    assert body["health"] == "/healthz"
+    assert body["mcp"].startswith("/mcp/")
