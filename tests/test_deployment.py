@@ -113,3 +113,18 @@ def test_an_unknown_log_format_is_refused(value: str) -> None:
     result = _check_deploy({**documented_environment(), "MCP_LOG_FORMAT": value})
     assert result.returncode != 0
     assert "MCP_LOG_FORMAT must be json or console" in result.stderr
+
+
+def _code_lines(block: str) -> list[str]:
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_the_readme_router_snippet_is_the_tested_one_of_install_md() -> None:
+    """docs/install.md's router runs in CI (tests/e2e/test_install_doc.py); the README's must be the same code."""
+    readme = (ROOT / "README.md").read_text()
+    install = (ROOT / "docs" / "install.md").read_text()
+    readme_block = re.search(r"```python\n# myproject/asgi.py[^\n]*\n(.*?)```", readme, re.S)
+    install_block = re.search(r"<!-- file: myproject/asgi.py -->\n```python\n(.*?)```", install, re.S)
+    assert readme_block and install_block
+    assert _code_lines(readme_block[1]) == _code_lines(install_block[1])
+    assert "docs/install.md" in readme

@@ -17,6 +17,7 @@ besides the log handler.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 from urllib.parse import parse_qs
@@ -26,6 +27,7 @@ from .logging import RequestInfo, end_request, new_request_id, start_request
 
 access_logger = logging.getLogger("mcp_app.access")
 _SSE = b"text/event-stream"
+_SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,63}$")  # what an agent id can be; anything else is not logged
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -40,7 +42,7 @@ def _claimed_agent(scope: dict[str, Any]) -> str:
     if b"agentId=" not in query:
         return ""
     value = (parse_qs(query.decode("latin-1")).get("agentId") or [""])[0]
-    return value[:63]
+    return value if _SLUG.match(value) else "?"
 
 
 def instrument(app: Any) -> Any:

@@ -95,3 +95,30 @@ def test_tokens_and_bearer_credentials_are_scrubbed() -> None:
         assert TOKEN not in text
         assert "abc.def-ghi" not in text
         assert "[redacted]" in text
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(access: object) -> None:
+    from tests.transport.helpers import call, rpc
+
+    collect = _Collect()
+    collect.addFilter(RequestContextFilter())
+    access_logger = logging.getLogger("mcp_app.access")
+    access_logger.addHandler(collect)
+    try:
+        reply = await call(access, rpc("ping"), query="agentId=evil%0Aforged-line", drop=("authorization",))
+    finally:
+        access_logger.removeHandler(collect)
+    assert reply.status == 401
+    (record,) = collect.records
+    assert record.agent == "?"  # type: ignore[attr-defined]
+    assert "forged" not in ConsoleFormatter().format(record)
