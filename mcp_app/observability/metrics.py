@@ -20,6 +20,7 @@ Not owned here: the ``/metrics`` endpoint and its authorisation (``observability
 
 from __future__ import annotations
 
+import atexit
 import os
 from typing import Any
 
@@ -143,6 +144,19 @@ def record_exception(exc: BaseException) -> None:
 
 def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def _mark_dead() -> None:
+    """At exit: drop this process's live gauges, so a restarted process does not leave its streams counted."""
+    from prometheus_client import multiprocess
+
+    directory = multiprocess_dir()
+    if directory:
+        multiprocess.mark_process_dead(os.getpid(), directory)
+
+
+if multiprocess_dir():
+    atexit.register(_mark_dead)
 
 
 def exposition() -> tuple[bytes, str]:
