@@ -5,8 +5,12 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
+# The Node packages of the end-to-end tests live outside the work tree, installed once per lock file.
+NPM_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mcp-host/npm
+NODE_DIR := tests/e2e/node
+export MCP_NPM_HOME := $(NPM_HOME)
 
-.PHONY: install lock run test test-embedded lint format migrations clean bench
+.PHONY: install npm-tools lock run test test-embedded lint format migrations clean bench
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-host needs Python 3.11 or newer")'
@@ -16,6 +20,19 @@ $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	@touch $@
 
 install: $(VENV)/.installed
+
+## The conformance suite, the TypeScript SDK and Node 22 that the end-to-end tests run, pinned by
+## $(NODE_DIR)/package-lock.json: `npm ci` into $(NPM_HOME), skipped while the installed lock is the same.
+## Needs npm and the npm registry; `make test` never downloads anything itself.
+npm-tools:
+	@command -v npm >/dev/null || { echo "npm-tools: npm is needed (e.g. apt-get install npm)" >&2; exit 1; }
+	@if cmp -s $(NODE_DIR)/package-lock.json $(NPM_HOME)/package-lock.json && [ -e $(NPM_HOME)/.installed ]; then \
+	  echo "npm-tools: up to date in $(NPM_HOME)"; \
+	else \
+	  mkdir -p $(NPM_HOME) && rm -f $(NPM_HOME)/.installed && \
+	  cp $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json $(NPM_HOME)/ && \
+	  (cd $(NPM_HOME) && npm ci --no-audit --no-fund --loglevel=error) && touch $(NPM_HOME)/.installed; \
+	fi
 
 ## Re-pin requirements.lock from requirements.txt (newest versions within its ranges).
 lock:
@@ -29,12 +46,12 @@ lock:
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
-	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT)
+	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT) --token-file .mcp-demo-token
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) mcp_host.asgi:application
 
 ## The whole suite against the configured services (DATABASE_URL / REDIS_URL), then, when services are
 ## configured, the transport and end-to-end tests once more on the embedded defaults (SQLite, in-memory layer).
-test: install
+test: install npm-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then $(MAKE) --no-print-directory test-embedded; fi
 

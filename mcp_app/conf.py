@@ -78,6 +78,10 @@ DEFAULTS: dict[str, Any] = {
     # Redacted copies keep strings up to this many characters, and this many items per list or object.
     "AUDIT_MAX_VALUE_CHARS": 256,
     "AUDIT_MAX_ITEMS": 50,
+    # Bearer token a Prometheus scraper sends to /metrics; empty: the endpoint answers 404.
+    "METRICS_TOKEN": "",
+    # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
+    "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -112,6 +116,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "AUDIT_REDACT_KEYS": (str,),
     "AUDIT_MAX_VALUE_CHARS": (int,),
     "AUDIT_MAX_ITEMS": (int,),
+    "METRICS_TOKEN": (str,),
+    "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
 }
 
 
@@ -153,6 +159,8 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['EVENT_STORE'] needs a BACKEND dotted path.")
         if values["CACHE_TTL_MS"] < 0:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
+        if values["HEALTH_CHECK_TIMEOUT_SECONDS"] <= 0:
+            raise ImproperlyConfigured("MCP_APP['HEALTH_CHECK_TIMEOUT_SECONDS'] must be positive.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
         _check_http_tool_settings(values)

@@ -1,14 +1,20 @@
 """Settings of the reference deployment, read from the environment.
 
-DATABASE_URL   unset: a SQLite file next to manage.py; e.g. postgres://postgres@127.0.0.1:5432/mcp
-REDIS_URL      unset: in-memory channel layer and local-memory cache (one process); e.g. redis://127.0.0.1:6379/0
-SECRET_KEY     unset: a development key (refused when DEBUG is off)
-ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
-DEBUG          "1"/"true" to enable; default off
-MCP_SECRET_KEYS                  comma-separated keys for secrets at rest (newest first); unset: from SECRET_KEY
-MCP_HTTP_TOOL_ALLOWED_NETWORKS   comma-separated CIDRs, addresses[:port] or host names http tools may reach
-                                 although private (e.g. 10.0.0.0/8,127.0.0.1:9000); unset: public addresses only
-STATIC_ROOT    where collectstatic puts static files (served by WhiteNoise); default: staticfiles/ next to manage.py
+Every variable read here is in the table of ``docs/deployment.md`` (a test keeps the two in step). The main ones:
+
+DATABASE_URL    unset: SQLite at MCP_SQLITE_PATH (default: db.sqlite3 next to manage.py); e.g. postgres://…/mcp
+REDIS_URL       unset: in-memory channel layer, local-memory cache, in-memory event store, eager Celery (one
+                process); set: Redis for all four
+SECRET_KEY      unset: a development key, refused when MCP_PRODUCTION is on and DEBUG is off
+ALLOWED_HOSTS   comma-separated; default: localhost, 127.0.0.1, [::1]
+DEBUG           "1"/"true"/"yes"/"on" to enable; default off
+MCP_PRODUCTION  on: refuse the development key, JSON logs, and secure defaults (SSL redirect, HSTS, secure
+                cookies) that the SECURE_* variables may still override
+MCP_SECRET_KEYS comma-separated keys for secrets at rest (newest first); unset: derived from SECRET_KEY
+STATIC_ROOT     where collectstatic puts static files (served by WhiteNoise); default: staticfiles/ next to manage.py
+
+``manage.py check --deploy --fail-level WARNING`` is clean with the production environment of
+``docs/deployment.md`` (tests/test_deployment.py runs it).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_app.observability.logging import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -30,14 +38,30 @@ def _env_flag(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 DEBUG = _env_flag("DEBUG")
+PRODUCTION = _env_flag("MCP_PRODUCTION")
 _DEV_SECRET = "insecure-development-key-do-not-use-in-production"  # noqa: S105
 SECRET_KEY = os.environ.get("SECRET_KEY") or _DEV_SECRET
-if SECRET_KEY == _DEV_SECRET and not DEBUG and _env_flag("MCP_PRODUCTION"):
+if SECRET_KEY == _DEV_SECRET and not DEBUG and PRODUCTION:
     raise ImproperlyConfigured("Set SECRET_KEY in production.")
-ALLOWED_HOSTS = [
-    host.strip() for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if host.strip()
-]
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS")
+
+# HTTPS. In production the secure choices are the defaults; each variable can still turn its setting off (or on
+# in development). /healthz, /readyz and /metrics are not Django views, so the SSL redirect never touches them.
+SECURE_SSL_REDIRECT = _env_flag("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS") or (31_536_000 if PRODUCTION else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = _env_flag("SECURE_HSTS_PRELOAD")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_flag("SECURE_COOKIES", PRODUCTION)
+# Behind a TLS-terminating proxy that sets (and strips from clients) this header, e.g. X-Forwarded-Proto.
+_PROXY_SSL_HEADER = os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip()
+if _PROXY_SSL_HEADER:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
 
 INSTALLED_APPS = [
     "daphne",
@@ -149,19 +173,23 @@ MCP_APP: dict[str, object] = {}
 if REDIS_URL:
     # Several daphne processes: SSE events must be resumable on any of them.
     MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
+if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
+    MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 for _setting, _variable in (
     ("SECRET_KEYS", "MCP_SECRET_KEYS"),
     ("HTTP_TOOL_ALLOWED_NETWORKS", "MCP_HTTP_TOOL_ALLOWED_NETWORKS"),
 ):
     if os.environ.get(_variable):
-        MCP_APP[_setting] = [item.strip() for item in os.environ[_variable].split(",") if item.strip()]
-if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
-    MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
+        MCP_APP[_setting] = _env_list(_variable)
+if os.environ.get("MCP_METRICS_TOKEN"):
+    MCP_APP["METRICS_TOKEN"] = os.environ["MCP_METRICS_TOKEN"]
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"mcp_app": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
-}
+# One handler, on the root logger: each record and each traceback is written once (see observability.logging).
+_LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")
+if _LOG_FORMAT not in ("json", "console"):
+    raise ImproperlyConfigured("MCP_LOG_FORMAT must be json or console.")
+LOGGING = logging_config(
+    json=_LOG_FORMAT == "json",
+    level=os.environ.get("MCP_LOG_LEVEL", "INFO"),
+    access_log=_env_flag("MCP_ACCESS_LOG", True),
+)

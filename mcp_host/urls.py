@@ -3,4 +3,6 @@
 from django.contrib import admin
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from .views import index
+
+urlpatterns = [path("", index, name="index"), path("admin/", admin.site.urls)]

@@ -1,4 +1,4 @@
-"""``manage.py mcp_demo``: one JSON object, idempotent set-up, a fresh working token each time."""
+"""``manage.py mcp_demo``: one JSON object, idempotent set-up, one live demo token (reused or replaced)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ def test_json_output_is_exactly_one_object():
 
 
 @pytest.mark.django_db
-def test_idempotent_and_every_token_works():
+def test_idempotent_and_a_rerun_revokes_the_previous_token():
     first = json.loads(run_demo("--json"))
     second = json.loads(run_demo("--json"))
     assert first["token"] != second["token"]
+    assert AgentToken.objects.authenticate(first["token"]) is None
+    assert AgentToken.objects.filter(agent__agent_id="demo-agent", revoked_at__isnull=True).count() == 1
     assert Tenant.objects.filter(slug="demo").count() == 1
     assert McpServer.objects.filter(server_id="demo").count() == 1
     assert McpServer.objects.get(server_id="demo-modern").protocol_versions == ["2026-07-28"]
@@ -41,10 +43,35 @@ def test_idempotent_and_every_token_works():
     assert list(
         ServerTool.objects.filter(server__server_id="demo").order_by("position").values_list("tool__name", flat=True)
     ) == ["echo", "add", "get_time", "progress_demo"]
-    for raw in (first["token"], second["token"]):
-        token = AgentToken.objects.authenticate(raw)
-        assert token is not None
-        assert sorted(token.servers.values_list("server_id", flat=True)) == ["conformance", "demo", "demo-modern"]
+    token = AgentToken.objects.authenticate(second["token"])
+    assert token is not None
+    assert sorted(token.servers.values_list("server_id", flat=True)) == ["conformance", "demo", "demo-modern"]
+
+
+@pytest.mark.django_db
+def test_token_file_is_reused_while_the_token_works(tmp_path):
+    token_file = tmp_path / "demo-token"
+    first = json.loads(run_demo("--json", "--token-file", str(token_file)))
+    assert token_file.read_text().strip() == first["token"]
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    second = json.loads(run_demo("--json", "--token-file", str(token_file)))
+    assert second["token"] == first["token"]
+    assert AgentToken.objects.filter(agent__agent_id="demo-agent", revoked_at__isnull=True).count() == 1
+    AgentToken.objects.authenticate(first["token"]).revoke()
+    third = json.loads(run_demo("--json", "--token-file", str(token_file)))
+    assert third["token"] != first["token"]
+    assert token_file.read_text().strip() == third["token"]
+    assert AgentToken.objects.authenticate(third["token"]) is not None
+
+
+@pytest.mark.django_db
+def test_a_token_file_holding_someone_elses_token_is_not_adopted(tmp_path, token_factory):
+    _other, raw = token_factory(name="mcp_demo")
+    token_file = tmp_path / "demo-token"
+    token_file.write_text(raw)
+    access = json.loads(run_demo("--json", "--token-file", str(token_file)))
+    assert access["token"] != raw
+    assert AgentToken.objects.authenticate(raw) is not None  # not the demo agent's: left alone
 
 
 @pytest.mark.django_db
@@ -71,3 +98,7 @@ def test_human_output_names_url_agent_and_token():
     assert "http://127.0.0.1:8000/mcp/demo?agentId=demo-agent" in output
     assert "demo-agent" in output
     assert "mcp_" in output
+    token = json.loads(run_demo("--json"))["token"]
+    last = run_demo().strip().splitlines()[-1]
+    assert last.startswith("export TOKEN=mcp_")
+    assert last != f"export TOKEN={token}"  # a new run without a token file replaced it

@@ -17,6 +17,7 @@ from typing import Any
 from ..conf import mcp_settings
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
 from ..models.tenancy import python_tool_allowed
+from ..observability import metrics
 from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
 from ..runtime.execution import (
     FunctionTarget,
@@ -212,7 +213,9 @@ def resolve_catalog(server: McpServer) -> ServerCatalog:
         cached = _cache.get(key)
         if cached is not None:
             _cache.move_to_end(key)
-            return cached
+    metrics.record_cache("catalog", cached is not None)
+    if cached is not None:
+        return cached
     catalog = build_catalog(server)
     with _lock:
         _cache[key] = catalog

@@ -8,9 +8,11 @@ generic message, so no internals leak to the client.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ from asgiref.sync import sync_to_async
 from jsonschema import Draft202012Validator
 
 from ..catalog.prompts import fill_placeholders, render_static_prompt
+from ..observability import metrics
 from ..protocol.context import (
     InvalidToolArguments,
     PromptDescriptor,
@@ -117,6 +120,26 @@ class Runner:
     """Runs tool calls in the serving process (the embedded default)."""
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """Run the call and record its duration and outcome (``mcp_tool_call_duration_seconds``)."""
+        started = time.perf_counter()
+        outcome = "exception"
+        try:
+            result = await self._call_tool(tool, arguments, call)
+            outcome = "tool_error" if result.get("isError") else "ok"
+            return result
+        except InvalidToolArguments:
+            outcome = "invalid_arguments"
+            raise
+        except ProtocolError:
+            outcome = "protocol_error"
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            metrics.record_tool_call(tool.name, outcome, time.perf_counter() - started)
+
+    async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         ctx = call.request
         if (
             tool.task_support != "forbidden"

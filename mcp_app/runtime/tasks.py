@@ -28,6 +28,7 @@ from channels.layers import get_channel_layer
 
 from ..conf import mcp_settings
 from ..models import Agent, McpServer, ToolTask
+from ..observability import metrics
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
 from ..protocol.errors import ProtocolError
 from .mrtr import PARK
@@ -195,11 +196,13 @@ def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
     """Settle ``task`` from ``work`` when it ends, and let ``tasks/cancel`` from any process stop it."""
     _running[task.task_id] = work
     _background.add(work)
+    metrics.worker_call("running", 1)
     listener = asyncio.ensure_future(_listen_for_cancel(task.task_id, work))
     _listeners.add(listener)
     listener.add_done_callback(_listeners.discard)
 
     def settle(done: asyncio.Task[Any]) -> None:
+        metrics.worker_call("running", -1)
         _running.pop(task.task_id, None)
         _background.discard(done)
         listener.cancel()

@@ -44,6 +44,8 @@ from ..events import (
     session_group,
     stream_group,
 )
+from ..observability import logging as request_log
+from ..observability import metrics
 from ..protocol import jsonrpc, modern, versions
 from ..protocol.context import OpenStream, RequestContext
 from ..protocol.errors import (
@@ -271,7 +273,8 @@ class McpConsumer(AsyncConsumer):
             await self._respond(body)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            metrics.record_exception(exc)
             logger.exception("unhandled error serving %s %s", self.scope.get("method"), self.scope.get("path"))
             if not self._response_started:
                 await self.send_response(
@@ -302,6 +305,7 @@ class McpConsumer(AsyncConsumer):
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
             await self.send_error(denied.status, denied.message, headers=extra)
             return
+        request_log.bind(tenant=grant.tenant_slug, agent=grant.agent_id)
         if not origin_allowed(self._header("origin"), grant.server.allowed_origins):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
@@ -350,7 +354,9 @@ class McpConsumer(AsyncConsumer):
             await self.send_response(400, jsonrpc.encode(error_response(None, exc)), JSON_HEADERS)
             return
         headers = self._headers()
-        if modern.is_modern(payload, headers.get(modern.HEADER_PROTOCOL_VERSION)):
+        is_modern = modern.is_modern(payload, headers.get(modern.HEADER_PROTOCOL_VERSION))
+        request_log.bind(method=metrics.rpc_method(payload), era=versions.MODERN if is_modern else versions.LEGACY)
+        if is_modern:
             await self._serve_modern(grant, payload, headers)
         else:
             await self._serve_legacy(grant, payload, headers)

@@ -86,8 +86,9 @@ class Daphne:
 def _running_daphne(
     tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
 ) -> Iterator[Daphne]:
-    """Start daphne on a free port against the test database (and Redis, when configured), with ``extra_env``
-    on top; stop it after."""
+    """Start daphne on a free port against the test database (and Redis, when configured); stop it after.
+
+    ``extra_env`` is applied last (e.g. another ``REDIS_URL``, ``MCP_LOG_FORMAT``)."""
     from django.conf import settings
     from django.db import connection
 
@@ -130,9 +131,6 @@ def _running_daphne(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
-
-
-running_daphne = _running_daphne  # for tests that need a daphne of their own (other settings)
 
 
 @pytest.fixture(scope="session")

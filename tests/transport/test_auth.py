@@ -100,12 +100,13 @@ async def test_unknown_server_is_404(access):
 
 
 async def test_disabled_server_and_inactive_tenant_look_exactly_like_unknown(access, orm):
-    unknown = await call(access, rpc("ping"), path="/mcp/does-not-exist")
+    same_id = {"x-request-id": "same-id"}  # a fresh request id per request is the only difference allowed
+    unknown = await call(access, rpc("ping"), path="/mcp/does-not-exist", headers=same_id)
     await orm(McpServer.objects.filter(pk=access.server.pk).update, enabled=False)
-    disabled = await call(access, rpc("ping"))
+    disabled = await call(access, rpc("ping"), headers=same_id)
     await orm(McpServer.objects.filter(pk=access.server.pk).update, enabled=True)
     await orm(Tenant.objects.filter(pk=access.tenant.pk).update, is_active=False)
-    inactive = await call(access, rpc("ping"))
+    inactive = await call(access, rpc("ping"), headers=same_id)
     assert unknown.status == disabled.status == inactive.status == 404
     assert unknown.body == disabled.body == inactive.body
     assert unknown.headers == disabled.headers == inactive.headers

@@ -1,4 +1,10 @@
-"""Idempotent creation of the demo tenant, server, agent and tool bindings, plus a fresh token."""
+"""Idempotent creation of the demo tenant, server, agent and tool bindings, plus its one live token.
+
+The demo agent has at most one live ``mcp_demo`` token: ``ensure_demo`` keeps the one it is handed back
+(``reuse``, e.g. read from the file ``make run`` keeps) when that still authenticates as the demo agent, and
+otherwise revokes every earlier ``mcp_demo`` token before issuing a new one. Reruns never leave a trail of live
+tokens.
+"""
 
 from __future__ import annotations
 
@@ -41,11 +47,31 @@ def _ensure_server(tenant: Tenant, server_id: str, **defaults: object) -> McpSer
     return server
 
 
+DEMO_TOKEN_NAME = "mcp_demo"  # noqa: S105  (a label, not a secret)
+
+
+def _demo_token(agent: Agent, servers: list[McpServer], reuse: str | None) -> str:
+    if reuse:
+        token = AgentToken.objects.authenticate(reuse.strip())
+        if token is not None and token.agent_id == agent.pk:
+            full = AgentToken.objects.get(pk=token.pk)
+            if full.name == DEMO_TOKEN_NAME:
+                full.servers.set(servers)
+                for stale in AgentToken.objects.usable().filter(agent=agent, name=DEMO_TOKEN_NAME).exclude(pk=full.pk):
+                    stale.revoke()
+                return reuse.strip()
+    for stale in AgentToken.objects.usable().filter(agent=agent, name=DEMO_TOKEN_NAME):
+        stale.revoke()
+    _token, raw = AgentToken.objects.issue_token(agent, servers=servers, name=DEMO_TOKEN_NAME)
+    return raw
+
+
 @transaction.atomic
-def ensure_demo(base_url: str) -> DemoAccess:
+def ensure_demo(base_url: str, reuse: str | None = None) -> DemoAccess:
     """The demo tenant with two servers exposing the demo tools: ``demo`` (every revision) and
     ``demo-modern`` (2026-07-28 only), plus, when ``mcp_app.contrib.conformance`` is installed, its
-    ``conformance`` server (allowing ``base_url``'s origin); an agent allowed on all, and a fresh token for it."""
+    ``conformance`` server (allowing ``base_url``'s origin); an agent allowed on all, and its one live token
+    (``reuse`` when that is still a live demo token, else a new one; earlier ones are revoked)."""
     tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
     tenant.allow_python_tools(DEMO_TOOLS)
     server = _ensure_server(tenant, "demo", name="demo", title="mcp-host demo", instructions=DEMO_INSTRUCTIONS)
@@ -64,6 +90,6 @@ def ensure_demo(base_url: str) -> DemoAccess:
         parts = urlsplit(base_url)
         servers.append(ensure_conformance(extra_origins=[f"{parts.scheme}://{parts.netloc}"]))
     agent, _ = Agent.objects.get_or_create(tenant=tenant, agent_id="demo-agent", defaults={"name": "Demo agent"})
-    _token, raw = AgentToken.objects.issue_token(agent, servers=servers, name="mcp_demo")
+    raw = _demo_token(agent, servers, reuse)
     url = f"{base_url.rstrip('/')}/mcp/{server.server_id}?agentId={agent.agent_id}"
     return DemoAccess(url=url, server_id=server.server_id, agent_id=agent.agent_id, token=raw)

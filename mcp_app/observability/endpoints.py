@@ -1,0 +1,208 @@
+"""``/healthz``, ``/readyz`` and ``/metrics``: small ASGI applications routed next to the MCP endpoint.
+
+They are plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host
+checks, sessions, CSRF), nor the MCP authorisation, nor the audit ever sees them: a load balancer probing a
+pod by IP over plain HTTP gets its answer.
+
+- ``GET /healthz``: 200 ``{"status": "ok"}`` when the process's event loop answers. Touches nothing else.
+- ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
+  ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
+  ``channel_layer`` (a message sent to and received from a fresh channel) and ``redis`` (``PING`` to every
+  Redis URL the settings name: cache, channel layer, event store, Celery broker; ``skipped`` when none).
+  200 when all are ``ok`` or ``skipped``, else 503; the body names each dependency's status, latency and, when
+  down, the exception's class (never a URL or password).
+- ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
+  ``Authorization: Bearer <MCP_APP["METRICS_TOKEN"]>``; 401 otherwise, 404 while no token is configured.
+
+Not owned here: the metrics themselves (``observability.metrics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from channels.db import database_sync_to_async
+
+from ..conf import mcp_settings
+from . import metrics
+
+logger = logging.getLogger("mcp_app.health")
+
+OK, DOWN, SKIPPED = "ok", "down", "skipped"
+_JSON = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+_last_status: dict[str, str] = {}
+
+
+async def _respond(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _only_get(scope: dict[str, Any], send: Any) -> bool:
+    if scope["method"] in ("GET", "HEAD"):
+        return True
+    body = orjson.dumps({"error": f"Method {scope['method']} is not allowed."})
+    await _respond(send, 405, body, [*_JSON, (b"allow", b"GET, HEAD")])
+    return False
+
+
+async def healthz(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if await _only_get(scope, send):
+        await _respond(send, 200, b'{"status":"ok"}', _JSON)
+
+
+# Readiness -----------------------------------------------------------------------------------------------
+
+
+def _ping_database() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+async def _check_database() -> str:
+    await database_sync_to_async(_ping_database)()
+    return OK
+
+
+async def _check_cache() -> str:
+    from django.core.cache import cache
+
+    key = f"mcp:readyz:{secrets.token_hex(6)}"
+    await cache.aset(key, "1", timeout=10)
+    if await cache.aget(key) != "1":
+        raise RuntimeError("the cache did not return what was stored")
+    await cache.adelete(key)
+    return OK
+
+
+async def _check_channel_layer() -> str:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return SKIPPED
+    channel = await layer.new_channel("readyz.")
+    await layer.send(channel, {"type": "mcp.readyz"})
+    message = await layer.receive(channel)
+    if message.get("type") != "mcp.readyz":
+        raise RuntimeError("the channel layer returned another message")
+    return OK
+
+
+def redis_urls() -> list[str]:
+    """Every Redis URL the settings name (cache, channel layer, event store, Celery broker), without repeats."""
+    from django.conf import settings
+
+    found: list[str] = []
+
+    def add(value: Any) -> None:
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            url = item.get("address") if isinstance(item, dict) else item
+            if isinstance(url, str) and url.startswith(("redis://", "rediss://", "unix://")) and url not in found:
+                found.append(url)
+
+    for cache in getattr(settings, "CACHES", {}).values():
+        if "redis" in str(cache.get("BACKEND", "")).lower():
+            add(cache.get("LOCATION"))
+    for layer in getattr(settings, "CHANNEL_LAYERS", {}).values():
+        add(layer.get("CONFIG", {}).get("hosts", []))
+    add(mcp_settings.EVENT_STORE.get("OPTIONS", {}).get("url"))
+    add(getattr(settings, "CELERY_BROKER_URL", None))
+    return found
+
+
+async def _check_redis() -> str:
+    urls = redis_urls()
+    if not urls:
+        return SKIPPED
+    from redis.asyncio import Redis
+
+    timeout = float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS)
+    for url in urls:
+        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        try:
+            await client.ping()
+        finally:
+            await client.aclose()
+    return OK
+
+
+CHECKS: dict[str, Callable[[], Awaitable[str]]] = {
+    "database": _check_database,
+    "cache": _check_cache,
+    "channel_layer": _check_channel_layer,
+    "redis": _check_redis,
+}
+
+
+async def _probe(name: str, check: Callable[[], Awaitable[str]], limit: float) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        status = await asyncio.wait_for(check(), timeout=limit)
+        result: dict[str, Any] = {"status": status}
+    except Exception as exc:
+        metrics.record_dependency_error(name)
+        error = "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
+        result = {"status": DOWN, "error": error}
+    result["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    if _last_status.get(name) != result["status"]:
+        # Log transitions only: a probe every few seconds must not flood the logs while a dependency is down.
+        level = logging.WARNING if result["status"] == DOWN else logging.INFO
+        reason = f" ({result['error']})" if "error" in result else ""
+        logger.log(level, "readiness: %s is %s%s", name, result["status"], reason)
+        _last_status[name] = result["status"]
+    return result
+
+
+async def readiness() -> tuple[bool, dict[str, dict[str, Any]]]:
+    """Probe every dependency at once; ready when none is down."""
+    timeout = float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS)
+    results = await asyncio.gather(*(_probe(name, check, timeout) for name, check in CHECKS.items()))
+    checks = dict(zip(CHECKS, results, strict=True))
+    return all(check["status"] != DOWN for check in checks.values()), checks
+
+
+async def readyz(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if not await _only_get(scope, send):
+        return
+    ready, checks = await readiness()
+    body = orjson.dumps({"status": "ok" if ready else "unavailable", "checks": checks})
+    await _respond(send, 200 if ready else 503, body, _JSON)
+
+
+# Metrics -------------------------------------------------------------------------------------------------
+
+
+def _bearer(scope: dict[str, Any]) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == b"authorization":
+            scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
+            return credentials.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+async def metrics_endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if not await _only_get(scope, send):
+        return
+    expected = mcp_settings.METRICS_TOKEN
+    if not expected:
+        await _respond(send, 404, b'{"error":"Metrics are disabled: set MCP_APP[\\"METRICS_TOKEN\\"]."}', _JSON)
+        return
+    offered = _bearer(scope)
+    if offered is None or not hmac.compare_digest(offered.encode(), expected.encode()):
+        headers = [*_JSON, (b"www-authenticate", b'Bearer realm="mcp-host-metrics"')]
+        await _respond(send, 401, b'{"error":"Authorization: Bearer <metrics token> is required."}', headers)
+        return
+    body, content_type = await asyncio.to_thread(metrics.exposition)
+    await _respond(send, 200, body, [(b"content-type", content_type.encode()), (b"cache-control", b"no-store")])

@@ -1,0 +1,180 @@
+"""Per-request log context and the formatters that write it: JSON in production, readable lines in development.
+
+Each request of the MCP endpoint gets a :class:`RequestInfo` (request id, tenant, server, agent, JSON-RPC method,
+era) held in a context variable by ``observability.asgi``. The object is mutable and shared: tasks the consumer
+spawns copy the context, so they see the same object, and fields bound late (the tenant after authorisation, the
+method after parsing) reach every line of the request, including the access line written at its end.
+
+:class:`RequestContextFilter` copies the fields onto every log record (``-`` outside a request), so any logger
+(``mcp_app.*``, a tool's own) carries them. :class:`JsonFormatter` writes one JSON object per line;
+:class:`ConsoleFormatter` a readable line. Both scrub anything shaped like an agent token (``mcp_<hex>_<secret>``)
+or a bearer credential from the message and the traceback: mcp_app never logs tokens or argument values itself,
+and this keeps a careless ``logger.info(headers)`` from leaking one.
+
+:func:`logging_config` returns a ``LOGGING`` dictionary for Django settings that puts one handler on the root
+logger and nowhere else, so each record (and each traceback) is written exactly once, whatever daphne's own
+``logging.basicConfig`` did before Django configured logging.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+CONTEXT_FIELDS = ("request_id", "tenant", "server", "agent", "method", "era")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_SECRETS = re.compile(r"\bmcp_[0-9a-f]{8}_[A-Za-z0-9_\-]+|(?i:\bbearer\s+)[A-Za-z0-9._~+/=\-]+")
+REDACTED = "[redacted]"
+
+
+@dataclass
+class RequestInfo:
+    """What the log lines and metrics of one request say about it; filled in as the request is understood."""
+
+    request_id: str
+    http_method: str = ""
+    path: str = ""
+    tenant: str = ""
+    server: str = ""
+    agent: str = ""
+    method: str = ""
+    era: str = ""
+    started: float = field(default_factory=time.perf_counter)
+
+
+_current: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("mcp_request", default=None)
+
+
+def new_request_id(offered: str | None = None) -> str:
+    """The client's ``X-Request-ID`` when it is a plausible id (bounded, no spaces or control characters)."""
+    if offered and _REQUEST_ID.match(offered):
+        return offered
+    return secrets.token_hex(8)
+
+
+def start_request(info: RequestInfo) -> contextvars.Token[RequestInfo | None]:
+    return _current.set(info)
+
+
+def end_request(token: contextvars.Token[RequestInfo | None]) -> None:
+    _current.reset(token)
+
+
+def current_request() -> RequestInfo | None:
+    return _current.get()
+
+
+def bind(**fields: str) -> None:
+    """Attach fields (``tenant``, ``server``, ``agent``, ``method``, ``era``) to the current request's log lines.
+
+    A no-op outside a request. Never bind a token, a secret or an argument value.
+    """
+    info = _current.get()
+    if info is None:
+        return
+    for name, value in fields.items():
+        setattr(info, name, value)
+
+
+def redact(text: str) -> str:
+    if "mcp_" not in text and "earer" not in text:
+        return text
+    return _SECRETS.sub(REDACTED, text)
+
+
+class RequestContextFilter(logging.Filter):
+    """Adds the current request's fields to every record (``-`` when there is none or a field is unknown)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        info = _current.get()
+        for name in CONTEXT_FIELDS:
+            if not hasattr(record, name):
+                setattr(record, name, (getattr(info, name) or "-") if info is not None else "-")
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, the request fields, and the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": redact(record.getMessage()),
+        }
+        for name in CONTEXT_FIELDS:
+            value = getattr(record, name, "-")
+            if value and value != "-":
+                entry[name] = value
+        for name in ("status", "duration_ms", "http_method", "path"):
+            if hasattr(record, name):
+                entry[name] = getattr(record, name)
+        if record.exc_info:
+            entry["exception"] = redact(self.formatException(record.exc_info))
+        elif record.exc_text:
+            entry["exception"] = redact(record.exc_text)
+        if record.stack_info:
+            entry["stack"] = redact(self.formatStack(record.stack_info))
+        return orjson.dumps(entry, default=str).decode()
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+class ConsoleFormatter(logging.Formatter):
+    """``time LEVEL logger [request tenant/server agent method] message`` for development terminals."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(context)s%(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        request_id = getattr(record, "request_id", "-")
+        if request_id != "-":
+            where = "/".join(v for v in (getattr(record, "tenant", "-"), getattr(record, "server", "-")) if v != "-")
+            parts = [request_id, where, getattr(record, "agent", "-"), getattr(record, "method", "-")]
+            record.context = "[" + " ".join(p for p in parts if p and p != "-") + "] "
+        else:
+            record.context = ""
+        return redact(super().format(record))
+
+
+def logging_config(*, json: bool, level: str = "INFO", access_log: bool = True) -> dict[str, Any]:
+    """A ``LOGGING`` dictionary: one stderr handler on the root logger (JSON or console), mcp_app at ``level``.
+
+    Only the root logger has a handler and nothing sets ``propagate: False`` on a logger that also has one, so
+    each record is written once. ``mcp_app.access`` writes one line per MCP request (off with ``access_log=False``).
+    """
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"request_context": {"()": "mcp_app.observability.logging.RequestContextFilter"}},
+        "formatters": {
+            "json": {"()": "mcp_app.observability.logging.JsonFormatter"},
+            "console": {"()": "mcp_app.observability.logging.ConsoleFormatter"},
+        },
+        "handlers": {
+            "default": {
+                "class": "logging.StreamHandler",
+                "formatter": "json" if json else "console",
+                "filters": ["request_context"],
+            }
+        },
+        "root": {"handlers": ["default"], "level": "WARNING"},
+        "loggers": {
+            # Django's defaults give "django" its own console handler (DEBUG only) and mail_admins; replacing the
+            # logger leaves just propagation to the root handler.
+            "django": {"level": "INFO", "handlers": [], "propagate": True},
+            "daphne": {"level": "INFO"},
+            "mcp_app": {"level": level},
+            "mcp_app.access": {"level": "INFO" if access_log else "WARNING"},
+        },
+    }

@@ -1,0 +1,196 @@
+"""Prometheus metrics of mcp_app, and the hooks that move them.
+
+Every metric is defined here, once, on prometheus-client's default registry; other modules call the small
+functions below instead of touching metric objects, so names, labels and their bounded value sets live in one
+place. The hooks are cheap enough for the request path: a dictionary lookup of a label child (cached by
+prometheus-client) and an increment; no database, no I/O, no channel layer.
+
+Several processes (N daphne behind a proxy): set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory shared by
+all of them **before they start**; prometheus-client then writes each process's values to memory-mapped files
+there and :func:`exposition` aggregates them, so any process's ``/metrics`` reports the whole deployment. Gauges
+use ``livesum`` (only live processes count). Empty the directory when the deployment restarts.
+
+Label values are bounded: JSON-RPC methods outside the dispatcher's table are ``other``, HTTP methods outside
+GET/POST/DELETE are ``other``, tool names are the catalog's (operator-controlled, never client input unless the
+tool exists), dependencies and caches are names chosen by code.
+
+Not owned here: the ``/metrics`` endpoint and its authorisation (``observability.endpoints``), log lines
+(``observability.logging``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest as _generate_latest
+
+NAMESPACE = "mcp"
+HTTP_METHODS = frozenset({"GET", "POST", "DELETE"})
+TOOL_OUTCOMES = ("ok", "tool_error", "invalid_arguments", "protocol_error", "cancelled", "exception")
+DEPENDENCIES = ("database", "redis", "channel_layer", "cache")
+
+REQUESTS = Counter(
+    "requests",
+    "MCP endpoint requests answered, by HTTP method, JSON-RPC method, protocol era and HTTP status.",
+    ["http_method", "rpc_method", "era", "status"],
+    namespace=NAMESPACE,
+)
+REQUEST_SECONDS = Histogram(
+    "request_duration_seconds",
+    "Time from the request's arrival to the end of its response (streams included), by HTTP method.",
+    ["http_method"],
+    namespace=NAMESPACE,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf")),
+)
+TOOL_CALL_SECONDS = Histogram(
+    "tool_call_duration_seconds",
+    "Duration of tools/call runs, by tool and outcome (one of TOOL_OUTCOMES).",
+    ["tool", "outcome"],
+    namespace=NAMESPACE,
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
+)
+SSE_STREAMS = Gauge(
+    "sse_streams",
+    "Server-sent-event responses currently open.",
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+WORKER_CALLS = Gauge(
+    "worker_calls",
+    "Tool calls handed to background work (durable tasks), by state: queued or running.",
+    ["state"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+CACHE_LOOKUPS = Counter(
+    "cache_lookups",
+    "Lookups in mcp_app's caches, by cache and result (hit or miss); hit rate = hit / (hit + miss).",
+    ["cache", "result"],
+    namespace=NAMESPACE,
+)
+DEPENDENCY_ERRORS = Counter(
+    "dependency_errors",
+    "Errors talking to a dependency (database, redis, channel_layer, cache), seen while serving or probing.",
+    ["dependency"],
+    namespace=NAMESPACE,
+)
+
+# Present from the first scrape, so dashboards and alerts see zeros instead of missing series.
+for _state in ("queued", "running"):
+    WORKER_CALLS.labels(state=_state).set(0)
+for _dependency in DEPENDENCIES:
+    DEPENDENCY_ERRORS.labels(dependency=_dependency)
+
+
+def record_request(http_method: str, rpc_method: str, era: str, status: int, seconds: float) -> None:
+    """One answered request of the MCP endpoint (called by ``observability.asgi``)."""
+    method = http_method if http_method in HTTP_METHODS else "other"
+    REQUESTS.labels(method, rpc_method, era, str(status)).inc()
+    REQUEST_SECONDS.labels(method).observe(seconds)
+
+
+def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
+    """One finished ``tools/call`` run; ``outcome`` is one of ``TOOL_OUTCOMES``."""
+    TOOL_CALL_SECONDS.labels(tool, outcome).observe(seconds)
+
+
+def stream_opened() -> None:
+    SSE_STREAMS.inc()
+
+
+def stream_closed() -> None:
+    SSE_STREAMS.dec()
+
+
+def worker_call(state: str, delta: int) -> None:
+    """A call entered (``delta=1``) or left (``-1``) background work in ``state`` ("queued" or "running")."""
+    WORKER_CALLS.labels(state=state).inc(delta)
+
+
+def record_cache(cache: str, hit: bool) -> None:
+    """One lookup in the cache named ``cache`` (e.g. ``catalog``, ``token``, ``session``): call it on every lookup."""
+    CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss").inc()
+
+
+def record_dependency_error(dependency: str) -> None:
+    """An error talking to ``dependency`` (one of ``DEPENDENCIES``)."""
+    DEPENDENCY_ERRORS.labels(dependency=dependency).inc()
+
+
+def dependency_of(exc: BaseException) -> str | None:
+    """Which dependency an exception comes from (``database``, ``redis``), or ``None`` when it is none of them."""
+    from django.db import Error as DatabaseError
+
+    if isinstance(exc, DatabaseError):
+        return "database"
+    try:
+        from redis.exceptions import RedisError
+    except ImportError:  # the [redis] extra is not installed
+        RedisError = ()  # type: ignore[assignment,misc]
+    if isinstance(exc, RedisError) or type(exc).__module__.startswith(("redis.", "channels_redis.")):
+        return "redis"
+    return None
+
+
+def record_exception(exc: BaseException) -> None:
+    """Count ``exc`` as a dependency error when it is one (unhandled errors while serving call this)."""
+    dependency = dependency_of(exc)
+    if dependency is not None:
+        record_dependency_error(dependency)
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def _mark_dead() -> None:
+    """At exit: drop this process's live gauges, so a restarted process does not leave its streams counted."""
+    from prometheus_client import multiprocess
+
+    directory = multiprocess_dir()
+    if directory:
+        multiprocess.mark_process_dead(os.getpid(), directory)
+
+
+if multiprocess_dir():
+    atexit.register(_mark_dead)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text exposition of every metric (of all processes in multiprocess mode) and its content type."""
+    registry: Any = REGISTRY
+    if multiprocess_dir():
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return _generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+_known_methods: frozenset[str] | None = None
+
+
+def rpc_method(payload: Any) -> str:
+    """The bounded ``rpc_method`` label of a decoded body: a known request method, ``notification``,
+    ``response`` (a client's answer), ``batch`` or ``other``."""
+    global _known_methods
+    if isinstance(payload, list):
+        return "batch"
+    if not isinstance(payload, dict):
+        return "other"
+    method = payload.get("method")
+    if method is None:
+        return "response"
+    if not isinstance(method, str):
+        return "other"
+    if _known_methods is None:
+        from ..protocol.handlers import dispatcher
+        from ..protocol.versions import LEGACY, MODERN
+
+        _known_methods = dispatcher.methods(LEGACY) | dispatcher.methods(MODERN)
+    if method in _known_methods:
+        return method
+    return "notification" if method.startswith("notifications/") else "other"

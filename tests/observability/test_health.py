@@ -1,0 +1,68 @@
+"""/healthz and /readyz in-process: no authorisation, per-dependency JSON, 405 for other methods.
+
+Redis being stopped is tested against a real daphne and a Redis of its own in ``tests/e2e/test_operations.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from tests.transport.helpers import call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_healthz_answers_without_credentials(access: Any) -> None:
+    reply = await call(access, method="GET", path="/healthz", query="", drop=("authorization",))
+    assert reply.status == 200
+    assert reply.json() == {"status": "ok"}
+    assert reply.headers["cache-control"] == "no-store"
+
+
+async def test_readyz_names_each_dependency(access: Any) -> None:
+    reply = await call(access, method="GET", path="/readyz", query="", drop=("authorization",))
+    assert reply.status == 200, reply.body
+    checks = reply.json()["checks"]
+    assert set(checks) == {"database", "cache", "channel_layer", "redis"}
+    assert checks["database"]["status"] == "ok"
+    assert checks["cache"]["status"] == "ok"
+    assert checks["channel_layer"]["status"] == "ok"
+    assert checks["redis"]["status"] == ("ok" if settings.REDIS_URL else "skipped")
+    assert all(isinstance(check["latency_ms"], float) for check in checks.values())
+
+
+async def test_readyz_is_503_when_a_dependency_is_unreachable(access: Any) -> None:
+    # A port nothing listens on: the cache (and the Redis probe) fail, the database is still fine.
+    from tests.e2e.conftest import _free_port
+
+    dead = f"redis://127.0.0.1:{_free_port()}/0"
+    caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}}
+    with override_settings(CACHES=caches, MCP_APP={"HEALTH_CHECK_TIMEOUT_SECONDS": 2}):
+        reply = await call(access, method="GET", path="/readyz", query="", drop=("authorization",))
+    assert reply.status == 503
+    body = reply.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["cache"]["status"] == "down"
+    assert body["checks"]["redis"]["status"] == "down"
+    assert body["checks"]["database"]["status"] == "ok"
+    assert dead not in reply.body.decode()
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+async def test_other_methods_are_405(access: Any, path: str) -> None:
+    reply = await call(access, {"x": 1}, method="POST", path=path, query="")
+    assert reply.status == 405
+    assert reply.headers["allow"] == "GET, HEAD"
+
+
+def test_the_root_says_what_is_served(client: Any) -> None:
+    response = client.get("/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["name"] == "mcp-host"
+    assert body["health"] == "/healthz"
+    assert body["mcp"].startswith("/mcp/")

@@ -1,0 +1,124 @@
+"""Structured logs: one line per record (tracebacks once), request fields on every line, secrets scrubbed.
+
+The configuration test runs a fresh interpreter the way daphne starts: ``logging.basicConfig`` on the root logger
+first (daphne's CLI does that), then Django's ``LOGGING`` from the reference settings. The old configuration
+gave ``mcp_app`` a handler of its own that also propagated to daphne's root handler: every line twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_app.observability.logging import (
+    ConsoleFormatter,
+    JsonFormatter,
+    RequestContextFilter,
+    RequestInfo,
+    bind,
+    end_request,
+    start_request,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "mcp_0123abcd_" + "S" * 43
+
+SCRIPT = """
+import logging, os
+logging.basicConfig(level=logging.INFO)  # what daphne's CLI does before it imports the application
+import django
+django.setup()
+log = logging.getLogger("mcp_app.runtime")
+try:
+    raise RuntimeError("unique-failure-marker")
+except RuntimeError:
+    log.exception("tool boom raised")
+"""
+
+
+@pytest.mark.parametrize("log_format", ["json", "console"])
+def test_a_traceback_is_written_once_under_daphnes_root_handler(log_format: str) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in ("MCP_LOG_FORMAT", "MCP_PRODUCTION", "DEBUG")}
+    env.update({"DJANGO_SETTINGS_MODULE": "mcp_host.settings", "MCP_LOG_FORMAT": log_format})
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stderr.count("unique-failure-marker") == 1, result.stderr
+    assert result.stderr.count("tool boom raised") == 1, result.stderr
+    if log_format == "json":
+        (line,) = [line for line in result.stderr.splitlines() if "tool boom raised" in line]
+        entry = json.loads(line)
+        assert entry["level"] == "ERROR"
+        assert entry["logger"] == "mcp_app.runtime"
+        assert "Traceback" in entry["exception"]
+
+
+def _record(message: str, *args: object, exc_info: object = None) -> logging.LogRecord:
+    record = logging.LogRecord("mcp_app.test", logging.INFO, __file__, 1, message, args, exc_info)  # type: ignore[arg-type]
+    RequestContextFilter().filter(record)
+    return record
+
+
+def test_records_carry_the_bound_request_fields() -> None:
+    token = start_request(RequestInfo(request_id="req-1", server="orders"))
+    try:
+        bind(tenant="acme", agent="bot", method="tools/call", era="modern")
+        entry = json.loads(JsonFormatter().format(_record("hello %s", "world")))
+    finally:
+        end_request(token)
+    assert entry["message"] == "hello world"
+    assert {key: entry[key] for key in ("request_id", "tenant", "server", "agent", "method", "era")} == {
+        "request_id": "req-1",
+        "tenant": "acme",
+        "server": "orders",
+        "agent": "bot",
+        "method": "tools/call",
+        "era": "modern",
+    }
+    outside = json.loads(JsonFormatter().format(_record("no request")))
+    assert "request_id" not in outside
+
+
+def test_tokens_and_bearer_credentials_are_scrubbed() -> None:
+    try:
+        raise ValueError(f"bad token {TOKEN}")
+    except ValueError:
+        record = _record("headers %s", {"authorization": "Bearer abc.def-ghi"}, exc_info=sys.exc_info())
+    for formatter in (JsonFormatter(), ConsoleFormatter()):
+        text = formatter.format(record)
+        assert TOKEN not in text
+        assert "abc.def-ghi" not in text
+        assert "[redacted]" in text
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(access: object) -> None:
+    from tests.transport.helpers import call, rpc
+
+    collect = _Collect()
+    collect.addFilter(RequestContextFilter())
+    access_logger = logging.getLogger("mcp_app.access")
+    access_logger.addHandler(collect)
+    try:
+        reply = await call(access, rpc("ping"), query="agentId=evil%0Aforged-line", drop=("authorization",))
+    finally:
+        access_logger.removeHandler(collect)
+    assert reply.status == 401
+    (record,) = collect.records
+    assert record.agent == "?"  # type: ignore[attr-defined]
+    assert "forged" not in ConsoleFormatter().format(record)
