@@ -64,6 +64,8 @@ def bootstrap(
         created.append(f"server {server_id}")
     elif server.tenant_id != tenant.pk:
         raise OperationError(f"the server id {server_id!r} belongs to another tenant")
+    # The operator runs this command, so the tools it binds are the ones the operator allows the tenant.
+    tenant.allow_python_tools(tools)
     position = ServerTool.objects.filter(server=server).count()
     for name in tools:
         tool, made = Tool.objects.get_or_create(

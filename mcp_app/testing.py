@@ -178,6 +178,7 @@ def mcp_server(mcp_tenant: Any, mcp_tools: list[str]) -> Any:
     from mcp_app.models import McpServer, ServerTool, Tool
 
     server = McpServer.objects.create(tenant=mcp_tenant, server_id="test-server", name="test-server")
+    mcp_tenant.allow_python_tools(mcp_tools)  # the operator's allow-list of @tools for this tenant
     for position, name in enumerate(mcp_tools):
         tool = Tool.objects.create(tenant=mcp_tenant, name=name, kind=Tool.Kind.PYTHON, python_name=name)
         ServerTool.objects.create(server=server, tool=tool, position=position)
