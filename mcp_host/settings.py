@@ -16,6 +16,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_app.channel_layer import redis_layer_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -101,12 +103,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 REDIS_URL = os.environ.get("REDIS_URL") or None
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("MCP_CHANNEL_PREFIX", "mcp")},
-        }
-    }
+    # Socket options that keep channels-redis's blocking receive from timing out (see mcp_app.channel_layer).
+    CHANNEL_LAYERS = {"default": redis_layer_config(REDIS_URL, prefix=os.environ.get("MCP_CHANNEL_PREFIX", "mcp"))}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

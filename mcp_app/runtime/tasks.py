@@ -26,6 +26,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from ..channel_layer import receive_forever
 from ..conf import mcp_settings
 from ..models import Agent, McpServer, ToolTask
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
@@ -222,8 +223,7 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     group = task_group(task_id)
     await layer.group_add(group, channel)
     try:
-        while True:
-            message = await layer.receive(channel)
+        async for message in receive_forever(layer, channel):
             if message.get("type") == CANCEL_EVENT:
                 work.cancel()
                 return

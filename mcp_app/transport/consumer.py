@@ -32,6 +32,7 @@ from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
 from .. import PRODUCT_NAME, __version__
+from ..channel_layer import receive_forever
 from ..conf import mcp_settings
 from ..events import (
     BROADCAST_EVENT,
@@ -654,7 +655,6 @@ class McpConsumer(AsyncConsumer):
 
     async def _pump_layer(self) -> None:
         assert self.channel_layer is not None and self.channel_name is not None
-        while True:
-            message = await self.channel_layer.receive(self.channel_name)
+        async for message in receive_forever(self.channel_layer, self.channel_name):
             if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT, STREAM_EVENT):
                 await self._events.put(message)
