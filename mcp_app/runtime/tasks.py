@@ -28,9 +28,10 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import receive_forever
 from ..conf import mcp_settings
+from ..events import TASK_CANCEL_EVENT, task_group
 from ..models import Agent, McpServer, ToolTask
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
-from ..protocol.errors import ProtocolError
+from ..protocol.errors import INVALID_PARAMS, InternalError, ProtocolError
 from .mrtr import PARK
 
 if TYPE_CHECKING:
@@ -38,16 +39,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_app.runtime.tasks")
 
-CANCEL_EVENT = "mcp.task_cancel"
 # Work of tasks running in this process, by task id (cancellation) and as a set (kept alive until settled),
 # and the listeners for cancellations from other processes.
 _running: dict[str, asyncio.Task[Any]] = {}
 _background: set[asyncio.Task[Any]] = set()
 _listeners: set[asyncio.Task[Any]] = set()
-
-
-def task_group(task_id: str) -> str:
-    return f"mcp.task.{task_id[:48].replace('-', '_')}"
 
 
 def _iso(moment: Any) -> str:
@@ -82,7 +78,7 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
     if isinstance(outcome, BaseException):
         return {
             "status": ToolTask.Status.FAILED,
-            "error": {"code": -32603, "message": "Internal error"},
+            "error": InternalError().to_wire(),
             "status_message": "Internal error",
         }
     if outcome.get("resultType") == "input_required":
@@ -131,7 +127,7 @@ class TaskService:
             else:
                 layer = get_channel_layer()
                 if layer is not None:
-                    await layer.group_send(task_group(task_id), {"type": CANCEL_EVENT})
+                    await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
         return True
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
@@ -186,7 +182,7 @@ class TaskService:
 
 
 async def _gone(name: str) -> dict[str, Any]:
-    raise ProtocolError(f"Tool {name} is no longer available", code=-32602)
+    raise ProtocolError(f"Tool {name} is no longer available", code=INVALID_PARAMS)
 
 
 def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
@@ -224,7 +220,7 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     await layer.group_add(group, channel)
     try:
         async for message in receive_forever(layer, channel):
-            if message.get("type") == CANCEL_EVENT:
+            if message.get("type") == TASK_CANCEL_EVENT:
                 work.cancel()
                 return
     finally:

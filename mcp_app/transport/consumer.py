@@ -45,7 +45,7 @@ from ..events import (
     session_group,
     stream_group,
 )
-from ..protocol import jsonrpc, modern, versions
+from ..protocol import jsonrpc, messages, modern, versions
 from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
 from ..protocol.errors import (
     HEADER_MISMATCH,
@@ -58,12 +58,13 @@ from ..protocol.errors import (
     InvalidParams,
     InvalidRequest,
     ProtocolError,
+    RequestTimeout,
     error_response,
 )
 from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
-from . import sse
+from . import cancellation, sse
 from .auth import AccessDenied, AccessGrant, authorize
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
@@ -86,7 +87,6 @@ MODERN_STATUS = {
 }
 
 runner = Runner()
-CANCEL_WATCH_DELAY_SECONDS = 0.05
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
 
@@ -428,9 +428,17 @@ class McpConsumer(AsyncConsumer):
             deliver=self._deliverer(scope),
             cancel=self._canceller(scope),
         )
+        group = None
         if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
-            self._watch = asyncio.create_task(self._watch_cancellation(call_group(scope, payload["id"])))
-        outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
+            group = call_group(scope, payload["id"])
+            # Cancellable in this process from now on; from others once the watcher has joined the group.
+            cancellation.register(group, self._cancel_soon)
+            self._watch = asyncio.create_task(self._watch_cancellation(group))
+        try:
+            outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
+        finally:
+            if group is not None:
+                cancellation.unregister(group)
         status = 200
         if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
             status = 400
@@ -454,10 +462,10 @@ class McpConsumer(AsyncConsumer):
             try:
                 # Listen before asking: the answer may reach another process and come back at once.
                 await self._join(group)
-                await writer.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+                await writer.notify(messages.request(request_id, method, params))
                 return await asyncio.wait_for(future, timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS)
             except TimeoutError:
-                return {"error": {"code": -32001, "message": f"The client did not answer {method} in time"}}
+                return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
             finally:
                 self._pending.pop(request_id, None)
                 await self._leave(group)
@@ -476,17 +484,26 @@ class McpConsumer(AsyncConsumer):
 
     def _canceller(self, scope: str) -> Any:
         async def cancel(request_id: str | int) -> None:
-            layer = get_channel_layer()
-            if layer is not None:
-                await layer.group_send(call_group(scope, request_id), {"type": CANCEL_EVENT})
+            await cancellation.request_cancel(call_group(scope, request_id))
 
         return cancel
 
+    def _cancel_soon(self) -> None:
+        """Stop the call this consumer serves, from this event loop (its own message loop ends the response)."""
+        if self._detached:
+            if self._work is not None:
+                self._work.cancel()  # nobody reads the response any more
+            return
+        self._events.put_nowait({"type": CANCEL_EVENT})
+
     async def _watch_cancellation(self, group: str) -> None:
         """Only calls still running after a moment join their cancellation group: quick calls, the vast
-        majority, cost the channel layer nothing."""
-        await asyncio.sleep(CANCEL_WATCH_DELAY_SECONDS)
+        majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
+        await asyncio.sleep(cancellation.CANCEL_WATCH_DELAY_SECONDS)
         await self._join(group)
+        if await cancellation.cancelled_before_listening(group):
+            self._cancel_soon()
+        cancellation.announce_listening(group)
 
     async def _refuse_handshake_era(self, grant: AccessGrant, payload: Any) -> None:
         """A modern-only server names what it speaks, without the stateless-only error codes."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -55,6 +56,13 @@ class EventStore:
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
 
+    async def mark(self, key: str, ttl_seconds: float) -> None:
+        """Remember ``key`` for ``ttl_seconds`` (e.g. a cancellation that arrived before its call listened)."""
+        raise NotImplementedError
+
+    async def marked(self, key: str) -> bool:
+        raise NotImplementedError
+
 
 class MemoryEventStore(EventStore):
     """Per-process store, bounded in streams and in events per stream."""
@@ -64,6 +72,20 @@ class MemoryEventStore(EventStore):
         self._max_streams = max_streams
         self._max_events = max_events
         self._lock = threading.Lock()
+        self._marks: OrderedDict[str, float] = OrderedDict()
+
+    async def mark(self, key: str, ttl_seconds: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._marks[key] = now + ttl_seconds
+            self._marks.move_to_end(key)
+            while len(self._marks) > self._max_streams or (self._marks and next(iter(self._marks.values())) < now):
+                self._marks.popitem(last=False)
+
+    async def marked(self, key: str) -> bool:
+        with self._lock:
+            expires = self._marks.get(key)
+        return expires is not None and expires > time.monotonic()
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
         with self._lock:
@@ -107,6 +129,12 @@ class RedisEventStore(EventStore):
             pipe.zadd(key, {orjson.dumps([sequence, message]): sequence})
             pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
             await pipe.execute()
+
+    async def mark(self, key: str, ttl_seconds: float) -> None:
+        await self._client().set(f"{self._prefix}:mark:{key}", b"1", ex=max(1, int(ttl_seconds)))
+
+    async def marked(self, key: str) -> bool:
+        return bool(await self._client().exists(f"{self._prefix}:mark:{key}"))
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         rows = await self._client().zrangebyscore(f"{self._prefix}:{stream_id}", f"({sequence}", "+inf")
