@@ -20,6 +20,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
     # Largest JSON-RPC batch (array) accepted in one POST.
     "MAX_BATCH_SIZE": 50,
+    # Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it).
+    # At most 200: encoders refuse deeper values, and stored values get wrapped a few levels deeper.
+    "MAX_JSON_DEPTH": 64,
+    # Largest encoded clientInfo + capabilities a client may declare (initialize, the 2026-07-28 _meta), in
+    # bytes; larger declarations are refused with -32602 instead of being stored.
+    "MAX_CLIENT_INFO_BYTES": 16 * 1024,
     # Seconds between keep-alive comments on idle SSE streams.
     "SSE_KEEPALIVE_SECONDS": 25.0,
     # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
@@ -53,6 +59,8 @@ DEFAULTS: dict[str, Any] = {
 _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_BODY_BYTES": (int,),
     "MAX_BATCH_SIZE": (int,),
+    "MAX_JSON_DEPTH": (int,),
+    "MAX_CLIENT_INFO_BYTES": (int,),
     "SSE_KEEPALIVE_SECONDS": (int, float),
     "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
     "ALLOWED_ORIGINS": (list, tuple),
@@ -91,7 +99,9 @@ class McpSettings:
             expected = _TYPES[key]
             if not isinstance(value, expected) or isinstance(value, bool):
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
-        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE"):
+        if not 1 <= values["MAX_JSON_DEPTH"] <= 200:
+            raise ImproperlyConfigured("MCP_APP['MAX_JSON_DEPTH'] must be between 1 and 200.")
+        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE", "MAX_CLIENT_INFO_BYTES"):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
         if "BACKEND" not in values["EVENT_STORE"]:

@@ -45,7 +45,7 @@ from ..events import (
     session_group,
     stream_group,
 )
-from ..protocol import jsonrpc, messages, modern, versions
+from ..protocol import jsonrpc, limits, messages, modern, versions
 from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
 from ..protocol.errors import (
     HEADER_MISMATCH,
@@ -346,7 +346,7 @@ class McpConsumer(AsyncConsumer):
             await self.send_error(400, "The request body is empty.")
             return
         try:
-            payload = jsonrpc.decode(body)
+            payload = jsonrpc.decode(body, max_depth=mcp_settings.MAX_JSON_DEPTH)
         except ProtocolError as exc:
             await self.send_response(400, jsonrpc.encode(error_response(None, exc)), JSON_HEADERS)
             return
@@ -381,6 +381,16 @@ class McpConsumer(AsyncConsumer):
             await self._refuse_handshake_era(grant, payload)
             return
         initialize = isinstance(payload, dict) and payload.get("method") == "initialize" and "id" in payload
+        if initialize and isinstance(payload.get("params"), dict):
+            try:
+                limits.check_client_metadata(
+                    payload["params"].get("clientInfo"),
+                    payload["params"].get("capabilities"),
+                    mcp_settings.MAX_CLIENT_INFO_BYTES,
+                )
+            except ProtocolError as exc:
+                await self.send_response(200, jsonrpc.encode(error_response(payload["id"], exc)), JSON_HEADERS)
+                return
         session: DatabaseSession | None = None
         if not initialize:
             session, found = await self._session(grant)
@@ -528,6 +538,9 @@ class McpConsumer(AsyncConsumer):
             return
         try:
             envelope = modern.admit(payload, headers, grant.server.supported_versions)
+            limits.check_client_metadata(
+                envelope.client_info, envelope.client_capabilities, mcp_settings.MAX_CLIENT_INFO_BYTES
+            )
         except ProtocolError as exc:
             body = jsonrpc.encode(error_response(jsonrpc.recover_id(payload), exc))
             await self.send_response(MODERN_STATUS.get(exc.code, 400), body, JSON_HEADERS)
