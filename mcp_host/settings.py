@@ -141,5 +141,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"mcp_app": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
+    # Not propagated: daphne's command line gives the root logger a handler too, and every record (and
+    # traceback) would be written twice.
+    "loggers": {
+        "mcp_app": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "INFO"), "propagate": False}
+    },
 }

@@ -293,6 +293,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
         state=state,
         client_capabilities=dict(call.request.client_capabilities),
         _ask=call.ask,
+        _close_stream=call.request.close_stream,
     )
 
 

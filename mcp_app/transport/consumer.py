@@ -401,9 +401,11 @@ class McpConsumer(AsyncConsumer):
                 return
         version = headers.get(modern.HEADER_PROTOCOL_VERSION)
         if session is not None:
-            if version is not None and version != session.protocol_version:
+            # The spec asks 400 only for an invalid or unsupported version. A supported one that differs from
+            # the session's is served under the version the session negotiated (its features, its framing).
+            if version is not None and version not in supported:
                 await self.send_error(
-                    400, f"MCP-Protocol-Version {version!r} differs from the session's {session.protocol_version!r}."
+                    400, f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(supported)}."
                 )
                 return
             version = session.protocol_version
@@ -437,6 +439,7 @@ class McpConsumer(AsyncConsumer):
             ask=self._asker(scope, writer),
             deliver=self._deliverer(scope),
             cancel=self._canceller(scope),
+            close_stream=writer.close_stream if writer.resumable else None,
         )
         group = None
         if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:

