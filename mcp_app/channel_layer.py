@@ -50,15 +50,28 @@ def _layer_errors() -> tuple[type[BaseException], ...]:
 LAYER_ERRORS: tuple[type[BaseException], ...] = _layer_errors()
 
 
-def redis_layer_config(url: str, *, prefix: str = "asgi", **config: Any) -> dict[str, Any]:
-    """``CHANNEL_LAYERS["default"]`` for channels-redis at ``url`` with connection options that suit it."""
-    host = {
-        "address": url,
-        "socket_timeout": SOCKET_TIMEOUT_SECONDS,
+def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """redis-py connection options for the layer and the event store.
+
+    A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
+    replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
+    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff.
+    """
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+
+    return {
+        "socket_timeout": socket_timeout,
         "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "socket_keepalive": True,
         "health_check_interval": 30,
+        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
     }
+
+
+def redis_layer_config(url: str, *, prefix: str = "asgi", **config: Any) -> dict[str, Any]:
+    """``CHANNEL_LAYERS["default"]`` for channels-redis at ``url`` with connection options that suit it."""
+    host = {"address": url, **redis_connection_options()}
     return {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix, **config}}
 
 

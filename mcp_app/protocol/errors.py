@@ -79,6 +79,13 @@ class RequestTimeout(ProtocolError):
     default_message = "Request timed out"
 
 
+class ServiceUnavailable(ProtocolError):
+    """A backing service (the channel layer, the event store) is unreachable: retry later (HTTP 503)."""
+
+    code = INTERNAL_ERROR
+    default_message = "Service unavailable: the channel layer is unreachable; retry shortly"
+
+
 class HeaderMismatch(ProtocolError):
     """2026-07-28: a required routing header is missing, invalid, or disagrees with the body."""
 

@@ -32,7 +32,7 @@ from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
 from .. import PRODUCT_NAME, __version__
-from ..channel_layer import receive_forever
+from ..channel_layer import LAYER_ERRORS, layer_health, receive_forever
 from ..conf import mcp_settings
 from ..events import (
     BROADCAST_EVENT,
@@ -59,6 +59,7 @@ from ..protocol.errors import (
     InvalidRequest,
     ProtocolError,
     RequestTimeout,
+    ServiceUnavailable,
     error_response,
 )
 from ..protocol.handlers import dispatcher
@@ -127,6 +128,8 @@ class McpConsumer(AsyncConsumer):
         self._stream_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._session_stream: DatabaseSession | None = None
         self._named_session: DatabaseSession | None = None
+        self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
+        self._long_stream = False  # a GET stream, a resumed stream or subscriptions/listen
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
@@ -262,6 +265,9 @@ class McpConsumer(AsyncConsumer):
             for group in self._groups:
                 try:
                     await self.channel_layer.group_discard(group, self.channel_name)
+                except LAYER_ERRORS as error:
+                    # Membership expires with the layer's group_expiry; nothing to repair here.
+                    logger.info("could not leave group %s: %s", group, type(error).__name__)
                 except Exception:
                     logger.warning("could not leave group %s", group, exc_info=True)
 
@@ -272,12 +278,43 @@ class McpConsumer(AsyncConsumer):
             await self._respond(body)
         except asyncio.CancelledError:
             raise
+        except ServiceUnavailable:
+            await self._layer_unavailable()
+        except LAYER_ERRORS as error:
+            layer_health.failed(error)
+            await self._layer_unavailable()
         except Exception:
             logger.exception("unhandled error serving %s %s", self.scope.get("method"), self.scope.get("path"))
             if not self._response_started:
                 await self.send_response(
                     500, jsonrpc.encode(error_response(None, ProtocolError("Internal error"))), JSON_HEADERS
                 )
+
+    async def _layer_unavailable(self, message: dict[str, Any] | None = None) -> None:
+        """The channel layer or event store failed: a 503 before the response started, else end the stream with
+        an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits forever)."""
+        error = ServiceUnavailable()
+        if not self._response_started:
+            body = jsonrpc.encode(error_response(None, error))
+            await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
+            return
+        if self._request_id is not None and not self._long_stream:
+            with contextlib.suppress(Exception):
+                await self.send_body(sse.event(error_response(self._request_id, error)), more_body=True)
+        else:
+            await self.send_body(sse.error_event(error_response(None, error)), more_body=True)
+        await self.send_body(b"")
+
+    async def mcp_layer_down(self, message: dict[str, Any]) -> None:
+        """The layer pump lost the layer: a GET or listen stream cannot hear anything more; end it with an error
+        event (the client reconnects, and gets a 503 until the layer is back). Calls go on without it."""
+        if self._long_stream and self._response_started:
+            if self._work is not None and not self._work.done():
+                self._work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._work
+            await self._layer_unavailable()
+            raise StopConsumer
 
     async def _respond(self, body: bytes) -> None:
         method = self.scope["method"]
@@ -443,6 +480,7 @@ class McpConsumer(AsyncConsumer):
         )
         group = None
         if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
+            self._request_id = payload["id"]
             group = call_group(scope, payload["id"])
             # Cancellable in this process from now on; from others once the watcher has joined the group.
             cancellation.register(group, self._cancel_soon)
@@ -513,8 +551,14 @@ class McpConsumer(AsyncConsumer):
         """Only calls still running after a moment join their cancellation group: quick calls, the vast
         majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
         await asyncio.sleep(cancellation.CANCEL_WATCH_DELAY_SECONDS)
-        await self._join(group)
-        if await cancellation.cancelled_before_listening(group):
+        try:
+            await self._join(group)
+            noted = await cancellation.cancelled_before_listening(group)
+        except LAYER_ERRORS as error:
+            # The call goes on; only cancellations from other processes cannot reach it while the layer is down.
+            layer_health.failed(error)
+            return
+        if noted:
             self._cancel_soon()
         cancellation.announce_listening(group)
 
@@ -574,6 +618,7 @@ class McpConsumer(AsyncConsumer):
     async def _serve_subscription(self, grant: AccessGrant, stream: OpenStream) -> None:
         """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
         self._translate = stream.translate
+        self._long_stream = True
         group = server_group(grant.server.pk)
         await self._join(group)
         await self.send_headers(200, sse.SSE_HEADERS)
@@ -600,6 +645,7 @@ class McpConsumer(AsyncConsumer):
             }
             await self.send_response(200, jsonrpc.encode(info), JSON_HEADERS)
             return
+        self._long_stream = True
         resume: tuple[str, int] | None = None
         last_event_id = self._header("last-event-id")
         if last_event_id is not None and session is not None:
@@ -688,6 +734,10 @@ class McpConsumer(AsyncConsumer):
 
     async def _pump_layer(self) -> None:
         assert self.channel_layer is not None and self.channel_name is not None
-        async for message in receive_forever(self.channel_layer, self.channel_name):
+
+        async def lost(_error: BaseException) -> None:
+            self._events.put_nowait({"type": "mcp.layer_down"})
+
+        async for message in receive_forever(self.channel_layer, self.channel_name, on_error=lost):
             if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT, STREAM_EVENT):
                 await self._events.put(message)

@@ -22,6 +22,7 @@ from django.utils.module_loading import import_string
 from ..conf import mcp_settings
 
 STREAM_PREFIX_CHARS = 12
+CONNECT_TIMEOUT_SECONDS = 2.0
 
 
 POST_STREAM = "p"
@@ -55,6 +56,9 @@ class EventStore:
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
+
+    async def check(self) -> None:
+        """Raise (a ``channel_layer.LAYER_ERRORS`` error) if the store is unreachable; a no-op in memory."""
 
     async def mark(self, key: str, ttl_seconds: float) -> None:
         """Remember ``key`` for ``ttl_seconds`` (e.g. a cancellation that arrived before its call listened)."""
@@ -119,7 +123,10 @@ class RedisEventStore(EventStore):
         loop = id(asyncio.get_running_loop())
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = self._redis.from_url(self._url)
+            from ..channel_layer import redis_connection_options
+
+            options = redis_connection_options(socket_timeout=CONNECT_TIMEOUT_SECONDS * 2)
+            client = self._clients[loop] = self._redis.from_url(self._url, **options)
         return client
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
@@ -129,6 +136,9 @@ class RedisEventStore(EventStore):
             pipe.zadd(key, {orjson.dumps([sequence, message]): sequence})
             pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
             await pipe.execute()
+
+    async def check(self) -> None:
+        await self._client().ping()
 
     async def mark(self, key: str, ttl_seconds: float) -> None:
         await self._client().set(f"{self._prefix}:mark:{key}", b"1", ex=max(1, int(ttl_seconds)))
