@@ -30,8 +30,10 @@ DEFAULTS: dict[str, Any] = {
     "SSE_KEEPALIVE_SECONDS": 25.0,
     # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
     "TOKEN_LAST_USED_INTERVAL_SECONDS": 60,
-    # Origins accepted on every server in addition to each server's own allowed origins.
+    # Origins accepted on every server in addition to each server's own allowed origins (also for CORS).
     "ALLOWED_ORIGINS": [],
+    # How long browsers may cache a CORS preflight answer (Access-Control-Max-Age), in seconds.
+    "CORS_MAX_AGE_SECONDS": 600,
     # Module name autodiscovered in every installed app for ``@tool`` registrations.
     "TOOLS_MODULE": "mcp_tools",
     # Largest number of resolved server catalogs kept in each process's memory.
@@ -64,6 +66,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "SSE_KEEPALIVE_SECONDS": (int, float),
     "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
     "ALLOWED_ORIGINS": (list, tuple),
+    "CORS_MAX_AGE_SECONDS": (int,),
     "TOOLS_MODULE": (str,),
     "CATALOG_CACHE_SIZE": (int,),
     "CACHE_TTL_MS": (int,),

@@ -65,7 +65,7 @@ from ..protocol.errors import (
 from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
-from . import cancellation, sse
+from . import cancellation, cors, sse
 from .auth import AccessDenied, AccessGrant, authorize
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
@@ -128,6 +128,7 @@ class McpConsumer(AsyncConsumer):
         self._stream_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._session_stream: DatabaseSession | None = None
         self._named_session: DatabaseSession | None = None
+        self._cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
         self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
         self._long_stream = False  # a GET stream, a resumed stream or subscriptions/listen
         try:
@@ -150,6 +151,8 @@ class McpConsumer(AsyncConsumer):
 
     async def send_headers(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self._response_started = True
+        if self._cors:
+            headers = [*headers, *self._cors]
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
@@ -318,9 +321,20 @@ class McpConsumer(AsyncConsumer):
 
     async def _respond(self, body: bytes) -> None:
         method = self.scope["method"]
+        origin = self._header("origin")
+        if origin is not None and cors.origin_listed(origin, ()):
+            self._cors = cors.response_headers(origin)
+        if method == "OPTIONS":
+            if not host_allowed(self._header("host")):
+                await self.send_error(421, "This host name is not served here.")
+            else:
+                await self._preflight(origin)
+            return
         if method not in ALLOWED_METHODS:
             await self.send_error(
-                405, f"Method {method} is not allowed.", headers=[(b"allow", ", ".join(ALLOWED_METHODS).encode())]
+                405,
+                f"Method {method} is not allowed.",
+                headers=[(b"allow", ", ".join((*ALLOWED_METHODS, "OPTIONS")).encode())],
             )
             return
         if not host_allowed(self._header("host")):
@@ -340,9 +354,11 @@ class McpConsumer(AsyncConsumer):
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
             await self.send_error(denied.status, denied.message, headers=extra)
             return
-        if not origin_allowed(self._header("origin"), grant.server.allowed_origins):
+        if not origin_allowed(origin, grant.server.allowed_origins):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
+        if origin is not None:
+            self._cors = cors.response_headers(origin)
         if method != "POST" and not versions.handshake_versions(grant.server.supported_versions):
             # The stateless revision removed the GET stream and session termination.
             await self.send_error(
@@ -363,6 +379,20 @@ class McpConsumer(AsyncConsumer):
             if session is not None:
                 await session.terminate()
             await self.send_response(204, b"", [])
+
+    async def _preflight(self, origin: str | None) -> None:
+        """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods."""
+        self._cors = []
+        if origin is None or self._header("access-control-request-method") is None:
+            await self.send_response(204, b"", [(b"allow", b"GET, POST, DELETE, OPTIONS")])
+            return
+        server_id = self.scope["url_route"]["kwargs"]["server_id"]
+        origins = await database_sync_to_async(cors.server_origins)(server_id)
+        if not cors.origin_listed(origin, origins):
+            await self.send_error(403, "This Origin is not allowed to use this server.")
+            return
+        headers = cors.preflight_headers(origin, self._header("access-control-request-headers"))
+        await self.send_response(204, b"", headers)
 
     async def _session(self, grant: AccessGrant) -> tuple[DatabaseSession | None, bool]:
         """The handshake-era session named by ``Mcp-Session-Id``; answers 404 (and returns found=False) for an
