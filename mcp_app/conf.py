@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_STORE_TTL_SECONDS": 3600,
     # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
     "SSE_RETRY_MS": 1000,
+    # A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
+    # died); the client resumes again from its last id.
+    "SSE_RESUME_IDLE_SECONDS": 60.0,
     # Tasks extension: how long a task-capable call may run before it becomes a task, how long tasks are kept,
     # and the polling interval suggested to clients.
     "TASK_IMMEDIATE_SECONDS": 0.2,
@@ -76,6 +79,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "EVENT_STORE": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
     "SSE_RETRY_MS": (int,),
+    "SSE_RESUME_IDLE_SECONDS": (int, float),
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),

@@ -30,6 +30,7 @@ from ..channel_layer import receive_forever
 from ..conf import mcp_settings
 from ..events import TASK_CANCEL_EVENT, task_group
 from ..models import Agent, McpServer, ToolTask
+from ..process import owner_id
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
 from ..protocol.errors import INVALID_PARAMS, InternalError, ProtocolError
 from .mrtr import PARK
@@ -145,7 +146,12 @@ class TaskService:
             )
             return True
         moved = await database_sync_to_async(ToolTask.objects.transition)(
-            task.pk, status=ToolTask.Status.WORKING, input_requests=None, input_responses=answers, status_message=""
+            task.pk,
+            status=ToolTask.Status.WORKING,
+            input_requests=None,
+            input_responses=answers,
+            status_message="",
+            owner=owner_id(),  # the work resumes in this process
         )
         if moved:
             self._resume(task, answers)
@@ -267,6 +273,22 @@ async def call_maybe_as_task(
         task = await service.create(tool, arguments, call, **_outcome_fields(outcome))
         return create_result(task)
     converted = True
-    task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING)
+    task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING, owner=owner_id())
     follow(task, work)
     return create_result(task)
+
+
+def recover_orphaned_tasks() -> int:
+    """Fail the ``working`` tasks of processes on this host that died (kill -9, OOM, a crash): call it once when
+    a process starts (``mcp_host.asgi`` does). Returns how many were failed; never raises (a database that is
+    not migrated yet or unreachable is logged and skipped)."""
+    from ..process import owner_is_dead
+
+    try:
+        failed = ToolTask.objects.fail_orphaned(owner_is_dead)
+    except Exception:
+        logger.warning("could not recover the tasks of dead processes", exc_info=True)
+        return 0
+    if failed:
+        logger.warning("failed %d task(s) whose process had died", failed)
+    return failed

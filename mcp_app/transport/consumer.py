@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -704,6 +705,7 @@ class McpConsumer(AsyncConsumer):
         else:
             # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
             await self.send_headers(200, sse.SSE_HEADERS)
+            await self.send_body(sse.comment("resumed"), more_body=True)
             writer.streaming = True
             writer.stream_id, writer.sequence = resume
             for sequence, message in await get_event_store().after(*resume):
@@ -716,6 +718,8 @@ class McpConsumer(AsyncConsumer):
         """Replay a POST response stream after ``after``, then follow its live events until the response."""
         await self._join(stream_group(stream_id))  # listen first, so no event falls between replay and listening
         await self.send_headers(200, sse.SSE_HEADERS)
+        # Bytes at once: the client learns now that it is resumed (headers alone are not flushed by daphne).
+        await self.send_body(sse.comment("resumed"), more_body=True)
         last = after
         for sequence, message in await get_event_store().after(stream_id, after):
             await self.send_body(sse.event(message, event_id=f"{stream_id}.{sequence}"), more_body=True)
@@ -723,13 +727,22 @@ class McpConsumer(AsyncConsumer):
             if is_final(message):
                 await self.send_body(b"")
                 return
+        # Its producer may be gone (the process died): after SSE_RESUME_IDLE_SECONDS without an event the
+        # stream ends, and the client resumes again from its last id (SSE polling, 2025-11-25). Never a hang.
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        idle_limit = float(mcp_settings.SSE_RESUME_IDLE_SECONDS)
+        heard = time.monotonic()
         while True:
             try:
-                event = await asyncio.wait_for(self._stream_events.get(), timeout=interval)
+                wait = max(0.0, min(interval, idle_limit - (time.monotonic() - heard)))
+                event = await asyncio.wait_for(self._stream_events.get(), timeout=wait)
             except TimeoutError:
+                if time.monotonic() - heard >= idle_limit:
+                    await self.send_body(b"")
+                    return
                 await self.send_body(sse.comment("keep-alive"), more_body=True)
                 continue
+            heard = time.monotonic()
             if event["sequence"] <= last:
                 continue
             last = event["sequence"]
