@@ -57,6 +57,11 @@ class EventStore:
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
 
+    def purge_expired(self) -> int:
+        """Drop what outlived ``EVENT_STORE_TTL_SECONDS``; returns how many streams (or keys) went. Sync: the
+        purge runs from a management command or a Celery task, not on the request path."""
+        return 0
+
     async def check(self) -> None:
         """Raise (a ``channel_layer.LAYER_ERRORS`` error) if the store is unreachable; a no-op in memory."""
 
@@ -77,6 +82,7 @@ class MemoryEventStore(EventStore):
         self._max_events = max_events
         self._lock = threading.Lock()
         self._marks: OrderedDict[str, float] = OrderedDict()
+        self._touched: dict[str, float] = {}
 
     async def mark(self, key: str, ttl_seconds: float) -> None:
         now = time.monotonic()
@@ -91,14 +97,25 @@ class MemoryEventStore(EventStore):
             expires = self._marks.get(key)
         return expires is not None and expires > time.monotonic()
 
+    def purge_expired(self) -> int:
+        cutoff = time.monotonic() - float(mcp_settings.EVENT_STORE_TTL_SECONDS)
+        with self._lock:
+            stale = [stream_id for stream_id, touched in self._touched.items() if touched < cutoff]
+            for stream_id in stale:
+                self._streams.pop(stream_id, None)
+                self._touched.pop(stream_id, None)
+        return len(stale)
+
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
         with self._lock:
             events = self._streams.setdefault(stream_id, [])
+            self._touched[stream_id] = time.monotonic()
             self._streams.move_to_end(stream_id)
             events.append((sequence, message))
             del events[: -self._max_events]
             while len(self._streams) > self._max_streams:
-                self._streams.popitem(last=False)
+                evicted, _ = self._streams.popitem(last=False)
+                self._touched.pop(evicted, None)
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         with self._lock:
@@ -140,6 +157,21 @@ class RedisEventStore(EventStore):
     async def check(self) -> None:
         await self._client().ping()
 
+    def purge_expired(self) -> int:
+        """Keys expire by themselves; this removes any left without an expiry (a process that died between
+        writing an event and setting its TTL), so nothing stays forever."""
+        import redis
+
+        client = redis.Redis.from_url(self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        removed = 0
+        try:
+            for key in client.scan_iter(match=f"{self._prefix}:*", count=500):
+                if client.ttl(key) == -1:
+                    removed += client.delete(key)
+        finally:
+            client.close()
+        return removed
+
     async def mark(self, key: str, ttl_seconds: float) -> None:
         await self._client().set(f"{self._prefix}:mark:{key}", b"1", ex=max(1, int(ttl_seconds)))
 
@@ -168,3 +200,8 @@ def reset_event_store() -> None:
     global _store
     with _store_lock:
         _store = None
+
+
+def purge_event_store() -> int:
+    """Purge the configured event store (see ``EventStore.purge_expired``); for ``mcp_purge`` and Celery beat."""
+    return get_event_store().purge_expired()
