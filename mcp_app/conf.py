@@ -16,8 +16,15 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
-    # Largest accepted POST body, in bytes. Larger bodies are refused with 400 before they are parsed.
+    # Largest accepted POST body, in bytes. Larger bodies are refused with 413 while they are read.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line
+    # limit, 431 over the header limit (request line included), 408 when a request is not fully received this
+    # many seconds after its first byte, 413 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is.
+    "EDGE_LIMITS": True,
+    "MAX_REQUEST_LINE_BYTES": 8 * 1024,
+    "MAX_HEADER_BYTES": 16 * 1024,
+    "REQUEST_DEADLINE_SECONDS": 30.0,
     # Largest JSON-RPC batch (array) accepted in one POST.
     "MAX_BATCH_SIZE": 50,
     # Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it).
@@ -64,6 +71,10 @@ DEFAULTS: dict[str, Any] = {
 _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_BODY_BYTES": (int,),
     "MAX_BATCH_SIZE": (int,),
+    "EDGE_LIMITS": (bool,),
+    "MAX_REQUEST_LINE_BYTES": (int,),
+    "MAX_HEADER_BYTES": (int,),
+    "REQUEST_DEADLINE_SECONDS": (int, float),
     "MAX_JSON_DEPTH": (int,),
     "MAX_CLIENT_INFO_BYTES": (int,),
     "SSE_KEEPALIVE_SECONDS": (int, float),
@@ -104,11 +115,24 @@ class McpSettings:
         values = {**DEFAULTS, **user}
         for key, value in values.items():
             expected = _TYPES[key]
-            if not isinstance(value, expected) or isinstance(value, bool):
+            if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
         if not 1 <= values["MAX_JSON_DEPTH"] <= 200:
             raise ImproperlyConfigured("MCP_APP['MAX_JSON_DEPTH'] must be between 1 and 200.")
-        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE", "MAX_CLIENT_INFO_BYTES"):
+        if not 1 <= values["MAX_HEADER_BYTES"] <= 16 * 1024:
+            raise ImproperlyConfigured(
+                "MCP_APP['MAX_HEADER_BYTES'] must be between 1 and 16384 (Twisted's line limit)."
+            )
+        if values["REQUEST_DEADLINE_SECONDS"] <= 0:
+            raise ImproperlyConfigured("MCP_APP['REQUEST_DEADLINE_SECONDS'] must be positive.")
+        for key in (
+            "MAX_BODY_BYTES",
+            "MAX_BATCH_SIZE",
+            "CATALOG_CACHE_SIZE",
+            "PAGE_SIZE",
+            "MAX_CLIENT_INFO_BYTES",
+            "MAX_REQUEST_LINE_BYTES",
+        ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
         if "BACKEND" not in values["EVENT_STORE"]:

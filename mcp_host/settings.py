@@ -135,6 +135,8 @@ if REDIS_URL:
     MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
+if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
+    MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):
     MCP_APP["SSE_RESUME_IDLE_SECONDS"] = float(os.environ["MCP_SSE_RESUME_IDLE_SECONDS"])
 

@@ -286,8 +286,8 @@ def recover_orphaned_tasks() -> int:
 
     try:
         failed = ToolTask.objects.fail_orphaned(owner_is_dead)
-    except Exception:
-        logger.warning("could not recover the tasks of dead processes", exc_info=True)
+    except Exception as error:  # not migrated yet, or no database at import time: nothing to recover from
+        logger.warning("could not recover the tasks of dead processes: %s: %s", type(error).__name__, error)
         return 0
     if failed:
         logger.warning("failed %d task(s) whose process had died", failed)

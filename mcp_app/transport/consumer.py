@@ -174,7 +174,7 @@ class McpConsumer(AsyncConsumer):
         self._body += message.get("body", b"")
         limit = mcp_settings.MAX_BODY_BYTES
         if len(self._body) > limit or self._declared_length() > limit:
-            await self.send_error(400, f"Request body exceeds {limit} bytes.")
+            await self.send_error(413, f"Request body exceeds {limit} bytes.")
             raise StopConsumer
         if message.get("more_body"):
             return
