@@ -136,6 +136,7 @@ def test_http_1_1_without_host_is_400_but_http_1_0_is_served(edge: int) -> None:
     ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
     old, old_body, _ = exchange(
         edge,
-        b"POST /mcp/x?agentId=a HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(ping), ping),
+        b"POST /mcp/x?agentId=a HTTP/1.0\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+        % (len(ping), ping),
     )
     assert old == 401, old_body  # reached the application, which asks for a token
