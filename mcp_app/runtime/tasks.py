@@ -17,6 +17,7 @@ Celery runner is a later step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -26,7 +27,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from ..channel_layer import receive_forever
+from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
 from ..events import TASK_CANCEL_EVENT, task_group
 from ..models import Agent, McpServer, ToolTask
@@ -221,16 +222,24 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    channel = await layer.new_channel()
     group = task_group(task_id)
-    await layer.group_add(group, channel)
+    delay = 0.05
+    while True:  # join, retrying while the layer is down: tasks/cancel from other processes must reach the work
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+            break
+        except LAYER_ERRORS:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
     try:
         async for message in receive_forever(layer, channel):
             if message.get("type") == TASK_CANCEL_EVENT:
                 work.cancel()
                 return
     finally:
-        await layer.group_discard(group, channel)
+        with contextlib.suppress(*LAYER_ERRORS):
+            await layer.group_discard(group, channel)
 
 
 def create_result(task: ToolTask) -> dict[str, Any]:

@@ -303,11 +303,12 @@ class McpConsumer(AsyncConsumer):
             await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
             return
         if self._request_id is not None and not self._long_stream:
-            with contextlib.suppress(Exception):
-                await self.send_body(sse.event(error_response(self._request_id, error)), more_body=True)
+            frame = sse.event(error_response(self._request_id, error))
         else:
-            await self.send_body(sse.error_event(error_response(None, error)), more_body=True)
-        await self.send_body(b"")
+            frame = sse.error_event(error_response(None, error))
+        with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
+            await self.send_body(frame, more_body=True)
+            await self.send_body(b"")
 
     async def mcp_layer_down(self, message: dict[str, Any]) -> None:
         """The layer pump lost the layer: a GET or listen stream cannot hear anything more; end it with an error

@@ -32,6 +32,9 @@ from ..conf import mcp_settings
 logger = logging.getLogger("mcp_app.transport.edge_limits")
 
 SUPPORTED_TWISTED = ((22, 0), (27, 0))  # [from, to)
+# After a refusal, input is read and dropped for this long (at most this much) before the connection closes.
+LINGER_SECONDS = 2.0
+LINGER_MAX_BYTES = 8 * 1024 * 1024
 SUPPORTED_DAPHNE = ((4, 0), (5, 0))
 REASONS = {
     400: b"Bad Request",
@@ -76,13 +79,18 @@ def _channel_class() -> type:
         _mcp_body_bytes = 0
         _mcp_deadline: Any = None
 
+        _mcp_discarded = 0
+
         def _mcp_refuse(self, status: int, message: str) -> None:
             if self._mcp_refused:
                 return
             self._mcp_refused = True
             self._mcp_disarm()
             self.transport.write(error_response(status, message))
-            self.transport.loseConnection()
+            # Lingering close: a client still sending its body would get a reset instead of the answer if the
+            # connection closed now. Read and drop what follows for a moment (never more than
+            # LINGER_MAX_BYTES), then close.
+            self._mcp_linger = self.callLater(LINGER_SECONDS, self.transport.loseConnection)
 
         def _mcp_disarm(self) -> None:
             if self._mcp_deadline is not None and self._mcp_deadline.active():
@@ -91,6 +99,9 @@ def _channel_class() -> type:
 
         def dataReceived(self, data: bytes) -> None:
             if self._mcp_refused:
+                self._mcp_discarded += len(data)
+                if self._mcp_discarded > LINGER_MAX_BYTES:
+                    self.transport.loseConnection()
                 return
             if self._mcp_deadline is None and not self._handlingRequest:
                 seconds = float(mcp_settings.REQUEST_DEADLINE_SECONDS)
@@ -151,6 +162,9 @@ def _channel_class() -> type:
 
         def connectionLost(self, reason: Any) -> None:
             self._mcp_disarm()
+            linger = getattr(self, "_mcp_linger", None)
+            if linger is not None and linger.active():
+                linger.cancel()
             super().connectionLost(reason)
 
     return LimitedHTTPChannel

@@ -49,7 +49,8 @@ def edge(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 def exchange(port: int, *parts: bytes, pause: float = 0.0) -> tuple[int, bytes, float]:
-    """Send ``parts`` (pausing between them), read the answer until the server closes; (status, body, seconds)."""
+    """Send ``parts`` (pausing between them), read the answer until the server closes; (status, body, seconds
+    until the first byte of the answer)."""
     started = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
         try:
@@ -60,6 +61,7 @@ def exchange(port: int, *parts: bytes, pause: float = 0.0) -> tuple[int, bytes, 
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server answered and closed before everything was sent: what a limit should do
         answer = b""
+        first_byte = None
         while True:
             try:
                 chunk = sock.recv(65536)
@@ -67,10 +69,11 @@ def exchange(port: int, *parts: bytes, pause: float = 0.0) -> tuple[int, bytes, 
                 break
             if not chunk:
                 break
+            first_byte = first_byte or time.monotonic()
             answer += chunk
     head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1]) if head.startswith((b"HTTP/1.1 ", b"HTTP/1.0 ")) else 0
-    return status, body, time.monotonic() - started
+    return status, body, (first_byte or time.monotonic()) - started
 
 
 def request(target: str = "/mcp/x", *, headers: bytes = b"Host: 127.0.0.1\r\n", body: bytes = b"") -> bytes:
