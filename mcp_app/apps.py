@@ -1,4 +1,5 @@
-"""App configuration: connects catalog signals, registers system checks, autodiscovers ``mcp_tools`` modules."""
+"""App configuration: connects catalog signals, registers system checks, autodiscovers ``mcp_tools`` modules and
+adds the event store to what ``mcp_purge`` purges."""
 
 from __future__ import annotations
 
@@ -17,3 +18,9 @@ class McpAppConfig(AppConfig):
         from .conf import mcp_settings
 
         registry.autodiscover(mcp_settings.TOOLS_MODULE)
+
+        # mcp_purge (and Celery beat) also purge the SSE event store, which transport owns.
+        from .maintenance import register_purger
+        from .transport.eventstore import purge_event_store
+
+        register_purger("SSE event streams", purge_event_store)

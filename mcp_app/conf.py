@@ -17,16 +17,31 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
-    # Largest accepted POST body, in bytes. Larger bodies are refused with 400 before they are parsed.
+    # Largest accepted POST body, in bytes. Larger bodies are refused with 413 while they are read.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    # Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line
+    # limit, 431 over the header limit (request line included), 408 when a request is not fully received this
+    # many seconds after its first byte, 413 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is.
+    "EDGE_LIMITS": True,
+    "MAX_REQUEST_LINE_BYTES": 8 * 1024,
+    "MAX_HEADER_BYTES": 16 * 1024,
+    "REQUEST_DEADLINE_SECONDS": 30.0,
     # Largest JSON-RPC batch (array) accepted in one POST.
     "MAX_BATCH_SIZE": 50,
+    # Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it).
+    # At most 200: encoders refuse deeper values, and stored values get wrapped a few levels deeper.
+    "MAX_JSON_DEPTH": 64,
+    # Largest encoded clientInfo + capabilities a client may declare (initialize, the 2026-07-28 _meta), in
+    # bytes; larger declarations are refused with -32602 instead of being stored.
+    "MAX_CLIENT_INFO_BYTES": 16 * 1024,
     # Seconds between keep-alive comments on idle SSE streams.
     "SSE_KEEPALIVE_SECONDS": 25.0,
     # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
     "TOKEN_LAST_USED_INTERVAL_SECONDS": 60,
-    # Origins accepted on every server in addition to each server's own allowed origins.
+    # Origins accepted on every server in addition to each server's own allowed origins (also for CORS).
     "ALLOWED_ORIGINS": [],
+    # How long browsers may cache a CORS preflight answer (Access-Control-Max-Age), in seconds.
+    "CORS_MAX_AGE_SECONDS": 600,
     # Module name autodiscovered in every installed app for ``@tool`` registrations.
     "TOOLS_MODULE": "mcp_tools",
     # Largest number of resolved server catalogs kept in each process's memory.
@@ -42,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     "EVENT_STORE_TTL_SECONDS": 3600,
     # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
     "SSE_RETRY_MS": 1000,
+    # A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
+    # died); the client resumes again from its last id.
+    "SSE_RESUME_IDLE_SECONDS": 60.0,
     # Tasks extension: how long a task-capable call may run before it becomes a task, how long tasks are kept,
     # and the polling interval suggested to clients.
     "TASK_IMMEDIATE_SECONDS": 0.2,
@@ -87,9 +105,16 @@ DEFAULTS: dict[str, Any] = {
 _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_BODY_BYTES": (int,),
     "MAX_BATCH_SIZE": (int,),
+    "EDGE_LIMITS": (bool,),
+    "MAX_REQUEST_LINE_BYTES": (int,),
+    "MAX_HEADER_BYTES": (int,),
+    "REQUEST_DEADLINE_SECONDS": (int, float),
+    "MAX_JSON_DEPTH": (int,),
+    "MAX_CLIENT_INFO_BYTES": (int,),
     "SSE_KEEPALIVE_SECONDS": (int, float),
     "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
     "ALLOWED_ORIGINS": (list, tuple),
+    "CORS_MAX_AGE_SECONDS": (int,),
     "TOOLS_MODULE": (str,),
     "CATALOG_CACHE_SIZE": (int,),
     "CACHE_TTL_MS": (int,),
@@ -99,6 +124,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "EVENT_STORE": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
     "SSE_RETRY_MS": (int,),
+    "SSE_RESUME_IDLE_SECONDS": (int, float),
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),
@@ -141,6 +167,14 @@ class McpSettings:
             expected = _TYPES[key]
             if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
+        if not 1 <= values["MAX_JSON_DEPTH"] <= 200:
+            raise ImproperlyConfigured("MCP_APP['MAX_JSON_DEPTH'] must be between 1 and 200.")
+        if not 1 <= values["MAX_HEADER_BYTES"] <= 16 * 1024:
+            raise ImproperlyConfigured(
+                "MCP_APP['MAX_HEADER_BYTES'] must be between 1 and 16384 (Twisted's line limit)."
+            )
+        if values["REQUEST_DEADLINE_SECONDS"] <= 0:
+            raise ImproperlyConfigured("MCP_APP['REQUEST_DEADLINE_SECONDS'] must be positive.")
         for key in (
             "MAX_BODY_BYTES",
             "MAX_BATCH_SIZE",
@@ -152,6 +186,8 @@ class McpSettings:
             "AUDIT_RETENTION_DAYS",
             "AUDIT_MAX_VALUE_CHARS",
             "AUDIT_MAX_ITEMS",
+            "MAX_CLIENT_INFO_BYTES",
+            "MAX_REQUEST_LINE_BYTES",
         ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")

@@ -1,9 +1,10 @@
 """Cross-process events over the Channels layer: group names and the publishing side.
 
-Catalog edits publish ``notifications/{tools,prompts,resources}/list_changed`` (and
+Every group name and event type of the app is defined here, once; the messages themselves are wire objects of
+``protocol.messages``. Catalog edits publish ``notifications/{tools,prompts,resources}/list_changed`` (and
 ``notifications/resources/updated`` when a resource's content changes) to the group of each affected server;
-every open GET stream and ``subscriptions/listen`` stream of that server, in any daphne process, is a member. Publishing happens after the
-transaction commits, and a layer failure is logged, never raised into the edit that caused it.
+every open GET stream and ``subscriptions/listen`` stream of that server, in any daphne process, is a member.
+Publishing happens after the transaction commits, and a layer failure is logged, never raised into the edit.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ def server_group(server_pk: int) -> str:
 
 
 REPLY_EVENT = "mcp.reply"
+# ``notifications/cancelled`` for a running handshake-era call (to its consumer).
 CANCEL_EVENT = "mcp.cancel"
+# ``tasks/cancel`` for a durable task's work (to the process running it).
+TASK_CANCEL_EVENT = "mcp.task_cancel"
+
+
+def task_group(task_id: str) -> str:
+    """Where ``tasks/cancel`` reaches the work of task ``task_id``, in whichever process runs it."""
+    return f"mcp.task.{task_id[:48].replace('-', '_')}"
 
 
 def _id_token(request_id: str | int) -> str:
@@ -55,19 +64,6 @@ def stream_group(stream_id: str) -> str:
 
 def session_group(session_key: str) -> str:
     return f"mcp.session.{session_key}"
-
-
-def list_changed(kind: str) -> dict[str, Any]:
-    """``kind`` is ``tools``, ``prompts`` or ``resources``."""
-    return {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"}
-
-
-def tools_list_changed() -> dict[str, Any]:
-    return list_changed("tools")
-
-
-def resource_updated(uri: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
 
 
 def publish_to_servers(server_pks: Iterable[int], message: dict[str, Any]) -> None:

@@ -1,4 +1,7 @@
-"""The Celery application of the reference deployment. Broker and backend come from settings (REDIS_URL)."""
+"""The Celery application of the reference deployment. Broker and backend come from settings (REDIS_URL).
+
+Celery beat (``celery -A mcp_host beat``) runs the purge of expired sessions, tasks and SSE events hourly.
+"""
 
 import os
 
@@ -9,3 +12,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_host.settings")
 app = Celery("mcp_host")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+from mcp_app.tasks import PURGE_INTERVAL_SECONDS, PURGE_TASK  # noqa: E402
+
+app.conf.beat_schedule = {
+    "mcp-purge-expired": {"task": PURGE_TASK, "schedule": PURGE_INTERVAL_SECONDS},
+}

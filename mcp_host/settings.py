@@ -26,6 +26,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from mcp_app.channel_layer import redis_layer_config
 from mcp_app.observability.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -131,12 +132,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 REDIS_URL = os.environ.get("REDIS_URL") or None
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("MCP_CHANNEL_PREFIX", "mcp")},
-        }
-    }
+    # Socket options that keep channels-redis's blocking receive from timing out (see mcp_app.channel_layer).
+    CHANNEL_LAYERS = {"default": redis_layer_config(REDIS_URL, prefix=os.environ.get("MCP_CHANNEL_PREFIX", "mcp"))}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -183,6 +180,11 @@ for _setting, _variable in (
         MCP_APP[_setting] = _env_list(_variable)
 if os.environ.get("MCP_METRICS_TOKEN"):
     MCP_APP["METRICS_TOKEN"] = os.environ["MCP_METRICS_TOKEN"]
+
+if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
+    MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
+if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):
+    MCP_APP["SSE_RESUME_IDLE_SECONDS"] = float(os.environ["MCP_SSE_RESUME_IDLE_SECONDS"])
 
 # One handler, on the root logger: each record and each traceback is written once (see observability.logging).
 _LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")

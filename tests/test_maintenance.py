@@ -85,4 +85,4 @@ def test_purge_deletes_only_what_expired(expired_and_fresh: Any) -> None:
     assert calls == {expired_and_fresh["calls"][1].pk}
     assert sessions == {expired_and_fresh["sessions"][1].pk}
     assert tasks == {expired_and_fresh["tasks"][1].pk}
-    assert purge_expired() == {"tool calls": 0, "sessions": 0, "tasks": 0}
+    assert purge_expired() == {"tool calls": 0, "sessions": 0, "tasks": 0, "SSE event streams": 0}

@@ -72,7 +72,8 @@ class McpServerManager(models.Manager["McpServer"]):
         content changed, that it was updated."""
         if not server_ids:
             return
-        from ..events import list_changed, publish_to_servers, resource_updated
+        from ..events import publish_to_servers
+        from ..protocol.messages import list_changed, resource_updated
 
         self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
         for kind in kinds:

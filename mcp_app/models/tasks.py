@@ -8,12 +8,14 @@ created it and is invisible to anyone else. Statuses: ``working`` and ``input_re
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.db import models
 from django.utils import timezone
 
+from ..protocol.errors import InternalError
 from .agents import Agent
 from .servers import McpServer
 
@@ -46,6 +48,25 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         fields["updated_at"] = timezone.now()
         return bool(self.filter(pk=pk).exclude(status__in=TERMINAL).update(**fields))
 
+    def fail_orphaned(self, is_dead: Callable[[str], bool]) -> int:
+        """Fail the ``working`` tasks whose owning process died (``is_dead(owner)``): their work is gone, and
+        without this they would stay ``working`` until their TTL. Parked (``input_required``) tasks need no
+        process and are left alone. Returns how many were failed."""
+        orphans = [
+            pk
+            for pk, owner in self.filter(status=ToolTask.Status.WORKING).exclude(owner="").values_list("pk", "owner")
+            if is_dead(owner)
+        ]
+        if not orphans:
+            return 0
+        message = "The process running this task stopped before it finished; run the call again."
+        return self.filter(pk__in=orphans, status=ToolTask.Status.WORKING).update(
+            status=ToolTask.Status.FAILED,
+            error=InternalError(message).to_wire(),
+            status_message=message[:500],
+            updated_at=timezone.now(),
+        )
+
     def delete_expired(self) -> int:
         count, _ = self.filter(expires_at__lte=timezone.now()).delete()
         return count
@@ -76,6 +97,12 @@ class ToolTask(models.Model):
     created_at = models.DateTimeField("created", default=timezone.now)
     updated_at = models.DateTimeField("last updated", default=timezone.now)
     expires_at = models.DateTimeField("expires")
+    owner = models.CharField(
+        "owning process",
+        max_length=128,
+        blank=True,
+        help_text="The process running the task's work (host:pid:boot); failed at start-up if it died.",
+    )
 
     objects = ToolTaskManager()
 

@@ -22,6 +22,8 @@ Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 Deliver = Callable[[str | int, dict[str, Any]], Awaitable[None]]
 # Cancels a running request of this client, wherever it runs.
 Cancel = Callable[[str | int], Awaitable[None]]
+# SEP-1699: end the response stream of this call now; the call goes on and the client resumes by Last-Event-ID.
+CloseStream = Callable[[], Awaitable[bool]]
 
 
 async def discard(message: dict[str, Any]) -> None:
@@ -400,6 +402,7 @@ class RequestContext:
     cancel: Cancel | None = None
     tasks: Tasks | None = None
     audit: CallAudit | None = None
+    close_stream: CloseStream | None = None
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -17,7 +17,15 @@ from typing import Any
 from .. import PRODUCT_NAME, __version__
 from . import modern, versions
 from .context import LogReporter, OpenStream, ProgressReporter, RequestContext, ToolCall
-from .errors import InternalError, InvalidParams, InvalidRequest, MethodNotFound, ProtocolError, error_response
+from .errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ProtocolError,
+    ServiceUnavailable,
+    error_response,
+)
 from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
 
 logger = logging.getLogger("mcp_app.protocol")
@@ -156,6 +164,8 @@ class Dispatcher:
                 return result  # type: ignore[return-value]
             if ctx.era == versions.MODERN:
                 result = modern.decorate(request.method, result, server_info(), ctx.cache_ttl_ms)
+        except ServiceUnavailable:
+            raise  # about the transport, not this method: the edge answers 503 or ends the stream
         except ProtocolError as exc:
             return error_response(request.id, exc)
         except asyncio.CancelledError:

@@ -16,6 +16,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 # MCP, handshake era (2024-11-05 … 2025-11-25)
+REQUEST_TIMEOUT = -32001
 RESOURCE_NOT_FOUND = -32002
 URL_ELICITATION_REQUIRED = -32042
 # MCP 2026-07-28
@@ -69,6 +70,20 @@ class InvalidParams(ProtocolError):
 class InternalError(ProtocolError):
     code = INTERNAL_ERROR
     default_message = "Internal error"
+
+
+class RequestTimeout(ProtocolError):
+    """The client did not answer a server-to-client request (sampling, elicitation, roots) in time."""
+
+    code = REQUEST_TIMEOUT
+    default_message = "Request timed out"
+
+
+class ServiceUnavailable(ProtocolError):
+    """A backing service (the channel layer, the event store) is unreachable: retry later (HTTP 503)."""
+
+    code = INTERNAL_ERROR
+    default_message = "Service unavailable: the channel layer is unreachable; retry shortly"
 
 
 class HeaderMismatch(ProtocolError):

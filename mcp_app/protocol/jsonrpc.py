@@ -16,9 +16,12 @@ from typing import Any
 
 import orjson
 
+from . import limits
 from .errors import InvalidRequest, JsonRpcId, ParseError
 
 JSONRPC_VERSION = "2.0"
+# Nesting of arrays and objects accepted by ``decode`` unless the caller says otherwise (MAX_JSON_DEPTH).
+DEFAULT_MAX_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +62,19 @@ def _exact_int(text: str) -> int:
     return value
 
 
-def decode(body: bytes) -> Any:
+def decode(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """The JSON value of ``body``. Too deep a nesting is refused before any decoder sees it (decoders recurse),
+    and strings holding NUL are refused (no store accepts them); both as ``InvalidRequest``."""
+    if limits.exceeds_depth(body, max_depth):
+        raise InvalidRequest(f"Invalid Request: JSON nested deeper than {max_depth} levels")
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ParseError("Parse error: body is not valid JSON") from exc
     if _LONG_DIGITS.search(body) is not None:
         json.loads(body, parse_int=_exact_int)
+    if limits.may_hold_nul(body) and limits.find_nul(value):
+        raise InvalidRequest("Invalid Request: strings must not contain NUL (\\u0000)")
     return value
 
 

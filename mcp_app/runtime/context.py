@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.context import Ask, LogReporter, ProgressReporter
+from ..protocol.context import Ask, CloseStream, LogReporter, ProgressReporter
 
 
 class ToolError(Exception):
@@ -61,6 +61,7 @@ class ToolContext:
     state: Any = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     _ask: Ask | None = field(default=None, repr=False)
+    _close_stream: CloseStream | None = field(default=None, repr=False)
 
     def client_supports(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (``sampling``, ``elicitation``, ``roots``)."""
@@ -90,6 +91,14 @@ class ToolContext:
             raise ClientRequestError(f"The client refused {method}: {error.get('message', 'error')}")
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
+
+    async def close_stream(self) -> bool:
+        """End this call's SSE response now, before the result (SEP-1699, 2025-11-25 sessions): the call goes on,
+        and the client gets the rest by resuming with ``Last-Event-ID``. Returns whether the stream was closed
+        (``False`` where the response cannot be resumed: no session, or the stateless revision)."""
+        if self._close_stream is None:
+            return False
+        return await self._close_stream()
 
     async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
         """Ask the user for structured input; returns ``{"action": "accept"|"decline"|"cancel", "content"?}``."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pydantic
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from jsonschema import Draft202012Validator
 
 from ..catalog.prompts import fill_placeholders, render_static_prompt
@@ -289,10 +289,17 @@ def _schema_validator(schema_json: bytes) -> Draft202012Validator:
     return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+async def run_sync(function: Any, **kwargs: Any) -> Any:
+    """Run a sync tool in a worker thread with Django's connection hygiene: stale or broken connections of that
+    thread are closed before and after (``close_old_connections``), as for a request, so a tool that uses the
+    ORM never inherits a dead connection with persistent connections on."""
+    return await database_sync_to_async(function, thread_sensitive=False)(**kwargs)
+
+
 async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
     if registered.is_coroutine:
         return await registered.function(**kwargs)
-    return await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+    return await run_sync(registered.function, **kwargs)
 
 
 async def _answer_in_band(
@@ -322,6 +329,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
         state=state,
         client_capabilities=dict(call.request.client_capabilities),
         _ask=call.ask,
+        _close_stream=call.request.close_stream,
     )
 
 
@@ -330,7 +338,7 @@ async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: 
         kwargs[registered.context_parameter] = _context(call, state)
     if registered.is_coroutine:
         return await registered.function(**kwargs)
-    return await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+    return await run_sync(registered.function, **kwargs)
 
 
 def _describe_schema_error(error: Any) -> str:

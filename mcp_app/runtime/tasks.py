@@ -17,6 +17,7 @@ Celery runner is a later step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -26,11 +27,14 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
+from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
+from ..events import TASK_CANCEL_EVENT, task_group
 from ..models import Agent, McpServer, ToolTask
 from ..observability import metrics
+from ..process import owner_id
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
-from ..protocol.errors import ProtocolError
+from ..protocol.errors import INVALID_PARAMS, InternalError, ProtocolError
 from .mrtr import PARK
 
 if TYPE_CHECKING:
@@ -38,16 +42,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("mcp_app.runtime.tasks")
 
-CANCEL_EVENT = "mcp.task_cancel"
 # Work of tasks running in this process, by task id (cancellation) and as a set (kept alive until settled),
 # and the listeners for cancellations from other processes.
 _running: dict[str, asyncio.Task[Any]] = {}
 _background: set[asyncio.Task[Any]] = set()
 _listeners: set[asyncio.Task[Any]] = set()
-
-
-def task_group(task_id: str) -> str:
-    return f"mcp.task.{task_id[:48].replace('-', '_')}"
 
 
 def _iso(moment: Any) -> str:
@@ -82,7 +81,7 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
     if isinstance(outcome, BaseException):
         return {
             "status": ToolTask.Status.FAILED,
-            "error": {"code": -32603, "message": "Internal error"},
+            "error": InternalError().to_wire(),
             "status_message": "Internal error",
         }
     if outcome.get("resultType") == "input_required":
@@ -134,7 +133,7 @@ class TaskService:
             else:
                 layer = get_channel_layer()
                 if layer is not None:
-                    await layer.group_send(task_group(task_id), {"type": CANCEL_EVENT})
+                    await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
         return True
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
@@ -152,7 +151,12 @@ class TaskService:
             )
             return True
         moved = await database_sync_to_async(ToolTask.objects.transition)(
-            task.pk, status=ToolTask.Status.WORKING, input_requests=None, input_responses=answers, status_message=""
+            task.pk,
+            status=ToolTask.Status.WORKING,
+            input_requests=None,
+            input_responses=answers,
+            status_message="",
+            owner=owner_id(),  # the work resumes in this process
         )
         if moved:
             self._resume(task, answers)
@@ -189,7 +193,7 @@ class TaskService:
 
 
 async def _gone(name: str) -> dict[str, Any]:
-    raise ProtocolError(f"Tool {name} is no longer available", code=-32602)
+    raise ProtocolError(f"Tool {name} is no longer available", code=INVALID_PARAMS)
 
 
 def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
@@ -224,17 +228,24 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    channel = await layer.new_channel()
     group = task_group(task_id)
-    await layer.group_add(group, channel)
+    delay = 0.05
+    while True:  # join, retrying while the layer is down: tasks/cancel from other processes must reach the work
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+            break
+        except LAYER_ERRORS:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
     try:
-        while True:
-            message = await layer.receive(channel)
-            if message.get("type") == CANCEL_EVENT:
+        async for message in receive_forever(layer, channel):
+            if message.get("type") == TASK_CANCEL_EVENT:
                 work.cancel()
                 return
     finally:
-        await layer.group_discard(group, channel)
+        with contextlib.suppress(*LAYER_ERRORS):
+            await layer.group_discard(group, channel)
 
 
 def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
@@ -247,7 +258,7 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
         layer = get_channel_layer()
         if layer is not None:
             # Every running task listens on its group, in this process too (see ``follow``).
-            async_to_sync(layer.group_send)(task_group(task.task_id), {"type": CANCEL_EVENT})
+            async_to_sync(layer.group_send)(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
     return moved
 
 
@@ -291,6 +302,22 @@ async def call_maybe_as_task(
         task = await service.create(tool, arguments, call, **_outcome_fields(outcome))
         return create_result(task)
     converted = True
-    task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING)
+    task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING, owner=owner_id())
     follow(task, work)
     return create_result(task)
+
+
+def recover_orphaned_tasks() -> int:
+    """Fail the ``working`` tasks of processes on this host that died (kill -9, OOM, a crash): call it once when
+    a process starts (``mcp_host.asgi`` does). Returns how many were failed; never raises (a database that is
+    not migrated yet or unreachable is logged and skipped)."""
+    from ..process import owner_is_dead
+
+    try:
+        failed = ToolTask.objects.fail_orphaned(owner_is_dead)
+    except Exception as error:  # not migrated yet, or no database at import time: nothing to recover from
+        logger.warning("could not recover the tasks of dead processes: %s: %s", type(error).__name__, error)
+        return 0
+    if failed:
+        logger.warning("failed %d task(s) whose process had died", failed)
+    return failed

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -32,6 +33,7 @@ from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
 from .. import PRODUCT_NAME, __version__
+from ..channel_layer import LAYER_ERRORS, layer_health, receive_forever
 from ..conf import mcp_settings
 from ..events import (
     BROADCAST_EVENT,
@@ -46,7 +48,7 @@ from ..events import (
 )
 from ..observability import logging as request_log
 from ..observability import metrics
-from ..protocol import jsonrpc, modern, versions
+from ..protocol import jsonrpc, limits, messages, modern, versions
 from ..protocol.context import OpenStream, RequestContext
 from ..protocol.errors import (
     HEADER_MISMATCH,
@@ -59,12 +61,14 @@ from ..protocol.errors import (
     InvalidParams,
     InvalidRequest,
     ProtocolError,
+    RequestTimeout,
+    ServiceUnavailable,
     error_response,
 )
 from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
-from . import sse
+from . import cancellation, cors, sse
 from .auth import AccessDenied, AccessGrant, authorize
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
@@ -87,7 +91,6 @@ MODERN_STATUS = {
 }
 
 runner = Runner()
-CANCEL_WATCH_DELAY_SECONDS = 0.05
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
 
@@ -128,6 +131,9 @@ class McpConsumer(AsyncConsumer):
         self._stream_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._session_stream: DatabaseSession | None = None
         self._named_session: DatabaseSession | None = None
+        self._cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
+        self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
+        self._long_stream = False  # a GET stream, a resumed stream or subscriptions/listen
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
@@ -148,6 +154,8 @@ class McpConsumer(AsyncConsumer):
 
     async def send_headers(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self._response_started = True
+        if self._cors:
+            headers = [*headers, *self._cors]
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
@@ -168,7 +176,7 @@ class McpConsumer(AsyncConsumer):
         self._body += message.get("body", b"")
         limit = mcp_settings.MAX_BODY_BYTES
         if len(self._body) > limit or self._declared_length() > limit:
-            await self.send_error(400, f"Request body exceeds {limit} bytes.")
+            await self.send_error(413, f"Request body exceeds {limit} bytes.")
             raise StopConsumer
         if message.get("more_body"):
             return
@@ -263,6 +271,9 @@ class McpConsumer(AsyncConsumer):
             for group in self._groups:
                 try:
                     await self.channel_layer.group_discard(group, self.channel_name)
+                except LAYER_ERRORS as error:
+                    # Membership expires with the layer's group_expiry; nothing to repair here.
+                    logger.info("could not leave group %s: %s", group, type(error).__name__)
                 except Exception:
                     logger.warning("could not leave group %s", group, exc_info=True)
 
@@ -273,6 +284,13 @@ class McpConsumer(AsyncConsumer):
             await self._respond(body)
         except asyncio.CancelledError:
             raise
+        except ServiceUnavailable:
+            metrics.record_dependency_error("channel_layer")
+            await self._layer_unavailable()
+        except LAYER_ERRORS as error:
+            layer_health.failed(error)
+            metrics.record_dependency_error("channel_layer")
+            await self._layer_unavailable()
         except Exception as exc:
             metrics.record_exception(exc)
             logger.exception("unhandled error serving %s %s", self.scope.get("method"), self.scope.get("path"))
@@ -281,11 +299,49 @@ class McpConsumer(AsyncConsumer):
                     500, jsonrpc.encode(error_response(None, ProtocolError("Internal error"))), JSON_HEADERS
                 )
 
+    async def _layer_unavailable(self, message: dict[str, Any] | None = None) -> None:
+        """The channel layer or event store failed: a 503 before the response started, else end the stream with
+        an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits forever)."""
+        error = ServiceUnavailable()
+        if not self._response_started:
+            body = jsonrpc.encode(error_response(None, error))
+            await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
+            return
+        if self._request_id is not None and not self._long_stream:
+            frame = sse.event(error_response(self._request_id, error))
+        else:
+            frame = sse.error_event(error_response(None, error))
+        with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
+            await self.send_body(frame, more_body=True)
+            await self.send_body(b"")
+
+    async def mcp_layer_down(self, message: dict[str, Any]) -> None:
+        """The layer pump lost the layer: a GET or listen stream cannot hear anything more; end it with an error
+        event (the client reconnects, and gets a 503 until the layer is back). Calls go on without it."""
+        if self._long_stream and self._response_started:
+            if self._work is not None and not self._work.done():
+                self._work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._work
+            await self._layer_unavailable()
+            raise StopConsumer
+
     async def _respond(self, body: bytes) -> None:
         method = self.scope["method"]
+        origin = self._header("origin")
+        if origin is not None and cors.origin_listed(origin, ()):
+            self._cors = cors.response_headers(origin)
+        if method == "OPTIONS":
+            if not host_allowed(self._header("host")):
+                await self.send_error(421, "This host name is not served here.")
+            else:
+                await self._preflight(origin)
+            return
         if method not in ALLOWED_METHODS:
             await self.send_error(
-                405, f"Method {method} is not allowed.", headers=[(b"allow", ", ".join(ALLOWED_METHODS).encode())]
+                405,
+                f"Method {method} is not allowed.",
+                headers=[(b"allow", ", ".join((*ALLOWED_METHODS, "OPTIONS")).encode())],
             )
             return
         if not host_allowed(self._header("host")):
@@ -306,9 +362,11 @@ class McpConsumer(AsyncConsumer):
             await self.send_error(denied.status, denied.message, headers=extra)
             return
         request_log.bind(tenant=grant.tenant_slug, agent=grant.agent_id)
-        if not origin_allowed(self._header("origin"), grant.server.allowed_origins):
+        if not origin_allowed(origin, grant.server.allowed_origins):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
+        if origin is not None:
+            self._cors = cors.response_headers(origin)
         if method != "POST" and not versions.handshake_versions(grant.server.supported_versions):
             # The stateless revision removed the GET stream and session termination.
             await self.send_error(
@@ -330,6 +388,20 @@ class McpConsumer(AsyncConsumer):
                 await session.terminate()
             await self.send_response(204, b"", [])
 
+    async def _preflight(self, origin: str | None) -> None:
+        """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods."""
+        self._cors = []
+        if origin is None or self._header("access-control-request-method") is None:
+            await self.send_response(204, b"", [(b"allow", b"GET, POST, DELETE, OPTIONS")])
+            return
+        server_id = self.scope["url_route"]["kwargs"]["server_id"]
+        origins = await database_sync_to_async(cors.server_origins)(server_id)
+        if not cors.origin_listed(origin, origins):
+            await self.send_error(403, "This Origin is not allowed to use this server.")
+            return
+        headers = cors.preflight_headers(origin, self._header("access-control-request-headers"))
+        await self.send_response(204, b"", headers)
+
     async def _session(self, grant: AccessGrant) -> tuple[DatabaseSession | None, bool]:
         """The handshake-era session named by ``Mcp-Session-Id``; answers 404 (and returns found=False) for an
         unknown, expired or terminated id, or one of another agent or server."""
@@ -349,7 +421,7 @@ class McpConsumer(AsyncConsumer):
             await self.send_error(400, "The request body is empty.")
             return
         try:
-            payload = jsonrpc.decode(body)
+            payload = jsonrpc.decode(body, max_depth=mcp_settings.MAX_JSON_DEPTH)
         except ProtocolError as exc:
             await self.send_response(400, jsonrpc.encode(error_response(None, exc)), JSON_HEADERS)
             return
@@ -370,6 +442,16 @@ class McpConsumer(AsyncConsumer):
             await self._refuse_handshake_era(grant, payload)
             return
         initialize = isinstance(payload, dict) and payload.get("method") == "initialize" and "id" in payload
+        if initialize and isinstance(payload.get("params"), dict):
+            try:
+                limits.check_client_metadata(
+                    payload["params"].get("clientInfo"),
+                    payload["params"].get("capabilities"),
+                    mcp_settings.MAX_CLIENT_INFO_BYTES,
+                )
+            except ProtocolError as exc:
+                await self.send_response(200, jsonrpc.encode(error_response(payload["id"], exc)), JSON_HEADERS)
+                return
         session: DatabaseSession | None = None
         if not initialize:
             session, found = await self._session(grant)
@@ -380,9 +462,11 @@ class McpConsumer(AsyncConsumer):
                 return
         version = headers.get(modern.HEADER_PROTOCOL_VERSION)
         if session is not None:
-            if version is not None and version != session.protocol_version:
+            # The spec asks 400 only for an invalid or unsupported version. A supported one that differs from
+            # the session's is served under the version the session negotiated (its features, its framing).
+            if version is not None and version not in supported:
                 await self.send_error(
-                    400, f"MCP-Protocol-Version {version!r} differs from the session's {session.protocol_version!r}."
+                    400, f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(supported)}."
                 )
                 return
             version = session.protocol_version
@@ -416,10 +500,20 @@ class McpConsumer(AsyncConsumer):
             ask=self._asker(scope, writer),
             deliver=self._deliverer(scope),
             cancel=self._canceller(scope),
+            close_stream=writer.close_stream if writer.resumable else None,
         )
+        group = None
         if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
-            self._watch = asyncio.create_task(self._watch_cancellation(call_group(scope, payload["id"])))
-        outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
+            self._request_id = payload["id"]
+            group = call_group(scope, payload["id"])
+            # Cancellable in this process from now on; from others once the watcher has joined the group.
+            cancellation.register(group, self._cancel_soon)
+            self._watch = asyncio.create_task(self._watch_cancellation(group))
+        try:
+            outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
+        finally:
+            if group is not None:
+                cancellation.unregister(group)
         status = 200
         if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
             status = 400
@@ -443,10 +537,10 @@ class McpConsumer(AsyncConsumer):
             try:
                 # Listen before asking: the answer may reach another process and come back at once.
                 await self._join(group)
-                await writer.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+                await writer.notify(messages.request(request_id, method, params))
                 return await asyncio.wait_for(future, timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS)
             except TimeoutError:
-                return {"error": {"code": -32001, "message": f"The client did not answer {method} in time"}}
+                return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
             finally:
                 self._pending.pop(request_id, None)
                 await self._leave(group)
@@ -465,17 +559,32 @@ class McpConsumer(AsyncConsumer):
 
     def _canceller(self, scope: str) -> Any:
         async def cancel(request_id: str | int) -> None:
-            layer = get_channel_layer()
-            if layer is not None:
-                await layer.group_send(call_group(scope, request_id), {"type": CANCEL_EVENT})
+            await cancellation.request_cancel(call_group(scope, request_id))
 
         return cancel
 
+    def _cancel_soon(self) -> None:
+        """Stop the call this consumer serves, from this event loop (its own message loop ends the response)."""
+        if self._detached:
+            if self._work is not None:
+                self._work.cancel()  # nobody reads the response any more
+            return
+        self._events.put_nowait({"type": CANCEL_EVENT})
+
     async def _watch_cancellation(self, group: str) -> None:
         """Only calls still running after a moment join their cancellation group: quick calls, the vast
-        majority, cost the channel layer nothing."""
-        await asyncio.sleep(CANCEL_WATCH_DELAY_SECONDS)
-        await self._join(group)
+        majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
+        await asyncio.sleep(cancellation.CANCEL_WATCH_DELAY_SECONDS)
+        try:
+            await self._join(group)
+            noted = await cancellation.cancelled_before_listening(group)
+        except LAYER_ERRORS as error:
+            # The call goes on; only cancellations from other processes cannot reach it while the layer is down.
+            layer_health.failed(error)
+            return
+        if noted:
+            self._cancel_soon()
+        cancellation.announce_listening(group)
 
     async def _refuse_handshake_era(self, grant: AccessGrant, payload: Any) -> None:
         """A modern-only server names what it speaks, without the stateless-only error codes."""
@@ -500,6 +609,9 @@ class McpConsumer(AsyncConsumer):
             return
         try:
             envelope = modern.admit(payload, headers, grant.server.supported_versions)
+            limits.check_client_metadata(
+                envelope.client_info, envelope.client_capabilities, mcp_settings.MAX_CLIENT_INFO_BYTES
+            )
         except ProtocolError as exc:
             body = jsonrpc.encode(error_response(jsonrpc.recover_id(payload), exc))
             await self.send_response(MODERN_STATUS.get(exc.code, 400), body, JSON_HEADERS)
@@ -530,6 +642,7 @@ class McpConsumer(AsyncConsumer):
     async def _serve_subscription(self, grant: AccessGrant, stream: OpenStream) -> None:
         """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
         self._translate = stream.translate
+        self._long_stream = True
         group = server_group(grant.server.pk)
         await self._join(group)
         await self.send_headers(200, sse.SSE_HEADERS)
@@ -556,6 +669,7 @@ class McpConsumer(AsyncConsumer):
             }
             await self.send_response(200, jsonrpc.encode(info), JSON_HEADERS)
             return
+        self._long_stream = True
         resume: tuple[str, int] | None = None
         last_event_id = self._header("last-event-id")
         if last_event_id is not None and session is not None:
@@ -584,6 +698,7 @@ class McpConsumer(AsyncConsumer):
         else:
             # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
             await self.send_headers(200, sse.SSE_HEADERS)
+            await self.send_body(sse.comment("resumed"), more_body=True)
             writer.streaming = True
             writer.stream_id, writer.sequence = resume
             for sequence, message in await get_event_store().after(*resume):
@@ -596,6 +711,8 @@ class McpConsumer(AsyncConsumer):
         """Replay a POST response stream after ``after``, then follow its live events until the response."""
         await self._join(stream_group(stream_id))  # listen first, so no event falls between replay and listening
         await self.send_headers(200, sse.SSE_HEADERS)
+        # Bytes at once: the client learns now that it is resumed (headers alone are not flushed by daphne).
+        await self.send_body(sse.comment("resumed"), more_body=True)
         last = after
         for sequence, message in await get_event_store().after(stream_id, after):
             await self.send_body(sse.event(message, event_id=f"{stream_id}.{sequence}"), more_body=True)
@@ -603,13 +720,22 @@ class McpConsumer(AsyncConsumer):
             if is_final(message):
                 await self.send_body(b"")
                 return
+        # Its producer may be gone (the process died): after SSE_RESUME_IDLE_SECONDS without an event the
+        # stream ends, and the client resumes again from its last id (SSE polling, 2025-11-25). Never a hang.
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        idle_limit = float(mcp_settings.SSE_RESUME_IDLE_SECONDS)
+        heard = time.monotonic()
         while True:
             try:
-                event = await asyncio.wait_for(self._stream_events.get(), timeout=interval)
+                wait = max(0.0, min(interval, idle_limit - (time.monotonic() - heard)))
+                event = await asyncio.wait_for(self._stream_events.get(), timeout=wait)
             except TimeoutError:
+                if time.monotonic() - heard >= idle_limit:
+                    await self.send_body(b"")
+                    return
                 await self.send_body(sse.comment("keep-alive"), more_body=True)
                 continue
+            heard = time.monotonic()
             if event["sequence"] <= last:
                 continue
             last = event["sequence"]
@@ -644,7 +770,10 @@ class McpConsumer(AsyncConsumer):
 
     async def _pump_layer(self) -> None:
         assert self.channel_layer is not None and self.channel_name is not None
-        while True:
-            message = await self.channel_layer.receive(self.channel_name)
+
+        async def lost(_error: BaseException) -> None:
+            self._events.put_nowait({"type": "mcp.layer_down"})
+
+        async for message in receive_forever(self.channel_layer, self.channel_name, on_error=lost):
             if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT, STREAM_EVENT):
                 await self._events.put(message)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.utils.module_loading import import_string
 from ..conf import mcp_settings
 
 STREAM_PREFIX_CHARS = 12
+CONNECT_TIMEOUT_SECONDS = 2.0
 
 
 POST_STREAM = "p"
@@ -55,6 +57,21 @@ class EventStore:
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
 
+    def purge_expired(self, *, dry_run: bool = False) -> int:
+        """Drop what outlived ``EVENT_STORE_TTL_SECONDS`` (``dry_run``: only count it); returns how many streams
+        (or keys). Sync: the purge runs from a management command or a Celery task, not on the request path."""
+        return 0
+
+    async def check(self) -> None:
+        """Raise (a ``channel_layer.LAYER_ERRORS`` error) if the store is unreachable; a no-op in memory."""
+
+    async def mark(self, key: str, ttl_seconds: float) -> None:
+        """Remember ``key`` for ``ttl_seconds`` (e.g. a cancellation that arrived before its call listened)."""
+        raise NotImplementedError
+
+    async def marked(self, key: str) -> bool:
+        raise NotImplementedError
+
 
 class MemoryEventStore(EventStore):
     """Per-process store, bounded in streams and in events per stream."""
@@ -64,15 +81,41 @@ class MemoryEventStore(EventStore):
         self._max_streams = max_streams
         self._max_events = max_events
         self._lock = threading.Lock()
+        self._marks: OrderedDict[str, float] = OrderedDict()
+        self._touched: dict[str, float] = {}
+
+    async def mark(self, key: str, ttl_seconds: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._marks[key] = now + ttl_seconds
+            self._marks.move_to_end(key)
+            while len(self._marks) > self._max_streams or (self._marks and next(iter(self._marks.values())) < now):
+                self._marks.popitem(last=False)
+
+    async def marked(self, key: str) -> bool:
+        with self._lock:
+            expires = self._marks.get(key)
+        return expires is not None and expires > time.monotonic()
+
+    def purge_expired(self, *, dry_run: bool = False) -> int:
+        cutoff = time.monotonic() - float(mcp_settings.EVENT_STORE_TTL_SECONDS)
+        with self._lock:
+            stale = [stream_id for stream_id, touched in self._touched.items() if touched < cutoff]
+            for stream_id in [] if dry_run else stale:
+                self._streams.pop(stream_id, None)
+                self._touched.pop(stream_id, None)
+        return len(stale)
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
         with self._lock:
             events = self._streams.setdefault(stream_id, [])
+            self._touched[stream_id] = time.monotonic()
             self._streams.move_to_end(stream_id)
             events.append((sequence, message))
             del events[: -self._max_events]
             while len(self._streams) > self._max_streams:
-                self._streams.popitem(last=False)
+                evicted, _ = self._streams.popitem(last=False)
+                self._touched.pop(evicted, None)
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         with self._lock:
@@ -97,7 +140,10 @@ class RedisEventStore(EventStore):
         loop = id(asyncio.get_running_loop())
         client = self._clients.get(loop)
         if client is None:
-            client = self._clients[loop] = self._redis.from_url(self._url)
+            from ..channel_layer import redis_connection_options
+
+            options = redis_connection_options(socket_timeout=CONNECT_TIMEOUT_SECONDS * 2)
+            client = self._clients[loop] = self._redis.from_url(self._url, **options)
         return client
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
@@ -107,6 +153,30 @@ class RedisEventStore(EventStore):
             pipe.zadd(key, {orjson.dumps([sequence, message]): sequence})
             pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
             await pipe.execute()
+
+    async def check(self) -> None:
+        await self._client().ping()
+
+    def purge_expired(self, *, dry_run: bool = False) -> int:
+        """Keys expire by themselves; this removes any left without an expiry (a process that died between
+        writing an event and setting its TTL), so nothing stays forever."""
+        import redis
+
+        client = redis.Redis.from_url(self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        removed = 0
+        try:
+            for key in client.scan_iter(match=f"{self._prefix}:*", count=500):
+                if client.ttl(key) == -1:
+                    removed += 1 if dry_run else client.delete(key)
+        finally:
+            client.close()
+        return removed
+
+    async def mark(self, key: str, ttl_seconds: float) -> None:
+        await self._client().set(f"{self._prefix}:mark:{key}", b"1", ex=max(1, int(ttl_seconds)))
+
+    async def marked(self, key: str) -> bool:
+        return bool(await self._client().exists(f"{self._prefix}:mark:{key}"))
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         rows = await self._client().zrangebyscore(f"{self._prefix}:{stream_id}", f"({sequence}", "+inf")
@@ -130,3 +200,9 @@ def reset_event_store() -> None:
     global _store
     with _store_lock:
         _store = None
+
+
+def purge_event_store(now: object = None, dry_run: bool = False) -> int:
+    """Purge the configured event store (see ``EventStore.purge_expired``); registered with
+    ``mcp_app.maintenance`` for ``mcp_purge`` (and so Celery beat). ``now`` is unused: events expire by TTL."""
+    return get_event_store().purge_expired(dry_run=dry_run)

@@ -26,3 +26,9 @@ def priming(event_id: str, retry_ms: int) -> bytes:
 
 def comment(text: str) -> bytes:
     return b": " + text.encode() + b"\n\n"
+
+
+def error_event(message: Any) -> bytes:
+    """An ``event: error`` holding a JSON-RPC error: the stream is ending because of the server, not the call.
+    SDK clients only dispatch ``message`` events, so it is seen by people and tools, never misread as a reply."""
+    return b"event: error\ndata: " + orjson.dumps(message) + b"\n\n"

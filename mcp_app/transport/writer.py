@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from channels.layers import get_channel_layer
 
+from ..channel_layer import LAYER_ERRORS
 from ..conf import mcp_settings
 from ..events import STREAM_EVENT, stream_group
 from ..protocol import jsonrpc
+from ..protocol.errors import ServiceUnavailable
 from . import sse
 from .eventstore import POST_STREAM, get_event_store, new_stream_id
 
@@ -61,6 +63,13 @@ class ResponseWriter:
 
     async def start(self, first: bytes = b"") -> None:
         """Send the SSE headers (and ``first``); resumable streams get their id and priming event here."""
+        if self._session_key is not None:
+            # Before any byte goes out: a resumable stream needs its store, and an unreachable one must be a 503
+            # rather than a stream that breaks after its headers.
+            try:
+                await get_event_store().check()
+            except LAYER_ERRORS as error:
+                raise ServiceUnavailable() from error
         self.streaming = True
         await self._consumer.send_headers(200, sse.SSE_HEADERS)
         head = first
@@ -70,6 +79,18 @@ class ResponseWriter:
                 head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
         if head:
             await self._consumer.send_body(head, more_body=True)
+
+    async def close_stream(self) -> bool:
+        """End the response stream now while the call goes on (SEP-1699): it starts the stream if need be (so
+        the client holds the priming event's id), ends the body, and from then on events wait in the event
+        store and are published for a GET with ``Last-Event-ID``. Only resumable streams can be closed."""
+        if not self.resumable or self.disconnected:
+            return False
+        if not self.streaming:
+            await self.start()
+        await self._consumer.send_body(b"")
+        self.disconnected = True
+        return True
 
     async def notify(self, message: dict[str, Any]) -> None:
         if not self._allow_stream:
@@ -83,15 +104,18 @@ class ResponseWriter:
             await self._consumer.send_body(sse.event(message), more_body=True)
             return
         self.sequence += 1
-        await get_event_store().append(self.stream_id, self.sequence, message)
-        if self.disconnected:
-            layer = get_channel_layer()
-            if layer is not None:
-                await layer.group_send(
-                    stream_group(self.stream_id),
-                    {"type": STREAM_EVENT, "sequence": self.sequence, "message": message},
-                )
-            return
+        try:
+            await get_event_store().append(self.stream_id, self.sequence, message)
+            if self.disconnected:
+                layer = get_channel_layer()
+                if layer is not None:
+                    await layer.group_send(
+                        stream_group(self.stream_id),
+                        {"type": STREAM_EVENT, "sequence": self.sequence, "message": message},
+                    )
+                return
+        except LAYER_ERRORS as error:
+            raise ServiceUnavailable() from error
         await self._consumer.send_body(sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"), more_body=True)
 
     async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:

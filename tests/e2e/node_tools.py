@@ -35,8 +35,10 @@ def unavailable(reason: str) -> NoReturn:
 
 
 def pinned(package: str) -> str:
+    """The version the manifest pins (for an alias such as ``npm:@scope/name@1.2.3``, the version it names)."""
     manifest = json.loads(MANIFEST.read_text())
-    return {**manifest.get("dependencies", {}), **manifest.get("optionalDependencies", {})}[package]
+    spec = {**manifest.get("dependencies", {}), **manifest.get("optionalDependencies", {})}[package]
+    return spec.rpartition("@")[2] if spec.startswith("npm:") else spec
 
 
 def package_dir(package: str) -> Path:

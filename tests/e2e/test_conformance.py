@@ -1,7 +1,8 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``) against a real daphne process.
 
-The pinned suite and the Node.js it needs (22; the machine's Node may be older) come from ``make npm-tools``
-(``tests/e2e/node_tools.py``): nothing is downloaded at test time. The suite's CLI has
+Both lines of the suite and the Node.js they need (22; the machine's Node may be older) are pinned by
+``tests/e2e/node/package.json`` (the stable line under the npm alias ``conformance-stable``) and installed by
+``make npm-tools`` (``tests/e2e/node_tools.py``): nothing is downloaded at test time. The suite's CLI has
 no option for HTTP headers, so ``conformance_headers.mjs`` (a ``node --import`` preload) adds the agent's bearer
 token to every request and puts ``?agentId=`` back where the CLI drops the query.
 
@@ -12,6 +13,9 @@ with the daphne fixture's origin allowed (the DNS-rebinding probe sends it). Wha
   (tasks) and pending ones too, passes: no FAILURE check anywhere, and the CLI exits 0.
 - ``--suite all``: all 65 scenarios (the handshake-era ones on the 2025-11-25 wire: sessions, sampling,
   elicitation, subscriptions, logging) pass in the same way.
+- ``--suite all`` of the stable 0.1.x line too. Both lines: no FAILURE and no WARNING check either.
+
+The npm versions of both lines live in ``tests/e2e/node/package.json`` (and its lock) only.
 
 The CLI's output stays captured (it is shown, with its ``Total: N passed, M failed`` line renamed, only in a
 failure message), so its summary cannot be read as this test run's count.
@@ -33,17 +37,20 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Daphne
-from tests.e2e.node_tools import package_dir, pinned_node, unavailable
+from tests.e2e.node_tools import package_dir, pinned, pinned_node
 
 pytestmark = pytest.mark.e2e
 
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
+STABLE_SUITE_ALIAS = "conformance-stable"  # the stable 0.1.x line, installed beside the current one
+ALPHA_SUITE_VERSION = pinned(SUITE_PACKAGE)  # the current line (2026-07-28 and --suite all)
+STABLE_SUITE_VERSION = pinned(STABLE_SUITE_ALIAS)  # the newest 0.1.x release (--suite all; no --timeout option)
 PRELOAD = Path(__file__).with_name("conformance_headers.mjs")
 RUN_TIMEOUT_SECONDS = 420
 SCENARIO_TIMEOUT_MS = 20_000
 
-# The pinned suite's --suite all runs this many server scenarios.
-SUITE_ALL_SCENARIOS = 65
+# Each line's --suite all runs at least this many server scenarios.
+SUITE_ALL_SCENARIOS = {ALPHA_SUITE_VERSION: 65, STABLE_SUITE_VERSION: 32}
 
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 
@@ -52,19 +59,27 @@ _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 class Cli:
     node: Path
     entry: Path
+    version: str
 
     def command(self, *args: str) -> list[str]:
         return [str(self.node), str(self.entry), *args]
 
 
+def _cli(package: str, version: str) -> Cli:
+    """The CLI of one line of the suite and the pinned Node, as ``make npm-tools`` installed them."""
+    return Cli(node=pinned_node(), entry=package_dir(package) / "dist" / "index.js", version=version)
+
+
 @pytest.fixture(scope="session")
 def conformance_cli() -> Cli:
-    """The pinned CLI and Node, as ``make npm-tools`` installed them (nothing is downloaded here)."""
-    node = pinned_node()
-    entry = package_dir(SUITE_PACKAGE) / "dist" / "index.js"
-    if not entry.exists():
-        unavailable(f"{entry} is missing: run `make npm-tools`")
-    return Cli(node=node, entry=entry)
+    """The current (alpha) line of the suite."""
+    return _cli(SUITE_PACKAGE, ALPHA_SUITE_VERSION)
+
+
+@pytest.fixture(scope="session")
+def stable_conformance_cli() -> Cli:
+    """The stable 0.1.x line of the suite."""
+    return _cli(STABLE_SUITE_ALIAS, STABLE_SUITE_VERSION)
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,13 @@ class Run:
             for scenario, checks in sorted(self.checks.items())
             if scenarios is None or scenario in scenarios
             if (failed := [check for check in checks if check.get("status") == "FAILURE"])
+        }
+
+    def warnings(self) -> dict[str, list[dict[str, Any]]]:
+        return {
+            scenario: warned
+            for scenario, checks in sorted(self.checks.items())
+            if (warned := [check for check in checks if check.get("status") == "WARNING"])
         }
 
     def report(self, failures: dict[str, list[dict[str, Any]]]) -> str:
@@ -155,8 +177,7 @@ def _run_suite(cli: Cli, target: Target, selection: list[str], output_dir: Path)
         "--url",
         target.url,
         *selection,
-        "--timeout",
-        str(SCENARIO_TIMEOUT_MS),
+        *(["--timeout", str(SCENARIO_TIMEOUT_MS)] if cli.version != STABLE_SUITE_VERSION else []),
         "-o",
         str(output_dir),
     ]
@@ -192,15 +213,29 @@ def test_requirements_2026_07_28(conformance_cli: Cli, conformance_target: Targe
     assert not missing, f"scored scenarios without results: {missing}\n{run.output_tail()}"
     failures = run.failures()
     assert not failures, f"conformance failures (2026-07-28):\n{run.report(failures)}\n\n{run.output_tail()}"
+    warnings = run.warnings()
+    assert not warnings, f"conformance warnings (2026-07-28):\n{run.report(warnings)}"
+    assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
+
+
+def _suite_all(cli: Cli, target: Target, results: Path) -> None:
+    with _timed(f"conformance {cli.version} --suite all"):
+        run = _run_suite(cli, target, ["--suite", "all"], results)
+    expected = SUITE_ALL_SCENARIOS[cli.version]
+    assert len(run.checks) >= expected, f"only {len(run.checks)} scenarios reported\n{run.output_tail()}"
+    failures = run.failures()
+    assert not failures, f"conformance failures ({cli.version}):\n{run.report(failures)}\n\n{run.output_tail()}"
+    warnings = run.warnings()
+    assert not warnings, f"conformance warnings ({cli.version}):\n{run.report(warnings)}"
     assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
 
 
 def test_suite_all(conformance_cli: Cli, conformance_target: Target, tmp_path: Path) -> None:
-    """``--suite all``: the handshake-era scenarios on the 2025-11-25 wire (sessions, sampling, elicitation,
-    subscriptions) and the 2026-07-28 ones with the tasks extension, with no failure anywhere."""
-    with _timed("conformance --suite all"):
-        run = _run_suite(conformance_cli, conformance_target, ["--suite", "all"], tmp_path / "results")
-    assert len(run.checks) >= SUITE_ALL_SCENARIOS, f"only {len(run.checks)} scenarios reported\n{run.output_tail()}"
-    failures = run.failures()
-    assert not failures, f"conformance failures (--suite all):\n{run.report(failures)}\n\n{run.output_tail()}"
-    assert run.returncode == 0, f"the suite exited {run.returncode}:\n{run.output_tail()}"
+    """``--suite all`` of the current line: the handshake-era scenarios on the 2025-11-25 wire (sessions,
+    sampling, elicitation, subscriptions, SSE polling) and the 2026-07-28 ones with the tasks extension."""
+    _suite_all(conformance_cli, conformance_target, tmp_path / "results")
+
+
+def test_stable_line_suite_all(stable_conformance_cli: Cli, conformance_target: Target, tmp_path: Path) -> None:
+    """``--suite all`` of the stable 0.1.x line, which clients of the released SDKs are tested with."""
+    _suite_all(stable_conformance_cli, conformance_target, tmp_path / "results")

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+import pytest
+
+from mcp_app.transport import cancellation
 
 from .helpers import call, communicator, rpc
 
@@ -99,25 +102,21 @@ async def test_without_the_capability_the_tool_fails_without_asking(make_access)
     assert "does not support elicitation" in result["content"][0]["text"]
 
 
-async def test_notifications_cancelled_stops_the_running_call(make_access, fresh_gate):
-    access = await make_access(tools=("wait_for_release",))
-    session_id = await open_session(access, {})
-    headers = {"mcp-session-id": session_id}
-    comm = communicator(
-        access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-1"), headers=headers
-    )
-    await comm.send_input({"type": "http.request", "body": comm.body})
-    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
-    # Cancellation listeners join once a call has run for a moment; retry the notice until it lands.
-    cancel = rpc("notifications/cancelled", {"requestId": "job-1", "reason": "user"}, id=None)
-    for _ in range(100):
-        assert (await call(access, cancel, headers=headers)).status == 202
-        try:
-            await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=0.05)
-            break
-        except TimeoutError:
-            continue
-    assert fresh_gate.gate.cancelled.is_set()
+@pytest.fixture
+def listening():
+    """An event set once a call listens for cancellation on the channel layer (the transport's hook)."""
+    heard = asyncio.Event()
+
+    def hook(group: str) -> None:
+        heard.set()
+
+    cancellation.listening_hooks.append(hook)
+    yield heard
+    cancellation.listening_hooks.remove(hook)
+
+
+async def cancelled_response(comm) -> None:
+    """The call's response ends without a JSON-RPC answer (the spec: none for a cancelled request)."""
     start = await comm.receive_output(timeout=5)
     end = await comm.receive_output(timeout=5)
     await comm.wait(timeout=5)
@@ -125,7 +124,57 @@ async def test_notifications_cancelled_stops_the_running_call(make_access, fresh
     assert end["body"] == b"" and not end.get("more_body")
 
 
-async def test_cancelling_another_clients_request_id_does_nothing(make_access, fresh_gate):
+async def test_notifications_cancelled_stops_a_call_that_listens(make_access, fresh_gate, listening):
+    access = await make_access(tools=("wait_for_release",))
+    session_id = await open_session(access, {})
+    headers = {"mcp-session-id": session_id}
+    comm = communicator(
+        access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-1"), headers=headers
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(listening.wait(), timeout=5)
+    cancel = rpc("notifications/cancelled", {"requestId": "job-1", "reason": "user"}, id=None)
+    assert (await call(access, cancel, headers=headers)).status == 202
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    await cancelled_response(comm)
+
+
+async def test_a_cancellation_in_the_first_moments_of_a_call_is_not_lost(
+    make_access, fresh_gate, listening, monkeypatch
+):
+    # The call would join its group only after a minute: the notice must reach it without the channel layer.
+    monkeypatch.setattr(cancellation, "CANCEL_WATCH_DELAY_SECONDS", 60.0)
+    access = await make_access(tools=("wait_for_release",))
+    session_id = await open_session(access, {})
+    headers = {"mcp-session-id": session_id}
+    comm = communicator(
+        access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-3"), headers=headers
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
+    assert not listening.is_set()
+    cancel = rpc("notifications/cancelled", {"requestId": "job-3"}, id=None)
+    assert (await call(access, cancel, headers=headers)).status == 202
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    await cancelled_response(comm)
+
+
+async def test_a_cancellation_that_arrives_before_its_call_still_stops_it(make_access, fresh_gate, listening):
+    """The notice overtakes its request (two connections; another process): it waits for the call."""
+    access = await make_access(tools=("wait_for_release",))
+    session_id = await open_session(access, {})
+    headers = {"mcp-session-id": session_id}
+    cancel = rpc("notifications/cancelled", {"requestId": "job-4"}, id=None)
+    assert (await call(access, cancel, headers=headers)).status == 202
+    comm = communicator(
+        access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-4"), headers=headers
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    await cancelled_response(comm)
+
+
+async def test_cancelling_another_clients_request_id_does_nothing(make_access, fresh_gate, listening):
     access = await make_access(tools=("wait_for_release",))
     owner = await open_session(access, {})
     other = await open_session(access, {})
@@ -135,10 +184,11 @@ async def test_cancelling_another_clients_request_id_does_nothing(make_access, f
         headers={"mcp-session-id": owner},
     )
     await comm.send_input({"type": "http.request", "body": comm.body})
-    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
+    # Listening everywhere: a cancellation addressed to this call would now stop it.
+    await asyncio.wait_for(listening.wait(), timeout=5)
     cancel = rpc("notifications/cancelled", {"requestId": "job-2"}, id=None)
     for _ in range(5):
-        await call(access, cancel, headers={"mcp-session-id": other})
+        assert (await call(access, cancel, headers={"mcp-session-id": other})).status == 202
     assert await comm.receive_nothing(timeout=0.2)
     assert not fresh_gate.gate.cancelled.is_set()
     fresh_gate.gate.release.set()

@@ -72,7 +72,7 @@ async def test_delete_returns_204_without_body(access):
 async def test_other_methods_are_405_with_allow(access):
     reply = await call(access, rpc("ping"), method="PUT")
     assert reply.status == 405
-    assert reply.headers["allow"] == "GET, POST, DELETE"
+    assert reply.headers["allow"] == "GET, POST, DELETE, OPTIONS"
 
 
 async def test_trailing_slash_is_the_same_endpoint(access):

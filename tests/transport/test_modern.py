@@ -598,18 +598,14 @@ def listen_body(notifications: dict[str, Any], id: int | str = "listen-1") -> di
 
 async def test_listen_acknowledges_the_supported_subset_then_forwards_catalog_edits(access, make_access, orm):
     other = await make_access()
-    capabilities = result_of(await modern_call(access, "server/discover"))["capabilities"]
     requested = {"toolsListChanged": True, "promptsListChanged": True, "futureThingsChanged": True}
     comm = await open_stream(access, listen_body(requested))
     ack = sse_data(await comm.receive_output(timeout=5))
     assert ack["method"] == "notifications/subscriptions/acknowledged"
     assert "id" not in ack
-    # Only what the server supports is acknowledged: prompts only if discover advertises prompts.listChanged,
-    # and never a filter it does not know.
-    expected = {"toolsListChanged": True}
-    if capabilities.get("prompts", {}).get("listChanged"):
-        expected["promptsListChanged"] = True
-    assert ack["params"]["notifications"] == expected
+    # Every server advertises tools and prompts listChanged: both are acknowledged, a filter it does not know
+    # is not.
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "promptsListChanged": True}
     assert ack["params"]["_meta"][SUBSCRIPTION_ID] == "listen-1"
 
     # Another server's catalog edit first, then this server's: only the latter may reach this stream.

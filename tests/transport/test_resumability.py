@@ -138,3 +138,66 @@ async def test_last_event_id_of_another_session_is_refused(access):
         access, method="GET", headers={"accept": "text/event-stream", "mcp-session-id": mine, "last-event-id": their_id}
     )
     assert refused.status == 400
+
+
+async def test_a_supported_version_header_that_differs_from_the_sessions_is_served_under_the_sessions(access):
+    """Conformance ``server-sse-multiple-streams`` sends 2025-03-26 on a 2025-11-25 session: not a 400."""
+    session_id = await open_session(access)
+    reply = await call(
+        access,
+        rpc("tools/call", PROGRESS, id=1),
+        headers={"mcp-session-id": session_id, "mcp-protocol-version": "2025-03-26"},
+    )
+    assert reply.status == 200
+    found = events(reply.body)
+    assert found[0][1] is None  # priming, a 2025-11-25 feature: the session's version governs
+    assert found[-1][1]["result"]["content"][0]["text"] == "Completed 2 steps."
+
+
+async def test_an_unsupported_version_header_on_a_session_is_400(access):
+    session_id = await open_session(access)
+    for version in ("1999-01-01", "not-a-version"):
+        reply = await call(
+            access, rpc("tools/list", id=1), headers={"mcp-session-id": session_id, "mcp-protocol-version": version}
+        )
+        assert reply.status == 400
+        assert reply.json()["error"]["code"] < 0
+
+
+async def test_a_tool_closing_its_stream_mid_call_is_resumed_by_last_event_id(make_access):
+    """SEP-1699 (conformance ``server-sse-polling``): priming event, the stream ends before the result, and a GET
+    with the priming event's id gets the result and ends."""
+    access = await make_access(tools=("test_reconnection",))
+    session_id = await open_session(access)
+    comm = communicator(
+        access,
+        rpc("tools/call", {"name": "test_reconnection", "arguments": {}}, id=1),
+        headers={"mcp-session-id": session_id},
+    )
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    start = await comm.receive_output(timeout=5)
+    assert start["status"] == 200
+    assert dict(start["headers"])[b"content-type"].startswith(b"text/event-stream")
+    body = b""
+    while True:
+        frame = await comm.receive_output(timeout=5)
+        body += frame["body"]
+        if not frame.get("more_body"):
+            break
+    await comm.send_input({"type": "http.disconnect"})
+    await comm.wait(timeout=5)
+    closed = events(body)
+    assert [message for _, message in closed] == [None]  # the priming event only: no result on this stream
+    assert "retry: " in body.decode()
+    resumed = await call(
+        access,
+        method="GET",
+        headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": closed[0][0]},
+    )
+    assert resumed.status == 200
+    replayed = events(resumed.body)
+    assert replayed[-1][1] == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "text", "text": "Reconnection test completed"}]},
+    }

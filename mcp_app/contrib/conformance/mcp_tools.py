@@ -401,11 +401,12 @@ async def test_elicitation_sep1330_enums(ctx: ToolContext) -> Any:
     return f"Elicitation completed: action={answer.get('action')}, content={answer.get('content')}"
 
 
-@tool(description="Runs for a moment, long enough for a client to drop and resume the stream.")
+@tool(description="Closes its SSE stream mid-call (SEP-1699); the result waits for a GET with Last-Event-ID.")
 async def test_reconnection(ctx: ToolContext) -> str:
-    for step in range(1, 4):
-        await asyncio.sleep(STEP_SECONDS)
-        await ctx.report_progress(step, 3)
+    await ctx.report_progress(1, 2)
+    await ctx.close_stream()
+    await asyncio.sleep(STEP_SECONDS)
+    await ctx.report_progress(2, 2)
     return "Reconnection test completed"
 
 

@@ -1,0 +1,71 @@
+"""``notifications/cancelled`` for handshake-era calls: never lost, whenever it arrives.
+
+A call is cancellable under its call group (``events.call_group(scope, request id)``) from the moment it is
+dispatched:
+
+- in its own process at once, through a registry of running calls (a dict entry, no channel layer);
+- from other processes once it has joined the group on the channel layer. Quick calls (the vast majority)
+  finish before they join and cost the layer nothing; a call still running after
+  ``CANCEL_WATCH_DELAY_SECONDS`` joins.
+
+A cancellation for a call that is not registered here is sent to the group *and* noted in the event store for
+``CANCEL_MARK_SECONDS``; a call checks the note right after joining, so a cancellation that arrived before the
+call listened (or before its request reached any process) still stops it. MCP forbids reusing a request id
+within a session, so a note cannot hit a later call.
+
+``listening_hooks`` are called with the group once a call listens everywhere: tests wait on that instead of
+retrying, and operators may count it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from channels.layers import get_channel_layer
+
+from ..channel_layer import LAYER_ERRORS, guarded
+from ..events import CANCEL_EVENT
+from .eventstore import get_event_store
+
+logger = logging.getLogger("mcp_app.transport.cancellation")
+
+CANCEL_WATCH_DELAY_SECONDS = 0.05
+CANCEL_MARK_SECONDS = 300.0
+
+_running: dict[str, Callable[[], None]] = {}
+listening_hooks: list[Callable[[str], None]] = []
+
+
+def register(group: str, cancel: Callable[[], None]) -> None:
+    """The call of ``group`` runs in this process; ``cancel`` stops it (called on this event loop)."""
+    _running[group] = cancel
+
+
+def unregister(group: str) -> None:
+    _running.pop(group, None)
+
+
+async def request_cancel(group: str) -> None:
+    """Cancel the call of ``group`` wherever it runs, or as soon as it listens."""
+    local = _running.get(group)
+    if local is not None:
+        local()
+        return
+    try:
+        await get_event_store().mark(f"cancel:{group}", CANCEL_MARK_SECONDS)
+    except LAYER_ERRORS:
+        logger.warning("could not note a cancellation for later (the store is unreachable)")
+    layer = get_channel_layer()
+    if layer is not None:
+        await guarded(layer.group_send(group, {"type": CANCEL_EVENT}))
+
+
+async def cancelled_before_listening(group: str) -> bool:
+    """Whether a cancellation for ``group`` was noted before the call joined its group."""
+    return await get_event_store().marked(f"cancel:{group}")
+
+
+def announce_listening(group: str) -> None:
+    for hook in list(listening_hooks):
+        hook(group)

@@ -1,0 +1,78 @@
+"""CORS for browser clients (the MCP Inspector, web agents) of servers that list their ``allowed_origins``.
+
+- A preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from an origin that a servable
+  server of that id allows (its ``allowed_origins``, or ``MCP_APP["ALLOWED_ORIGINS"]``) gets 204 with
+  ``Access-Control-Allow-Origin`` (the origin itself, never ``*``), the methods, the request headers it asked
+  for that MCP uses (``Authorization``, ``Content-Type``, ``Accept``, ``Mcp-Session-Id``,
+  ``MCP-Protocol-Version``, ``Last-Event-ID``, ``Mcp-Method``, ``Mcp-Name``, ``Mcp-Param-*``) and
+  ``Access-Control-Max-Age`` (``CORS_MAX_AGE_SECONDS``). Any other origin, and an unknown server, get the same
+  403 with no CORS header at all: a preflight does not reveal which server ids exist.
+- Actual answers to an allowed origin carry ``Access-Control-Allow-Origin``, ``Vary: Origin`` and
+  ``Access-Control-Expose-Headers`` (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``WWW-Authenticate``,
+  ``Retry-After``), so the browser lets the client read the session id and auth challenges. Answers given before
+  the server is known (401, 404) carry them only for the globally allowed origins.
+
+Bearer tokens are not cookies: ``Access-Control-Allow-Credentials`` is never sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..conf import mcp_settings
+
+METHODS = b"GET, POST, DELETE, OPTIONS"
+ALLOWED_REQUEST_HEADERS = frozenset(
+    {
+        "authorization",
+        "content-type",
+        "accept",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+        "mcp-method",
+        "mcp-name",
+    }
+)
+PARAM_HEADER_PREFIX = "mcp-param-"
+EXPOSED = b"Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate, Retry-After"
+
+
+def allowed_request_headers(requested: str | None) -> bytes:
+    """The asked-for request headers MCP uses (others are left out, so the browser refuses them)."""
+    names = [name.strip().lower() for name in (requested or "").split(",") if name.strip()]
+    kept = [name for name in names if name in ALLOWED_REQUEST_HEADERS or name.startswith(PARAM_HEADER_PREFIX)]
+    return ", ".join(kept or sorted(ALLOWED_REQUEST_HEADERS)).encode("latin-1")
+
+
+def preflight_headers(origin: str, requested_headers: str | None) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-allow-methods", METHODS),
+        (b"access-control-allow-headers", allowed_request_headers(requested_headers)),
+        (b"access-control-max-age", str(mcp_settings.CORS_MAX_AGE_SECONDS).encode()),
+        (b"vary", b"Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+    ]
+
+
+def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-expose-headers", EXPOSED),
+        (b"vary", b"Origin"),
+    ]
+
+
+def origin_listed(origin: str, server_origins: Iterable[str]) -> bool:
+    origin = origin.rstrip("/")
+    return origin in set(server_origins) or origin in set(mcp_settings.ALLOWED_ORIGINS)
+
+
+def server_origins(server_id: str) -> list[str]:
+    """Every origin some servable server with this id allows (a preflight names no tenant). Runs in a thread."""
+    from ..models import McpServer
+
+    origins: list[str] = []
+    for listed in McpServer.objects.servable().filter(server_id=server_id).values_list("allowed_origins", flat=True):
+        origins += [str(origin).rstrip("/") for origin in listed or ()]
+    return origins

@@ -1,0 +1,230 @@
+"""Limits daphne (Twisted) applies before the application sees a request, with proper HTTP answers.
+
+Twisted's HTTP/1.1 parser reads a whole request body into memory or a temporary file before daphne hands it to
+the application, answers an oversized header block with a bare ``400`` and closes the connection on a request
+line longer than 16 KiB without any answer, and only has an *idle* timeout, which a client trickling one byte
+at a time never trips. ``LimitedHTTPChannel`` (a subclass of ``twisted.web.http.HTTPChannel``) adds, each
+answered with a JSON-RPC error body and ``Connection: close``:
+
+- **414** for a request line over ``MAX_REQUEST_LINE_BYTES``;
+- **431** for a request line plus headers over ``MAX_HEADER_BYTES``;
+- **400** for two ``Host`` headers, or an HTTP/1.1 request without one (RFC 9112 §3.2);
+- **413** for a body over ``MAX_BODY_BYTES``: at once when ``Content-Length`` says so (nothing is read), else
+  as soon as that many bytes of a chunked body have arrived (reading stops there);
+- **408** when a request is not fully received ``REQUEST_DEADLINE_SECONDS`` after its first byte.
+
+``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
+``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
+against (``SUPPORTED_TWISTED``, ``SUPPORTED_DAPHNE``) and the private attributes it uses, and refuses (logging
+why, leaving daphne as it is) otherwise. ``tests/transport/test_edge_limits.py`` fails when those internals
+change. Behind a reverse proxy, set the proxy's own body limit too (nginx ``client_max_body_size``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+
+from ..conf import mcp_settings
+
+logger = logging.getLogger("mcp_app.transport.edge_limits")
+
+SUPPORTED_TWISTED = ((22, 0), (27, 0))  # [from, to)
+# After a refusal, input is read and dropped for this long (at most this much) before the connection closes.
+LINGER_SECONDS = 2.0
+LINGER_MAX_BYTES = 8 * 1024 * 1024
+SUPPORTED_DAPHNE = ((4, 0), (5, 0))
+REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
+}
+# The private parts of Twisted's HTTPChannel this module relies on (checked by ``internals_missing``).
+CHANNEL_INTERNALS = (
+    "_receivedHeaderSize",
+    "_handlingRequest",
+    "_HTTPChannel__first_line",
+    "length",
+    "requests",
+)
+CHANNEL_METHODS = ("lineReceived", "lineLengthExceeded", "allHeadersReceived", "allContentReceived", "rawDataReceived")
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor, *_ = (int(part) if part.isdigit() else 0 for part in [*text.split("."), "0"])
+    return major, minor
+
+
+def error_response(status: int, message: str) -> bytes:
+    body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
+        status,
+        REASONS[status],
+        len(body),
+    )
+    return head + body
+
+
+def _channel_class() -> type:
+    from twisted.web import http
+
+    class LimitedHTTPChannel(http.HTTPChannel):  # type: ignore[misc]
+        """``HTTPChannel`` with the limits of the module docstring."""
+
+        _mcp_refused = False
+        _mcp_body_bytes = 0
+        _mcp_deadline: Any = None
+
+        _mcp_discarded = 0
+
+        def _mcp_refuse(self, status: int, message: str) -> None:
+            if self._mcp_refused:
+                return
+            self._mcp_refused = True
+            self._mcp_disarm()
+            self.transport.write(error_response(status, message))
+            # Lingering close: a client still sending its body would get a reset instead of the answer if the
+            # connection closed now. Read and drop what follows for a moment (never more than
+            # LINGER_MAX_BYTES), then close.
+            self._mcp_linger = self.callLater(LINGER_SECONDS, self.transport.loseConnection)
+
+        def _mcp_disarm(self) -> None:
+            if self._mcp_deadline is not None and self._mcp_deadline.active():
+                self._mcp_deadline.cancel()
+            self._mcp_deadline = None
+
+        def dataReceived(self, data: bytes) -> None:
+            if self._mcp_refused:
+                self._mcp_discarded += len(data)
+                if self._mcp_discarded > LINGER_MAX_BYTES:
+                    self.transport.loseConnection()
+                return
+            if self._mcp_deadline is None and not self._handlingRequest:
+                seconds = float(mcp_settings.REQUEST_DEADLINE_SECONDS)
+                self._mcp_deadline = self.callLater(
+                    seconds, self._mcp_refuse, 408, f"The request was not received within {seconds:g} seconds."
+                )
+            super().dataReceived(data)
+
+        def lineReceived(self, line: bytes) -> None:
+            if self._mcp_refused:
+                return
+            if self._HTTPChannel__first_line and len(line) > mcp_settings.MAX_REQUEST_LINE_BYTES:
+                self._mcp_refuse(414, f"The request line exceeds {mcp_settings.MAX_REQUEST_LINE_BYTES} bytes.")
+                return
+            if self._receivedHeaderSize + len(line) > mcp_settings.MAX_HEADER_BYTES:
+                self._mcp_refuse(431, f"The request headers exceed {mcp_settings.MAX_HEADER_BYTES} bytes.")
+                return
+            super().lineReceived(line)
+
+        def lineLengthExceeded(self, line: bytes) -> None:
+            if self._HTTPChannel__first_line:
+                self._mcp_refuse(414, f"The request line exceeds {mcp_settings.MAX_REQUEST_LINE_BYTES} bytes.")
+            else:
+                self._mcp_refuse(431, f"The request headers exceed {mcp_settings.MAX_HEADER_BYTES} bytes.")
+
+        def allHeadersReceived(self) -> None:
+            request = self.requests[-1]
+            hosts = request.requestHeaders.getRawHeaders(b"host") or []
+            if len(hosts) > 1:
+                self._mcp_refuse(400, "A request must carry exactly one Host header.")
+                return
+            if not hosts and getattr(self, "_version", None) == b"HTTP/1.1":
+                self._mcp_refuse(400, "An HTTP/1.1 request must carry a Host header.")
+                return
+            limit = mcp_settings.MAX_BODY_BYTES
+            if self.length is not None and self.length > limit:
+                self._mcp_refuse(413, f"Request body exceeds {limit} bytes.")
+                return
+            self._mcp_body_bytes = 0
+            super().allHeadersReceived()
+
+        def rawDataReceived(self, data: bytes) -> None:
+            if self._mcp_refused:
+                return
+            if not self._handlingRequest:
+                self._mcp_body_bytes += len(data)
+                # Chunk framing counts too; allow it a little room over the limit on the decoded body.
+                if self._mcp_body_bytes > mcp_settings.MAX_BODY_BYTES + 64 * 1024:
+                    self._mcp_refuse(413, f"Request body exceeds {mcp_settings.MAX_BODY_BYTES} bytes.")
+                    return
+            super().rawDataReceived(data)
+
+        def allContentReceived(self) -> None:
+            self._mcp_disarm()
+            if self._mcp_refused:
+                return  # refused on its headers: the request never reaches daphne
+            super().allContentReceived()
+
+        def connectionLost(self, reason: Any) -> None:
+            self._mcp_disarm()
+            linger = getattr(self, "_mcp_linger", None)
+            if linger is not None and linger.active():
+                linger.cancel()
+            super().connectionLost(reason)
+
+    return LimitedHTTPChannel
+
+
+def internals_missing() -> list[str]:
+    """The Twisted/daphne internals ``install`` needs that this installation lacks (empty when all present)."""
+    from twisted.web import http
+
+    missing = [name for name in CHANNEL_METHODS if not hasattr(http.HTTPChannel, name)]
+    channel = http.HTTPChannel()
+    missing += [name for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
+    for name in ("_GenericHTTPChannelProtocol", "HTTPFactory"):
+        if not hasattr(http, name):
+            missing.append(f"twisted.web.http.{name}")
+    try:
+        from daphne.http_protocol import HTTPFactory
+    except ImportError:
+        missing.append("daphne.http_protocol.HTTPFactory")
+    else:
+        if not issubclass(HTTPFactory, http.HTTPFactory):
+            missing.append("daphne HTTPFactory is not a twisted HTTPFactory")
+    return missing
+
+
+def versions_supported() -> bool:
+    import daphne
+    import twisted
+
+    twisted_version = _version(twisted.__version__)
+    daphne_version = _version(daphne.__version__)
+    return (
+        SUPPORTED_TWISTED[0] <= twisted_version < SUPPORTED_TWISTED[1]
+        and SUPPORTED_DAPHNE[0] <= daphne_version < SUPPORTED_DAPHNE[1]
+    )
+
+
+_installed = False
+
+
+def install() -> bool:
+    """Make daphne build ``LimitedHTTPChannel`` connections; returns whether the limits are in place."""
+    global _installed
+    if _installed:
+        return True
+    if not versions_supported():
+        logger.warning("edge limits not installed: untested Twisted/daphne versions (see SUPPORTED_TWISTED)")
+        return False
+    missing = internals_missing()
+    if missing:
+        logger.warning("edge limits not installed: Twisted/daphne internals changed: %s", ", ".join(missing))
+        return False
+    from daphne.http_protocol import HTTPFactory
+    from twisted.web import http
+
+    channel_class = _channel_class()
+
+    def protocol(factory: Any) -> Any:
+        return http._GenericHTTPChannelProtocol(channel_class())
+
+    HTTPFactory.protocol = protocol  # type: ignore[assignment]
+    _installed = True
+    return True

@@ -1,0 +1,197 @@
+"""Redis goes down under a running daphne, and comes back: fast 503s, streams that end, no failed request after.
+
+The test runs its own ``redis-server`` on a free port (never the shared one), points a daphne process at it, and
+stops and restarts it. While it is down:
+
+- requests that need the channel layer or the event store (a GET stream, ``subscriptions/listen``, a session
+  call with progress) get a 503 with a JSON-RPC error body within ``FAST_SECONDS``;
+- a GET stream that was open ends with an ``event: error`` instead of going quiet;
+- a plain JSON call, which needs neither, is still served.
+
+Once it is back, the first request of each kind succeeds. Needs ``redis-server`` on the PATH (skips without it,
+fails under ``MCP_REQUIRE_SERVICES=1``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.conftest import REQUIRE_SERVICES, Access
+from tests.e2e.conftest import (
+    KEEPALIVE_SECONDS,
+    READY_TIMEOUT_SECONDS,
+    _daphne_command,
+    _database_url,
+    _free_port,
+    _port_open,
+)
+from tests.e2e.test_two_processes import endpoint, headers, initialize
+from tests.transport.test_modern import modern_body, routing_headers
+
+pytestmark = pytest.mark.e2e
+
+FAST_SECONDS = 3.0
+WAIT = 10.0
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not _port_open(port):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} did not listen on {port}")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = process.wait(timeout=0.05)
+            pytest.fail(f"{what} exited with {code} before listening")
+
+
+class OwnRedis:
+    """A private redis-server that the test may stop and start on the same port."""
+
+    def __init__(self, tmp: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            if REQUIRE_SERVICES:
+                pytest.fail("redis-server is needed for the outage test")
+            pytest.skip("redis-server is not installed")
+        self.binary = binary
+        self.port = _free_port()
+        self.tmp = tmp
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(
+            [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_for_port(self.port, self.process, "redis-server")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=WAIT)
+            self.process = None
+
+
+@pytest.fixture
+def outage(transactional_db: None, tmp_path: Path) -> Iterator[tuple[OwnRedis, str]]:
+    from django.conf import settings
+    from django.db import connection
+
+    redis = OwnRedis(tmp_path)
+    redis.start()
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH")},
+        "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": redis.url,
+        "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
+        "PYTHONUNBUFFERED": "1",
+    }
+    stderr = (tmp_path / "daphne.log").open("wb")
+    daphne = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stderr, stderr=stderr)
+    try:
+        _wait_for_port(port, daphne, "daphne")
+        yield redis, f"http://127.0.0.1:{port}"
+    finally:
+        daphne.terminate()
+        try:
+            daphne.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            daphne.kill()
+        redis.stop()
+        stderr.close()
+
+
+def _modern_listen() -> tuple[dict[str, Any], dict[str, str]]:
+    body = modern_body("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, id="listen-1")
+    return body, routing_headers(body)
+
+
+async def _timed(request: Any) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = await request
+    return response, time.monotonic() - started
+
+
+async def test_redis_down_gives_fast_503s_ends_streams_and_service_resumes(
+    outage: tuple[OwnRedis, str], live_access: Access
+) -> None:
+    redis, base = outage
+    url = endpoint(base, live_access)
+    progress_call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "progress_demo", "arguments": {"steps": 2}, "_meta": {"progressToken": "p"}},
+    }
+    plain_call = {
+        "jsonrpc": "2.0",
+        "id": 8,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "x"}},
+    }
+    listen, listen_headers = _modern_listen()
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        opened = await http.post(url, json=initialize({}), headers=headers(live_access))
+        on_session = headers(
+            live_access, **{"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        )
+        stream_headers = headers(live_access, Accept="text/event-stream")
+        async with http.stream("GET", url, headers=stream_headers) as stream:
+            lines = stream.aiter_lines()
+            async with asyncio.timeout(WAIT):
+                while (await anext(lines)) != ": ready":
+                    pass
+            redis.stop()
+            async with asyncio.timeout(WAIT):
+                rest = [line async for line in lines]
+        assert "event: error" in rest, rest[-5:]
+
+        down = {
+            "GET stream": await _timed(http.get(url, headers=stream_headers)),
+            "progress call": await _timed(http.post(url, json=progress_call, headers=on_session)),
+            "listen": await _timed(http.post(url, json=listen, headers={**headers(live_access), **listen_headers})),
+        }
+        plain = await http.post(url, json=plain_call, headers=on_session)
+
+        redis.start()
+        async with http.stream("GET", url, headers=stream_headers) as stream:
+            first_get = stream.status_code
+            lines = stream.aiter_lines()
+            async with asyncio.timeout(WAIT):
+                while (await anext(lines)) != ": ready":
+                    pass
+        first_call = await http.post(url, json=progress_call, headers=on_session)
+
+    for what, (response, seconds) in down.items():
+        assert response.status_code == 503, (what, response.status_code, response.text[:300])
+        assert seconds < FAST_SECONDS, (what, seconds)
+        error = response.json()
+        assert error["jsonrpc"] == "2.0" and error["error"]["code"] == -32603, what
+        assert "unavailable" in error["error"]["message"].lower(), what
+    assert plain.status_code == 200 and plain.json()["result"]["content"] == [{"type": "text", "text": "x"}]
+    assert first_get == 200
+    assert first_call.status_code == 200
+    messages = [
+        orjson.loads(line[6:])
+        for line in first_call.text.splitlines()
+        if line.startswith("data: ") and line[6:].strip()
+    ]
+    assert messages[-1]["id"] == 7 and "result" in messages[-1]
