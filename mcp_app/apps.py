@@ -1,4 +1,4 @@
-"""App configuration: connects catalog signals, registers system checks, autodiscovers ``mcp_tools`` modules."""
+"""App configuration: connects catalog and cache-invalidation signals, registers system checks, autodiscovers ``mcp_tools`` modules."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ class McpAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers system checks)
+        from .caching import signals as caching_signals  # noqa: F401  (connects receivers)
         from .catalog import signals  # noqa: F401  (connects receivers)
         from .catalog.registry import registry
         from .conf import mcp_settings

@@ -48,6 +48,20 @@ DEFAULTS: dict[str, Any] = {
     "TASK_POLL_INTERVAL_MS": 500,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
+    # How changes reach the per-process caches of other processes (see mcp_app.caching.invalidation):
+    # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
+    "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.LocalInvalidation", "OPTIONS": {}},
+    # Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
+    # request is resolved from the database. The bound on how stale a cached token, server or session can be.
+    "INVALIDATION_STALENESS_SECONDS": 0.75,
+    # Cached token, server and session snapshots per process, and their maximum age (a backstop for changes
+    # made behind the ORM's back; ordinary changes invalidate at once).
+    "IDENTITY_CACHE_SIZE": 10_000,
+    "IDENTITY_CACHE_MAX_AGE_SECONDS": 300,
+    # Last-used stamps and session activity are written by a background thread this often (seconds), and
+    # at most this many rows wait at once.
+    "WRITE_BEHIND_INTERVAL_SECONDS": 2.0,
+    "WRITE_BEHIND_MAX_PENDING": 50_000,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -68,6 +82,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),
+    "INVALIDATION": (dict,),
+    "INVALIDATION_STALENESS_SECONDS": (int, float),
+    "IDENTITY_CACHE_SIZE": (int,),
+    "IDENTITY_CACHE_MAX_AGE_SECONDS": (int, float),
+    "WRITE_BEHIND_INTERVAL_SECONDS": (int, float),
+    "WRITE_BEHIND_MAX_PENDING": (int,),
 }
 
 
@@ -91,13 +111,29 @@ class McpSettings:
             expected = _TYPES[key]
             if not isinstance(value, expected) or isinstance(value, bool):
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
-        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE"):
+        for key in (
+            "MAX_BODY_BYTES",
+            "MAX_BATCH_SIZE",
+            "CATALOG_CACHE_SIZE",
+            "PAGE_SIZE",
+            "IDENTITY_CACHE_SIZE",
+            "WRITE_BEHIND_MAX_PENDING",
+        ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
         if "BACKEND" not in values["EVENT_STORE"]:
             raise ImproperlyConfigured("MCP_APP['EVENT_STORE'] needs a BACKEND dotted path.")
         if values["CACHE_TTL_MS"] < 0:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
+        if "BACKEND" not in values["INVALIDATION"]:
+            raise ImproperlyConfigured("MCP_APP['INVALIDATION'] needs a BACKEND dotted path.")
+        for key in (
+            "INVALIDATION_STALENESS_SECONDS",
+            "IDENTITY_CACHE_MAX_AGE_SECONDS",
+            "WRITE_BEHIND_INTERVAL_SECONDS",
+        ):
+            if values[key] <= 0:
+                raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be positive.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
         return values
@@ -122,6 +158,8 @@ mcp_settings = McpSettings()
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_APP":
         mcp_settings.reload()
+        from .caching.invalidation import reset_backend
         from .transport.eventstore import reset_event_store
 
         reset_event_store()
+        reset_backend()

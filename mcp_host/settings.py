@@ -5,6 +5,7 @@ REDIS_URL      unset: in-memory channel layer and local-memory cache (one proces
 SECRET_KEY     unset: a development key (refused when DEBUG is off)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 DEBUG          "1"/"true" to enable; default off
+MCP_INVALIDATION  "database": several processes without Redis follow cache invalidations in the database
 """
 
 from __future__ import annotations
@@ -135,6 +136,12 @@ MCP_APP: dict[str, object] = {}
 if REDIS_URL:
     # Several daphne processes: SSE events must be resumable on any of them.
     MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
+if REDIS_URL:
+    # Several daphne processes: a change reaches every process's caches through a Redis stream.
+    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.RedisInvalidation", "OPTIONS": {"url": REDIS_URL}}
+elif os.environ.get("MCP_INVALIDATION") == "database":
+    # Several processes without Redis: they follow a table of the shared database instead.
+    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}}
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 

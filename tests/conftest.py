@@ -147,8 +147,13 @@ def fresh_gate() -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_catalog_cache() -> None:
-    """Test databases reuse primary keys after rollbacks; never let one test see another's resolved catalog."""
+def _fresh_catalog_cache() -> Any:
+    """Test databases reuse primary keys after rollbacks; never let one test see another's resolved catalog or
+    cached identities, nor write another's last-used stamps."""
+    from mcp_app.caching import identity, writebehind
     from mcp_app.catalog.resolver import clear_cache
 
     clear_cache()
+    identity.clear()
+    yield
+    writebehind.discard()  # this test's rows go with its database

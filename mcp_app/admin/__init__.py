@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from ..models import (
     Agent,
@@ -225,5 +224,5 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        count = queryset.revoke()  # type: ignore[attr-defined]
         self.message_user(request, f"Revoked {count} token(s).")

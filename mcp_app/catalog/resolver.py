@@ -1,9 +1,11 @@
 """Resolution of a server's effective catalog from the database and the code registry.
 
-``resolve_catalog(server)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``. Results are
-kept in a small per-process LRU keyed by ``(server pk, catalog_version)``: the version is read with the server
-row on every request anyway, so an edit in any process is seen by every process on its next request, with no
-cache to flush. Bindings to Python tools whose code is no longer registered are left out (and logged).
+``resolve_catalog(server, grant=...)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``
+as one token's grant sees it. Results are kept in a small per-process LRU keyed by ``(server pk,
+catalog_version, created_at, grant)``, so one agent's view is never served to another. The version comes from
+the server snapshot the request path caches (``mcp_app.caching.identity``), which every catalog edit
+invalidates on every process (``McpServer.objects.bump_catalog_version``): checking the version costs no query.
+Bindings to Python tools whose code is no longer registered are left out (and logged).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any
 
 from ..conf import mcp_settings
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
@@ -28,7 +32,7 @@ from .registry import registry
 
 logger = logging.getLogger("mcp_app.catalog")
 
-_cache: OrderedDict[tuple[int, int, object], ServerCatalog] = OrderedDict()
+_cache: OrderedDict[tuple[int, int, object, Hashable], ServerCatalog] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -133,13 +137,14 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
     )
 
 
-def build_catalog(server: McpServer) -> ServerCatalog:
+def build_catalog(server: McpServer | Any) -> ServerCatalog:
+    """The catalog of ``server`` (an ``McpServer`` or a cached ``ServerEntry``: its pk and tenant_id count)."""
     tenant = server.tenant_id
-    tools = ServerTool.objects.filter(server=server, enabled=True, tool__tenant_id=tenant).select_related("tool")
-    resources = ServerResource.objects.filter(server=server, enabled=True, resource__tenant_id=tenant).select_related(
-        "resource"
-    )
-    prompts = ServerPrompt.objects.filter(server=server, enabled=True, prompt__tenant_id=tenant).select_related(
+    tools = ServerTool.objects.filter(server_id=server.pk, enabled=True, tool__tenant_id=tenant).select_related("tool")
+    resources = ServerResource.objects.filter(
+        server_id=server.pk, enabled=True, resource__tenant_id=tenant
+    ).select_related("resource")
+    prompts = ServerPrompt.objects.filter(server_id=server.pk, enabled=True, prompt__tenant_id=tenant).select_related(
         "prompt"
     )
     tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b)) is not None]
@@ -157,15 +162,26 @@ def build_catalog(server: McpServer) -> ServerCatalog:
     )
 
 
-def resolve_catalog(server: McpServer) -> ServerCatalog:
+def grant_view(catalog: ServerCatalog, grant: Hashable | None) -> ServerCatalog:
+    """What of ``catalog`` a token's grant lets it see; ``None`` grants everything. (Token grants narrow it.)"""
+    return catalog
+
+
+def resolve_catalog(server: McpServer | Any, *, grant: Hashable | None = None, load: bool = True) -> ServerCatalog:
+    """The catalog ``server`` exposes to a token with ``grant``. ``load=False`` raises ``CacheMiss`` instead of
+    building a catalog that is not cached (the request path then retries in a worker thread)."""
     # created_at guards against a primary key reused after deletion (possible on some databases).
-    key = (server.pk, server.catalog_version, server.created_at)
+    key = (server.pk, server.catalog_version, server.created_at, grant)
     with _lock:
         cached = _cache.get(key)
         if cached is not None:
             _cache.move_to_end(key)
             return cached
-    catalog = build_catalog(server)
+    if not load:
+        from ..caching.identity import CacheMiss
+
+        raise CacheMiss("catalogs")
+    catalog = grant_view(build_catalog(server), grant)
     with _lock:
         _cache[key] = catalog
         _cache.move_to_end(key)

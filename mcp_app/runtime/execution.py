@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pydantic
 from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 
 from ..catalog.prompts import fill_placeholders, render_static_prompt
@@ -260,10 +261,21 @@ def _schema_validator(schema_json: bytes) -> Draft202012Validator:
     return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool with Django's connection hygiene around it, as a request handler would have: the worker
+    thread's connections may have outlived ``CONN_MAX_AGE`` or broken since the thread last ran a tool."""
+    close_old_connections()
+    try:
+        return function(**kwargs)
+    finally:
+        close_old_connections()
+
+
 async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
     if registered.is_coroutine:
         return await registered.function(**kwargs)
-    return await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+    # The only thread hop of a warm call: a sync tool runs in a worker thread (one hop, its own hygiene).
+    return await sync_to_async(_in_worker_thread, thread_sensitive=False)(registered.function, kwargs)
 
 
 async def _answer_in_band(
@@ -301,7 +313,7 @@ async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: 
         kwargs[registered.context_parameter] = _context(call, state)
     if registered.is_coroutine:
         return await registered.function(**kwargs)
-    return await sync_to_async(registered.function, thread_sensitive=False)(**kwargs)
+    return await sync_to_async(_in_worker_thread, thread_sensitive=False)(registered.function, kwargs)
 
 
 def _describe_schema_error(error: Any) -> str:

@@ -27,7 +27,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from ..conf import mcp_settings
-from ..models import Agent, McpServer, ToolTask
+from ..models import ToolTask
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
 from ..protocol.errors import ProtocolError
 from .mrtr import PARK
@@ -100,9 +100,9 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
 class TaskService:
     """The ``Tasks`` port for one request: the caller's tasks on one server."""
 
-    def __init__(self, server: McpServer, agent: Agent, runner: Runner) -> None:
-        self._server = server
-        self._agent = agent
+    def __init__(self, server_pk: int, agent_pk: int, runner: Runner) -> None:
+        self._server_pk = server_pk
+        self._agent_pk = agent_pk
         self._runner = runner
         self._ctx: RequestContext | None = None
 
@@ -110,7 +110,7 @@ class TaskService:
         self._ctx = ctx
 
     def _visible(self, task_id: str) -> ToolTask | None:
-        return ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+        return ToolTask.objects.visible_to(task_id, server_id=self._server_pk, agent_id=self._agent_pk)
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
         task = await database_sync_to_async(self._visible)(task_id)
@@ -174,8 +174,8 @@ class TaskService:
 
     async def create(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall, **fields: Any) -> ToolTask:
         return await database_sync_to_async(ToolTask.objects.create_task)(
-            server=self._server,
-            agent=self._agent,
+            server_id=self._server_pk,
+            agent_id=self._agent_pk,
             tool_name=tool.name,
             arguments=arguments,
             ttl_ms=mcp_settings.TASK_TTL_MS,

@@ -1,0 +1,60 @@
+"""Every saved or deleted tenant, agent, token, server or session, and every change of a token's server scope,
+publishes the invalidation keys of the cached snapshots it affects (``mcp_app.caching.invalidation``).
+
+Queryset ``update()`` and ``delete()`` send no signals: the manager verbs that use them
+(``McpServer.objects.bump_catalog_version``, ``AgentTokenQuerySet.revoke``, ``McpSession.terminate``…) publish
+themselves; other code must call ``invalidation.publish`` (or rely on ``IDENTITY_CACHE_MAX_AGE_SECONDS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.dispatch import receiver
+
+from ..models import Agent, AgentToken, McpServer, McpSession, Tenant
+from .invalidation import publish
+
+
+@receiver(post_save, sender=Tenant)
+@receiver(post_delete, sender=Tenant)
+def _tenant_changed(sender: Any, instance: Tenant, **kwargs: Any) -> None:
+    publish(f"tenant:{instance.pk}")
+
+
+@receiver(post_save, sender=Agent)
+@receiver(post_delete, sender=Agent)
+def _agent_changed(sender: Any, instance: Agent, **kwargs: Any) -> None:
+    publish(f"agent:{instance.pk}")
+
+
+@receiver(post_save, sender=AgentToken)
+@receiver(post_delete, sender=AgentToken)
+def _token_changed(sender: Any, instance: AgentToken, created: bool = False, **kwargs: Any) -> None:
+    if not created:  # nothing can have cached a token that did not exist
+        publish(f"token:{instance.pk}")
+
+
+@receiver(m2m_changed, sender=AgentToken.servers.through)
+def _token_scope_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any) -> None:
+    if not action.startswith("post_"):
+        return
+    if not reverse:
+        publish(f"token:{instance.pk}")
+    else:  # from the server's side; a token snapshot is also tagged with each server of its scope
+        publish(f"server:{instance.pk}", *(f"token:{pk}" for pk in pk_set or ()))
+
+
+@receiver(post_save, sender=McpServer)
+@receiver(post_delete, sender=McpServer)
+def _server_changed(sender: Any, instance: McpServer, created: bool = False, **kwargs: Any) -> None:
+    if not created:
+        publish(f"server:{instance.pk}")
+
+
+@receiver(post_save, sender=McpSession)
+@receiver(post_delete, sender=McpSession)
+def _session_changed(sender: Any, instance: McpSession, created: bool = False, **kwargs: Any) -> None:
+    if not created:
+        publish(f"session:{instance.pk}")
