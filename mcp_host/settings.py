@@ -138,7 +138,10 @@ if REDIS_URL:
     MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
 if REDIS_URL:
     # Several daphne processes: a change reaches every process's caches through a Redis stream.
-    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.RedisInvalidation", "OPTIONS": {"url": REDIS_URL}}
+    MCP_APP["INVALIDATION"] = {
+        "BACKEND": "mcp_app.caching.invalidation.RedisInvalidation",
+        "OPTIONS": {"url": REDIS_URL},
+    }
 elif os.environ.get("MCP_INVALIDATION") == "database":
     # Several processes without Redis: they follow a table of the shared database instead.
     MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}}

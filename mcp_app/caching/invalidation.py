@@ -176,6 +176,7 @@ class _Follower:
                     logger.warning("cannot follow the cache invalidation log (caches bypassed)", exc_info=True)
                 self._disconnect()
                 self._stop.wait(min(0.05 * failures, 1.0))
+        self._disconnect()
 
     def _connect(self) -> Any:
         raise NotImplementedError
