@@ -26,6 +26,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import Access
+from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 READY_TIMEOUT_SECONDS = 20.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -90,7 +91,7 @@ def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne
 
     port = _free_port()
     env = {**os.environ}
-    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL"):
+    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_INVALIDATION"):
         env.pop(stale, None)
     env.update(
         {
@@ -102,6 +103,9 @@ def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne
     )
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
+    else:
+        # Several processes without Redis follow cache invalidations through the shared database.
+        env["MCP_INVALIDATION"] = "database"
     logs = tmp_path_factory.mktemp("daphne")
     stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
