@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -119,6 +120,8 @@ class _Follower:
     """A daemon thread following a shared log; subclasses read it (``_connect``, ``_read``)."""
 
     def __init__(self) -> None:
+        # Marks what this process published: publishing applied it already, its echo from the log is skipped.
+        self.origin = secrets.token_hex(8)
         self._heard = 0.0  # monotonic time of the last successful read; 0: not following
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -210,7 +213,9 @@ class RedisInvalidation(_Follower):
     def publish(self, keys: list[str]) -> None:
         if self._publisher is None:
             self._publisher = self._client()
-        self._publisher.xadd(self._key, {"k": " ".join(keys)}, maxlen=self._max_length, approximate=True)
+        self._publisher.xadd(
+            self._key, {"k": " ".join(keys), "o": self.origin}, maxlen=self._max_length, approximate=True
+        )
 
     def _connect(self) -> Any:
         self._reader = self._client()
@@ -223,7 +228,8 @@ class RedisInvalidation(_Follower):
         for _stream, entries in answer or ():
             for entry_id, fields in entries:
                 cursor = entry_id
-                keys.extend((fields.get(b"k") or b"").decode().split())
+                if fields.get(b"o") != self.origin.encode():
+                    keys.extend((fields.get(b"k") or b"").decode().split())
         return cursor, keys
 
     def _disconnect(self) -> None:
@@ -249,7 +255,7 @@ class DatabaseInvalidation(_Follower):
 
         from ..models import CacheInvalidation
 
-        CacheInvalidation.objects.create(keys=" ".join(keys))
+        CacheInvalidation.objects.create(keys=" ".join(keys), origin=self.origin)
         self._published += 1
         if self._published % 100 == 1:
             CacheInvalidation.objects.filter(created_at__lt=timezone.now() - timedelta(seconds=self._keep)).delete()
@@ -268,9 +274,11 @@ class DatabaseInvalidation(_Follower):
 
         self._stop.wait(self._poll)
         keys: list[str] = []
-        for pk, value in CacheInvalidation.objects.filter(pk__gt=cursor).order_by("pk").values_list("pk", "keys")[:500]:
+        rows = CacheInvalidation.objects.filter(pk__gt=cursor).order_by("pk").values_list("pk", "keys", "origin")
+        for pk, value, origin in rows[:500]:
             cursor = pk
-            keys.extend(value.split())
+            if origin != self.origin:
+                keys.extend(value.split())
         return cursor, keys
 
     def _disconnect(self) -> None:

@@ -11,6 +11,9 @@ class CacheInvalidation(models.Model):
     """Cache keys a committed change invalidated, for the other processes to read."""
 
     keys = models.TextField("keys", help_text="Space-separated cache keys, e.g. 'token:12 server:3'.")
+    origin = models.CharField(
+        "origin", max_length=32, blank=True, help_text="The publishing process (it skips its own rows)."
+    )
     created_at = models.DateTimeField("created", auto_now_add=True, db_index=True)
 
     class Meta:
