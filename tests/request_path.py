@@ -56,11 +56,14 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cost]:
         yield cost
 
 
-async def caches_ready(timeout: float = 5.0) -> None:
+def wait_caches_ready(timeout: float = 5.0) -> None:
     """Wait (bounded) until this process follows the invalidation log, so that caches may fill."""
     from mcp_app.caching import invalidation
 
-    backend = invalidation.get_backend()
-    waiter = getattr(backend, "wait_healthy", None)
+    waiter = getattr(invalidation.get_backend(), "wait_healthy", None)
     if waiter is not None:
-        assert await asyncio.to_thread(waiter, timeout), "the invalidation log could not be followed"
+        assert waiter(timeout), "the invalidation log could not be followed"
+
+
+async def caches_ready(timeout: float = 5.0) -> None:
+    await asyncio.to_thread(wait_caches_ready, timeout)
