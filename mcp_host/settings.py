@@ -145,6 +145,8 @@ if REDIS_URL:
 elif os.environ.get("MCP_INVALIDATION") == "database":
     # Several processes without Redis: they follow a table of the shared database instead.
     MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}}
+if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
+    MCP_APP["WRITE_BEHIND_INTERVAL_SECONDS"] = float(os.environ["MCP_WRITE_BEHIND_INTERVAL_SECONDS"])
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 

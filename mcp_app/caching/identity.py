@@ -5,8 +5,7 @@ invalidation keys that must drop it (``mcp_app.caching.invalidation``):
 
 - ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
   and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
-  to another). Only usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:`` and
-  ``server:`` of each scoped server.
+  to another). Only usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:``.
 - ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
   version. Tags: ``server:``, ``tenant:``.
 - ``SessionEntry`` by session digest: a live session. Tags: ``session:``, ``server:``, ``agent:``.
@@ -199,10 +198,7 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
             grant=token_grant(row),
             last_used_at=row.last_used_at,
         )
-        tags = frozenset(
-            {f"token:{entry.pk}", f"agent:{entry.agent_pk}", f"tenant:{entry.tenant_pk}"}
-            | {f"server:{pk}" for pk in entry.servers}
-        )
+        tags = frozenset({f"token:{entry.pk}", f"agent:{entry.agent_pk}", f"tenant:{entry.tenant_pk}"})
         tokens.put(digest, entry, tags, generation)
         return entry
 

@@ -38,12 +38,13 @@ def _token_changed(sender: Any, instance: AgentToken, created: bool = False, **k
 
 @receiver(m2m_changed, sender=AgentToken.servers.through)
 def _token_scope_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any) -> None:
-    if not action.startswith("post_"):
-        return
     if not reverse:
-        publish(f"token:{instance.pk}")
-    else:  # from the server's side; a token snapshot is also tagged with each server of its scope
-        publish(f"server:{instance.pk}", *(f"token:{pk}" for pk in pk_set or ()))
+        if action.startswith("post_"):
+            publish(f"token:{instance.pk}")
+    elif action == "pre_clear":  # server.tokens.clear(): afterwards nothing says which tokens were scoped to it
+        publish(*(f"token:{pk}" for pk in instance.tokens.values_list("pk", flat=True)))
+    elif action in ("post_add", "post_remove"):
+        publish(*(f"token:{pk}" for pk in pk_set or ()))
 
 
 @receiver(post_save, sender=McpServer)

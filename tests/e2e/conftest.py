@@ -84,8 +84,11 @@ class Daphne:
 
 
 @contextlib.contextmanager
-def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
-    """Start daphne on a free port against the test database (and Redis, when configured); stop it after."""
+def _running_daphne(
+    tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
+) -> Iterator[Daphne]:
+    """Start daphne on a free port against the test database (and Redis, when configured); stop it after
+    (SIGTERM, as a process manager does)."""
     from django.conf import settings
     from django.db import connection
 
@@ -106,6 +109,7 @@ def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne
     else:
         # Several processes without Redis follow cache invalidations through the shared database.
         env["MCP_INVALIDATION"] = "database"
+    env.update(extra_env or {})
     logs = tmp_path_factory.mktemp("daphne")
     stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:

@@ -159,3 +159,8 @@ async def test_an_idle_session_expires_unless_another_process_saw_it_since(
     # Nobody anywhere since that request: idle past the limit, 404.
     monkeypatch.setattr(timezone, "now", lambda: later + idle + timedelta(seconds=1))
     assert (await call(warm, ECHO, headers=on_session)).status == 404
+
+
+async def test_clearing_a_server_s_tokens_is_403_at_once(warm: Any, orm: Any) -> None:
+    await orm(lambda: McpServer.objects.get(pk=warm.server.pk).tokens.clear())
+    assert (await call(warm, ECHO)).status == 403
