@@ -6,6 +6,7 @@ SECRET_KEY     unset: a development key (refused when DEBUG is off)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 DEBUG          "1"/"true" to enable; default off
 MCP_INVALIDATION  "database": several processes without Redis follow cache invalidations in the database
+MCP_WRITE_BEHIND_INTERVAL_SECONDS  how often last-used stamps and session activity are written (default 2)
 """
 
 from __future__ import annotations
