@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from django.db import connections, models, transaction
 
-from ..conf import mcp_settings
+from ..conf import DEFAULTS, mcp_settings
 from .identity import SessionEntry, TokenEntry
 
 logger = logging.getLogger("mcp_app.caching")
@@ -109,12 +109,22 @@ def flush() -> int:
     return len(tokens) + len(sessions)
 
 
+def _interval() -> float:
+    try:
+        return float(mcp_settings.WRITE_BEHIND_INTERVAL_SECONDS)
+    except Exception:  # settings being changed or invalid: the writer keeps going with the default
+        return float(DEFAULTS["WRITE_BEHIND_INTERVAL_SECONDS"])
+
+
 def _run() -> None:
+    """The writer thread: never ends, whatever one flush meets."""
     while True:
-        _wake.wait(float(mcp_settings.WRITE_BEHIND_INTERVAL_SECONDS))
+        _wake.wait(_interval())
         _wake.clear()
         try:
             flush()
+        except Exception:
+            logger.exception("write-behind flush failed")
         finally:
             connections.close_all()  # this thread's connections only
 
