@@ -16,7 +16,7 @@ import pytest
 
 from mcp_app.caching import invalidation
 from mcp_app.models import AgentToken, CacheInvalidation
-from tests.request_path import counting
+from tests.request_path import counting, wait_caches_ready
 from tests.transport.helpers import call, rpc
 
 ECHO = rpc("tools/call", {"name": "async_echo", "arguments": {"text": "hi"}})
@@ -73,3 +73,54 @@ def test_a_change_published_through_the_database_reaches_another_follower(transa
     finally:
         follower.stop()
         invalidation._appliers.remove(listener)
+
+
+def test_a_change_published_through_redis_reaches_another_follower_but_not_its_publisher(settings: Any) -> None:
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
+        pytest.skip("needs REDIS_URL")
+    heard: list[frozenset[str]] = []
+    arrived = threading.Event()
+
+    def listener(keys: frozenset[str] | None) -> None:
+        if keys is not None and any(key.startswith("test:") for key in keys):
+            heard.append(keys)
+            arrived.set()
+
+    invalidation.register(listener)
+    key = f"mcp:test-invalidation:{closed_port()}"
+    follower = invalidation.RedisInvalidation(url=settings.REDIS_URL, key=key)
+    try:
+        assert follower.wait_healthy(5)
+        follower.publish(["test:own"])  # its own entry: applied when published, skipped when read back
+        invalidation.RedisInvalidation(url=settings.REDIS_URL, key=key).publish(["test:other"])
+        assert arrived.wait(5), "the follower did not read the change"
+        assert heard == [frozenset({"test:other"})]
+    finally:
+        follower.stop()
+        invalidation._appliers.remove(listener)
+        import redis
+
+        redis.Redis.from_url(settings.REDIS_URL).delete(key)
+
+
+def test_a_load_that_raced_an_invalidation_is_not_stored() -> None:
+    from mcp_app.caching.identity import EntryCache
+
+    cache: EntryCache[str] = EntryCache("test")
+    wait_caches_ready()
+    try:
+        before = invalidation.generation()
+        invalidation.apply(["token:1"])  # lands while the load runs
+        cache.put("k", "stale", frozenset({"token:1"}), before)
+        assert cache.get("k") is None
+        now = invalidation.generation()
+        cache.put("k", "fresh", frozenset({"token:1"}), now)
+        assert cache.get("k") == "fresh"
+        invalidation.apply(["token:1"])
+        assert cache.get("k") is None
+    finally:
+        invalidation._appliers.remove(cache._invalidate)
