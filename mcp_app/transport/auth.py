@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from datetime import datetime
+from typing import NoReturn
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -86,15 +88,38 @@ def _token(raw: str, *, load: bool) -> TokenEntry | None:
     return entry
 
 
+class _Recheck(Exception):
+    """A refusal decided on cached snapshots: confirmed against the database before it is answered."""
+
+
 def authorize(server_id: str, agent_id: str | None, authorization: str | None, *, load: bool = True) -> AccessGrant:
     """Check the request's credentials against this server; ``load=False`` raises ``CacheMiss`` instead of
-    querying."""
+    querying. A refusal that cached snapshots would give (wrong agent, server of another tenant, server out of
+    scope) is confirmed on fresh rows first, so a snapshot that outlived its row never refuses a valid request;
+    only expiry by time is refused from the cache alone."""
     if not agent_id:
         raise AccessDenied(400, "The agentId query parameter is required.")
     raw = bearer_token(authorization)
     if raw is None:
         raise AccessDenied(401, "Authorization: Bearer <token> is required.")
     now = timezone.now()
+    try:
+        return _check(server_id, agent_id, raw, now, load=load, fresh=False)
+    except _Recheck:
+        if not load:
+            raise CacheMiss("refusal") from None
+        if raw.startswith(f"{TOKEN_SCHEME}_"):
+            identity.tokens.discard(token_digest(raw))
+        identity.servers.discard(server_id)
+        return _check(server_id, agent_id, raw, now, load=True, fresh=True)
+
+
+def _check(server_id: str, agent_id: str, raw: str, now: datetime, *, load: bool, fresh: bool) -> AccessGrant:
+    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
+        if not fresh:
+            raise _Recheck
+        raise AccessDenied(status, message, error=error)
+
     token = _token(raw, load=load) if raw else None
     if token is not None and token.expired(now):
         identity.tokens.discard(token.digest)
@@ -102,12 +127,14 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None, *
     if token is None:
         raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
     if token.agent_id != agent_id:
-        raise AccessDenied(403, "The token does not belong to this agent.", error="insufficient_scope")
+        refuse(403, "The token does not belong to this agent.", error="insufficient_scope")
     server = identity.server(server_id, load=load)
-    if server is None or server.tenant_id != token.tenant_pk:
+    if server is None:
         raise AccessDenied(404, "MCP server not found.")
+    if server.tenant_id != token.tenant_pk:
+        refuse(404, "MCP server not found.")
     if server.pk not in token.servers:
-        raise AccessDenied(403, "The token is not allowed to use this server.", error="insufficient_scope")
+        refuse(403, "The token is not allowed to use this server.", error="insufficient_scope")
     catalog = resolve_catalog(server, grant=token.grant, load=load)
     writebehind.token_used(token, now)
     return AccessGrant(server=server, token=token, catalog=catalog)

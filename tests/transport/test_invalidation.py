@@ -164,3 +164,20 @@ async def test_an_idle_session_expires_unless_another_process_saw_it_since(
 async def test_clearing_a_server_s_tokens_is_403_at_once(warm: Any, orm: Any) -> None:
     await orm(lambda: McpServer.objects.get(pk=warm.server.pk).tokens.clear())
     assert (await call(warm, ECHO)).status == 403
+
+
+async def test_a_snapshot_that_outlived_its_row_never_refuses_a_valid_request(warm: Any) -> None:
+    """Rows replaced behind the ORM's back (raw SQL, a restored backup, a test database emptied between tests)
+    leave snapshots no invalidation dropped; a refusal they would give is confirmed on fresh rows first."""
+    import dataclasses
+
+    from mcp_app.caching import identity, invalidation
+
+    cached = identity.server(warm.server.server_id, load=False)
+    assert cached is not None
+    stale = dataclasses.replace(cached, pk=cached.pk + 1000, tenant_id=cached.tenant_id + 1000)
+    identity.servers.put(warm.server.server_id, stale, frozenset(), invalidation.generation())
+    assert identity.server(warm.server.server_id, load=False) is stale
+    reply = await call(warm, ECHO)
+    assert reply.status == 200
+    assert identity.server(warm.server.server_id, load=False).pk == warm.server.pk
