@@ -136,6 +136,17 @@ def _running_daphne(
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
 
 
+@pytest.fixture(autouse=True)
+def _publish_where_daphne_follows(settings: Any) -> None:
+    """Changes this test process makes through the ORM must reach the daphne processes' caches: without Redis
+    they follow the database log (see ``_running_daphne``), so this process publishes there too."""
+    if not settings.REDIS_URL:
+        settings.MCP_APP = {
+            **settings.MCP_APP,
+            "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}},
+        }
+
+
 @pytest.fixture(scope="session")
 def daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
     with _running_daphne(tmp_path_factory) as server:

@@ -88,15 +88,9 @@ CHANGES: dict[str, tuple[Callable[[Access], None], Callable[[httpx.Response], bo
 
 @pytest.fixture
 def shared_log(settings: Any) -> None:
-    """This process publishes where the daphne processes follow (see ``tests/e2e/conftest.py``)."""
-    if settings.REDIS_URL:
-        return
-    if REQUIRE_SERVICES:
+    """This process publishes where the daphne processes follow (``tests/e2e/conftest.py`` sets it up)."""
+    if not settings.REDIS_URL and REQUIRE_SERVICES:
         pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
-    settings.MCP_APP = {
-        **settings.MCP_APP,
-        "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}},
-    }
 
 
 @pytest.mark.parametrize("change", list(CHANGES))
