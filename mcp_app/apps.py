@@ -1,5 +1,5 @@
-"""App configuration: connects catalog signals, registers system checks, autodiscovers ``mcp_tools`` modules and
-adds the event store to what ``mcp_purge`` purges."""
+"""App configuration: connects catalog and cache-invalidation signals, registers system checks, autodiscovers
+``mcp_tools`` modules and adds the event store to what ``mcp_purge`` purges."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ class McpAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers system checks)
+        from .caching import signals as caching_signals  # noqa: F401  (connects receivers)
         from .catalog import signals  # noqa: F401  (connects receivers)
         from .catalog.registry import registry
         from .conf import mcp_settings

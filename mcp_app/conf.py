@@ -100,6 +100,20 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": "",
     # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
     "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
+    # How changes reach the per-process caches of other processes (see mcp_app.caching.invalidation):
+    # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
+    "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.LocalInvalidation", "OPTIONS": {}},
+    # Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
+    # request is resolved from the database. The bound on how stale a cached token, server or session can be.
+    "INVALIDATION_STALENESS_SECONDS": 0.75,
+    # Cached token, server and session snapshots per process, and their maximum age (a backstop for changes
+    # made behind the ORM's back; ordinary changes invalidate at once).
+    "IDENTITY_CACHE_SIZE": 10_000,
+    "IDENTITY_CACHE_MAX_AGE_SECONDS": 300,
+    # Last-used stamps and session activity are written by a background thread this often (seconds), and
+    # at most this many rows wait at once.
+    "WRITE_BEHIND_INTERVAL_SECONDS": 2.0,
+    "WRITE_BEHIND_MAX_PENDING": 50_000,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -144,6 +158,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "AUDIT_MAX_ITEMS": (int,),
     "METRICS_TOKEN": (str,),
     "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
+    "INVALIDATION": (dict,),
+    "INVALIDATION_STALENESS_SECONDS": (int, float),
+    "IDENTITY_CACHE_SIZE": (int,),
+    "IDENTITY_CACHE_MAX_AGE_SECONDS": (int, float),
+    "WRITE_BEHIND_INTERVAL_SECONDS": (int, float),
+    "WRITE_BEHIND_MAX_PENDING": (int,),
 }
 
 
@@ -188,6 +208,8 @@ class McpSettings:
             "AUDIT_MAX_ITEMS",
             "MAX_CLIENT_INFO_BYTES",
             "MAX_REQUEST_LINE_BYTES",
+            "IDENTITY_CACHE_SIZE",
+            "WRITE_BEHIND_MAX_PENDING",
         ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
@@ -197,6 +219,15 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["HEALTH_CHECK_TIMEOUT_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['HEALTH_CHECK_TIMEOUT_SECONDS'] must be positive.")
+        if "BACKEND" not in values["INVALIDATION"]:
+            raise ImproperlyConfigured("MCP_APP['INVALIDATION'] needs a BACKEND dotted path.")
+        for key in (
+            "INVALIDATION_STALENESS_SECONDS",
+            "IDENTITY_CACHE_MAX_AGE_SECONDS",
+            "WRITE_BEHIND_INTERVAL_SECONDS",
+        ):
+            if values[key] <= 0:
+                raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be positive.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
         _check_http_tool_settings(values)
@@ -249,6 +280,8 @@ mcp_settings = McpSettings()
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_APP":
         mcp_settings.reload()
+        from .caching.invalidation import reset_backend
         from .transport.eventstore import reset_event_store
 
         reset_event_store()
+        reset_backend()

@@ -11,6 +11,7 @@ DEBUG           "1"/"true"/"yes"/"on" to enable; default off
 MCP_PRODUCTION  on: refuse the development key, JSON logs, and secure defaults (SSL redirect, HSTS, secure
                 cookies) that the SECURE_* variables may still override
 MCP_SECRET_KEYS comma-separated keys for secrets at rest (newest first); unset: derived from SECRET_KEY
+MCP_INVALIDATION "database": several processes without Redis follow cache invalidations in the database
 STATIC_ROOT     where collectstatic puts static files (served by WhiteNoise); default: staticfiles/ next to manage.py
 
 ``manage.py check --deploy --fail-level WARNING`` is clean with the production environment of
@@ -170,6 +171,17 @@ MCP_APP: dict[str, object] = {}
 if REDIS_URL:
     # Several daphne processes: SSE events must be resumable on any of them.
     MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
+if REDIS_URL:
+    # Several daphne processes: a change reaches every process's caches through a Redis stream.
+    MCP_APP["INVALIDATION"] = {
+        "BACKEND": "mcp_app.caching.invalidation.RedisInvalidation",
+        "OPTIONS": {"url": REDIS_URL},
+    }
+elif os.environ.get("MCP_INVALIDATION") == "database":
+    # Several processes without Redis: they follow a table of the shared database instead.
+    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}}
+if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
+    MCP_APP["WRITE_BEHIND_INTERVAL_SECONDS"] = float(os.environ["MCP_WRITE_BEHIND_INTERVAL_SECONDS"])
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
 for _setting, _variable in (

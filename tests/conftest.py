@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,11 +55,16 @@ def tenant_factory(db: Any) -> Callable[..., Any]:
     return make
 
 
+# Server ids are unique across the whole run, not per test: processes outside the test (daphne) cache servers by
+# id, and the test database is emptied between tests behind the ORM's back (no signals, so no invalidation).
+_server_numbers = itertools.count(1)
+
+
 @pytest.fixture
 def server_factory(tenant_factory: Callable[..., Any]) -> Callable[..., Any]:
     from mcp_app.models import McpServer
 
-    counter = iter(range(1, 10_000))
+    counter = _server_numbers
 
     def make(tenant: Any = None, server_id: str | None = None, **fields: Any) -> McpServer:
         tenant = tenant or tenant_factory()
@@ -149,11 +155,16 @@ def fresh_gate() -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_catalog_cache() -> None:
-    """Test databases reuse primary keys after rollbacks; never let one test see another's resolved catalog."""
+def _fresh_catalog_cache() -> Any:
+    """Test databases reuse primary keys after rollbacks; never let one test see another's resolved catalog or
+    cached identities, nor write another's last-used stamps."""
+    from mcp_app.caching import identity, writebehind
     from mcp_app.catalog.resolver import clear_cache
 
     clear_cache()
+    identity.clear()
+    yield
+    writebehind.discard()  # this test's rows go with its database
 
 
 @pytest.fixture(autouse=True)

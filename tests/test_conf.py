@@ -29,6 +29,10 @@ def test_override_is_seen_and_undone():
         ({"MAX_BODY_BYTES": True}, "must be int"),
         ({"MAX_BATCH_SIZE": 0}, "at least 1"),
         ({"SSE_KEEPALIVE_SECONDS": 0}, "positive"),
+        ({"INVALIDATION": {"OPTIONS": {}}}, "needs a BACKEND"),
+        ({"INVALIDATION_STALENESS_SECONDS": 0}, "positive"),
+        ({"WRITE_BEHIND_INTERVAL_SECONDS": -1}, "positive"),
+        ({"IDENTITY_CACHE_SIZE": 0}, "at least 1"),
     ],
 )
 def test_invalid_configuration_is_refused(value, message):

@@ -140,3 +140,9 @@ async def gated_job() -> str:
         gate.cancelled.set()
         raise
     return "gated done"
+
+
+@tool
+async def async_echo(text: str) -> str:
+    """Return the text, from a coroutine (no thread hop to run it)."""
+    return text

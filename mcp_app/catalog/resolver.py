@@ -1,10 +1,13 @@
 """Resolution of a server's effective catalog from the database and the code registry.
 
-``resolve_catalog(server)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``. Results are
-kept in a small per-process LRU keyed by ``(server pk, catalog_version)``: the version is read with the server
-row on every request anyway, so an edit in any process is seen by every process on its next request, with no
-cache to flush. Bindings to Python tools whose code is no longer registered, or that the operator has not allowed
-for the tenant (``Tenant.allowed_python_tools``), are left out (and logged).
+``resolve_catalog(server, grant=...)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``
+as one token's grant sees it. Whole catalogs are kept in a small per-process LRU keyed by ``(server pk,
+catalog_version, created_at)``, and the grant's view of one (``mcp_app.catalog.grants``) in another keyed by the
+grant too, so one agent's view is never served to another. The version comes from the server snapshot the
+request path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process
+(``McpServer.objects.bump_catalog_version``): checking the version costs no query. Bindings to Python tools
+whose code is no longer registered, or that the operator has not allowed for the tenant
+(``Tenant.allowed_python_tools``), are left out (and logged).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from ..conf import mcp_settings
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
+from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
 from ..observability import metrics
 from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
@@ -28,6 +32,7 @@ from ..runtime.execution import (
 )
 from ..runtime.static import StaticBehaviour
 from ..runtime.webhooks import HttpTarget
+from .grants import granted_catalog
 from .prompts import template_pattern
 from .registry import registry
 
@@ -179,15 +184,16 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
     )
 
 
-def build_catalog(server: McpServer) -> ServerCatalog:
+def build_catalog(server: McpServer | Any) -> ServerCatalog:
+    """The catalog of ``server`` (an ``McpServer`` or a cached ``ServerEntry``: its pk and tenant_id count)."""
     tenant = server.tenant_id
-    tools = ServerTool.objects.filter(server=server, enabled=True, tool__tenant_id=tenant).select_related(
+    tools = ServerTool.objects.filter(server_id=server.pk, enabled=True, tool__tenant_id=tenant).select_related(
         "tool", "tool__webhook"
     )
-    resources = ServerResource.objects.filter(server=server, enabled=True, resource__tenant_id=tenant).select_related(
-        "resource"
-    )
-    prompts = ServerPrompt.objects.filter(server=server, enabled=True, prompt__tenant_id=tenant).select_related(
+    resources = ServerResource.objects.filter(
+        server_id=server.pk, enabled=True, resource__tenant_id=tenant
+    ).select_related("resource")
+    prompts = ServerPrompt.objects.filter(server_id=server.pk, enabled=True, prompt__tenant_id=tenant).select_related(
         "prompt"
     )
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
@@ -206,23 +212,31 @@ def build_catalog(server: McpServer) -> ServerCatalog:
     )
 
 
-def resolve_catalog(server: McpServer) -> ServerCatalog:
+def resolve_catalog(server: McpServer | Any, *, grant: CatalogGrant | None = None, load: bool = True) -> ServerCatalog:
+    """The catalog ``server`` exposes to a token with ``grant`` (``None``: everything). ``load=False`` raises
+    ``CacheMiss`` instead of building a catalog that is not cached (the request path then retries in a worker
+    thread)."""
     # created_at guards against a primary key reused after deletion (possible on some databases).
     key = (server.pk, server.catalog_version, server.created_at)
     with _lock:
-        cached = _cache.get(key)
-        if cached is not None:
+        catalog = _cache.get(key)
+        if catalog is not None:
             _cache.move_to_end(key)
-    metrics.record_cache("catalog", cached is not None)
-    if cached is not None:
-        return cached
-    catalog = build_catalog(server)
-    with _lock:
-        _cache[key] = catalog
-        _cache.move_to_end(key)
-        while len(_cache) > mcp_settings.CATALOG_CACHE_SIZE:
-            _cache.popitem(last=False)
-    return catalog
+    metrics.record_cache("catalog", catalog is not None)
+    if catalog is None:
+        if not load:
+            from ..caching.identity import CacheMiss
+
+            raise CacheMiss("catalogs")
+        catalog = build_catalog(server)
+        with _lock:
+            _cache[key] = catalog
+            _cache.move_to_end(key)
+            while len(_cache) > mcp_settings.CATALOG_CACHE_SIZE:
+                _cache.popitem(last=False)
+    if grant is None or grant.is_full:
+        return catalog
+    return granted_catalog(server, catalog, grant)
 
 
 def clear_cache() -> None:

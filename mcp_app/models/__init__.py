@@ -2,6 +2,7 @@
 
 from .agents import Agent, AgentToken
 from .audit import ToolCall
+from .caching import CacheInvalidation
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
 from .sessions import McpSession
@@ -12,6 +13,7 @@ from .webhooks import Webhook
 __all__ = [
     "Agent",
     "AgentToken",
+    "CacheInvalidation",
     "McpServer",
     "McpSession",
     "Prompt",

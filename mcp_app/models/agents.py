@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.validators import RegexValidator
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
 from .catalog import Prompt, Resource, Tool
@@ -79,6 +79,15 @@ class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
             models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
         )
 
+    def revoke(self) -> int:
+        """Revoke every token of this queryset not revoked yet; every process stops accepting them."""
+        from ..caching.invalidation import publish
+
+        pks = list(self.filter(revoked_at__isnull=True).values_list("pk", flat=True))
+        count = type(self)(self.model, using=self._db).filter(pk__in=pks).update(revoked_at=timezone.now())
+        publish(*(f"token:{pk}" for pk in pks))
+        return count
+
 
 class AgentTokenManager(models.Manager["AgentToken"]):
     def get_queryset(self) -> AgentTokenQuerySet:
@@ -131,29 +140,15 @@ class AgentTokenManager(models.Manager["AgentToken"]):
         return token, raw
 
     def catalog_grant(self, token: AgentToken) -> CatalogGrant:
-        """The token's grant. No query for an unlimited token (its flags come with the token row); one query,
-        over the three grant tables at once, for a limited one."""
+        """The token's grant. No query for an unlimited token (its flags come with the token row), one per kind
+        for a limited one. The request path reads it from its cached token snapshot, so this runs on the cold
+        path only (``mcp_app.caching.identity``)."""
         if not token.limit_to_grant:
             return CatalogGrant(read_only=True) if token.read_only else FULL_GRANT
-        through = {
-            "tool": AgentToken.granted_tools.through,
-            "resource": AgentToken.granted_resources.through,
-            "prompt": AgentToken.granted_prompts.through,
-        }
-        selects = []
-        for kind, model in through.items():
-            table = connection.ops.quote_name(model._meta.db_table)
-            column = connection.ops.quote_name(f"{kind}_id")
-            selects.append(f"SELECT '{kind}', {column} FROM {table} WHERE agenttoken_id = %s")  # noqa: S608
-        ids: dict[str, set[int]] = {"tool": set(), "resource": set(), "prompt": set()}
-        with connection.cursor() as cursor:
-            cursor.execute(" UNION ALL ".join(selects), [token.pk] * len(selects))
-            for kind, pk in cursor.fetchall():
-                ids[kind].add(pk)
         return CatalogGrant(
-            tools=frozenset(ids["tool"]),
-            resources=frozenset(ids["resource"]),
-            prompts=frozenset(ids["prompt"]),
+            tools=frozenset(token.granted_tools.values_list("pk", flat=True)),
+            resources=frozenset(token.granted_resources.values_list("pk", flat=True)),
+            prompts=frozenset(token.granted_prompts.values_list("pk", flat=True)),
             read_only=token.read_only,
         )
 
@@ -163,37 +158,14 @@ class AgentTokenManager(models.Manager["AgentToken"]):
         Lookup is by digest, so timing depends only on a hash the caller cannot steer; the final comparison is
         constant-time as well. Revoked, expired and inactive-agent tokens do not authenticate. A token of an
         inactive tenant does authenticate: its servers are not servable, so every request ends in a plain 404.
+        The request path uses the cached snapshot of ``mcp_app.caching.identity`` instead.
         """
         if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256:
             return None
         digest = token_digest(raw)
-        token = self._live_token(digest)
+        token = self.usable().filter(digest=digest, agent__is_active=True).select_related("agent__tenant").first()
         if token is None or not hmac.compare_digest(token.digest, digest):
             return None
-        return token
-
-    def _live_token(self, digest: str) -> AgentToken | None:
-        """One hand-written query, run on every request: the ORM's query building cost more than the query.
-
-        The token's agent comes back with it (no second query for ``token.agent``)."""
-        token_table = connection.ops.quote_name(self.model._meta.db_table)
-        agent_table = connection.ops.quote_name(Agent._meta.db_table)
-        columns = ", ".join(
-            f"t.{connection.ops.quote_name(field.column)}" for field in self.model._meta.concrete_fields
-        )
-        sql = (
-            f"SELECT {columns}, a.tenant_id AS agent_tenant_pk, a.agent_id AS agent_slug "  # noqa: S608 (no user input)
-            f"FROM {token_table} t INNER JOIN {agent_table} a ON a.id = t.agent_id "
-            "WHERE t.digest = %s AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > %s) "
-            "AND a.is_active = %s"
-        )
-        now = connection.ops.adapt_datetimefield_value(timezone.now())
-        token = next(iter(self.raw(sql, [digest, now, True])), None)
-        if token is not None:
-            agent = Agent(id=token.agent_id, tenant_id=token.agent_tenant_pk, agent_id=token.agent_slug, is_active=True)
-            agent._state.adding = False
-            agent._state.db = token._state.db
-            token._state.fields_cache["agent"] = agent
         return token
 
 

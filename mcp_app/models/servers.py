@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import connection, models
+from django.db import models
 from django.db.models import F
 
 from ..protocol.versions import ALL_VERSIONS
@@ -39,31 +39,6 @@ class McpServerManager(models.Manager["McpServer"]):
         """Servers that answer requests: enabled, of an active tenant."""
         return self.filter(enabled=True, tenant__is_active=True)
 
-    def for_token(self, server_id: str, tenant_pk: int, token_pk: int) -> McpServer | None:
-        """The servable server ``server_id`` of the tenant, with ``in_scope`` telling whether the token may use
-        it and its tenant loaded. One hand-written query, run on every request (the ORM's query building cost
-        more than the query itself)."""
-        from .agents import AgentToken
-        from .tenancy import Tenant
-
-        quote = connection.ops.quote_name
-        columns = ", ".join(f"s.{quote(field.column)}" for field in self.model._meta.concrete_fields)
-        scope_table = quote(AgentToken.servers.through._meta.db_table)
-        sql = (
-            f"SELECT {columns}, te.slug AS tenant_slug_value, "  # noqa: S608 (no user input in the text)
-            f"EXISTS (SELECT 1 FROM {scope_table} st WHERE st.agenttoken_id = %s AND st.mcpserver_id = s.id) AS in_scope "
-            f"FROM {quote(self.model._meta.db_table)} s INNER JOIN {quote(Tenant._meta.db_table)} te ON te.id = s.tenant_id "
-            "WHERE s.server_id = %s AND s.tenant_id = %s AND s.enabled = %s AND te.is_active = %s"
-        )
-        server = next(iter(self.raw(sql, [token_pk, server_id, tenant_pk, True, True])), None)
-        if server is not None:
-            tenant = Tenant(id=server.tenant_id, slug=server.tenant_slug_value, is_active=True)
-            tenant._state.adding = False
-            tenant._state.db = server._state.db
-            server._state.fields_cache["tenant"] = tenant
-            server.in_scope = bool(server.in_scope)
-        return server
-
     def bump_catalog_version(
         self, server_ids: list[int] | set[int], kinds: tuple[str, ...] = ("tools",), updated_uri: str | None = None
     ) -> None:
@@ -72,10 +47,12 @@ class McpServerManager(models.Manager["McpServer"]):
         content changed, that it was updated."""
         if not server_ids:
             return
+        from ..caching.invalidation import publish
         from ..events import publish_to_servers
         from ..protocol.messages import list_changed, resource_updated
 
         self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
+        publish(*(f"server:{pk}" for pk in server_ids))
         for kind in kinds:
             publish_to_servers(server_ids, list_changed(kind))
         if updated_uri is not None:

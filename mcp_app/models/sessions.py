@@ -14,7 +14,7 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, models
+from django.db import models
 from django.utils import timezone
 
 from .agents import Agent
@@ -31,17 +31,20 @@ class McpSessionManager(models.Manager["McpSession"]):
     def open_session(
         self,
         *,
-        server: McpServer,
-        agent: Agent,
+        server: McpServer | None = None,
+        agent: Agent | None = None,
+        server_id: int | None = None,
+        agent_id: int | None = None,
         protocol_version: str,
         client_info: Any = None,
         client_capabilities: Any = None,
     ) -> tuple[McpSession, str]:
+        """Open a session for a server and an agent (instances, or their primary keys)."""
         raw = secrets.token_urlsafe(SESSION_BYTES)
         session = self.create(
             digest=session_digest(raw),
-            server=server,
-            agent=agent,
+            server_id=server.pk if server is not None else server_id,
+            agent_id=agent.pk if agent is not None else agent_id,
             protocol_version=protocol_version,
             client_info=client_info if isinstance(client_info, dict) else None,
             client_capabilities=client_capabilities if isinstance(client_capabilities, dict) else {},
@@ -51,19 +54,18 @@ class McpSessionManager(models.Manager["McpSession"]):
     def resolve(
         self, raw: str, *, server: McpServer, agent: Agent, idle_seconds: float, now: datetime | None = None
     ) -> McpSession | None:
-        """The live session ``raw`` names for this server and agent, or ``None``."""
+        """The live session ``raw`` names for this server and agent, or ``None``. (The request path uses the
+        cached snapshot of ``mcp_app.caching.identity`` and decides the same from it.)"""
         if not raw or len(raw) > 256:
             return None
         now = now or timezone.now()
-        # Runs on every handshake-era request: one hand-written query (the ORM's query building cost more).
-        quote = connection.ops.quote_name
-        columns = ", ".join(quote(field.column) for field in self.model._meta.concrete_fields)
-        sql = (
-            f"SELECT {columns} FROM {quote(self.model._meta.db_table)} "  # noqa: S608 (no user input in the text)
-            "WHERE digest = %s AND server_id = %s AND agent_id = %s AND terminated_at IS NULL AND last_seen_at > %s"
-        )
-        since = connection.ops.adapt_datetimefield_value(now - timedelta(seconds=idle_seconds))
-        return next(iter(self.raw(sql, [session_digest(raw), server.pk, agent.pk, since])), None)
+        return self.filter(
+            digest=session_digest(raw),
+            server=server,
+            agent=agent,
+            terminated_at__isnull=True,
+            last_seen_at__gt=now - timedelta(seconds=idle_seconds),
+        ).first()
 
     def delete_expired(self, idle_seconds: float, now: datetime | None = None) -> int:
         """Remove sessions idle past the limit or terminated; returns how many rows went."""
@@ -109,4 +111,8 @@ class McpSession(models.Model):
             self.last_seen_at = now
 
     def terminate(self) -> None:
+        """End the session on every process (DELETE, or an operator)."""
+        from ..caching.invalidation import publish
+
         type(self).objects.filter(pk=self.pk, terminated_at__isnull=True).update(terminated_at=timezone.now())
+        publish(f"session:{self.pk}")

@@ -24,12 +24,13 @@ TERMINAL = ("completed", "failed", "cancelled")
 
 class ToolTaskManager(models.Manager["ToolTask"]):
     def create_task(
-        self, *, server: McpServer, agent: Agent, tool_name: str, arguments: dict[str, Any], ttl_ms: int, **state: Any
+        self, *, server_id: int, agent_id: int, tool_name: str, arguments: dict[str, Any], ttl_ms: int, **state: Any
     ) -> ToolTask:
+        """A new task of ``agent_id`` on ``server_id`` (primary keys: the request path holds no model instances)."""
         return self.create(
             task_id=secrets.token_urlsafe(24),
-            server=server,
-            agent=agent,
+            server_id=server_id,
+            agent_id=agent_id,
             tool_name=tool_name,
             arguments=arguments,
             ttl_ms=ttl_ms,

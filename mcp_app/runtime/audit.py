@@ -366,18 +366,17 @@ class RequestAudit:
         )
 
 
-def request_audit(server: McpServer, token: Any, era: str, protocol_version: str) -> RequestAudit | None:
-    """The audit port for one request of ``token`` (an ``AgentToken`` with its agent) on ``server``, or
-    ``None`` when auditing is off. Reads only attributes already loaded: no query."""
+def request_audit(server: Any, token: Any, era: str, protocol_version: str) -> RequestAudit | None:
+    """The audit port for one request of ``token`` (the request path's cached ``TokenEntry``) on ``server`` (its
+    ``ServerEntry``), or ``None`` when auditing is off. Reads only the snapshots' attributes: no query."""
     if not mcp_settings.AUDIT_ENABLED:
         return None
-    agent = token.agent
     caller = Caller(
         tenant_id=server.tenant_id,
         server_pk=server.pk,
         server_key=server.server_id,
-        agent_pk=agent.pk,
-        agent_key=agent.agent_id,
+        agent_pk=token.agent_pk,
+        agent_key=token.agent_id,
         token_prefix=token.prefix,
         era=era,
         protocol_version=protocol_version,

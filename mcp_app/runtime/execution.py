@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pydantic
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 
 from ..catalog.prompts import fill_placeholders, render_static_prompt
@@ -289,11 +290,21 @@ def _schema_validator(schema_json: bytes) -> Draft202012Validator:
     return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool with Django's connection hygiene around it, as a request handler would have: the worker
+    thread's connections may have outlived ``CONN_MAX_AGE`` or broken since the thread last ran a tool."""
+    close_old_connections()
+    try:
+        return function(**kwargs)
+    finally:
+        close_old_connections()
+
+
 async def run_sync(function: Any, **kwargs: Any) -> Any:
-    """Run a sync tool in a worker thread with Django's connection hygiene: stale or broken connections of that
-    thread are closed before and after (``close_old_connections``), as for a request, so a tool that uses the
-    ORM never inherits a dead connection with persistent connections on."""
-    return await database_sync_to_async(function, thread_sensitive=False)(**kwargs)
+    """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
+    after), so a tool that uses the ORM never inherits a dead connection with persistent connections on. The
+    only thread hop of a warm call."""
+    return await sync_to_async(_in_worker_thread, thread_sensitive=False)(function, kwargs)
 
 
 async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ from channels.layers import get_channel_layer
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
 from ..events import TASK_CANCEL_EVENT, task_group
-from ..models import Agent, McpServer, ToolTask
+from ..models import ToolTask
 from ..observability import metrics
 from ..process import owner_id
 from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
@@ -100,9 +100,9 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
 class TaskService:
     """The ``Tasks`` port for one request: the caller's tasks on one server."""
 
-    def __init__(self, server: McpServer, agent: Agent, runner: Runner) -> None:
-        self._server = server
-        self._agent = agent
+    def __init__(self, server_pk: int, agent_pk: int, runner: Runner) -> None:
+        self._server_pk = server_pk
+        self._agent_pk = agent_pk
         self._runner = runner
         self._ctx: RequestContext | None = None
 
@@ -110,7 +110,7 @@ class TaskService:
         self._ctx = ctx
 
     def _visible(self, task_id: str) -> ToolTask | None:
-        task = ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+        task = ToolTask.objects.visible_to(task_id, server_id=self._server_pk, agent_id=self._agent_pk)
         if task is not None and self._ctx is not None and self._ctx.catalog.withholds_tool(task.tool_name):
             return None  # a task of a tool outside this token's grant is as unknown as the tool
         return task
@@ -182,8 +182,8 @@ class TaskService:
 
     async def create(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall, **fields: Any) -> ToolTask:
         return await database_sync_to_async(ToolTask.objects.create_task)(
-            server=self._server,
-            agent=self._agent,
+            server_id=self._server_pk,
+            agent_id=self._agent_pk,
             tool_name=tool.name,
             arguments=arguments,
             ttl_ms=mcp_settings.TASK_TTL_MS,

@@ -1,7 +1,9 @@
-"""Authentication and authorisation of one request: token → agent → server → scope.
+"""Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
+the session named by ``Mcp-Session-Id``).
 
-``authorize`` runs in a worker thread (it queries the database) and either returns an ``AccessGrant`` or raises
-``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
+``admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can (no query, no thread
+hop) and otherwise runs the same checks once in a worker thread, loading what was missing. It either returns an
+``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
 
 1. ``agentId`` query parameter missing → 400
 2. ``Authorization`` missing → 401; malformed, unknown, expired or revoked token, inactive agent → 401
@@ -9,22 +11,32 @@
 4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable)
 5. token not scoped to this server → 403
 
-The catalog of the returned grant is the token's view of the server's catalog (``mcp_app.catalog.grants``).
+The catalog of the returned grant is the token's view of the server's catalog: its grant (tools, resources,
+prompts, read-only; ``mcp_app.catalog.grants``) is part of the cached token snapshot and of the catalog cache key.
 
-Unauthenticated callers learn nothing about which servers exist. The raw token is never logged.
+Unauthenticated callers learn nothing about which servers exist. The raw token is never logged; only its
+digest is looked up, and compared in constant time.
 """
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NoReturn
 
-from ..catalog.grants import granted_catalog
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from ..caching import identity, writebehind
+from ..caching.identity import CacheMiss, ServerEntry, SessionEntry, TokenEntry
 from ..catalog.resolver import resolve_catalog
 from ..conf import mcp_settings
-from ..models import AgentToken, McpServer
+from ..models.agents import TOKEN_SCHEME, token_digest
+from ..models.sessions import session_digest
 from ..protocol.context import Principal, RequestContext, ServerCatalog, ServerDescription
 from ..runtime.audit import request_audit
+from .sessions import DatabaseSession, session_alive
 
 REALM = "mcp-host"
 
@@ -49,20 +61,21 @@ class AccessDenied(Exception):
 
 @dataclass(frozen=True)
 class AccessGrant:
-    server: McpServer
-    token: AgentToken
+    server: ServerEntry
+    token: TokenEntry
     catalog: ServerCatalog
 
     @property
     def tenant_slug(self) -> str:
-        return self.server.tenant.slug
+        return self.server.tenant_slug
 
     @property
     def agent_id(self) -> str:
-        return self.token.agent.agent_id
+        return self.token.agent_id
 
     def request_context(self, **fields: Any) -> RequestContext:
-        """The handlers' context for one request under this grant (the consumer and the admin's console)."""
+        """The handlers' context for one request under this grant (the consumer and the admin's console). Built
+        from the cached snapshots: no query."""
         server = self.server
         return RequestContext(
             server=ServerDescription(
@@ -91,30 +104,121 @@ def bearer_token(authorization: str | None) -> str | None:
     return credentials.strip()
 
 
-def authorize(server_id: str, agent_id: str | None, authorization: str | None) -> AccessGrant:
+def _token(raw: str, *, load: bool) -> TokenEntry | None:
+    if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256:
+        return None
+    digest = token_digest(raw)
+    entry = identity.token(digest, load=load)
+    if entry is None or not hmac.compare_digest(entry.digest, digest):
+        return None
+    return entry
+
+
+class _Recheck(Exception):
+    """A refusal decided on cached snapshots: confirmed against the database before it is answered."""
+
+
+def authorize(server_id: str, agent_id: str | None, authorization: str | None, *, load: bool = True) -> AccessGrant:
+    """Check the request's credentials against this server; ``load=False`` raises ``CacheMiss`` instead of
+    querying. A refusal that cached snapshots would give (wrong agent, server of another tenant, server out of
+    scope) is confirmed on fresh rows first, so a snapshot that outlived its row never refuses a valid request;
+    only expiry by time is refused from the cache alone."""
     if not agent_id:
         raise AccessDenied(400, "The agentId query parameter is required.")
     raw = bearer_token(authorization)
     if raw is None:
         raise AccessDenied(401, "Authorization: Bearer <token> is required.")
-    token = AgentToken.objects.authenticate(raw) if raw else None
+    now = timezone.now()
+    try:
+        return _check(server_id, agent_id, raw, now, load=load, fresh=False)
+    except _Recheck:
+        if not load:
+            raise CacheMiss("refusal") from None
+        if raw.startswith(f"{TOKEN_SCHEME}_"):
+            identity.tokens.discard(token_digest(raw))
+        identity.servers.discard(server_id)
+        return _check(server_id, agent_id, raw, now, load=True, fresh=True)
+
+
+def _check(server_id: str, agent_id: str, raw: str, now: datetime, *, load: bool, fresh: bool) -> AccessGrant:
+    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
+        if not fresh:
+            raise _Recheck
+        raise AccessDenied(status, message, error=error)
+
+    token = _token(raw, load=load) if raw else None
+    if token is not None and token.expired(now):
+        identity.tokens.discard(token.digest)
+        token = None
     if token is None:
         raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
-    if token.agent.agent_id != agent_id:
-        raise AccessDenied(403, "The token does not belong to this agent.", error="insufficient_scope")
-    grant = grant_for_token(token, server_id)
-    token.touch(mcp_settings.TOKEN_LAST_USED_INTERVAL_SECONDS)
+    if token.agent_id != agent_id:
+        refuse(403, "The token does not belong to this agent.", error="insufficient_scope")
+    grant = _grant(token, server_id, load=load, refuse=refuse)
+    writebehind.token_used(token, now)
     return grant
 
 
-def grant_for_token(token: AgentToken, server_id: str) -> AccessGrant:
-    """Steps 4 and 5 for an authenticated token: what it may use on ``server_id``. The admin's console enters
-    here with a token it looked up itself, so both see the same server, scope and catalog."""
-    server = McpServer.objects.for_token(server_id, token.agent.tenant_id, token.pk)
+def _grant(token: TokenEntry, server_id: str, *, load: bool, refuse: Any) -> AccessGrant:
+    """Steps 4 and 5 for an authenticated token: the server, the scope and the token's view of the catalog."""
+    server = identity.server(server_id, load=load)
     if server is None:
         raise AccessDenied(404, "MCP server not found.")
-    if not server.in_scope:  # type: ignore[attr-defined]
-        raise AccessDenied(403, "The token is not allowed to use this server.", error="insufficient_scope")
-    # The token's grant narrows the server's catalog here, once: every method reads this view.
-    catalog = granted_catalog(server, resolve_catalog(server), AgentToken.objects.catalog_grant(token))
-    return AccessGrant(server=server, token=token, catalog=catalog)
+    if server.tenant_id != token.tenant_pk:
+        refuse(404, "MCP server not found.")
+    if server.pk not in token.servers:
+        refuse(403, "The token is not allowed to use this server.", error="insufficient_scope")
+    return AccessGrant(server=server, token=token, catalog=resolve_catalog(server, grant=token.grant, load=load))
+
+
+def grant_for_token(token_digest_value: str, server_id: str) -> AccessGrant:
+    """What the usable token with this digest may use on ``server_id``, checked like the wire (fresh rows): the
+    admin's console enters here with a token it looked up itself, so both see the same server, scope and
+    catalog. Raises ``AccessDenied`` as ``authorize`` would."""
+
+    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
+        raise AccessDenied(status, message, error=error)
+
+    identity.tokens.discard(token_digest_value)
+    token = identity.token(token_digest_value, load=True)
+    if token is None or token.expired(timezone.now()):
+        raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
+    identity.servers.discard(server_id)
+    return _grant(token, server_id, load=True, refuse=refuse)
+
+
+def _session(raw: str, grant: AccessGrant, *, load: bool) -> SessionEntry | None:
+    if not raw or len(raw) > 256:
+        return None
+    entry = identity.session(session_digest(raw), load=load)
+    if entry is None or entry.server_pk != grant.server.pk or entry.agent_pk != grant.token.agent_pk:
+        return None
+    now = timezone.now()
+    if not session_alive(entry, now):
+        # Idle as far as this process knows; another process may have seen it since: only the stored
+        # activity decides.
+        identity.sessions.discard(entry.digest)
+        if not load:
+            raise CacheMiss("sessions")
+        return None
+    writebehind.session_seen(entry, now)
+    return entry
+
+
+def _admit(
+    server_id: str, agent_id: str | None, authorization: str | None, session_id: str | None, *, load: bool
+) -> tuple[AccessGrant, DatabaseSession | None]:
+    grant = authorize(server_id, agent_id, authorization, load=load)
+    entry = _session(session_id, grant, load=load) if session_id is not None else None
+    return grant, DatabaseSession(entry) if entry is not None else None
+
+
+async def admit(
+    server_id: str, agent_id: str | None, authorization: str | None, session_id: str | None
+) -> tuple[AccessGrant, DatabaseSession | None]:
+    """Authorize, and resolve the named session (only handshake-era paths use it; the stateless era ignores
+    it): from the caches when everything is there, else in one worker-thread call that loads what is missing."""
+    try:
+        return _admit(server_id, agent_id, authorization, session_id, load=False)
+    except CacheMiss:
+        return await database_sync_to_async(_admit)(server_id, agent_id, authorization, session_id, load=True)

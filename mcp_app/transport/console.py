@@ -49,11 +49,8 @@ class ConsoleRun:
 
 
 def _grant(token: AgentToken, server: McpServer) -> Any:
-    # The token as authentication resolves it: only a usable token of an active agent.
-    live = AgentToken.objects.usable().filter(pk=token.pk, agent__is_active=True).select_related("agent").first()
-    if live is None:
-        raise AccessDenied(401, "The token is invalid, expired or revoked, or its agent is inactive.")
-    return grant_for_token(live, server.server_id)
+    # The token as authentication resolves it (by digest): only a usable token of an active agent.
+    return grant_for_token(token.digest, server.server_id)
 
 
 async def run_as(

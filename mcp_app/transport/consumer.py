@@ -69,10 +69,10 @@ from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
 from . import cancellation, cors, sse
-from .auth import AccessDenied, AccessGrant, authorize
+from .auth import AccessDenied, AccessGrant, admit
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
-from .sessions import DatabaseSession, open_session, resolve_session
+from .sessions import DatabaseSession, open_session
 from .writer import JSON_HEADERS, ResponseWriter, is_final
 
 logger = logging.getLogger("mcp_app.transport")
@@ -93,15 +93,6 @@ MODERN_STATUS = {
 runner = Runner()
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
-
-
-def _admit(
-    server_id: str, agent_id: str | None, authorization: str | None, session_id: str | None
-) -> tuple[AccessGrant, DatabaseSession | None]:
-    """Authorize, and resolve the named session (only handshake-era paths use it; the stateless era ignores it)."""
-    grant = authorize(server_id, agent_id, authorization)
-    session = resolve_session(session_id, grant.server, grant.token.agent) if session_id is not None else None
-    return grant, session
 
 
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
@@ -351,9 +342,9 @@ class McpConsumer(AsyncConsumer):
         agent_id = (query.get("agentId") or [None])[0]
         server_id = self.scope["url_route"]["kwargs"]["server_id"]
         try:
-            # One worker-thread call for everything the database says about this request: who calls, which
-            # server, and (handshake era) which session.
-            grant, self._named_session = await database_sync_to_async(_admit)(
+            # Who calls, which server, and (handshake era) which session: from the per-process caches, or in one
+            # worker-thread call when this process has not seen them yet.
+            grant, self._named_session = await admit(
                 server_id, agent_id, self._header("authorization"), self._header("mcp-session-id")
             )
         except AccessDenied as denied:
@@ -521,7 +512,7 @@ class McpConsumer(AsyncConsumer):
         if initialize and isinstance(outcome, dict) and "result" in outcome:
             params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
             raw = await database_sync_to_async(open_session)(
-                grant.server, grant.token.agent, outcome["result"]["protocolVersion"], params
+                grant.server.pk, grant.token.agent_pk, outcome["result"]["protocolVersion"], params
             )
             extra.append((b"mcp-session-id", raw.encode()))
         await writer.finish(status, outcome, extra)
@@ -627,7 +618,7 @@ class McpConsumer(AsyncConsumer):
             client_capabilities=envelope.client_capabilities,
             log_level=envelope.log_level,
             cache_ttl_ms=mcp_settings.CACHE_TTL_MS,
-            tasks=TaskService(grant.server, grant.token.agent, runner),
+            tasks=TaskService(grant.server.pk, grant.token.agent_pk, runner),
         )
         ctx.tasks.bind(ctx)  # type: ignore[union-attr]
         outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=1)

@@ -1,31 +1,47 @@
 """The database-backed ``Session`` the handlers see, and the session part of request admission.
 
+A request's session comes from the cached snapshot of ``mcp_app.caching.identity`` (``SessionEntry``).
 Handlers change a session through ``DatabaseSession`` (log level, resource subscriptions); each verb is one
-UPDATE from a worker thread. ``key`` names the session in channel-layer groups without revealing its id.
+UPDATE from a worker thread, and publishes the session's invalidation so that every process reloads it. ``key``
+names the session in channel-layer groups without revealing its id.
+
+**Idle expiry across processes.** Activity is recorded in memory and written off the request path
+(``mcp_app.caching.writebehind``): the stored ``last_seen_at`` trails the latest activity any process saw by at
+most ``SESSION_TOUCH_SECONDS`` plus ``WRITE_BEHIND_INTERVAL_SECONDS``. A process decides "alive" from what it
+knows (the stored value when loaded, raised by every request it served); when that looks idle past
+``SESSION_IDLE_SECONDS`` it reloads the stored value before answering 404, so activity seen by another process
+keeps the session alive. A session therefore expires after between ``SESSION_IDLE_SECONDS`` minus that trail and
+``SESSION_IDLE_SECONDS`` without activity anywhere.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from channels.db import database_sync_to_async
 from django.db import transaction
 
+from ..caching import identity, invalidation
+from ..caching.identity import SessionEntry
 from ..conf import mcp_settings
-from ..models import Agent, McpServer, McpSession
+from ..models import McpSession
 
-TOUCH_INTERVAL_SECONDS = 30
+
+def session_alive(entry: SessionEntry, now: datetime) -> bool:
+    return now - entry.last_seen_at < timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
 
 
 class DatabaseSession:
-    def __init__(self, session: McpSession) -> None:
-        self._pk = session.pk
-        self.key = session.digest[:32]
-        self.protocol_version = session.protocol_version
-        self.log_level: str | None = session.log_level or None
-        self.subscriptions: frozenset[str] = frozenset(session.subscriptions or ())
-        self.client_capabilities = session.client_capabilities or {}
+    def __init__(self, entry: SessionEntry) -> None:
+        self._pk = entry.pk
+        self.key = entry.key
+        self.protocol_version = entry.protocol_version
+        self.log_level: str | None = entry.log_level
+        self.subscriptions: frozenset[str] = entry.subscriptions
+        self.client_capabilities = entry.client_capabilities
 
     async def set_log_level(self, level: str) -> None:
-        await database_sync_to_async(McpSession.objects.filter(pk=self._pk).update)(log_level=level)
+        await database_sync_to_async(self._set_log_level)(level)
         self.log_level = level
 
     async def subscribe(self, uri: str) -> None:
@@ -45,6 +61,10 @@ class DatabaseSession:
     async def terminate(self) -> None:
         await database_sync_to_async(lambda: McpSession.objects.get(pk=self._pk).terminate())()
 
+    def _set_log_level(self, level: str) -> None:
+        McpSession.objects.filter(pk=self._pk).update(log_level=level)
+        invalidation.publish(f"session:{self._pk}")
+
     def _change(self, uri: str, *, add: bool) -> frozenset[str]:
         with transaction.atomic():
             session = McpSession.objects.select_for_update().only("subscriptions").get(pk=self._pk)
@@ -54,27 +74,20 @@ class DatabaseSession:
             else:
                 current.discard(uri)
             session.subscriptions = sorted(current)
-            session.save(update_fields=["subscriptions"])
+            session.save(update_fields=["subscriptions"])  # post_save publishes the session's invalidation
         return frozenset(current)
 
 
-def open_session(server: McpServer, agent: Agent, protocol_version: str, params: dict[str, object]) -> str:
-    """Record the session an ``initialize`` negotiated; return the raw id for the ``Mcp-Session-Id`` header."""
-    _session, raw = McpSession.objects.open_session(
-        server=server,
-        agent=agent,
+def open_session(server_pk: int, agent_pk: int, protocol_version: str, params: dict[str, object]) -> str:
+    """Record the session an ``initialize`` negotiated; return the raw id for the ``Mcp-Session-Id`` header.
+    The new session goes straight into this process's cache: its next request needs no query."""
+    generation = invalidation.generation()
+    session, raw = McpSession.objects.open_session(
+        server_id=server_pk,
+        agent_id=agent_pk,
         protocol_version=protocol_version,
         client_info=params.get("clientInfo"),
         client_capabilities=params.get("capabilities"),
     )
+    identity.remember_session(identity.session_entry(session), generation)
     return raw
-
-
-def resolve_session(raw: str, server: McpServer, agent: Agent) -> DatabaseSession | None:
-    session = McpSession.objects.resolve(
-        raw, server=server, agent=agent, idle_seconds=mcp_settings.SESSION_IDLE_SECONDS
-    )
-    if session is None:
-        return None
-    session.touch(TOUCH_INTERVAL_SECONDS)
-    return DatabaseSession(session)

@@ -97,3 +97,38 @@ def test_invalid_input_schema_is_refused(tenant_factory):
     )
     with pytest.raises(ValidationError, match="JSON Schema"):
         tool.full_clean()
+
+
+def test_each_grant_gets_its_own_view_of_the_same_catalog_version(server_factory, tool_factory, monkeypatch):
+    """The cache key includes the token's grant: one agent's narrowed view is never served to another."""
+    import dataclasses
+
+    from mcp_app.catalog import resolver
+
+    def only_granted(catalog, grant):
+        if grant is None:
+            return catalog
+        return dataclasses.replace(catalog, tools=tuple(tool for tool in catalog.tools if tool.name in grant))
+
+    monkeypatch.setattr(resolver, "grant_view", only_granted)
+    server = server_factory()
+    tool_factory(server, "echo")
+    tool_factory(server, "add", position=1)
+    row = _server(server)
+    narrow = resolve_catalog(row, grant=frozenset({"echo"}))
+    full = resolve_catalog(row)
+    other = resolve_catalog(row, grant=frozenset({"add"}))
+    assert [tool.name for tool in narrow.tools] == ["echo"]
+    assert [tool.name for tool in full.tools] == ["echo", "add"]
+    assert [tool.name for tool in other.tools] == ["add"]
+    assert resolve_catalog(row, grant=frozenset({"echo"}), load=False) is narrow
+
+
+def test_an_uncached_catalog_is_a_miss_without_a_query_when_loading_is_not_allowed(
+    server_factory, django_assert_num_queries
+):
+    from mcp_app.caching.identity import CacheMiss
+
+    row = _server(server_factory())
+    with django_assert_num_queries(0), pytest.raises(CacheMiss):
+        resolve_catalog(row, load=False)

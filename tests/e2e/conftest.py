@@ -26,6 +26,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import Access
+from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 READY_TIMEOUT_SECONDS = 20.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -86,7 +87,8 @@ class Daphne:
 def _running_daphne(
     tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
 ) -> Iterator[Daphne]:
-    """Start daphne on a free port against the test database (and Redis, when configured); stop it after.
+    """Start daphne on a free port against the test database (and Redis, when configured); stop it after
+    (SIGTERM, as a process manager does).
 
     ``extra_env`` is applied last (e.g. another ``REDIS_URL``, ``MCP_LOG_FORMAT``)."""
     from django.conf import settings
@@ -94,7 +96,7 @@ def _running_daphne(
 
     port = _free_port()
     env = {**os.environ}
-    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL"):
+    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_INVALIDATION"):
         env.pop(stale, None)
     env.update(
         {
@@ -106,6 +108,9 @@ def _running_daphne(
     )
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
+    else:
+        # Several processes without Redis follow cache invalidations through the shared database.
+        env["MCP_INVALIDATION"] = "database"
     env.update(extra_env or {})
     logs = tmp_path_factory.mktemp("daphne")
     stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
@@ -131,6 +136,17 @@ def _running_daphne(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+@pytest.fixture(autouse=True)
+def _publish_where_daphne_follows(settings: Any) -> None:
+    """Changes this test process makes through the ORM must reach the daphne processes' caches: without Redis
+    they follow the database log (see ``_running_daphne``), so this process publishes there too."""
+    if not settings.REDIS_URL:
+        settings.MCP_APP = {
+            **settings.MCP_APP,
+            "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}},
+        }
 
 
 @pytest.fixture(scope="session")

@@ -88,8 +88,11 @@ async def test_valid_token_puts_agent_tenant_and_server_on_the_context(make_acce
 
 
 async def test_successful_use_records_last_used(access, orm):
+    from mcp_app.caching import writebehind
+
     assert access.token.last_used_at is None
     await call(access, rpc("ping"))
+    await orm(writebehind.flush)  # what the background writer does every WRITE_BEHIND_INTERVAL_SECONDS
     token = await orm(AgentToken.objects.get, pk=access.token.pk)
     assert token.last_used_at is not None
 

@@ -1,0 +1,288 @@
+"""Per-process snapshots of who calls and what they call: tokens, servers and sessions.
+
+Each snapshot is plain data loaded by the ORM on a miss and kept in a bounded LRU, tagged with the
+invalidation keys that must drop it (``mcp_app.caching.invalidation``):
+
+- ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
+  and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
+  to another). Only usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:``.
+- ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
+  version. Tags: ``server:``, ``tenant:``.
+- ``SessionEntry`` by session digest: a live session. Tags: ``session:``, ``server:``, ``agent:``.
+
+Time-based expiry (a token's ``expires_at``, a session's idle timeout) is decided from the snapshot without a
+query. An entry older than ``IDENTITY_CACHE_MAX_AGE_SECONDS`` is loaded again, a backstop for changes made
+behind the ORM's back (raw SQL, a queryset ``update()`` that does not publish). Nothing is cached while the
+invalidation log is not followed (``invalidation.healthy()``).
+
+Lookups with ``load=False`` never touch the database: they raise ``CacheMiss`` instead, and the caller retries
+in a worker thread with ``load=True``. That is how a warm request stays free of queries and thread hops.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..conf import mcp_settings
+from . import invalidation
+
+if TYPE_CHECKING:
+    from ..models.agents import CatalogGrant
+
+T = TypeVar("T")
+
+
+class CacheMiss(Exception):
+    """The answer is not in this process's caches; ask again with ``load=True`` from a worker thread."""
+
+
+class EntryCache(Generic[T]):
+    """A bounded, thread-safe LRU of tagged snapshots that follows the invalidation log."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._entries: OrderedDict[Hashable, tuple[T, frozenset[str], float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        invalidation.register(self._invalidate)
+
+    def get(self, key: Hashable) -> T | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                if (
+                    time.monotonic() - found[2] < float(mcp_settings.IDENTITY_CACHE_MAX_AGE_SECONDS)
+                    and invalidation.healthy()
+                ):
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return found[0]
+                del self._entries[key]
+            self.misses += 1
+            return None
+
+    def put(self, key: Hashable, value: T, tags: frozenset[str], loaded_at_generation: int) -> None:
+        if not invalidation.store_allowed(loaded_at_generation):
+            return
+        with self._lock:
+            if loaded_at_generation != invalidation.generation():
+                return
+            self._entries[key] = (value, tags, time.monotonic())
+            self._entries.move_to_end(key)
+            while len(self._entries) > mcp_settings.IDENTITY_CACHE_SIZE:
+                self._entries.popitem(last=False)
+
+    def discard(self, key: Hashable) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _invalidate(self, keys: frozenset[str] | None) -> None:
+        with self._lock:
+            if keys is None:
+                self._entries.clear()
+                return
+            for key in [key for key, (_value, tags, _at) in self._entries.items() if tags & keys]:
+                del self._entries[key]
+
+
+@dataclass(eq=False)
+class TokenEntry:
+    pk: int
+    digest: str
+    prefix: str
+    agent_pk: int
+    agent_id: str
+    tenant_pk: int
+    tenant_slug: str
+    expires_at: datetime | None
+    servers: frozenset[int]
+    # What this token may see and do beyond its server scope (``mcp_app.catalog.grants``); hashable, part of the
+    # catalog view's cache key. ``None``: everything its servers expose.
+    grant: CatalogGrant | None = None
+    # The last-used stamp as this process knows it (stored value, then what it queued for writing).
+    last_used_at: datetime | None = field(default=None, compare=False)
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+@dataclass(frozen=True, eq=False)
+class ServerEntry:
+    pk: int
+    server_id: str
+    tenant_id: int
+    tenant_slug: str
+    name: str
+    title: str
+    version: str
+    instructions: str
+    allowed_origins: tuple[str, ...]
+    supported_versions: tuple[str, ...]
+    sessions_required: bool
+    catalog_version: int
+    created_at: datetime
+
+
+@dataclass(eq=False)
+class SessionEntry:
+    pk: int
+    digest: str
+    server_pk: int
+    agent_pk: int
+    protocol_version: str
+    log_level: str | None
+    subscriptions: frozenset[str]
+    client_capabilities: dict[str, object]
+    # Latest activity this process knows of: the stored value, raised by every request it serves.
+    last_seen_at: datetime
+    # What the database holds (or what this process has queued for it).
+    stored_seen_at: datetime
+
+    @property
+    def key(self) -> str:
+        return self.digest[:32]
+
+
+tokens: EntryCache[TokenEntry] = EntryCache("tokens")
+servers: EntryCache[ServerEntry] = EntryCache("servers")
+sessions: EntryCache[SessionEntry] = EntryCache("sessions")
+
+
+def clear() -> None:
+    for cache in (tokens, servers, sessions):
+        cache.clear()
+
+
+def _cached(cache: EntryCache[T], key: Hashable, load: bool, loader: Callable[[int], T | None]) -> T | None:
+    found = cache.get(key)
+    if found is not None:
+        return found
+    if not load:
+        raise CacheMiss(cache.name)
+    return loader(invalidation.generation())
+
+
+def token(digest: str, *, load: bool) -> TokenEntry | None:
+    """The usable token with this digest (agent active), or ``None``."""
+
+    def from_database(generation: int) -> TokenEntry | None:
+        from ..models import AgentToken
+
+        row = (
+            AgentToken.objects.usable()
+            .filter(digest=digest, agent__is_active=True)
+            .select_related("agent__tenant")
+            .first()
+        )
+        if row is None:
+            return None
+        entry = TokenEntry(
+            pk=row.pk,
+            digest=row.digest,
+            prefix=row.prefix,
+            agent_pk=row.agent_id,
+            agent_id=row.agent.agent_id,
+            tenant_pk=row.agent.tenant_id,
+            tenant_slug=row.agent.tenant.slug,
+            expires_at=row.expires_at,
+            servers=frozenset(row.servers.values_list("pk", flat=True)),
+            grant=token_grant(row),
+            last_used_at=row.last_used_at,
+        )
+        tags = frozenset({f"token:{entry.pk}", f"agent:{entry.agent_pk}", f"tenant:{entry.tenant_pk}"})
+        tokens.put(digest, entry, tags, generation)
+        return entry
+
+    return _cached(tokens, digest, load, from_database)
+
+
+def token_grant(row: Any) -> CatalogGrant:
+    """The grant part of a token's snapshot (``AgentToken.objects.catalog_grant``: no query for an unlimited
+    token, one for a limited one); hashable, part of the catalog view's cache key. Loaded with the token on the
+    cold path only."""
+    from ..models import AgentToken
+
+    return AgentToken.objects.catalog_grant(row)
+
+
+def server(server_id: str, *, load: bool) -> ServerEntry | None:
+    """The servable server ``server_id`` (enabled, of an active tenant), or ``None``."""
+
+    def from_database(generation: int) -> ServerEntry | None:
+        from ..models import McpServer
+
+        row = McpServer.objects.servable().filter(server_id=server_id).select_related("tenant").first()
+        if row is None:
+            return None
+        entry = ServerEntry(
+            pk=row.pk,
+            server_id=row.server_id,
+            tenant_id=row.tenant_id,
+            tenant_slug=row.tenant.slug,
+            name=row.name,
+            title=row.title,
+            version=row.version,
+            instructions=row.instructions,
+            allowed_origins=tuple(row.allowed_origins or ()),
+            supported_versions=row.supported_versions,
+            sessions_required=row.sessions_required,
+            catalog_version=row.catalog_version,
+            created_at=row.created_at,
+        )
+        servers.put(server_id, entry, frozenset({f"server:{entry.pk}", f"tenant:{entry.tenant_id}"}), generation)
+        return entry
+
+    return _cached(servers, server_id, load, from_database)
+
+
+def session(digest: str, *, load: bool) -> SessionEntry | None:
+    """The session with this digest, unless terminated (the caller checks owner and idle time), or ``None``."""
+
+    def from_database(generation: int) -> SessionEntry | None:
+        from ..models import McpSession
+
+        row = McpSession.objects.filter(digest=digest, terminated_at__isnull=True).first()
+        if row is None:
+            return None
+        entry = session_entry(row)
+        remember_session(entry, generation)
+        return entry
+
+    return _cached(sessions, digest, load, from_database)
+
+
+def session_entry(row: object) -> SessionEntry:
+    from ..models import McpSession
+
+    assert isinstance(row, McpSession)
+    return SessionEntry(
+        pk=row.pk,
+        digest=row.digest,
+        server_pk=row.server_id,
+        agent_pk=row.agent_id,
+        protocol_version=row.protocol_version,
+        log_level=row.log_level or None,
+        subscriptions=frozenset(row.subscriptions or ()),
+        client_capabilities=row.client_capabilities or {},
+        last_seen_at=row.last_seen_at,
+        stored_seen_at=row.last_seen_at,
+    )
+
+
+def remember_session(entry: SessionEntry, generation: int) -> None:
+    tags = frozenset({f"session:{entry.pk}", f"server:{entry.server_pk}", f"agent:{entry.agent_pk}"})
+    sessions.put(entry.digest, entry, tags, generation)

@@ -1,0 +1,148 @@
+"""Last-used stamps of tokens and activity of sessions, written off the request path in batches.
+
+The request path only records, in memory, that a token was used or a session was active (``token_used``,
+``session_seen``); a daemon thread writes what accumulated every ``WRITE_BEHIND_INTERVAL_SECONDS``, in one
+transaction, and at interpreter exit. Entries are coalesced per row (the latest instant wins) and the buffer is
+bounded by ``WRITE_BEHIND_MAX_PENDING`` rows: past that, new rows are dropped (and counted), which costs a
+slightly older last-used stamp or session activity, never a request.
+
+Writes only move stamps forward (``UPDATE … WHERE stamp < new``), so processes never undo each other.
+The thread does its own connection hygiene: it closes its connections after every flush, so the request path
+never needs ``close_old_connections`` for these writes.
+
+A row is queued at most once per ``TOKEN_LAST_USED_INTERVAL_SECONDS`` (tokens) or ``SESSION_TOUCH_SECONDS``
+(sessions), as before; so the stored session activity trails the real one by at most the touch interval plus
+the flush interval, which is the bound ``mcp_app.transport.sessions`` documents for idle expiry.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from datetime import datetime, timedelta
+
+from django.db import connections, models, transaction
+
+from ..conf import DEFAULTS, mcp_settings
+from .identity import SessionEntry, TokenEntry
+
+logger = logging.getLogger("mcp_app.caching")
+
+SESSION_TOUCH_SECONDS = 30
+
+_lock = threading.Lock()
+_tokens: dict[int, datetime] = {}
+_sessions: dict[int, datetime] = {}
+_wake = threading.Event()
+_thread: threading.Thread | None = None
+dropped = 0
+
+
+def token_used(entry: TokenEntry, now: datetime) -> None:
+    interval = timedelta(seconds=float(mcp_settings.TOKEN_LAST_USED_INTERVAL_SECONDS))
+    if entry.last_used_at is not None and now - entry.last_used_at < interval:
+        return
+    entry.last_used_at = now
+    _queue(_tokens, entry.pk, now)
+
+
+def session_seen(entry: SessionEntry, now: datetime) -> None:
+    if now > entry.last_seen_at:
+        entry.last_seen_at = now
+    if now - entry.stored_seen_at < timedelta(seconds=SESSION_TOUCH_SECONDS):
+        return
+    entry.stored_seen_at = now
+    _queue(_sessions, entry.pk, now)
+
+
+def _queue(pending: dict[int, datetime], pk: int, now: datetime) -> None:
+    global dropped
+    with _lock:
+        if pk not in pending and len(_tokens) + len(_sessions) >= mcp_settings.WRITE_BEHIND_MAX_PENDING:
+            dropped += 1
+            _wake.set()
+            return
+        if pending.get(pk, now) <= now:
+            pending[pk] = now
+    _start()
+
+
+def discard() -> None:
+    """Forget what is queued (tests: the rows may already be gone)."""
+    with _lock:
+        _tokens.clear()
+        _sessions.clear()
+
+
+def pending() -> int:
+    with _lock:
+        return len(_tokens) + len(_sessions)
+
+
+def flush() -> int:
+    """Write what is queued now, from the calling thread; returns how many rows were queued."""
+    from ..models import AgentToken, McpSession
+
+    with _lock:
+        tokens, sessions = dict(_tokens), dict(_sessions)
+        _tokens.clear()
+        _sessions.clear()
+    if not tokens and not sessions:
+        return 0
+    try:
+        with transaction.atomic():
+            for pk, moment in tokens.items():
+                AgentToken.objects.filter(pk=pk).filter(
+                    models.Q(last_used_at__isnull=True) | models.Q(last_used_at__lt=moment)
+                ).update(last_used_at=moment)
+            for pk, moment in sessions.items():
+                McpSession.objects.filter(pk=pk, last_seen_at__lt=moment).update(last_seen_at=moment)
+    except Exception:
+        logger.exception("could not write %d last-used stamps and session activities", len(tokens) + len(sessions))
+        with _lock:  # try again next time, unless newer ones came meanwhile
+            for pk, moment in tokens.items():
+                _tokens.setdefault(pk, moment)
+            for pk, moment in sessions.items():
+                _sessions.setdefault(pk, moment)
+        return 0
+    return len(tokens) + len(sessions)
+
+
+def _interval() -> float:
+    try:
+        return float(mcp_settings.WRITE_BEHIND_INTERVAL_SECONDS)
+    except Exception:  # settings being changed or invalid: the writer keeps going with the default
+        return float(DEFAULTS["WRITE_BEHIND_INTERVAL_SECONDS"])
+
+
+def _run() -> None:
+    """The writer thread: never ends, whatever one flush meets."""
+    while True:
+        _wake.wait(_interval())
+        _wake.clear()
+        try:
+            flush()
+        except Exception:
+            logger.exception("write-behind flush failed")
+        finally:
+            connections.close_all()  # this thread's connections only
+
+
+def _start() -> None:
+    global _thread
+    if _thread is not None:
+        return
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_run, name="mcp-write-behind", daemon=True)
+            _thread.start()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    if pending():
+        try:
+            flush()
+        except Exception:
+            logger.exception("could not write last-used stamps at exit")

@@ -1,0 +1,101 @@
+"""The request-path budget at the wire: a warm ``tools/call`` runs no SQL and no thread hop (a sync tool: one hop,
+to run it), in both eras, stateless and on a session. Counted across every thread and connection (see
+``tests.request_path``), through the real router and consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from tests.request_path import caches_ready, counting
+
+from .helpers import call, rpc
+
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+
+
+@pytest.fixture
+def writer_idle(settings: Any) -> None:
+    """The off-path writer keeps to its own schedule; nothing it could flush is pending while we count."""
+    settings.MCP_APP = {**settings.MCP_APP, "WRITE_BEHIND_INTERVAL_SECONDS": 3600}
+
+
+async def open_session(access: Any) -> str:
+    body = rpc(
+        "initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    )
+    reply = await call(access, body)
+    assert reply.status == 200
+    session_id = reply.headers["mcp-session-id"]
+    initialized = await call(access, rpc("notifications/initialized", id=None), headers={"mcp-session-id": session_id})
+    assert initialized.status == 202
+    return session_id
+
+
+def tool_call(mode: str, name: str, text: str) -> tuple[dict[str, Any], dict[str, str]]:
+    if mode == "modern":
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        }
+        body = rpc("tools/call", {"name": name, "arguments": {"text": text}, "_meta": meta})
+        return body, {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": name}
+    return rpc("tools/call", {"name": name, "arguments": {"text": text}}), {"mcp-protocol-version": LEGACY}
+
+
+@pytest.mark.parametrize("mode", ["stateless", "session", "modern"])
+@pytest.mark.parametrize(("tool", "hops"), [("async_echo", []), ("echo", ["_in_worker_thread"])])
+async def test_a_warm_tool_call_runs_no_query_and_hops_only_to_run_a_sync_tool(
+    mode: str,
+    tool: str,
+    hops: list[str],
+    writer_idle: None,
+    make_access: Callable[..., Awaitable[Any]],
+    orm: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_app.caching import writebehind
+
+    access = await make_access(tools=("echo", "async_echo"))
+    await caches_ready()
+    extra: dict[str, str] = {}
+    if mode == "session":
+        extra["mcp-session-id"] = await open_session(access)
+    body, headers = tool_call(mode, tool, "warm")
+    with counting(monkeypatch) as cost:
+        cold = await call(access, body, headers={**headers, **extra})
+        assert cold.status == 200, cold.body
+        if mode != "session":  # initialize already filled the caches of a session's first call
+            assert cost.queries, "the first request of a process loads what it calls with"
+            assert cost.hops[0] == "_admit", cost.hops
+        await orm(writebehind.flush)  # its last-used stamp is written now, not during the counted request
+        cost.reset()
+        warm = await call(access, body, headers={**headers, **extra})
+        assert (cost.queries, cost.hops) == ([], hops)
+    assert warm.status == 200
+    assert warm.json()["result"]["content"] == [{"type": "text", "text": "warm"}]
+
+
+async def test_a_warm_request_still_records_use_off_the_path(
+    make_access: Callable[..., Awaitable[Any]], orm: Any, writer_idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_app.caching import writebehind
+    from mcp_app.models import AgentToken
+
+    access = await make_access(tools=("async_echo",))
+    await caches_ready()
+    session_id = await open_session(access)
+    body, headers = tool_call("session", "async_echo", "x")
+    await call(access, body, headers={**headers, "mcp-session-id": session_id})
+    with counting(monkeypatch) as cost:
+        assert (await call(access, body, headers={**headers, "mcp-session-id": session_id})).status == 200
+    assert cost.queries == []
+    assert writebehind.pending() >= 1  # queued in memory, not written on the path
+    assert await orm(writebehind.flush) >= 1
+    token = await orm(AgentToken.objects.get, pk=access.token.pk)
+    assert token.last_used_at is not None
