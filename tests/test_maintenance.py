@@ -69,6 +69,7 @@ def test_dry_run_counts_and_keeps_everything(expired_and_fresh: Any) -> None:
         "would delete 1 expired tool calls",
         "would delete 1 expired sessions",
         "would delete 1 expired tasks",
+        "would delete 0 expired SSE event streams",
     ]
     assert survivors() == before
 
@@ -80,6 +81,7 @@ def test_purge_deletes_only_what_expired(expired_and_fresh: Any) -> None:
         "deleted 1 expired tool calls",
         "deleted 1 expired sessions",
         "deleted 1 expired tasks",
+        "deleted 0 expired SSE event streams",
     ]
     calls, sessions, tasks = survivors()
     assert calls == {expired_and_fresh["calls"][1].pk}
