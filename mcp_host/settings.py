@@ -184,12 +184,10 @@ if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
     MCP_APP["WRITE_BEHIND_INTERVAL_SECONDS"] = float(os.environ["MCP_WRITE_BEHIND_INTERVAL_SECONDS"])
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):
     MCP_APP["SSE_KEEPALIVE_SECONDS"] = float(os.environ["MCP_SSE_KEEPALIVE_SECONDS"])
-for _setting, _variable in (
-    ("SECRET_KEYS", "MCP_SECRET_KEYS"),
-    ("HTTP_TOOL_ALLOWED_NETWORKS", "MCP_HTTP_TOOL_ALLOWED_NETWORKS"),
-):
-    if os.environ.get(_variable):
-        MCP_APP[_setting] = _env_list(_variable)
+if _env_list("MCP_SECRET_KEYS"):
+    MCP_APP["SECRET_KEYS"] = _env_list("MCP_SECRET_KEYS")
+if _env_list("MCP_HTTP_TOOL_ALLOWED_NETWORKS"):
+    MCP_APP["HTTP_TOOL_ALLOWED_NETWORKS"] = _env_list("MCP_HTTP_TOOL_ALLOWED_NETWORKS")
 if os.environ.get("MCP_METRICS_TOKEN"):
     MCP_APP["METRICS_TOKEN"] = os.environ["MCP_METRICS_TOKEN"]
 

@@ -13,6 +13,7 @@ import re
 import secrets
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ def documented_environment() -> dict[str, str]:
     fills = {
         "SECRET_KEY": secrets.token_urlsafe(50),
         "MCP_METRICS_TOKEN": secrets.token_urlsafe(24),
+        "MCP_SECRET_KEYS": secrets.token_urlsafe(32),
     }
     env = {}
     for line in block[1].splitlines():
@@ -41,6 +43,8 @@ def documented_environment() -> dict[str, str]:
 
 
 def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    # The documented metrics directory exists on a deployed host (the process manager creates it), not here.
+    env = {**env, "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="mcp-metrics-")}
     base = {key: value for key, value in os.environ.items() if not key.startswith(("MCP_", "SECURE_", "DJANGO_"))}
     for name in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "DATABASE_URL", "REDIS_URL"):
         base.pop(name, None)

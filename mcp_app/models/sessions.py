@@ -43,8 +43,9 @@ class McpSessionManager(models.Manager["McpSession"]):
         raw = secrets.token_urlsafe(SESSION_BYTES)
         session = self.create(
             digest=session_digest(raw),
-            server_id=server.pk if server is not None else server_id,
-            agent_id=agent.pk if agent is not None else agent_id,
+            # Instances when given (they stay loaded on the new row), else primary keys.
+            **({"server": server} if server is not None else {"server_id": server_id}),
+            **({"agent": agent} if agent is not None else {"agent_id": agent_id}),
             protocol_version=protocol_version,
             client_info=client_info if isinstance(client_info, dict) else None,
             client_capabilities=client_capabilities if isinstance(client_capabilities, dict) else {},

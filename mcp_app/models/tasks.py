@@ -24,13 +24,24 @@ TERMINAL = ("completed", "failed", "cancelled")
 
 class ToolTaskManager(models.Manager["ToolTask"]):
     def create_task(
-        self, *, server_id: int, agent_id: int, tool_name: str, arguments: dict[str, Any], ttl_ms: int, **state: Any
+        self,
+        *,
+        tool_name: str,
+        arguments: dict[str, Any],
+        ttl_ms: int,
+        server: Any = None,
+        agent: Any = None,
+        server_id: int | None = None,
+        agent_id: int | None = None,
+        **state: Any,
     ) -> ToolTask:
-        """A new task of ``agent_id`` on ``server_id`` (primary keys: the request path holds no model instances)."""
+        """A new task of an agent on a server, given as instances or as primary keys (the request path holds no
+        model instances, only cached snapshots)."""
         return self.create(
             task_id=secrets.token_urlsafe(24),
-            server_id=server_id,
-            agent_id=agent_id,
+            # Instances when given (they stay loaded on the new row), else primary keys.
+            **({"server": server} if server is not None else {"server_id": server_id}),
+            **({"agent": agent} if agent is not None else {"agent_id": agent_id}),
             tool_name=tool_name,
             arguments=arguments,
             ttl_ms=ttl_ms,

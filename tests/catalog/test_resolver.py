@@ -99,29 +99,21 @@ def test_invalid_input_schema_is_refused(tenant_factory):
         tool.full_clean()
 
 
-def test_each_grant_gets_its_own_view_of_the_same_catalog_version(server_factory, tool_factory, monkeypatch):
-    """The cache key includes the token's grant: one agent's narrowed view is never served to another."""
-    import dataclasses
+def test_each_grant_gets_its_own_view_of_the_same_catalog_version(server_factory, tool_factory):
+    """The view's cache key includes the token's grant: one agent's narrowed view is never served to another."""
+    from mcp_app.models.agents import CatalogGrant
 
-    from mcp_app.catalog import resolver
-
-    def only_granted(catalog, grant):
-        if grant is None:
-            return catalog
-        return dataclasses.replace(catalog, tools=tuple(tool for tool in catalog.tools if tool.name in grant))
-
-    monkeypatch.setattr(resolver, "grant_view", only_granted)
     server = server_factory()
-    tool_factory(server, "echo")
-    tool_factory(server, "add", position=1)
+    echo = tool_factory(server, "echo")
+    add = tool_factory(server, "add", position=1)
     row = _server(server)
-    narrow = resolve_catalog(row, grant=frozenset({"echo"}))
+    narrow = resolve_catalog(row, grant=CatalogGrant(tools=frozenset({echo.pk})))
     full = resolve_catalog(row)
-    other = resolve_catalog(row, grant=frozenset({"add"}))
+    other = resolve_catalog(row, grant=CatalogGrant(tools=frozenset({add.pk})))
     assert [tool.name for tool in narrow.tools] == ["echo"]
     assert [tool.name for tool in full.tools] == ["echo", "add"]
     assert [tool.name for tool in other.tools] == ["add"]
-    assert resolve_catalog(row, grant=frozenset({"echo"}), load=False) is narrow
+    assert resolve_catalog(row, grant=CatalogGrant(tools=frozenset({echo.pk})), load=False) is narrow
 
 
 def test_an_uncached_catalog_is_a_miss_without_a_query_when_loading_is_not_allowed(
