@@ -1,6 +1,7 @@
 """The persistent state of mcp_app, one module per aggregate. Managers own the domain verbs."""
 
 from .agents import Agent, AgentToken
+from .apikeys import ApiKey
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
 from .sessions import McpSession
@@ -10,6 +11,7 @@ from .tenancy import Tenant, TenantMembership
 __all__ = [
     "Agent",
     "AgentToken",
+    "ApiKey",
     "McpServer",
     "McpSession",
     "Prompt",
