@@ -152,3 +152,26 @@ def _fresh_catalog_cache() -> None:
     from mcp_app.catalog.resolver import clear_cache
 
     clear_cache()
+
+
+@pytest.fixture
+def member_factory(db: Any) -> Callable[..., Any]:
+    """A staff user holding every mcp_app model permission (the ``MCP tenant staff`` group) and, for each
+    ``(tenant, role)`` given, a membership: the issue's "staff user, member of a tenant, given the permissions"."""
+    from django.contrib.auth import get_user_model
+
+    from mcp_app.models import TenantMembership
+    from mcp_app.permissions import ensure_staff_group
+
+    counter = iter(range(1, 10_000))
+
+    def make(*memberships: tuple[Any, str], username: str | None = None, **fields: Any) -> Any:
+        username = username or f"member-{next(counter)}"
+        fields.setdefault("is_staff", True)
+        user = get_user_model().objects.create_user(username=username, password="pw-" + username, **fields)
+        user.groups.add(ensure_staff_group())
+        for tenant, role in memberships:
+            TenantMembership.objects.create(tenant=tenant, user=user, role=role)
+        return user
+
+    return make
