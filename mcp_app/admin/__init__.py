@@ -227,3 +227,6 @@ class AgentTokenAdmin(admin.ModelAdmin):
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s).")
+
+
+from . import apikeys  # noqa: E402, F401  (personal API keys: their own module)

@@ -1,9 +1,13 @@
-"""DRF glue onto the tenant permission rules (interim: the shared ``mcp_app.permissions`` replaces the policy
-section below when the admin's module lands).
+"""DRF glue onto ``mcp_app.permissions``, the one module the admin and the API ask; no rule is decided here.
 
-Rules (the admin's, exactly): a user sees the objects of the tenants they are a member of; ``owner`` and
-``admin`` write, ``viewer`` reads; only owners manage memberships; superusers see and write everything.
-Objects of other tenants are outside every queryset, so they are 404, never 403.
+Each request maps to one of the four Django actions (view, add, change, delete) and is checked exactly as the
+admin checks it: the Django model permission of the action, and the user's ``TenantMembership`` role in the
+object's tenant (``viewer`` views, ``admin`` adds/changes/deletes, ``owner`` also manages memberships;
+superusers everything). Querysets are scoped with ``scope_queryset`` before any lookup, so another tenant's
+object is a 404, never a 403; a user who may see an object but not change it gets a 403.
+
+Custom actions name their Django action in the view's ``action_permissions`` (``revoke`` and ``terminate`` are
+changes); any other unsafe action counts as a change.
 """
 
 from __future__ import annotations
@@ -14,109 +18,85 @@ from django.db import models
 from rest_framework import permissions
 from rest_framework.request import Request
 
-from ..models import TenantMembership
+from ..permissions import (
+    ADMIN,
+    OWNER,
+    VIEWER,
+    access_for,
+    can_add,
+    can_change,
+    can_delete,
+    can_view,
+    default_tenant,
+    has_model_permission,
+    required_role,
+    scope_queryset,
+)
 
-Role = TenantMembership.Role
-READ_ROLES = (Role.OWNER, Role.ADMIN, Role.VIEWER)
-WRITE_ROLES = (Role.OWNER, Role.ADMIN)
-OWNER_ROLES = (Role.OWNER,)
+__all__ = [
+    "ADMIN",
+    "OWNER",
+    "VIEWER",
+    "TenantRolePermission",
+    "access_for",
+    "can_add",
+    "default_tenant",
+    "django_action",
+    "scope",
+]
 
-
-# ---- policy (interim) ---------------------------------------------------------------------------------------
-
-
-def tenant_path(model: type[models.Model]) -> str:
-    """The ORM path from ``model`` to its tenant ('' for the tenant itself)."""
-    from ..models import Tenant
-
-    if model is Tenant:
-        return ""
-    for path in ("tenant", "server__tenant", "agent__tenant"):
-        head = path.split("__")[0]
-        try:
-            model._meta.get_field(head)
-        except Exception:  # noqa: S112 (FieldDoesNotExist: try the next path)
-            continue
-        return path
-    raise LookupError(f"{model.__name__} has no tenant")
-
-
-def tenant_ids(user: Any, roles: tuple[str, ...] = READ_ROLES) -> set[int] | None:
-    """Tenants in which ``user`` holds one of ``roles``; ``None`` means every tenant (a superuser)."""
-    if not user or not user.is_authenticated or not user.is_active:
-        return set()
-    if user.is_superuser:
-        return None
-    cache = user.__dict__.setdefault("_mcp_tenant_roles", None)
-    if cache is None:
-        cache = dict(
-            TenantMembership.objects.filter(user=user, tenant__is_active=True).values_list("tenant_id", "role")
-        )
-        user.__dict__["_mcp_tenant_roles"] = cache
-    return {tenant_id for tenant_id, role in cache.items() if role in roles}
+_STANDARD_ACTIONS = {
+    "list": "view",
+    "retrieve": "view",
+    "metadata": "view",
+    "create": "add",
+    "update": "change",
+    "partial_update": "change",
+    "destroy": "delete",
+}
 
 
-def scope(queryset: models.QuerySet[Any], user: Any, roles: tuple[str, ...] = READ_ROLES) -> models.QuerySet[Any]:
-    """``queryset`` narrowed to the tenants where ``user`` holds one of ``roles``."""
-    allowed = tenant_ids(user, roles)
-    if allowed is None:
-        return queryset
-    path = tenant_path(queryset.model)
-    return queryset.filter(**{f"{path}__in" if path else "pk__in": allowed})
+def scope(queryset: models.QuerySet[Any], user: Any, minimum: str = VIEWER) -> models.QuerySet[Any]:
+    """``queryset`` limited to the tenants where ``user`` holds at least ``minimum`` (see ``scope_queryset``)."""
+    return scope_queryset(user, queryset, minimum)
 
 
-def object_tenant_id(obj: models.Model) -> int:
-    path = tenant_path(type(obj))
-    if not path:
-        return int(obj.pk)
-    target: Any = obj
-    for part in path.split("__")[:-1]:
-        target = getattr(target, part)
-    return int(target.tenant_id)
-
-
-def write_roles_for(model: type[models.Model]) -> tuple[str, ...]:
-    return OWNER_ROLES if model is TenantMembership else WRITE_ROLES
-
-
-def can_write(user: Any, obj: models.Model) -> bool:
-    allowed = tenant_ids(user, write_roles_for(type(obj)))
-    return allowed is None or object_tenant_id(obj) in allowed
-
-
-def can_create_any(user: Any, model: type[models.Model]) -> bool:
-    allowed = tenant_ids(user, write_roles_for(model))
-    return allowed is None or bool(allowed)
-
-
-# ---- DRF glue -----------------------------------------------------------------------------------------------
-
-READ_ACTIONS = frozenset({"list", "retrieve", "metadata"})
+def django_action(request: Request, view: Any) -> str:
+    """The Django action (view/add/change/delete) this request performs."""
+    name = getattr(view, "action", None)
+    declared = getattr(view, "action_permissions", {})
+    if name in declared:
+        return str(declared[name])
+    if name in _STANDARD_ACTIONS:
+        return _STANDARD_ACTIONS[name]
+    return "view" if request.method in permissions.SAFE_METHODS else "change"
 
 
 class TenantRolePermission(permissions.BasePermission):
-    """Authenticated users only; writes need a writing role in the object's tenant (owner for memberships).
-
-    A view's ``read_only_actions`` (e.g. nothing) extends what counts as reading; every other action, and every
-    unsafe method, is a write. Reading needs no check beyond the scoped queryset.
-    """
+    """Model permission plus tenant role, per request (``has_permission``) and per object."""
 
     message = "Your role in this tenant does not allow this."
-
-    def _is_write(self, request: Request, view: Any) -> bool:
-        if request.method in permissions.SAFE_METHODS:
-            return False
-        return getattr(view, "action", None) not in READ_ACTIONS
 
     def has_permission(self, request: Request, view: Any) -> bool:
         user = request.user
         if not (user and user.is_authenticated and user.is_active):
             return False
-        if self._is_write(request, view):
-            return can_create_any(user, view.get_queryset().model)
+        model = view.queryset.model
+        action = django_action(request, view)
+        if not has_model_permission(user, action, model):
+            return False
+        if action == "add":
+            access = access_for(user)
+            if access.is_superuser:
+                return True
+            minimum = required_role(model, "add")
+            return minimum is not None and bool(access.tenant_ids(minimum))
         return True
 
     def has_object_permission(self, request: Request, view: Any, obj: models.Model) -> bool:
-        if not self._is_write(request, view):
-            return True
-        return can_write(request.user, obj)
+        action = django_action(request, view)
+        if action == "view":
+            return can_view(request.user, obj)
+        if action == "delete":
+            return can_delete(request.user, obj)
+        return can_change(request.user, obj)

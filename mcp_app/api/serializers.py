@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.fields import empty
 
 from ..models import (
@@ -34,7 +34,7 @@ from ..models import (
     TenantMembership,
     Tool,
 )
-from .permissions import OWNER_ROLES, READ_ROLES, WRITE_ROLES, scope, tenant_ids
+from .permissions import ADMIN, OWNER, access_for, can_add, default_tenant, scope
 
 MAX_JSON_DEPTH = 32
 
@@ -65,10 +65,10 @@ class SafeJSONField(serializers.JSONField):
 
 
 class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
-    """A foreign key limited to objects of the tenants where the requesting user holds one of ``roles``."""
+    """A foreign key limited to objects of the tenants where the requesting user holds at least ``minimum``."""
 
-    def __init__(self, roles: tuple[str, ...] = WRITE_ROLES, **kwargs: Any) -> None:
-        self.roles = roles
+    def __init__(self, minimum: str = ADMIN, **kwargs: Any) -> None:
+        self.minimum = minimum
         super().__init__(**kwargs)
 
     def get_queryset(self) -> models.QuerySet[Any]:
@@ -76,7 +76,7 @@ class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
         request = self.context.get("request")
         if request is None:
             return queryset.none()
-        return scope(queryset, request.user, self.roles)
+        return scope(queryset, request.user, self.minimum)
 
 
 def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
@@ -90,13 +90,14 @@ class ModelCleanSerializer(serializers.ModelSerializer):
     """Writes go through the model's ``full_clean`` on a candidate instance, which is then what gets saved.
 
     ``create_only_fields`` are writable on create and read-only afterwards (an object never moves to another
-    tenant, a binding never to another server). ``tenant_roles`` are the roles that allow creating objects in a
-    tenant; a missing ``tenant`` defaults to the user's only such tenant.
+    tenant, a binding never to another server). ``tenant_role`` is the least role that allows creating objects in
+    a tenant; a missing ``tenant`` defaults to the user's only such tenant (``permissions.default_tenant``).
+    The candidate must pass ``permissions.can_add`` (model permission and role) before anything is saved.
     """
 
     serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, models.JSONField: SafeJSONField}
     create_only_fields: tuple[str, ...] = ()
-    tenant_roles: tuple[str, ...] = WRITE_ROLES
+    tenant_role: str = ADMIN
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
@@ -110,9 +111,9 @@ class ModelCleanSerializer(serializers.ModelSerializer):
     def _default_tenant(self, attrs: dict[str, Any]) -> None:
         if self.instance is not None or "tenant" not in self.fields or attrs.get("tenant") is not None:
             return
-        allowed = tenant_ids(self.context["request"].user, self.tenant_roles)
-        if allowed is not None and len(allowed) == 1:
-            attrs["tenant"] = Tenant.objects.get(pk=next(iter(allowed)))
+        tenant = default_tenant(self.context["request"].user, self.tenant_role)
+        if tenant is not None:
+            attrs["tenant"] = tenant
             return
         raise serializers.ValidationError({"tenant": ["This field is required: you can write in several tenants."]})
 
@@ -131,6 +132,8 @@ class ModelCleanSerializer(serializers.ModelSerializer):
             for key, value in plain.items():
                 setattr(candidate, key, value)
         self.validate_candidate(candidate, attrs)
+        if self.instance is None and not can_add(self.context["request"].user, candidate):
+            raise exceptions.PermissionDenied()
         try:
             candidate.full_clean()
         except DjangoValidationError as exc:
@@ -168,22 +171,18 @@ class TenantSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         if request is None:
             return None
-        roles = getattr(request.user, "_mcp_tenant_roles", None)
-        if roles is None:
-            tenant_ids(request.user, READ_ROLES)
-            roles = getattr(request.user, "_mcp_tenant_roles", None) or {}
-        return roles.get(tenant.pk)
+        return access_for(request.user).role(tenant.pk)
 
 
 class TenantMembershipSerializer(ModelCleanSerializer):
-    tenant = ScopedRelatedField(queryset=Tenant.objects.all(), roles=OWNER_ROLES, required=False)
+    tenant = ScopedRelatedField(queryset=Tenant.objects.all(), minimum=OWNER, required=False)
     user = serializers.SlugRelatedField(
         slug_field="username",
         queryset=get_user_model().objects.filter(is_active=True),
         help_text="The member's username.",
     )
     create_only_fields = ("tenant", "user")
-    tenant_roles = OWNER_ROLES
+    tenant_role = OWNER
 
     class Meta:
         model = TenantMembership

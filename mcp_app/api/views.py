@@ -202,6 +202,7 @@ class AgentTokenViewSet(TenantScopedViewSet):
     select_related = ("agent",)
     prefetch_related = ("servers",)
     ordering_fields = ("id", "created_at", "expires_at", "last_used_at")
+    action_permissions = {"revoke": "change"}
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
@@ -227,6 +228,7 @@ class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMode
     serializer_class = serializers.McpSessionSerializer
     filterset_class = filters.McpSessionFilter
     ordering_fields = ("id", "created_at", "last_seen_at")
+    action_permissions = {"terminate": "change"}
 
     def get_queryset(self) -> models.QuerySet[McpSession]:
         return scope(self.queryset.all(), self.request.user).select_related("server")

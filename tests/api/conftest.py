@@ -14,7 +14,8 @@ ROLES = ("owner", "admin", "viewer")
 
 @dataclass
 class TenantWorld:
-    """One tenant with one of everything the API shows."""
+    """One tenant with one of everything the API shows; its owner, admin and viewer are staff users holding the
+    ``MCP tenant staff`` model permissions (so only their tenant role tells them apart)."""
 
     tenant: Any
     users: dict[str, Any]
@@ -31,6 +32,12 @@ class TenantWorld:
     server_prompt: Any
     session: Any
     objects: dict[str, Any] = field(default_factory=dict)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """Users are made by the dozen here; the production hasher's cost is not what these tests measure."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
@@ -66,7 +73,7 @@ def world_factory(
     server_factory: Callable[..., Any],
     agent_factory: Callable[..., Any],
     token_factory: Callable[..., Any],
-    user_factory: Callable[..., Any],
+    member_factory: Callable[..., Any],
 ) -> Callable[[str], TenantWorld]:
     from mcp_app.models import (
         McpSession,
@@ -81,10 +88,8 @@ def world_factory(
 
     def make(name: str) -> TenantWorld:
         tenant = tenant_factory(slug=name)
-        users = {role: user_factory(f"{name}-{role}", is_staff=True) for role in ROLES}
-        memberships = {
-            role: TenantMembership.objects.create(tenant=tenant, user=user, role=role) for role, user in users.items()
-        }
+        users = {role: member_factory((tenant, role), username=f"{name}-{role}") for role in ROLES}
+        memberships = {role: TenantMembership.objects.get(tenant=tenant, user=user) for role, user in users.items()}
         server = server_factory(tenant=tenant, server_id=f"{name}-server")
         agent = agent_factory(tenant=tenant, agent_id=f"{name}-agent")
         token, raw = token_factory(agent=agent, servers=[server], name=f"{name} token")
