@@ -160,7 +160,7 @@ def _tenant_pk(obj: Any) -> int:
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("role", ROLES)
 def test_every_method_on_the_other_tenants_object_is_not_found_and_changes_nothing(matrix, endpoint, role):
-    acme, globex, clients, _, _ = matrix
+    _acme, globex, clients, _, _ = matrix
     client = clients[("acme", role)]
     target = globex.objects[endpoint]
     before = snapshot(target)
@@ -186,7 +186,7 @@ def test_every_method_on_the_other_tenants_object_is_not_found_and_changes_nothi
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_the_other_tenants_object_answers_exactly_like_a_missing_one(matrix, endpoint):
-    acme, globex, clients, _, _ = matrix
+    _acme, globex, clients, _, _ = matrix
     client = clients[("acme", "owner")]
     target = globex.objects[endpoint]
     missing = 10_000_000
@@ -277,7 +277,7 @@ def test_viewers_cannot_terminate_sessions_and_nobody_writes_tenants(matrix, rol
 
 
 def test_admins_write_the_catalog_but_do_not_manage_memberships(matrix):
-    acme, _, clients, spares, newcomer = matrix
+    acme, _, clients, _spares, newcomer = matrix
     admin = clients[("acme", "admin")]
     viewer_membership = acme.memberships["viewer"]
     url = f"/api/v1/memberships/{viewer_membership.pk}/"
