@@ -40,14 +40,14 @@ def test_authenticate_refuses_wrong_revoked_expired_and_inactive(user_factory):
     assert ApiKey.objects.authenticate(raw[:-1] + ("A" if raw[-1] != "A" else "B")) is None
     assert ApiKey.objects.authenticate("mcp_" + raw[5:]) is None  # an agent-token-shaped value
     assert ApiKey.objects.authenticate(raw + "x" * 300) is None
-    expired, expired_raw = ApiKey.objects.issue_key(user, expires_at=timezone.now() - timedelta(seconds=1))
+    _expired, expired_raw = ApiKey.objects.issue_key(user, expires_at=timezone.now() - timedelta(seconds=1))
     assert ApiKey.objects.authenticate(expired_raw) is None
     key.revoke()
     first = key.revoked_at
     key.revoke()
     assert ApiKey.objects.get(pk=key.pk).revoked_at == first
     assert ApiKey.objects.authenticate(raw) is None
-    other, other_raw = ApiKey.objects.issue_key(user)
+    _other, other_raw = ApiKey.objects.issue_key(user)
     user.is_active = False
     user.save()
     assert ApiKey.objects.authenticate(other_raw) is None
