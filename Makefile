@@ -28,6 +28,7 @@ lock:
 ## Set up, migrate, create the demo tenant and serve with daphne on $(HOST):$(PORT).
 run: install
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT)
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) mcp_host.asgi:application
 
@@ -53,7 +54,7 @@ migrations: install
 	$(PY) manage.py makemigrations mcp_app
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache db.sqlite3
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache db.sqlite3 staticfiles
 
 ## Benchmarks against real daphne processes, side by side with a bare ASGI baseline (see docs/performance.md).
 ## DATABASE_URL / REDIS_URL are passed through when set; BENCH_ARGS goes to bench/run.py, e.g. "--repeat 3".

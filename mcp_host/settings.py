@@ -5,6 +5,7 @@ REDIS_URL      unset: in-memory channel layer and local-memory cache (one proces
 SECRET_KEY     unset: a development key (refused when DEBUG is off)
 ALLOWED_HOSTS  comma-separated; default: localhost, 127.0.0.1, [::1]
 DEBUG          "1"/"true" to enable; default off
+STATIC_ROOT    where collectstatic puts static files (served by WhiteNoise); default: staticfiles/ next to manage.py
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS and JS) served by the application itself, under daphne, DEBUG on or off.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -132,7 +135,15 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# `manage.py collectstatic --noinput` (make run does it) fills STATIC_ROOT; WhiteNoise serves it. With DEBUG on it
+# also serves straight from the apps, so a fresh checkout has a styled admin before collectstatic.
+STATIC_ROOT = os.environ.get("STATIC_ROOT") or str(BASE_DIR / "staticfiles")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MCP_APP: dict[str, object] = {}

@@ -47,6 +47,8 @@ def tenant_factory(db: Any) -> Callable[..., Any]:
 
     def make(slug: str | None = None, **fields: Any) -> Tenant:
         slug = slug or f"tenant-{next(counter)}"
+        # Tests bind the registered tools freely; the allow-list itself is tested with explicit lists.
+        fields.setdefault("allowed_python_tools", ["*"])
         return Tenant.objects.create(slug=slug, name=fields.pop("name", slug.title()), **fields)
 
     return make
@@ -154,6 +156,18 @@ def _fresh_catalog_cache() -> None:
     clear_cache()
 
 
+@pytest.fixture(autouse=True)
+def _manual_audit_flush() -> Any:
+    """The audit buffer is flushed by hand in tests (a background thread could not see a test's transaction);
+    tests of the flusher itself start it. Nothing buffered leaks from one test into the next."""
+    from mcp_app.runtime.audit import audit_log
+
+    audit_log.autostart = False
+    audit_log.clear()
+    yield audit_log
+    audit_log.clear()
+
+
 @pytest.fixture
 def member_factory(db: Any) -> Callable[..., Any]:
     """A staff user holding every mcp_app model permission (the ``MCP tenant staff`` group) and, for each
@@ -168,10 +182,75 @@ def member_factory(db: Any) -> Callable[..., Any]:
     def make(*memberships: tuple[Any, str], username: str | None = None, **fields: Any) -> Any:
         username = username or f"member-{next(counter)}"
         fields.setdefault("is_staff", True)
-        user = get_user_model().objects.create_user(username=username, password="pw-" + username, **fields)
+        # No password unless asked for: hashing one costs more than the rest of a test (tests use force_login).
+        user = get_user_model().objects.create_user(username=username, password=fields.pop("password", None), **fields)
         user.groups.add(ensure_staff_group())
         for tenant, role in memberships:
             TenantMembership.objects.create(tenant=tenant, user=user, role=role)
         return user
+
+    return make
+
+
+@dataclass
+class World:
+    """One tenant with one object of every tenant-owned model, keyed by model label, and its people: an owner,
+    an admin and a viewer (staff users with the model permissions), plus the raw value of its token."""
+
+    tenant: Any
+    objects: dict[str, Any]
+    users: dict[str, Any]
+    raw_token: str
+    access: Access
+
+    def __getitem__(self, label: str) -> Any:
+        return self.objects[label if "." in label else f"mcp_app.{label}"]
+
+
+@pytest.fixture
+def world_factory(access_factory: Callable[..., Access], member_factory: Callable[..., Any]) -> Callable[..., World]:
+    """``world_factory("acme")``: a tenant with a server exposing a static tool, a resource and a prompt, an
+    agent with a token, a session, a task, and owner/admin/viewer members (usernames ``<slug>-<role>``)."""
+    from mcp_app.models import McpSession, Prompt, Resource, ServerPrompt, ServerResource, Tenant, ToolTask
+
+    def make(slug: str) -> World:
+        tenant = Tenant.objects.create(slug=slug, name=slug.title(), allowed_python_tools=["*"])
+        access = access_factory(
+            tools=(f"{slug}-lookup",), tenant=tenant, server_id=f"{slug}-server", name=f"{slug}-server"
+        )
+        tool = access.server.tool_bindings.get().tool
+        tool.static_result = {"content": [{"type": "text", "text": f"{slug} says hi"}]}
+        tool.save()
+        resource = Resource.objects.create(tenant=tenant, uri=f"file:///{slug}.txt", name=f"{slug}-readme", text="hi")
+        prompt = Prompt.objects.create(
+            tenant=tenant,
+            name=f"{slug}-greet",
+            messages=[{"role": "user", "content": {"type": "text", "text": "Hello"}}],
+        )
+        session, _ = McpSession.objects.open_session(
+            server=access.server, agent=access.agent, protocol_version="2025-11-25"
+        )
+        task = ToolTask.objects.create_task(
+            server=access.server, agent=access.agent, tool_name=tool.name, arguments={}, ttl_ms=600_000
+        )
+        users = {
+            role: member_factory((tenant, role), username=f"{slug}-{role}") for role in ("owner", "admin", "viewer")
+        }
+        objects = {
+            "mcp_app.tenant": tenant,
+            "mcp_app.tenantmembership": users["owner"].mcp_memberships.get(),
+            "mcp_app.mcpserver": access.server,
+            "mcp_app.agent": access.agent,
+            "mcp_app.agenttoken": access.token,
+            "mcp_app.tool": tool,
+            "mcp_app.servertool": access.server.tool_bindings.get(),
+            "mcp_app.resource": resource,
+            "mcp_app.serverresource": ServerResource.objects.create(server=access.server, resource=resource),
+            "mcp_app.prompt": prompt,
+            "mcp_app.serverprompt": ServerPrompt.objects.create(server=access.server, prompt=prompt),
+            "mcp_app.mcpsession": session,
+            "mcp_app.tooltask": task,
+        }
+        return World(tenant=tenant, objects=objects, users=users, raw_token=access.raw_token, access=access)
 
     return make

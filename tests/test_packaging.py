@@ -46,6 +46,7 @@ def test_wheel_contains_mcp_app_only(tmp_path):
         "mcp_app/migrations/0001_initial.py",
         "mcp_app/protocol/dispatcher.py",
         "mcp_app/contrib/demo/mcp_tools.py",
+        "mcp_app/templates/admin/mcp_app/try_it.html",
     ):
         assert required in names
     import mcp_app

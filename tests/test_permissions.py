@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 
 from mcp_app import permissions
-from mcp_app.models import (
-    McpSession,
-    Prompt,
-    Resource,
-    ServerPrompt,
-    ServerResource,
-    Tenant,
-    TenantMembership,
-    ToolTask,
-)
+from mcp_app.models import Tenant, TenantMembership
 from mcp_app.permissions import (
     can_add,
     can_change,
@@ -30,58 +18,6 @@ from mcp_app.permissions import (
     default_tenant,
     scope_queryset,
 )
-
-
-@dataclass
-class World:
-    """One tenant with one object of every tenant-owned model."""
-
-    tenant: Tenant
-    objects: dict[str, Any]
-
-
-@pytest.fixture
-def world_factory(access_factory, member_factory):
-    def make(slug: str) -> World:
-        access = access_factory(tools=("echo",), tenant=Tenant.objects.create(slug=slug, name=slug.title()))
-        tenant = access.tenant
-        resource = Resource.objects.create(tenant=tenant, uri=f"file:///{slug}.txt", name="readme", text="hi")
-        prompt = Prompt.objects.create(tenant=tenant, name="greet", messages=[])
-        session, _ = McpSession.objects.open_session(
-            server=access.server, agent=access.agent, protocol_version="2025-11-25"
-        )
-        task = ToolTask.objects.create_task(
-            server=access.server, agent=access.agent, tool_name="echo", arguments={}, ttl_ms=60_000
-        )
-        owner = member_factory((tenant, "owner"), username=f"{slug}-owner")
-        objects = {
-            "mcp_app.tenant": tenant,
-            "mcp_app.tenantmembership": owner.mcp_memberships.get(),
-            "mcp_app.mcpserver": access.server,
-            "mcp_app.agent": access.agent,
-            "mcp_app.agenttoken": access.token,
-            "mcp_app.tool": access.server.tool_bindings.get().tool,
-            "mcp_app.servertool": access.server.tool_bindings.get(),
-            "mcp_app.resource": resource,
-            "mcp_app.serverresource": ServerResource.objects.create(server=access.server, resource=resource),
-            "mcp_app.prompt": prompt,
-            "mcp_app.serverprompt": ServerPrompt.objects.create(server=access.server, prompt=prompt),
-            "mcp_app.mcpsession": session,
-            "mcp_app.tooltask": task,
-        }
-        return World(tenant=tenant, objects=objects)
-
-    return make
-
-
-@pytest.fixture
-def acme(world_factory):
-    return world_factory("acme")
-
-
-@pytest.fixture
-def globex(world_factory):
-    return world_factory("globex")
 
 
 def test_every_model_of_the_app_has_a_tenant_path():
@@ -206,6 +142,16 @@ def test_default_tenant_is_the_only_editable_one(acme, globex, member_factory):
     assert default_tenant(member_factory((globex.tenant, "owner"), (acme.tenant, "admin"))) is None
     assert default_tenant(member_factory((globex.tenant, "viewer"))) is None
     assert default_tenant(member_factory()) is None
+
+
+@pytest.fixture
+def acme(world_factory):
+    return world_factory("acme")
+
+
+@pytest.fixture
+def globex(world_factory):
+    return world_factory("globex")
 
 
 def test_roles_are_read_once_per_user_object(acme, globex, member_factory, django_assert_num_queries):

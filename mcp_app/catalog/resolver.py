@@ -3,7 +3,8 @@
 ``resolve_catalog(server)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``. Results are
 kept in a small per-process LRU keyed by ``(server pk, catalog_version)``: the version is read with the server
 row on every request anyway, so an edit in any process is seen by every process on its next request, with no
-cache to flush. Bindings to Python tools whose code is no longer registered are left out (and logged).
+cache to flush. Bindings to Python tools whose code is no longer registered, or that the operator has not allowed
+for the tenant (``Tenant.allowed_python_tools``), are left out (and logged).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from ..conf import mcp_settings
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
+from ..models.tenancy import python_tool_allowed
 from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
 from ..runtime.execution import (
     FunctionTarget,
@@ -32,11 +35,17 @@ _cache: OrderedDict[tuple[int, int, object], ServerCatalog] = OrderedDict()
 _lock = threading.Lock()
 
 
-def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
+def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDescriptor | None:
     tool = binding.tool
     name = binding.name_override or tool.name
     description = binding.description_override or tool.description or None
     if tool.kind == Tool.Kind.PYTHON:
+        if not python_tool_allowed(allowed_python_tools, tool.python_name or tool.name):
+            # The row may exist (bound before the operator withdrew the tool): never expose it.
+            logger.warning(
+                "server %s binds python tool %r not allowed for its tenant", binding.server_id, tool.python_name
+            )
+            return None
         registered = registry.get(tool.python_name or tool.name)
         if registered is None:
             logger.warning("server %s binds unregistered python tool %r", binding.server_id, tool.python_name)
@@ -51,6 +60,7 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
             icons=tool.icons,
             task_support=registered.task_support,
             target=PythonTarget(registered),
+            ref=tool.pk,
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
     return ToolDescriptor(
@@ -72,6 +82,7 @@ def _descriptor(binding: ServerTool) -> ToolDescriptor | None:
                 progress_steps=tool.static_progress_steps,
             ),
         ),
+        ref=tool.pk,
     )
 
 
@@ -94,6 +105,7 @@ def _resource_descriptor(resource: Resource) -> ResourceDescriptor | None:
         annotations=resource.annotations,
         pattern=template_pattern(resource.uri) if resource.is_template else None,
         target=target,
+        ref=resource.pk,
     )
 
 
@@ -123,6 +135,7 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
             title=prompt.title or registered.title,
             description=prompt.description or registered.description or None,
             target=FunctionTarget(registered),
+            ref=prompt.pk,
         )
     return PromptDescriptor(
         name=prompt.name,
@@ -130,6 +143,7 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
         title=prompt.title or None,
         description=prompt.description or None,
         target=StaticPromptTarget(messages=tuple(prompt.messages or ())),
+        ref=prompt.pk,
     )
 
 
@@ -142,7 +156,8 @@ def build_catalog(server: McpServer) -> ServerCatalog:
     prompts = ServerPrompt.objects.filter(server=server, enabled=True, prompt__tenant_id=tenant).select_related(
         "prompt"
     )
-    tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b)) is not None]
+    allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
+    tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b, allowed)) is not None]
     resource_descriptors = [
         d for b in resources.order_by("position", "id") if (d := _resource_descriptor(b.resource)) is not None
     ]
@@ -175,5 +190,8 @@ def resolve_catalog(server: McpServer) -> ServerCatalog:
 
 
 def clear_cache() -> None:
+    from .grants import clear_cache as clear_views
+
     with _lock:
         _cache.clear()
+    clear_views()

@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
 
 
 @receiver(post_save, sender=ServerTool)
@@ -50,3 +50,11 @@ def _resource_saved(sender: type[Resource], instance: Resource, created: bool = 
     server_ids = set(ServerResource.objects.filter(resource=instance).values_list("server_id", flat=True))
     updated = None if created or instance.is_template else instance.uri
     McpServer.objects.bump_catalog_version(server_ids, ("resources",), updated_uri=updated)
+
+
+@receiver(post_save, sender=Tenant)
+def _tenant_saved(sender: type[Tenant], instance: Tenant, created: bool = False, **kwargs: Any) -> None:
+    # The operator's allow-list of Python tools shapes every catalog of the tenant.
+    if not created:
+        server_ids = set(McpServer.objects.filter(tenant=instance).values_list("pk", flat=True))
+        McpServer.objects.bump_catalog_version(server_ids, ("tools",))

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0006_tool_tasks'),
+        ('mcp_app', '0010_grants_and_audit'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -2,6 +2,7 @@
 
 from .agents import Agent, AgentToken
 from .apikeys import ApiKey
+from .audit import ToolCall
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
 from .sessions import McpSession
@@ -22,5 +23,6 @@ __all__ = [
     "Tenant",
     "TenantMembership",
     "Tool",
+    "ToolCall",
     "ToolTask",
 ]

@@ -138,12 +138,11 @@ class Tool(models.Model):
     def clean(self) -> None:
         super().clean()
         if self.kind == self.Kind.PYTHON:
-            from ..catalog.registry import registry
-
-            if not self.python_name:
-                self.python_name = self.name
-            if registry.get(self.python_name) is None:
-                raise ValidationError({"python_name": f"No tool named {self.python_name!r} is registered in code."})
+            self._check_python_target()
+            if self.tenant_id is not None and not self.tenant.allows_python_tool(self.python_name):
+                raise ValidationError(
+                    {"python_name": f"The operator has not allowed {self.python_name!r} for this tenant."}
+                )
         elif self.kind == self.Kind.STATIC:
             from ..runtime.static import validate_static_config
 
@@ -162,6 +161,20 @@ class Tool(models.Model):
             and all(isinstance(icon, dict) and isinstance(icon.get("src"), str) for icon in self.icons)
         ):
             raise ValidationError({"icons": 'Icons are a list of {"src": url, "mimeType"?, "sizes"?}.'})
+
+    def _check_python_target(self) -> None:
+        from ..catalog.registry import registry
+
+        if not self.python_name:
+            self.python_name = self.name
+        if registry.get(self.python_name) is None:
+            raise ValidationError({"python_name": f"No tool named {self.python_name!r} is registered in code."})
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Also without a form: a python tool always names a registered function.
+        if self.kind == self.Kind.PYTHON:
+            self._check_python_target()
+        super().save(*args, **kwargs)
 
 
 class ServerTool(models.Model):
@@ -200,6 +213,14 @@ class ServerTool(models.Model):
         super().clean()
         if self.server_id and self.tool_id and self.server.tenant_id != self.tool.tenant_id:
             raise ValidationError("A server can only expose tools of its own tenant.")
+        if (
+            self.tool_id
+            and self.tool.kind == Tool.Kind.PYTHON
+            and not self.tool.tenant.allows_python_tool(self.tool.python_name or self.tool.name)
+        ):
+            raise ValidationError(
+                {"tool": f"The operator has not allowed the Python tool {self.tool.python_name!r} for this tenant."}
+            )
         if self.server_id and self.tool_id:
             clash = ServerTool.objects.filter(server_id=self.server_id).exclude(pk=self.pk).select_related("tool")
             if any(other.exposed_name == self.exposed_name for other in clash):

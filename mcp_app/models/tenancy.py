@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+#: In ``Tenant.allowed_python_tools``: every registered tool.
+ALL_PYTHON_TOOLS = "*"
+
+
+def python_tool_allowed(allowed: Any, python_name: str) -> bool:
+    """Whether an allow-list (``Tenant.allowed_python_tools``) admits the registered tool ``python_name``."""
+    return isinstance(allowed, list) and (ALL_PYTHON_TOOLS in allowed or python_name in allowed)
 
 
 class Tenant(models.Model):
@@ -14,6 +25,13 @@ class Tenant(models.Model):
     is_active = models.BooleanField(
         "active", default=True, help_text="An inactive tenant's servers answer 404 and its tokens stop working."
     )
+    allowed_python_tools = models.JSONField(
+        "allowed Python tools",
+        default=list,
+        blank=True,
+        help_text='Code-registered (@tool) tools this tenant may bind, by registered name; ["*"] allows all. '
+        "Set by the operator (superusers) only.",
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:
@@ -23,6 +41,33 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    def allows_python_tool(self, python_name: str) -> bool:
+        """Whether the operator lets this tenant use the registered tool ``python_name``."""
+        return python_tool_allowed(self.allowed_python_tools, python_name)
+
+    def allow_python_tools(self, names: Any) -> None:
+        """Add registered tool names to the allow-list (an operator's verb: setup code, commands)."""
+        current = list(self.allowed_python_tools or [])
+        merged = list(dict.fromkeys([*current, *names]))
+        if merged != current:
+            self.allowed_python_tools = merged
+            self.save(update_fields=["allowed_python_tools"])
+
+    def clean(self) -> None:
+        super().clean()
+        value = self.allowed_python_tools
+        if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
+            raise ValidationError({"allowed_python_tools": 'A list of registered tool names, e.g. ["echo"], or ["*"].'})
+        from ..catalog.registry import registry
+
+        unknown = [name for name in value if name != ALL_PYTHON_TOOLS and registry.get(name) is None]
+        if unknown:
+            raise ValidationError(
+                {
+                    "allowed_python_tools": f"Not registered in code: {', '.join(unknown)}. Known: {', '.join(registry.names())}."
+                }
+            )
 
 
 class TenantMembership(models.Model):

@@ -110,7 +110,10 @@ class TaskService:
         self._ctx = ctx
 
     def _visible(self, task_id: str) -> ToolTask | None:
-        return ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+        task = ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+        if task is not None and self._ctx is not None and self._ctx.catalog.withholds_tool(task.tool_name):
+            return None  # a task of a tool outside this token's grant is as unknown as the tool
+        return task
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
         task = await database_sync_to_async(self._visible)(task_id)
@@ -229,6 +232,20 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
                 return
     finally:
         await layer.group_discard(group, channel)
+
+
+def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
+    """Cancel a task from outside a request (the admin; synchronous code): mark it cancelled and stop its work
+    in whichever process runs it. Returns whether it moved (a terminal task stays as it is)."""
+    from asgiref.sync import async_to_sync
+
+    moved = ToolTask.objects.transition(task.pk, status=ToolTask.Status.CANCELLED, status_message=message)
+    if moved:
+        layer = get_channel_layer()
+        if layer is not None:
+            # Every running task listens on its group, in this process too (see ``follow``).
+            async_to_sync(layer.group_send)(task_group(task.task_id), {"type": CANCEL_EVENT})
+    return moved
 
 
 def create_result(task: ToolTask) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from ..events import (
     stream_group,
 )
 from ..protocol import jsonrpc, modern, versions
-from ..protocol.context import OpenStream, Principal, RequestContext, ServerDescription
+from ..protocol.context import OpenStream, RequestContext
 from ..protocol.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -356,23 +356,7 @@ class McpConsumer(AsyncConsumer):
             await self._serve_legacy(grant, payload, headers)
 
     def _context(self, grant: AccessGrant, writer: ResponseWriter, **fields: Any) -> RequestContext:
-        server = grant.server
-        return RequestContext(
-            server=ServerDescription(
-                server_id=server.server_id,
-                name=server.name,
-                title=server.title,
-                version=server.version,
-                instructions=server.instructions,
-                protocol_versions=server.supported_versions,
-            ),
-            catalog=grant.catalog,
-            runner=runner,
-            principal=Principal(tenant=grant.tenant_slug, agent_id=grant.agent_id),
-            emit=writer.notify,
-            page_size=mcp_settings.PAGE_SIZE,
-            **fields,
-        )
+        return grant.request_context(runner=runner, emit=writer.notify, **fields)
 
     async def _serve_legacy(self, grant: AccessGrant, payload: Any, headers: dict[str, str]) -> None:
         supported = versions.handshake_versions(grant.server.supported_versions)

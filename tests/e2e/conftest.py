@@ -83,8 +83,11 @@ class Daphne:
 
 
 @contextlib.contextmanager
-def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
-    """Start daphne on a free port against the test database (and Redis, when configured); stop it after."""
+def _running_daphne(
+    tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
+) -> Iterator[Daphne]:
+    """Start daphne on a free port against the test database (and Redis, when configured), with ``extra_env``
+    on top; stop it after."""
     from django.conf import settings
     from django.db import connection
 
@@ -102,6 +105,7 @@ def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne
     )
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
+    env.update(extra_env or {})
     logs = tmp_path_factory.mktemp("daphne")
     stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
@@ -126,6 +130,9 @@ def _running_daphne(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+running_daphne = _running_daphne  # for tests that need a daphne of their own (other settings)
 
 
 @pytest.fixture(scope="session")

@@ -163,6 +163,7 @@ def ensure_conformance(extra_origins: Iterable[str] = ()) -> McpServer:
     """The demo tenant's ``conformance`` server with every fixture bound, allowing ``extra_origins`` too."""
     _check_registered()
     tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
+    tenant.allow_python_tools([*PYTHON_TOOLS, *LEGACY_TOOLS, *TASK_TOOLS])
     server, _ = McpServer.objects.get_or_create(
         server_id=SERVER_ID,
         defaults={

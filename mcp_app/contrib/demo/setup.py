@@ -47,6 +47,7 @@ def ensure_demo(base_url: str) -> DemoAccess:
     ``demo-modern`` (2026-07-28 only), plus, when ``mcp_app.contrib.conformance`` is installed, its
     ``conformance`` server (allowing ``base_url``'s origin); an agent allowed on all, and a fresh token for it."""
     tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
+    tenant.allow_python_tools(DEMO_TOOLS)
     server = _ensure_server(tenant, "demo", name="demo", title="mcp-host demo", instructions=DEMO_INSTRUCTIONS)
     modern = _ensure_server(
         tenant,

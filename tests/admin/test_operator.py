@@ -9,7 +9,20 @@ from django.urls import reverse
 
 from mcp_app.models import AgentToken, ServerTool, Tool
 
-MODELS = ["tenant", "tenantmembership", "mcpserver", "agent", "agenttoken", "tool", "servertool"]
+MODELS = [
+    "tenant",
+    "tenantmembership",
+    "mcpserver",
+    "agent",
+    "agenttoken",
+    "tool",
+    "servertool",
+    "resource",
+    "serverresource",
+    "prompt",
+    "serverprompt",
+]
+RECORDS = ["mcpsession", "tooltask"]
 
 
 @pytest.fixture
@@ -21,6 +34,12 @@ def populated(access_factory):
 def test_changelist_and_add_pages_render(admin_client, populated, model):
     assert admin_client.get(reverse(f"admin:mcp_app_{model}_changelist")).status_code == 200
     assert admin_client.get(reverse(f"admin:mcp_app_{model}_add")).status_code == 200
+
+
+@pytest.mark.parametrize("model", RECORDS)
+def test_sessions_and_tasks_are_listed_but_never_added(admin_client, populated, model):
+    assert admin_client.get(reverse(f"admin:mcp_app_{model}_changelist")).status_code == 200
+    assert admin_client.get(reverse(f"admin:mcp_app_{model}_add")).status_code == 403
 
 
 def test_change_pages_render(admin_client, populated):

@@ -1,0 +1,159 @@
+"""Admin of agents and their tokens.
+
+Tokens are created here through ``AgentToken.objects.issue_token``: the raw value is shown once in a message and
+never stored. The token form offers only servers of the agent's tenant (the agent comes from the form, or from
+``?agent=<pk>`` as the agent page's "Issue a token" link sets it); revocation goes through ``AgentToken.revoke``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from .. import permissions
+from ..models import Agent, AgentToken
+from .audit import GRANT_FIELDS
+from .base import TenantScopedAdmin, TenantScopedInline
+
+
+class AgentTokenInline(TenantScopedInline, admin.TabularInline):
+    model = AgentToken
+    extra = 0
+    can_delete = False
+    fields = ("prefix", "name", "created_at", "expires_at", "revoked_at", "last_used_at")
+    readonly_fields = fields
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(TenantScopedAdmin):
+    change_form_template = "admin/mcp_app/change_form_links.html"
+    list_display = ("agent_id", "name", "tenant", "is_active", "created_at")
+    list_filter = ("is_active", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("tenant",)
+    search_fields = ("agent_id", "name", "tenant__slug")
+    readonly_fields = ("created_at",)
+    inlines = [AgentTokenInline]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
+        links = []
+        agent = self.get_object(request, object_id)
+        if permissions.can_add(request.user, agent.tenant, AgentToken):
+            links.append((reverse("admin:mcp_app_agenttoken_add") + f"?agent={agent.pk}", "Issue a token"))
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "object_links": links})
+
+
+class AgentTokenForm(forms.ModelForm):
+    class Meta:
+        model = AgentToken
+        fields = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        agent = data.get("agent") or (self.instance.agent if self.instance.agent_id else None)
+        servers = data.get("servers")
+        if agent is not None and servers is not None:
+            foreign = [server.server_id for server in servers if server.tenant_id != agent.tenant_id]
+            if foreign:
+                self.add_error("servers", f"Not servers of the agent's tenant: {', '.join(foreign)}.")
+        if agent is not None:
+            for name in GRANT_FIELDS[1:4]:
+                entries = data.get(name)
+                foreign = [str(entry) for entry in entries or () if entry.tenant_id != agent.tenant_id]
+                if foreign:
+                    self.add_error(name, f"Not entries of the agent's tenant: {', '.join(foreign)}.")
+        return data
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(TenantScopedAdmin):
+    form = AgentTokenForm
+    tenant_field = "agent"
+    list_display = ("__str__", "name", "agent", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_filter = (("agent__tenant", admin.RelatedOnlyFieldListFilter), ("revoked_at", admin.EmptyFieldListFilter))
+    list_select_related = ("agent", "agent__tenant")
+    search_fields = ("prefix", "name", "agent__agent_id")
+    autocomplete_fields = ("agent",)
+    filter_horizontal = ("servers", *GRANT_FIELDS[1:4])
+    readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
+    actions = ["revoke_tokens"]
+
+    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
+        if obj is None:
+            return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
+        return [
+            "agent",
+            "name",
+            "servers",
+            *GRANT_FIELDS,
+            "expires_at",
+            "prefix",
+            "digest",
+            "created_at",
+            "revoked_at",
+            "last_used_at",
+        ]
+
+    def _agent_of_request(self, request: HttpRequest) -> Agent | None:
+        """The agent a new token is for, when the form or the link names one the user may issue tokens for."""
+        raw = request.POST.get("agent") or request.GET.get("agent")
+        if not raw or not str(raw).isdigit():
+            return None
+        agents = permissions.scope_queryset(request.user, Agent.objects.all(), permissions.ADMIN)
+        return agents.filter(pk=int(raw)).first()
+
+    def get_form(self, request: HttpRequest, obj: AgentToken | None = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            agent = self._agent_of_request(request)
+            if agent is not None:
+                # Server choices of the agent's tenant only.
+                return self._building_for(
+                    request, agent, lambda: super(TenantScopedAdmin, self).get_form(request, obj, change, **kwargs)
+                )
+        return super().get_form(request, obj, change, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        if not permissions.can_add(request.user, obj):
+            raise PermissionDenied
+        token, raw = AgentToken.objects.issue_token(
+            obj.agent,
+            name=obj.name,
+            expires_at=obj.expires_at,
+            tools=[] if obj.limit_to_grant else None,  # the chosen entries are set with the form's M2M data
+            read_only=obj.read_only,
+        )
+        obj.pk = token.pk
+        obj.prefix, obj.digest, obj.created_at = token.prefix, token.digest, token.created_at
+        obj._state.adding = False
+        messages.warning(
+            request,
+            format_html(
+                'New token for {}: <code id="mcp-new-token">{}</code> — copy it now; it is never shown again.',
+                obj.agent.agent_id,
+                raw,
+            ),
+        )
+
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
+    def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True):
+            token.revoke()
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} token(s).")

@@ -1,0 +1,302 @@
+"""What every mcp_app ModelAdmin and inline shares: tenant scoping through ``mcp_app.permissions``.
+
+``TenantScopedAdmin`` (and ``TenantScopedInline``) make one ModelAdmin tenant-aware without logic of its own:
+
+- querysets (changelist, change form, delete, history, actions, search, autocomplete) go through
+  ``scope_queryset``; another tenant's object is a 404, exactly like a missing one;
+- ``has_*_permission`` ask ``can_view`` / ``can_change`` / ``can_delete`` / ``can_add`` (the role on the object's
+  tenant plus the Django model permission); without an object, whether the user may do it in some tenant;
+- every action receives only the selected objects the user may change (or delete) in their tenant, whatever
+  the page showed, so a user who is admin in one tenant and viewer in another changes nothing in the second;
+- foreign-key and many-to-many choices of tenant-owned models are limited to the tenants the user edits;
+  ``tenant`` offers the user's editable tenants and is preset (and hidden) when there is only one; the field
+  that ties an object to its tenant is read-only once the object exists;
+- JSON fields get a formatted textarea; help texts are escaped, so ``/mcp/<server id>`` shows as written.
+
+Not owned here: the rules themselves (``mcp_app.permissions``), the domain verbs (the managers).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest
+from django.utils.html import conditional_escape
+
+from .. import permissions
+from ..models import Tenant
+
+
+class JSONTextarea(forms.Textarea):
+    """A monospace textarea sized to its (indented) content."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(
+            attrs={"class": "vLargeTextField mcp-json", "style": "font-family: monospace", **(attrs or {})}
+        )
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        lines = str(value or "").count("\n") + 1
+        context["widget"]["attrs"]["rows"] = max(3, min(lines + 1, 30))
+        return context
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON form field that shows its value indented and says where invalid JSON went wrong."""
+
+    widget = JSONTextarea
+    default_error_messages = {"invalid": "Enter valid JSON: %(error)s"}
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled or value in self.empty_values:
+            return super().to_python(value)
+        try:
+            json.loads(value, cls=self.decoder)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                self.error_messages["invalid"], code="invalid", params={"error": f"{exc.msg} (line {exc.lineno})"}
+            ) from exc
+        return super().to_python(value)
+
+
+class _ScopedChoices:
+    """Foreign-key, many-to-many and help-text handling shared by ModelAdmins and inlines."""
+
+    @staticmethod
+    def _building_for(request: HttpRequest, obj: Any, build: Callable[[], Any]) -> Any:
+        """Build a form class while the choices know the tenant of ``obj`` (the edited object, or an inline's
+        parent): the form fields are made during ``build``."""
+        previous = getattr(request, "_mcp_form_tenant_id", None)
+        request._mcp_form_tenant_id = permissions.tenant_id_of(obj) if obj is not None else None  # type: ignore[attr-defined]
+        try:
+            return build()
+        finally:
+            request._mcp_form_tenant_id = previous  # type: ignore[attr-defined]
+
+    def _scope_choices(self, request: HttpRequest, db_field: Any, kwargs: dict[str, Any]) -> None:
+        related = db_field.remote_field.model
+        if related is Tenant:
+            kwargs["queryset"] = permissions.editable_tenants(request.user, self._tenant_role())
+        elif related._meta.label_lower in permissions.TENANT_PATHS:
+            base = kwargs.get("queryset", related._default_manager.all())
+            scoped = permissions.scope_queryset(request.user, base, permissions.ADMIN)
+            tenant_id = getattr(request, "_mcp_form_tenant_id", None)
+            if tenant_id is not None:
+                # The form belongs to an existing object: only choices of that object's tenant.
+                path = permissions.tenant_path(related)
+                scoped = scoped.filter(**{"pk" if path == "pk" else path: tenant_id})
+            kwargs["queryset"] = scoped
+
+    def _tenant_role(self) -> str:
+        """The role a tenant must grant for new objects of this model to go into it (owner for memberships)."""
+        return permissions.required_role(self.model, "add") or permissions.OWNER  # type: ignore[attr-defined]
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        self._scope_choices(request, db_field, kwargs)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        self._scope_choices(request, db_field, kwargs)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if isinstance(db_field, models.JSONField):
+            kwargs.setdefault("form_class", PrettyJSONField)
+            kwargs.setdefault("widget", JSONTextarea)
+        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        if formfield is not None and formfield.help_text:
+            # The admin renders help texts as HTML; ours are plain text ("/mcp/<server id>").
+            formfield.help_text = conditional_escape(formfield.help_text)
+        return formfield
+
+
+def _role_for(model: type[models.Model], action: str) -> str | None:
+    return permissions.required_role(model, action)
+
+
+def _somewhere(request: HttpRequest, model: type[models.Model], action: str) -> bool:
+    """Whether the user may do ``action`` on ``model`` in at least one tenant."""
+    if not permissions.has_model_permission(request.user, action, model):
+        return False
+    access = permissions.access_for(request.user)
+    if access.is_superuser:
+        return True
+    role = _role_for(model, action)
+    return role is not None and bool(access.tenant_ids(role))
+
+
+class TenantScopedAdmin(_ScopedChoices, admin.ModelAdmin):
+    """A ModelAdmin whose every page is limited to the user's tenants (see the module docstring).
+
+    ``tenant_field``: the field tying a new object to its tenant (``tenant``, ``server``, ``agent``), read-only
+    once the object exists. ``read_only_model``: nothing is added or edited through forms (sessions, tasks);
+    actions still need the change role.
+    """
+
+    tenant_field: str | None = "tenant"
+    read_only_model = False
+
+    # -- querysets ----------------------------------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return permissions.scope_queryset(request.user, super().get_queryset(request))
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        obj = super().get_object(request, object_id, from_field)
+        if obj is None:
+            # Another tenant's object and a missing one look the same: 404, not a redirect that says "deleted".
+            raise Http404(f"No {self.opts.verbose_name} with this id.")
+        return obj
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], search_term: str) -> Any:
+        queryset, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name == "autocomplete":
+            # Autocomplete offers choices for a form: only objects the user may attach things to.
+            queryset = permissions.scope_queryset(request.user, queryset, permissions.ADMIN)
+        return queryset, may_have_duplicates
+
+    # -- permissions --------------------------------------------------------------------------------------------
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return _somewhere(request, self.model, "view")
+        return permissions.can_view(request.user, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return _somewhere(request, self.model, "change")
+        return permissions.can_change(request.user, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return _somewhere(request, self.model, "delete")
+        return permissions.can_delete(request.user, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        if self.read_only_model:
+            return False
+        return _somewhere(request, self.model, "add")
+
+    # -- actions: only what the user may change, whatever was selected -------------------------------------------
+    def get_actions(self, request: HttpRequest) -> dict[str, tuple[Callable[..., Any], str, str]]:
+        actions = super().get_actions(request)
+        return {name: (self._scoped_action(func), name, desc) for name, (func, _, desc) in actions.items()}
+
+    def _scoped_action(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        needed = getattr(func, "allowed_permissions", ("change",))
+        action = "delete" if "delete" in needed else "change"
+
+        def scoped(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+            role = _role_for(modeladmin.model, action)
+            if role is None and not request.user.is_superuser:
+                return None
+            allowed = queryset if role is None else permissions.scope_queryset(request.user, queryset, role)
+            return func(modeladmin, request, allowed)
+
+        for attribute in ("allowed_permissions", "short_description"):
+            if hasattr(func, attribute):
+                setattr(scoped, attribute, getattr(func, attribute))
+        return scoped
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        # The forms only offer the user's tenants; this is the last line should a form ever offer more.
+        allowed = permissions.can_change(request.user, obj) if change else permissions.can_add(request.user, obj)
+        if not allowed:
+            raise PermissionDenied
+        super().save_model(request, obj, form, change)
+
+    # -- forms --------------------------------------------------------------------------------------------------
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if self.read_only_model:
+            hidden = set(self.exclude or ())
+            return [*fields, *(f.name for f in self.opts.fields if f.editable and f.name not in {*fields, *hidden})]
+        if obj is not None and self.tenant_field and self.tenant_field not in fields:
+            fields.append(self.tenant_field)
+        return fields
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        return self._building_for(
+            request, obj, lambda: super(TenantScopedAdmin, self).get_form(request, obj, change, **kwargs)
+        )
+
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        if self.read_only_model:
+            extra_context = {
+                **(extra_context or {}),
+                "show_save": False,
+                "show_save_and_continue": False,
+                "show_save_and_add_another": False,
+            }
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        if self.tenant_field == "tenant" and "tenant" not in initial:
+            tenant = permissions.default_tenant(request.user, self._tenant_role())
+            if tenant is not None:
+                initial["tenant"] = tenant.pk
+        return initial
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "tenant" and db_field.remote_field.model is Tenant and formfield is not None:
+            only = permissions.default_tenant(request.user, self._tenant_role())
+            if only is not None:
+                # A user with one editable tenant never picks it: the field is preset and hidden.
+                formfield.widget = forms.HiddenInput()
+                formfield.initial = only.pk
+                formfield.empty_label = None
+        return formfield
+
+
+class TenantScopedInline(_ScopedChoices):
+    """Mixin for inlines: the parent object's permissions decide, querysets and choices are scoped."""
+
+    model: type[models.Model]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return permissions.scope_queryset(request.user, super().get_queryset(request))  # type: ignore[misc]
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        return self._building_for(
+            request, obj, lambda: super(TenantScopedInline, self).get_formset(request, obj, **kwargs)
+        )  # type: ignore[misc]
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return _somewhere(request, self.model, "view")
+        return permissions.can_view(request.user, obj) and permissions.has_model_permission(
+            request.user, "view", self.model
+        )
+
+    def _parent_allows(self, request: HttpRequest, obj: Any, action: str) -> bool:
+        if not permissions.has_model_permission(request.user, action, self.model):
+            return False
+        if obj is None:
+            return _somewhere(request, self.model, action)
+        tenant_id = permissions.tenant_id_of(obj)
+        return permissions.access_for(request.user).has_role(tenant_id, _role_for(self.model, action))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._parent_allows(request, obj, "change")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._parent_allows(request, obj, "add")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._parent_allows(request, obj, "delete")

@@ -1,0 +1,92 @@
+"""Admin of tenants and memberships.
+
+Members see their tenants; owners rename them and manage memberships; only superusers create or delete
+tenants, activate or deactivate them, and set the operator's allow-list of Python tools. A membership names its
+user by username (typed, not picked from a list), so an owner never browses the site's users.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest
+
+from .. import permissions
+from ..models import Tenant, TenantMembership
+from .base import TenantScopedAdmin, TenantScopedInline
+
+OPERATOR_FIELDS = ("slug", "is_active", "allowed_python_tools")
+
+
+class UsernameField(forms.ModelChoiceField):
+    """A user given by username in a text box."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        user_model = get_user_model()
+        kwargs.setdefault("help_text", "The username of the person to add.")
+        super().__init__(
+            queryset=user_model._default_manager.filter(is_active=True),
+            to_field_name=user_model.USERNAME_FIELD,
+            widget=forms.TextInput,
+            error_messages={"invalid_choice": "No active user with this username."},
+            **kwargs,
+        )
+
+
+class MembershipForm(forms.ModelForm):
+    user = UsernameField(label="User")
+
+    class Meta:
+        model = TenantMembership
+        fields = ("tenant", "user", "role")
+
+
+class TenantMembershipInline(TenantScopedInline, admin.TabularInline):
+    model = TenantMembership
+    form = MembershipForm
+    fields = ("user", "role", "created_at")
+    readonly_fields = ("created_at",)
+    extra = 0
+
+
+@admin.register(Tenant)
+class TenantAdmin(TenantScopedAdmin):
+    tenant_field = None
+    list_display = ("slug", "name", "is_active", "created_at")
+    list_filter = ("is_active",)
+    search_fields = ("slug", "name")
+    inlines = [TenantMembershipInline]
+
+    def get_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
+        return ("slug", "name", "is_active", "allowed_python_tools", "created_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
+        fields = ["created_at"]
+        if not request.user.is_superuser:
+            fields += OPERATOR_FIELDS
+        return fields
+
+    def get_prepopulated_fields(self, request: HttpRequest, obj: Tenant | None = None) -> dict[str, Any]:
+        return {"slug": ("name",)} if obj is None and request.user.is_superuser else {}
+
+
+@admin.register(TenantMembership)
+class TenantMembershipAdmin(TenantScopedAdmin):
+    form = MembershipForm
+    list_display = ("user", "tenant", "role", "created_at")
+    list_filter = ("role", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("user", "tenant")
+    search_fields = ("user__username", "user__email", "tenant__slug")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: TenantMembership | None = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and "user" not in fields:
+            fields.append("user")  # a membership is one person's; another person gets their own
+        return fields
+
+    def save_model(self, request: HttpRequest, obj: TenantMembership, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        permissions.forget(request.user)

@@ -1,0 +1,86 @@
+"""An in-process client of the endpoint, for the admin's "Try it": one request, as one agent token, on one server.
+
+``run_as`` builds the JSON-RPC request a client would send and serves it like the consumer serves a sessionless
+handshake-era POST: the token's grant on the server (``auth.grant_for_token``: scope and catalog, the same code
+the wire runs after authenticating the bearer), the same request context, the protocol dispatcher and its
+handlers, and the consumer's runner. Whatever the wire applies there (grants, audit) applies here too. What a
+client would have received comes back: the notifications in order (progress, logs) and the response, or why
+the token may not use the server.
+
+Not done here: sampling and elicitation (there is no client to ask; tools that need them get the error a client
+without those capabilities gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from ..models import AgentToken, McpServer
+from ..protocol import versions
+from ..protocol.handlers import dispatcher
+from .auth import AccessDenied, grant_for_token
+
+PROTOCOL_VERSION = "2025-11-25"
+TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class ConsoleRun:
+    """What a client would have seen."""
+
+    request: dict[str, Any]
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    response: dict[str, Any] | None = None
+    refused: str | None = None  # the token may not use the server (the wire's 403/404 message)
+    timed_out: bool = False
+
+    @property
+    def result(self) -> Any:
+        return (self.response or {}).get("result")
+
+    @property
+    def error(self) -> Any:
+        return (self.response or {}).get("error")
+
+
+def _grant(token: AgentToken, server: McpServer) -> Any:
+    # The token as authentication resolves it: only a usable token of an active agent.
+    live = AgentToken.objects.usable().filter(pk=token.pk, agent__is_active=True).select_related("agent").first()
+    if live is None:
+        raise AccessDenied(401, "The token is invalid, expired or revoked, or its agent is inactive.")
+    return grant_for_token(live, server.server_id)
+
+
+async def run_as(
+    token: AgentToken, server: McpServer, method: str, params: dict[str, Any], *, time_limit: float = TIMEOUT_SECONDS
+) -> ConsoleRun:
+    """Send ``method`` with ``params`` to ``server`` as ``token``'s agent; collect notifications and response."""
+    request_id = f"try-it-{secrets.token_hex(6)}"
+    params = {**params, "_meta": {"progressToken": request_id}}
+    run = ConsoleRun(request={"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    try:
+        # The caller is a Django request (the admin), which owns its database connection: no connection
+        # recycling here, unlike the consumer's database_sync_to_async.
+        grant = await sync_to_async(_grant, thread_sensitive=True)(token, server)
+    except AccessDenied as exc:
+        run.refused = exc.message
+        return run
+
+    async def emit(message: dict[str, Any]) -> None:
+        run.notifications.append(message)
+
+    from .consumer import runner  # the wire's runner, shared
+
+    ctx = grant.request_context(
+        runner=runner, emit=emit, protocol_version=PROTOCOL_VERSION, era=versions.LEGACY, headers={}
+    )
+    try:
+        run.response = await asyncio.wait_for(dispatcher.dispatch(run.request, ctx, max_batch_size=1), time_limit)
+    except TimeoutError:
+        run.timed_out = True
+    return run
