@@ -25,6 +25,7 @@ from ..models import (
     Tenant,
     TenantMembership,
     Tool,
+    ToolCall,
 )
 
 MAX_ID = 2**63 - 1
@@ -140,3 +141,25 @@ class McpSessionFilter(filters.FilterSet):
     class Meta:
         model = McpSession
         fields = ("server", "agent", "tenant", "terminated", "protocol_version")
+
+
+class ToolCallFilter(TenantScopedFilter):
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    tool = filters.CharFilter(field_name="tool_name", help_text="Tool name as called.")
+    started_after = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    started_before = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt")
+
+    class Meta:
+        model = ToolCall
+        fields = (
+            "tenant",
+            "tenant_slug",
+            "server",
+            "agent",
+            "tool",
+            "status",
+            "era",
+            "started_after",
+            "started_before",
+        )

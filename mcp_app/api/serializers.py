@@ -33,6 +33,7 @@ from ..models import (
     Tenant,
     TenantMembership,
     Tool,
+    ToolCall,
 )
 from .permissions import ADMIN, OWNER, access_for, can_add, default_tenant, scope
 
@@ -387,13 +388,24 @@ class ServerPromptSerializer(BindingSerializer):
         validators: list[Any] = []
 
 
+GRANT_FIELDS = ("granted_tools", "granted_resources", "granted_prompts")
+
+
 class AgentTokenSerializer(serializers.ModelSerializer):
-    """An agent's token. Created through ``AgentToken.objects.issue_token``; the digest is never shown or set."""
+    """An agent's token. Created through ``AgentToken.objects.issue_token``; the digest is never shown or set.
+
+    The grant (``limit_to_grant`` with the granted tools, resources and prompts, and ``read_only``) narrows what
+    the token sees on its servers; granting any entry on create limits the token to the entries granted."""
 
     agent = ScopedRelatedField(queryset=Agent.objects.all())
     servers = ScopedRelatedField(
         queryset=McpServer.objects.all(), many=True, required=False, help_text="Servers this token may call."
     )
+    granted_tools = ScopedRelatedField(
+        queryset=Tool.objects.all(), many=True, required=False, help_text="With limit_to_grant: the tools it sees."
+    )
+    granted_resources = ScopedRelatedField(queryset=Resource.objects.all(), many=True, required=False)
+    granted_prompts = ScopedRelatedField(queryset=Prompt.objects.all(), many=True, required=False)
     tenant = serializers.IntegerField(source="agent.tenant_id", read_only=True)
     is_usable = serializers.BooleanField(read_only=True)
 
@@ -405,6 +417,11 @@ class AgentTokenSerializer(serializers.ModelSerializer):
             "agent",
             "name",
             "servers",
+            "limit_to_grant",
+            "granted_tools",
+            "granted_resources",
+            "granted_prompts",
+            "read_only",
             "prefix",
             "created_at",
             "expires_at",
@@ -425,14 +442,25 @@ class AgentTokenSerializer(serializers.ModelSerializer):
         servers = attrs.get("servers")
         if agent is not None and servers and any(server.tenant_id != agent.tenant_id for server in servers):
             raise serializers.ValidationError({"servers": ["A token can only be scoped to its agent's servers."]})
+        for field in GRANT_FIELDS:
+            entries = attrs.get(field) or ()
+            if agent is not None and any(entry.tenant_id != agent.tenant_id for entry in entries):
+                raise serializers.ValidationError({field: ["A token can only be granted its agent's catalog entries."]})
         return attrs
 
     def create(self, validated_data: dict[str, Any]) -> AgentToken:
+        limited = validated_data.get("limit_to_grant", False) or any(field in validated_data for field in GRANT_FIELDS)
+        grants = {
+            key: (list(validated_data.get(field) or ()) if limited else None)
+            for key, field in zip(("tools", "resources", "prompts"), GRANT_FIELDS, strict=True)
+        }
         token, raw = AgentToken.objects.issue_token(
             validated_data["agent"],
             servers=validated_data.get("servers") or None,
             name=validated_data.get("name", ""),
             expires_at=validated_data.get("expires_at"),
+            read_only=validated_data.get("read_only", False),
+            **grants,
         )
         token.raw_token = raw  # type: ignore[attr-defined]  (returned once, by the create response)
         return token
@@ -495,6 +523,36 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
     class Meta(ApiKeySerializer.Meta):
         fields = (*ApiKeySerializer.Meta.fields, "key")
+
+
+class ToolCallSerializer(serializers.ModelSerializer):
+    """One audited ``tools/call``; arguments are the redacted copy stored by the audit log."""
+
+    class Meta:
+        model = ToolCall
+        fields = (
+            "id",
+            "tenant",
+            "server",
+            "agent",
+            "server_key",
+            "agent_key",
+            "token_prefix",
+            "tool_name",
+            "arguments_digest",
+            "arguments",
+            "status",
+            "error_code",
+            "error_message",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "era",
+            "protocol_version",
+            "request_id",
+            "task_id",
+        )
+        read_only_fields = fields
 
 
 class ErrorDetailSerializer(serializers.Serializer):

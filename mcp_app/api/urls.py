@@ -1,7 +1,7 @@
 """URLs of the API. A project mounts them with ``path("api/", include("mcp_app.api.urls"))``, which gives:
 
 - ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
-  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``api-keys``);
+  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``);
 - ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
 """
 
@@ -33,6 +33,7 @@ router.register("server-prompts", views.ServerPromptViewSet, basename="server-pr
 router.register("agents", views.AgentViewSet, basename="agent")
 router.register("tokens", views.AgentTokenViewSet, basename="token")
 router.register("sessions", views.McpSessionViewSet, basename="session")
+router.register("tool-calls", views.ToolCallViewSet, basename="tool-call")
 router.register("api-keys", views.ApiKeyViewSet, basename="api-key")
 
 urlpatterns = [

@@ -3,7 +3,7 @@
 Every queryset is scoped to the requesting user's tenants (``permissions.scope``) before any lookup, so another
 tenant's object is a 404. Writes need a writing role in the object's tenant (``TenantRolePermission``).
 Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
-sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``).
+sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``). Tool calls are read-only.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from .. import permissions as tenant_permissions
 from ..models import (
     Agent,
     AgentToken,
@@ -36,6 +37,7 @@ from ..models import (
     Tenant,
     TenantMembership,
     Tool,
+    ToolCall,
 )
 from . import filters, serializers
 from .authentication import ApiKeyAuthentication, SessionAuthentication
@@ -240,6 +242,28 @@ class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMode
         session.terminate()
         session.refresh_from_db()
         return Response(self.get_serializer(session).data)
+
+
+# The audit log is read-only for everyone, superusers included (the admin's rule, registered here as well so that
+# the API does not depend on the admin being installed; registering twice is idempotent).
+tenant_permissions.register_tenant_path(
+    ToolCall,
+    "tenant",
+    roles={"view": tenant_permissions.VIEWER, "add": None, "change": None, "delete": None},
+)
+
+
+@extend_schema_view(list=document(summary="Audited tool calls of your tenants, newest first"))
+class ToolCallViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The audit log: one record per ``tools/call``, written by the audit buffer, never by the API."""
+
+    queryset = ToolCall.objects.all()
+    serializer_class = serializers.ToolCallSerializer
+    filterset_class = filters.ToolCallFilter
+    ordering_fields = ("id", "started_at", "duration_ms")
+
+    def get_queryset(self) -> models.QuerySet[ToolCall]:
+        return scope(self.queryset.all(), self.request.user)
 
 
 class OwnKeysPermission(permissions.BasePermission):

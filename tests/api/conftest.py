@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 ROLES = ("owner", "admin", "viewer")
@@ -31,6 +32,7 @@ class TenantWorld:
     server_resource: Any
     server_prompt: Any
     session: Any
+    tool_call: Any
     objects: dict[str, Any] = field(default_factory=dict)
 
 
@@ -84,6 +86,7 @@ def world_factory(
         ServerTool,
         TenantMembership,
         Tool,
+        ToolCall,
     )
 
     def make(name: str) -> TenantWorld:
@@ -109,6 +112,24 @@ def world_factory(
         server_resource = ServerResource.objects.create(server=server, resource=resource)
         server_prompt = ServerPrompt.objects.create(server=server, prompt=prompt)
         session, _ = McpSession.objects.open_session(server=server, agent=agent, protocol_version="2025-06-18")
+        now = timezone.now()
+        tool_call = ToolCall.objects.create(
+            tenant=tenant,
+            server=server,
+            agent=agent,
+            server_key=server.server_id,
+            agent_key=agent.agent_id,
+            token_prefix=token.prefix,
+            tool_name=tool.name,
+            arguments_digest="0" * 64,
+            arguments={"city": "Paris", "api_key": "[redacted]"},
+            status=ToolCall.Status.OK,
+            started_at=now,
+            finished_at=now,
+            duration_ms=1.5,
+            era="modern",
+            protocol_version="2026-07-28",
+        )
         world = TenantWorld(
             tenant=tenant,
             users=users,
@@ -124,6 +145,7 @@ def world_factory(
             server_resource=server_resource,
             server_prompt=server_prompt,
             session=session,
+            tool_call=tool_call,
         )
         world.objects = {
             "tenants": tenant,
@@ -138,6 +160,7 @@ def world_factory(
             "agents": agent,
             "tokens": token,
             "sessions": session,
+            "tool-calls": tool_call,
         }
         return world
 

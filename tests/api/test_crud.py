@@ -214,3 +214,41 @@ def test_errors_are_json_with_stable_codes(acme, admin):
     assert invalid.status_code == 400
     assert invalid.json()["error"]["code"] == "validation_error"
     assert set(invalid.json()["error"]["fields"]) == {"agent_id", "name"}
+
+
+def test_tokens_carry_a_grant_of_their_agents_catalog(two_tenants, key_client):
+    acme, globex = two_tenants
+    admin = key_client(acme.users["admin"])
+    created = admin.post(
+        "/api/v1/tokens/",
+        {"agent": acme.agent.pk, "servers": [acme.server.pk], "granted_tools": [acme.tool.pk], "read_only": True},
+        format="json",
+    )
+    assert created.status_code == 201, created.content
+    token = AgentToken.objects.get(pk=created.json()["id"])
+    assert token.limit_to_grant is True and token.read_only is True
+    assert list(token.granted_tools.all()) == [acme.tool]
+    assert list(token.granted_prompts.all()) == []
+    grant = AgentToken.objects.catalog_grant(token)
+    assert grant.read_only is True
+    foreign = admin.post("/api/v1/tokens/", {"agent": acme.agent.pk, "granted_tools": [globex.tool.pk]}, format="json")
+    assert foreign.status_code == 400 and "granted_tools" in foreign.json()["error"]["fields"]
+    widened = admin.patch(f"/api/v1/tokens/{token.pk}/", {"limit_to_grant": False}, format="json")
+    assert widened.status_code == 200
+    assert AgentToken.objects.get(pk=token.pk).limit_to_grant is False
+
+
+def test_tool_calls_are_read_only_and_filtered(two_tenants, key_client):
+    acme, _ = two_tenants
+    viewer = key_client(acme.users["viewer"])
+    listed = viewer.get(f"/api/v1/tool-calls/?tool={acme.tool.name}&status=ok").json()
+    assert [call["id"] for call in listed["results"]] == [acme.tool_call.pk]
+    call = listed["results"][0]
+    assert call["arguments"] == {"city": "Paris", "api_key": "[redacted]"}
+    assert call["token_prefix"] == acme.token.prefix
+    assert viewer.get("/api/v1/tool-calls/?status=error").json()["count"] == 0
+    assert viewer.get("/api/v1/tool-calls/?started_after=2999-01-01T00:00:00Z").json()["count"] == 0
+    admin = key_client(acme.users["owner"])
+    url = f"/api/v1/tool-calls/{acme.tool_call.pk}/"
+    assert admin.patch(url, {"status": "error"}, format="json").status_code == 405
+    assert admin.delete(url).status_code == 405

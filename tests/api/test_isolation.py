@@ -37,8 +37,10 @@ ENDPOINTS = (
     "agents",
     "tokens",
     "sessions",
+    "tool-calls",
 )
-WRITABLE = tuple(e for e in ENDPOINTS if e not in ("tenants", "sessions"))
+READ_ONLY = ("tenants", "sessions", "tool-calls")
+WRITABLE = tuple(e for e in ENDPOINTS if e not in READ_ONLY)
 ACTIONS = {"tokens": "revoke", "sessions": "terminate"}
 
 # A harmless change per endpoint, for PATCH (and PUT, merged over the object's current representation).
@@ -148,7 +150,7 @@ def test_lists_show_only_the_own_tenant(matrix, endpoint, role):
 def _tenant_pk(obj: Any) -> int:
     if isinstance(obj, Tenant):
         return obj.pk
-    for path in ("tenant_id", "server", "agent"):
+    for path in ("tenant_id", "server", "agent"):  # the first of these the object has
         value = getattr(obj, path, None)
         if path == "tenant_id" and value is not None:
             return value
@@ -166,7 +168,7 @@ def test_every_method_on_the_other_tenants_object_is_not_found_and_changes_nothi
     before = snapshot(target)
     url = f"/api/v1/{endpoint}/{target.pk}/"
     body = PATCHES.get(endpoint, {"name": "x"})
-    expected_write = 405 if endpoint in ("tenants", "sessions") else 404
+    expected_write = 405 if endpoint in READ_ONLY else 404
     assert client.get(url).status_code == 404
     answers = {
         "put": client.put(url, body, format="json"),

@@ -37,6 +37,8 @@ EXPECTED_PATHS = {
     "/api/v1/sessions/",
     "/api/v1/sessions/{id}/",
     "/api/v1/sessions/{id}/terminate/",
+    "/api/v1/tool-calls/",
+    "/api/v1/tool-calls/{id}/",
     "/api/v1/api-keys/",
     "/api/v1/api-keys/{id}/",
     "/api/v1/api-keys/{id}/revoke/",
@@ -94,7 +96,18 @@ def test_the_schema_documents_the_error_body_and_the_raw_token_once(schema):
     assert "token" not in listed and "digest" not in listed
     # The request body of a token never takes a digest or prefix.
     request = schema["components"]["schemas"]["AgentTokenRequest"]["properties"]
-    assert set(request) == {"agent", "name", "servers", "expires_at"}
+    assert set(request) == {
+        "agent",
+        "name",
+        "servers",
+        "expires_at",
+        "limit_to_grant",
+        "granted_tools",
+        "granted_resources",
+        "granted_prompts",
+        "read_only",
+    }
+    assert schema["paths"]["/api/v1/tool-calls/{id}/"].keys() == {"get"}
 
 
 def test_the_docs_page_works_offline(db):
