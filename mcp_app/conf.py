@@ -9,6 +9,7 @@ It does not own Django's own settings (databases, caches, channel layers): those
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -48,6 +49,22 @@ DEFAULTS: dict[str, Any] = {
     "TASK_POLL_INTERVAL_MS": 500,
     # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
     "PAGE_SIZE": 100,
+    # Audit log (one ToolCall row per tools/call, see mcp_app.runtime.audit). Records are buffered in memory and
+    # written in batches at least every AUDIT_FLUSH_INTERVAL_SECONDS (the most a crash can lose) and at shutdown.
+    "AUDIT_ENABLED": True,
+    "AUDIT_FLUSH_INTERVAL_SECONDS": 1.0,
+    # Most records held in memory (pending plus awaiting retry); beyond it new records are dropped, and logged.
+    "AUDIT_BUFFER_SIZE": 10_000,
+    # Rows per INSERT, and how many failed flushes a batch survives before it is dropped (and logged).
+    "AUDIT_BATCH_SIZE": 500,
+    "AUDIT_FLUSH_RETRIES": 5,
+    # Tool calls older than this are deleted by ``mcp_purge`` (mcp_app.maintenance.purge_expired).
+    "AUDIT_RETENTION_DAYS": 90,
+    # Argument keys matching this regular expression (searched, case-insensitively) are stored as "[redacted]".
+    "AUDIT_REDACT_KEYS": r"pass(word|phrase)?|secret|token|api[-_]?key|auth|credential|private[-_]?key|cookie|session",
+    # Redacted copies keep strings up to this many characters, and this many items per list or object.
+    "AUDIT_MAX_VALUE_CHARS": 256,
+    "AUDIT_MAX_ITEMS": 50,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -68,6 +85,15 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),
+    "AUDIT_ENABLED": (bool,),
+    "AUDIT_FLUSH_INTERVAL_SECONDS": (int, float),
+    "AUDIT_BUFFER_SIZE": (int,),
+    "AUDIT_BATCH_SIZE": (int,),
+    "AUDIT_FLUSH_RETRIES": (int,),
+    "AUDIT_RETENTION_DAYS": (int,),
+    "AUDIT_REDACT_KEYS": (str,),
+    "AUDIT_MAX_VALUE_CHARS": (int,),
+    "AUDIT_MAX_ITEMS": (int,),
 }
 
 
@@ -89,9 +115,20 @@ class McpSettings:
         values = {**DEFAULTS, **user}
         for key, value in values.items():
             expected = _TYPES[key]
-            if not isinstance(value, expected) or isinstance(value, bool):
+            if not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be {' or '.join(t.__name__ for t in expected)}.")
-        for key in ("MAX_BODY_BYTES", "MAX_BATCH_SIZE", "CATALOG_CACHE_SIZE", "PAGE_SIZE"):
+        for key in (
+            "MAX_BODY_BYTES",
+            "MAX_BATCH_SIZE",
+            "CATALOG_CACHE_SIZE",
+            "PAGE_SIZE",
+            "AUDIT_BUFFER_SIZE",
+            "AUDIT_BATCH_SIZE",
+            "AUDIT_FLUSH_RETRIES",
+            "AUDIT_RETENTION_DAYS",
+            "AUDIT_MAX_VALUE_CHARS",
+            "AUDIT_MAX_ITEMS",
+        ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
         if "BACKEND" not in values["EVENT_STORE"]:
@@ -100,6 +137,14 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
+        if not 0 < values["AUDIT_FLUSH_INTERVAL_SECONDS"] <= 1:
+            raise ImproperlyConfigured(
+                "MCP_APP['AUDIT_FLUSH_INTERVAL_SECONDS'] must be in (0, 1]: it bounds what a crash loses."
+            )
+        try:
+            re.compile(values["AUDIT_REDACT_KEYS"])
+        except re.error as exc:
+            raise ImproperlyConfigured(f"MCP_APP['AUDIT_REDACT_KEYS'] is not a regular expression: {exc}") from exc
         return values
 
     def __getattr__(self, name: str) -> Any:

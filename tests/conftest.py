@@ -156,6 +156,18 @@ def _fresh_catalog_cache() -> None:
     clear_cache()
 
 
+@pytest.fixture(autouse=True)
+def _manual_audit_flush() -> Any:
+    """The audit buffer is flushed by hand in tests (a background thread could not see a test's transaction);
+    tests of the flusher itself start it. Nothing buffered leaks from one test into the next."""
+    from mcp_app.runtime.audit import audit_log
+
+    audit_log.autostart = False
+    audit_log.clear()
+    yield audit_log
+    audit_log.clear()
+
+
 @pytest.fixture
 def member_factory(db: Any) -> Callable[..., Any]:
     """A staff user holding every mcp_app model permission (the ``MCP tenant staff`` group) and, for each

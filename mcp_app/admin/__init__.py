@@ -2,7 +2,7 @@
 
 One module per aggregate (``tenancy``, ``servers``, ``catalog``, ``agents``, ``runtime``); every ModelAdmin and
 inline is scoped by the mixins of ``base``, which ask ``mcp_app.permissions`` (the rules the REST API shares).
-``tryit`` adds "Try it" to catalog entries.
+``tryit`` adds "Try it" to catalog entries; ``audit`` holds the tool-call log and the usage page.
 
 How a tenant member gets in: a staff user with the Django model permissions of ``mcp_app`` (the
 ``MCP tenant staff`` group, ``manage.py mcp_tenant_staff_group USERNAME``) and a ``TenantMembership``. The
@@ -10,4 +10,4 @@ permissions say which pages exist for them; the membership's role says which ten
 or edit (admin, owner), and only owners manage memberships.
 """
 
-from . import agents, catalog, runtime, servers, tenancy  # noqa: F401  (registration side effects)
+from . import agents, audit, catalog, runtime, servers, tenancy  # noqa: F401  (registration side effects)

@@ -19,6 +19,7 @@ from django.utils.html import format_html
 
 from .. import permissions
 from ..models import Agent, AgentToken
+from .audit import GRANT_FIELDS
 from .base import TenantScopedAdmin, TenantScopedInline
 
 
@@ -58,7 +59,7 @@ class AgentAdmin(TenantScopedAdmin):
 class AgentTokenForm(forms.ModelForm):
     class Meta:
         model = AgentToken
-        fields = ("agent", "name", "servers", "expires_at")
+        fields = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -68,6 +69,12 @@ class AgentTokenForm(forms.ModelForm):
             foreign = [server.server_id for server in servers if server.tenant_id != agent.tenant_id]
             if foreign:
                 self.add_error("servers", f"Not servers of the agent's tenant: {', '.join(foreign)}.")
+        if agent is not None:
+            for name in GRANT_FIELDS[1:4]:
+                entries = data.get(name)
+                foreign = [str(entry) for entry in entries or () if entry.tenant_id != agent.tenant_id]
+                if foreign:
+                    self.add_error(name, f"Not entries of the agent's tenant: {', '.join(foreign)}.")
         return data
 
 
@@ -80,17 +87,18 @@ class AgentTokenAdmin(TenantScopedAdmin):
     list_select_related = ("agent", "agent__tenant")
     search_fields = ("prefix", "name", "agent__agent_id")
     autocomplete_fields = ("agent",)
-    filter_horizontal = ("servers",)
+    filter_horizontal = ("servers", *GRANT_FIELDS[1:4])
     readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_tokens"]
 
     def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
         if obj is None:
-            return ["agent", "name", "servers", "expires_at"]
+            return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
         return [
             "agent",
             "name",
             "servers",
+            *GRANT_FIELDS,
             "expires_at",
             "prefix",
             "digest",
@@ -123,7 +131,13 @@ class AgentTokenAdmin(TenantScopedAdmin):
             return
         if not permissions.can_add(request.user, obj):
             raise PermissionDenied
-        token, raw = AgentToken.objects.issue_token(obj.agent, name=obj.name, expires_at=obj.expires_at)
+        token, raw = AgentToken.objects.issue_token(
+            obj.agent,
+            name=obj.name,
+            expires_at=obj.expires_at,
+            tools=[] if obj.limit_to_grant else None,  # the chosen entries are set with the form's M2M data
+            read_only=obj.read_only,
+        )
         obj.pk = token.pk
         obj.prefix, obj.digest, obj.created_at = token.prefix, token.digest, token.created_at
         obj._state.adding = False

@@ -60,6 +60,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
             icons=tool.icons,
             task_support=registered.task_support,
             target=PythonTarget(registered),
+            ref=tool.pk,
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
     return ToolDescriptor(
@@ -81,6 +82,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
                 progress_steps=tool.static_progress_steps,
             ),
         ),
+        ref=tool.pk,
     )
 
 
@@ -103,6 +105,7 @@ def _resource_descriptor(resource: Resource) -> ResourceDescriptor | None:
         annotations=resource.annotations,
         pattern=template_pattern(resource.uri) if resource.is_template else None,
         target=target,
+        ref=resource.pk,
     )
 
 
@@ -132,6 +135,7 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
             title=prompt.title or registered.title,
             description=prompt.description or registered.description or None,
             target=FunctionTarget(registered),
+            ref=prompt.pk,
         )
     return PromptDescriptor(
         name=prompt.name,
@@ -139,6 +143,7 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
         title=prompt.title or None,
         description=prompt.description or None,
         target=StaticPromptTarget(messages=tuple(prompt.messages or ())),
+        ref=prompt.pk,
     )
 
 
@@ -185,5 +190,8 @@ def resolve_catalog(server: McpServer) -> ServerCatalog:
 
 
 def clear_cache() -> None:
+    from .grants import clear_cache as clear_views
+
     with _lock:
         _cache.clear()
+    clear_views()

@@ -1,6 +1,7 @@
 """The persistent state of mcp_app, one module per aggregate. Managers own the domain verbs."""
 
 from .agents import Agent, AgentToken
+from .audit import ToolCall
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from .servers import McpServer
 from .sessions import McpSession
@@ -20,5 +21,6 @@ __all__ = [
     "Tenant",
     "TenantMembership",
     "Tool",
+    "ToolCall",
     "ToolTask",
 ]

@@ -10,18 +10,41 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.validators import RegexValidator
 from django.db import connection, models
 from django.utils import timezone
 
+from .catalog import Prompt, Resource, Tool
 from .servers import McpServer
 from .tenancy import Tenant
 
 TOKEN_SCHEME = "mcp"  # noqa: S105  (a prefix, not a secret)
 PREFIX_HEX_CHARS = 8
 SECRET_BYTES = 32  # 256 bits
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogGrant:
+    """What of its servers' catalogs a token may see and use (see ``mcp_app.catalog.grants``).
+
+    ``tools``, ``resources`` and ``prompts`` are sets of catalog row ids, or ``None`` for "all of them";
+    ``read_only`` keeps only tools annotated ``readOnlyHint: true``. The value is hashable: it is a cache key.
+    """
+
+    tools: frozenset[int] | None = None
+    resources: frozenset[int] | None = None
+    prompts: frozenset[int] | None = None
+    read_only: bool = False
+
+    @property
+    def is_full(self) -> bool:
+        return self.tools is None and self.resources is None and self.prompts is None and not self.read_only
+
+
+FULL_GRANT = CatalogGrant()
 
 
 def token_digest(raw: str) -> str:
@@ -71,16 +94,68 @@ class AgentTokenManager(models.Manager["AgentToken"]):
         servers: list[McpServer] | None = None,
         name: str = "",
         expires_at: datetime | None = None,
+        tools: list[Tool] | None = None,
+        resources: list[Resource] | None = None,
+        prompts: list[Prompt] | None = None,
+        read_only: bool = False,
     ) -> tuple[AgentToken, str]:
-        """Create a token for ``agent`` scoped to ``servers``; return it with the raw value (shown only once)."""
+        """Create a token for ``agent`` scoped to ``servers``; return it with the raw value (shown only once).
+
+        Passing any of ``tools``, ``resources`` or ``prompts`` (even empty) limits the token to exactly the
+        entries passed; ``read_only`` limits it to read-only tools."""
         if servers and any(server.tenant_id != agent.tenant_id for server in servers):
             raise ValueError("a token can only be scoped to servers of its agent's tenant")
+        chosen = [*(tools or ()), *(resources or ()), *(prompts or ())]
+        if any(entry.tenant_id != agent.tenant_id for entry in chosen):
+            raise ValueError("a token can only be granted catalog entries of its agent's tenant")
+        limited = tools is not None or resources is not None or prompts is not None
         prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
         raw = f"{TOKEN_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
-        token = self.create(agent=agent, name=name, prefix=prefix, digest=token_digest(raw), expires_at=expires_at)
+        token = self.create(
+            agent=agent,
+            name=name,
+            prefix=prefix,
+            digest=token_digest(raw),
+            expires_at=expires_at,
+            limit_to_grant=limited,
+            read_only=read_only,
+        )
         if servers:
             token.servers.set(servers)
+        if tools:
+            token.granted_tools.set(tools)
+        if resources:
+            token.granted_resources.set(resources)
+        if prompts:
+            token.granted_prompts.set(prompts)
         return token, raw
+
+    def catalog_grant(self, token: AgentToken) -> CatalogGrant:
+        """The token's grant. No query for an unlimited token (its flags come with the token row); one query,
+        over the three grant tables at once, for a limited one."""
+        if not token.limit_to_grant:
+            return CatalogGrant(read_only=True) if token.read_only else FULL_GRANT
+        through = {
+            "tool": AgentToken.granted_tools.through,
+            "resource": AgentToken.granted_resources.through,
+            "prompt": AgentToken.granted_prompts.through,
+        }
+        selects = []
+        for kind, model in through.items():
+            table = connection.ops.quote_name(model._meta.db_table)
+            column = connection.ops.quote_name(f"{kind}_id")
+            selects.append(f"SELECT '{kind}', {column} FROM {table} WHERE agenttoken_id = %s")  # noqa: S608
+        ids: dict[str, set[int]] = {"tool": set(), "resource": set(), "prompt": set()}
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(selects), [token.pk] * len(selects))
+            for kind, pk in cursor.fetchall():
+                ids[kind].add(pk)
+        return CatalogGrant(
+            tools=frozenset(ids["tool"]),
+            resources=frozenset(ids["resource"]),
+            prompts=frozenset(ids["prompt"]),
+            read_only=token.read_only,
+        )
 
     def authenticate(self, raw: str) -> AgentToken | None:
         """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
@@ -137,6 +212,24 @@ class AgentToken(models.Model):
     digest = models.CharField("SHA-256 digest", max_length=64, unique=True, editable=False)
     servers = models.ManyToManyField(
         McpServer, related_name="tokens", blank=True, verbose_name="servers", help_text="Servers this token may call."
+    )
+    # The grant: which catalog rows (not exposed names, so renaming a binding neither widens nor narrows it).
+    limit_to_grant = models.BooleanField(
+        "limit to granted entries",
+        default=False,
+        help_text="Only the tools, resources and prompts chosen below are visible; others look unknown.",
+    )
+    granted_tools = models.ManyToManyField(
+        Tool, related_name="granted_tokens", blank=True, verbose_name="granted tools"
+    )
+    granted_resources = models.ManyToManyField(
+        Resource, related_name="granted_tokens", blank=True, verbose_name="granted resources"
+    )
+    granted_prompts = models.ManyToManyField(
+        Prompt, related_name="granted_tokens", blank=True, verbose_name="granted prompts"
+    )
+    read_only = models.BooleanField(
+        "read-only tools", default=False, help_text="Only tools annotated readOnlyHint: true are visible."
     )
     created_at = models.DateTimeField("created", auto_now_add=True)
     expires_at = models.DateTimeField("expires", null=True, blank=True, help_text="Empty: never expires.")

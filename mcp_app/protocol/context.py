@@ -61,6 +61,7 @@ class ToolDescriptor:
     icons: Sequence[Mapping[str, Any]] | None = None
     task_support: str = "forbidden"  # tasks extension: "forbidden", "optional" or "required"
     target: Any = None
+    ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
     def to_wire(self) -> dict[str, Any]:
         schema = dict(self.input_schema)
@@ -96,6 +97,7 @@ class ResourceDescriptor:
     annotations: Mapping[str, Any] | None = None
     pattern: re.Pattern[str] | None = None
     target: Any = None
+    ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"uriTemplate" if self.is_template else "uri": self.uri, "name": self.name}
@@ -139,6 +141,7 @@ class PromptDescriptor:
     title: str | None = None
     description: str | None = None
     target: Any = None
+    ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}
@@ -170,6 +173,9 @@ class ServerCatalog:
     resources: Sequence[ResourceDescriptor] = ()
     templates: Sequence[ResourceDescriptor] = ()
     prompts: Sequence[PromptDescriptor] = ()
+    # When this is one agent's view (its grant) of a server's catalog: the whole catalog, to tell entries the
+    # view withholds (their tasks and update notifications are hidden too) from names that do not exist at all.
+    unrestricted: ServerCatalog | None = field(default=None, repr=False, compare=False)
     _tools: dict[str, ToolDescriptor] = field(init=False, repr=False)
     _resources: dict[str, ResourceDescriptor] = field(init=False, repr=False)
     _prompts: dict[str, PromptDescriptor] = field(init=False, repr=False)
@@ -196,6 +202,16 @@ class ServerCatalog:
 
     def prompt(self, name: str) -> PromptDescriptor | None:
         return self._prompts.get(name)
+
+    def withholds_tool(self, name: str) -> bool:
+        """Whether the server has this tool but this view leaves it out."""
+        return self.unrestricted is not None and self.tool(name) is None and self.unrestricted.tool(name) is not None
+
+    def withholds_resource(self, uri: str) -> bool:
+        """Whether the server has a resource (or template) for ``uri`` but this view leaves it out."""
+        if self.unrestricted is None or self.find_resource(uri) is not None:
+            return False
+        return self.unrestricted.find_resource(uri) is not None
 
     def find_resource(self, uri: str) -> tuple[ResourceDescriptor, dict[str, str]] | None:
         """The resource with this URI, else the first template that matches it, with the template's variables."""
@@ -345,6 +361,22 @@ class Tasks(Protocol):
         ...
 
 
+class CallAudit(Protocol):
+    """Records each ``tools/call`` with its outcome; implementations must not block (the runtime buffers)."""
+
+    def record_call(
+        self,
+        params: Mapping[str, Any],
+        request_id: str | int,
+        started: float,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error_code: int | None = None,
+        error_message: str = "",
+        cancelled: bool = False,
+    ) -> None: ...
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything the handlers need for one HTTP request."""
@@ -367,6 +399,7 @@ class RequestContext:
     deliver: Deliver | None = None
     cancel: Cancel | None = None
     tasks: Tasks | None = None
+    audit: CallAudit | None = None
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -110,7 +110,10 @@ class TaskService:
         self._ctx = ctx
 
     def _visible(self, task_id: str) -> ToolTask | None:
-        return ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+        task = ToolTask.objects.visible_to(task_id, server_id=self._server.pk, agent_id=self._agent.pk)
+        if task is not None and self._ctx is not None and self._ctx.catalog.withholds_tool(task.tool_name):
+            return None  # a task of a tool outside this token's grant is as unknown as the tool
+        return task
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
         task = await database_sync_to_async(self._visible)(task_id)

@@ -9,6 +9,8 @@
 4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable)
 5. token not scoped to this server → 403
 
+The catalog of the returned grant is the token's view of the server's catalog (``mcp_app.catalog.grants``).
+
 Unauthenticated callers learn nothing about which servers exist. The raw token is never logged.
 """
 
@@ -17,10 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..catalog.grants import granted_catalog
 from ..catalog.resolver import resolve_catalog
 from ..conf import mcp_settings
 from ..models import AgentToken, McpServer
 from ..protocol.context import Principal, RequestContext, ServerCatalog, ServerDescription
+from ..runtime.audit import request_audit
 
 REALM = "mcp-host"
 
@@ -72,6 +76,8 @@ class AccessGrant:
             catalog=self.catalog,
             principal=Principal(tenant=self.tenant_slug, agent_id=self.agent_id),
             page_size=mcp_settings.PAGE_SIZE,
+            # Audit hook: buffers one record per tools/call in memory (no query); written off the path.
+            audit=request_audit(server, self.token, fields["era"], fields["protocol_version"]),
             **fields,
         )
 
@@ -109,4 +115,6 @@ def grant_for_token(token: AgentToken, server_id: str) -> AccessGrant:
         raise AccessDenied(404, "MCP server not found.")
     if not server.in_scope:  # type: ignore[attr-defined]
         raise AccessDenied(403, "The token is not allowed to use this server.", error="insufficient_scope")
-    return AccessGrant(server=server, token=token, catalog=resolve_catalog(server))
+    # The token's grant narrows the server's catalog here, once: every method reads this view.
+    catalog = granted_catalog(server, resolve_catalog(server), AgentToken.objects.catalog_grant(token))
+    return AccessGrant(server=server, token=token, catalog=catalog)

@@ -40,6 +40,7 @@ async def listen(params: dict[str, Any], message: MessageContext) -> OpenStream:
         watched = frozenset(uris)
         agreed["resourceSubscriptions"] = sorted(watched)
     subscription_id = message.request_id
+    catalog = message.request.catalog
 
     def stamp(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         body = dict(params or {})
@@ -50,7 +51,9 @@ async def listen(params: dict[str, Any], message: MessageContext) -> OpenStream:
         method = event.get("method")
         if method in methods:
             return stamp(method, event.get("params"))
-        if method == RESOURCE_UPDATED and event.get("params", {}).get("uri") in watched:
+        uri = event.get("params", {}).get("uri")
+        if method == RESOURCE_UPDATED and uri in watched and not catalog.withholds_resource(uri):
+            # A resource outside the caller's grant is acknowledged like an unknown URI, and stays silent.
             return stamp(method, event.get("params"))
         return None
 

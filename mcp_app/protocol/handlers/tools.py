@@ -8,12 +8,14 @@ before the tool runs). In the stateless era, arguments annotated with ``x-mcp-he
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from .. import modern, versions
 from ..context import InvalidToolArguments
 from ..dispatcher import MessageContext
-from ..errors import InvalidParams, MissingRequiredClientCapability
+from ..errors import INTERNAL_ERROR, InvalidParams, MissingRequiredClientCapability, ProtocolError
 from ..pagination import page
 from . import dispatcher
 
@@ -26,6 +28,29 @@ async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[st
 
 @dispatcher.request("tools/call")
 async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    """Every call is recorded with the request's audit port, whatever its outcome (errors included)."""
+    audit = message.request.audit
+    if audit is None:
+        return await _call_tool(params, message)
+    started = time.time()
+    try:
+        result = await _call_tool(params, message)
+    except ProtocolError as exc:
+        audit.record_call(params, message.request_id, started, error_code=exc.code, error_message=exc.message)
+        raise
+    except asyncio.CancelledError:
+        audit.record_call(params, message.request_id, started, cancelled=True)
+        raise
+    except Exception:
+        audit.record_call(
+            params, message.request_id, started, error_code=INTERNAL_ERROR, error_message="Internal error"
+        )
+        raise
+    audit.record_call(params, message.request_id, started, result=result)
+    return result
+
+
+async def _call_tool(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     if not params:
         raise InvalidParams("Invalid params: tools/call requires params with a tool name")
     name = params.get("name")

@@ -1,0 +1,297 @@
+"""The audit log in the admin: a read-only, tenant-scoped list of tool calls, and a usage page per tenant.
+
+What a staff user sees is decided by ``mcp_app.permissions`` (the same rules as every other admin page and the
+API): members see their tenants' calls, superusers everyone's; nobody adds, edits or deletes a call here
+(retention is ``mcp_purge``'s job). Every filter offers only choices from the user's tenants. Arguments are shown
+as stored: already redacted (secret-looking keys) and bounded when they were written.
+
+The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per day, and per tool the number of
+calls, the error rate and the p50/p95 duration, computed by the database (``ToolCall.objects.usage``) and drawn
+as inline SVG on the server: no script, no CDN, works offline.
+
+Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin.agents``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from .. import permissions
+from ..models import Agent, McpServer, Tenant, Tool, ToolCall
+from ..models.audit import Usage
+from .base import TenantScopedAdmin
+
+permissions.register_tenant_path(
+    ToolCall, "tenant", roles={"view": permissions.VIEWER, "add": None, "change": None, "delete": None}
+)
+
+#: The grant fields of the token form, in order (the admin's token form shows them after the servers).
+GRANT_FIELDS = ("limit_to_grant", "granted_tools", "granted_resources", "granted_prompts", "read_only")
+USAGE_DAYS = (7, 30, 90)
+
+
+class _ScopedFilter(admin.SimpleListFilter):
+    """A list filter whose choices come only from the tenants the user may see."""
+
+    field = ""
+    model: Any = None
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        scoped = permissions.scope_queryset(request.user, self.model.objects.all())
+        return [(str(obj.pk), str(obj)) for obj in self.choices_of(scoped)]
+
+    def choices_of(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if not value.isdigit():
+            return queryset.none()
+        return queryset.filter(**{f"{self.field}_id": int(value)})
+
+
+class TenantFilter(_ScopedFilter):
+    title = "tenant"
+    parameter_name = "tenant"
+    field = "tenant"
+    model = Tenant
+
+
+class ServerFilter(_ScopedFilter):
+    title = "server"
+    parameter_name = "server"
+    field = "server"
+    model = McpServer
+
+    def choices_of(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.select_related("tenant")
+
+
+class AgentFilter(_ScopedFilter):
+    title = "agent"
+    parameter_name = "agent"
+    field = "agent"
+    model = Agent
+
+    def choices_of(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.select_related("tenant")
+
+
+class ToolNameFilter(admin.SimpleListFilter):
+    """By tool name; the choices are the names in the user's tenants' catalogs (not a scan of the log)."""
+
+    title = "tool"
+    parameter_name = "tool"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = permissions.scope_queryset(request.user, Tool.objects.all()).values_list("name", flat=True)
+        return [(name, name) for name in sorted(set(names))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset if value is None else queryset.filter(tool_name=value)
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(TenantScopedAdmin):
+    read_only_model = True
+    tenant_field = None
+    list_display = (
+        "started_at",
+        "tool_name",
+        "status",
+        "duration",
+        "error_code",
+        "agent_key",
+        "token_prefix",
+        "server_key",
+        "tenant",
+        "era",
+    )
+    list_filter = (
+        TenantFilter,
+        ServerFilter,
+        AgentFilter,
+        ToolNameFilter,
+        "status",
+        ("started_at", admin.DateFieldListFilter),
+    )
+    list_select_related = ("tenant",)
+    search_fields = ("tool_name", "request_id", "token_prefix", "task_id", "=arguments_digest")
+    date_hierarchy = None  # a date filter instead: the hierarchy counts distinct dates over the whole log
+    show_full_result_count = False  # no COUNT(*) over the whole log on every page
+    list_per_page = 50
+    ordering = ("-started_at",)
+    fields = (
+        "tenant",
+        "server",
+        "server_key",
+        "agent",
+        "agent_key",
+        "token_prefix",
+        "tool_name",
+        "status",
+        "error_code",
+        "error_message",
+        "arguments_display",
+        "arguments_digest",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "era",
+        "protocol_version",
+        "request_id",
+        "task_id",
+    )
+    readonly_fields = fields
+    change_list_template = "admin/mcp_app/toolcall/change_list.html"
+
+    # Scoping (querysets, 404 across tenants, view permission) comes from TenantScopedAdmin; nobody writes here.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
+        return False
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: ToolCall) -> str:
+        return f"{obj.duration_ms:.1f} ms"
+
+    @admin.display(description="arguments (redacted)")
+    def arguments_display(self, obj: ToolCall) -> str:
+        import json
+
+        return format_html("<pre>{}</pre>", json.dumps(obj.arguments, indent=2, ensure_ascii=False, sort_keys=True))
+
+    def get_urls(self) -> list[Any]:
+        usage = path("usage/", self.admin_site.admin_view(self.usage_view), name="mcp_app_toolcall_usage")
+        return [usage, *super().get_urls()]
+
+    def usage_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        tenants = list(permissions.scope_queryset(request.user, Tenant.objects.order_by("slug")))
+        tenant = _chosen_tenant(request, tenants)
+        days = _chosen_days(request)
+        now = timezone.now()
+        usage = ToolCall.objects.usage(tenant.pk, now - timedelta(days=days), now) if tenant else None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Usage of {tenant.name}" if tenant else "Usage",
+            "tenants": tenants,
+            "tenant": tenant,
+            "days": days,
+            "day_choices": USAGE_DAYS,
+            "usage": usage,
+            "calls_chart": calls_per_day_svg(usage) if usage else "",
+            "duration_chart": durations_svg(usage) if usage else "",
+            "changelist_url": reverse("admin:mcp_app_toolcall_changelist"),
+        }
+        return TemplateResponse(request, "admin/mcp_app/toolcall/usage.html", context)
+
+
+def _chosen_tenant(request: HttpRequest, tenants: list[Tenant]) -> Tenant | None:
+    raw = request.GET.get("tenant")
+    if raw is None:
+        return tenants[0] if len(tenants) == 1 else None
+    chosen = next((tenant for tenant in tenants if str(tenant.pk) == raw), None)
+    if chosen is None:
+        raise Http404("No such tenant.")  # another tenant's usage looks like no tenant at all
+    return chosen
+
+
+def _chosen_days(request: HttpRequest) -> int:
+    raw = request.GET.get("days", "30")
+    return int(raw) if raw.isdigit() and int(raw) in USAGE_DAYS else 30
+
+
+# ----------------------------------------------------------------------------------------- charts (SVG)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def calls_per_day_svg(usage: Usage, width: int = 720, height: int = 200) -> SafeString:
+    """Bars of calls per day (errors stacked in red), one per day that had calls, oldest first."""
+    days = usage.days
+    if not days:
+        return mark_safe('<p class="help">No calls in this period.</p>')
+    top = max(day.calls for day in days)
+    left, bottom, plot_height = 40, 30, height - 50
+    slot = (width - left - 10) / len(days)
+    bar = max(1.0, slot * 0.8)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" class="mcp-chart" aria-label="Calls per day">',
+        f'<text x="{left - 4}" y="20" text-anchor="end" font-size="10">{top}</text>',
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#999"/>',
+    ]
+    for index, day in enumerate(days):
+        x = left + index * slot
+        h = plot_height * day.calls / top
+        e = plot_height * day.errors / top
+        y = height - bottom - h
+        label = f"{day.day.isoformat()}: {day.calls} calls, {day.errors} errors"
+        parts.append(
+            f"<g><title>{_escape(label)}</title>"
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h - e:.1f}" fill="#417690"/>'
+            f'<rect x="{x:.1f}" y="{y + h - e:.1f}" width="{bar:.1f}" height="{e:.1f}" fill="#ba2121"/></g>'
+        )
+        if len(days) <= 31 and (index % max(1, len(days) // 8) == 0 or index == len(days) - 1):
+            parts.append(
+                f'<text x="{x + bar / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle" font-size="10">'
+                f"{day.day.strftime('%m-%d')}</text>"
+            )
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 (every interpolated text is escaped or numeric)
+
+
+def durations_svg(usage: Usage, width: int = 720) -> SafeString:
+    """Horizontal bars per tool: p50 (dark) and p95 (light) duration, with the error rate as text."""
+    tools = usage.tools[:25]
+    if not tools:
+        return mark_safe("")
+    row, left, right = 22, 180, 150
+    height = row * len(tools) + 20
+    top = max((tool.p95_ms or 0.0) for tool in tools) or 1.0
+    span = width - left - right
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" class="mcp-chart" aria-label="Duration per tool">'
+    ]
+    for index, tool in enumerate(tools):
+        y = 10 + index * row
+        p50 = tool.p50_ms or 0.0
+        p95 = tool.p95_ms or 0.0
+        name = _escape(tool.tool_name)
+        summary = _escape(
+            f"{tool.tool_name}: {tool.calls} calls, {tool.error_rate:.1%} errors, p50 {p50:.1f} ms, p95 {p95:.1f} ms"
+        )
+        parts.append(
+            f"<g><title>{summary}</title>"
+            f'<text x="{left - 6}" y="{y + 14}" text-anchor="end" font-size="11">{name}</text>'
+            f'<rect x="{left}" y="{y + 3}" width="{span * p95 / top:.1f}" height="14" fill="#79aec8"/>'
+            f'<rect x="{left}" y="{y + 3}" width="{span * p50 / top:.1f}" height="14" fill="#417690"/>'
+            f'<text x="{width - right + 6}" y="{y + 14}" font-size="11">'
+            f"{p50:.0f} / {p95:.0f} ms · {tool.error_rate:.0%} err</text></g>"
+        )
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 (every interpolated text is escaped or numeric)

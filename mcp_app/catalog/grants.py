@@ -1,0 +1,86 @@
+"""An agent token's grant applied to a server's catalog: the one place where grants are enforced.
+
+``granted_catalog(server, catalog, grant)`` returns the view of ``catalog`` that a token holding ``grant`` may
+see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts. Every MCP
+method reads the catalog through the request context, so listing (``tools/list``, ``resources/list``,
+``resources/templates/list``, ``prompts/list``) and lookups (``tools/call``, ``resources/read``,
+``resources/subscribe``, ``prompts/get``, ``completion/complete``) see the same view, and anything outside the
+grant answers exactly like an unknown name, in both eras. Tasks of withheld tools, and update notifications of
+withheld resources on ``subscriptions/listen``, are hidden as well: the view keeps the whole catalog as
+``unrestricted`` to tell withheld entries from names that do not exist (``ServerCatalog.withholds_tool`` and
+``withholds_resource``).
+
+A grant selects catalog rows (``Tool``/``Resource``/``Prompt`` ids, carried by each descriptor as ``ref``), not
+exposed names: renaming a binding neither widens nor narrows it, and a new entry that takes an old name is not
+granted by accident. ``read_only`` keeps only tools annotated ``readOnlyHint: true`` (the spec's default is
+false, so an unannotated tool is not read-only).
+
+Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server creation time, grant)``: the
+grant is part of the key, so one token's view never serves another token with a different grant, and a catalog
+edit (which bumps the version) is seen at once. The full grant returns the catalog itself, at no cost.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..conf import mcp_settings
+from ..models.agents import CatalogGrant
+from ..protocol.context import ServerCatalog, ToolDescriptor
+
+_views: OrderedDict[tuple[Any, ...], ServerCatalog] = OrderedDict()
+_lock = threading.Lock()
+
+
+def _tool_allowed(tool: ToolDescriptor, grant: CatalogGrant) -> bool:
+    if grant.tools is not None and tool.ref not in grant.tools:
+        return False
+    return not grant.read_only or bool((tool.annotations or {}).get("readOnlyHint") is True)
+
+
+def restrict(catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
+    """The part of ``catalog`` that ``grant`` allows (uncached)."""
+    if grant.is_full:
+        return catalog
+    tools = tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant))
+    resources = catalog.resources
+    templates = catalog.templates
+    if grant.resources is not None:
+        resources = tuple(item for item in resources if item.ref in grant.resources)
+        templates = tuple(item for item in templates if item.ref in grant.resources)
+    prompts = catalog.prompts
+    if grant.prompts is not None:
+        prompts = tuple(item for item in prompts if item.ref in grant.prompts)
+    return ServerCatalog(
+        tools=tools,
+        resources=resources,
+        templates=templates,
+        prompts=prompts,
+        unrestricted=catalog.unrestricted or catalog,
+    )
+
+
+def granted_catalog(server: Any, catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
+    """``restrict`` with a per-process cache; ``server`` is the row ``catalog`` was resolved for."""
+    if grant.is_full:
+        return catalog
+    key = (server.pk, server.catalog_version, server.created_at, grant)
+    with _lock:
+        view = _views.get(key)
+        if view is not None:
+            _views.move_to_end(key)
+            return view
+    view = restrict(catalog, grant)
+    with _lock:
+        _views[key] = view
+        _views.move_to_end(key)
+        while len(_views) > mcp_settings.CATALOG_CACHE_SIZE:
+            _views.popitem(last=False)
+    return view
+
+
+def clear_cache() -> None:
+    with _lock:
+        _views.clear()

@@ -1,0 +1,385 @@
+"""Recording ``tools/call`` requests in the audit log without putting the database on the request path.
+
+The request path only appends a small tuple to an in-process buffer (``AuditLog.append``: no query, no I/O, no
+thread hop). A daemon thread flushes the buffer every ``AUDIT_FLUSH_INTERVAL_SECONDS`` (at most 1 s) with
+``bulk_create``, and once more at interpreter exit, so a crash loses at most the records of the last interval.
+The flusher also does the work that needs CPU but not the caller: the keyed digest of the arguments and the
+redacted, size-bounded copy that is stored (see ``redact``).
+
+Failure handling: a failed flush never reaches the request path. Its rows stay in memory and are retried on the
+next ticks; the first failure of an outage is logged once (with the exception type, never the rows), recovery is
+logged once, and a batch that failed ``AUDIT_FLUSH_RETRIES`` times is dropped with an error that says how many
+records were lost. At most ``AUDIT_BUFFER_SIZE`` records are held; beyond it new records are dropped and
+counted (logged once per overflow). Rows whose server or agent was deleted before the flush keep their strings
+with the foreign key cleared; rows of a deleted tenant are dropped (its audit trail went with it).
+
+``request_audit(server, token, era, protocol_version)`` builds the ``CallAudit`` port a ``RequestContext``
+carries; the ``tools/call`` handler calls it once per request, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils.crypto import salted_hmac
+
+from ..conf import mcp_settings
+from ..models import Agent, McpServer, Tenant
+from ..models.audit import ToolCall as ToolCallRecord
+
+logger = logging.getLogger("mcp_app.audit")
+
+REDACTED = "[redacted]"
+DIGEST_SALT = "mcp_app.audit.arguments"
+
+
+def arguments_digest(arguments: Any) -> str:
+    """HMAC-SHA256 (Django's ``salted_hmac`` with ``DIGEST_SALT`` and ``SECRET_KEY``) of the canonical JSON of
+    ``arguments`` (sorted keys, no whitespace): equal arguments give equal digests, and a guessable secret
+    among them cannot be confirmed offline from the digest without the project's key."""
+    canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    return salted_hmac(DIGEST_SALT, canonical, algorithm="sha256").hexdigest()
+
+
+def redact(value: Any, pattern: re.Pattern[str], max_chars: int, max_items: int, depth: int = 0) -> Any:
+    """A copy of ``value`` safe to store: values under secret-looking keys replaced, strings cut to
+    ``max_chars``, lists and objects cut to ``max_items`` entries, nesting cut below 8 levels."""
+    if depth >= 8:
+        return "[…]"
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for index, (key, item) in enumerate(value.items()):
+            if index >= max_items:
+                out["…"] = f"{len(value) - max_items} more"
+                break
+            name = str(key)[:max_chars]
+            out[name] = REDACTED if pattern.search(name) else redact(item, pattern, max_chars, max_items, depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        items = [redact(item, pattern, max_chars, max_items, depth + 1) for item in value[:max_items]]
+        if len(value) > max_items:
+            items.append(f"… {len(value) - max_items} more")
+        return items
+    if isinstance(value, str):
+        return value if len(value) <= max_chars else value[:max_chars] + f"… ({len(value)} chars)"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return redact(str(value), pattern, max_chars, max_items, depth)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a request's calls are recorded under (copied once per request from the authorization)."""
+
+    tenant_id: int
+    server_pk: int
+    server_key: str
+    agent_pk: int
+    agent_key: str
+    token_prefix: str
+    era: str
+    protocol_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    caller: Caller
+    tool_name: str
+    arguments: Any
+    request_id: str
+    status: str
+    error_code: int | None
+    error_message: str
+    started: float
+    finished: float
+    task_id: str
+    appended: float  # time.monotonic() when it entered the buffer: the flusher reports how long rows waited
+
+
+def outcome_status(result: Mapping[str, Any] | None, error_code: int | None, cancelled: bool) -> tuple[str, str]:
+    """The audit status of a ``tools/call`` outcome, and the task id it created, if any."""
+    if cancelled:
+        return ToolCallRecord.Status.CANCELLED, ""
+    if error_code is not None or result is None:
+        return ToolCallRecord.Status.ERROR, ""
+    kind = result.get("resultType")
+    if kind == "task":
+        task_id = result.get("taskId")
+        return ToolCallRecord.Status.TASK, task_id if isinstance(task_id, str) else ""
+    if kind == "input_required":
+        return ToolCallRecord.Status.INPUT_REQUIRED, ""
+    if result.get("isError") is True:
+        return ToolCallRecord.Status.TOOL_ERROR, ""
+    return ToolCallRecord.Status.OK, ""
+
+
+class AuditLog:
+    """The per-process buffer and its flusher thread."""
+
+    def __init__(self) -> None:
+        self._pending: deque[PendingCall] = deque()
+        self._retry: list[tuple[ToolCallRecord, int]] = []  # prepared rows and how many flushes they failed
+        self._lock = threading.Lock()  # one flush at a time
+        self._start_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._failing = False
+        self._overflowing = False
+        self.autostart = True  # tests flush by hand
+        self.dropped = 0  # records lost to overflow or exhausted retries since start
+        self.written = 0
+        self.last_lag_seconds: float | None = None  # how long the oldest row of the last flush waited
+        self.flushed = threading.Condition()
+
+    # The request path ------------------------------------------------------------------------------
+
+    def append(self, call: PendingCall) -> None:
+        """Buffer one record. Constant time, no I/O; never raises."""
+        if len(self._pending) + len(self._retry) >= mcp_settings.AUDIT_BUFFER_SIZE:
+            self.dropped += 1
+            if not self._overflowing:
+                self._overflowing = True
+                logger.error("audit buffer full (%s records): dropping new tool-call records", len(self._pending))
+            return
+        self._pending.append(call)
+        if self._thread is None and self.autostart:
+            try:
+                self.start()
+            except RuntimeError:  # e.g. no new threads at interpreter shutdown: stop() flushes what is here
+                logger.warning("audit flusher could not start; records stay buffered until the next flush")
+
+    # The flusher -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._start_lock:
+            if self._thread is not None:
+                return
+            self._stopping = False
+            thread = threading.Thread(target=self._run, name="mcp-audit-flusher", daemon=True)
+            thread.start()
+            self._thread = thread
+        atexit.register(self.stop)
+
+    def _after_fork(self) -> None:
+        """A forked child (prefork servers, Celery) has no flusher thread: start its own on its first record.
+        What the parent had buffered is the parent's to write."""
+        self._pending = deque()
+        self._retry = []
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._thread = None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the flusher and write what is left (called at interpreter exit)."""
+        self._stopping = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        self._thread = None
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(float(mcp_settings.AUDIT_FLUSH_INTERVAL_SECONDS))
+            self._wake.clear()
+            if self._stopping:
+                break
+            try:
+                close_old_connections()
+                self.flush()
+            except Exception:  # never let the thread die: the next tick retries
+                logger.exception("audit flusher failed")
+        connection.close()
+
+    def pending(self) -> int:
+        return len(self._pending) + len(self._retry)
+
+    def flush(self) -> int:
+        """Write everything buffered; returns how many rows were written. Safe to call from any thread."""
+        with self._lock:
+            written = self._flush_locked()
+        with self.flushed:
+            self.flushed.notify_all()
+        return written
+
+    def _flush_locked(self) -> int:
+        taken: list[PendingCall] = []
+        while self._pending:
+            taken.append(self._pending.popleft())
+        oldest = min((call.appended for call in taken), default=None)
+        rows = [*self._retry, *((self._prepare(call), 0) for call in taken)]
+        self._retry = []
+        if not rows:
+            return 0
+        written = 0
+        batch_size = mcp_settings.AUDIT_BATCH_SIZE
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start : start + batch_size]
+            try:
+                written += self._insert([row for row, _attempts in batch])
+            except DatabaseError as exc:
+                self._failed(batch, exc)
+                if not connection.in_atomic_block:
+                    connection.close()  # reconnect on the next attempt
+        if written:
+            self.written += written
+            if oldest is not None:
+                self.last_lag_seconds = time.monotonic() - oldest
+            if self._failing and not self._retry:
+                self._failing = False
+                logger.warning("audit log writes recovered")
+        if self._overflowing and self.pending() < mcp_settings.AUDIT_BUFFER_SIZE // 2:
+            self._overflowing = False
+        return written
+
+    def _insert(self, rows: list[ToolCallRecord]) -> int:
+        # A tenant, server or agent may have gone away between the call and the flush: keep what can be kept
+        # (three indexed lookups per batch, off the path). A deletion racing this check fails the batch, which
+        # is then retried and checked again.
+        rows = self._without_dangling(rows)
+        if rows:
+            ToolCallRecord.objects.bulk_create(rows)
+        return len(rows)
+
+    def _without_dangling(self, rows: list[ToolCallRecord]) -> list[ToolCallRecord]:
+        tenants = set(Tenant.objects.filter(pk__in={row.tenant_id for row in rows}).values_list("pk", flat=True))
+        servers = set(McpServer.objects.filter(pk__in={row.server_id for row in rows}).values_list("pk", flat=True))
+        agents = set(Agent.objects.filter(pk__in={row.agent_id for row in rows}).values_list("pk", flat=True))
+        kept = []
+        for row in rows:
+            if row.tenant_id not in tenants:
+                continue
+            if row.server_id not in servers:
+                row.server_id = None
+            if row.agent_id not in agents:
+                row.agent_id = None
+            kept.append(row)
+        self.dropped += len(rows) - len(kept)
+        return kept
+
+    def _failed(self, batch: list[tuple[ToolCallRecord, int]], exc: Exception) -> None:
+        if not self._failing:
+            self._failing = True
+            logger.warning("audit log write failed (%s); retrying on the next flush", type(exc).__name__)
+        limit = mcp_settings.AUDIT_FLUSH_RETRIES
+        keep = [(row, attempts + 1) for row, attempts in batch if attempts + 1 < limit]
+        lost = len(batch) - len(keep)
+        if lost:
+            self.dropped += lost
+            logger.error("audit log: dropped %s tool-call record(s) after %s failed writes", lost, limit)
+        self._retry.extend(keep)
+
+    def _prepare(self, call: PendingCall) -> ToolCallRecord:
+        caller = call.caller
+        pattern = re.compile(mcp_settings.AUDIT_REDACT_KEYS, re.IGNORECASE)
+        try:
+            digest = arguments_digest(call.arguments)
+        except TypeError:
+            digest = ""
+        return ToolCallRecord(
+            tenant_id=caller.tenant_id,
+            server_id=caller.server_pk,
+            agent_id=caller.agent_pk,
+            server_key=caller.server_key[:63],
+            agent_key=caller.agent_key[:63],
+            token_prefix=caller.token_prefix[:16],
+            tool_name=call.tool_name[:128],
+            arguments_digest=digest,
+            arguments=redact(call.arguments, pattern, mcp_settings.AUDIT_MAX_VALUE_CHARS, mcp_settings.AUDIT_MAX_ITEMS),
+            status=call.status,
+            error_code=call.error_code,
+            error_message=call.error_message[:500],
+            started_at=datetime.fromtimestamp(call.started, UTC),
+            finished_at=datetime.fromtimestamp(call.finished, UTC),
+            duration_ms=max(0.0, (call.finished - call.started) * 1000.0),
+            era=caller.era,
+            protocol_version=caller.protocol_version,
+            request_id=call.request_id[:200],
+            task_id=call.task_id[:64],
+        )
+
+    def clear(self) -> None:
+        """Forget everything buffered (tests)."""
+        with self._lock:
+            self._pending.clear()
+            self._retry = []
+            self._failing = self._overflowing = False
+            self.dropped = self.written = 0
+            self.last_lag_seconds = None
+
+
+audit_log = AuditLog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=audit_log._after_fork)
+
+
+class RequestAudit:
+    """The ``CallAudit`` port of one request: stamps calls with the caller and hands them to ``audit_log``."""
+
+    __slots__ = ("_caller", "_log")
+
+    def __init__(self, caller: Caller, log: AuditLog) -> None:
+        self._caller = caller
+        self._log = log
+
+    def record_call(
+        self,
+        params: Mapping[str, Any],
+        request_id: str | int,
+        started: float,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error_code: int | None = None,
+        error_message: str = "",
+        cancelled: bool = False,
+    ) -> None:
+        name = params.get("name")
+        status, task_id = outcome_status(result, error_code, cancelled)
+        self._log.append(
+            PendingCall(
+                caller=self._caller,
+                tool_name=name if isinstance(name, str) else "",
+                arguments=params.get("arguments") if params.get("arguments") is not None else {},
+                request_id=str(request_id),
+                status=status,
+                error_code=error_code,
+                error_message=error_message,
+                started=started,
+                finished=time.time(),
+                task_id=task_id,
+                appended=time.monotonic(),
+            )
+        )
+
+
+def request_audit(server: McpServer, token: Any, era: str, protocol_version: str) -> RequestAudit | None:
+    """The audit port for one request of ``token`` (an ``AgentToken`` with its agent) on ``server``, or
+    ``None`` when auditing is off. Reads only attributes already loaded: no query."""
+    if not mcp_settings.AUDIT_ENABLED:
+        return None
+    agent = token.agent
+    caller = Caller(
+        tenant_id=server.tenant_id,
+        server_pk=server.pk,
+        server_key=server.server_id,
+        agent_pk=agent.pk,
+        agent_key=agent.agent_id,
+        token_prefix=token.prefix,
+        era=era,
+        protocol_version=protocol_version,
+    )
+    return RequestAudit(caller, audit_log)
