@@ -192,19 +192,19 @@ class TenantMembershipSerializer(ModelCleanSerializer):
         validators: list[Any] = []
 
     def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
+        # Demoting the last owner is refused by TenantMembership.clean; removing it by the view's destroy.
         assert isinstance(candidate, TenantMembership)
-        if self.instance is None:
-            if TenantMembership.objects.filter(tenant_id=candidate.tenant_id, user_id=candidate.user_id).exists():
-                raise serializers.ValidationError({"user": ["This user is already a member of the tenant."]})
-        elif self.instance.role == TenantMembership.Role.OWNER and candidate.role != TenantMembership.Role.OWNER:
-            ensure_another_owner(self.instance)
+        member = TenantMembership.objects.filter(tenant_id=candidate.tenant_id, user_id=candidate.user_id)
+        if self.instance is None and member.exists():
+            raise serializers.ValidationError({"user": ["This user is already a member of the tenant."]})
 
 
 def ensure_another_owner(membership: TenantMembership) -> None:
-    """A tenant keeps at least one owner: the last one can be neither demoted nor removed."""
-    others = TenantMembership.objects.filter(tenant_id=membership.tenant_id, role=TenantMembership.Role.OWNER)
-    if not others.exclude(pk=membership.pk).exists():
-        raise serializers.ValidationError({"role": ["A tenant needs at least one owner."]})
+    """A tenant keeps at least one owner: the last one is not removed (``TenantMembership.objects.owners_left``)."""
+    if not TenantMembership.objects.owners_left(membership.tenant_id, without=[membership.pk]):
+        raise serializers.ValidationError(
+            {"role": ["A tenant keeps at least one owner: make someone else owner first."]}
+        )
 
 
 class TenantOwnedSerializer(ModelCleanSerializer):
