@@ -7,10 +7,12 @@ another tenant's id gives an empty page, exactly like an id that does not exist 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 
 from ..models import (
     Agent,
@@ -40,6 +42,24 @@ class IdField(forms.IntegerField):
 
 class IdFilter(filters.NumberFilter):
     field_class = IdField
+
+
+class UtcDateTimeField(IsoDateTimeField):
+    """An ISO 8601 date-time, converted to UTC: every database compares it, whatever offset it was sent with
+    (PostgreSQL refuses offsets beyond ±15:59, and converting near year 1 or 9999 can overflow)."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except (OverflowError, ValueError) as exc:
+            raise forms.ValidationError("Date-time out of range.", code="invalid") from exc
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
 
 
 class TenantFilter(filters.FilterSet):
@@ -147,8 +167,8 @@ class ToolCallFilter(TenantScopedFilter):
     server = IdFilter(field_name="server_id", help_text="Server id.")
     agent = IdFilter(field_name="agent_id", help_text="Agent id.")
     tool = filters.CharFilter(field_name="tool_name", help_text="Tool name as called.")
-    started_after = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
-    started_before = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt")
+    started_after = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte", help_text="ISO 8601, inclusive.")
+    started_before = UtcDateTimeFilter(field_name="started_at", lookup_expr="lt", help_text="ISO 8601, exclusive.")
 
     class Meta:
         model = ToolCall

@@ -192,7 +192,7 @@ def test_the_other_tenants_object_answers_exactly_like_a_missing_one(matrix, end
     client = clients[("acme", "owner")]
     target = globex.objects[endpoint]
     missing = 10_000_000
-    for method in ("get", "patch", "delete"):
+    for method in ("get", "patch", "delete", "options"):
         foreign = getattr(client, method)(f"/api/v1/{endpoint}/{target.pk}/", {}, format="json")
         absent = getattr(client, method)(f"/api/v1/{endpoint}/{missing}/", {}, format="json")
         assert (foreign.status_code, foreign.content) == (absent.status_code, absent.content)
