@@ -42,3 +42,25 @@ def test_invalid_configuration_is_refused(value, message):
 def test_unknown_attribute_is_an_error():
     with pytest.raises(AttributeError):
         mcp_settings.NOT_A_SETTING  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"AUDIT_FLUSH_INTERVAL_SECONDS": 2}, "must be in \\(0, 1\\]"),
+        ({"AUDIT_FLUSH_INTERVAL_SECONDS": 0}, "must be in \\(0, 1\\]"),
+        ({"AUDIT_ENABLED": "yes"}, "must be bool"),
+        ({"AUDIT_BUFFER_SIZE": 0}, "at least 1"),
+        ({"AUDIT_RETENTION_DAYS": True}, "must be int"),
+        ({"AUDIT_REDACT_KEYS": "(unclosed"}, "not a regular expression"),
+    ],
+)
+def test_audit_settings_are_validated(value, message):
+    with override_settings(MCP_APP=value), pytest.raises(ImproperlyConfigured, match=message):
+        _ = mcp_settings.AUDIT_ENABLED
+
+
+def test_audit_can_be_switched_off():
+    with override_settings(MCP_APP={"AUDIT_ENABLED": False, "AUDIT_FLUSH_INTERVAL_SECONDS": 0.25}):
+        assert mcp_settings.AUDIT_ENABLED is False
+        assert mcp_settings.AUDIT_FLUSH_INTERVAL_SECONDS == 0.25
