@@ -1,8 +1,12 @@
 """Django URLs of the reference deployment (the MCP endpoints are routed in ``asgi.py``)."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from .views import index
 
-urlpatterns = [path("", index, name="index"), path("admin/", admin.site.urls)]
+urlpatterns = [
+    path("", index, name="index"),
+    path("admin/", admin.site.urls),
+    path("api/", include("mcp_app.api.urls")),  # /api/v1/…, /api/schema/, /api/docs/ (docs/api.md)
+]

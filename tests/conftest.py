@@ -249,7 +249,7 @@ def world_factory(access_factory: Callable[..., Access], member_factory: Callabl
         }
         objects = {
             "mcp_app.tenant": tenant,
-            "mcp_app.tenantmembership": users["owner"].mcp_memberships.get(),
+            "mcp_app.tenantmembership": users["viewer"].mcp_memberships.get(),
             "mcp_app.mcpserver": access.server,
             "mcp_app.agent": access.agent,
             "mcp_app.agenttoken": access.token,

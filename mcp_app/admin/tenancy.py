@@ -44,9 +44,27 @@ class MembershipForm(forms.ModelForm):
         fields = ("tenant", "user", "role")
 
 
+class MembershipFormSet(forms.BaseInlineFormSet):
+    """The tenant's memberships as edited together: a tenant that had an owner keeps one."""
+
+    def clean(self) -> None:
+        super().clean()
+        if not TenantMembership.objects.owners_left(self.instance.pk):
+            return
+        edited = [form.instance.pk for form in self.initial_forms if form.instance.pk is not None]
+        owners = TenantMembership.objects.owners_left(self.instance.pk, without=edited)  # rows not in the form
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None) or {}
+            if data and not data.get("DELETE") and data.get("role") == TenantMembership.Role.OWNER:
+                owners += 1
+        if owners == 0:
+            raise forms.ValidationError("A tenant keeps at least one owner: make someone else owner first.")
+
+
 class TenantMembershipInline(TenantScopedInline, admin.TabularInline):
     model = TenantMembership
     form = MembershipForm
+    formset = MembershipFormSet
     fields = ("user", "role", "created_at")
     readonly_fields = ("created_at",)
     extra = 0
@@ -86,6 +104,28 @@ class TenantMembershipAdmin(TenantScopedAdmin):
         if obj is not None and "user" not in fields:
             fields.append("user")  # a membership is one person's; another person gets their own
         return fields
+
+    def has_delete_permission(self, request: HttpRequest, obj: TenantMembership | None = None) -> bool:
+        if (
+            obj is not None
+            and obj.role == TenantMembership.Role.OWNER
+            and not request.user.is_superuser
+            and not TenantMembership.objects.owners_left(obj.tenant_id, without=[obj.pk])
+        ):
+            return False  # the last owner stays (the operator may still remove them)
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        # The bulk action: never the tenant's last owners (superusers excepted).
+        if not request.user.is_superuser:
+            for tenant_id in set(queryset.values_list("tenant_id", flat=True)):
+                chosen = list(queryset.filter(tenant_id=tenant_id).values_list("pk", flat=True))
+                if TenantMembership.objects.owners_left(tenant_id) and not TenantMembership.objects.owners_left(
+                    tenant_id, without=chosen
+                ):
+                    queryset = queryset.exclude(tenant_id=tenant_id, role=TenantMembership.Role.OWNER)
+                    self.message_user(request, "The last owner of a tenant stays.", level="warning")
+        super().delete_queryset(request, queryset)
 
     def save_model(self, request: HttpRequest, obj: TenantMembership, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

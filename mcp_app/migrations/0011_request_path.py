@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0010_grants_and_audit'),
+        ('mcp_app', '0010_api_keys'),
     ]
 
     operations = [

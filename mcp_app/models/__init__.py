@@ -1,6 +1,7 @@
 """The persistent state of mcp_app, one module per aggregate. Managers own the domain verbs."""
 
 from .agents import Agent, AgentToken
+from .apikeys import ApiKey
 from .audit import ToolCall
 from .caching import CacheInvalidation
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
@@ -13,6 +14,7 @@ from .webhooks import Webhook
 __all__ = [
     "Agent",
     "AgentToken",
+    "ApiKey",
     "CacheInvalidation",
     "McpServer",
     "McpSession",

@@ -70,8 +70,17 @@ class Tenant(models.Model):
             )
 
 
+class TenantMembershipManager(models.Manager["TenantMembership"]):
+    def owners_left(self, tenant_id: int, *, without: list[int] | tuple[int, ...] = ()) -> int:
+        """How many owners the tenant keeps if the memberships ``without`` stop being owners."""
+        return self.filter(tenant_id=tenant_id, role=TenantMembership.Role.OWNER).exclude(pk__in=list(without)).count()
+
+
 class TenantMembership(models.Model):
-    """A human user's role in a tenant; the admin scopes what staff see by it."""
+    """A human user's role in a tenant; the admin and the API scope what staff see by it (``mcp_app.permissions``).
+
+    A tenant that has an owner keeps one: the last owner is not demoted (``clean``) nor removed in the admin.
+    """
 
     class Role(models.TextChoices):
         OWNER = "owner", "Owner"
@@ -85,6 +94,8 @@ class TenantMembership(models.Model):
     role = models.CharField("role", max_length=16, choices=Role.choices, default=Role.VIEWER)
     created_at = models.DateTimeField("created", auto_now_add=True)
 
+    objects = TenantMembershipManager()
+
     class Meta:
         verbose_name = "tenant membership"
         verbose_name_plural = "tenant memberships"
@@ -92,3 +103,11 @@ class TenantMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} — {self.get_role_display()} of {self.tenant.slug}"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.pk is None or self.role == self.Role.OWNER:
+            return
+        was_owner = type(self).objects.filter(pk=self.pk, role=self.Role.OWNER).exists()
+        if was_owner and not type(self).objects.owners_left(self.tenant_id, without=[self.pk]):
+            raise ValidationError({"role": "A tenant keeps at least one owner: make someone else owner first."})

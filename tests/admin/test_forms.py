@@ -3,6 +3,10 @@ Python tools, help texts that render, a token form limited to the agent's tenant
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
@@ -49,8 +53,13 @@ def editor(globex, login):
 
 def test_json_fields_are_shown_indented(globex, editor):
     page = editor.get(url("tool", "change", globex["tool"].pk)).content.decode()
-    assert "{\n  &quot;content&quot;: [\n    {\n      &quot;type&quot;: &quot;text&quot;," in page
-    assert 'class="vLargeTextField mcp-json"' in page
+    match = re.search(
+        r'<textarea name="static_result"[^>]*class="vLargeTextField mcp-json"[^>]*>\n?(.*?)</textarea>', page, re.S
+    )
+    shown = html.unescape(match.group(1))
+    # Key order is the database's (PostgreSQL's jsonb sorts keys); the layout is two-space indentation.
+    assert shown.startswith('{\n  "content": [\n    {\n      "')
+    assert json.loads(shown) == {"content": [{"type": "text", "text": "globex says hi"}]}
 
 
 def test_invalid_json_says_where(globex, editor):

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0009_http_tools'),
+        ('mcp_app', '0008_http_tools'),
     ]
 
     operations = [

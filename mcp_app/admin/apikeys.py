@@ -1,0 +1,79 @@
+"""Admin page for personal API keys: every staff user issues and revokes their own keys here.
+
+A key is created through ``ApiKey.objects.issue_key`` for the logged-in user; the raw value is shown once in a
+message and never stored. Staff users see only their own keys (superusers see everyone's); revocation is an
+action that goes through ``ApiKey.revoke``. A key is personal, not tenant data: it acts with its user's roles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from ..models import ApiKey
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "name", "user", "created_at", "expires_at", "revoked_at", "last_used_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_select_related = ("user",)
+    search_fields = ("prefix", "name")
+    readonly_fields = ("user", "prefix", "created_at", "revoked_at", "last_used_at")
+    actions = ["revoke_keys"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiKey]:
+        queryset = super().get_queryset(request)
+        return queryset if request.user.is_superuser else queryset.filter(user_id=request.user.pk)
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        if obj is None:
+            return ["name", "expires_at"]
+        return ["name", "user", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
+        if obj is None:
+            return ()
+        return (*self.readonly_fields, "expires_at")
+
+    def _own(self, request: HttpRequest, obj: ApiKey | None) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return False
+        return obj is None or user.is_superuser or obj.user_id == user.pk
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._own(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._own(request, None)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._own(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._own(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, raw = ApiKey.objects.issue_key(request.user, name=obj.name, expires_at=obj.expires_at)
+        obj.pk, obj.user_id = key.pk, key.user_id
+        obj.prefix, obj.digest, obj.created_at = key.prefix, key.digest, key.created_at
+        obj._state.adding = False
+        messages.warning(request, f"New API key: {raw} — copy it now; it is never shown again.")
+
+    @admin.action(description="Revoke selected API keys")
+    def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        count = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            key.revoke()
+            count += 1
+        self.message_user(request, f"Revoked {count} API key(s).")

@@ -1,0 +1,130 @@
+"""The one place where API errors become responses: every error is JSON with a stable code.
+
+Shape (documented in ``docs/api.md`` and in the OpenAPI schema as ``Error``)::
+
+    {"error": {"code": "validation_error", "message": "Invalid input.", "fields": {"name": ["…"]}}}
+
+``fields`` is present only for validation errors; errors that concern no single field are listed under
+``non_field_errors``. Codes are constants below and never change meaning; messages are for humans and may.
+Unknown exceptions are logged with their traceback and answered as a sanitised ``internal_error`` (500);
+nothing leaks a traceback or an object of another tenant.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.serializers import as_serializer_error
+from rest_framework.views import set_rollback
+
+logger = logging.getLogger("mcp_app.api")
+
+NOT_AUTHENTICATED = "not_authenticated"
+AUTHENTICATION_FAILED = "authentication_failed"
+PERMISSION_DENIED = "permission_denied"
+NOT_FOUND = "not_found"
+VALIDATION_ERROR = "validation_error"
+PARSE_ERROR = "parse_error"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+NOT_ACCEPTABLE = "not_acceptable"
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+THROTTLED = "throttled"
+CONFLICT = "conflict"
+INTERNAL_ERROR = "internal_error"
+
+ERROR_CODES: dict[str, str] = {
+    NOT_AUTHENTICATED: "401: no credentials were sent.",
+    AUTHENTICATION_FAILED: "401: the API key or session is invalid, revoked or expired.",
+    PERMISSION_DENIED: "403: authenticated, but your role does not allow this (e.g. a viewer writing).",
+    NOT_FOUND: "404: no such object among those you can see (another tenant's objects are not found either).",
+    VALIDATION_ERROR: "400: the input is invalid; `fields` says where.",
+    PARSE_ERROR: "400: the body is not valid JSON (or form data).",
+    METHOD_NOT_ALLOWED: "405: the endpoint does not support this method.",
+    NOT_ACCEPTABLE: "406: no representation matches the Accept header.",
+    UNSUPPORTED_MEDIA_TYPE: "415: the body's content type is not accepted.",
+    THROTTLED: "429: too many requests.",
+    CONFLICT: "409: the request conflicts with the current state.",
+    INTERNAL_ERROR: "500: an unexpected error; it is logged on the server.",
+}
+
+_CODE_BY_CLASS: tuple[tuple[type[exceptions.APIException], str], ...] = (
+    (exceptions.NotAuthenticated, NOT_AUTHENTICATED),
+    (exceptions.AuthenticationFailed, AUTHENTICATION_FAILED),
+    (exceptions.PermissionDenied, PERMISSION_DENIED),
+    (exceptions.NotFound, NOT_FOUND),
+    (exceptions.ValidationError, VALIDATION_ERROR),
+    (exceptions.ParseError, PARSE_ERROR),
+    (exceptions.MethodNotAllowed, METHOD_NOT_ALLOWED),
+    (exceptions.NotAcceptable, NOT_ACCEPTABLE),
+    (exceptions.UnsupportedMediaType, UNSUPPORTED_MEDIA_TYPE),
+    (exceptions.Throttled, THROTTLED),
+)
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = CONFLICT
+
+
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields is not None:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def _code_of(exc: exceptions.APIException) -> str:
+    for cls, code in _CODE_BY_CLASS:
+        if isinstance(exc, cls):
+            return code
+    return str(getattr(exc, "default_code", "") or "error")
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's ``EXCEPTION_HANDLER`` for the mcp_app API views (set per view, not project-wide)."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(as_serializer_error(exc))
+
+    if not isinstance(exc, exceptions.APIException):
+        view = context.get("view")
+        logger.exception("Unhandled error in API view %s", type(view).__name__ if view else "?")
+        set_rollback()
+        return Response(
+            error_body(INTERNAL_ERROR, "Internal server error."), status=status.HTTP_500_INTERNAL_SERVER_ERROR
+        )
+
+    headers: dict[str, str] = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+    if getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+
+    code = _code_of(exc)
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        fields = detail if isinstance(detail, dict) else {"non_field_errors": detail}
+        body = error_body(code, "Invalid input.", _plain(fields))
+    else:
+        body = error_body(code, str(exc.detail))
+    set_rollback()
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+def _plain(value: Any) -> Any:
+    """ErrorDetail strings and nested lists/dicts as plain JSON values."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return str(value)

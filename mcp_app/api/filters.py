@@ -1,0 +1,185 @@
+"""Query-string filters of the list endpoints (django-filter).
+
+Foreign keys are filtered by id with plain integer filters over the already scoped queryset: filtering by
+another tenant's id gives an empty page, exactly like an id that does not exist (a choice filter would answer
+400 for one and 200 for the other, telling them apart).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
+
+from ..models import (
+    Agent,
+    AgentToken,
+    McpServer,
+    McpSession,
+    Prompt,
+    Resource,
+    ServerPrompt,
+    ServerResource,
+    ServerTool,
+    Tenant,
+    TenantMembership,
+    Tool,
+    ToolCall,
+)
+
+MAX_ID = 2**63 - 1
+
+
+class IdField(forms.IntegerField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+
+class IdFilter(filters.NumberFilter):
+    field_class = IdField
+
+
+class UtcDateTimeField(IsoDateTimeField):
+    """An ISO 8601 date-time, converted to UTC: every database compares it, whatever offset it was sent with
+    (PostgreSQL refuses offsets beyond ±15:59, and converting near year 1 or 9999 can overflow)."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None:
+            return None
+        try:
+            return parsed.astimezone(UTC)
+        except (OverflowError, ValueError) as exc:
+            raise forms.ValidationError("Date-time out of range.", code="invalid") from exc
+
+
+class UtcDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcDateTimeField
+
+
+class TenantFilter(filters.FilterSet):
+    class Meta:
+        model = Tenant
+        fields = {"slug": ["exact"], "is_active": ["exact"]}
+
+
+class TenantScopedFilter(filters.FilterSet):
+    tenant = IdFilter(field_name="tenant_id", help_text="Tenant id.")
+    tenant_slug = filters.CharFilter(field_name="tenant__slug", help_text="Tenant slug.")
+
+
+class TenantMembershipFilter(TenantScopedFilter):
+    user = filters.CharFilter(field_name="user__username", help_text="Username.")
+
+    class Meta:
+        model = TenantMembership
+        fields = ("tenant", "tenant_slug", "user", "role")
+
+
+class McpServerFilter(TenantScopedFilter):
+    class Meta:
+        model = McpServer
+        fields = ("tenant", "tenant_slug", "server_id", "enabled")
+
+
+class ToolFilter(TenantScopedFilter):
+    class Meta:
+        model = Tool
+        fields = ("tenant", "tenant_slug", "name", "kind", "task_support")
+
+
+class ResourceFilter(TenantScopedFilter):
+    class Meta:
+        model = Resource
+        fields = ("tenant", "tenant_slug", "uri", "kind", "is_template")
+
+
+class PromptFilter(TenantScopedFilter):
+    class Meta:
+        model = Prompt
+        fields = ("tenant", "tenant_slug", "name", "kind")
+
+
+class AgentFilter(TenantScopedFilter):
+    class Meta:
+        model = Agent
+        fields = ("tenant", "tenant_slug", "agent_id", "is_active")
+
+
+class BindingFilter(filters.FilterSet):
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    tenant = IdFilter(field_name="server__tenant_id", help_text="Tenant id.")
+
+
+class ServerToolFilter(BindingFilter):
+    tool = IdFilter(field_name="tool_id", help_text="Tool id.")
+
+    class Meta:
+        model = ServerTool
+        fields = ("server", "tenant", "tool", "enabled")
+
+
+class ServerResourceFilter(BindingFilter):
+    resource = IdFilter(field_name="resource_id", help_text="Resource id.")
+
+    class Meta:
+        model = ServerResource
+        fields = ("server", "tenant", "resource", "enabled")
+
+
+class ServerPromptFilter(BindingFilter):
+    prompt = IdFilter(field_name="prompt_id", help_text="Prompt id.")
+
+    class Meta:
+        model = ServerPrompt
+        fields = ("server", "tenant", "prompt", "enabled")
+
+
+class AgentTokenFilter(filters.FilterSet):
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    tenant = IdFilter(field_name="agent__tenant_id", help_text="Tenant id.")
+    server = IdFilter(field_name="servers", help_text="Tokens scoped to this server id.", distinct=True)
+    revoked = filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
+    prefix = filters.CharFilter(field_name="prefix")
+
+    class Meta:
+        model = AgentToken
+        fields = ("agent", "tenant", "server", "revoked", "prefix")
+
+
+class McpSessionFilter(filters.FilterSet):
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    tenant = IdFilter(field_name="server__tenant_id", help_text="Tenant id.")
+    terminated = filters.BooleanFilter(field_name="terminated_at", lookup_expr="isnull", exclude=True)
+
+    class Meta:
+        model = McpSession
+        fields = ("server", "agent", "tenant", "terminated", "protocol_version")
+
+
+class ToolCallFilter(TenantScopedFilter):
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    tool = filters.CharFilter(field_name="tool_name", help_text="Tool name as called.")
+    started_after = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte", help_text="ISO 8601, inclusive.")
+    started_before = UtcDateTimeFilter(field_name="started_at", lookup_expr="lt", help_text="ISO 8601, exclusive.")
+
+    class Meta:
+        model = ToolCall
+        fields = (
+            "tenant",
+            "tenant_slug",
+            "server",
+            "agent",
+            "tool",
+            "status",
+            "era",
+            "started_after",
+            "started_before",
+        )

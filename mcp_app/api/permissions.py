@@ -1,0 +1,102 @@
+"""DRF glue onto ``mcp_app.permissions``, the one module the admin and the API ask; no rule is decided here.
+
+Each request maps to one of the four Django actions (view, add, change, delete) and is checked exactly as the
+admin checks it: the Django model permission of the action, and the user's ``TenantMembership`` role in the
+object's tenant (``viewer`` views, ``admin`` adds/changes/deletes, ``owner`` also manages memberships;
+superusers everything). Querysets are scoped with ``scope_queryset`` before any lookup, so another tenant's
+object is a 404, never a 403; a user who may see an object but not change it gets a 403.
+
+Custom actions name their Django action in the view's ``action_permissions`` (``revoke`` and ``terminate`` are
+changes); any other unsafe action counts as a change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from rest_framework import permissions
+from rest_framework.request import Request
+
+from ..permissions import (
+    ADMIN,
+    OWNER,
+    VIEWER,
+    access_for,
+    can_add,
+    can_change,
+    can_delete,
+    can_view,
+    default_tenant,
+    has_model_permission,
+    required_role,
+    scope_queryset,
+)
+
+__all__ = [
+    "ADMIN",
+    "OWNER",
+    "VIEWER",
+    "TenantRolePermission",
+    "access_for",
+    "can_add",
+    "default_tenant",
+    "django_action",
+    "scope",
+]
+
+_STANDARD_ACTIONS = {
+    "list": "view",
+    "retrieve": "view",
+    "metadata": "view",
+    "create": "add",
+    "update": "change",
+    "partial_update": "change",
+    "destroy": "delete",
+}
+
+
+def scope(queryset: models.QuerySet[Any], user: Any, minimum: str = VIEWER) -> models.QuerySet[Any]:
+    """``queryset`` limited to the tenants where ``user`` holds at least ``minimum`` (see ``scope_queryset``)."""
+    return scope_queryset(user, queryset, minimum)
+
+
+def django_action(request: Request, view: Any) -> str:
+    """The Django action (view/add/change/delete) this request performs."""
+    name = getattr(view, "action", None)
+    declared = getattr(view, "action_permissions", {})
+    if name in declared:
+        return str(declared[name])
+    if name in _STANDARD_ACTIONS:
+        return _STANDARD_ACTIONS[name]
+    return "view" if request.method in permissions.SAFE_METHODS else "change"
+
+
+class TenantRolePermission(permissions.BasePermission):
+    """Model permission plus tenant role, per request (``has_permission``) and per object."""
+
+    message = "Your role in this tenant does not allow this."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        if not (user and user.is_authenticated and user.is_active):
+            return False
+        model = view.queryset.model
+        action = django_action(request, view)
+        if not has_model_permission(user, action, model):
+            return False
+        if action == "add":
+            access = access_for(user)
+            if access.is_superuser:
+                return True
+            minimum = required_role(model, "add")
+            return minimum is not None and bool(access.tenant_ids(minimum))
+        return True
+
+    def has_object_permission(self, request: Request, view: Any, obj: models.Model) -> bool:
+        action = django_action(request, view)
+        if action == "view":
+            return can_view(request.user, obj)
+        if action == "delete":
+            return can_delete(request.user, obj)
+        return can_change(request.user, obj)

@@ -1,0 +1,569 @@
+"""Serializers of the API: what each resource looks like on the wire, and the validation of writes.
+
+Every write is validated twice over: by the serializer (types, lengths, foreign keys) and by the model's own
+``full_clean`` (the same ``clean`` rules the admin applies: JSON Schema checks, static tool configuration,
+registered python names, same-tenant bindings, uniqueness). Foreign keys only accept objects of tenants where
+the user may write, so naming another tenant's object is the same 400 as naming one that does not exist.
+A new object's tenant defaults to the user's only writable tenant.
+
+Tokens and API keys never show their digest; the raw value is in the create response only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
+from rest_framework import exceptions, serializers
+from rest_framework.fields import empty
+
+from ..models import (
+    Agent,
+    AgentToken,
+    ApiKey,
+    McpServer,
+    McpSession,
+    Prompt,
+    Resource,
+    ServerPrompt,
+    ServerResource,
+    ServerTool,
+    Tenant,
+    TenantMembership,
+    Tool,
+    ToolCall,
+)
+from .permissions import ADMIN, OWNER, access_for, can_add, default_tenant, scope
+
+MAX_JSON_DEPTH = 32
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise serializers.ValidationError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels.")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise serializers.ValidationError("Null characters are not allowed.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                raise serializers.ValidationError("Null characters are not allowed.")
+            _check_json(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_json(item, depth + 1)
+
+
+class SafeJSONField(serializers.JSONField):
+    """Any JSON value that every database can store (no NUL characters, bounded nesting)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        _check_json(value)
+        return value
+
+
+class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
+    """A foreign key limited to objects of the tenants where the requesting user holds at least ``minimum``."""
+
+    def __init__(self, minimum: str = ADMIN, **kwargs: Any) -> None:
+        self.minimum = minimum
+        super().__init__(**kwargs)
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        queryset = super().get_queryset()
+        request = self.context.get("request")
+        if request is None:
+            return queryset.none()
+        return scope(queryset, request.user, self.minimum)
+
+
+def _as_drf_error(exc: DjangoValidationError) -> serializers.ValidationError:
+    if hasattr(exc, "error_dict"):
+        detail = {("non_field_errors" if key == "__all__" else key): value for key, value in exc.message_dict.items()}
+        return serializers.ValidationError(detail)
+    return serializers.ValidationError({"non_field_errors": exc.messages})
+
+
+class ModelCleanSerializer(serializers.ModelSerializer):
+    """Writes go through the model's ``full_clean`` on a candidate instance, which is then what gets saved.
+
+    ``create_only_fields`` are writable on create and read-only afterwards (an object never moves to another
+    tenant, a binding never to another server). ``tenant_role`` is the least role that allows creating objects in
+    a tenant; a missing ``tenant`` defaults to the user's only such tenant (``permissions.default_tenant``).
+    The candidate must pass ``permissions.can_add`` (model permission and role) before anything is saved.
+    """
+
+    serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, models.JSONField: SafeJSONField}
+    create_only_fields: tuple[str, ...] = ()
+    tenant_role: str = ADMIN
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        if self.instance is not None and not isinstance(self.instance, list | models.QuerySet):
+            for name in self.create_only_fields:
+                if name in fields:
+                    fields[name].read_only = True
+                    fields[name].required = False
+        return fields
+
+    def _default_tenant(self, attrs: dict[str, Any]) -> None:
+        if self.instance is not None or "tenant" not in self.fields or attrs.get("tenant") is not None:
+            return
+        tenant = default_tenant(self.context["request"].user, self.tenant_role)
+        if tenant is not None:
+            attrs["tenant"] = tenant
+            return
+        raise serializers.ValidationError({"tenant": ["This field is required: you can write in several tenants."]})
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        self._default_tenant(attrs)
+        model = self.Meta.model
+        many = {field.name for field in model._meta.many_to_many}
+        plain = {key: value for key, value in attrs.items() if key not in many}
+        if self.instance is None:
+            candidate = model(**plain)
+        else:
+            from copy import copy
+
+            candidate = copy(self.instance)
+            for key, value in plain.items():
+                setattr(candidate, key, value)
+        self.validate_candidate(candidate, attrs)
+        if self.instance is None and not can_add(self.context["request"].user, candidate):
+            raise exceptions.PermissionDenied()
+        try:
+            candidate.full_clean()
+        except DjangoValidationError as exc:
+            raise _as_drf_error(exc) from exc
+        self._candidate = candidate
+        return attrs
+
+    def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
+        """Cross-field checks before the model's own (a hook for subclasses)."""
+
+    def _save_candidate(self, validated_data: dict[str, Any]) -> models.Model:
+        many = {field.name for field in self.Meta.model._meta.many_to_many}
+        instance = self._candidate
+        instance.save()
+        for name in many & set(validated_data):
+            getattr(instance, name).set(validated_data[name])
+        return instance
+
+    def create(self, validated_data: dict[str, Any]) -> models.Model:
+        return self._save_candidate(validated_data)
+
+    def update(self, instance: models.Model, validated_data: dict[str, Any]) -> models.Model:
+        return self._save_candidate(validated_data)
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    role = serializers.SerializerMethodField(help_text="Your role in this tenant (null: none, e.g. a superuser).")
+
+    class Meta:
+        model = Tenant
+        fields = ("id", "slug", "name", "is_active", "created_at", "role")
+        read_only_fields = fields
+
+    def get_role(self, tenant: Tenant) -> str | None:
+        request = self.context.get("request")
+        if request is None:
+            return None
+        return access_for(request.user).role(tenant.pk)
+
+
+class TenantMembershipSerializer(ModelCleanSerializer):
+    tenant = ScopedRelatedField(queryset=Tenant.objects.all(), minimum=OWNER, required=False)
+    user = serializers.SlugRelatedField(
+        slug_field="username",
+        queryset=get_user_model().objects.filter(is_active=True),
+        help_text="The member's username.",
+    )
+    create_only_fields = ("tenant", "user")
+    tenant_role = OWNER
+
+    class Meta:
+        model = TenantMembership
+        fields = ("id", "tenant", "user", "role", "created_at")
+        read_only_fields = ("created_at",)
+        validators: list[Any] = []
+
+    def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
+        # Demoting the last owner is refused by TenantMembership.clean; removing it by the view's destroy.
+        assert isinstance(candidate, TenantMembership)
+        member = TenantMembership.objects.filter(tenant_id=candidate.tenant_id, user_id=candidate.user_id)
+        if self.instance is None and member.exists():
+            raise serializers.ValidationError({"user": ["This user is already a member of the tenant."]})
+
+
+def ensure_another_owner(membership: TenantMembership) -> None:
+    """A tenant keeps at least one owner: the last one is not removed (``TenantMembership.objects.owners_left``)."""
+    if not TenantMembership.objects.owners_left(membership.tenant_id, without=[membership.pk]):
+        raise serializers.ValidationError(
+            {"role": ["A tenant keeps at least one owner: make someone else owner first."]}
+        )
+
+
+class TenantOwnedSerializer(ModelCleanSerializer):
+    tenant = ScopedRelatedField(
+        queryset=Tenant.objects.all(),
+        required=False,
+        help_text="Defaults to your tenant when you can write in exactly one; cannot change later.",
+    )
+    create_only_fields = ("tenant",)
+
+
+class McpServerSerializer(TenantOwnedSerializer):
+    endpoint = serializers.SerializerMethodField(help_text="The path MCP clients call: /mcp/<server id>.")
+
+    class Meta:
+        model = McpServer
+        fields = (
+            "id",
+            "tenant",
+            "server_id",
+            "endpoint",
+            "name",
+            "title",
+            "version",
+            "instructions",
+            "enabled",
+            "allowed_origins",
+            "protocol_versions",
+            "sessions_required",
+            "catalog_version",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("catalog_version", "created_at", "updated_at")
+        validators: list[Any] = []
+
+    def get_endpoint(self, server: McpServer) -> str:
+        return f"/mcp/{server.server_id}"
+
+
+class ToolSerializer(TenantOwnedSerializer):
+    class Meta:
+        model = Tool
+        fields = (
+            "id",
+            "tenant",
+            "name",
+            "title",
+            "description",
+            "kind",
+            "python_name",
+            "input_schema",
+            "output_schema",
+            "annotations",
+            "static_result",
+            "static_error",
+            "static_cases",
+            "static_delay_ms",
+            "static_progress_steps",
+            "task_support",
+            "icons",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("created_at", "updated_at")
+        validators: list[Any] = []
+
+
+class ResourceSerializer(TenantOwnedSerializer):
+    class Meta:
+        model = Resource
+        fields = (
+            "id",
+            "tenant",
+            "uri",
+            "is_template",
+            "name",
+            "title",
+            "description",
+            "mime_type",
+            "kind",
+            "text",
+            "blob",
+            "python_name",
+            "annotations",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("created_at", "updated_at")
+        validators: list[Any] = []
+
+
+class PromptSerializer(TenantOwnedSerializer):
+    class Meta:
+        model = Prompt
+        fields = (
+            "id",
+            "tenant",
+            "name",
+            "title",
+            "description",
+            "kind",
+            "arguments",
+            "messages",
+            "python_name",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("created_at", "updated_at")
+        validators: list[Any] = []
+
+
+class AgentSerializer(TenantOwnedSerializer):
+    class Meta:
+        model = Agent
+        fields = ("id", "tenant", "agent_id", "name", "is_active", "created_at")
+        read_only_fields = ("created_at",)
+        validators: list[Any] = []
+
+
+class BindingSerializer(ModelCleanSerializer):
+    """A server exposing one catalog entry; the server and the entry must be of the same tenant."""
+
+    server = ScopedRelatedField(queryset=McpServer.objects.all())
+    entry_field = ""
+    create_only_fields = ("server",)
+
+    def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
+        entry = getattr(candidate, self.entry_field)
+        if candidate.server.tenant_id != entry.tenant_id:  # type: ignore[attr-defined]
+            raise serializers.ValidationError(
+                {self.entry_field: [f"The server and the {self.entry_field} belong to different tenants."]}
+            )
+        model = type(candidate)
+        duplicate = model._default_manager.filter(server_id=candidate.server_id, **{self.entry_field: entry})  # type: ignore[attr-defined]
+        if candidate.pk is not None:
+            duplicate = duplicate.exclude(pk=candidate.pk)
+        if duplicate.exists():
+            raise serializers.ValidationError(
+                {self.entry_field: [f"The server already exposes this {self.entry_field}."]}
+            )
+
+
+class ServerToolSerializer(BindingSerializer):
+    tool = ScopedRelatedField(queryset=Tool.objects.all())
+    exposed_name = serializers.CharField(read_only=True, help_text="The name clients see.")
+    entry_field = "tool"
+
+    class Meta:
+        model = ServerTool
+        fields = (
+            "id",
+            "server",
+            "tool",
+            "enabled",
+            "position",
+            "name_override",
+            "description_override",
+            "exposed_name",
+        )
+        validators: list[Any] = []
+
+
+class ServerResourceSerializer(BindingSerializer):
+    resource = ScopedRelatedField(queryset=Resource.objects.all())
+    entry_field = "resource"
+
+    class Meta:
+        model = ServerResource
+        fields = ("id", "server", "resource", "enabled", "position")
+        validators: list[Any] = []
+
+
+class ServerPromptSerializer(BindingSerializer):
+    prompt = ScopedRelatedField(queryset=Prompt.objects.all())
+    entry_field = "prompt"
+
+    class Meta:
+        model = ServerPrompt
+        fields = ("id", "server", "prompt", "enabled", "position")
+        validators: list[Any] = []
+
+
+GRANT_FIELDS = ("granted_tools", "granted_resources", "granted_prompts")
+
+
+class AgentTokenSerializer(serializers.ModelSerializer):
+    """An agent's token. Created through ``AgentToken.objects.issue_token``; the digest is never shown or set.
+
+    The grant (``limit_to_grant`` with the granted tools, resources and prompts, and ``read_only``) narrows what
+    the token sees on its servers; granting any entry on create limits the token to the entries granted."""
+
+    agent = ScopedRelatedField(queryset=Agent.objects.all())
+    servers = ScopedRelatedField(
+        queryset=McpServer.objects.all(), many=True, required=False, help_text="Servers this token may call."
+    )
+    granted_tools = ScopedRelatedField(
+        queryset=Tool.objects.all(), many=True, required=False, help_text="With limit_to_grant: the tools it sees."
+    )
+    granted_resources = ScopedRelatedField(queryset=Resource.objects.all(), many=True, required=False)
+    granted_prompts = ScopedRelatedField(queryset=Prompt.objects.all(), many=True, required=False)
+    tenant = serializers.IntegerField(source="agent.tenant_id", read_only=True)
+    is_usable = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = AgentToken
+        fields = (
+            "id",
+            "tenant",
+            "agent",
+            "name",
+            "servers",
+            "limit_to_grant",
+            "granted_tools",
+            "granted_resources",
+            "granted_prompts",
+            "read_only",
+            "prefix",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "is_usable",
+        )
+        read_only_fields = ("prefix", "created_at", "revoked_at", "last_used_at")
+
+    def __init__(self, instance: Any = None, data: Any = empty, **kwargs: Any) -> None:
+        super().__init__(instance, data, **kwargs)
+        if instance is not None and not isinstance(instance, list | models.QuerySet):
+            self.fields["agent"].read_only = True
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        agent = attrs.get("agent") or (self.instance.agent if self.instance is not None else None)
+        servers = attrs.get("servers")
+        if agent is not None and servers and any(server.tenant_id != agent.tenant_id for server in servers):
+            raise serializers.ValidationError({"servers": ["A token can only be scoped to its agent's servers."]})
+        for field in GRANT_FIELDS:
+            entries = attrs.get(field) or ()
+            if agent is not None and any(entry.tenant_id != agent.tenant_id for entry in entries):
+                raise serializers.ValidationError({field: ["A token can only be granted its agent's catalog entries."]})
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> AgentToken:
+        limited = validated_data.get("limit_to_grant", False) or any(field in validated_data for field in GRANT_FIELDS)
+        grants = {
+            key: (list(validated_data.get(field) or ()) if limited else None)
+            for key, field in zip(("tools", "resources", "prompts"), GRANT_FIELDS, strict=True)
+        }
+        token, raw = AgentToken.objects.issue_token(
+            validated_data["agent"],
+            servers=validated_data.get("servers") or None,
+            name=validated_data.get("name", ""),
+            expires_at=validated_data.get("expires_at"),
+            read_only=validated_data.get("read_only", False),
+            **grants,
+        )
+        token.raw_token = raw  # type: ignore[attr-defined]  (returned once, by the create response)
+        return token
+
+
+class AgentTokenCreatedSerializer(AgentTokenSerializer):
+    token = serializers.CharField(
+        source="raw_token", read_only=True, help_text="The raw token. Shown only in this response; store it now."
+    )
+
+    class Meta(AgentTokenSerializer.Meta):
+        fields = (*AgentTokenSerializer.Meta.fields, "token")
+
+
+class McpSessionSerializer(serializers.ModelSerializer):
+    tenant = serializers.IntegerField(source="server.tenant_id", read_only=True)
+
+    class Meta:
+        model = McpSession
+        fields = (
+            "id",
+            "tenant",
+            "server",
+            "agent",
+            "protocol_version",
+            "client_info",
+            "client_capabilities",
+            "log_level",
+            "created_at",
+            "last_seen_at",
+            "terminated_at",
+        )
+        read_only_fields = fields
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    """One of your own personal API keys; created through ``ApiKey.objects.issue_key``."""
+
+    is_usable = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = ("id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "is_usable")
+        read_only_fields = ("prefix", "created_at", "revoked_at", "last_used_at")
+
+    def create(self, validated_data: dict[str, Any]) -> ApiKey:
+        key, raw = ApiKey.objects.issue_key(
+            self.context["request"].user,
+            name=validated_data.get("name", ""),
+            expires_at=validated_data.get("expires_at"),
+        )
+        key.raw_key = raw  # type: ignore[attr-defined]
+        return key
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(
+        source="raw_key", read_only=True, help_text="The raw key. Shown only in this response; store it now."
+    )
+
+    class Meta(ApiKeySerializer.Meta):
+        fields = (*ApiKeySerializer.Meta.fields, "key")
+
+
+class ToolCallSerializer(serializers.ModelSerializer):
+    """One audited ``tools/call``; arguments are the redacted copy stored by the audit log."""
+
+    class Meta:
+        model = ToolCall
+        fields = (
+            "id",
+            "tenant",
+            "server",
+            "agent",
+            "server_key",
+            "agent_key",
+            "token_prefix",
+            "tool_name",
+            "arguments_digest",
+            "arguments",
+            "status",
+            "error_code",
+            "error_message",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "era",
+            "protocol_version",
+            "request_id",
+            "task_id",
+        )
+        read_only_fields = fields
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine-readable code, e.g. not_found, validation_error.")
+    message = serializers.CharField(help_text="Human-readable summary.")
+    fields = serializers.DictField(
+        child=serializers.JSONField(), required=False, help_text="Validation errors per field (non_field_errors)."
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error response."""
+
+    error = ErrorDetailSerializer()

@@ -1,0 +1,43 @@
+"""URLs of the API. A project mounts them with ``path("api/", include("mcp_app.api.urls"))``, which gives:
+
+- ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
+  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``);
+- ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
+"""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from . import views
+from .schema import OfflineSwaggerView, SchemaView
+
+app_name = "mcp_api"
+
+
+class Router(DefaultRouter):
+    include_root_view = False
+
+
+router = Router()
+router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("memberships", views.TenantMembershipViewSet, basename="membership")
+router.register("servers", views.McpServerViewSet, basename="server")
+router.register("tools", views.ToolViewSet, basename="tool")
+router.register("resources", views.ResourceViewSet, basename="resource")
+router.register("prompts", views.PromptViewSet, basename="prompt")
+router.register("server-tools", views.ServerToolViewSet, basename="server-tool")
+router.register("server-resources", views.ServerResourceViewSet, basename="server-resource")
+router.register("server-prompts", views.ServerPromptViewSet, basename="server-prompt")
+router.register("agents", views.AgentViewSet, basename="agent")
+router.register("tokens", views.AgentTokenViewSet, basename="token")
+router.register("sessions", views.McpSessionViewSet, basename="session")
+router.register("tool-calls", views.ToolCallViewSet, basename="tool-call")
+router.register("api-keys", views.ApiKeyViewSet, basename="api-key")
+
+urlpatterns = [
+    path("v1/", include(router.urls)),
+    path("schema/", SchemaView.as_view(), name="schema"),
+    path("docs/", OfflineSwaggerView.as_view(), name="docs"),
+]

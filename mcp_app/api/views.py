@@ -1,0 +1,315 @@
+"""The API's viewsets: one per resource, each a thin front door onto the models and their managers.
+
+Every queryset is scoped to the requesting user's tenants (``permissions.scope``) before any lookup, so another
+tenant's object is a 404. Writes need a writing role in the object's tenant (``TenantRolePermission``).
+Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
+sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``). Tool calls are read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models, transaction
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema_view
+from rest_framework import mixins, pagination, permissions, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.filters import OrderingFilter
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+
+from .. import permissions as tenant_permissions
+from ..models import (
+    Agent,
+    AgentToken,
+    ApiKey,
+    McpServer,
+    McpSession,
+    Prompt,
+    Resource,
+    ServerPrompt,
+    ServerResource,
+    ServerTool,
+    Tenant,
+    TenantMembership,
+    Tool,
+    ToolCall,
+)
+from . import filters, serializers
+from .authentication import ApiKeyAuthentication, SessionAuthentication
+from .exceptions import exception_handler
+from .permissions import TenantRolePermission, scope
+from .schema import ApiAutoSchema, document
+
+# Primary keys in URLs: digits only, and few enough to fit a 64-bit integer on every database.
+PK_PATTERN = "[0-9]{1,18}"
+
+
+class ApiPagination(pagination.PageNumberPagination):
+    """``?page=N`` (from 1) and ``?page_size=M`` (default 50, at most 500)."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class ApiViewMixin:
+    """What every API view sets for itself, independent of the project's ``REST_FRAMEWORK`` settings."""
+
+    authentication_classes = (ApiKeyAuthentication, SessionAuthentication)
+    permission_classes: tuple[type[permissions.BasePermission], ...] = (TenantRolePermission,)
+    parser_classes = (JSONParser,)
+    renderer_classes = (JSONRenderer,)
+    pagination_class = ApiPagination
+    filter_backends = (DjangoFilterBackend, OrderingFilter)
+    schema = ApiAutoSchema()
+    lookup_value_regex = PK_PATTERN
+    ordering_fields: tuple[str, ...] = ("id",)
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+
+class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
+    """CRUD over one model, scoped to the user's tenants."""
+
+    queryset: models.QuerySet[Any]
+    select_related: tuple[str, ...] = ()
+    prefetch_related: tuple[str, ...] = ()
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        queryset = scope(self.queryset.all(), self.request.user)
+        if self.select_related:
+            queryset = queryset.select_related(*self.select_related)
+        if self.prefetch_related:
+            queryset = queryset.prefetch_related(*self.prefetch_related)
+        if not queryset.ordered:
+            queryset = queryset.order_by("pk")
+        return queryset
+
+    def perform_create(self, serializer: BaseSerializer[Any]) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_update(self, serializer: BaseSerializer[Any]) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+
+@extend_schema_view(
+    list=document(summary="Tenants you are a member of (all, for superusers)"),
+    retrieve=document(summary="One of your tenants"),
+)
+class TenantViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = Tenant.objects.all()
+    serializer_class = serializers.TenantSerializer
+    filterset_class = filters.TenantFilter
+    ordering_fields = ("id", "slug", "name", "created_at")
+
+    def get_queryset(self) -> models.QuerySet[Tenant]:
+        return scope(self.queryset.all(), self.request.user)
+
+
+class TenantMembershipViewSet(TenantScopedViewSet):
+    """Who is a member of your tenants, with which role. Only owners add, change or remove members."""
+
+    queryset = TenantMembership.objects.all()
+    serializer_class = serializers.TenantMembershipSerializer
+    filterset_class = filters.TenantMembershipFilter
+    select_related = ("user", "tenant")
+    ordering_fields = ("id", "role", "created_at")
+
+    def perform_destroy(self, instance: TenantMembership) -> None:
+        with transaction.atomic():
+            if instance.role == TenantMembership.Role.OWNER:
+                serializers.ensure_another_owner(instance)
+            instance.delete()
+
+
+class McpServerViewSet(TenantScopedViewSet):
+    queryset = McpServer.objects.all()
+    serializer_class = serializers.McpServerSerializer
+    filterset_class = filters.McpServerFilter
+    ordering_fields = ("id", "server_id", "name", "created_at", "updated_at")
+
+
+class ToolViewSet(TenantScopedViewSet):
+    queryset = Tool.objects.all()
+    serializer_class = serializers.ToolSerializer
+    filterset_class = filters.ToolFilter
+    ordering_fields = ("id", "name", "kind", "created_at", "updated_at")
+
+
+class ResourceViewSet(TenantScopedViewSet):
+    queryset = Resource.objects.all()
+    serializer_class = serializers.ResourceSerializer
+    filterset_class = filters.ResourceFilter
+    ordering_fields = ("id", "uri", "name", "created_at", "updated_at")
+
+
+class PromptViewSet(TenantScopedViewSet):
+    queryset = Prompt.objects.all()
+    serializer_class = serializers.PromptSerializer
+    filterset_class = filters.PromptFilter
+    ordering_fields = ("id", "name", "created_at", "updated_at")
+
+
+class ServerToolViewSet(TenantScopedViewSet):
+    """Which tools a server exposes, in which order and under which name."""
+
+    queryset = ServerTool.objects.all()
+    serializer_class = serializers.ServerToolSerializer
+    filterset_class = filters.ServerToolFilter
+    select_related = ("tool",)
+    ordering_fields = ("id", "position")
+
+
+class ServerResourceViewSet(TenantScopedViewSet):
+    queryset = ServerResource.objects.all()
+    serializer_class = serializers.ServerResourceSerializer
+    filterset_class = filters.ServerResourceFilter
+    ordering_fields = ("id", "position")
+
+
+class ServerPromptViewSet(TenantScopedViewSet):
+    queryset = ServerPrompt.objects.all()
+    serializer_class = serializers.ServerPromptSerializer
+    filterset_class = filters.ServerPromptFilter
+    ordering_fields = ("id", "position")
+
+
+class AgentViewSet(TenantScopedViewSet):
+    queryset = Agent.objects.all()
+    serializer_class = serializers.AgentSerializer
+    filterset_class = filters.AgentFilter
+    ordering_fields = ("id", "agent_id", "name", "created_at")
+
+
+@extend_schema_view(
+    create=document(
+        summary="Issue a token; the raw value is in this response only",
+        responses={201: serializers.AgentTokenCreatedSerializer},
+    ),
+)
+class AgentTokenViewSet(TenantScopedViewSet):
+    """Agents' bearer tokens. The raw token is returned once, by create; only its digest is stored."""
+
+    queryset = AgentToken.objects.all()
+    serializer_class = serializers.AgentTokenSerializer
+    filterset_class = filters.AgentTokenFilter
+    select_related = ("agent",)
+    prefetch_related = ("servers",)
+    ordering_fields = ("id", "created_at", "expires_at", "last_used_at")
+    action_permissions = {"revoke": "change"}
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        with transaction.atomic():
+            token = serializer.save()
+        body = serializers.AgentTokenCreatedSerializer(token, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
+
+    @document(request=None, responses={200: serializers.AgentTokenSerializer}, summary="Revoke the token")
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
+        token = self.get_object()
+        token.revoke()
+        return Response(self.get_serializer(token).data)
+
+
+@extend_schema_view(list=document(summary="Handshake-era MCP sessions of your servers"))
+class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Sessions are opened by MCP clients; here they are read and terminated (never created or edited)."""
+
+    queryset = McpSession.objects.all()
+    serializer_class = serializers.McpSessionSerializer
+    filterset_class = filters.McpSessionFilter
+    ordering_fields = ("id", "created_at", "last_seen_at")
+    action_permissions = {"terminate": "change"}
+
+    def get_queryset(self) -> models.QuerySet[McpSession]:
+        return scope(self.queryset.all(), self.request.user).select_related("server")
+
+    @document(request=None, responses={200: serializers.McpSessionSerializer}, summary="Terminate the session")
+    @action(detail=True, methods=["post"])
+    def terminate(self, request: Request, pk: str | None = None) -> Response:
+        session = self.get_object()
+        session.terminate()
+        session.refresh_from_db()
+        return Response(self.get_serializer(session).data)
+
+
+# The audit log is read-only for everyone, superusers included (the admin's rule, registered here as well so that
+# the API does not depend on the admin being installed; registering twice is idempotent).
+tenant_permissions.register_tenant_path(
+    ToolCall,
+    "tenant",
+    roles={"view": tenant_permissions.VIEWER, "add": None, "change": None, "delete": None},
+)
+
+
+@extend_schema_view(list=document(summary="Audited tool calls of your tenants, newest first"))
+class ToolCallViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The audit log: one record per ``tools/call``, written by the audit buffer, never by the API."""
+
+    queryset = ToolCall.objects.all()
+    serializer_class = serializers.ToolCallSerializer
+    filterset_class = filters.ToolCallFilter
+    ordering_fields = ("id", "started_at", "duration_ms")
+
+    def get_queryset(self) -> models.QuerySet[ToolCall]:
+        return scope(self.queryset.all(), self.request.user)
+
+
+class OwnKeysPermission(permissions.BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        return bool(user and user.is_authenticated and user.is_active)
+
+
+@extend_schema_view(
+    create=document(
+        summary="Issue a personal API key; the raw value is in this response only",
+        responses={201: serializers.ApiKeyCreatedSerializer},
+    ),
+)
+class ApiKeyViewSet(
+    ApiViewMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Your own personal API keys (everyone sees only their own, superusers too)."""
+
+    queryset = ApiKey.objects.all()
+    serializer_class = serializers.ApiKeySerializer
+    permission_classes = (OwnKeysPermission,)
+    filterset_fields = ("prefix",)
+    ordering_fields = ("id", "created_at", "last_used_at")
+
+    def get_queryset(self) -> models.QuerySet[ApiKey]:
+        user = self.request.user
+        if not user.is_authenticated:
+            return self.queryset.none()
+        return self.queryset.filter(user=user)
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key = serializer.save()
+        body = serializers.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
+
+    @document(request=None, responses={200: serializers.ApiKeySerializer}, summary="Revoke the key")
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
+        key = self.get_object()
+        key.revoke()
+        return Response(self.get_serializer(key).data)

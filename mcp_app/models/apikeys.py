@@ -1,0 +1,135 @@
+"""Personal API keys: how a human user authenticates to the REST API without a browser session.
+
+A raw key looks like ``mcpk_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret from
+``secrets``. The ``mcpk_`` scheme tells it apart from an agent token (``mcp_…``), which never opens the API.
+Only the key's SHA-256 digest is stored; the raw value is returned once by ``issue_key`` and never again.
+``ApiKey.objects.authenticate`` resolves a raw key by its digest and compares in constant time, like
+``AgentToken.objects.authenticate``. A key acts as its user, with exactly the user's tenant roles; it does not
+carry permissions of its own.
+
+Not here: what a user may do with the API (``mcp_app.permissions``), the DRF glue (``mcp_app.api.authentication``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+KEY_SCHEME = "mcpk"
+PREFIX_HEX_CHARS = 8
+SECRET_BYTES = 32  # 256 bits
+MAX_RAW_LENGTH = 256
+
+
+def key_digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def looks_like_api_key(raw: str) -> bool:
+    return raw.startswith(f"{KEY_SCHEME}_")
+
+
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
+    def usable(self, now: datetime | None = None) -> ApiKeyQuerySet:
+        now = now or timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        )
+
+
+class ApiKeyManager(models.Manager["ApiKey"]):
+    def get_queryset(self) -> ApiKeyQuerySet:
+        return ApiKeyQuerySet(self.model, using=self._db)
+
+    def usable(self, now: datetime | None = None) -> ApiKeyQuerySet:
+        return self.get_queryset().usable(now)
+
+    def issue_key(
+        self, user: models.Model, *, name: str = "", expires_at: datetime | None = None
+    ) -> tuple[ApiKey, str]:
+        """Create a key for ``user``; return it with the raw value (shown only once, never stored)."""
+        prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
+        raw = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
+        key = self.create(user=user, name=name, prefix=prefix, digest=key_digest(raw), expires_at=expires_at)
+        return key, raw
+
+    def authenticate(self, raw: str, now: datetime | None = None) -> ApiKey | None:
+        """The usable key whose digest matches ``raw``, with its user loaded, or ``None``.
+
+        The lookup is by digest, so its timing depends only on a hash the caller cannot steer; the final
+        comparison is constant-time as well. Revoked and expired keys, and keys of inactive users, do not
+        authenticate.
+        """
+        if not looks_like_api_key(raw) or len(raw) > MAX_RAW_LENGTH:
+            return None
+        digest = key_digest(raw)
+        key = self.usable(now).select_related("user").filter(digest=digest).first()
+        if key is None or not hmac.compare_digest(key.digest, digest):
+            return None
+        if not key.user.is_active:
+            return None
+        return key
+
+
+class ApiKey(models.Model):
+    """A personal bearer credential of one human user for the REST API, stored as a digest."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_api_keys", verbose_name="user"
+    )
+    name = models.CharField("name", max_length=200, blank=True, help_text="What this key is for, e.g. 'CI deploys'.")
+    prefix = models.CharField(
+        "prefix",
+        max_length=PREFIX_HEX_CHARS,
+        db_index=True,
+        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
+        editable=False,
+        help_text="Shown to identify the key; not secret and not enough to use it.",
+    )
+    digest = models.CharField("SHA-256 digest", max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    expires_at = models.DateTimeField("expires", null=True, blank=True, help_text="Empty: never expires.")
+    revoked_at = models.DateTimeField("revoked", null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField("last used", null=True, blank=True, editable=False)
+
+    objects = ApiKeyManager()
+
+    class Meta:
+        verbose_name = "API key"
+        verbose_name_plural = "API keys"
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=("user", "revoked_at"), name="mcp_apikey_user_revoked")]
+
+    def __str__(self) -> str:
+        return f"{KEY_SCHEME}_{self.prefix}_… ({self.name or 'unnamed'})"
+
+    @property
+    def is_usable(self) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+    def revoke(self) -> None:
+        """Stop the key from working; idempotent (a second revoke keeps the first timestamp)."""
+        if self.revoked_at is None:
+            now = timezone.now()
+            if type(self).objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=now):
+                self.revoked_at = now
+            else:
+                self.refresh_from_db(fields=["revoked_at"])
+
+    def touch(self, interval_seconds: float, now: datetime | None = None) -> None:
+        """Record use, at most once per ``interval_seconds``, with a single conditional UPDATE."""
+        now = now or timezone.now()
+        if self.last_used_at is not None and now - self.last_used_at < timedelta(seconds=interval_seconds):
+            return
+        threshold = now - timedelta(seconds=interval_seconds)
+        type(self).objects.filter(pk=self.pk).filter(
+            models.Q(last_used_at__isnull=True) | models.Q(last_used_at__lt=threshold)
+        ).update(last_used_at=now)
+        self.last_used_at = now

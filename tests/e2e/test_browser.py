@@ -1,0 +1,194 @@
+"""A tenant admin runs their tenant from a real browser, end to end.
+
+Debian's chromium, driven by Playwright, against a real daphne (DEBUG off, static files collected): the Globex
+admin logs in and sees the styled admin, creates a static tool, binds it to a server, issues a token limited to
+that one tool and reads the raw value once from the page. The official Python SDK client then uses that token:
+it lists exactly that tool (the server exposes another one too) and calls it. The call appears in the audit list
+and on the usage page.
+
+Chromium missing: skipped, except under ``MCP_REQUIRE_SERVICES=1`` (CI), where it fails (``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_app.models import Agent, McpServer, ServerTool, Tenant, Tool
+from tests.conftest import REQUIRE_SERVICES
+
+from .conftest import Daphne, running_daphne
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = os.environ.get("MCP_CHROMIUM", "/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORD = "a-long-browser-test-password"
+WAIT_SECONDS = 15.0
+AUDIT_WAIT_SECONDS = 10.0
+
+
+def _chromium() -> str:
+    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if path is None:
+        message = f"chromium is not installed ({CHROMIUM}); .ci/run installs it with apt-get"
+        if REQUIRE_SERVICES:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="module")
+def styled_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """daphne as in production: DEBUG off, static files collected and served by WhiteNoise."""
+    static_root = tmp_path_factory.mktemp("browser-static")
+    env = {key: value for key, value in os.environ.items() if key != "DEBUG"}
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+        cwd=ROOT,
+        env={**env, "STATIC_ROOT": str(static_root)},
+        check=True,
+        timeout=120,
+    )
+    with running_daphne(tmp_path_factory, {"DEBUG": "0", "STATIC_ROOT": str(static_root)}) as server:
+        yield server
+
+
+@pytest.fixture
+def globex(transactional_db: None, member_factory: Any) -> dict[str, Any]:
+    """Globex with a server already exposing one tool, an agent, and its admin (a staff user with a password)."""
+    tenant = Tenant.objects.create(slug="globex", name="Globex")
+    server = McpServer.objects.create(tenant=tenant, server_id="globex-server", name="Globex server")
+    other = Tool.objects.create(tenant=tenant, name="other", static_result={"content": [{"type": "text", "text": "x"}]})
+    ServerTool.objects.create(server=server, tool=other, position=0)
+    agent = Agent.objects.create(tenant=tenant, agent_id="globex-bot", name="Globex bot")
+    admin = member_factory((tenant, "admin"), username="globex-admin", password=PASSWORD)
+    return {"tenant": tenant, "server": server, "agent": agent, "admin": admin}
+
+
+def _login(page: Any, base: str) -> None:
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", "globex-admin")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+
+
+def _saved(page: Any) -> str:
+    return page.locator(".messagelist").inner_text()
+
+
+def _pick_autocomplete(page: Any, field: str, text: str) -> None:
+    page.locator(f"#id_{field} + .select2 .select2-selection").click()
+    page.locator(".select2-search__field").fill(text)
+    page.locator(".select2-results__option", has_text=text).first.click()
+
+
+def _choose(page: Any, field: str, label: str) -> None:
+    page.select_option(f"#id_{field}_from", label=label)
+    page.click(f"#id_{field}_add")
+
+
+async def _use_token(base: str, raw_token: str) -> tuple[list[str], str]:
+    url = f"{base}/mcp/globex-server?agentId=globex-bot"
+    async with (
+        asyncio.timeout(WAIT_SECONDS),
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {raw_token}"}) as http_client,
+    ):
+        transport = streamable_http_client(url, http_client=http_client)
+        async with Client(transport, mode="legacy", read_timeout_seconds=WAIT_SECONDS) as client:
+            listed = await client.list_tools()
+            called = await client.call_tool("forecast", {"city": "Springfield"})
+    assert called.is_error is False
+    return [tool.name for tool in listed.tools], called.content[0].text
+
+
+def test_a_tenant_admin_runs_their_tenant_from_the_browser(styled_daphne: Daphne, globex: dict[str, Any]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    executable = _chromium()
+    base = styled_daphne.url
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.set_default_timeout(WAIT_SECONDS * 1000)
+        _login(page, base)
+
+        # The admin is styled: its stylesheet loaded (rules parsed) and applies.
+        loaded = page.evaluate(
+            """() => [...document.styleSheets].some(
+                   (sheet) => (sheet.href || '').endsWith('/static/admin/css/base.css') && sheet.cssRules.length > 0)"""
+        )
+        assert loaded, styled_daphne.stderr()
+        assert page.evaluate("getComputedStyle(document.querySelector('#header')).display") == "flex"
+        assert page.evaluate("getComputedStyle(document.body).fontFamily") != "Times New Roman"
+
+        # A static tool, in the only tenant (never picked).
+        page.goto(f"{base}/admin/mcp_app/tool/add/")
+        assert page.locator("#id_tenant").get_attribute("type") == "hidden"
+        page.fill("#id_name", "forecast")
+        page.fill("#id_description", "Tomorrow's weather.")
+        page.fill("#id_input_schema", json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}))
+        page.fill("#id_static_result", json.dumps({"content": [{"type": "text", "text": "sunny"}]}))
+        page.click("input[name=_save]")
+        assert "was added successfully" in _saved(page)
+
+        # Bound to the server, picked by autocomplete.
+        page.goto(f"{base}/admin/mcp_app/servertool/add/")
+        _pick_autocomplete(page, "server", "globex-server")
+        _pick_autocomplete(page, "tool", "forecast")
+        page.fill("#id_position", "1")
+        page.click("input[name=_save]")
+        assert "was added successfully" in _saved(page)
+
+        # A token limited to that one tool, from the agent's page; the raw value is shown once.
+        page.goto(f"{base}/admin/mcp_app/agent/{globex['agent'].pk}/change/")
+        page.click("text=Issue a token")
+        page.fill("#id_name", "browser")
+        _choose(page, "servers", str(globex["server"]))
+        page.check("#id_limit_to_grant")
+        _choose(page, "granted_tools", "forecast (globex)")
+        page.click("input[name=_save]")
+        raw_token = page.locator("#mcp-new-token").inner_text().strip()
+        assert raw_token.startswith("mcp_")
+        page.reload()
+        assert raw_token not in page.content()
+        storage = page.context.storage_state()
+        browser.close()
+
+    # The official SDK client with that token: exactly the granted tool, and it answers.
+    names, text = asyncio.run(_use_token(base, raw_token))
+    assert names == ["forecast"]
+    assert text == "sunny"
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        page = browser.new_context(storage_state=storage).new_page()
+        page.set_default_timeout(WAIT_SECONDS * 1000)
+        # The audit list: daphne writes its buffer at least every second; poll the page for a bounded time.
+        deadline = time.monotonic() + AUDIT_WAIT_SECONDS
+        rows = ""
+        while time.monotonic() < deadline:
+            page.goto(f"{base}/admin/mcp_app/toolcall/?tool=forecast")
+            rows = page.locator("#result_list tbody").inner_text() if page.locator("#result_list").count() else ""
+            if "forecast" in rows:
+                break
+        assert "forecast" in rows and "globex-bot" in rows, rows
+        # The usage page counts it.
+        page.goto(f"{base}/admin/mcp_app/toolcall/usage/")
+        row = page.locator("#usage-per-tool tbody tr", has_text="forecast").inner_text().split("\t")
+        assert [cell.strip() for cell in row[:3]] == ["forecast", "1", "0"]
+        browser.close()
