@@ -83,6 +83,10 @@ INSTALLED_APPS = [
     "mcp_app.contrib.conformance",
 ]
 
+# The API's views choose their own schema class; drf-spectacular's `check --deploy` (drf_spectacular.E001)
+# generates the whole schema with the project default, which must be its AutoSchema too.
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files (the admin's CSS and JS) served by the application itself, under daphne, DEBUG on or off.
