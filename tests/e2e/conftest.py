@@ -138,6 +138,9 @@ def _running_daphne(
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
 
 
+running_daphne = _running_daphne  # for tests that need a daphne of their own (other settings)
+
+
 @pytest.fixture(autouse=True)
 def _publish_where_daphne_follows(settings: Any) -> None:
     """Changes this test process makes through the ORM must reach the daphne processes' caches: without Redis
