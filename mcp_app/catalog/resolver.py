@@ -70,18 +70,22 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
             ref=tool.pk,
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
+    target: object
     if tool.kind == Tool.Kind.HTTP:
-        return _http_descriptor(binding, name, description, schema)
-    return ToolDescriptor(
-        name=name,
-        title=tool.title or None,
-        description=description,
-        input_schema=schema,
-        output_schema=tool.output_schema,
-        annotations=tool.annotations,
-        icons=tool.icons,
-        task_support=tool.task_support,
-        target=StaticTarget(
+        webhook = getattr(tool, "webhook", None)  # a missing reverse one-to-one raises; getattr's default catches it
+        if webhook is None:
+            logger.warning("server %s binds http tool %r, which has no webhook", binding.server_id, tool.name)
+            return None
+        target = HttpTarget(
+            url=webhook.url,
+            method=webhook.method,
+            input_schema=schema,
+            headers=tuple((str(key), str(value)) for key, value in (webhook.headers or {}).items()),
+            timeout_seconds=webhook.timeout_seconds,
+            secret_headers=webhook.secret_headers_encrypted,
+        )
+    else:
+        target = StaticTarget(
             input_schema=schema,
             behaviour=StaticBehaviour(
                 result=tool.static_result,
@@ -90,19 +94,8 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
                 delay_ms=tool.static_delay_ms,
                 progress_steps=tool.static_progress_steps,
             ),
-        ),
-        ref=tool.pk,
-    )
-
-
-def _http_descriptor(
-    binding: ServerTool, name: str, description: str | None, schema: dict[str, Any]
-) -> ToolDescriptor | None:
-    tool = binding.tool
-    webhook = getattr(tool, "webhook", None)  # a missing reverse one-to-one raises, getattr's default catches it
-    if webhook is None:
-        logger.warning("server %s binds http tool %r, which has no webhook", binding.server_id, tool.name)
-        return None
+        )
+    # Tenant-written kinds (static, http): everything the client sees comes from the row.
     return ToolDescriptor(
         name=name,
         title=tool.title or None,
@@ -112,14 +105,8 @@ def _http_descriptor(
         annotations=tool.annotations,
         icons=tool.icons,
         task_support=tool.task_support,
-        target=HttpTarget(
-            url=webhook.url,
-            method=webhook.method,
-            input_schema=schema,
-            headers=tuple((str(key), str(value)) for key, value in (webhook.headers or {}).items()),
-            timeout_seconds=webhook.timeout_seconds,
-            secret_headers=webhook.secret_headers_encrypted,
-        ),
+        target=target,
+        ref=tool.pk,
     )
 
 

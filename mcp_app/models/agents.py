@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.core.validators import RegexValidator
 from django.db import models
@@ -226,14 +226,3 @@ class AgentToken(models.Model):
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
-
-    def touch(self, interval_seconds: float, now: datetime | None = None) -> None:
-        """Record use, at most once per ``interval_seconds``, with a single conditional UPDATE."""
-        now = now or timezone.now()
-        if self.last_used_at is not None and now - self.last_used_at < timedelta(seconds=interval_seconds):
-            return
-        threshold = now - timedelta(seconds=interval_seconds)
-        type(self).objects.filter(pk=self.pk).filter(
-            models.Q(last_used_at__isnull=True) | models.Q(last_used_at__lt=threshold)
-        ).update(last_used_at=now)
-        self.last_used_at = now

@@ -75,3 +75,16 @@ def test_editing_the_webhook_bumps_the_catalog_version(server_factory, tool_fact
     assert resolve_catalog(after).tool("forecast").target.url == "https://hooks.example.com/b"
     webhook.delete()
     assert resolve_catalog(_server(server)).tool("forecast") is None
+
+
+def test_a_grant_can_name_an_http_tool(server_factory, tool_factory):
+    """A grant selects catalog rows: an http tool carries its row id like the other kinds, so it can be granted."""
+    from mcp_app.models.agents import CatalogGrant
+
+    server = server_factory()
+    forecast = tool_factory(server, "forecast", kind=Tool.Kind.HTTP, input_schema=SCHEMA)
+    Webhook.objects.create(tool=forecast, url="https://hooks.example.com/w")
+    tool_factory(server, "other", kind=Tool.Kind.HTTP, input_schema=SCHEMA, position=1)
+    Webhook.objects.create(tool=Tool.objects.get(name="other"), url="https://hooks.example.com/o")
+    view = resolve_catalog(_server(server), grant=CatalogGrant(tools=frozenset({forecast.pk})))
+    assert [tool.name for tool in view.tools] == ["forecast"]

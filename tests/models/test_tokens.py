@@ -75,19 +75,6 @@ def test_scope_cannot_cross_tenants(token_factory, agent_factory, server_factory
         token_factory(agent=agent, servers=[foreign])
 
 
-def test_last_used_is_written_at_most_once_per_interval(token_factory, django_assert_num_queries):
-    token, _raw = token_factory()
-    now = timezone.now()
-    with django_assert_num_queries(1):
-        token.touch(60, now=now)
-    with django_assert_num_queries(0):
-        token.touch(60, now=now + timedelta(seconds=30))
-    with django_assert_num_queries(1):
-        token.touch(60, now=now + timedelta(seconds=61))
-    token.refresh_from_db()
-    assert token.last_used_at == now + timedelta(seconds=61)
-
-
 def test_str_never_shows_the_secret(token_factory):
     token, raw = token_factory()
     assert str(token).startswith(f"mcp_{token.prefix}_")
