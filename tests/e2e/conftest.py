@@ -100,7 +100,7 @@ def _running_daphne(
         env.pop(stale, None)
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.e2e.daphne_settings",
             "DATABASE_URL": _database_url(connection.settings_dict),
             "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
             "PYTHONUNBUFFERED": "1",
