@@ -114,6 +114,18 @@ DEFAULTS: dict[str, Any] = {
     # at most this many rows wait at once.
     "WRITE_BEHIND_INTERVAL_SECONDS": 2.0,
     "WRITE_BEHIND_MAX_PENDING": 50_000,
+    # Worker calls (tool bindings with execution "worker", see mcp_app.workers): how long one may run before it
+    # is failed (a binding's timeout_seconds overrides it), and what happens to a call whose worker died
+    # mid-run: "requeue" (run it again, at most WORKER_CALL_MAX_ATTEMPTS times in all) or "fail".
+    "WORKER_CALL_TIMEOUT_SECONDS": 300,
+    "WORKER_LOST_CALLS": "requeue",
+    "WORKER_CALL_MAX_ATTEMPTS": 2,
+    # Concurrent worker calls allowed per tenant and per agent unless the tenant or agent sets its own
+    # (max_worker_calls); 0: unlimited.
+    "WORKER_CALLS_PER_TENANT": 50,
+    "WORKER_CALLS_PER_AGENT": 20,
+    # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
+    "IDEMPOTENCY_TTL_SECONDS": 3600,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -142,6 +154,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TASK_IMMEDIATE_SECONDS": (int, float),
     "TASK_TTL_MS": (int,),
     "TASK_POLL_INTERVAL_MS": (int,),
+    "WORKER_CALL_TIMEOUT_SECONDS": (int, float),
+    "WORKER_LOST_CALLS": (str,),
+    "WORKER_CALL_MAX_ATTEMPTS": (int,),
+    "WORKER_CALLS_PER_TENANT": (int,),
+    "WORKER_CALLS_PER_AGENT": (int,),
+    "IDEMPOTENCY_TTL_SECONDS": (int, float),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),

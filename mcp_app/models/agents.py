@@ -60,6 +60,12 @@ class Agent(models.Model):
     )
     name = models.CharField("name", max_length=200)
     is_active = models.BooleanField("active", default=True, help_text="An inactive agent's tokens stop working.")
+    max_worker_calls = models.PositiveIntegerField(
+        "concurrent worker calls",
+        null=True,
+        blank=True,
+        help_text="At most this many worker calls of this agent run at once; empty: the WORKER_CALLS_PER_AGENT setting.",
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:

@@ -181,6 +181,10 @@ class Tool(models.Model):
 class ServerTool(models.Model):
     """Exposure of one catalog tool on one server."""
 
+    class Execution(models.TextChoices):
+        INLINE = "inline", "Inline (serving process)"
+        WORKER = "worker", "Worker (Celery task)"
+
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tool_bindings", verbose_name="server")
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="bindings", verbose_name="tool")
     enabled = models.BooleanField("enabled", default=True)
@@ -194,6 +198,20 @@ class ServerTool(models.Model):
     )
     description_override = models.TextField(
         "exposed description", blank=True, help_text="Description clients see; empty: the tool's own."
+    )
+    execution = models.CharField(
+        "execution",
+        max_length=8,
+        choices=Execution.choices,
+        blank=True,
+        help_text="Where calls run: inline (in the serving process) or worker (a Celery task); empty: the tool's "
+        "default (a Python tool's @tool(execution=...), else inline).",
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        "timeout (s)",
+        null=True,
+        blank=True,
+        help_text="A call running longer is failed; empty: the WORKER_CALL_TIMEOUT_SECONDS setting.",
     )
 
     class Meta:

@@ -86,6 +86,7 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
 class ToolTask(models.Model):
     class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
         WORKING = "working", "Working"
         INPUT_REQUIRED = "input_required", "Input required"
         COMPLETED = "completed", "Completed"
@@ -115,6 +116,24 @@ class ToolTask(models.Model):
         blank=True,
         help_text="The process running the task's work (host:pid:boot); failed at start-up if it died.",
     )
+    execution = models.CharField(
+        "execution", max_length=8, default="inline", help_text="inline (the serving process) or worker (Celery)."
+    )
+    client_task = models.BooleanField(
+        "a task for the client",
+        default=True,
+        help_text="The client knows this call as a task (tasks/get); else it is a worker call's durable record.",
+    )
+    protocol_version = models.CharField("protocol version", max_length=16, blank=True)
+    request_id = models.CharField("JSON-RPC request id", max_length=200, blank=True)
+    idempotency_key = models.CharField(
+        "idempotency key", max_length=200, blank=True, help_text="The client's key (in _meta) for re-issued calls."
+    )
+    celery_id = models.CharField("Celery task id", max_length=64, blank=True)
+    attempts = models.PositiveSmallIntegerField("attempts", default=0)
+    started_at = models.DateTimeField("started", null=True, blank=True)
+    finished_at = models.DateTimeField("finished", null=True, blank=True)
+    deadline = models.DateTimeField("deadline", null=True, blank=True, help_text="Failed by the reaper past it.")
 
     objects = ToolTaskManager()
 
@@ -122,7 +141,17 @@ class ToolTask(models.Model):
         verbose_name = "tool task"
         verbose_name_plural = "tool tasks"
         ordering = ("-created_at",)
-        indexes = [models.Index(fields=("expires_at",), name="mcp_task_expires")]
+        indexes = [
+            models.Index(fields=("expires_at",), name="mcp_task_expires"),
+            models.Index(fields=("status", "deadline"), name="mcp_task_deadline"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=("agent", "server", "idempotency_key"),
+                condition=~models.Q(idempotency_key=""),
+                name="mcp_task_idempotency_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} task {self.task_id[:8]}… ({self.status})"

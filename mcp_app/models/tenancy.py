@@ -32,6 +32,13 @@ class Tenant(models.Model):
         help_text='Code-registered (@tool) tools this tenant may bind, by registered name; ["*"] allows all. '
         "Set by the operator (superusers) only.",
     )
+    max_worker_calls = models.PositiveIntegerField(
+        "concurrent worker calls",
+        null=True,
+        blank=True,
+        help_text="At most this many worker calls of this tenant run at once; empty: the WORKER_CALLS_PER_TENANT "
+        "setting. Set by the operator (superusers) only.",
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:

@@ -62,6 +62,8 @@ class ToolDescriptor:
     annotations: Mapping[str, Any] | None = None
     icons: Sequence[Mapping[str, Any]] | None = None
     task_support: str = "forbidden"  # tasks extension: "forbidden", "optional" or "required"
+    execution: str = "inline"  # "inline" (the serving process) or "worker" (a Celery task)
+    timeout: float | None = None  # seconds a call may run (None: the WORKER_CALL_TIMEOUT_SECONDS setting)
     target: Any = None
     ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
