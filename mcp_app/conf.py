@@ -124,6 +124,12 @@ DEFAULTS: dict[str, Any] = {
     # (max_worker_calls); 0: unlimited.
     "WORKER_CALLS_PER_TENANT": 50,
     "WORKER_CALLS_PER_AGENT": 20,
+    # Where running worker calls are counted against those limits (mcp_app.workers.quotas): LocalQuotas (one
+    # process, the embedded default) or RedisQuotas ({"url": ...}; every process shares the counts).
+    "WORKER_QUOTAS": {"BACKEND": "mcp_app.workers.quotas.LocalQuotas", "OPTIONS": {}},
+    # A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a
+    # process that died (SIGKILL, OOM) frees itself at most this long after its last renewal.
+    "WORKER_CALL_LEASE_SECONDS": 30.0,
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
 }
@@ -159,6 +165,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_CALL_MAX_ATTEMPTS": (int,),
     "WORKER_CALLS_PER_TENANT": (int,),
     "WORKER_CALLS_PER_AGENT": (int,),
+    "WORKER_QUOTAS": (dict,),
+    "WORKER_CALL_LEASE_SECONDS": (int, float),
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
@@ -237,6 +245,13 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["HEALTH_CHECK_TIMEOUT_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['HEALTH_CHECK_TIMEOUT_SECONDS'] must be positive.")
+        if "BACKEND" not in values["WORKER_QUOTAS"]:
+            raise ImproperlyConfigured("MCP_APP['WORKER_QUOTAS'] needs a BACKEND dotted path.")
+        if values["WORKER_CALL_LEASE_SECONDS"] <= 0:
+            raise ImproperlyConfigured("MCP_APP['WORKER_CALL_LEASE_SECONDS'] must be positive.")
+        for key in ("WORKER_CALLS_PER_TENANT", "WORKER_CALLS_PER_AGENT"):
+            if values[key] < 0:
+                raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative (0: unlimited).")
         if "BACKEND" not in values["INVALIDATION"]:
             raise ImproperlyConfigured("MCP_APP['INVALIDATION'] needs a BACKEND dotted path.")
         for key in (
@@ -300,6 +315,8 @@ def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
         mcp_settings.reload()
         from .caching.invalidation import reset_backend
         from .transport.eventstore import reset_event_store
+        from .workers.quotas import reset_quotas
 
         reset_event_store()
         reset_backend()
+        reset_quotas()

@@ -188,6 +188,9 @@ if REDIS_URL:
 elif os.environ.get("MCP_INVALIDATION") == "database":
     # Several processes without Redis: they follow a table of the shared database instead.
     MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}}
+if REDIS_URL:
+    # Several processes: running worker calls are counted in Redis, so a tenant's limit holds across them all.
+    MCP_APP["WORKER_QUOTAS"] = {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": {"url": REDIS_URL}}
 if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
     MCP_APP["WRITE_BEHIND_INTERVAL_SECONDS"] = float(os.environ["MCP_WRITE_BEHIND_INTERVAL_SECONDS"])
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):

@@ -5,7 +5,8 @@ invalidation keys that must drop it (``mcp_app.caching.invalidation``):
 
 - ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
   and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
-  to another). Only usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:``.
+  to another), and the tenant's and agent's own limits of concurrent worker calls (``max_worker_calls``). Only
+  usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:``.
 - ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
   version. Tags: ``server:``, ``tenant:``.
 - ``SessionEntry`` by session digest: a live session. Tags: ``session:``, ``server:``, ``agent:``.
@@ -113,6 +114,10 @@ class TokenEntry:
     # What this token may see and do beyond its server scope (``mcp_app.catalog.grants``); hashable, part of the
     # catalog view's cache key. ``None``: everything its servers expose.
     grant: CatalogGrant | None = None
+    # The tenant's and the agent's own ``max_worker_calls`` (``None``: the WORKER_CALLS_PER_* setting applies);
+    # ``mcp_app.workers.quotas.limits_for`` turns them into effective limits without a query.
+    tenant_max_worker_calls: int | None = None
+    agent_max_worker_calls: int | None = None
     # The last-used stamp as this process knows it (stored value, then what it queued for writing).
     last_used_at: datetime | None = field(default=None, compare=False)
 
@@ -201,6 +206,8 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
             expires_at=row.expires_at,
             servers=frozenset(row.servers.values_list("pk", flat=True)),
             grant=token_grant(row),
+            tenant_max_worker_calls=row.agent.tenant.max_worker_calls,
+            agent_max_worker_calls=row.agent.max_worker_calls,
             last_used_at=row.last_used_at,
         )
         tags = frozenset({f"token:{entry.pk}", f"agent:{entry.agent_pk}", f"tenant:{entry.tenant_pk}"})

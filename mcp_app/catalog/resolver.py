@@ -66,6 +66,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
             annotations=tool.annotations or registered.annotations,
             icons=tool.icons,
             task_support=registered.task_support,
+            execution=binding.execution or getattr(registered, "execution", "inline"),
             target=PythonTarget(registered),
             ref=tool.pk,
         )
@@ -105,6 +106,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
         annotations=tool.annotations,
         icons=tool.icons,
         task_support=tool.task_support,
+        execution=binding.execution or "inline",
         target=target,
         ref=tool.pk,
     )

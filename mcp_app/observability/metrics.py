@@ -65,6 +65,18 @@ WORKER_CALLS = Gauge(
     namespace=NAMESPACE,
     multiprocess_mode="livesum",
 )
+WORKER_CALL_LEASES = Gauge(
+    "worker_call_leases",
+    "Worker-call slots (quota leases, mcp_app.workers.quotas) held by live processes: calls admitted and running.",
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+WORKER_QUOTA_REFUSALS = Counter(
+    "worker_quota_refusals",
+    "Worker calls refused because a concurrency limit was reached, by scope (tenant or agent).",
+    ["scope"],
+    namespace=NAMESPACE,
+)
 CACHE_LOOKUPS = Counter(
     "cache_lookups",
     "Lookups in mcp_app's caches, by cache and result (hit or miss); hit rate = hit / (hit + miss).",
@@ -81,6 +93,8 @@ DEPENDENCY_ERRORS = Counter(
 # Present from the first scrape, so dashboards and alerts see zeros instead of missing series.
 for _state in ("queued", "running"):
     WORKER_CALLS.labels(state=_state).set(0)
+for _scope in ("tenant", "agent"):
+    WORKER_QUOTA_REFUSALS.labels(scope=_scope)
 for _dependency in DEPENDENCIES:
     DEPENDENCY_ERRORS.labels(dependency=_dependency)
 
@@ -108,6 +122,16 @@ def stream_closed() -> None:
 def worker_call(state: str, delta: int) -> None:
     """A call entered (``delta=1``) or left (``-1``) background work in ``state`` ("queued" or "running")."""
     WORKER_CALLS.labels(state=state).inc(delta)
+
+
+def worker_call_lease(delta: int) -> None:
+    """A worker-call slot was taken (``delta=1``) or given back (``-1``) by this process."""
+    WORKER_CALL_LEASES.inc(delta)
+
+
+def worker_quota_refused(scope: str) -> None:
+    """A worker call was refused at its ``scope``'s limit ("tenant" or "agent")."""
+    WORKER_QUOTA_REFUSALS.labels(scope=scope).inc()
 
 
 def record_cache(cache: str, hit: bool) -> None:

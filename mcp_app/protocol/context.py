@@ -44,10 +44,17 @@ class ServerDescription:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: an agent of a tenant."""
+    """Who is calling: an agent of a tenant, with the keys and limits that admission of worker calls needs.
+
+    ``tenant_pk``/``agent_pk`` are opaque here (``None`` where no database identity exists);
+    ``worker_call_limits`` is the effective (tenant, agent) limit of concurrent worker calls, 0 = unlimited.
+    """
 
     tenant: str
     agent_id: str
+    tenant_pk: int | None = None
+    agent_pk: int | None = None
+    worker_call_limits: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)

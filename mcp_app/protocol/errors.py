@@ -19,6 +19,9 @@ INTERNAL_ERROR = -32603
 REQUEST_TIMEOUT = -32001
 RESOURCE_NOT_FOUND = -32002
 URL_ELICITATION_REQUIRED = -32042
+# mcp-host's own (implementation-defined). -32020…-32099 are reserved for the spec from 2026-07-28 on, and
+# -32000…-32002 are taken by SDKs and earlier revisions, so it is -32010 in both eras.
+WORKER_QUOTA_EXCEEDED = -32010
 # MCP 2026-07-28
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
@@ -84,6 +87,26 @@ class ServiceUnavailable(ProtocolError):
 
     code = INTERNAL_ERROR
     default_message = "Service unavailable: the channel layer is unreachable; retry shortly"
+
+
+class QuotaExceeded(ProtocolError):
+    """A worker call refused because its tenant or its agent already runs as many worker calls as it may.
+
+    ``scope`` is ``"tenant"`` or ``"agent"``, ``limit`` that scope's limit. Rides on HTTP 200 in both eras (it is
+    the answer of one call, not a malformed request); the client retries when one of its calls has finished.
+    """
+
+    code = WORKER_QUOTA_EXCEEDED
+    default_message = "Too many concurrent worker calls"
+
+    def __init__(self, scope: str, limit: int) -> None:
+        self.scope = scope
+        self.limit = limit
+        super().__init__(
+            f"Too many concurrent worker calls: this {scope} may run at most {limit} at once; "
+            "retry when one of them has finished",
+            {"scope": scope, "limit": limit},
+        )
 
 
 class HeaderMismatch(ProtocolError):

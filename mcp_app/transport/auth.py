@@ -36,6 +36,7 @@ from ..models.agents import TOKEN_SCHEME, token_digest
 from ..models.sessions import session_digest
 from ..protocol.context import Principal, RequestContext, ServerCatalog, ServerDescription
 from ..runtime.audit import request_audit
+from ..workers.quotas import limits_for
 from .sessions import DatabaseSession, session_alive
 
 REALM = "mcp-host"
@@ -87,7 +88,13 @@ class AccessGrant:
                 protocol_versions=server.supported_versions,
             ),
             catalog=self.catalog,
-            principal=Principal(tenant=self.tenant_slug, agent_id=self.agent_id),
+            principal=Principal(
+                tenant=self.tenant_slug,
+                agent_id=self.agent_id,
+                tenant_pk=self.token.tenant_pk,
+                agent_pk=self.token.agent_pk,
+                worker_call_limits=limits_for(self.token),
+            ),
             page_size=mcp_settings.PAGE_SIZE,
             # Audit hook: buffers one record per tools/call in memory (no query); written off the path.
             audit=request_audit(server, self.token, fields["era"], fields["protocol_version"]),

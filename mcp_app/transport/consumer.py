@@ -68,6 +68,7 @@ from ..protocol.errors import (
 from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
+from ..workers.admission import QuotaRunner
 from . import cancellation, cors, sse
 from .auth import AccessDenied, AccessGrant, admit
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
@@ -90,7 +91,7 @@ MODERN_STATUS = {
     METHOD_NOT_FOUND: 404,
 }
 
-runner = Runner()
+runner: Runner = QuotaRunner()  # QUOTA: worker-bound calls are admitted here until the proxy runner lands
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
 

@@ -1,0 +1,455 @@
+"""Admission of worker calls: at most N of a tenant's, and M of an agent's, worker calls run at once.
+
+The API (``docs/quotas.md``; the seam between the transport, the worker runner and the reaper):
+
+- ``acquire(call_id, *, tenant_pk, agent_pk, tenant_limit, agent_limit) -> Lease`` admits one call or raises
+  ``QuotaExceeded`` (JSON-RPC -32010, naming the scope, tenant or agent, and its limit). The check of both
+  counts and the taking of the slot are one atomic step in every process that shares the backend: two
+  processes racing for the last slot never both get it. Acquiring a ``call_id`` that already holds a slot
+  admits it again without taking a second one (a re-issued call attached to the running one).
+- ``Lease.release()`` (async) and ``Lease.release_sync()`` give the slot back; both are idempotent.
+- ``release_call(call_id)`` (sync) gives back a call's slot from a process that holds no ``Lease`` object: the
+  worker or the reaper, when the process that admitted the call is gone.
+- ``limits_for(grant, token entry or principal) -> (tenant_limit, agent_limit)``: the effective limits, from
+  the cached token snapshot (``mcp_app.caching.identity.TokenEntry``), without a query. A tenant's or agent's
+  own ``max_worker_calls`` wins over the ``WORKER_CALLS_PER_TENANT`` / ``WORKER_CALLS_PER_AGENT`` setting;
+  0 (in either place) means unlimited. Both limits apply: an agent's limit may be below its tenant's.
+- ``running_calls(tenants=..., agents=...)`` (sync): how many calls hold a slot now, for the admin.
+
+**Leases, and why a crash never leaks a slot.** A slot is a *lease* with an expiry, not a counter: each tenant
+and each agent has a set of (call id, expiry); only unexpired members count. The process that admitted a
+call renews the expiry every third of ``WORKER_CALL_LEASE_SECONDS`` (30 s) for as long as the call runs, so a
+call of any length keeps its slot, and releases it when the call ends (a ``finally``: results, errors and
+cancellation alike). A process that dies without releasing (SIGKILL, OOM, a lost machine) stops renewing, and
+its slots free themselves at most ``WORKER_CALL_LEASE_SECONDS`` after its last renewal. Nothing has to clean
+up after it; stale members are dropped by the next admission. A lease that expired although its holder lives
+(an event loop blocked for longer than the lease) is not renewed back into existence: the slot may have been
+given to another call meanwhile, so the holder logs it and the call goes on uncounted.
+
+**Backends** (``MCP_APP["WORKER_QUOTAS"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``):
+
+- ``LocalQuotas`` (the embedded default): this process's memory, under a lock; the same semantics, for one
+  process (several processes without Redis each count their own calls).
+- ``RedisQuotas`` (``{"url": ...}``, chosen by ``mcp_host.settings`` whenever ``REDIS_URL`` is set): two sorted
+  sets per call (the tenant's and the agent's, scored by expiry in Redis's own clock, so processes' clocks
+  need not agree) and a lease key naming them, changed only by Lua scripts: a check and an admission are one
+  script. An unreachable Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is
+  not silently lifted.
+
+Not owned here: where calls are admitted (the runner that dispatches worker calls; ``mcp_app.workers.admission``
+until then), the limits' storage (``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from ..conf import mcp_settings
+from ..observability import metrics
+from ..protocol.errors import QuotaExceeded, ServiceUnavailable
+
+__all__ = [
+    "Lease",
+    "LocalQuotas",
+    "QuotaExceeded",
+    "RedisQuotas",
+    "acquire",
+    "get_quotas",
+    "limits_for",
+    "release_call",
+    "reset_quotas",
+    "running_calls",
+]
+
+logger = logging.getLogger("mcp_app.workers")
+
+TENANT = "tenant"
+AGENT = "agent"
+
+
+def _effective(own: int | None, default: int) -> int:
+    return max(0, int(default if own is None else own))
+
+
+def limits_for(holder: Any) -> tuple[int, int]:
+    """The effective (tenant, agent) limits of concurrent worker calls, 0 = unlimited, for an ``AccessGrant``,
+    a ``TokenEntry`` or a ``Principal`` (which carries them already). Reads the cached snapshot and the
+    settings: no query."""
+    limits = getattr(holder, "worker_call_limits", None)
+    if limits is not None:
+        return limits
+    token = getattr(holder, "token", holder)
+    return (
+        _effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
+        _effective(token.agent_max_worker_calls, mcp_settings.WORKER_CALLS_PER_AGENT),
+    )
+
+
+class Lease:
+    """One admitted call's slot: renewed in the background while held, given back by ``release``."""
+
+    def __init__(self, backend: Any, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
+        self.call_id = call_id
+        self.tenant_pk = tenant_pk
+        self.agent_pk = agent_pk
+        self._backend = backend
+        self._ttl = ttl
+        self._released = False
+        self._renewal: asyncio.Task[None] | None = None
+        metrics.worker_call_lease(1)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def _start_renewal(self) -> None:
+        self._renewal = asyncio.get_running_loop().create_task(self._renew_until_released())
+
+    async def _renew_until_released(self) -> None:
+        while not self._released:
+            await asyncio.sleep(self._ttl / 3)
+            if self._released:
+                return
+            try:
+                held = await self._backend.renew(self.call_id, self.tenant_pk, self.agent_pk, self._ttl)
+            except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
+                logger.warning("could not renew the worker-call lease %s: %s", self.call_id, error)
+                continue
+            if not held:
+                logger.warning("worker-call lease %s expired while its call ran; it is no longer counted", self.call_id)
+                return
+
+    def _mark_released(self) -> bool:
+        if self._released:
+            return False
+        self._released = True
+        metrics.worker_call_lease(-1)
+        renewal, self._renewal = self._renewal, None
+        if renewal is not None and not renewal.done():
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to stop
+                renewal.get_loop().call_soon_threadsafe(renewal.cancel)
+        return True
+
+    async def release(self) -> None:
+        """Give the slot back (idempotent). Failures are logged: the lease then expires by itself."""
+        if not self._mark_released():
+            return
+        try:
+            await self._backend.release(self.call_id, self.tenant_pk, self.agent_pk)
+        except Exception as error:
+            logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
+
+    def release_sync(self) -> None:
+        """``release`` for synchronous code (any thread)."""
+        if not self._mark_released():
+            return
+        try:
+            self._backend.release_sync(self.call_id)
+        except Exception as error:
+            logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "held"
+        return f"<Lease {self.call_id} tenant={self.tenant_pk} agent={self.agent_pk} {state}>"
+
+
+async def acquire(call_id: str, *, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int) -> Lease:
+    """Admit one worker call or raise ``QuotaExceeded``; see the module docstring. Must run in an event loop
+    (the lease is renewed there)."""
+    backend = get_quotas()
+    ttl = float(mcp_settings.WORKER_CALL_LEASE_SECONDS)
+    try:
+        refused = await backend.acquire(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
+    except Exception as error:
+        logger.warning("worker-call admission is unavailable: %s: %s", type(error).__name__, error)
+        metrics.record_dependency_error("redis")
+        raise ServiceUnavailable(
+            "Service unavailable: worker-call admission cannot be checked; retry shortly"
+        ) from error
+    if refused is not None:
+        metrics.worker_quota_refused(refused)
+        raise QuotaExceeded(refused, tenant_limit if refused == TENANT else agent_limit)
+    lease = Lease(backend, call_id, tenant_pk, agent_pk, ttl)
+    lease._start_renewal()
+    return lease
+
+
+def release_call(call_id: str) -> None:
+    """Give back the slot of ``call_id`` wherever it was admitted (idempotent; sync)."""
+    get_quotas().release_sync(call_id)
+
+
+def running_calls(*, tenants: Iterable[int] = (), agents: Iterable[int] = ()) -> tuple[dict[int, int], dict[int, int]]:
+    """How many calls hold a slot now, per tenant pk and per agent pk (sync; one round trip)."""
+    return get_quotas().running(list(tenants), list(agents))
+
+
+class LocalQuotas:
+    """One process's memory, under a lock (threads and event loops alike); the embedded default."""
+
+    def __init__(self, **options: Any) -> None:
+        self._lock = threading.Lock()
+        # (scope, pk) -> {call id: monotonic expiry}
+        self._sets: dict[tuple[str, int], dict[str, float]] = {}
+        self._leases: dict[str, tuple[int, int]] = {}
+
+    def _live(self, scope: str, pk: int, now: float) -> dict[str, float]:
+        members = self._sets.setdefault((scope, pk), {})
+        for call_id in [call_id for call_id, expiry in members.items() if expiry <= now]:
+            del members[call_id]
+        return members
+
+    def _forget_empty(self, *keys: tuple[str, int]) -> None:
+        for key in keys:
+            if not self._sets.get(key):
+                self._sets.pop(key, None)
+
+    def acquire_sync(
+        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
+    ) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            tenant = self._live(TENANT, tenant_pk, now)
+            agent = self._live(AGENT, agent_pk, now)
+            if call_id not in tenant:
+                if tenant_limit > 0 and len(tenant) >= tenant_limit:
+                    self._forget_empty((AGENT, agent_pk))
+                    return TENANT
+                if agent_limit > 0 and len(agent) >= agent_limit:
+                    self._forget_empty((TENANT, tenant_pk))
+                    return AGENT
+            tenant[call_id] = agent[call_id] = now + ttl
+            self._leases[call_id] = (tenant_pk, agent_pk)
+            return None
+
+    async def acquire(
+        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
+    ) -> str | None:
+        return self.acquire_sync(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
+
+    async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            tenant = self._sets.get((TENANT, tenant_pk), {})
+            agent = self._sets.get((AGENT, agent_pk), {})
+            if tenant.get(call_id, 0.0) <= now:
+                return False
+            tenant[call_id] = now + ttl
+            if call_id in agent:
+                agent[call_id] = now + ttl
+            return True
+
+    async def release(self, call_id: str, tenant_pk: int, agent_pk: int) -> None:
+        self.release_sync(call_id)
+
+    def release_sync(self, call_id: str) -> None:
+        with self._lock:
+            pks = self._leases.pop(call_id, None)
+            if pks is None:
+                return
+            for key in ((TENANT, pks[0]), (AGENT, pks[1])):
+                self._sets.get(key, {}).pop(call_id, None)
+            self._forget_empty((TENANT, pks[0]), (AGENT, pks[1]))
+
+    def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+        with self._lock:
+            now = time.monotonic()
+            count = lambda scope, pk: sum(1 for e in self._sets.get((scope, pk), {}).values() if e > now)  # noqa: E731
+            return {pk: count(TENANT, pk) for pk in tenants}, {pk: count(AGENT, pk) for pk in agents}
+
+
+# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter.
+_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+_EXTEND = """
+for i = 1, 2 do
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+"""
+# KEYS: tenant set, agent set, lease key. ARGV: call id, tenant limit, agent limit, ttl (ms), lease value.
+# Returns '' when admitted, else the scope that is full.
+ACQUIRE_SCRIPT = (
+    _NOW
+    + """
+local ttl = tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local tenant_limit = tonumber(ARGV[2])
+  if tenant_limit > 0 and redis.call('ZCARD', KEYS[1]) >= tenant_limit then return 'tenant' end
+  local agent_limit = tonumber(ARGV[3])
+  if agent_limit > 0 and redis.call('ZCARD', KEYS[2]) >= agent_limit then return 'agent' end
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+redis.call('SET', KEYS[3], ARGV[5], 'PX', ttl)
+"""
+    + _EXTEND
+    + "return ''\n"
+)
+# KEYS: tenant set, agent set, lease key. ARGV: call id, ttl (ms). 1: renewed; 0: the lease had gone.
+RENEW_SCRIPT = (
+    _NOW
+    + """
+local ttl = tonumber(ARGV[2])
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if (not expiry) or tonumber(expiry) <= now then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])
+redis.call('ZADD', KEYS[2], 'XX', now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[3], ttl)
+"""
+    + _EXTEND
+    + "return 1\n"
+)
+# KEYS: tenant set, agent set, lease key. ARGV: call id.
+RELEASE_SCRIPT = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[3])
+return 1
+"""
+# KEYS: sets to count. Returns the number of unexpired members of each.
+COUNT_SCRIPT = (
+    _NOW
+    + """
+local counts = {}
+for i, key in ipairs(KEYS) do counts[i] = redis.call('ZCOUNT', key, '(' .. now, '+inf') end
+return counts
+"""
+)
+
+CONNECT_TIMEOUT_SECONDS = 1.0
+SOCKET_TIMEOUT_SECONDS = 2.0
+
+
+class RedisQuotas:
+    """Leases in Redis, shared by every process that uses the same ``url`` and ``prefix``."""
+
+    def __init__(self, url: str, prefix: str = "mcp:quota", **_: Any) -> None:
+        self._url = url
+        self._prefix = prefix
+        self._async: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._sync: tuple[Any, dict[str, Any]] | None = None
+        self._sync_lock = threading.Lock()
+
+    def _keys(self, call_id: str, tenant_pk: int, agent_pk: int) -> list[str]:
+        return [
+            f"{self._prefix}:tenant:{tenant_pk}",
+            f"{self._prefix}:agent:{agent_pk}",
+            f"{self._prefix}:lease:{call_id}",
+        ]
+
+    @staticmethod
+    def _scripts(client: Any) -> dict[str, Any]:
+        return {
+            "acquire": client.register_script(ACQUIRE_SCRIPT),
+            "renew": client.register_script(RENEW_SCRIPT),
+            "release": client.register_script(RELEASE_SCRIPT),
+            "count": client.register_script(COUNT_SCRIPT),
+        }
+
+    def _async_scripts(self) -> dict[str, Any]:
+        # redis.asyncio connections belong to the event loop that made them.
+        loop = id(asyncio.get_running_loop())
+        found = self._async.get(loop)
+        if found is None:
+            import redis.asyncio as redis
+
+            from ..channel_layer import redis_connection_options
+
+            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
+            found = self._async[loop] = (client, self._scripts(client))
+        return found[1]
+
+    def _sync_scripts(self) -> dict[str, Any]:
+        with self._sync_lock:
+            if self._sync is None:
+                import redis
+
+                client = redis.Redis.from_url(
+                    self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
+                )
+                self._sync = (client, self._scripts(client))
+            return self._sync[1]
+
+    @staticmethod
+    def _ms(seconds: float) -> int:
+        return max(1, int(seconds * 1000))
+
+    async def acquire(
+        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
+    ) -> str | None:
+        answer = await self._async_scripts()["acquire"](
+            keys=self._keys(call_id, tenant_pk, agent_pk),
+            args=[call_id, tenant_limit, agent_limit, self._ms(ttl), f"{tenant_pk} {agent_pk}"],
+        )
+        scope = answer.decode() if isinstance(answer, bytes) else str(answer or "")
+        return scope or None
+
+    def acquire_sync(
+        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
+    ) -> str | None:
+        answer = self._sync_scripts()["acquire"](
+            keys=self._keys(call_id, tenant_pk, agent_pk),
+            args=[call_id, tenant_limit, agent_limit, self._ms(ttl), f"{tenant_pk} {agent_pk}"],
+        )
+        scope = answer.decode() if isinstance(answer, bytes) else str(answer or "")
+        return scope or None
+
+    async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
+        answer = await self._async_scripts()["renew"](
+            keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)]
+        )
+        return bool(int(answer))
+
+    async def release(self, call_id: str, tenant_pk: int, agent_pk: int) -> None:
+        await self._async_scripts()["release"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
+
+    def release_sync(self, call_id: str) -> None:
+        scripts = self._sync_scripts()
+        assert self._sync is not None
+        value = self._sync[0].get(f"{self._prefix}:lease:{call_id}")
+        if value is None:
+            return  # released already, or expired (and with it the call's members of both sets)
+        tenant_pk, agent_pk = (int(part) for part in value.split())
+        scripts["release"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
+
+    def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+        keys = [f"{self._prefix}:tenant:{pk}" for pk in tenants] + [f"{self._prefix}:agent:{pk}" for pk in agents]
+        if not keys:
+            return {}, {}
+        counts = [int(count) for count in self._sync_scripts()["count"](keys=keys, args=[])]
+        return dict(zip(tenants, counts[: len(tenants)], strict=True)), dict(
+            zip(agents, counts[len(tenants) :], strict=True)
+        )
+
+
+_backend: Any = None
+_backend_lock = threading.Lock()
+
+
+def get_quotas() -> Any:
+    """The configured backend (``MCP_APP["WORKER_QUOTAS"]``), built once per process."""
+    global _backend
+    with _backend_lock:
+        if _backend is None:
+            config = mcp_settings.WORKER_QUOTAS
+            _backend = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
+        return _backend
+
+
+def reset_quotas() -> None:
+    """Forget the backend (settings changed); a local backend's leases go with it."""
+    global _backend
+    with _backend_lock:
+        _backend = None
