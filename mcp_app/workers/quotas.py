@@ -230,6 +230,9 @@ class LocalQuotas:
             self._leases[call_id] = (tenant_pk, agent_pk)
             return None
 
+    async def check(self) -> None:
+        pass
+
     async def acquire(
         self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
     ) -> str | None:
@@ -385,6 +388,11 @@ class RedisQuotas:
     @staticmethod
     def _ms(seconds: float) -> int:
         return max(1, int(seconds * 1000))
+
+    async def check(self) -> None:
+        """Raise unless Redis answers (connects this loop's client)."""
+        self._async_scripts()
+        await self._async[id(asyncio.get_running_loop())][0].ping()
 
     async def acquire(
         self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
