@@ -1,7 +1,8 @@
 """Admin of agents and their tokens.
 
 Tokens are created here through ``AgentToken.objects.issue_token``: the raw value is shown once in a message and
-never stored. The token form offers only servers of the agent's tenant (the agent comes from the form, or from
+never stored. An agent's page shows how many of its worker calls run now, against its limit
+(``max_worker_calls``, which the tenant's admins edit). The token form offers only servers of the agent's tenant (the agent comes from the form, or from
 ``?agent=<pk>`` as the agent page's "Issue a token" link sets it); revocation goes through ``AgentToken.revoke``.
 """
 
@@ -19,6 +20,7 @@ from django.utils.html import format_html
 
 from .. import permissions
 from ..models import Agent, AgentToken
+from . import quotas
 from .audit import GRANT_FIELDS
 from .base import TenantScopedAdmin, TenantScopedInline
 
@@ -41,12 +43,25 @@ class AgentTokenInline(TenantScopedInline, admin.TabularInline):
 @admin.register(Agent)
 class AgentAdmin(TenantScopedAdmin):
     change_form_template = "admin/mcp_app/change_form_links.html"
-    list_display = ("agent_id", "name", "tenant", "is_active", "created_at")
+    list_display = ("agent_id", "name", "tenant", "is_active", "running_worker_calls", "created_at")
     list_filter = ("is_active", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant",)
     search_fields = ("agent_id", "name", "tenant__slug")
-    readonly_fields = ("created_at",)
+    readonly_fields = ("created_at", "running_worker_calls")
     inlines = [AgentTokenInline]
+
+    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
+        fields = ["tenant", "agent_id", "name", "is_active", "max_worker_calls"]
+        if obj is not None:
+            fields.append("running_worker_calls")
+        return (*fields, "created_at")
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return quotas.quota_changelist(quotas.AGENT)
+
+    @admin.display(description="worker calls running")
+    def running_worker_calls(self, obj: Agent) -> str:
+        return quotas.describe(obj, quotas.AGENT)
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         links = []

@@ -1,7 +1,9 @@
 """Admin of tenants and memberships.
 
 Members see their tenants; owners rename them and manage memberships; only superusers create or delete
-tenants, activate or deactivate them, and set the operator's allow-list of Python tools. A membership names its
+tenants, activate or deactivate them, and set the operator's allow-list of Python tools and the tenant's limit
+of concurrent worker calls (``max_worker_calls``). Everyone who sees a tenant sees how many of its worker
+calls run now (``mcp_app.admin.quotas``). A membership names its
 user by username (typed, not picked from a list), so an owner never browses the site's users.
 """
 
@@ -16,9 +18,10 @@ from django.http import HttpRequest
 
 from .. import permissions
 from ..models import Tenant, TenantMembership
+from . import quotas
 from .base import TenantScopedAdmin, TenantScopedInline
 
-OPERATOR_FIELDS = ("slug", "is_active", "allowed_python_tools")
+OPERATOR_FIELDS = ("slug", "is_active", "allowed_python_tools", "max_worker_calls")
 
 
 class UsernameField(forms.ModelChoiceField):
@@ -73,16 +76,26 @@ class TenantMembershipInline(TenantScopedInline, admin.TabularInline):
 @admin.register(Tenant)
 class TenantAdmin(TenantScopedAdmin):
     tenant_field = None
-    list_display = ("slug", "name", "is_active", "created_at")
+    list_display = ("slug", "name", "is_active", "running_worker_calls", "created_at")
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
     inlines = [TenantMembershipInline]
 
     def get_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
-        return ("slug", "name", "is_active", "allowed_python_tools", "created_at")
+        fields = ["slug", "name", "is_active", "allowed_python_tools", "max_worker_calls"]
+        if obj is not None:
+            fields.append("running_worker_calls")
+        return (*fields, "created_at")
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        return quotas.quota_changelist(quotas.TENANT)
+
+    @admin.display(description="worker calls running")
+    def running_worker_calls(self, obj: Tenant) -> str:
+        return quotas.describe(obj, quotas.TENANT)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
-        fields = ["created_at"]
+        fields = ["created_at", "running_worker_calls"]
         if not request.user.is_superuser:
             fields += OPERATOR_FIELDS
         return fields

@@ -1,0 +1,70 @@
+"""What the admin shows of worker-call quotas: how many worker calls of a tenant or agent run now, against its
+effective limit (``mcp_app.workers.quotas``).
+
+Counts are read from the quota backend (Redis when configured, else this process's memory), never from the
+database: a changelist page asks once for all its rows (``QuotaChangeList``), a change page once for its object.
+When the backend cannot be read the admin says "unknown" instead of failing the page.
+
+Not owned here: who may edit ``max_worker_calls`` (the tenant's and agent's ModelAdmins).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.contrib.admin.views.main import ChangeList
+from django.http import HttpRequest
+
+from ..conf import mcp_settings
+from ..workers import quotas
+
+logger = logging.getLogger("mcp_app.admin")
+
+TENANT = "tenant"
+AGENT = "agent"
+_ATTRIBUTE = "_mcp_running_worker_calls"
+_DEFAULTS = {TENANT: "WORKER_CALLS_PER_TENANT", AGENT: "WORKER_CALLS_PER_AGENT"}
+
+
+def effective_limit(obj: Any, scope: str) -> int:
+    """The limit that applies to ``obj`` (its own ``max_worker_calls``, else the setting); 0: unlimited."""
+    own = obj.max_worker_calls
+    return max(0, int(getattr(mcp_settings, _DEFAULTS[scope]) if own is None else own))
+
+
+def annotate(objects: Any, scope: str) -> None:
+    """Fetch the running counts of ``objects`` in one round trip and attach them (``None``: unknown)."""
+    rows = list(objects)
+    pks = [row.pk for row in rows]
+    try:
+        tenants, agents = quotas.running_calls(**{f"{scope}s": pks})
+        counts: dict[int, int] | None = tenants if scope == TENANT else agents
+    except Exception as error:  # the backend is down: the page still renders
+        logger.warning("could not read running worker calls: %s: %s", type(error).__name__, error)
+        counts = None
+    for row in rows:
+        setattr(row, _ATTRIBUTE, None if counts is None else counts.get(row.pk, 0))
+
+
+def describe(obj: Any, scope: str) -> str:
+    """``"2 of 5"``, ``"0 (unlimited)"`` or ``"unknown of 5"``: running now against the effective limit."""
+    if obj is None or obj.pk is None:
+        return "-"
+    if not hasattr(obj, _ATTRIBUTE):
+        annotate([obj], scope)
+    running = getattr(obj, _ATTRIBUTE)
+    shown = "unknown" if running is None else str(running)
+    limit = effective_limit(obj, scope)
+    return f"{shown} (unlimited)" if limit == 0 else f"{shown} of {limit}"
+
+
+def quota_changelist(scope: str) -> type[ChangeList]:
+    """A ChangeList that reads the running counts of its page's rows in one round trip."""
+
+    class QuotaChangeList(ChangeList):
+        def get_results(self, request: HttpRequest) -> None:
+            super().get_results(request)
+            annotate(self.result_list, scope)
+
+    return QuotaChangeList
