@@ -165,7 +165,8 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ("id", "slug", "name", "is_active", "created_at", "role")
+        # max_worker_calls is the operator's (superusers, in the admin): shown, never written here.
+        fields = ("id", "slug", "name", "is_active", "max_worker_calls", "created_at", "role")
         read_only_fields = fields
 
     def get_role(self, tenant: Tenant) -> str | None:
@@ -320,7 +321,7 @@ class PromptSerializer(TenantOwnedSerializer):
 class AgentSerializer(TenantOwnedSerializer):
     class Meta:
         model = Agent
-        fields = ("id", "tenant", "agent_id", "name", "is_active", "created_at")
+        fields = ("id", "tenant", "agent_id", "name", "is_active", "max_worker_calls", "created_at")
         read_only_fields = ("created_at",)
         validators: list[Any] = []
 

@@ -16,6 +16,7 @@ from mcp_app.models import (
     ServerPrompt,
     ServerResource,
     ServerTool,
+    Tenant,
     Tool,
 )
 
@@ -256,3 +257,19 @@ def test_tool_calls_are_read_only_and_filtered(two_tenants, key_client):
     url = f"/api/v1/tool-calls/{acme.tool_call.pk}/"
     assert admin.patch(url, {"status": "error"}, format="json").status_code == 405
     assert admin.delete(url).status_code == 405
+
+
+def test_an_agents_worker_call_limit_is_written_through_the_api_and_its_tenants_is_only_shown(acme, admin):
+    Tenant.objects.filter(pk=acme.tenant.pk).update(max_worker_calls=5)
+    url = f"/api/v1/agents/{acme.agent.pk}/"
+    assert admin.get(url).json()["max_worker_calls"] is None  # the WORKER_CALLS_PER_AGENT setting applies
+    changed = admin.patch(url, {"max_worker_calls": 2}, format="json")
+    assert changed.status_code == 200 and changed.json()["max_worker_calls"] == 2
+    assert Agent.objects.get(pk=acme.agent.pk).max_worker_calls == 2
+    negative = admin.patch(url, {"max_worker_calls": -1}, format="json")
+    assert negative.status_code == 400 and "max_worker_calls" in negative.json()["error"]["fields"]
+
+    tenant_url = f"/api/v1/tenants/{acme.tenant.pk}/"
+    assert admin.get(tenant_url).json()["max_worker_calls"] == 5
+    admin.patch(tenant_url, {"max_worker_calls": 500}, format="json")  # not the tenant's to raise
+    assert Tenant.objects.get(pk=acme.tenant.pk).max_worker_calls == 5
