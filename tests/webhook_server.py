@@ -1,6 +1,7 @@
 """A real HTTP server on 127.0.0.1 (ephemeral port, its own thread) that plays a tenant's webhook.
 
-Paths choose the behaviour; every request is recorded (method, path, headers, raw body) before it is answered.
+Paths choose the behaviour (``/gate`` holds each call until the test opens the gate of its ``key`` argument);
+every request is recorded (method, path, headers, raw body) before it is answered.
 Import the ``webhook_server`` fixture into a test module to use it.
 """
 
@@ -50,6 +51,15 @@ class WebhookServer:
     released: threading.Event = field(default_factory=threading.Event)
     closed_by_client: threading.Event = field(default_factory=threading.Event)
     big_bytes_sent: int = 0
+    # ``/gate``: one event per ``arguments.key``; a call waits until the test opens its gate.
+    gates: dict[str, threading.Event] = field(default_factory=dict)
+
+    def gate(self, key: str) -> threading.Event:
+        return self.gates.setdefault(key, threading.Event())
+
+    def gated_keys(self) -> list[str]:
+        """The keys of the ``/gate`` calls received so far, in arrival order."""
+        return [str(request.json()["arguments"]["key"]) for request in list(self.requests) if request.path == "/gate"]
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"{self.scheme}://{host}:{self.port}{path}"
@@ -119,6 +129,10 @@ def _make_handler(state: WebhookServer) -> type[BaseHTTPRequestHandler]:
             elif path == "/slow":
                 state.released.wait(WAIT)
                 self._json({"content": [{"type": "text", "text": "late"}]})
+            elif path == "/gate":
+                key = str(json.loads(body)["arguments"]["key"])
+                opened = state.gate(key).wait(WAIT)
+                self._json({"content": [{"type": "text", "text": f"{key} {'passed' if opened else 'timed out'}"}]})
             elif path == "/hold":
                 # Wait for the client to give up: a closed connection reads as EOF.
                 self.connection.settimeout(WAIT)
@@ -178,6 +192,8 @@ def running_server(tls: ssl.SSLContext | None = None) -> Iterator[WebhookServer]
         yield state
     finally:
         state.released.set()
+        for gate in list(state.gates.values()):
+            gate.set()
         server.shutdown()
         server.server_close()
         thread.join(WAIT)
