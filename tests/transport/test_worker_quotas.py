@@ -154,3 +154,25 @@ def test_the_cached_token_carries_the_effective_limits(
     assert limits() == (3, 0)
     cached = identity.token(digest, load=False)  # no query: the snapshot answers
     assert quotas.limits_for(cached) == (3, 0)
+
+
+async def test_with_the_quota_backend_unreachable_a_worker_call_is_refused_with_503_and_inline_calls_run(
+    worker_access: Any, settings: Any, fresh_gate: Any
+) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.MCP_APP = {
+        **settings.MCP_APP,
+        "WORKER_QUOTAS": {
+            "BACKEND": "mcp_app.workers.quotas.RedisQuotas",
+            "OPTIONS": {"url": f"redis://127.0.0.1:{port}/0"},
+        },
+    }
+    refused = await call(worker_access, RECORD)
+    assert refused.status == 503 and refused.headers.get("retry-after") == "1", refused.body
+    assert fresh_gate.executions == [], "a limit that cannot be checked is not lifted"
+    inline = await call(worker_access, rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    assert inline.status == 200 and "result" in inline.json()
