@@ -176,3 +176,23 @@ async def test_with_the_quota_backend_unreachable_a_worker_call_is_refused_with_
     assert fresh_gate.executions == [], "a limit that cannot be checked is not lifted"
     inline = await call(worker_access, rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
     assert inline.status == 200 and "result" in inline.json()
+
+
+async def test_a_call_that_became_a_task_keeps_its_slot_until_its_work_ends(
+    make_access: Callable[..., Awaitable[Any]], orm: Any, fresh_gate: Any
+) -> None:
+    from .test_tasks import DECLARING, settled
+
+    access = await make_access(tools=("gated_job", "record"))
+    await orm(bind_as_worker, access.server, "gated_job", "record")
+    await orm(set_limits, access, tenant=1)
+    fresh_gate.executions.clear()
+    created = result_of(await call_tool(access, "gated_job", {}, capabilities=DECLARING))
+    assert created["resultType"] == "task" and created["status"] == "working"
+    # The request was answered with the task; its work still runs, and still holds the tenant's only slot.
+    quota_error(await call(access, RECORD))
+    assert fresh_gate.executions == []
+    fresh_gate.gate.release.set()
+    await settled()
+    assert "result" in (await call(access, RECORD)).json()
+    assert fresh_gate.executions == [("record", {"kind": "alpha", "count": 1})]
