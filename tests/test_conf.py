@@ -33,6 +33,10 @@ def test_override_is_seen_and_undone():
         ({"INVALIDATION_STALENESS_SECONDS": 0}, "positive"),
         ({"WRITE_BEHIND_INTERVAL_SECONDS": -1}, "positive"),
         ({"IDENTITY_CACHE_SIZE": 0}, "at least 1"),
+        ({"WORKER_QUOTAS": {"OPTIONS": {}}}, "WORKER_QUOTAS'] needs a BACKEND"),
+        ({"WORKER_CALL_LEASE_SECONDS": 0}, "WORKER_CALL_LEASE_SECONDS'] must be positive"),
+        ({"WORKER_CALLS_PER_TENANT": -1}, "must not be negative"),
+        ({"WORKER_CALLS_PER_AGENT": -3}, "must not be negative"),
     ],
 )
 def test_invalid_configuration_is_refused(value, message):

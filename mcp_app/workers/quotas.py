@@ -9,7 +9,8 @@ The API (``docs/quotas.md``; the seam between the transport, the worker runner a
   admits it again without taking a second one (a re-issued call attached to the running one).
 - ``Lease.release()`` (async) and ``Lease.release_sync()`` give the slot back; both are idempotent.
 - ``release_call(call_id)`` (sync) gives back a call's slot from a process that holds no ``Lease`` object: the
-  worker or the reaper, when the process that admitted the call is gone.
+  worker or the reaper, when the process that admitted the call is gone; ``renew_call(call_id)`` (sync) keeps
+  it held from such a process (a worker still running the call).
 - ``limits_for(grant, token entry or principal) -> (tenant_limit, agent_limit)``: the effective limits, from
   the cached token snapshot (``mcp_app.caching.identity.TokenEntry``), without a query. A tenant's or agent's
   own ``max_worker_calls`` wins over the ``WORKER_CALLS_PER_TENANT`` / ``WORKER_CALLS_PER_AGENT`` setting;
@@ -65,6 +66,7 @@ __all__ = [
     "get_quotas",
     "limits_for",
     "release_call",
+    "renew_call",
     "reset_quotas",
     "running_calls",
 ]
@@ -187,6 +189,13 @@ def release_call(call_id: str) -> None:
     get_quotas().release_sync(call_id)
 
 
+def renew_call(call_id: str) -> bool:
+    """Extend the lease of ``call_id`` by ``WORKER_CALL_LEASE_SECONDS`` from any process (sync): for a worker
+    that runs a call whose admitting process may be gone. ``False`` when the lease has been released or has
+    expired (it is never renewed back into existence)."""
+    return bool(get_quotas().renew_sync(call_id, float(mcp_settings.WORKER_CALL_LEASE_SECONDS)))
+
+
 def running_calls(*, tenants: Iterable[int] = (), agents: Iterable[int] = ()) -> tuple[dict[int, int], dict[int, int]]:
     """How many calls hold a slot now, per tenant pk and per agent pk (sync; one round trip)."""
     return get_quotas().running(list(tenants), list(agents))
@@ -205,6 +214,8 @@ class LocalQuotas:
         members = self._sets.setdefault((scope, pk), {})
         for call_id in [call_id for call_id, expiry in members.items() if expiry <= now]:
             del members[call_id]
+            if scope == TENANT:
+                self._leases.pop(call_id, None)  # expired: like Redis's lease key, it is gone
         return members
 
     def _forget_empty(self, *keys: tuple[str, int]) -> None:
@@ -239,6 +250,14 @@ class LocalQuotas:
         return self.acquire_sync(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
 
     async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
+        return self._renew(call_id, tenant_pk, agent_pk, ttl)
+
+    def renew_sync(self, call_id: str, ttl: float) -> bool:
+        with self._lock:
+            pks = self._leases.get(call_id)
+        return pks is not None and self._renew(call_id, pks[0], pks[1], ttl)
+
+    def _renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
         with self._lock:
             now = time.monotonic()
             tenant = self._sets.get((TENANT, tenant_pk), {})
@@ -418,6 +437,16 @@ class RedisQuotas:
         answer = await self._async_scripts()["renew"](
             keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)]
         )
+        return bool(int(answer))
+
+    def renew_sync(self, call_id: str, ttl: float) -> bool:
+        scripts = self._sync_scripts()
+        assert self._sync is not None
+        value = self._sync[0].get(f"{self._prefix}:lease:{call_id}")
+        if value is None:
+            return False
+        tenant_pk, agent_pk = (int(part) for part in value.split())
+        answer = scripts["renew"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)])
         return bool(int(answer))
 
     async def release(self, call_id: str, tenant_pk: int, agent_pk: int) -> None:

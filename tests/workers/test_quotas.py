@@ -346,3 +346,20 @@ def test_the_slots_of_a_process_killed_with_sigkill_free_themselves(settings: An
     assert time.monotonic() - killed <= ttl + 1.0
     assert quotas.get_quotas().acquire_sync("after", 1, 10, 2, 0, 30.0) is None
     quotas.release_call("after")
+
+
+async def test_a_lease_renewed_from_another_process_outlives_its_first_expiry(
+    backend_name: str, short_lease: float
+) -> None:
+    """``renew_call`` (a worker keeping the slot of a call it runs) extends a lease it holds no object for, and
+    never renews one that is gone."""
+    backend = quotas.get_quotas()
+    assert await backend.acquire("kept", 1, 10, 1, 0, short_lease) is None
+    deadline = time.monotonic() + 3 * short_lease
+    while time.monotonic() < deadline:  # three lease times, renewed every third of one
+        assert await asyncio.to_thread(quotas.renew_call, "kept")
+        assert running(tenant=1) == 1
+        await asyncio.sleep(short_lease / 3)
+    assert await asyncio.to_thread(wait_until, lambda: running(tenant=1) == 0)  # no longer renewed: it expires
+    assert not await asyncio.to_thread(quotas.renew_call, "kept"), "an expired lease is not brought back"
+    assert not await asyncio.to_thread(quotas.renew_call, "never-admitted")
