@@ -145,7 +145,8 @@ class Lease:
         if not self._mark_released():
             return
         try:
-            await self._backend.release(self.call_id, self.tenant_pk, self.agent_pk)
+            # Shielded: a release awaited in a ``finally`` of a call cancelled again still completes.
+            await asyncio.shield(self._backend.release(self.call_id, self.tenant_pk, self.agent_pk))
         except Exception as error:
             logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
 

@@ -196,3 +196,15 @@ async def test_a_call_that_became_a_task_keeps_its_slot_until_its_work_ends(
     await settled()
     assert "result" in (await call(access, RECORD)).json()
     assert fresh_gate.executions == [("record", {"kind": "alpha", "count": 1})]
+
+
+async def test_a_cancelled_worker_call_gives_its_slot_back(worker_access: Any, orm: Any, fresh_gate: Any) -> None:
+    access = worker_access
+    await orm(set_limits, access, tenant=1)
+    held = await start_held_call(access, fresh_gate.gate)
+    quota_error(await call(access, RECORD))
+    await held.send_input({"type": "http.disconnect"})  # the client goes away: the call is cancelled
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    await held.wait(timeout=5)
+    assert quotas.running_calls(tenants=[access.tenant.pk])[0] == {access.tenant.pk: 0}
+    assert "result" in (await call(access, RECORD)).json()
