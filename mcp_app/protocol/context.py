@@ -1,8 +1,9 @@
 """What a handler knows about the request it serves, and the interfaces to the layers below.
 
 ``RequestContext`` is built by the transport for each HTTP request. ``ServerCatalog`` and ``ToolDescriptor``
-are plain data the catalog layer produces; ``ToolRunner`` is the interface the runtime layer implements.
-Nothing here touches a database: implementations are injected.
+are plain data the catalog layer produces; ``ToolRunner`` is the interface the runtime layer implements; the
+back-channel to the client is the ``Outbound`` port (``protocol.ports``). Nothing here touches a database:
+implementations are injected.
 """
 
 from __future__ import annotations
@@ -12,18 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .ports import NO_CHANNEL, Outbound
 from .versions import ALL_VERSIONS, LEGACY
 
+# Sends one JSON-RPC notification on the request's response (progress, logs); usually ``outbound.notify``, gated
+# by the task runner once a call has become a task.
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
-# Sends a server-to-client request (sampling/createMessage, elicitation/create, roots/list) and awaits the
-# client's JSON-RPC response object ({"result": …} or {"error": …}).
-Ask = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-# Hands a client's response to whichever process is waiting for it.
-Deliver = Callable[[str | int, dict[str, Any]], Awaitable[None]]
-# Cancels a running request of this client, wherever it runs.
-Cancel = Callable[[str | int], Awaitable[None]]
-# SEP-1699: end the response stream of this call now; the call goes on and the client resumes by Last-Event-ID.
-CloseStream = Callable[[], Awaitable[bool]]
 
 
 async def discard(message: dict[str, Any]) -> None:
@@ -319,8 +314,9 @@ class ToolCall:
     in_task: bool = False
 
     @property
-    def ask(self) -> Ask | None:
-        return self.request.ask
+    def outbound(self) -> Outbound:
+        """The request's back-channel (server-to-client requests); ``NO_CHANNEL`` where there is none."""
+        return self.request.outbound
 
 
 class ToolRunner(Protocol):
@@ -348,6 +344,11 @@ class Session(Protocol):
     protocol_version: str
     log_level: str | None
     subscriptions: frozenset[str]
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        """What the client declared in its ``initialize``."""
+        ...
 
     async def set_log_level(self, level: str) -> None: ...
 
@@ -406,12 +407,10 @@ class RequestContext:
     cache_ttl_ms: int = 0
     page_size: int = 100
     session: Session | None = None
-    ask: Ask | None = None
-    deliver: Deliver | None = None
-    cancel: Cancel | None = None
+    # The back-channel to the client (server-to-client requests, their answers, cancellation, SEP-1699).
+    outbound: Outbound = NO_CHANNEL
     tasks: Tasks | None = None
     audit: CallAudit | None = None
-    close_stream: CloseStream | None = None
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -138,9 +138,8 @@ class Dispatcher:
             return None
         assert isinstance(message, ClientResponse)
         # A response to a server-to-client request: hand it to the call waiting for it, in whichever process.
-        if ctx.deliver is not None:
-            answer = {"error": message.error} if message.error is not None else {"result": message.result}
-            await ctx.deliver(message.id, answer)
+        answer = {"error": message.error} if message.error is not None else {"result": message.result}
+        await ctx.outbound.deliver(message.id, answer)
         return None
 
     async def _answer(self, request: Request, ctx: RequestContext) -> dict[str, Any]:

@@ -56,6 +56,25 @@ def negotiate(requested: object, supported: tuple[str, ...] = HANDSHAKE_VERSIONS
     return max(supported)
 
 
+def legacy_request_version(header: str | None, session_version: str | None, supported: tuple[str, ...]) -> str | None:
+    """The version a handshake-era request (not ``initialize``) is served under, or ``None`` for a 400.
+
+    ``header`` is its ``MCP-Protocol-Version``, ``session_version`` what its session negotiated (``None``:
+    sessionless), ``supported`` the server's handshake-era versions. The spec asks 400 only for an invalid or
+    unsupported header: on a session, a supported header that differs from the session's version (the official
+    conformance suite sends 2025-03-26 on 2025-11-25 sessions) is served under the session's version, its
+    features and framing. Without a session the header decides; a missing one means 2025-03-26 where served,
+    else the latest supported.
+    """
+    if header is not None and header not in supported:
+        return None
+    if session_version is not None:
+        return session_version
+    if header is not None:
+        return header
+    return DEFAULT_UNANNOUNCED_VERSION if DEFAULT_UNANNOUNCED_VERSION in supported else max(supported)
+
+
 def allows_batches(version: str) -> bool:
     """JSON-RPC batches exist in 2024-11-05 and 2025-03-26 only (removed in 2025-06-18)."""
     return version < V2025_06_18

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.context import Ask, CloseStream, LogReporter, ProgressReporter
+from ..protocol.context import LogReporter, ProgressReporter
+from ..protocol.ports import NO_CHANNEL, Outbound
 
 
 class ToolError(Exception):
@@ -60,8 +61,7 @@ class ToolContext:
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     state: Any = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
-    _ask: Ask | None = field(default=None, repr=False)
-    _close_stream: CloseStream | None = field(default=None, repr=False)
+    _outbound: Outbound = field(default=NO_CHANNEL, repr=False)
 
     def client_supports(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (``sampling``, ``elicitation``, ``roots``)."""
@@ -81,11 +81,11 @@ class ToolContext:
         }.get(method)
         if capability is not None and not self.client_supports(capability):
             raise ClientRequestError(f"The client does not support {capability}.")
-        if self._ask is None:
+        if not self._outbound.can_request:
             raise ClientRequestError(
                 f"{method} needs a handshake-era session (Mcp-Session-Id); stateless clients answer InputRequired."
             )
-        answer = await self._ask(method, params)
+        answer = await self._outbound.request(method, params)
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
             raise ClientRequestError(f"The client refused {method}: {error.get('message', 'error')}")
@@ -96,9 +96,7 @@ class ToolContext:
         """End this call's SSE response now, before the result (SEP-1699, 2025-11-25 sessions): the call goes on,
         and the client gets the rest by resuming with ``Last-Event-ID``. Returns whether the stream was closed
         (``False`` where the response cannot be resumed: no session, or the stateless revision)."""
-        if self._close_stream is None:
-            return False
-        return await self._close_stream()
+        return await self._outbound.close_stream()
 
     async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
         """Ask the user for structured input; returns ``{"action": "accept"|"decline"|"cancel", "content"?}``."""

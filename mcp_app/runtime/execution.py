@@ -206,7 +206,7 @@ class Runner:
         try:
             value = await _run(registered, kwargs)
             rounds = 0
-            while isinstance(value, InputRequired) and call.request.era == LEGACY and call.ask is not None:
+            while isinstance(value, InputRequired) and call.request.era == LEGACY and call.outbound.can_request:
                 # Handshake era: carry the tool's input requests out as server-to-client requests on this call's
                 # stream, then run it again with the answers, so one tool serves both eras.
                 rounds += 1
@@ -339,8 +339,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
         input_responses=dict(call.input_responses or {}),
         state=state,
         client_capabilities=dict(call.request.client_capabilities),
-        _ask=call.ask,
-        _close_stream=call.request.close_stream,
+        _outbound=call.outbound,
     )
 
 

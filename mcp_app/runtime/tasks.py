@@ -10,8 +10,9 @@ extension on the request, a task-capable call starts at once and gets ``TASK_IMM
   JSON-RPC error), or ``input_required`` (its input requests; ``tasks/update`` with every answer resumes it).
 
 ``tasks/cancel`` marks the task ``cancelled`` at once and stops its work in whichever process runs it (through
-the channel layer). Terminal states never change. Work runs in the serving process (the embedded runner); a
-Celery runner is a later step.
+the channel layer). Terminal states never change. Work runs in the serving process, through whichever
+``ToolRunner`` it is given (this module knows only the port, never ``runtime.execution``: the runner depends on
+the task rules, not the other way round).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
@@ -33,12 +34,17 @@ from ..events import TASK_CANCEL_EVENT, task_group
 from ..models import ToolTask
 from ..observability import metrics
 from ..process import owner_id
-from ..protocol.context import LogReporter, ProgressReporter, RequestContext, ToolCall, ToolDescriptor, discard
+from ..protocol.context import (
+    LogReporter,
+    ProgressReporter,
+    RequestContext,
+    ToolCall,
+    ToolDescriptor,
+    ToolRunner,
+    discard,
+)
 from ..protocol.errors import INVALID_PARAMS, InternalError, ProtocolError
 from .mrtr import PARK
-
-if TYPE_CHECKING:
-    from .execution import Runner
 
 logger = logging.getLogger("mcp_app.runtime.tasks")
 
@@ -100,7 +106,7 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
 class TaskService:
     """The ``Tasks`` port for one request: the caller's tasks on one server."""
 
-    def __init__(self, server_pk: int, agent_pk: int, runner: Runner) -> None:
+    def __init__(self, server_pk: int, agent_pk: int, runner: ToolRunner) -> None:
         self._server_pk = server_pk
         self._agent_pk = agent_pk
         self._runner = runner
@@ -267,7 +273,7 @@ def create_result(task: ToolTask) -> dict[str, Any]:
 
 
 async def call_maybe_as_task(
-    runner: Runner, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall
+    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall
 ) -> dict[str, Any]:
     """Run a task-capable call for a declaring client; see the module docstring for the decision."""
     service = call.request.tasks

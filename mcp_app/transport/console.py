@@ -3,9 +3,9 @@
 ``run_as`` builds the JSON-RPC request a client would send and serves it like the consumer serves a sessionless
 handshake-era POST: the token's grant on the server (``auth.grant_for_token``: scope and catalog, the same code
 the wire runs after authenticating the bearer), the same request context, the protocol dispatcher and its
-handlers, and the consumer's runner. Whatever the wire applies there (grants, audit) applies here too. What a
-client would have received comes back: the notifications in order (progress, logs) and the response, or why
-the token may not use the server.
+handlers, and the wire's runner (``services.get_runner()``). Whatever the wire applies there (grants, audit)
+applies here too. What a client would have received comes back: the notifications in order (progress, logs)
+and the response, or why the token may not use the server.
 
 Not done here: sampling and elicitation (there is no client to ask; tools that need them get the error a client
 without those capabilities gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
@@ -20,6 +20,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from .. import services
 from ..models import AgentToken, McpServer
 from ..protocol import versions
 from ..protocol.handlers import dispatcher
@@ -71,10 +72,12 @@ async def run_as(
     async def emit(message: dict[str, Any]) -> None:
         run.notifications.append(message)
 
-    from .consumer import runner  # the wire's runner, shared
-
     ctx = grant.request_context(
-        runner=runner, emit=emit, protocol_version=PROTOCOL_VERSION, era=versions.LEGACY, headers={}
+        runner=services.get_runner(),  # the wire's runner, shared
+        emit=emit,
+        protocol_version=PROTOCOL_VERSION,
+        era=versions.LEGACY,
+        headers={},
     )
     try:
         run.response = await asyncio.wait_for(dispatcher.dispatch(run.request, ctx, max_batch_size=1), time_limit)

@@ -1,19 +1,26 @@
-"""The MCP endpoint ``/mcp/<server_id>`` as a Channels consumer (Streamable HTTP).
+"""The MCP endpoint ``/mcp/<server_id>`` as a Channels consumer: the HTTP edge of Streamable HTTP, and only that.
 
 One consumer instance serves one HTTP request. It buffers the body up to ``MAX_BODY_BYTES``, then runs the
-response in a task so that it keeps listening for ``http.disconnect`` (which cancels the work) and, for GET
-streams, for channel-layer broadcasts. The response is JSON unless the request produced notifications and the
-client accepts SSE, in which case it switches to an event stream the moment the first notification is emitted.
+response in a task so that it keeps listening for ``http.disconnect`` (which cancels the work, except for a
+resumable handshake-era stream, whose call goes on) and for channel-layer events (``transport.membership``).
 
-Both protocol eras share the endpoint. A body with the 2026-07-28 ``_meta`` envelope (or a stateless-era
-``MCP-Protocol-Version``) is served statelessly after the envelope/header/version ladder of
-``protocol.modern``; anything else is handshake-era traffic. Each server's ``protocol_versions`` decides which
-eras it accepts: a modern-only server answers GET and DELETE with 405 and refuses handshake requests (naming its
-versions, never with the modern-only codes); a legacy-only server answers modern requests with -32022.
+What the edge owns, in the order a request meets it:
 
-Status codes: 400 bad request, 401/403 auth, 404 unknown server, 405 method, 415 media type, 421 Host, 202 for
-bodies that owe no answer, 204 for DELETE. Handshake era: JSON-RPC errors about a whole body (-32700, -32600)
-are 400, errors of individual methods ride on 200. Stateless era: see ``MODERN_STATUS``.
+1. ``OPTIONS``: CORS preflight (``transport.cors``), decided from the cached server snapshot: no query, no hop;
+2. method (405 with ``Allow``), ``Host`` (421);
+3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches);
+4. ``Origin`` (403) and the CORS headers of every later answer;
+5. era routing of methods: a modern-only server answers GET and DELETE with 405;
+6. POST: ``Content-Type`` (415) and an empty body (400), then the body goes to ``protocol.serving.serve_post``
+   once and comes back as an ``Answer`` (status, payload, a stream to open, a session to open), which is
+   written as JSON or, once the request has notified, as SSE (``transport.writer``);
+7. GET: the endpoint's description, or a stream (``transport.streams``); DELETE: session termination (204);
+8. failures: 503 with ``Retry-After`` while the channel layer or event store is unreachable (an error event on a
+   stream that has started), 500 with a bare ``Internal error`` for anything else.
+
+Not here: JSON-RPC rules and which status carries an answer (``protocol.serving``, ``protocol.statuses``), the
+back-channel of server-to-client requests and cancellation (``transport.backchannel``), stream replay and
+keep-alives (``transport.streams``), which runner and task service serve a call (``mcp_app.services``).
 """
 
 from __future__ import annotations
@@ -21,83 +28,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
-import time
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
-from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
-from .. import PRODUCT_NAME, __version__
-from ..channel_layer import LAYER_ERRORS, layer_health, receive_forever
+from .. import services
+from ..caching import identity
+from ..caching.identity import CacheMiss
+from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
-from ..events import (
-    BROADCAST_EVENT,
-    CANCEL_EVENT,
-    REPLY_EVENT,
-    STREAM_EVENT,
-    call_group,
-    reply_group,
-    server_group,
-    session_group,
-    stream_group,
-)
+from ..events import CANCEL_EVENT
 from ..observability import logging as request_log
 from ..observability import metrics
-from ..protocol import jsonrpc, limits, messages, modern, versions
-from ..protocol.context import OpenStream, RequestContext
-from ..protocol.errors import (
-    HEADER_MISMATCH,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    InvalidParams,
-    InvalidRequest,
-    ProtocolError,
-    RequestTimeout,
-    ServiceUnavailable,
-    error_response,
-)
-from ..protocol.handlers import dispatcher
-from ..runtime.execution import Runner
-from ..runtime.tasks import TaskService
-from ..workers.admission import QuotaRunner
-from . import cancellation, cors, sse
+from ..protocol import jsonrpc, serving, versions
+from ..protocol.context import RequestContext
+from ..protocol.errors import InvalidRequest, ProtocolError, ServiceUnavailable, error_response
+from . import cors, sse
 from .auth import AccessDenied, AccessGrant, admit
-from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
+from .backchannel import BackChannel
+from .membership import Membership
 from .security import accepts, host_allowed, is_json_content_type, origin_allowed
 from .sessions import DatabaseSession, open_session
-from .writer import JSON_HEADERS, ResponseWriter, is_final
+from .streams import Streams, endpoint_description
+from .writer import JSON_HEADERS, ResponseWriter, send_body, start_response
 
 logger = logging.getLogger("mcp_app.transport")
 
 ALLOWED_METHODS = ("GET", "POST", "DELETE")
-_BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
-# 2026-07-28: errors of the validation ladder are 400, an unknown method 404; other errors ride on 200.
-MODERN_STATUS = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    INVALID_PARAMS: 400,
-    HEADER_MISMATCH: 400,
-    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_PROTOCOL_VERSION: 400,
-    METHOD_NOT_FOUND: 404,
-}
 
-runner: Runner = QuotaRunner()  # QUOTA: worker-bound calls are admitted here until the proxy runner lands
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
-
-
-def _forward(event: dict[str, Any]) -> dict[str, Any]:
-    return event
 
 
 class McpConsumer(AsyncConsumer):
@@ -111,21 +75,15 @@ class McpConsumer(AsyncConsumer):
         self._body = bytearray()
         self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._work: asyncio.Task[None] | None = None
-        self._pump: asyncio.Task[None] | None = None
-        self._groups: list[str] = []
+        self._membership = Membership(self._events)
         self._response_started = False
-        self._translate: Any = _forward
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._watch: asyncio.Task[None] | None = None
-        self._writer: ResponseWriter | None = None
+        self._writer: ResponseWriter | None = None  # of the POST this consumer serves
+        self._backchannel: BackChannel | None = None  # of a handshake-era POST
+        self._streams: Streams | None = None  # a GET stream, a resumed stream or subscriptions/listen
         self._detached = False
-        self._stream_writer: ResponseWriter | None = None
-        self._stream_events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._session_stream: DatabaseSession | None = None
         self._named_session: DatabaseSession | None = None
         self._cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
         self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
-        self._long_stream = False  # a GET stream, a resumed stream or subscriptions/listen
         try:
             await await_many_dispatch([receive, self._events.get], self.dispatch)
         except StopConsumer:
@@ -144,18 +102,15 @@ class McpConsumer(AsyncConsumer):
 
     # ASGI plumbing -------------------------------------------------------------------------------------
 
-    async def send_headers(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        self._response_started = True
-        if self._cors:
-            headers = [*headers, *self._cors]
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-
-    async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
-        await self.send({"type": "http.response.body", "body": body, "more_body": more_body})
+    async def send(self, message: dict[str, Any]) -> None:
+        """The ASGI ``send`` every writer of this request gets; notes when the response has started."""
+        if message["type"] == "http.response.start":
+            self._response_started = True
+        await self.base_send(message)
 
     async def send_response(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        await self.send_headers(status, headers)
-        await self.send_body(body)
+        await start_response(self.send, status, headers, self._cors)
+        await send_body(self.send, body)
 
     async def send_error(self, status: int, message: str, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         """A transport-level rejection: an id-less JSON-RPC error body, as the spec allows for 4xx answers."""
@@ -192,30 +147,16 @@ class McpConsumer(AsyncConsumer):
         raise StopConsumer
 
     async def mcp_broadcast(self, message: dict[str, Any]) -> None:
-        if not self._groups:
-            return
-        event = message["message"]
-        if event.get("method") == "notifications/resources/updated" and self._session_stream is not None:
-            # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
-            if event.get("params", {}).get("uri") not in await self._session_stream.reload_subscriptions():
-                return
-        elif event.get("method") == "notifications/resources/updated" and self._translate is _forward:
-            return
-        outgoing = self._translate(event)
-        if outgoing is None:
-            return
-        if self._stream_writer is not None:
-            await self._stream_writer.event(outgoing)
-        else:
-            await self.send_body(sse.event(outgoing), more_body=True)
+        if self._streams is not None:
+            await self._streams.broadcast(message)
 
     async def mcp_stream_event(self, message: dict[str, Any]) -> None:
-        await self._stream_events.put(message)
+        if self._streams is not None:
+            await self._streams.stream_event(message)
 
     async def mcp_reply(self, message: dict[str, Any]) -> None:
-        future = self._pending.get(message["id"])
-        if future is not None and not future.done():
-            future.set_result(message["answer"])
+        if self._backchannel is not None:
+            self._backchannel.reply(message)
 
     async def mcp_cancel(self, message: dict[str, Any]) -> None:
         """``notifications/cancelled`` for the request this consumer serves: stop it and end the response
@@ -226,10 +167,21 @@ class McpConsumer(AsyncConsumer):
         with contextlib.suppress(asyncio.CancelledError):
             await self._work
         if self._writer is not None and self._writer.streaming:
-            await self.send_body(b"")
+            await send_body(self.send, b"")
         elif not self._response_started:
-            await self.send_headers(200, sse.SSE_HEADERS)
-            await self.send_body(b"")
+            await start_response(self.send, 200, sse.SSE_HEADERS, self._cors)
+            await send_body(self.send, b"")
+
+    async def mcp_layer_down(self, message: dict[str, Any]) -> None:
+        """The layer pump lost the layer: a GET or listen stream cannot hear anything more; end it with an error
+        event (the client reconnects, and gets a 503 until the layer is back). Calls go on without it."""
+        if self._streams is not None and self._response_started:
+            if self._work is not None and not self._work.done():
+                self._work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._work
+            await self._layer_unavailable()
+            raise StopConsumer
 
     def _declared_length(self) -> int:
         value = self._header("content-length")
@@ -250,24 +202,18 @@ class McpConsumer(AsyncConsumer):
         return None
 
     async def _cleanup(self) -> None:
-        for task in (self._watch, self._work, self._pump):
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-                except Exception:
-                    logger.exception("background task failed during clean-up")
-        if self.channel_layer is not None and self.channel_name is not None:
-            for group in self._groups:
-                try:
-                    await self.channel_layer.group_discard(group, self.channel_name)
-                except LAYER_ERRORS as error:
-                    # Membership expires with the layer's group_expiry; nothing to repair here.
-                    logger.info("could not leave group %s: %s", group, type(error).__name__)
-                except Exception:
-                    logger.warning("could not leave group %s", group, exc_info=True)
+        if self._backchannel is not None:
+            await self._backchannel.close()
+        work = self._work
+        if work is not None and not work.done():
+            work.cancel()
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                logger.exception("background task failed during clean-up")
+        await self._membership.close()
 
     # The request ---------------------------------------------------------------------------------------
 
@@ -291,7 +237,7 @@ class McpConsumer(AsyncConsumer):
                     500, jsonrpc.encode(error_response(None, ProtocolError("Internal error"))), JSON_HEADERS
                 )
 
-    async def _layer_unavailable(self, message: dict[str, Any] | None = None) -> None:
+    async def _layer_unavailable(self) -> None:
         """The channel layer or event store failed: a 503 before the response started, else end the stream with
         an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits forever)."""
         error = ServiceUnavailable()
@@ -299,24 +245,13 @@ class McpConsumer(AsyncConsumer):
             body = jsonrpc.encode(error_response(None, error))
             await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
             return
-        if self._request_id is not None and not self._long_stream:
+        if self._request_id is not None and self._streams is None:
             frame = sse.event(error_response(self._request_id, error))
         else:
             frame = sse.error_event(error_response(None, error))
         with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
-            await self.send_body(frame, more_body=True)
-            await self.send_body(b"")
-
-    async def mcp_layer_down(self, message: dict[str, Any]) -> None:
-        """The layer pump lost the layer: a GET or listen stream cannot hear anything more; end it with an error
-        event (the client reconnects, and gets a 503 until the layer is back). Calls go on without it."""
-        if self._long_stream and self._response_started:
-            if self._work is not None and not self._work.done():
-                self._work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._work
-            await self._layer_unavailable()
-            raise StopConsumer
+            await send_body(self.send, frame, more_body=True)
+            await send_body(self.send, b"")
 
     async def _respond(self, body: bytes) -> None:
         method = self.scope["method"]
@@ -370,9 +305,10 @@ class McpConsumer(AsyncConsumer):
         if method == "POST":
             await self._serve_post(grant, body)
             return
-        session, found = await self._session(grant)
-        if not found:
+        if self._header("mcp-session-id") is not None and self._named_session is None:
+            await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
             return
+        session = self._named_session
         if method == "GET":
             await self._serve_get(grant, session)
         else:
@@ -381,29 +317,24 @@ class McpConsumer(AsyncConsumer):
             await self.send_response(204, b"", [])
 
     async def _preflight(self, origin: str | None) -> None:
-        """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods."""
+        """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods. The server's
+        origins come from the per-process server cache (one worker-thread load when this process has not seen
+        the server yet)."""
         self._cors = []
         if origin is None or self._header("access-control-request-method") is None:
             await self.send_response(204, b"", [(b"allow", b"GET, POST, DELETE, OPTIONS")])
             return
         server_id = self.scope["url_route"]["kwargs"]["server_id"]
-        origins = await database_sync_to_async(cors.server_origins)(server_id)
-        if not cors.origin_listed(origin, origins):
+        try:
+            server = identity.server(server_id, load=False)
+        except CacheMiss:
+            server = await database_sync_to_async(identity.server)(server_id, load=True)
+        listed = [str(allowed).rstrip("/") for allowed in server.allowed_origins] if server is not None else []
+        if not cors.origin_listed(origin, listed):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
         headers = cors.preflight_headers(origin, self._header("access-control-request-headers"))
         await self.send_response(204, b"", headers)
-
-    async def _session(self, grant: AccessGrant) -> tuple[DatabaseSession | None, bool]:
-        """The handshake-era session named by ``Mcp-Session-Id``; answers 404 (and returns found=False) for an
-        unknown, expired or terminated id, or one of another agent or server."""
-        if self._header("mcp-session-id") is None:
-            return None, True
-        session = self._named_session
-        if session is None:
-            await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
-            return None, False
-        return session, True
 
     async def _serve_post(self, grant: AccessGrant, body: bytes) -> None:
         if not is_json_content_type(self._header("content-type")):
@@ -412,148 +343,77 @@ class McpConsumer(AsyncConsumer):
         if not body.strip():
             await self.send_error(400, "The request body is empty.")
             return
-        try:
-            payload = jsonrpc.decode(body, max_depth=mcp_settings.MAX_JSON_DEPTH)
-        except ProtocolError as exc:
-            await self.send_response(400, jsonrpc.encode(error_response(None, exc)), JSON_HEADERS)
-            return
         headers = self._headers()
-        is_modern = modern.is_modern(payload, headers.get(modern.HEADER_PROTOCOL_VERSION))
-        request_log.bind(method=metrics.rpc_method(payload), era=versions.MODERN if is_modern else versions.LEGACY)
-        if is_modern:
-            await self._serve_modern(grant, payload, headers)
+        request = serving.PostRequest(
+            headers=headers,
+            supported_versions=grant.server.supported_versions,
+            max_depth=mcp_settings.MAX_JSON_DEPTH,
+            max_batch_size=mcp_settings.MAX_BATCH_SIZE,
+            max_client_info_bytes=mcp_settings.MAX_CLIENT_INFO_BYTES,
+            sessions_required=grant.server.sessions_required,
+            session_named="mcp-session-id" in headers,
+            session=self._named_session,
+        )
+        try:
+            answer = await serving.serve_post(body, request, _PostExchange(self, grant, headers))
+        finally:
+            if self._backchannel is not None:
+                self._backchannel.release()
+        if answer.stream is not None:
+            self._streams = Streams(self.send, self._cors, self._membership)
+            await self._streams.listen(grant.server.pk, answer.stream)
+            return
+        extra: list[tuple[bytes, bytes]] = []
+        if answer.new_session is not None:
+            raw = await database_sync_to_async(open_session)(
+                grant.server.pk, grant.token.agent_pk, answer.new_session.protocol_version, answer.new_session.params
+            )
+            extra.append((b"mcp-session-id", raw.encode()))
+        if self._writer is not None:
+            await self._writer.finish(answer.status, answer.payload, extra)
+        elif answer.payload is None:
+            await self.send_response(answer.status, b"", [])
         else:
-            await self._serve_legacy(grant, payload, headers)
+            await self.send_response(answer.status, jsonrpc.encode(answer.payload), [*JSON_HEADERS, *extra])
 
-    def _context(self, grant: AccessGrant, writer: ResponseWriter, **fields: Any) -> RequestContext:
-        return grant.request_context(runner=runner, emit=writer.notify, **fields)
-
-    async def _serve_legacy(self, grant: AccessGrant, payload: Any, headers: dict[str, str]) -> None:
-        supported = versions.handshake_versions(grant.server.supported_versions)
-        if not supported:
-            await self._refuse_handshake_era(grant, payload)
-            return
-        initialize = isinstance(payload, dict) and payload.get("method") == "initialize" and "id" in payload
-        if initialize and isinstance(payload.get("params"), dict):
-            try:
-                limits.check_client_metadata(
-                    payload["params"].get("clientInfo"),
-                    payload["params"].get("capabilities"),
-                    mcp_settings.MAX_CLIENT_INFO_BYTES,
-                )
-            except ProtocolError as exc:
-                await self.send_response(200, jsonrpc.encode(error_response(payload["id"], exc)), JSON_HEADERS)
-                return
-        session: DatabaseSession | None = None
-        if not initialize:
-            session, found = await self._session(grant)
-            if not found:
-                return
-            if session is None and grant.server.sessions_required:
-                await self.send_error(400, "Mcp-Session-Id is required: initialize a session first.")
-                return
-        version = headers.get(modern.HEADER_PROTOCOL_VERSION)
-        if session is not None:
-            # The spec asks 400 only for an invalid or unsupported version. A supported one that differs from
-            # the session's is served under the version the session negotiated (its features, its framing).
-            if version is not None and version not in supported:
-                await self.send_error(
-                    400, f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(supported)}."
-                )
-                return
-            version = session.protocol_version
-        elif version is None:
-            version = (
-                versions.DEFAULT_UNANNOUNCED_VERSION
-                if versions.DEFAULT_UNANNOUNCED_VERSION in supported
-                else max(supported)
+    def _context(
+        self, grant: AccessGrant, headers: dict[str, str], route: serving.Route, **fields: Any
+    ) -> RequestContext:
+        """The request's context once the protocol has routed it: its response writer, and for a handshake-era
+        request its back-channel (cancellable from now on when it has an id)."""
+        allow_stream = accepts(headers.get("accept"), "text/event-stream")
+        common = {"runner": services.get_runner(), "protocol_version": route.protocol_version, "headers": headers}
+        if route.era == versions.MODERN:
+            self._writer = ResponseWriter(self.send, cors=self._cors, allow_stream=allow_stream)
+            tasks = services.task_service(grant.server.pk, grant.token.agent_pk)
+            ctx = grant.request_context(
+                **common,
+                era=versions.MODERN,
+                emit=self._writer.notify,
+                cache_ttl_ms=mcp_settings.CACHE_TTL_MS,
+                tasks=tasks,
+                **fields,
             )
-        elif version not in supported:
-            await self.send_error(
-                400, f"Unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(supported)}."
-            )
-            return
+            tasks.bind(ctx)
+            return ctx
+        session = fields.get("session")
         writer = ResponseWriter(
-            self,
-            allow_stream=accepts(headers.get("accept"), "text/event-stream"),
+            self.send,
+            cors=self._cors,
+            allow_stream=allow_stream,
             session_key=session.key if session is not None else None,
-            priming=version >= versions.V2025_11_25,
+            priming=route.protocol_version >= versions.V2025_11_25,
         )
         self._writer = writer
         scope = session.key if session is not None else f"t{grant.token.pk}"
-        ctx = self._context(
-            grant,
-            writer,
-            protocol_version=version,
-            era=versions.LEGACY,
-            headers=headers,
-            session=session,
-            client_capabilities=session.client_capabilities if session is not None else {},
-            ask=self._asker(scope, writer),
-            deliver=self._deliverer(scope),
-            cancel=self._canceller(scope),
-            close_stream=writer.close_stream if writer.resumable else None,
+        self._backchannel = services.back_channel(scope, writer, self._membership, self._cancel_soon)
+        ctx = grant.request_context(
+            **common, era=versions.LEGACY, emit=writer.notify, outbound=self._backchannel, **fields
         )
-        group = None
-        if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
-            self._request_id = payload["id"]
-            group = call_group(scope, payload["id"])
-            # Cancellable in this process from now on; from others once the watcher has joined the group.
-            cancellation.register(group, self._cancel_soon)
-            self._watch = asyncio.create_task(self._watch_cancellation(group))
-        try:
-            outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=mcp_settings.MAX_BATCH_SIZE)
-        finally:
-            if group is not None:
-                cancellation.unregister(group)
-        status = 200
-        if isinstance(outcome, dict) and outcome.get("error", {}).get("code") in _BODY_ERROR_CODES:
-            status = 400
-        extra: list[tuple[bytes, bytes]] = []
-        if initialize and isinstance(outcome, dict) and "result" in outcome:
-            params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
-            raw = await database_sync_to_async(open_session)(
-                grant.server.pk, grant.token.agent_pk, outcome["result"]["protocolVersion"], params
-            )
-            extra.append((b"mcp-session-id", raw.encode()))
-        await writer.finish(status, outcome, extra)
-
-    # Server-to-client requests and cancellation (handshake era) ------------------------------------------
-
-    def _asker(self, scope: str, writer: ResponseWriter) -> Any:
-        async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
-            request_id = f"mcp-host-{secrets.token_hex(12)}"
-            future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._pending[request_id] = future
-            group = reply_group(scope, request_id)
-            try:
-                # Listen before asking: the answer may reach another process and come back at once.
-                await self._join(group)
-                await writer.notify(messages.request(request_id, method, params))
-                return await asyncio.wait_for(future, timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS)
-            except TimeoutError:
-                return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
-            finally:
-                self._pending.pop(request_id, None)
-                await self._leave(group)
-
-        return ask
-
-    def _deliverer(self, scope: str) -> Any:
-        async def deliver(request_id: str | int, answer: dict[str, Any]) -> None:
-            layer = get_channel_layer()
-            if layer is not None:
-                await layer.group_send(
-                    reply_group(scope, request_id), {"type": REPLY_EVENT, "id": str(request_id), "answer": answer}
-                )
-
-        return deliver
-
-    def _canceller(self, scope: str) -> Any:
-        async def cancel(request_id: str | int) -> None:
-            await cancellation.request_cancel(call_group(scope, request_id))
-
-        return cancel
+        if route.request_id is not None:
+            self._request_id = route.request_id
+            self._backchannel.watch(route.request_id)
+        return ctx
 
     def _cancel_soon(self) -> None:
         """Stop the call this consumer serves, from this event loop (its own message loop ends the response)."""
@@ -563,209 +423,25 @@ class McpConsumer(AsyncConsumer):
             return
         self._events.put_nowait({"type": CANCEL_EVENT})
 
-    async def _watch_cancellation(self, group: str) -> None:
-        """Only calls still running after a moment join their cancellation group: quick calls, the vast
-        majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
-        await asyncio.sleep(cancellation.CANCEL_WATCH_DELAY_SECONDS)
-        try:
-            await self._join(group)
-            noted = await cancellation.cancelled_before_listening(group)
-        except LAYER_ERRORS as error:
-            # The call goes on; only cancellations from other processes cannot reach it while the layer is down.
-            layer_health.failed(error)
-            return
-        if noted:
-            self._cancel_soon()
-        cancellation.announce_listening(group)
-
-    async def _refuse_handshake_era(self, grant: AccessGrant, payload: Any) -> None:
-        """A modern-only server names what it speaks, without the stateless-only error codes."""
-        supported = versions.newest_first(grant.server.supported_versions)
-        request_id = jsonrpc.recover_id(payload)
-        if isinstance(payload, dict) and payload.get("method") == "initialize":
-            params = payload.get("params") if isinstance(payload.get("params"), dict) else {}
-            error: ProtocolError = InvalidParams(
-                f"Unsupported protocol version: this server speaks only {', '.join(supported)}",
-                {"supported": supported, "requested": params.get("protocolVersion")},
-            )
-        else:
-            error = InvalidRequest(
-                f"This server speaks only {', '.join(supported)}: send the _meta envelope and routing headers",
-                {"supported": supported},
-            )
-        await self.send_response(400, jsonrpc.encode(error_response(request_id, error)), JSON_HEADERS)
-
-    async def _serve_modern(self, grant: AccessGrant, payload: Any, headers: dict[str, str]) -> None:
-        if isinstance(payload, dict) and "method" in payload and "id" not in payload:
-            await self.send_response(202, b"", [])  # no client notifications are defined on HTTP in this revision
-            return
-        try:
-            envelope = modern.admit(payload, headers, grant.server.supported_versions)
-            limits.check_client_metadata(
-                envelope.client_info, envelope.client_capabilities, mcp_settings.MAX_CLIENT_INFO_BYTES
-            )
-        except ProtocolError as exc:
-            body = jsonrpc.encode(error_response(jsonrpc.recover_id(payload), exc))
-            await self.send_response(MODERN_STATUS.get(exc.code, 400), body, JSON_HEADERS)
-            return
-        writer = ResponseWriter(self, allow_stream=accepts(headers.get("accept"), "text/event-stream"))
-        ctx = self._context(
-            grant,
-            writer,
-            protocol_version=envelope.protocol_version,
-            era=versions.MODERN,
-            headers=headers,
-            client_info=envelope.client_info,
-            client_capabilities=envelope.client_capabilities,
-            log_level=envelope.log_level,
-            cache_ttl_ms=mcp_settings.CACHE_TTL_MS,
-            tasks=TaskService(grant.server.pk, grant.token.agent_pk, runner),
-        )
-        ctx.tasks.bind(ctx)  # type: ignore[union-attr]
-        outcome = await dispatcher.dispatch(payload, ctx, max_batch_size=1)
-        if isinstance(outcome, OpenStream):
-            await self._serve_subscription(grant, outcome)
-            return
-        status = 200
-        if isinstance(outcome, dict) and "error" in outcome:
-            status = MODERN_STATUS.get(outcome["error"].get("code"), 200)
-        await writer.finish(status, outcome)
-
-    async def _serve_subscription(self, grant: AccessGrant, stream: OpenStream) -> None:
-        """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
-        self._translate = stream.translate
-        self._long_stream = True
-        group = server_group(grant.server.pk)
-        await self._join(group)
-        await self.send_headers(200, sse.SSE_HEADERS)
-        for message in stream.first:
-            await self.send_body(sse.event(message), more_body=True)
-        await self._keep_alive(group)
-
     async def _serve_get(self, grant: AccessGrant, session: DatabaseSession | None) -> None:
         accept = self._header("accept") or ""
         if "text/event-stream" not in accept.lower():
-            server = grant.server
-            info = {
-                "name": PRODUCT_NAME,
-                "version": __version__,
-                "server": {
-                    "serverId": server.server_id,
-                    "name": server.name,
-                    "title": server.title,
-                    "version": server.version,
-                },
-                "transport": "streamable-http",
-                "protocolVersions": list(versions.HANDSHAKE_VERSIONS),
-                "tools": len(grant.catalog.tools),
-            }
-            await self.send_response(200, jsonrpc.encode(info), JSON_HEADERS)
+            await self.send_response(200, jsonrpc.encode(endpoint_description(grant)), JSON_HEADERS)
             return
-        self._long_stream = True
-        resume: tuple[str, int] | None = None
-        last_event_id = self._header("last-event-id")
-        if last_event_id is not None and session is not None:
-            resume = parse_event_id(last_event_id, session.key)
-            if resume is None:
-                await self.send_error(400, "Last-Event-ID does not name an event of this session.")
-                return
-            if stream_kind(resume[0]) == POST_STREAM:
-                await self._resume_post_stream(*resume)
-                return
-        group = server_group(grant.server.pk)
-        # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
-        await self._join(group)
-        writer = ResponseWriter(
-            self,
-            allow_stream=True,
-            session_key=session.key if session is not None else None,
-            priming=session is not None and session.protocol_version >= versions.V2025_11_25 and resume is None,
-            kind=GET_STREAM,
-        )
-        if session is not None:
-            self._session_stream = session
-            await self._join(session_group(session.key))
-        if resume is None:
-            await writer.start(sse.comment("ready"))
-        else:
-            # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
-            await self.send_headers(200, sse.SSE_HEADERS)
-            await self.send_body(sse.comment("resumed"), more_body=True)
-            writer.streaming = True
-            writer.stream_id, writer.sequence = resume
-            for sequence, message in await get_event_store().after(*resume):
-                await self.send_body(sse.event(message, event_id=f"{resume[0]}.{sequence}"), more_body=True)
-                writer.sequence = sequence
-        self._stream_writer = writer
-        await self._keep_alive(group)
+        self._streams = Streams(self.send, self._cors, self._membership)
+        await self._streams.serve_get(grant, session, self._headers())
 
-    async def _resume_post_stream(self, stream_id: str, after: int) -> None:
-        """Replay a POST response stream after ``after``, then follow its live events until the response."""
-        await self._join(stream_group(stream_id))  # listen first, so no event falls between replay and listening
-        await self.send_headers(200, sse.SSE_HEADERS)
-        # Bytes at once: the client learns now that it is resumed (headers alone are not flushed by daphne).
-        await self.send_body(sse.comment("resumed"), more_body=True)
-        last = after
-        for sequence, message in await get_event_store().after(stream_id, after):
-            await self.send_body(sse.event(message, event_id=f"{stream_id}.{sequence}"), more_body=True)
-            last = sequence
-            if is_final(message):
-                await self.send_body(b"")
-                return
-        # Its producer may be gone (the process died): after SSE_RESUME_IDLE_SECONDS without an event the
-        # stream ends, and the client resumes again from its last id (SSE polling, 2025-11-25). Never a hang.
-        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
-        idle_limit = float(mcp_settings.SSE_RESUME_IDLE_SECONDS)
-        heard = time.monotonic()
-        while True:
-            try:
-                wait = max(0.0, min(interval, idle_limit - (time.monotonic() - heard)))
-                event = await asyncio.wait_for(self._stream_events.get(), timeout=wait)
-            except TimeoutError:
-                if time.monotonic() - heard >= idle_limit:
-                    await self.send_body(b"")
-                    return
-                await self.send_body(sse.comment("keep-alive"), more_body=True)
-                continue
-            heard = time.monotonic()
-            if event["sequence"] <= last:
-                continue
-            last = event["sequence"]
-            await self.send_body(sse.event(event["message"], event_id=f"{stream_id}.{last}"), more_body=True)
-            if is_final(event["message"]):
-                await self.send_body(b"")
-                return
 
-    async def _keep_alive(self, group: str) -> None:
-        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
-        while True:
-            await asyncio.sleep(interval)
-            await self.send_body(sse.comment("keep-alive"), more_body=True)
-            await self._join(group)  # refreshes membership, so layers that expire groups keep long streams
+class _PostExchange:
+    """The ``protocol.serving.Exchange`` of one POST: the request log, and contexts built by the consumer."""
 
-    async def _join(self, group: str) -> None:
-        layer = self.channel_layer or get_channel_layer()
-        if layer is None:
-            return
-        if self.channel_name is None:
-            self.channel_layer = layer
-            self.channel_name = await layer.new_channel()
-            self._pump = asyncio.create_task(self._pump_layer())
-        await layer.group_add(group, self.channel_name)
-        if group not in self._groups:
-            self._groups.append(group)
+    def __init__(self, consumer: McpConsumer, grant: AccessGrant, headers: dict[str, str]) -> None:
+        self._consumer = consumer
+        self._grant = grant
+        self._headers = headers
 
-    async def _leave(self, group: str) -> None:
-        if self.channel_layer is not None and self.channel_name is not None and group in self._groups:
-            self._groups.remove(group)
-            await self.channel_layer.group_discard(group, self.channel_name)
+    def routed(self, era: str, payload: Any) -> None:
+        request_log.bind(method=metrics.rpc_method(payload), era=era)
 
-    async def _pump_layer(self) -> None:
-        assert self.channel_layer is not None and self.channel_name is not None
-
-        async def lost(_error: BaseException) -> None:
-            self._events.put_nowait({"type": "mcp.layer_down"})
-
-        async for message in receive_forever(self.channel_layer, self.channel_name, on_error=lost):
-            if message.get("type") in (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT, STREAM_EVENT):
-                await self._events.put(message)
+    def context(self, route: serving.Route, **fields: Any) -> RequestContext:
+        return self._consumer._context(self._grant, self._headers, route, **fields)

@@ -1,7 +1,8 @@
 """CORS for browser clients (the MCP Inspector, web agents) of servers that list their ``allowed_origins``.
 
-- A preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from an origin that a servable
-  server of that id allows (its ``allowed_origins``, or ``MCP_APP["ALLOWED_ORIGINS"]``) gets 204 with
+- A preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from an origin that the servable
+  server of that id allows (its ``allowed_origins`` as the per-process server snapshot holds them, or
+  ``MCP_APP["ALLOWED_ORIGINS"]``; the edge reads the snapshot, no query on a warm process) gets 204 with
   ``Access-Control-Allow-Origin`` (the origin itself, never ``*``), the methods, the request headers it asked
   for that MCP uses (``Authorization``, ``Content-Type``, ``Accept``, ``Mcp-Session-Id``,
   ``MCP-Protocol-Version``, ``Last-Event-ID``, ``Mcp-Method``, ``Mcp-Name``, ``Mcp-Param-*``) and
@@ -66,13 +67,3 @@ def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
 def origin_listed(origin: str, server_origins: Iterable[str]) -> bool:
     origin = origin.rstrip("/")
     return origin in set(server_origins) or origin in set(mcp_settings.ALLOWED_ORIGINS)
-
-
-def server_origins(server_id: str) -> list[str]:
-    """Every origin some servable server with this id allows (a preflight names no tenant). Runs in a thread."""
-    from ..models import McpServer
-
-    origins: list[str] = []
-    for listed in McpServer.objects.servable().filter(server_id=server_id).values_list("allowed_origins", flat=True):
-        origins += [str(origin).rstrip("/") for origin in listed or ()]
-    return origins

@@ -1,13 +1,18 @@
 """Writing one response: JSON, or SSE from the first notification on; resumable on handshake-era sessions.
 
-``ResponseWriter`` decides nothing about HTTP status or routing (the consumer does); it owns how messages become
-bytes on the wire: the lazy switch to ``text/event-stream``, event ids and the priming event of resumable
-streams, the event store, and publishing events for a reconnecting client once the original one went away.
+``ResponseWriter`` decides nothing about HTTP status or routing (the protocol's ``Answer`` and the edge do); it
+owns how messages become bytes on the wire: the lazy switch to ``text/event-stream``, event ids and the priming
+event of resumable streams, the event store, and publishing events for a reconnecting client once the original
+one went away. It writes through the ASGI ``send`` callable it is given, adding the CORS headers of the request
+to the response head, and knows nothing of the consumer that serves the request.
+
+``start_response`` and ``send_body`` are the two ASGI messages every writer of this package sends.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from channels.layers import get_channel_layer
 
@@ -19,10 +24,24 @@ from ..protocol.errors import ServiceUnavailable
 from . import sse
 from .eventstore import POST_STREAM, get_event_store, new_stream_id
 
-if TYPE_CHECKING:
-    from .consumer import McpConsumer
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Headers = Sequence[tuple[bytes, bytes]]
 
 JSON_HEADERS: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+
+
+async def start_response(send: Send, status: int, headers: Headers, cors: Headers = ()) -> None:
+    """The response head, with the request's CORS headers (empty unless its Origin is allowed)."""
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *cors]})
+
+
+async def send_body(send: Send, body: bytes, *, more_body: bool = False) -> None:
+    await send({"type": "http.response.body", "body": body, "more_body": more_body})
+
+
+async def send_response(send: Send, status: int, body: bytes, headers: Headers, cors: Headers = ()) -> None:
+    await start_response(send, status, headers, cors)
+    await send_body(send, body)
 
 
 def is_final(message: Any) -> bool:
@@ -40,14 +59,16 @@ class ResponseWriter:
 
     def __init__(
         self,
-        consumer: McpConsumer,
+        send: Send,
         *,
+        cors: Headers = (),
         allow_stream: bool,
         session_key: str | None = None,
         priming: bool = False,
         kind: str = POST_STREAM,
     ) -> None:
-        self._consumer = consumer
+        self._send = send
+        self._cors = cors
         self._allow_stream = allow_stream
         self._session_key = session_key
         self._priming = priming
@@ -71,14 +92,14 @@ class ResponseWriter:
             except LAYER_ERRORS as error:
                 raise ServiceUnavailable() from error
         self.streaming = True
-        await self._consumer.send_headers(200, sse.SSE_HEADERS)
+        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
         head = first
         if self._session_key is not None:
             self.stream_id = new_stream_id(self._session_key, self._kind)
             if self._priming:
                 head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
         if head:
-            await self._consumer.send_body(head, more_body=True)
+            await send_body(self._send, head, more_body=True)
 
     async def close_stream(self) -> bool:
         """End the response stream now while the call goes on (SEP-1699): it starts the stream if need be (so
@@ -88,7 +109,7 @@ class ResponseWriter:
             return False
         if not self.streaming:
             await self.start()
-        await self._consumer.send_body(b"")
+        await send_body(self._send, b"")
         self.disconnected = True
         return True
 
@@ -101,7 +122,7 @@ class ResponseWriter:
 
     async def event(self, message: Any) -> None:
         if self.stream_id is None:
-            await self._consumer.send_body(sse.event(message), more_body=True)
+            await send_body(self._send, sse.event(message), more_body=True)
             return
         self.sequence += 1
         try:
@@ -116,15 +137,17 @@ class ResponseWriter:
                 return
         except LAYER_ERRORS as error:
             raise ServiceUnavailable() from error
-        await self._consumer.send_body(sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"), more_body=True)
+        await send_body(self._send, sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"), more_body=True)
 
     async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         if self.streaming:
             if payload is not None:
                 await self.event(payload)
             if not self.disconnected:
-                await self._consumer.send_body(b"")
+                await send_body(self._send, b"")
         elif payload is None:
-            await self._consumer.send_response(202, b"", [])
+            await send_response(self._send, 202, b"", [], self._cors)
         else:
-            await self._consumer.send_response(status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])])
+            await send_response(
+                self._send, status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])], self._cors
+            )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_app.protocol.versions import allows_batches, negotiate, tool_input_errors_in_result
+from mcp_app.protocol.versions import allows_batches, legacy_request_version, negotiate, tool_input_errors_in_result
 
 SUPPORTED = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
@@ -55,3 +55,35 @@ def test_allows_batches(version: str, allowed: bool) -> None:
 )
 def test_tool_input_errors_in_result(version: str, in_result: bool) -> None:
     assert tool_input_errors_in_result(version) is in_result
+
+
+# The version a handshake-era request is served under (transports spec, 2025-06-18 and later: the client sends
+# MCP-Protocol-Version after initialize; absent and otherwise unknown means 2025-03-26; invalid or unsupported is
+# 400). ``None`` is the 400.
+ALL_HANDSHAKE = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+
+
+@pytest.mark.parametrize(
+    ("header", "session", "supported", "served"),
+    [
+        # On a session: the session's version, whatever supported version the header names (the official
+        # conformance suite sends 2025-03-26 on its 2025-11-25 sessions and expects them served).
+        ("2025-03-26", "2025-11-25", ALL_HANDSHAKE, "2025-11-25"),
+        ("2025-11-25", "2025-11-25", ALL_HANDSHAKE, "2025-11-25"),
+        ("2024-11-05", "2025-06-18", ALL_HANDSHAKE, "2025-06-18"),
+        (None, "2025-11-25", ALL_HANDSHAKE, "2025-11-25"),
+        # Invalid or unsupported: 400, on a session too.
+        ("2099-01-01", "2025-11-25", ALL_HANDSHAKE, None),
+        ("garbage", None, ALL_HANDSHAKE, None),
+        ("2026-07-28", None, ALL_HANDSHAKE, None),
+        ("2024-11-05", "2025-11-25", ("2025-06-18", "2025-11-25"), None),
+        # Sessionless: the header decides; absent means 2025-03-26 where it is served, else the latest.
+        ("2025-06-18", None, ALL_HANDSHAKE, "2025-06-18"),
+        (None, None, ALL_HANDSHAKE, "2025-03-26"),
+        (None, None, ("2025-06-18", "2025-11-25"), "2025-11-25"),
+    ],
+)
+def test_the_version_a_handshake_era_request_is_served_under(
+    header: str | None, session: str | None, supported: tuple[str, ...], served: str | None
+) -> None:
+    assert legacy_request_version(header, session, supported) == served

@@ -126,3 +126,29 @@ async def test_a_warm_request_still_records_use_off_the_path(
     assert await orm(writebehind.flush) >= 1
     token = await orm(AgentToken.objects.get, pk=access.token.pk)
     assert token.last_used_at is not None
+
+
+async def test_a_cors_preflight_reads_the_server_cache_and_is_free_when_warm(
+    make_access: Callable[..., Awaitable[Any]], orm: Any, writer_idle: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPTIONS from a browser: the server's allowed origins come from the per-process server snapshot, loaded in
+    one worker-thread call the first time and then with no query and no hop (issue 8: no database hop)."""
+    from mcp_app.caching import identity
+    from mcp_app.models import McpServer
+
+    app = "https://app.example"
+    access = await make_access(tools=("async_echo",))
+    await orm(McpServer.objects.filter(pk=access.server.pk).update, allowed_origins=[app])
+    identity.clear()  # the update above does not publish; start from an empty cache
+    await caches_ready()
+    preflight = {"origin": app, "access-control-request-method": "POST"}
+    with counting(monkeypatch) as cost:
+        cold = await call(access, method="OPTIONS", headers=preflight, drop=("authorization",))
+        assert cold.status == 204, cold.body
+        assert cost.hops == ["server"], cost.hops  # identity.server(load=True), once
+        assert cost.queries
+        cost.reset()
+        warm = await call(access, method="OPTIONS", headers=preflight, drop=("authorization",))
+        assert (cost.queries, cost.hops) == ([], [])
+    assert warm.status == 204
+    assert warm.headers["access-control-allow-origin"] == app

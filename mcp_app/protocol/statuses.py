@@ -1,0 +1,62 @@
+"""Which HTTP status carries a JSON-RPC answer, per protocol era (the status matrix of the transports spec).
+
+Pure functions of the answer; the transport writes the status they return and decides nothing itself about
+JSON-RPC errors. Transport-level refusals (401/403 auth, 404 unknown server or session, 405, 413, 415, 421) are
+not JSON-RPC outcomes and are not decided here.
+
+- Handshake era (2024-11-05 … 2025-11-25): an error about the whole body (-32700 parse error, -32600 invalid
+  request) is 400; errors of individual methods ride on 200, as do batches.
+- Stateless era (2026-07-28): the validation ladder's errors are 400 (-32700, -32600, -32602, -32020, -32021,
+  -32022), an unknown method is 404 (-32601); any other error rides on 200 (TypeScript SDK behaviour; the spec
+  leaves it open). A request refused before dispatch (by the envelope, header or version rules) is 400 unless
+  its code maps elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+
+BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
+# 2026-07-28: errors of the validation ladder are 400, an unknown method 404; other errors ride on 200.
+MODERN_STATUS: dict[int, int] = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+def _error_code(outcome: Any) -> Any:
+    if isinstance(outcome, dict):
+        error = outcome.get("error")
+        if isinstance(error, dict):
+            return error.get("code")
+    return None
+
+
+def legacy_status(outcome: Any) -> int:
+    """Handshake era: 400 for a single answer that refuses the whole body, else 200 (batches included)."""
+    return 400 if _error_code(outcome) in BODY_ERROR_CODES else 200
+
+
+def modern_status(outcome: Any) -> int:
+    """Stateless era: the status of a dispatched request's answer (an error's code decides; results are 200)."""
+    return MODERN_STATUS.get(_error_code(outcome), 200)
+
+
+def modern_refusal_status(code: int) -> int:
+    """Stateless era: the status of a request refused before dispatch with ``code`` (400 unless mapped)."""
+    return MODERN_STATUS.get(code, 400)

@@ -1,0 +1,58 @@
+"""The composition root: which implementation serves each port of the protocol core, built in one place.
+
+- ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (today the inline ``Runner``;
+  a deployment that routes calls to Celery workers swaps its routing runner in here, and only here).
+- ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
+- ``back_channel(...)``: the ``Outbound`` port of one handshake-era POST (the transport's ``BackChannel``);
+  every other request keeps ``NO_CHANNEL``, the default of ``RequestContext.outbound``.
+
+Nothing else constructs a runner at module level. The transport and the admin's console ask here; tests may
+``set_runner`` a fake and ``set_runner(None)`` to go back to the default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .protocol.context import ToolRunner
+
+if TYPE_CHECKING:
+    from .runtime.tasks import TaskService
+    from .transport.backchannel import BackChannel
+    from .transport.membership import Membership
+    from .transport.writer import ResponseWriter
+
+_runner: ToolRunner | None = None
+
+
+def get_runner() -> ToolRunner:
+    """The process's tool runner (built on first use)."""
+    global _runner
+    if _runner is None:
+        from .workers.admission import QuotaRunner
+
+        _runner = QuotaRunner()
+    return _runner
+
+
+def set_runner(runner: ToolRunner | None) -> None:
+    """Replace the process's runner (``None``: the default again)."""
+    global _runner
+    _runner = runner
+
+
+def task_service(server_pk: int, agent_pk: int) -> TaskService:
+    """The caller's durable tasks on one server, run with the process's runner."""
+    from .runtime.tasks import TaskService
+
+    return TaskService(server_pk, agent_pk, get_runner())
+
+
+def back_channel(
+    scope: str, writer: ResponseWriter, membership: Membership, on_cancel: Callable[[], None]
+) -> BackChannel:
+    """The back-channel of one handshake-era POST, correlated under ``scope`` (session key or token)."""
+    from .transport.backchannel import BackChannel
+
+    return BackChannel(scope, writer, membership, on_cancel)

@@ -1,0 +1,139 @@
+"""The back-channel of one handshake-era POST: the transport's implementation of the ``Outbound`` port.
+
+``BackChannel`` carries what flows between a running call and its client outside the call's answer:
+
+- ``notify``: notifications on the call's response stream (the ``ResponseWriter`` switches it to SSE);
+- ``request``: a server-to-client request (sampling, elicitation, roots) with an id of its own
+  (``mcp-host-<hex>``). The call joins the reply group of that id *before* the request goes out, because the
+  client may answer on any process; the answer arrives as a ``mcp.reply`` event (``reply``), or, after
+  ``CLIENT_REQUEST_TIMEOUT_SECONDS``, a -32001 error object stands in for it;
+- ``deliver``: a client's answer that reached *this* request, sent to the reply group of its id;
+- ``cancel``: ``notifications/cancelled`` from the client, for one of its running requests, wherever it runs
+  (``transport.cancellation``);
+- ``close_stream``: SEP-1699, where the response stream is resumable.
+
+``watch`` makes the call this POST serves cancellable: in this process at once, from other processes once the
+call still runs after ``CANCEL_WATCH_DELAY_SECONDS`` (it joins its call group then, and honours a
+cancellation noted before it listened). ``release`` ends that after dispatch; ``close`` stops the watcher.
+Correlation is by ``scope``: the session key, or ``t<token pk>`` for sessionless requests.
+
+Not here: how the call's response ends when it is cancelled (the edge does that on its own event loop, through
+``on_cancel``), the 2026-07-28 era (no back-channel: ``NO_CHANNEL``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from ..channel_layer import LAYER_ERRORS, layer_health
+from ..conf import mcp_settings
+from ..events import REPLY_EVENT, call_group, reply_group
+from ..protocol import messages
+from ..protocol.errors import RequestTimeout
+from . import cancellation
+from .membership import Membership
+from .writer import ResponseWriter
+
+logger = logging.getLogger("mcp_app.transport")
+
+
+class BackChannel:
+    """``Outbound`` for one handshake-era POST (see the module docstring)."""
+
+    can_request = True
+
+    def __init__(
+        self, scope: str, writer: ResponseWriter, membership: Membership, on_cancel: Callable[[], None]
+    ) -> None:
+        self._scope = scope
+        self._writer = writer
+        self._membership = membership
+        self._on_cancel = on_cancel
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._group: str | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    # Outbound ------------------------------------------------------------------------------------------
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._writer.notify(message)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        request_id = f"mcp-host-{secrets.token_hex(12)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        group = reply_group(self._scope, request_id)
+        try:
+            # Listen before asking: the answer may reach another process and come back at once.
+            await self._membership.join(group)
+            await self._writer.notify(messages.request(request_id, method, params))
+            return await asyncio.wait_for(future, timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
+        finally:
+            self._pending.pop(request_id, None)
+            await self._membership.leave(group)
+
+    async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
+        layer = get_channel_layer()
+        if layer is not None:
+            await layer.group_send(
+                reply_group(self._scope, request_id), {"type": REPLY_EVENT, "id": str(request_id), "answer": answer}
+            )
+
+    async def cancel(self, request_id: str | int) -> None:
+        await cancellation.request_cancel(call_group(self._scope, request_id))
+
+    async def close_stream(self) -> bool:
+        return await self._writer.close_stream()
+
+    # Correlation and cancellation of the call this POST serves ---------------------------------------
+
+    def reply(self, message: dict[str, Any]) -> None:
+        """A ``mcp.reply`` event: the client's answer to one of this call's requests."""
+        future = self._pending.get(message["id"])
+        if future is not None and not future.done():
+            future.set_result(message["answer"])
+
+    def watch(self, request_id: str | int) -> None:
+        """Make the call of ``request_id`` cancellable, here at once and from other processes soon."""
+        self._group = call_group(self._scope, request_id)
+        cancellation.register(self._group, self._on_cancel)
+        self._watch = asyncio.create_task(self._watch_cancellation(self._group))
+
+    def release(self) -> None:
+        """The call has its answer: a cancellation from now on finds nothing to stop in this process."""
+        if self._group is not None:
+            cancellation.unregister(self._group)
+
+    async def close(self) -> None:
+        watch = self._watch
+        if watch is not None and not watch.done():
+            watch.cancel()
+            try:
+                await watch
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                logger.exception("background task failed during clean-up")
+
+    async def _watch_cancellation(self, group: str) -> None:
+        """Only calls still running after a moment join their cancellation group: quick calls, the vast
+        majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
+        await asyncio.sleep(cancellation.CANCEL_WATCH_DELAY_SECONDS)
+        try:
+            await self._membership.join(group)
+            noted = await cancellation.cancelled_before_listening(group)
+        except LAYER_ERRORS as error:
+            # The call goes on; only cancellations from other processes cannot reach it while the layer is down.
+            layer_health.failed(error)
+            return
+        if noted:
+            self._on_cancel()
+        cancellation.announce_listening(group)

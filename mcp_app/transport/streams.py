@@ -1,0 +1,197 @@
+"""Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
+
+- ``serve_get``: without ``Accept: text/event-stream`` a GET answers the endpoint's JSON description. Otherwise
+  the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``, so an event
+  sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the event store).
+- ``Last-Event-ID`` on a session: an id of another session is 400; a GET stream's id replays what the stream
+  missed under the same ids and carries on as that stream; a POST stream's id replays, then follows the live
+  events of that call until its answer, and ends after ``SSE_RESUME_IDLE_SECONDS`` without an event (its
+  producer may be dead: the client resumes again from its last id). Never a hang.
+- ``listen``: the 2026-07-28 ``subscriptions/listen`` stream: acknowledgements first, then this server's events
+  that the handler's ``translate`` turns into messages.
+- Keep-alive comments every ``SSE_KEEPALIVE_SECONDS``, each refreshing group membership.
+- ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
+  streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
+  streams whose ``translate`` accepts it.
+
+Not here: authentication, Host/Origin, status codes of refusals before a stream (the edge), POST response
+streams (``transport.writer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .. import PRODUCT_NAME, __version__
+from ..conf import mcp_settings
+from ..events import server_group, session_group, stream_group
+from ..protocol import jsonrpc, versions
+from ..protocol.context import OpenStream
+from ..protocol.errors import InvalidRequest, error_response
+from . import sse
+from .auth import AccessGrant
+from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
+from .membership import Membership
+from .sessions import DatabaseSession
+from .writer import JSON_HEADERS, Headers, ResponseWriter, Send, is_final, send_body, send_response, start_response
+
+
+def _forward(event: dict[str, Any]) -> dict[str, Any]:
+    return event
+
+
+class Streams:
+    """The long-lived stream of one consumer (at most one), writing through ASGI ``send``."""
+
+    def __init__(self, send: Send, cors: Headers, membership: Membership) -> None:
+        self._send = send
+        self._cors = cors
+        self._membership = membership
+        self._translate: Any = _forward
+        self._writer: ResponseWriter | None = None
+        self._session: DatabaseSession | None = None
+        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()  # live events of a resumed POST stream
+
+    async def _body(self, body: bytes, *, more_body: bool = True) -> None:
+        await send_body(self._send, body, more_body=more_body)
+
+    # Events from the channel layer -------------------------------------------------------------------
+
+    async def broadcast(self, message: dict[str, Any]) -> None:
+        if not self._membership.groups:
+            return
+        event = message["message"]
+        if event.get("method") == "notifications/resources/updated" and self._session is not None:
+            # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
+            if event.get("params", {}).get("uri") not in await self._session.reload_subscriptions():
+                return
+        elif event.get("method") == "notifications/resources/updated" and self._translate is _forward:
+            return
+        outgoing = self._translate(event)
+        if outgoing is None:
+            return
+        if self._writer is not None:
+            await self._writer.event(outgoing)
+        else:
+            await self._body(sse.event(outgoing))
+
+    async def stream_event(self, message: dict[str, Any]) -> None:
+        await self._events.put(message)
+
+    # The streams ---------------------------------------------------------------------------------------
+
+    async def listen(self, server_pk: int, stream: OpenStream) -> None:
+        """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
+        self._translate = stream.translate
+        group = server_group(server_pk)
+        await self._membership.join(group)
+        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+        for message in stream.first:
+            await self._body(sse.event(message))
+        await self._keep_alive(group)
+
+    async def serve_get(self, grant: AccessGrant, session: DatabaseSession | None, headers: dict[str, str]) -> None:
+        resume: tuple[str, int] | None = None
+        last_event_id = headers.get("last-event-id")
+        if last_event_id is not None and session is not None:
+            resume = parse_event_id(last_event_id, session.key)
+            if resume is None:
+                body = jsonrpc.encode(
+                    error_response(None, InvalidRequest("Last-Event-ID does not name an event of this session."))
+                )
+                await send_response(self._send, 400, body, JSON_HEADERS, self._cors)
+                return
+            if stream_kind(resume[0]) == POST_STREAM:
+                await self._resume_post_stream(*resume)
+                return
+        group = server_group(grant.server.pk)
+        # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
+        await self._membership.join(group)
+        writer = ResponseWriter(
+            self._send,
+            cors=self._cors,
+            allow_stream=True,
+            session_key=session.key if session is not None else None,
+            priming=session is not None and session.protocol_version >= versions.V2025_11_25 and resume is None,
+            kind=GET_STREAM,
+        )
+        if session is not None:
+            self._session = session
+            await self._membership.join(session_group(session.key))
+        if resume is None:
+            await writer.start(sse.comment("ready"))
+        else:
+            # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
+            await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+            await self._body(sse.comment("resumed"))
+            writer.streaming = True
+            writer.stream_id, writer.sequence = resume
+            for sequence, message in await get_event_store().after(*resume):
+                await self._body(sse.event(message, event_id=f"{resume[0]}.{sequence}"))
+                writer.sequence = sequence
+        self._writer = writer
+        await self._keep_alive(group)
+
+    async def _resume_post_stream(self, stream_id: str, after: int) -> None:
+        """Replay a POST response stream after ``after``, then follow its live events until the response."""
+        await self._membership.join(stream_group(stream_id))  # listen first: no event falls between the two
+        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+        # Bytes at once: the client learns now that it is resumed (headers alone are not flushed by daphne).
+        await self._body(sse.comment("resumed"))
+        last = after
+        for sequence, message in await get_event_store().after(stream_id, after):
+            await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
+            last = sequence
+            if is_final(message):
+                await self._body(b"", more_body=False)
+                return
+        # Its producer may be gone (the process died): after SSE_RESUME_IDLE_SECONDS without an event the
+        # stream ends, and the client resumes again from its last id (SSE polling, 2025-11-25). Never a hang.
+        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        idle_limit = float(mcp_settings.SSE_RESUME_IDLE_SECONDS)
+        heard = time.monotonic()
+        while True:
+            try:
+                wait = max(0.0, min(interval, idle_limit - (time.monotonic() - heard)))
+                event = await asyncio.wait_for(self._events.get(), timeout=wait)
+            except TimeoutError:
+                if time.monotonic() - heard >= idle_limit:
+                    await self._body(b"", more_body=False)
+                    return
+                await self._body(sse.comment("keep-alive"))
+                continue
+            heard = time.monotonic()
+            if event["sequence"] <= last:
+                continue
+            last = event["sequence"]
+            await self._body(sse.event(event["message"], event_id=f"{stream_id}.{last}"))
+            if is_final(event["message"]):
+                await self._body(b"", more_body=False)
+                return
+
+    async def _keep_alive(self, group: str) -> None:
+        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        while True:
+            await asyncio.sleep(interval)
+            await self._body(sse.comment("keep-alive"))
+            await self._membership.join(group)  # refreshes membership, so layers that expire groups keep streams
+
+
+def endpoint_description(grant: AccessGrant) -> dict[str, Any]:
+    """What a GET without ``Accept: text/event-stream`` answers: the product, the server, the transport."""
+    server = grant.server
+    return {
+        "name": PRODUCT_NAME,
+        "version": __version__,
+        "server": {
+            "serverId": server.server_id,
+            "name": server.name,
+            "title": server.title,
+            "version": server.version,
+        },
+        "transport": "streamable-http",
+        "protocolVersions": list(versions.HANDSHAKE_VERSIONS),
+        "tools": len(grant.catalog.tools),
+    }
