@@ -67,6 +67,7 @@ from ..protocol.errors import (
 )
 from ..protocol.handlers import dispatcher
 from ..runtime.execution import Runner
+from ..runtime.handshake_tasks import HandshakeTaskService
 from ..runtime.tasks import TaskService
 from . import cancellation, cors, sse
 from .auth import AccessDenied, AccessGrant, admit
@@ -492,6 +493,9 @@ class McpConsumer(AsyncConsumer):
             deliver=self._deliverer(scope),
             cancel=self._canceller(scope),
             close_stream=writer.close_stream if writer.resumable else None,
+            handshake_tasks=HandshakeTaskService(
+                grant.server.pk, grant.token.agent_pk, session.key if session is not None else None
+            ),
         )
         group = None
         if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
