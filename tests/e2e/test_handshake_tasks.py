@@ -13,12 +13,13 @@ Expected values are the spec's (``spec/2025-11-25/basic/utilities/tasks.mdx``, `
 - unknown ids, and other agents' ids, are -32602; ``task`` on a tool whose taskSupport is forbidden, or none on
   a required one, is -32601;
 - ``notifications/tasks/status`` (no related-task ``_meta``) and the task's progress (with it) reach the
-  session's GET stream;
+  session's GET stream; so does a task's elicitation request (with it), the task ``input_required`` until the
+  client's answer (POSTed, 202) lets it resume and complete;
 - the stateless era keeps ``tasks/list`` and ``tasks/result`` unknown (404, -32601), as seed 004 and the suite
   expect.
 
 The tools are the conformance fixtures the daphne process has (``slow_compute``: optional, ``failing_job``:
-required, ``greet``: forbidden) and a static tool ``ticker`` made here (optional, progress over a delay).
+required, ``greet``: forbidden, ``confirm_delete``: required, asks for confirmation) and a static tool ``ticker`` made here (optional, progress over a delay).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 TASK_KEYS = {"taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}
 TICKER_STEPS = 20
 TICKER_DELAY_MS = 2000
-TOOLS = ("slow_compute", "failing_job", "greet", "echo")
+TOOLS = ("slow_compute", "failing_job", "greet", "echo", "confirm_delete")
 
 
 @pytest.fixture
@@ -110,8 +111,8 @@ class Session:
             self.access, **{"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": V2025_11_25, **extra}
         )
 
-    async def open(self) -> Session:
-        # The client declares no capabilities at all: creating tasks needs only the server's.
+    async def open(self, capabilities: dict[str, Any] | None = None) -> Session:
+        # By default the client declares no capabilities at all: creating tasks needs only the server's.
         response = await self.http.post(
             self.url,
             json={
@@ -120,7 +121,7 @@ class Session:
                 "method": "initialize",
                 "params": {
                     "protocolVersion": V2025_11_25,
-                    "capabilities": {},
+                    "capabilities": capabilities or {},
                     "clientInfo": {"name": "t", "version": "1"},
                 },
             },
@@ -381,3 +382,29 @@ async def test_the_stateless_era_has_no_tasks_list_or_tasks_result(
         )
         assert response.status_code == 404, method
         assert response.json()["error"]["code"] == METHOD_NOT_FOUND
+
+
+async def test_a_task_asks_for_input_on_the_get_stream_and_resumes_with_the_answer(
+    daphne_url: str, task_access: Access, http: httpx.AsyncClient
+) -> None:
+    session = await Session(http, endpoint(daphne_url, task_access), task_access).open({"elicitation": {}})
+
+    async with session.stream() as messages:
+        task = await session.start("confirm_delete", {"filename": "notes.txt"})
+        parked = await next_message(messages, status_of(task["taskId"], "input_required"))
+        ask = await next_message(messages, lambda message: message.get("method") == "elicitation/create")
+        assert ask["params"]["_meta"][RELATED] == {"taskId": task["taskId"]}
+        assert ask["params"]["message"] == "Delete notes.txt?"
+        check_task(await session.result("tasks/get", {"taskId": task["taskId"]}), "input_required")
+        answered = await http.post(
+            session.url,
+            json={"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirm": True}}},
+            headers=session.headers(),
+        )
+        assert answered.status_code == 202
+        await next_message(messages, status_of(task["taskId"], "working"))
+        await next_message(messages, status_of(task["taskId"], "completed"))
+
+    check_task(parked["params"], "input_required")
+    result = await session.result("tasks/result", {"taskId": task["taskId"]})
+    assert result["content"] == [{"type": "text", "text": "Deleted notes.txt"}]
