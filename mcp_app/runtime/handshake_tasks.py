@@ -26,7 +26,9 @@ streams (the GET stream, in any process), and so do its server-to-client request
 task is ``input_required`` until the client answers (on any POST, delivered across processes). The process
 running the work sends ``notifications/tasks/status`` on the session's streams at each change (input_required,
 working again, and the terminal status). Without a session (a sessionless server) nothing is streamed and
-server-to-client requests fail as they do for any call without a channel.
+server-to-client requests fail as they do for any call without a channel. If the process running a task dies,
+``recover_orphaned_tasks`` fails the task at the next start (``working`` or waiting for input: both waited in
+that process).
 """
 
 from __future__ import annotations
