@@ -195,10 +195,11 @@ def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: _SessionC
 
     async def settle(done: asyncio.Task[Any]) -> None:
         if done.cancelled():
-            # tasks/cancel recorded ``cancelled`` first; a shutdown leaves the record for orphan recovery.
+            # tasks/cancel (or the admin) recorded ``cancelled`` first; a shutdown leaves the record for orphan
+            # recovery, and says nothing.
             current = await _reload(task.pk)
             if current is not None and current.status == ToolTask.Status.CANCELLED:
-                await channel.status(current)
+                await _announce(task.pk, channel)
             return
         outcome = done.exception() or done.result()
         if isinstance(outcome, BaseException) and not isinstance(outcome, ProtocolError | InvalidToolArguments):
