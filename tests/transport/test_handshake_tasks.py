@@ -191,3 +191,20 @@ async def test_list_pages_newest_first(make_access, settings):
     assert [task["taskId"] for task in second["tasks"]] == ids[:1]
     assert "nextCursor" not in second
     await settled()
+
+
+async def test_the_admins_cancel_stops_a_task_and_answers_a_waiting_tasks_result(make_access, fresh_gate, orm):
+    from mcp_app.models import ToolTask
+
+    access = await make_access(tools=("gated_job",))
+    session = await Session(access).open()
+    task_id = (await session.result("tools/call", {"name": "gated_job", "task": {}}))["task"]["taskId"]
+    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
+    waiting = asyncio.ensure_future(session.send("tasks/result", {"taskId": task_id}))
+    row = await orm(ToolTask.objects.get, task_id=task_id)
+    assert await orm(task_runtime.cancel_task, row) is True
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    answer = await asyncio.wait_for(waiting, timeout=5)
+    assert answer["error"]["code"] == INTERNAL_ERROR
+    assert answer["error"]["data"] == {"taskId": task_id, "status": "cancelled"}
+    await settled()
