@@ -60,12 +60,13 @@ DEFAULTS: dict[str, Any] = {
     # A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
     # died); the client resumes again from its last id.
     "SSE_RESUME_IDLE_SECONDS": 60.0,
-    # Tasks extension: how long a task-capable call may run before it becomes a task, how long tasks are kept,
-    # and the polling interval suggested to clients.
+    # Tasks (2026 extension and 2025-11-25 experimental): how long a task-capable call may run before it becomes
+    # a task (2026), how long tasks are kept (a 2025-11-25 client's requested ttl is capped at it), and the
+    # polling interval suggested to clients.
     "TASK_IMMEDIATE_SECONDS": 0.2,
     "TASK_TTL_MS": 3_600_000,
     "TASK_POLL_INTERVAL_MS": 500,
-    # Items per page of tools/list, resources/list, resources/templates/list and prompts/list.
+    # Items per page of tools/list, resources/list, resources/templates/list, prompts/list and tasks/list.
     "PAGE_SIZE": 100,
     # Keys that encrypt secrets at rest (secret headers of http tools): the first encrypts, every one decrypts,
     # so a new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy

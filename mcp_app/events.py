@@ -32,6 +32,8 @@ REPLY_EVENT = "mcp.reply"
 CANCEL_EVENT = "mcp.cancel"
 # ``tasks/cancel`` for a durable task's work (to the process running it).
 TASK_CANCEL_EVENT = "mcp.task_cancel"
+# A durable task's status changed (to whoever waits on it: a 2025-11-25 ``tasks/result``), on its task group.
+TASK_STATUS_EVENT = "mcp.task_status"
 
 
 def task_group(task_id: str) -> str:

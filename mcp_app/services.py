@@ -3,6 +3,7 @@
 - ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (today the inline ``Runner``;
   a deployment that routes calls to Celery workers swaps its routing runner in here, and only here).
 - ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
+- ``handshake_task_service(...)``: the ``HandshakeTasks`` port (2025-11-25 tasks) of one handshake-era request.
 - ``back_channel(...)``: the ``Outbound`` port of one handshake-era POST (the transport's ``BackChannel``);
   every other request keeps ``NO_CHANNEL``, the default of ``RequestContext.outbound``.
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from .protocol.context import ToolRunner
 
 if TYPE_CHECKING:
+    from .runtime.handshake_tasks import HandshakeTaskService
     from .runtime.tasks import TaskService
     from .transport.backchannel import BackChannel
     from .transport.membership import Membership
@@ -47,6 +49,13 @@ def task_service(server_pk: int, agent_pk: int) -> TaskService:
     from .runtime.tasks import TaskService
 
     return TaskService(server_pk, agent_pk, get_runner())
+
+
+def handshake_task_service(server_pk: int, agent_pk: int, session_key: str | None) -> HandshakeTaskService:
+    """The caller's 2025-11-25 tasks on one server (``session_key``: where their status notifications go)."""
+    from .runtime.handshake_tasks import HandshakeTaskService
+
+    return HandshakeTaskService(server_pk, agent_pk, session_key)
 
 
 def back_channel(

@@ -16,6 +16,7 @@ from django.db import models
 from django.utils import timezone
 
 from ..protocol.errors import InternalError
+from ..protocol.versions import HANDSHAKE_VERSIONS
 from .agents import Agent
 from .servers import McpServer
 
@@ -62,17 +63,20 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
     def fail_orphaned(self, is_dead: Callable[[str], bool]) -> int:
         """Fail the ``working`` tasks whose owning process died (``is_dead(owner)``): their work is gone, and
-        without this they would stay ``working`` until their TTL. Parked (``input_required``) tasks need no
-        process and are left alone. Returns how many were failed."""
+        without this they would stay ``working`` until their TTL. Parked (``input_required``) tasks of the 2026
+        extension need no process and are left alone. Returns how many were failed."""
+        # A 2025-11-25 task waiting for input waits inside its process (the client's answer resumes that
+        # coroutine), so it dies with the process too.
+        in_process = models.Q(status=ToolTask.Status.WORKING) | models.Q(
+            status=ToolTask.Status.INPUT_REQUIRED, protocol_version__in=HANDSHAKE_VERSIONS
+        )
         orphans = [
-            pk
-            for pk, owner in self.filter(status=ToolTask.Status.WORKING).exclude(owner="").values_list("pk", "owner")
-            if is_dead(owner)
+            pk for pk, owner in self.filter(in_process).exclude(owner="").values_list("pk", "owner") if is_dead(owner)
         ]
         if not orphans:
             return 0
         message = "The process running this task stopped before it finished; run the call again."
-        return self.filter(pk__in=orphans, status=ToolTask.Status.WORKING).update(
+        return self.filter(in_process, pk__in=orphans).update(
             status=ToolTask.Status.FAILED,
             error=InternalError(message).to_wire(),
             status_message=message[:500],

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .handshake_tasks import tool_execution
 from .ports import NO_CHANNEL, Outbound
 from .versions import ALL_VERSIONS, LEGACY
 
@@ -239,6 +240,17 @@ class ServerCatalog:
     def tools_wire(self) -> list[dict[str, Any]]:
         return self._wire["tools"]
 
+    def tools_wire_with_execution(self) -> list[dict[str, Any]]:
+        """2025-11-25 with tasks: each task-capable tool also carries ``execution.taskSupport``."""
+        wire = self._wire.get("tools+execution")
+        if wire is None:
+            wire = []
+            for tool, entry in zip(self.tools, self._wire["tools"], strict=True):
+                execution = tool_execution(tool.task_support)
+                wire.append({**entry, "execution": execution} if execution is not None else entry)
+            self._wire["tools+execution"] = wire
+        return wire
+
 
 class InvalidToolArguments(Exception):
     """Raised by a runner when arguments do not satisfy the tool's input schema.
@@ -373,6 +385,40 @@ class Tasks(Protocol):
         ...
 
 
+class HandshakeTasks(Protocol):
+    """The caller's 2025-11-25 experimental tasks (``handshake_tasks``); every verb is scoped to the calling agent
+    on this server (and to the token's grant), so another agent's or tenant's task id is unknown (``None``)."""
+
+    async def start(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        call: ToolCall,
+        *,
+        ttl_ms: int | None,
+        request_id: str | int,
+    ) -> dict[str, Any]:
+        """Store a ``working`` task, start the call in the background, return the ``CreateTaskResult``."""
+        ...
+
+    async def get(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
+        """The ``Task`` object, or ``None`` for an unknown task."""
+        ...
+
+    async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
+        """Wait until the task is terminal, then its result (with related-task ``_meta``); raises the
+        ``ProtocolError`` the call ended with. ``None`` for an unknown task."""
+        ...
+
+    async def list(self, ctx: RequestContext, cursor: Any) -> dict[str, Any]:
+        """``{tasks, nextCursor?}``: the caller's tasks, newest first, ``ctx.page_size`` at a time."""
+        ...
+
+    async def cancel(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
+        """Cancel a task that is not terminal (raises -32602 for a terminal one); the cancelled ``Task``."""
+        ...
+
+
 class CallAudit(Protocol):
     """Records each ``tools/call`` with its outcome; implementations must not block (the runtime buffers)."""
 
@@ -410,6 +456,7 @@ class RequestContext:
     # The back-channel to the client (server-to-client requests, their answers, cancellation, SEP-1699).
     outbound: Outbound = NO_CHANNEL
     tasks: Tasks | None = None
+    handshake_tasks: HandshakeTasks | None = None  # 2025-11-25 experimental tasks (handshake era only)
     audit: CallAudit | None = None
 
     def client_declares(self, capability: str) -> bool:

@@ -88,14 +88,18 @@ class Dispatcher:
     """A method table plus the JSON-RPC rules for single messages and batches."""
 
     def __init__(self) -> None:
-        self._requests: dict[str, tuple[RequestHandler, tuple[str, ...]]] = {}
+        # method -> era -> handler: a method may exist in both eras with different wire rules (``tasks/get``).
+        self._requests: dict[str, dict[str, RequestHandler]] = {}
         self._notifications: dict[str, NotificationHandler] = {}
 
     def request(self, method: str, *, eras: tuple[str, ...] = BOTH_ERAS) -> Callable[[RequestHandler], RequestHandler]:
-        """Register a request handler for the protocol eras in which ``method`` exists."""
+        """Register a request handler for the protocol eras in which ``method`` exists (another handler may serve
+        the same method in the other era)."""
 
         def register(handler: RequestHandler) -> RequestHandler:
-            self._requests[method] = (handler, eras)
+            table = self._requests.setdefault(method, {})
+            for era in eras:
+                table[era] = handler
             return handler
 
         return register
@@ -108,7 +112,7 @@ class Dispatcher:
         return register
 
     def methods(self, era: str) -> frozenset[str]:
-        return frozenset(method for method, (_handler, eras) in self._requests.items() if era in eras)
+        return frozenset(method for method, table in self._requests.items() if era in table)
 
     async def dispatch(self, payload: Any, ctx: RequestContext, *, max_batch_size: int) -> Any:
         """Answer a decoded body: a response dict, a list of responses, or ``None`` when nothing is owed."""
@@ -144,8 +148,8 @@ class Dispatcher:
 
     async def _answer(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
         try:
-            entry = self._requests.get(request.method)
-            if entry is None or ctx.era not in entry[1]:
+            handler = self._requests.get(request.method, {}).get(ctx.era)
+            if handler is None:
                 raise MethodNotFound(f"Method not found: {request.method}")
             params = request.params
             if params is None:
@@ -158,7 +162,7 @@ class Dispatcher:
                 progress=ProgressReporter(_progress_token(params), ctx.emit),
                 log=LogReporter(_log_threshold(ctx), ctx.emit),
             )
-            result = await entry[0](params, message_ctx)
+            result = await handler(params, message_ctx)
             if isinstance(result, OpenStream):
                 return result  # type: ignore[return-value]
             if ctx.era == versions.MODERN:

@@ -407,8 +407,16 @@ class McpConsumer(AsyncConsumer):
         self._writer = writer
         scope = session.key if session is not None else f"t{grant.token.pk}"
         self._backchannel = services.back_channel(scope, writer, self._membership, self._cancel_soon)
+        handshake_tasks = services.handshake_task_service(
+            grant.server.pk, grant.token.agent_pk, session.key if session is not None else None
+        )
         ctx = grant.request_context(
-            **common, era=versions.LEGACY, emit=writer.notify, outbound=self._backchannel, **fields
+            **common,
+            era=versions.LEGACY,
+            emit=writer.notify,
+            outbound=self._backchannel,
+            handshake_tasks=handshake_tasks,
+            **fields,
         )
         if route.request_id is not None:
             self._request_id = route.request_id

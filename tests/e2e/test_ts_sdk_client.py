@@ -10,6 +10,9 @@ The pinned SDK (1.32.2, the newest 1.x when pinned, in ``tests/e2e/node/package.
 ``make npm-tools`` (``tests/e2e/node_tools.py``); nothing is downloaded at test time. Without it the test is
 skipped, unless ``MCP_REQUIRE_SERVICES=1`` (then it fails).
 
+``ts_tasks_client.mjs`` drives the SDK's experimental 2025-11-25 tasks client (``client.experimental.tasks``:
+``callToolStream`` with a task, ``getTask``, ``listTasks``, ``cancelTask``) the same way.
+
 Not covered here: the Python SDK (``test_sdk_client.py``, ``test_sdk_legacy_features.py``), exact frames
 (``test_wire.py``).
 """
@@ -79,7 +82,7 @@ def feature_access(transactional_db: None, access_factory: Callable[..., Access]
     return build_feature_access(access_factory)
 
 
-def _run_client(ts_sdk: TsSdk, url: str, access: Access) -> dict[str, Any]:
+def _run_client(ts_sdk: TsSdk, url: str, access: Access, *, script: Path = SCRIPT) -> dict[str, Any]:
     fixture = {
         "templateUri": ITEM_TEMPLATE.replace("{item_id}", ITEM_ID),
         "promptArguments": {"topic": TOPIC, "style": STYLE},
@@ -98,7 +101,7 @@ def _run_client(ts_sdk: TsSdk, url: str, access: Access) -> dict[str, Any]:
     }
     try:
         run = subprocess.run(
-            [ts_sdk.node, str(SCRIPT)],
+            [ts_sdk.node, str(script)],
             env=env,
             capture_output=True,
             text=True,
@@ -107,10 +110,10 @@ def _run_client(ts_sdk: TsSdk, url: str, access: Access) -> dict[str, Any]:
         )
     except subprocess.TimeoutExpired as expired:
         stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr
-        pytest.fail(f"ts_client.mjs did not finish in {RUN_TIMEOUT_SECONDS}s; stderr:\n{stderr}")
-    assert run.returncode == 0, f"ts_client.mjs exited {run.returncode}; stderr:\n{run.stderr}\nstdout:\n{run.stdout}"
+        pytest.fail(f"{script.name} did not finish in {RUN_TIMEOUT_SECONDS}s; stderr:\n{stderr}")
+    assert run.returncode == 0, f"{script.name} exited {run.returncode}; stderr:\n{run.stderr}\nstdout:\n{run.stdout}"
     lines = run.stdout.strip().splitlines()
-    assert lines, f"ts_client.mjs printed nothing; stderr:\n{run.stderr}"
+    assert lines, f"{script.name} printed nothing; stderr:\n{run.stderr}"
     return json.loads(lines[-1])
 
 
@@ -215,3 +218,54 @@ def test_typescript_sdk_uses_every_handshake_era_feature(
     }
     after = httpx.post(url, json=ping, headers=headers, timeout=HTTP_TIMEOUT_SECONDS)
     assert after.status_code == 404, after.text
+
+
+TASKS_SCRIPT = Path(__file__).with_name("ts_tasks_client.mjs")
+TASK_KEYS = {"taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}
+
+
+@pytest.fixture
+def task_tools_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
+    """The conformance fixtures with task support: optional, required (ends with a tool error), forbidden."""
+    return access_factory(tools=("slow_compute", "failing_job", "greet"))
+
+
+def test_typescript_sdk_runs_experimental_tasks(ts_sdk: TsSdk, daphne_url: str, task_tools_access: Access) -> None:
+    """The SDK's experimental tasks client (``client.experimental.tasks``, 2025-11-25) drives every task method."""
+    access = task_tools_access
+    url = f"{daphne_url}{access.path}?{access.query}"
+
+    seen = _run_client(ts_sdk, url, access, script=TASKS_SCRIPT)
+
+    assert seen["protocolVersion"] == V2025_11_25
+    assert seen["serverCapabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert seen["isToolTask"] == {"slow_compute": True, "failing_job": True, "greet": False}
+
+    # An optional tool called as a task: created working, polled, then its result from tasks/result.
+    kinds = [message["type"] for message in seen["completedStream"]]
+    assert kinds[0] == "taskCreated" and kinds[-1] == "result", kinds
+    assert set(kinds[1:-1]) == {"taskStatus"}
+    created = seen["completedStream"][0]["task"]
+    assert created["status"] == "working" and created["ttl"] == 60000 and set(created) <= TASK_KEYS
+    statuses = [message["task"]["status"] for message in seen["completedStream"][1:-1]]
+    assert statuses[-1] == "completed" and set(statuses) <= {"working", "completed"}
+    result = seen["completedStream"][-1]["result"]
+    assert result["content"] == [{"type": "text", "text": "slow_compute 'ts' finished after 1s"}]
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": created["taskId"]}
+
+    # A required tool that ends with a tool error: the task fails (2025-11-25: isError is a failure).
+    failed = seen["failedStream"]
+    assert failed[0]["type"] == "taskCreated"
+    assert failed[-2]["task"]["status"] == "failed"
+    assert failed[-1]["type"] == "error"
+
+    # Cancelling a running task, then a terminal one.
+    assert seen["cancelled"]["status"] == "cancelled" and seen["cancelled"]["taskId"] == seen["longTask"]["taskId"]
+    assert seen["afterCancel"]["status"] == "cancelled"
+    assert seen["cancelAgain"]["code"] == -32602
+    assert seen["unknown"]["code"] == -32602
+
+    # tasks/list: the three tasks of this agent, newest first.
+    ids = [task["taskId"] for task in seen["listed"]["tasks"]]
+    assert ids == [seen["longTask"]["taskId"], failed[0]["task"]["taskId"], created["taskId"]]
+    assert seen["transportErrors"] == []

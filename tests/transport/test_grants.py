@@ -387,3 +387,20 @@ async def test_the_admin_console_sees_the_tokens_grant_and_is_audited(granted: G
     rows = await orm(lambda: list(ToolCall.objects.order_by("id").values_list("tool_name", "status", "token_prefix")))
     prefix = granted.limited.token.prefix
     assert rows == [("beta", "error", prefix), ("alpha", "ok", prefix)]
+
+
+async def test_handshake_era_tasks_of_withheld_tools_are_unknown(granted: Granted, fresh_gate: Any) -> None:
+    # 2025-11-25 experimental tasks: the same rule, on tasks/get, tasks/result, tasks/cancel and tasks/list.
+    created = await legacy(granted.full, "tools/call", {"name": "gated_job", "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        withheld = (await legacy(granted.nothing, method, {"taskId": task_id}))["error"]
+        unknown = (await legacy(granted.nothing, method, {"taskId": "no-such-task"}))["error"]
+        assert withheld["code"] == unknown["code"] == INVALID_PARAMS
+        same_error(withheld, unknown, task_id, "no-such-task")
+    assert (await legacy(granted.nothing, "tasks/list"))["result"] == {"tasks": []}
+    listed = (await legacy(granted.limited, "tasks/list"))["result"]["tasks"]
+    assert [(task["taskId"], task["status"]) for task in listed] == [(task_id, "working")]
+    cancelled = await legacy(granted.limited, "tasks/cancel", {"taskId": task_id})
+    assert cancelled["result"]["status"] == "cancelled"
+    await settled()

@@ -4,6 +4,14 @@ from ..dispatcher import Dispatcher
 
 dispatcher = Dispatcher()
 
-from . import lifecycle, prompts, resources, subscriptions, tasks, tools  # noqa: E402  (registration side effects)
+from . import (  # noqa: E402  (registration side effects)
+    handshake_tasks,
+    lifecycle,
+    prompts,
+    resources,
+    subscriptions,
+    tasks,
+    tools,
+)
 
-__all__ = ["dispatcher", "lifecycle", "prompts", "resources", "subscriptions", "tasks", "tools"]
+__all__ = ["dispatcher", "handshake_tasks", "lifecycle", "prompts", "resources", "subscriptions", "tasks", "tools"]

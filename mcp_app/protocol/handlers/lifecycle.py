@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import versions
+from .. import handshake_tasks, versions
 from ..context import LOG_LEVELS, RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
@@ -37,9 +37,12 @@ async def initialize(params: dict[str, Any], message: MessageContext) -> dict[st
     info = server_info()
     if ctx.server.title:
         info["title"] = ctx.server.title
+    capabilities = server_capabilities(ctx)
+    if ctx.handshake_tasks is not None and handshake_tasks.has_tasks(version):
+        capabilities["tasks"] = handshake_tasks.server_capability()  # 2025-11-25 experimental tasks
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": server_capabilities(ctx),
+        "capabilities": capabilities,
         "serverInfo": info,
     }
     if ctx.server.instructions:

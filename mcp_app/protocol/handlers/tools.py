@@ -4,6 +4,11 @@ Protocol errors (-32602) are for a malformed request or an unknown tool. Argumen
 -32602 before 2025-11-25, an ``isError`` result in 2025-11-25, and -32602 again from 2026-07-28 (HTTP 400,
 before the tool runs). In the stateless era, arguments annotated with ``x-mcp-header`` must be mirrored by their
 ``Mcp-Param-*`` headers (-32020). Failures inside the tool are the runner's to turn into ``isError`` results.
+
+2025-11-25 experimental tasks (``handshake_tasks``): ``tools/list`` shows ``execution.taskSupport`` of task-capable
+tools; a ``tools/call`` with ``params.task`` on an ``optional`` or ``required`` tool answers ``{task}`` at once
+(the call runs on as a durable task); ``task`` on a ``forbidden`` tool, or a ``required`` tool called without it,
+is -32601, as that revision's tool-level negotiation says. Earlier revisions ignore ``params.task``.
 """
 
 from __future__ import annotations
@@ -12,10 +17,10 @@ import asyncio
 import time
 from typing import Any
 
-from .. import modern, versions
-from ..context import InvalidToolArguments
+from .. import handshake_tasks, modern, versions
+from ..context import InvalidToolArguments, RequestContext
 from ..dispatcher import MessageContext
-from ..errors import INTERNAL_ERROR, InvalidParams, MissingRequiredClientCapability, ProtocolError
+from ..errors import INTERNAL_ERROR, InvalidParams, MethodNotFound, MissingRequiredClientCapability, ProtocolError
 from ..pagination import page
 from . import dispatcher
 
@@ -23,7 +28,18 @@ from . import dispatcher
 @dispatcher.request("tools/list")
 async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
+    if _serves_tasks(ctx):
+        return page(ctx.catalog.tools_wire_with_execution(), params, ctx.page_size, "tools")
     return page(ctx.catalog.tools_wire(), params, ctx.page_size, "tools")
+
+
+def _serves_tasks(ctx: RequestContext) -> bool:
+    """2025-11-25 experimental tasks: that revision, in the handshake era, with a task service."""
+    return (
+        ctx.era == versions.LEGACY
+        and ctx.handshake_tasks is not None
+        and handshake_tasks.has_tasks(ctx.protocol_version)
+    )
 
 
 @dispatcher.request("tools/call")
@@ -72,7 +88,19 @@ async def _call_tool(params: dict[str, Any], message: MessageContext) -> dict[st
                 {"extensions": {modern.TASKS_EXTENSION: {}}},
                 f"Tool {name} runs as a task: declare the {modern.TASKS_EXTENSION} extension",
             )
+    as_task, ttl_ms = handshake_tasks.requested_ttl(params) if _serves_tasks(ctx) else (False, None)
+    if _serves_tasks(ctx):
+        # 2025-11-25 tool-level negotiation: -32601 for a task on a forbidden tool, and without one on a required one.
+        if as_task and tool.task_support not in ("optional", "required"):
+            raise MethodNotFound(f"Tool {name} does not support task-augmented execution", data={"name": name})
+        if not as_task and tool.task_support == "required":
+            raise MethodNotFound(
+                f"Tool {name} requires task augmentation: send tools/call with params.task", data={"name": name}
+            )
     call = message.call(params)
+    if as_task:
+        assert ctx.handshake_tasks is not None
+        return await ctx.handshake_tasks.start(tool, arguments, call, ttl_ms=ttl_ms, request_id=message.request_id)
     try:
         return await ctx.runner.call_tool(tool, arguments, call)
     except InvalidToolArguments as exc:

@@ -1,0 +1,76 @@
+"""The 2025-11-25 experimental tasks: ``tasks/get``, ``tasks/result``, ``tasks/list`` and ``tasks/cancel`` in the
+handshake era.
+
+They exist in 2025-11-25 only: on a session (or request) of an earlier revision they are -32601, like any method
+that revision lacks; the stateless era has its own ``tasks/get`` and ``tasks/cancel`` (``handlers.tasks``) and no
+``tasks/result`` or ``tasks/list`` (-32601). A task id the caller does not own (another agent, another tenant, a
+tool outside the token's grant), that expired, or that never existed is -32602; so is an invalid ``tasks/list``
+cursor, and cancelling a task already in a terminal status. ``tasks/result`` waits until the task is terminal,
+then answers exactly what the call would have answered: its result, with the related-task ``_meta``, or its
+JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import handshake_tasks
+from ..context import HandshakeTasks
+from ..dispatcher import MessageContext
+from ..errors import InvalidParams, MethodNotFound
+from . import dispatcher
+from .lifecycle import LEGACY_ONLY
+
+
+def _service(message: MessageContext, method: str) -> HandshakeTasks:
+    ctx = message.request
+    if ctx.handshake_tasks is None or not handshake_tasks.has_tasks(ctx.protocol_version):
+        raise MethodNotFound(f"Method not found: {method}")
+    return ctx.handshake_tasks
+
+
+def _task_id(params: dict[str, Any]) -> str:
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidParams('Invalid params: "taskId" must be a non-empty string')
+    return task_id
+
+
+def _unknown(task_id: str) -> InvalidParams:
+    return InvalidParams(f"Failed to retrieve task: Task not found: {task_id}", data={"taskId": task_id})
+
+
+@dispatcher.request("tasks/get", eras=LEGACY_ONLY)
+async def get_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    service = _service(message, "tasks/get")
+    task_id = _task_id(params)
+    task = await service.get(message.request, task_id)
+    if task is None:
+        raise _unknown(task_id)
+    return task
+
+
+@dispatcher.request("tasks/result", eras=LEGACY_ONLY)
+async def task_result(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    service = _service(message, "tasks/result")
+    task_id = _task_id(params)
+    result = await service.result(message.request, task_id)
+    if result is None:
+        raise _unknown(task_id)
+    return result
+
+
+@dispatcher.request("tasks/list", eras=LEGACY_ONLY)
+async def list_tasks(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    service = _service(message, "tasks/list")
+    return await service.list(message.request, params.get("cursor"))
+
+
+@dispatcher.request("tasks/cancel", eras=LEGACY_ONLY)
+async def cancel_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+    service = _service(message, "tasks/cancel")
+    task_id = _task_id(params)
+    task = await service.cancel(message.request, task_id)
+    if task is None:
+        raise _unknown(task_id)
+    return task

@@ -1,0 +1,138 @@
+"""The wire forms of the 2025-11-25 experimental tasks (``spec/2025-11-25/basic/utilities/tasks.mdx``): one
+definition of each.
+
+Only the 2025-11-25 revision has them; the 2026-07-28 tasks extension (``modern.TASKS_EXTENSION``) has other
+shapes (``resultType: "task"``, ``ttlMs``, results inlined on ``tasks/get``) and lives in the runtime's task
+service. Here:
+
+- ``server_capability()``: ``capabilities.tasks`` = ``{list: {}, cancel: {}, requests: {tools: {call: {}}}}``;
+- ``tool_execution(task_support)``: a tool's ``execution`` object in ``tools/list`` (absent when forbidden);
+- ``requested_ttl(params)``: the ``params.task`` of a task-augmented ``tools/call`` (``{ttl?}``), checked;
+- ``task(...)``: the ``Task`` object (``taskId, status, statusMessage?, createdAt, lastUpdatedAt, ttl,
+  pollInterval``), the body of ``tasks/get`` and ``tasks/cancel`` results, of ``tasks/list`` entries and of
+  ``notifications/tasks/status`` params; ``create_task_result`` wraps it as ``{task: …}``;
+- ``with_related_task(result, task_id)``: a ``tasks/result`` answer, the underlying result with
+  ``_meta["io.modelcontextprotocol/related-task"] = {taskId}``;
+- ``encode_cursor``/``decode_cursor``: the opaque ``tasks/list`` cursor (-32602 when it is not one of ours).
+
+Pure Python, no Django.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import messages, versions
+from .errors import InvalidParams
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+STATUS_NOTIFICATION = "notifications/tasks/status"
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+# The methods this revision adds; they do not exist before it (-32601) nor in 2026-07-28 (another shape, or gone).
+METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
+
+_CURSOR_PREFIX = "mcp-tasks:"
+
+
+def has_tasks(protocol_version: str) -> bool:
+    """Whether a handshake-era revision defines task-augmented requests (2025-11-25 only)."""
+    return protocol_version == versions.V2025_11_25
+
+
+def server_capability() -> dict[str, Any]:
+    """``capabilities.tasks``: ``tasks/list``, ``tasks/cancel`` and task-augmented ``tools/call``."""
+    return {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+
+def tool_execution(task_support: str) -> dict[str, Any] | None:
+    """``Tool.execution``; ``None`` (the field left out) for ``forbidden``, the default."""
+    if task_support in ("optional", "required"):
+        return {"taskSupport": task_support}
+    return None
+
+
+def requested_ttl(params: Mapping[str, Any]) -> tuple[bool, int | None]:
+    """Whether ``tools/call`` params ask for a task, and the ``ttl`` (ms) asked for, if any; -32602 if malformed."""
+    if "task" not in params or params["task"] is None:
+        return False, None
+    task = params["task"]
+    if not isinstance(task, dict):
+        raise InvalidParams('Invalid params: "task" must be an object')
+    ttl = task.get("ttl")
+    if ttl is None:
+        return True, None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0 or ttl != int(ttl):
+        raise InvalidParams('Invalid params: "task.ttl" must be a non-negative integer (milliseconds)')
+    return True, int(ttl)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """What the wire shows of one task; timestamps already ISO 8601 (UTC)."""
+
+    task_id: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+    status_message: str = ""
+
+
+def task(state: TaskState) -> dict[str, Any]:
+    """The ``Task`` object."""
+    wire: dict[str, Any] = {"taskId": state.task_id, "status": state.status}
+    if state.status_message:
+        wire["statusMessage"] = state.status_message
+    wire["createdAt"] = state.created_at
+    wire["lastUpdatedAt"] = state.last_updated_at
+    wire["ttl"] = state.ttl_ms
+    if state.poll_interval_ms is not None:
+        wire["pollInterval"] = state.poll_interval_ms
+    return wire
+
+
+def create_task_result(state: TaskState) -> dict[str, Any]:
+    """The answer to a task-augmented request: ``{task: Task}``."""
+    return {"task": task(state)}
+
+
+def status_notification(state: TaskState) -> dict[str, Any]:
+    """``notifications/tasks/status`` with the full task (and no related-task ``_meta``, as the spec asks)."""
+    return messages.notification(STATUS_NOTIFICATION, task(state))
+
+
+def related_task_meta(task_id: str) -> dict[str, Any]:
+    return {RELATED_TASK: {"taskId": task_id}}
+
+
+def with_related_task(message_params: Mapping[str, Any], task_id: str) -> dict[str, Any]:
+    """``message_params`` (a result, or a request's or notification's params) with the related-task ``_meta``."""
+    out = dict(message_params)
+    meta = out.get("_meta")
+    out["_meta"] = {**(meta if isinstance(meta, dict) else {}), **related_task_meta(task_id)}
+    return out
+
+
+def encode_cursor(position: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{position}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: Any) -> int | None:
+    """The position a ``tasks/list`` cursor names (``None``: the first page); -32602 for anything else."""
+    if cursor is None:
+        return None
+    if not isinstance(cursor, str) or not cursor:
+        raise InvalidParams("Invalid params: invalid cursor")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidParams("Invalid params: invalid cursor") from exc
+    digits = text[len(_CURSOR_PREFIX) :]
+    if not text.startswith(_CURSOR_PREFIX) or not digits.isdigit():
+        raise InvalidParams("Invalid params: invalid cursor")
+    return int(digits)
