@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from .. import permissions
-from ..catalog.registry import registry
+from ..definitions.registry import registry
 from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from ..models.tenancy import python_tool_allowed
 from .base import TenantScopedAdmin

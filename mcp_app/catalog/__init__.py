@@ -5,6 +5,6 @@ turns a server's database bindings into a ``protocol.context.ServerCatalog``, ca
 the server's catalog version.
 """
 
-from .registry import prompt, registry, resource, tool
+from ..definitions.registry import prompt, registry, resource, tool
 
 __all__ = ["prompt", "registry", "resource", "tool"]

@@ -18,6 +18,9 @@ from collections import OrderedDict
 from typing import Any
 
 from ..conf import mcp_settings
+from ..definitions.prompts import template_pattern
+from ..definitions.registry import registry
+from ..definitions.static import StaticBehaviour
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
@@ -30,11 +33,8 @@ from ..runtime.execution import (
     StaticResourceTarget,
     StaticTarget,
 )
-from ..runtime.static import StaticBehaviour
 from ..runtime.webhooks import HttpTarget
 from .grants import granted_catalog
-from .prompts import template_pattern
-from .registry import registry
 
 logger = logging.getLogger("mcp_app.catalog")
 

@@ -17,6 +17,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from ..caching.invalidation import publish
 from .catalog import Prompt, Resource, Tool
 from .servers import McpServer
 from .tenancy import Tenant
@@ -87,7 +88,6 @@ class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
 
     def revoke(self) -> int:
         """Revoke every token of this queryset not revoked yet; every process stops accepting them."""
-        from ..caching.invalidation import publish
 
         pks = list(self.filter(revoked_at__isnull=True).values_list("pk", flat=True))
         count = type(self)(self.model, using=self._db).filter(pk__in=pks).update(revoked_at=timezone.now())

@@ -8,6 +8,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
+from ..caching.invalidation import publish
+from ..events import publish_to_servers
+from ..protocol.messages import list_changed, resource_updated
 from ..protocol.versions import ALL_VERSIONS
 from .tenancy import Tenant
 
@@ -47,9 +50,6 @@ class McpServerManager(models.Manager["McpServer"]):
         content changed, that it was updated."""
         if not server_ids:
             return
-        from ..caching.invalidation import publish
-        from ..events import publish_to_servers
-        from ..protocol.messages import list_changed, resource_updated
 
         self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
         publish(*(f"server:{pk}" for pk in server_ids))

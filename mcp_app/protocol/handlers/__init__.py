@@ -1,9 +1,6 @@
 """MCP method handlers, one module per method family, registered on the shared ``dispatcher``."""
 
-from ..dispatcher import Dispatcher
-
-dispatcher = Dispatcher()
-
-from . import lifecycle, prompts, resources, subscriptions, tasks, tools  # noqa: E402  (registration side effects)
+from . import lifecycle, prompts, resources, subscriptions, tasks, tools  # registration side effects
+from .base import dispatcher
 
 __all__ = ["dispatcher", "lifecycle", "prompts", "resources", "subscriptions", "tasks", "tools"]

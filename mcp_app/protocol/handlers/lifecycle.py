@@ -9,7 +9,7 @@ from ..context import LOG_LEVELS, RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
 from ..modern import TASKS_EXTENSION
-from . import dispatcher
+from .base import dispatcher
 
 LEGACY_ONLY = (versions.LEGACY,)
 MODERN_ONLY = (versions.MODERN,)

@@ -13,7 +13,7 @@ from typing import Any
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
 from ..pagination import page
-from . import dispatcher
+from .base import dispatcher
 
 MAX_COMPLETIONS = 100
 

@@ -14,7 +14,7 @@ from typing import Any
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams, MissingRequiredClientCapability
 from ..modern import TASKS_EXTENSION
-from . import dispatcher
+from .base import dispatcher
 from .lifecycle import MODERN_ONLY
 
 REQUIRED = {"extensions": {TASKS_EXTENSION: {}}}

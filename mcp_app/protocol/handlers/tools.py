@@ -17,7 +17,7 @@ from ..context import InvalidToolArguments
 from ..dispatcher import MessageContext
 from ..errors import INTERNAL_ERROR, InvalidParams, MissingRequiredClientCapability, ProtocolError
 from ..pagination import page
-from . import dispatcher
+from .base import dispatcher
 
 
 @dispatcher.request("tools/list")

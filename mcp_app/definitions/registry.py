@@ -22,7 +22,7 @@ from typing import Any, get_type_hints
 import pydantic
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..runtime.context import ToolContext
+from .context import ToolContext
 
 ToolFunction = Callable[..., Any]
 
@@ -64,7 +64,7 @@ class RegisteredTool:
 
 def _is_explicit_result(annotation: Any) -> bool:
     """``ToolResult`` / ``InputRequired`` (alone or in a union) describe their own output: no schema derived."""
-    from ..runtime.context import InputRequired, ToolResult
+    from .context import InputRequired, ToolResult
 
     members = (
         typing.get_args(annotation)
