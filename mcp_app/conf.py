@@ -103,9 +103,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": "",
     # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
     "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
-    # How changes reach the per-process caches of other processes (see mcp_app.caching.invalidation):
+    # How changes reach the per-process caches of other processes (see mcp_app.invalidation):
     # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
-    "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.LocalInvalidation", "OPTIONS": {}},
+    "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
     # Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
     # request is resolved from the database. The bound on how stale a cached token, server or session can be.
     "INVALIDATION_STALENESS_SECONDS": 0.75,

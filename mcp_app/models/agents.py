@@ -17,7 +17,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from ..caching.invalidation import publish
+from ..invalidation import publish
 from .catalog import Prompt, Resource, Tool
 from .servers import McpServer
 from .tenancy import Tenant

@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
-from ..caching.invalidation import publish
 from ..events import publish_to_servers
+from ..invalidation import publish
 from ..protocol.messages import list_changed, resource_updated
 from ..protocol.versions import ALL_VERSIONS
 from .tenancy import Tenant

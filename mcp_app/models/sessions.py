@@ -17,7 +17,7 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
-from ..caching.invalidation import publish
+from ..invalidation import publish
 from .agents import Agent
 from .servers import McpServer
 

@@ -42,7 +42,7 @@ from django.db.models import Max
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings, on_reload
+from .conf import mcp_settings, on_reload
 
 logger = logging.getLogger("mcp_app.caching")
 
