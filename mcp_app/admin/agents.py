@@ -7,7 +7,7 @@ never stored. The token form offers only servers of the agent's tenant (the agen
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -21,6 +21,9 @@ from .. import permissions
 from ..models import Agent, AgentToken
 from .audit import GRANT_FIELDS
 from .base import TenantScopedAdmin, TenantScopedInline
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
 
 
 class AgentTokenInline(TenantScopedInline, admin.TabularInline):
@@ -62,7 +65,8 @@ class AgentTokenForm(forms.ModelForm):
         fields = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         agent = data.get("agent") or (self.instance.agent if self.instance.agent_id else None)
         servers = data.get("servers")
         if agent is not None and servers is not None:
@@ -91,7 +95,7 @@ class AgentTokenAdmin(TenantScopedAdmin):
     readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_tokens"]
 
-    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> _FieldGroups:
         if obj is None:
             return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
         return [

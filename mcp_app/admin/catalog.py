@@ -7,7 +7,7 @@ model validates the choice again (registered, allowed for the tool's tenant). Sc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin
@@ -65,7 +65,7 @@ class BindingAdmin(TenantScopedAdmin):
     """A binding belongs to its server's tenant; server and entry are picked by autocomplete."""
 
     tenant_field = "server"
-    list_select_related = ("server", "server__tenant")
+    list_select_related: ClassVar[tuple[str, ...]] = ("server", "server__tenant")
     list_filter = ("enabled", ("server__tenant", admin.RelatedOnlyFieldListFilter))
 
 

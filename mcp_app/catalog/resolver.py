@@ -186,10 +186,10 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
     tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b, allowed)) is not None]
     resource_descriptors = [
-        d for b in resources.order_by("position", "id") if (d := _resource_descriptor(b.resource)) is not None
+        r for b in resources.order_by("position", "id") if (r := _resource_descriptor(b.resource)) is not None
     ]
     prompt_descriptors = [
-        d for b in prompts.order_by("position", "id") if (d := _prompt_descriptor(b.prompt)) is not None
+        p for b in prompts.order_by("position", "id") if (p := _prompt_descriptor(b.prompt)) is not None
     ]
     return ServerCatalog(
         tools=tuple(tool_descriptors),

@@ -106,7 +106,7 @@ def build_registered_tool(
             continue
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
-    input_model = pydantic.create_model(  # type: ignore[call-overload]
+    input_model = pydantic.create_model(
         f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     input_schema = _json_schema(input_model)

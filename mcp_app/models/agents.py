@@ -90,7 +90,7 @@ class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
         """Revoke every token of this queryset not revoked yet; every process stops accepting them."""
 
         pks = list(self.filter(revoked_at__isnull=True).values_list("pk", flat=True))
-        count = type(self)(self.model, using=self._db).filter(pk__in=pks).update(revoked_at=timezone.now())
+        count = type(self)(self.model, using=self.db).filter(pk__in=pks).update(revoked_at=timezone.now())
         publish(*(f"token:{pk}" for pk in pks))
         return count
 

@@ -18,6 +18,7 @@ import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
@@ -52,12 +53,13 @@ class ApiKeyManager(models.Manager["ApiKey"]):
         return self.get_queryset().usable(now)
 
     def issue_key(
-        self, user: models.Model, *, name: str = "", expires_at: datetime | None = None
+        self, user: AbstractBaseUser, *, name: str = "", expires_at: datetime | None = None
     ) -> tuple[ApiKey, str]:
         """Create a key for ``user``; return it with the raw value (shown only once, never stored)."""
         prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
         raw = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
-        key = self.create(user=user, name=name, prefix=prefix, digest=key_digest(raw), expires_at=expires_at)
+        # Any user model: the plugin types the field as the reference deployment's AUTH_USER_MODEL.
+        key = self.create(user=user, name=name, prefix=prefix, digest=key_digest(raw), expires_at=expires_at)  # type: ignore[misc]
         return key, raw
 
     def authenticate(self, raw: str, now: datetime | None = None) -> ApiKey | None:

@@ -374,6 +374,7 @@ class CatalogBinding(models.Model):
     foreign key to the entry; a server can only expose entries of its own tenant."""
 
     entry_field = ""
+    server: McpServer  # the concrete bindings declare the foreign key (a related_name each)
 
     enabled = models.BooleanField("enabled", default=True)
     position = models.PositiveIntegerField("position", default=0, help_text="List order (ascending).")

@@ -180,7 +180,7 @@ class RedisEventStore(EventStore):
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         rows = await self._client().zrangebyscore(f"{self._prefix}:{stream_id}", f"({sequence}", "+inf")
-        return [tuple(orjson.loads(row)) for row in rows]  # type: ignore[misc]
+        return [tuple(orjson.loads(row)) for row in rows]
 
 
 _store: EventStore | None = None

@@ -92,7 +92,7 @@ async def set_level(params: dict[str, Any], message: MessageContext) -> dict[str
 @dispatcher.notification("notifications/cancelled")
 async def cancelled(params: dict[str, Any], ctx: RequestContext) -> None:
     """Handshake era: the client cancels one of its running requests (2026-07-28 closes the stream instead)."""
-    request_id = params.get("requestId")
+    request_id: Any = params.get("requestId")
     valid = isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
     if valid and ctx.cancel is not None:
         await ctx.cancel(request_id)

@@ -56,7 +56,8 @@ async def complete(params: dict[str, Any], message: MessageContext) -> dict[str,
     catalog = message.request.catalog
     candidates: tuple[str, ...] = ()
     if ref.get("type") == "ref/prompt":
-        prompt = catalog.prompt(ref.get("name") if isinstance(ref.get("name"), str) else "")
+        prompt_name = ref.get("name")
+        prompt = catalog.prompt(prompt_name if isinstance(prompt_name, str) else "")
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
         configured = prompt.argument(argument_name)

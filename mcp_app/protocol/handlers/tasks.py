@@ -17,7 +17,7 @@ from ..modern import TASKS_EXTENSION
 from .base import dispatcher
 from .lifecycle import MODERN_ONLY
 
-REQUIRED = {"extensions": {TASKS_EXTENSION: {}}}
+REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def _task_id(params: dict[str, Any], message: MessageContext) -> str:
