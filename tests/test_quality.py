@@ -89,6 +89,7 @@ AGAINST_THE_CONTRACTS = [
     ("layers", "mcp_app.caching.identity", "mcp_app.runtime.audit"),
     ("layers", "mcp_app.api.views", "mcp_app.admin.base"),
     ("models hold state", "mcp_app.models.servers", "mcp_app.api.serializers"),
+    ("models hold state", "mcp_app.models.servers", "mcp_app.events"),
     ("admin and API", "mcp_app.api.views", "mcp_app.transport.auth"),
     ("no import cycles", "mcp_app.invalidation", "mcp_app.caching.identity"),
 ]
