@@ -58,10 +58,14 @@ test: install npm-tools
 test-embedded: install
 	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest tests/transport tests/e2e $(PYTEST_ARGS)
 
+## Ruff, formatting, migrations in sync, the import layers (import-linter contracts in pyproject.toml) and the
+## type checker (mypy with the Django and DRF plugins; strict on protocol/ and catalog/).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff check --fix .

@@ -15,8 +15,8 @@ class McpAppConfig(AppConfig):
         from . import checks  # noqa: F401  (registers system checks)
         from .caching import signals as caching_signals  # noqa: F401  (connects receivers)
         from .catalog import signals  # noqa: F401  (connects receivers)
-        from .catalog.registry import registry
         from .conf import mcp_settings
+        from .definitions.registry import registry
 
         registry.autodiscover(mcp_settings.TOOLS_MODULE)
 

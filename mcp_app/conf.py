@@ -10,11 +10,14 @@ It does not own Django's own settings (databases, caches, channel layers): those
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+
+from .netguard import parse_allow_list
 
 DEFAULTS: dict[str, Any] = {
     # Largest accepted POST body, in bytes. Larger bodies are refused with 413 while they are read.
@@ -101,9 +104,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": "",
     # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
     "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
-    # How changes reach the per-process caches of other processes (see mcp_app.caching.invalidation):
+    # How changes reach the per-process caches of other processes (see mcp_app.invalidation):
     # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
-    "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.LocalInvalidation", "OPTIONS": {}},
+    "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
     # Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
     # request is resolved from the database. The bound on how stale a cached token, server or session can be.
     "INVALIDATION_STALENESS_SECONDS": 0.75,
@@ -291,8 +294,6 @@ class McpSettings:
 def _check_http_tool_settings(values: dict[str, Any]) -> None:
     if not all(isinstance(key, str) and key for key in values["SECRET_KEYS"]):
         raise ImproperlyConfigured("MCP_APP['SECRET_KEYS'] must be a list of non-empty strings.")
-    from .runtime.netguard import parse_allow_list
-
     try:
         parse_allow_list(values["HTTP_TOOL_ALLOWED_NETWORKS"])
     except ValueError as exc:
@@ -309,15 +310,21 @@ def _check_http_tool_settings(values: dict[str, Any]) -> None:
 
 mcp_settings = McpSettings()
 
+# What must forget state built from the settings when they change (a backend made from a dotted path, say).
+# Modules that build such state register here when imported; the settings never import them (conf is the
+# bottom layer: everything reads it, it reads nothing of mcp_app but the stdlib-only netguard).
+_reload_hooks: list[Callable[[], None]] = []
+
+
+def on_reload(hook: Callable[[], None]) -> Callable[[], None]:
+    """Call ``hook`` after ``MCP_APP`` changes (``override_settings``); usable as a decorator."""
+    _reload_hooks.append(hook)
+    return hook
+
 
 @receiver(setting_changed)
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_APP":
         mcp_settings.reload()
-        from .caching.invalidation import reset_backend
-        from .transport.eventstore import reset_event_store
-        from .workers.quotas import reset_quotas
-
-        reset_event_store()
-        reset_backend()
-        reset_quotas()
+        for hook in tuple(_reload_hooks):
+            hook()

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from .catalog.registry import registry
+from .definitions.registry import registry
 from .models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
 
 

@@ -161,7 +161,7 @@ class McpTestClient:
 
 @pytest.fixture
 def mcp_tools() -> list[str]:
-    from mcp_app.catalog.registry import registry
+    from mcp_app.definitions.registry import registry
 
     return registry.names()
 

@@ -182,12 +182,12 @@ if REDIS_URL:
 if REDIS_URL:
     # Several daphne processes: a change reaches every process's caches through a Redis stream.
     MCP_APP["INVALIDATION"] = {
-        "BACKEND": "mcp_app.caching.invalidation.RedisInvalidation",
+        "BACKEND": "mcp_app.invalidation.RedisInvalidation",
         "OPTIONS": {"url": REDIS_URL},
     }
 elif os.environ.get("MCP_INVALIDATION") == "database":
     # Several processes without Redis: they follow a table of the shared database instead.
-    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}}
+    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.invalidation.DatabaseInvalidation", "OPTIONS": {}}
 if REDIS_URL:
     # Several processes: running worker calls are counted in Redis, so a tenant's limit holds across them all.
     MCP_APP["WORKER_QUOTAS"] = {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": {"url": REDIS_URL}}

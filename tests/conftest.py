@@ -103,7 +103,7 @@ def token_factory(agent_factory: Callable[..., Any]) -> Callable[..., tuple[Any,
 @pytest.fixture
 def tool_factory(db: Any) -> Callable[..., Any]:
     """Create a catalog tool and bind it to a server (python kind by default when the name is registered)."""
-    from mcp_app.catalog.registry import registry
+    from mcp_app.definitions.registry import registry
     from mcp_app.models import ServerTool, Tool
 
     def make(

@@ -58,7 +58,7 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Cost]:
 
 def wait_caches_ready(timeout: float = 5.0) -> None:
     """Wait (bounded) until this process follows the invalidation log, so that caches may fill."""
-    from mcp_app.caching import invalidation
+    from mcp_app import invalidation
 
     waiter = getattr(invalidation.get_backend(), "wait_healthy", None)
     if waiter is not None:

@@ -8,7 +8,7 @@ never stored. An agent's page shows how many of its worker calls run now, agains
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -23,6 +23,9 @@ from ..models import Agent, AgentToken
 from . import quotas
 from .audit import GRANT_FIELDS
 from .base import TenantScopedAdmin, TenantScopedInline
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
 
 
 class AgentTokenInline(TenantScopedInline, admin.TabularInline):
@@ -77,7 +80,8 @@ class AgentTokenForm(forms.ModelForm):
         fields = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         agent = data.get("agent") or (self.instance.agent if self.instance.agent_id else None)
         servers = data.get("servers")
         if agent is not None and servers is not None:
@@ -106,7 +110,7 @@ class AgentTokenAdmin(TenantScopedAdmin):
     readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_tokens"]
 
-    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> _FieldGroups:
         if obj is None:
             return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
         return [

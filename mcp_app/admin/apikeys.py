@@ -7,13 +7,17 @@ action that goes through ``ApiKey.revoke``. A key is personal, not tenant data: 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ..models import ApiKey
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldGroups
 
 
 @admin.register(ApiKey)
@@ -29,7 +33,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         queryset = super().get_queryset(request)
         return queryset if request.user.is_superuser else queryset.filter(user_id=request.user.pk)
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> _FieldGroups:
         if obj is None:
             return ["name", "expires_at"]
         return ["name", "user", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at"]
@@ -64,7 +68,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        key, raw = ApiKey.objects.issue_key(request.user, name=obj.name, expires_at=obj.expires_at)
+        user = request.user
+        assert isinstance(user, AbstractBaseUser)  # the admin site only serves signed-in staff
+        key, raw = ApiKey.objects.issue_key(user, name=obj.name, expires_at=obj.expires_at)
         obj.pk, obj.user_id = key.pk, key.user_id
         obj.prefix, obj.digest, obj.created_at = key.prefix, key.digest, key.created_at
         obj._state.adding = False

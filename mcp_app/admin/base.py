@@ -190,9 +190,13 @@ class TenantScopedAdmin(_ScopedChoices, admin.ModelAdmin):
         return _somewhere(request, self.model, "add")
 
     # -- actions: only what the user may change, whatever was selected -------------------------------------------
-    def get_actions(self, request: HttpRequest) -> dict[str, tuple[Callable[..., Any], str, str]]:
+    def get_actions(self, request: HttpRequest) -> dict[str, tuple[Callable[..., str], str, str] | None]:
         actions = super().get_actions(request)
-        return {name: (self._scoped_action(func), name, desc) for name, (func, _, desc) in actions.items()}
+        return {
+            name: (self._scoped_action(action[0]), name, action[2])
+            for name, action in actions.items()
+            if action is not None
+        }
 
     def _scoped_action(self, func: Callable[..., Any]) -> Callable[..., Any]:
         needed = getattr(func, "allowed_permissions", ("change",))
@@ -249,7 +253,7 @@ class TenantScopedAdmin(_ScopedChoices, admin.ModelAdmin):
         if self.tenant_field == "tenant" and "tenant" not in initial:
             tenant = permissions.default_tenant(request.user, self._tenant_role())
             if tenant is not None:
-                initial["tenant"] = tenant.pk
+                initial["tenant"] = str(tenant.pk)
         return initial
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
@@ -274,8 +278,10 @@ class TenantScopedInline(_ScopedChoices):
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         return self._building_for(
-            request, obj, lambda: super(TenantScopedInline, self).get_formset(request, obj, **kwargs)
-        )  # type: ignore[misc]
+            request,
+            obj,
+            lambda: super(TenantScopedInline, self).get_formset(request, obj, **kwargs),  # type: ignore[misc]
+        )
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is None:

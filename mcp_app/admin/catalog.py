@@ -7,14 +7,14 @@ model validates the choice again (registered, allowed for the tool's tenant). Sc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
 from .. import permissions
-from ..catalog.registry import registry
+from ..definitions.registry import registry
 from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from ..models.tenancy import python_tool_allowed
 from .base import TenantScopedAdmin
@@ -65,7 +65,7 @@ class BindingAdmin(TenantScopedAdmin):
     """A binding belongs to its server's tenant; server and entry are picked by autocomplete."""
 
     tenant_field = "server"
-    list_select_related = ("server", "server__tenant")
+    list_select_related: ClassVar[tuple[str, ...]] = ("server", "server__tenant")
     list_filter = ("enabled", ("server__tenant", admin.RelatedOnlyFieldListFilter))
 
 

@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 
-from ..catalog.http_tools import parse_secret_headers
+from ..definitions.http_tools import parse_secret_headers
 from ..models import Tool, Webhook
 from .base import TenantScopedInline
 

@@ -12,7 +12,7 @@ Viewers do not run anything (running a tool may have effects); another tenant's 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from asgiref.sync import async_to_sync
 from django import forms
@@ -43,8 +43,8 @@ class TryItForm(forms.Form):
 
     def __init__(self, *args: Any, servers: QuerySet[McpServer], tokens: QuerySet[AgentToken], **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.fields["server"].queryset = servers
-        self.fields["token"].queryset = tokens
+        cast(forms.ModelChoiceField, self.fields["server"]).queryset = servers
+        cast(forms.ModelChoiceField, self.fields["token"]).queryset = tokens
         if servers.count() == 1:
             self.fields["server"].initial = servers.first()
         if tokens.count() == 1:
@@ -70,7 +70,7 @@ class ResourceForm(TryItForm):
 class TryItMixin:
     """Adds the "Try it" page and button to a catalog entry's ModelAdmin."""
 
-    change_form_template = "admin/mcp_app/change_form_links.html"
+    change_form_template: ClassVar[Any] = "admin/mcp_app/change_form_links.html"
     model: Any
     admin_site: Any
 
@@ -111,7 +111,7 @@ class TryItMixin:
     def try_it_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         from ..transport.console import run_as
 
-        obj = self.get_object(request, object_id)  # type: ignore[attr-defined]  (404 across tenants)
+        obj = self.get_object(request, object_id)  # type: ignore[attr-defined]  # a ModelAdmin mixin; 404 across tenants
         if not permissions.can_change(request.user, obj):
             raise PermissionDenied
         servers = permissions.scope_queryset(request.user, self._servers(obj), permissions.ADMIN)
@@ -123,7 +123,7 @@ class TryItMixin:
             permissions.ADMIN,
         ).order_by("agent__agent_id", "-created_at")
         form_class = ResourceForm if isinstance(obj, Resource) else ArgumentsForm
-        initial = {"uri": obj.uri} if isinstance(obj, Resource) else {"arguments": {}}
+        initial: dict[str, Any] = {"uri": obj.uri} if isinstance(obj, Resource) else {"arguments": {}}
         form = form_class(request.POST or None, initial=initial, servers=servers, tokens=tokens)
         run = None
         if request.method == "POST" and form.is_valid():

@@ -9,7 +9,7 @@ project out of this schema. ``OfflineSwaggerView`` serves Swagger UI from the st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView, _get_sidecar_url
@@ -52,7 +52,7 @@ def only_this_api(endpoints: list[tuple[str, str, str, Any]], **kwargs: Any) -> 
 
 
 class ApiAutoSchema(AutoSchema):
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+    def _get_response_bodies(self, direction: Literal["request", "response"] = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction != "response":
             return responses

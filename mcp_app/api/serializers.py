@@ -74,6 +74,7 @@ class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
 
     def get_queryset(self) -> models.QuerySet[Any]:
         queryset = super().get_queryset()
+        assert queryset is not None  # these fields always declare their queryset
         request = self.context.get("request")
         if request is None:
             return queryset.none()
@@ -121,7 +122,7 @@ class ModelCleanSerializer(serializers.ModelSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
         self._default_tenant(attrs)
-        model = self.Meta.model
+        model: type[models.Model] = self.Meta.model
         many = {field.name for field in model._meta.many_to_many}
         plain = {key: value for key, value in attrs.items() if key not in many}
         if self.instance is None:
@@ -146,7 +147,8 @@ class ModelCleanSerializer(serializers.ModelSerializer):
         """Cross-field checks before the model's own (a hook for subclasses)."""
 
     def _save_candidate(self, validated_data: dict[str, Any]) -> models.Model:
-        many = {field.name for field in self.Meta.model._meta.many_to_many}
+        model: type[models.Model] = self.Meta.model
+        many = {field.name for field in model._meta.many_to_many}
         instance = self._candidate
         instance.save()
         for name in many & set(validated_data):
@@ -412,7 +414,7 @@ class AgentTokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AgentToken
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "tenant",
             "agent",
@@ -463,7 +465,7 @@ class AgentTokenSerializer(serializers.ModelSerializer):
             read_only=validated_data.get("read_only", False),
             **grants,
         )
-        token.raw_token = raw  # type: ignore[attr-defined]  (returned once, by the create response)
+        token.raw_token = raw  # type: ignore[attr-defined]  # returned once, by the create response
         return token
 
 
@@ -504,7 +506,16 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiKey
-        fields = ("id", "name", "prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "is_usable")
+        fields: tuple[str, ...] = (
+            "id",
+            "name",
+            "prefix",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "is_usable",
+        )
         read_only_fields = ("prefix", "created_at", "revoked_at", "last_used_at")
 
     def create(self, validated_data: dict[str, Any]) -> ApiKey:
@@ -559,7 +570,9 @@ class ToolCallSerializer(serializers.ModelSerializer):
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable machine-readable code, e.g. not_found, validation_error.")
     message = serializers.CharField(help_text="Human-readable summary.")
-    fields = serializers.DictField(
+    # A field named "fields" (the error body's key): DRF's metaclass takes it out of the class attributes, so it
+    # does not shadow ``Serializer.fields`` at run time; the stubs cannot know that.
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.JSONField(), required=False, help_text="Validation errors per field (non_field_errors)."
     )
 

@@ -8,12 +8,12 @@ sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_view
-from rest_framework import mixins, pagination, permissions, status, viewsets
+from rest_framework import generics, mixins, pagination, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.filters import OrderingFilter
 from rest_framework.parsers import JSONParser
@@ -57,7 +57,15 @@ class ApiPagination(pagination.PageNumberPagination):
     max_page_size = 500
 
 
-class ApiViewMixin:
+if TYPE_CHECKING:
+    # For the type checker the mixin is the view it is mixed into, so that its settings override the view's
+    # declarations (of the same types) instead of clashing with them; at run time it is a plain mixin.
+    _ViewBase = generics.GenericAPIView[Any]
+else:
+    _ViewBase = object
+
+
+class ApiViewMixin(_ViewBase):
     """What every API view sets for itself, independent of the project's ``REST_FRAMEWORK`` settings."""
 
     authentication_classes = (ApiKeyAuthentication, SessionAuthentication)

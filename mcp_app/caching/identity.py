@@ -1,7 +1,7 @@
 """Per-process snapshots of who calls and what they call: tokens, servers and sessions.
 
 Each snapshot is plain data loaded by the ORM on a miss and kept in a bounded LRU, tagged with the
-invalidation keys that must drop it (``mcp_app.caching.invalidation``):
+invalidation keys that must drop it (``mcp_app.invalidation``):
 
 - ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
   and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .. import invalidation
 from ..conf import mcp_settings
-from . import invalidation
 
 if TYPE_CHECKING:
     from ..models.agents import CatalogGrant

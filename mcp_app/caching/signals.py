@@ -1,5 +1,5 @@
 """Every saved or deleted tenant, agent, token, server or session, and every change of a token's server scope or
-grant, publishes the invalidation keys of the cached snapshots it affects (``mcp_app.caching.invalidation``).
+grant, publishes the invalidation keys of the cached snapshots it affects (``mcp_app.invalidation``).
 
 Queryset ``update()`` and ``delete()`` send no signals: the manager verbs that use them
 (``McpServer.objects.bump_catalog_version``, ``AgentTokenQuerySet.revoke``, ``McpSession.terminate``…) publish
@@ -13,8 +13,8 @@ from typing import Any
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
+from ..invalidation import publish
 from ..models import Agent, AgentToken, McpServer, McpSession, Tenant
-from .invalidation import publish
 
 
 @receiver(post_save, sender=Tenant)

@@ -18,6 +18,9 @@ from collections import OrderedDict
 from typing import Any
 
 from ..conf import mcp_settings
+from ..definitions.prompts import template_pattern
+from ..definitions.registry import registry
+from ..definitions.static import StaticBehaviour
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
@@ -30,11 +33,8 @@ from ..runtime.execution import (
     StaticResourceTarget,
     StaticTarget,
 )
-from ..runtime.static import StaticBehaviour
 from ..runtime.webhooks import HttpTarget
 from .grants import granted_catalog
-from .prompts import template_pattern
-from .registry import registry
 
 logger = logging.getLogger("mcp_app.catalog")
 
@@ -188,10 +188,10 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
     tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b, allowed)) is not None]
     resource_descriptors = [
-        d for b in resources.order_by("position", "id") if (d := _resource_descriptor(b.resource)) is not None
+        r for b in resources.order_by("position", "id") if (r := _resource_descriptor(b.resource)) is not None
     ]
     prompt_descriptors = [
-        d for b in prompts.order_by("position", "id") if (d := _prompt_descriptor(b.prompt)) is not None
+        p for b in prompts.order_by("position", "id") if (p := _prompt_descriptor(b.prompt)) is not None
     ]
     return ServerCatalog(
         tools=tuple(tool_descriptors),

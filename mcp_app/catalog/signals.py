@@ -7,12 +7,25 @@ deletion needs no receiver of its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from ..events import publish_to_servers
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Webhook
+from ..models.servers import on_catalog_change
+from ..protocol.messages import list_changed, resource_updated
+
+
+@on_catalog_change
+def _announce(server_ids: Iterable[int], kinds: tuple[str, ...], updated_uri: str | None) -> None:
+    """Tell the servers' live streams (after commit, through the channel layer) which lists changed."""
+    for kind in kinds:
+        publish_to_servers(server_ids, list_changed(kind))
+    if updated_uri is not None:
+        publish_to_servers(server_ids, resource_updated(updated_uri))
 
 
 @receiver(post_save, sender=ServerTool)

@@ -7,9 +7,6 @@ again. ``AgentToken.objects.authenticate`` resolves a raw token in constant time
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,13 +14,13 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from ..invalidation import publish
 from .catalog import Prompt, Resource, Tool
+from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager, CredentialQuerySet, credential_digest
 from .servers import McpServer
 from .tenancy import Tenant
 
 TOKEN_SCHEME = "mcp"  # noqa: S105  (a prefix, not a secret)
-PREFIX_HEX_CHARS = 8
-SECRET_BYTES = 32  # 256 bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +44,7 @@ class CatalogGrant:
 FULL_GRANT = CatalogGrant()
 
 
-def token_digest(raw: str) -> str:
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+token_digest = credential_digest  # the request path looks tokens up by digest (mcp_app.caching.identity)
 
 
 class Agent(models.Model):
@@ -78,29 +74,23 @@ class Agent(models.Model):
         return f"{self.agent_id} ({self.tenant.slug})"
 
 
-class AgentTokenQuerySet(models.QuerySet["AgentToken"]):
-    def usable(self, now: datetime | None = None) -> AgentTokenQuerySet:
-        now = now or timezone.now()
-        return self.filter(revoked_at__isnull=True).filter(
-            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
-        )
-
+class AgentTokenQuerySet(CredentialQuerySet["AgentToken"]):
     def revoke(self) -> int:
         """Revoke every token of this queryset not revoked yet; every process stops accepting them."""
-        from ..caching.invalidation import publish
-
         pks = list(self.filter(revoked_at__isnull=True).values_list("pk", flat=True))
-        count = type(self)(self.model, using=self._db).filter(pk__in=pks).update(revoked_at=timezone.now())
+        count = type(self)(self.model, using=self.db).filter(pk__in=pks).update(revoked_at=timezone.now())
         publish(*(f"token:{pk}" for pk in pks))
         return count
 
 
-class AgentTokenManager(models.Manager["AgentToken"]):
+class AgentTokenManager(CredentialManager["AgentToken"]):
+    scheme = TOKEN_SCHEME
+
     def get_queryset(self) -> AgentTokenQuerySet:
         return AgentTokenQuerySet(self.model, using=self._db)
 
-    def usable(self) -> AgentTokenQuerySet:
-        return self.get_queryset().usable()
+    def usable(self, now: datetime | None = None) -> AgentTokenQuerySet:
+        return self.get_queryset().usable(now)
 
     def issue_token(
         self,
@@ -124,13 +114,12 @@ class AgentTokenManager(models.Manager["AgentToken"]):
         if any(entry.tenant_id != agent.tenant_id for entry in chosen):
             raise ValueError("a token can only be granted catalog entries of its agent's tenant")
         limited = tools is not None or resources is not None or prompts is not None
-        prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
-        raw = f"{TOKEN_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
+        raw, prefix, digest = self.mint()
         token = self.create(
             agent=agent,
             name=name,
             prefix=prefix,
-            digest=token_digest(raw),
+            digest=digest,
             expires_at=expires_at,
             limit_to_grant=limited,
             read_only=read_only,
@@ -166,16 +155,10 @@ class AgentTokenManager(models.Manager["AgentToken"]):
         inactive tenant does authenticate: its servers are not servable, so every request ends in a plain 404.
         The request path uses the cached snapshot of ``mcp_app.caching.identity`` instead.
         """
-        if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256:
-            return None
-        digest = token_digest(raw)
-        token = self.usable().filter(digest=digest, agent__is_active=True).select_related("agent__tenant").first()
-        if token is None or not hmac.compare_digest(token.digest, digest):
-            return None
-        return token
+        return self.match(raw, self.usable().filter(agent__is_active=True).select_related("agent__tenant"))
 
 
-class AgentToken(models.Model):
+class AgentToken(Credential):
     """A bearer credential of one agent, stored as a digest, scoped to some of the tenant's servers."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens", verbose_name="agent")
@@ -187,7 +170,6 @@ class AgentToken(models.Model):
         validators=[RegexValidator(r"^[0-9a-f]{8}$")],
         help_text="Shown to identify the token; not secret and not enough to use it.",
     )
-    digest = models.CharField("SHA-256 digest", max_length=64, unique=True, editable=False)
     servers = models.ManyToManyField(
         McpServer, related_name="tokens", blank=True, verbose_name="servers", help_text="Servers this token may call."
     )
@@ -209,10 +191,7 @@ class AgentToken(models.Model):
     read_only = models.BooleanField(
         "read-only tools", default=False, help_text="Only tools annotated readOnlyHint: true are visible."
     )
-    created_at = models.DateTimeField("created", auto_now_add=True)
-    expires_at = models.DateTimeField("expires", null=True, blank=True, help_text="Empty: never expires.")
-    revoked_at = models.DateTimeField("revoked", null=True, blank=True, editable=False)
-    last_used_at = models.DateTimeField("last used", null=True, blank=True, editable=False)
+    # digest, created_at, expires_at, revoked_at, last_used_at: see Credential.
 
     objects = AgentTokenManager()
 
@@ -223,10 +202,6 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{TOKEN_SCHEME}_{self.prefix}_… ({self.agent.agent_id})"
-
-    @property
-    def is_usable(self) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
 
     def revoke(self) -> None:
         if self.revoked_at is None:

@@ -12,52 +12,40 @@ Not here: what a user may do with the API (``mcp_app.permissions``), the DRF glu
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager, CredentialQuerySet
+
 KEY_SCHEME = "mcpk"
-PREFIX_HEX_CHARS = 8
-SECRET_BYTES = 32  # 256 bits
-MAX_RAW_LENGTH = 256
-
-
-def key_digest(raw: str) -> str:
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 def looks_like_api_key(raw: str) -> bool:
     return raw.startswith(f"{KEY_SCHEME}_")
 
 
-class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
-    def usable(self, now: datetime | None = None) -> ApiKeyQuerySet:
-        now = now or timezone.now()
-        return self.filter(revoked_at__isnull=True).filter(
-            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
-        )
+class ApiKeyQuerySet(CredentialQuerySet["ApiKey"]):
+    pass
 
 
-class ApiKeyManager(models.Manager["ApiKey"]):
+class ApiKeyManager(CredentialManager["ApiKey"]):
+    scheme = KEY_SCHEME
+
     def get_queryset(self) -> ApiKeyQuerySet:
         return ApiKeyQuerySet(self.model, using=self._db)
 
-    def usable(self, now: datetime | None = None) -> ApiKeyQuerySet:
-        return self.get_queryset().usable(now)
-
     def issue_key(
-        self, user: models.Model, *, name: str = "", expires_at: datetime | None = None
+        self, user: AbstractBaseUser, *, name: str = "", expires_at: datetime | None = None
     ) -> tuple[ApiKey, str]:
         """Create a key for ``user``; return it with the raw value (shown only once, never stored)."""
-        prefix = secrets.token_hex(PREFIX_HEX_CHARS // 2)
-        raw = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(SECRET_BYTES)}"
-        key = self.create(user=user, name=name, prefix=prefix, digest=key_digest(raw), expires_at=expires_at)
+        raw, prefix, digest = self.mint()
+        # Any user model: the plugin types the field as the reference deployment's AUTH_USER_MODEL.
+        key = self.create(user=user, name=name, prefix=prefix, digest=digest, expires_at=expires_at)  # type: ignore[misc]
         return key, raw
 
     def authenticate(self, raw: str, now: datetime | None = None) -> ApiKey | None:
@@ -67,18 +55,13 @@ class ApiKeyManager(models.Manager["ApiKey"]):
         comparison is constant-time as well. Revoked and expired keys, and keys of inactive users, do not
         authenticate.
         """
-        if not looks_like_api_key(raw) or len(raw) > MAX_RAW_LENGTH:
-            return None
-        digest = key_digest(raw)
-        key = self.usable(now).select_related("user").filter(digest=digest).first()
-        if key is None or not hmac.compare_digest(key.digest, digest):
-            return None
-        if not key.user.is_active:
+        key = self.match(raw, self.usable(now).select_related("user"))
+        if key is None or not key.user.is_active:
             return None
         return key
 
 
-class ApiKey(models.Model):
+class ApiKey(Credential):
     """A personal bearer credential of one human user for the REST API, stored as a digest."""
 
     user = models.ForeignKey(
@@ -93,11 +76,7 @@ class ApiKey(models.Model):
         editable=False,
         help_text="Shown to identify the key; not secret and not enough to use it.",
     )
-    digest = models.CharField("SHA-256 digest", max_length=64, unique=True, editable=False)
-    created_at = models.DateTimeField("created", auto_now_add=True)
-    expires_at = models.DateTimeField("expires", null=True, blank=True, help_text="Empty: never expires.")
-    revoked_at = models.DateTimeField("revoked", null=True, blank=True, editable=False)
-    last_used_at = models.DateTimeField("last used", null=True, blank=True, editable=False)
+    # digest, created_at, expires_at, revoked_at, last_used_at: see Credential.
 
     objects = ApiKeyManager()
 
@@ -109,10 +88,6 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{KEY_SCHEME}_{self.prefix}_… ({self.name or 'unnamed'})"
-
-    @property
-    def is_usable(self) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
 
     def revoke(self) -> None:
         """Stop the key from working; idempotent (a second revoke keeps the first timestamp)."""

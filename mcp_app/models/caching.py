@@ -1,4 +1,4 @@
-"""The shared invalidation log of ``mcp_app.caching.invalidation.DatabaseInvalidation`` (several processes
+"""The shared invalidation log of ``mcp_app.invalidation.DatabaseInvalidation`` (several processes
 without Redis): one row per published change, naming the cache keys it invalidates; rows are kept for a few
 minutes, long enough for every process to have read them."""
 

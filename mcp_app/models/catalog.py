@@ -13,6 +13,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages
+from ..definitions.registry import registry
+from ..definitions.static import validate_static_config
 from .servers import McpServer
 from .tenancy import Tenant
 
@@ -145,8 +148,6 @@ class Tool(models.Model):
                     {"python_name": f"The operator has not allowed {self.python_name!r} for this tenant."}
                 )
         elif self.kind == self.Kind.STATIC:
-            from ..runtime.static import validate_static_config
-
             try:
                 validate_static_config(
                     self.static_result,
@@ -164,8 +165,6 @@ class Tool(models.Model):
             raise ValidationError({"icons": 'Icons are a list of {"src": url, "mimeType"?, "sizes"?}.'})
 
     def _check_python_target(self) -> None:
-        from ..catalog.registry import registry
-
         if not self.python_name:
             self.python_name = self.name
         if registry.get(self.python_name) is None:
@@ -301,8 +300,6 @@ class Resource(models.Model):
                 {"is_template": "Mark the resource as a template exactly when its URI has {variables}."}
             )
         if self.kind == self.Kind.PYTHON:
-            from ..catalog.registry import registry
-
             if registry.resource(self.python_name or "") is None:
                 raise ValidationError({"python_name": f"No resource named {self.python_name!r} is registered in code."})
         elif self.text and self.blob:
@@ -360,21 +357,16 @@ class Prompt(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        from ..catalog.prompts import validate_prompt_arguments, validate_prompt_messages
-
         try:
             validate_prompt_arguments(self.arguments)
             if self.kind == self.Kind.STATIC:
                 validate_prompt_messages(self.messages)
         except ValueError as exc:
             raise ValidationError(str(exc)) from exc
-        if self.kind == self.Kind.PYTHON:
-            from ..catalog.registry import registry
-
-            if registry.prompt(self.python_name or self.name) is None:
-                raise ValidationError(
-                    {"python_name": f"No prompt named {self.python_name or self.name!r} is registered in code."}
-                )
+        if self.kind == self.Kind.PYTHON and registry.prompt(self.python_name or self.name) is None:
+            raise ValidationError(
+                {"python_name": f"No prompt named {self.python_name or self.name!r} is registered in code."}
+            )
 
 
 class CatalogBinding(models.Model):
@@ -382,6 +374,7 @@ class CatalogBinding(models.Model):
     foreign key to the entry; a server can only expose entries of its own tenant."""
 
     entry_field = ""
+    server: McpServer  # the concrete bindings declare the foreign key (a related_name each)
 
     enabled = models.BooleanField("enabled", default=True)
     position = models.PositiveIntegerField("position", default=0, help_text="List order (ascending).")

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 
+from ..invalidation import publish
 from ..protocol.versions import ALL_VERSIONS
 from .tenancy import Tenant
+
+# Who tells the live streams of a server that its catalog changed: ``(server ids, kinds, updated uri)``. The
+# catalog layer registers itself (``mcp_app.catalog.signals``, imported when the app is ready); the models hold
+# state and never touch the channel layer.
+CatalogAnnouncer = Callable[[Iterable[int], tuple[str, ...], str | None], None]
+_announcers: list[CatalogAnnouncer] = []
+
+
+def on_catalog_change(announcer: CatalogAnnouncer) -> CatalogAnnouncer:
+    """Call ``announcer`` whenever ``bump_catalog_version`` marks catalogs changed; usable as a decorator."""
+    _announcers.append(announcer)
+    return announcer
 
 
 def _default_versions() -> list[str]:
@@ -44,19 +58,13 @@ class McpServerManager(models.Manager["McpServer"]):
     ) -> None:
         """Mark these servers' catalogs changed: every process re-resolves them on its next request, and live
         streams are told which lists changed (``kinds``: tools, prompts, resources) and, for a resource whose
-        content changed, that it was updated."""
+        content changed, that it was updated (by the announcers registered with ``on_catalog_change``)."""
         if not server_ids:
             return
-        from ..caching.invalidation import publish
-        from ..events import publish_to_servers
-        from ..protocol.messages import list_changed, resource_updated
-
         self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
         publish(*(f"server:{pk}" for pk in server_ids))
-        for kind in kinds:
-            publish_to_servers(server_ids, list_changed(kind))
-        if updated_uri is not None:
-            publish_to_servers(server_ids, resource_updated(updated_uri))
+        for announce in tuple(_announcers):
+            announce(server_ids, kinds, updated_uri)
 
 
 class McpServer(models.Model):

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import models
 from django.utils import timezone
 
+from ..invalidation import publish
 from .agents import Agent
 from .servers import McpServer
 
@@ -113,7 +114,6 @@ class McpSession(models.Model):
 
     def terminate(self) -> None:
         """End the session on every process (DELETE, or an operator)."""
-        from ..caching.invalidation import publish
 
         type(self).objects.filter(pk=self.pk, terminated_at__isnull=True).update(terminated_at=timezone.now())
         publish(f"session:{self.pk}")

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from ..definitions.registry import registry
+
 #: In ``Tenant.allowed_python_tools``: every registered tool.
 ALL_PYTHON_TOOLS = "*"
 
@@ -66,8 +68,6 @@ class Tenant(models.Model):
         value = self.allowed_python_tools
         if not isinstance(value, list) or not all(isinstance(name, str) and name for name in value):
             raise ValidationError({"allowed_python_tools": 'A list of registered tool names, e.g. ["echo"], or ["*"].'})
-        from ..catalog.registry import registry
-
         unknown = [name for name in value if name != ALL_PYTHON_TOOLS and registry.get(name) is None]
         if unknown:
             raise ValidationError(

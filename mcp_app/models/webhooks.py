@@ -17,18 +17,16 @@ from typing import Any
 
 import orjson
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 
+from ..crypto import encrypt, rotate
+from ..definitions.http_tools import display_url, open_secret_headers, validate_headers, validate_timeout, validate_url
 from .catalog import Tool
 
 
 class WebhookQuerySet(models.QuerySet["Webhook"]):
     def rotate_secrets(self) -> int:
         """Re-encrypt every stored secret under the first of ``SECRET_KEYS``; returns how many were rewritten."""
-        from django.db import transaction
-
-        from ..crypto import rotate
-
         count = 0
         # All or nothing: a value no key opens (InvalidToken) leaves every row as it was.
         with transaction.atomic():
@@ -82,8 +80,6 @@ class Webhook(models.Model):
         verbose_name_plural = "webhooks"
 
     def __str__(self) -> str:
-        from ..catalog.http_tools import display_url
-
         return f"{self.method} {display_url(self.url)}"
 
     def __repr__(self) -> str:
@@ -97,9 +93,6 @@ class Webhook(models.Model):
 
     def set_secret_headers(self, values: Mapping[str, str]) -> None:
         """Replace every secret header (an empty mapping removes them). Validated; saved by ``save()``."""
-        from ..catalog.http_tools import validate_headers
-        from ..crypto import encrypt
-
         try:
             validate_headers(values, "secret headers")
         except ValueError as exc:
@@ -112,16 +105,12 @@ class Webhook(models.Model):
 
     def reveal_secret_headers(self) -> dict[str, str]:
         """The secret headers in clear, for the request that sends them. Never display or log the result."""
-        from ..catalog.http_tools import open_secret_headers
-
         return open_secret_headers(self.secret_headers_encrypted)
 
     # Validation ------------------------------------------------------------------------------------------------
 
     def validate_config(self) -> None:
         """Raise ``ValidationError`` (by field) unless URL, method, headers and timeout are acceptable."""
-        from ..catalog.http_tools import validate_headers, validate_timeout, validate_url
-
         errors: dict[str, str] = {}
         for field, check in (
             ("url", lambda: validate_url(self.url)),

@@ -5,6 +5,6 @@ Tools see a ``ToolContext``; they signal a refusal the client should read with `
 ``ToolRunner`` interface.
 """
 
-from .context import ClientRequestError, InputRequired, ToolContext, ToolError, ToolResult
+from ..definitions.context import ClientRequestError, InputRequired, ToolContext, ToolError, ToolResult
 
 __all__ = ["ClientRequestError", "InputRequired", "ToolContext", "ToolError", "ToolResult"]

@@ -22,7 +22,9 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 
-from ..catalog.prompts import fill_placeholders, render_static_prompt
+from ..definitions.context import InputRequired, ToolContext, ToolError, ToolResult
+from ..definitions.prompts import fill_placeholders, render_static_prompt
+from ..definitions.static import StaticBehaviour
 from ..observability import metrics
 from ..protocol.context import (
     InvalidToolArguments,
@@ -34,13 +36,11 @@ from ..protocol.context import (
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.modern import TASKS_EXTENSION
 from ..protocol.versions import LEGACY
-from .context import InputRequired, ToolContext, ToolError, ToolResult
 from .mrtr import input_required_result, verify_state
-from .static import StaticBehaviour
 from .webhooks import HttpTarget, call_webhook
 
 if TYPE_CHECKING:
-    from ..catalog.registry import RegisteredFunction, RegisteredTool
+    from ..definitions.registry import RegisteredFunction, RegisteredTool
 
 logger = logging.getLogger("mcp_app.runtime")
 

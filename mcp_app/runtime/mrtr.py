@@ -12,10 +12,10 @@ from typing import Any
 
 from django.core import signing
 
+from ..definitions.context import InputRequired
 from ..protocol.context import ToolCall
 from ..protocol.errors import InvalidParams, MissingRequiredClientCapability
 from ..protocol.versions import MODERN
-from .context import InputRequired
 
 STATE_MAX_AGE_SECONDS = 15 * 60
 PARK = "__mcp_park__"

@@ -49,8 +49,8 @@ from jsonschema import Draft202012Validator
 
 from .. import __version__
 from ..conf import mcp_settings
+from ..netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
 from ..protocol.context import ToolCall
-from .netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
 
@@ -169,7 +169,7 @@ def _where(url: str) -> str:
 
 async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
     """Send one call to ``target`` and return the ``CallToolResult`` (``isError`` for every failure)."""
-    from ..catalog.http_tools import SecretHeadersUnavailable, open_secret_headers
+    from ..definitions.http_tools import SecretHeadersUnavailable, open_secret_headers
 
     started = time.monotonic()
     call_id = uuid.uuid4().hex
@@ -218,7 +218,7 @@ async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, 
 
 
 async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) -> bytes:
-    from ..catalog.http_tools import effective_timeout
+    from ..definitions.http_tools import effective_timeout
 
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
     timeout = effective_timeout(target.timeout_seconds)

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings
+from ..conf import mcp_settings, on_reload
 
 STREAM_PREFIX_CHARS = 12
 CONNECT_TIMEOUT_SECONDS = 2.0
@@ -180,7 +180,7 @@ class RedisEventStore(EventStore):
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         rows = await self._client().zrangebyscore(f"{self._prefix}:{stream_id}", f"({sequence}", "+inf")
-        return [tuple(orjson.loads(row)) for row in rows]  # type: ignore[misc]
+        return [tuple(orjson.loads(row)) for row in rows]
 
 
 _store: EventStore | None = None
@@ -196,6 +196,7 @@ def get_event_store() -> EventStore:
         return _store
 
 
+@on_reload
 def reset_event_store() -> None:
     global _store
     with _store_lock:

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from channels.db import database_sync_to_async
 from django.db import transaction
 
-from ..caching import identity, invalidation
+from .. import invalidation
+from ..caching import identity
 from ..caching.identity import SessionEntry
 from ..conf import mcp_settings
 from ..models import McpSession

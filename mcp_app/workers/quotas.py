@@ -53,7 +53,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings
+from ..conf import mcp_settings, on_reload
 from ..observability import metrics
 from ..protocol.errors import QuotaExceeded, ServiceUnavailable
 
@@ -486,6 +486,7 @@ def get_quotas() -> Any:
         return _backend
 
 
+@on_reload
 def reset_quotas() -> None:
     """Forget the backend (settings changed); a local backend's leases go with it."""
     global _backend

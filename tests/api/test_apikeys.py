@@ -55,16 +55,16 @@ def test_authenticate_refuses_wrong_revoked_expired_and_inactive(user_factory):
 
 def test_authenticate_compares_in_constant_time(user_factory, monkeypatch):
     """The lookup is by digest, and the final comparison goes through hmac.compare_digest."""
-    import mcp_app.models.apikeys as apikeys
+    import mcp_app.models.credentials as credentials  # where ApiKey and AgentToken match a raw value
 
     calls = []
-    real = apikeys.hmac.compare_digest
+    real = credentials.hmac.compare_digest
 
     def spy(a, b):
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(apikeys.hmac, "compare_digest", spy)
+    monkeypatch.setattr(credentials.hmac, "compare_digest", spy)
     key, raw = ApiKey.objects.issue_key(user_factory())
     assert ApiKey.objects.authenticate(raw) == key
     assert calls == [(key.digest, hashlib.sha256(raw.encode()).hexdigest())]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcp_app.caching import invalidation
+from mcp_app import invalidation
 from mcp_app.models import AgentToken, CacheInvalidation
 from tests.request_path import counting, wait_caches_ready
 from tests.transport.helpers import call, rpc
@@ -33,7 +33,7 @@ def redis_unreachable(settings: Any) -> None:
     url = f"redis://127.0.0.1:{closed_port()}/0"
     settings.MCP_APP = {
         **settings.MCP_APP,
-        "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.RedisInvalidation", "OPTIONS": {"url": url}},
+        "INVALIDATION": {"BACKEND": "mcp_app.invalidation.RedisInvalidation", "OPTIONS": {"url": url}},
     }
 
 

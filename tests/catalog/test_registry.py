@@ -9,7 +9,7 @@ import pytest
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
-from mcp_app.catalog.registry import ToolRegistry, build_registered_tool, registry
+from mcp_app.definitions.registry import ToolRegistry, build_registered_tool, registry
 from mcp_app.runtime import ToolContext
 
 

@@ -148,7 +148,7 @@ def _publish_where_daphne_follows(settings: Any) -> None:
     if not settings.REDIS_URL:
         settings.MCP_APP = {
             **settings.MCP_APP,
-            "INVALIDATION": {"BACKEND": "mcp_app.caching.invalidation.DatabaseInvalidation", "OPTIONS": {}},
+            "INVALIDATION": {"BACKEND": "mcp_app.invalidation.DatabaseInvalidation", "OPTIONS": {}},
         }
 
 

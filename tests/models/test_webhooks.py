@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
-from mcp_app.catalog.http_tools import SecretHeadersUnavailable, redacted, set_secret_headers
+from mcp_app.definitions.http_tools import SecretHeadersUnavailable, redacted, set_secret_headers
 from mcp_app.models import Tool, Webhook
 
 SECRET = "Bearer tok-7f3a9c1e5d"

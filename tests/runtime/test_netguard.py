@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from mcp_app.runtime.netguard import (
+from mcp_app.netguard import (
     ForbiddenAddress,
     address_reason,
     embedded_ipv4,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_app.definitions.static import StaticBehaviour, case_matches, resolve_pointer, validate_static_config
 from mcp_app.protocol.errors import ProtocolError
-from mcp_app.runtime.static import StaticBehaviour, case_matches, resolve_pointer, validate_static_config
 
 OK = {"content": [{"type": "text", "text": "default"}]}
 

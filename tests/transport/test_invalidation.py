@@ -171,7 +171,8 @@ async def test_a_snapshot_that_outlived_its_row_never_refuses_a_valid_request(wa
     leave snapshots no invalidation dropped; a refusal they would give is confirmed on fresh rows first."""
     import dataclasses
 
-    from mcp_app.caching import identity, invalidation
+    from mcp_app import invalidation
+    from mcp_app.caching import identity
 
     cached = identity.server(warm.server.server_id, load=False)
     assert cached is not None

@@ -259,8 +259,8 @@ async def test_input_required_result_multiple_inputs(ctx: ToolContext) -> Any:
     answers = {key: _response(ctx, key) for key in requests}
     if ctx.state != {"step": "all"} or any(answer is None for answer in answers.values()):
         return InputRequired(requests=requests, state={"step": "all"})
-    name = (_elicited(answers["user_name"]) or {}).get("name")
-    return f"Name: {name}; greeting: {_sampled_text(answers['greeting'])}; roots received"
+    name = (_elicited(answers["user_name"] or {}) or {}).get("name")
+    return f"Name: {name}; greeting: {_sampled_text(answers['greeting'] or {})}; roots received"
 
 
 @tool(description="Needs two rounds of input (a name, then a colour), each with new requestState.")

@@ -15,7 +15,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from mcp_app.catalog.registry import registry
+from mcp_app.definitions.registry import registry
 from mcp_app.models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
 from mcp_app.protocol.versions import ALL_VERSIONS
 

@@ -1,10 +1,6 @@
 """MCP method handlers, one module per method family, registered on the shared ``dispatcher``."""
 
-from ..dispatcher import Dispatcher
-
-dispatcher = Dispatcher()
-
-from . import (  # noqa: E402  (registration side effects)
+from . import (  # registration side effects
     handshake_tasks,
     lifecycle,
     prompts,
@@ -13,5 +9,6 @@ from . import (  # noqa: E402  (registration side effects)
     tasks,
     tools,
 )
+from .base import dispatcher
 
 __all__ = ["dispatcher", "handshake_tasks", "lifecycle", "prompts", "resources", "subscriptions", "tasks", "tools"]

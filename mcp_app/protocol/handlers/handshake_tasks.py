@@ -18,7 +18,7 @@ from .. import handshake_tasks
 from ..context import HandshakeTasks
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams, MethodNotFound
-from . import dispatcher
+from .base import dispatcher
 from .lifecycle import LEGACY_ONLY
 
 

@@ -9,7 +9,7 @@ from ..context import LOG_LEVELS, RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
 from ..modern import TASKS_EXTENSION
-from . import dispatcher
+from .base import dispatcher
 
 LEGACY_ONLY = (versions.LEGACY,)
 MODERN_ONLY = (versions.MODERN,)
@@ -95,6 +95,6 @@ async def set_level(params: dict[str, Any], message: MessageContext) -> dict[str
 @dispatcher.notification("notifications/cancelled")
 async def cancelled(params: dict[str, Any], ctx: RequestContext) -> None:
     """Handshake era: the client cancels one of its running requests (2026-07-28 closes the stream instead)."""
-    request_id = params.get("requestId")
+    request_id: Any = params.get("requestId")
     if isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
         await ctx.outbound.cancel(request_id)

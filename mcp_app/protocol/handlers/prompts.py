@@ -13,7 +13,7 @@ from typing import Any
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
 from ..pagination import page
-from . import dispatcher
+from .base import dispatcher
 
 MAX_COMPLETIONS = 100
 
@@ -56,7 +56,8 @@ async def complete(params: dict[str, Any], message: MessageContext) -> dict[str,
     catalog = message.request.catalog
     candidates: tuple[str, ...] = ()
     if ref.get("type") == "ref/prompt":
-        prompt = catalog.prompt(ref.get("name") if isinstance(ref.get("name"), str) else "")
+        prompt_name = ref.get("name")
+        prompt = catalog.prompt(prompt_name if isinstance(prompt_name, str) else "")
         if prompt is None:
             raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
         configured = prompt.argument(argument_name)

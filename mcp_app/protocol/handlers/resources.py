@@ -11,7 +11,7 @@ from .. import versions
 from ..dispatcher import MessageContext
 from ..errors import RESOURCE_NOT_FOUND, InvalidParams, InvalidRequest, ProtocolError
 from ..pagination import page
-from . import dispatcher
+from .base import dispatcher
 from .lifecycle import LEGACY_ONLY
 
 

@@ -13,7 +13,7 @@ from ..context import OpenStream
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
 from ..modern import META_SUBSCRIPTION_ID
-from . import dispatcher
+from .base import dispatcher
 from .lifecycle import MODERN_ONLY
 
 # Subscription filter key -> the notification it lets through. Servers must not send types not requested.

@@ -14,10 +14,10 @@ from typing import Any
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams, MissingRequiredClientCapability
 from ..modern import TASKS_EXTENSION
-from . import dispatcher
+from .base import dispatcher
 from .lifecycle import MODERN_ONLY
 
-REQUIRED = {"extensions": {TASKS_EXTENSION: {}}}
+REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 
 
 def _task_id(params: dict[str, Any], message: MessageContext) -> str:

@@ -22,7 +22,7 @@ from ..context import InvalidToolArguments, RequestContext
 from ..dispatcher import MessageContext
 from ..errors import INTERNAL_ERROR, InvalidParams, MethodNotFound, MissingRequiredClientCapability, ProtocolError
 from ..pagination import page
-from . import dispatcher
+from .base import dispatcher
 
 
 @dispatcher.request("tools/list")

@@ -17,16 +17,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
 
 from ..conf import mcp_settings
-from ..runtime.netguard import parse_address, parse_allow_list, refusal
+from ..crypto import InvalidToken, decrypt
+from ..netguard import parse_address, parse_allow_list, refusal
 
-if TYPE_CHECKING:
-    from ..models import Webhook
+
+class Webhook(Protocol):
+    """What these rules read and write of an http tool's configuration (``mcp_app.models.Webhook`` is one); a
+    protocol rather than the model, so that the model can validate with these rules without an import cycle."""
+
+    url: Any
+    method: Any
+    headers: Any
+    secret_header_names: Any
+    timeout_seconds: Any
+
+    def set_secret_headers(self, values: Mapping[str, str]) -> None: ...
+
 
 SECRET_PLACEHOLDER = "set"  # noqa: S105  (what is shown instead of a secret)
 MAX_HEADERS = 50
@@ -179,8 +191,6 @@ def open_secret_headers(token: str) -> dict[str, str]:
     """Decrypt stored secret headers (empty token: none). Raises ``SecretHeadersUnavailable``."""
     if not token:
         return {}
-    from ..crypto import InvalidToken, decrypt
-
     try:
         value = orjson.loads(decrypt(token))
     except (InvalidToken, ValueError) as exc:

@@ -22,7 +22,7 @@ from typing import Any, get_type_hints
 import pydantic
 from pydantic.json_schema import GenerateJsonSchema
 
-from ..runtime.context import ToolContext
+from .context import ToolContext
 
 ToolFunction = Callable[..., Any]
 
@@ -64,7 +64,7 @@ class RegisteredTool:
 
 def _is_explicit_result(annotation: Any) -> bool:
     """``ToolResult`` / ``InputRequired`` (alone or in a union) describe their own output: no schema derived."""
-    from ..runtime.context import InputRequired, ToolResult
+    from .context import InputRequired, ToolResult
 
     members = (
         typing.get_args(annotation)
@@ -106,7 +106,7 @@ def build_registered_tool(
             continue
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
-    input_model = pydantic.create_model(  # type: ignore[call-overload]
+    input_model = pydantic.create_model(
         f"{tool_name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     input_schema = _json_schema(input_model)

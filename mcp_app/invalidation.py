@@ -33,12 +33,16 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.apps import apps
+from django.db import close_old_connections, connections, transaction
+from django.db.models import Max
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings
+from .conf import mcp_settings, on_reload
 
 logger = logging.getLogger("mcp_app.caching")
 
@@ -239,6 +243,12 @@ class RedisInvalidation(_Follower):
                 reader.close()
 
 
+def _log_model() -> Any:
+    # The log's table is a model, and models publish here: the model is looked up in Django's app registry
+    # when the backend is used, so that this module stays below ``mcp_app.models`` (no import cycle).
+    return apps.get_model("mcp_app", "CacheInvalidation")
+
+
 class DatabaseInvalidation(_Follower):
     """The ``CacheInvalidation`` table, polled every ``poll_seconds``; rows older than ``keep_seconds`` go."""
 
@@ -249,29 +259,19 @@ class DatabaseInvalidation(_Follower):
         self._published = 0
 
     def publish(self, keys: list[str]) -> None:
-        from datetime import timedelta
-
-        from django.utils import timezone
-
-        from ..models import CacheInvalidation
-
+        CacheInvalidation = _log_model()
         CacheInvalidation.objects.create(keys=" ".join(keys), origin=self.origin)
         self._published += 1
         if self._published % 100 == 1:
             CacheInvalidation.objects.filter(created_at__lt=timezone.now() - timedelta(seconds=self._keep)).delete()
 
     def _connect(self) -> Any:
-        from django.db import close_old_connections
-        from django.db.models import Max
-
-        from ..models import CacheInvalidation
-
+        CacheInvalidation = _log_model()
         close_old_connections()
         return CacheInvalidation.objects.aggregate(newest=Max("pk"))["newest"] or 0
 
     def _read(self, cursor: Any) -> tuple[Any, list[str]]:
-        from ..models import CacheInvalidation
-
+        CacheInvalidation = _log_model()
         self._stop.wait(self._poll)
         keys: list[str] = []
         rows = CacheInvalidation.objects.filter(pk__gt=cursor).order_by("pk").values_list("pk", "keys", "origin")
@@ -282,8 +282,6 @@ class DatabaseInvalidation(_Follower):
         return cursor, keys
 
     def _disconnect(self) -> None:
-        from django.db import connections
-
         connections.close_all()
 
 
@@ -298,6 +296,7 @@ def get_backend() -> Any:
     return _backend
 
 
+@on_reload
 def reset_backend() -> None:
     """Stop following and forget the backend (settings changed, or a test wants a clean start)."""
     global _backend

@@ -1,0 +1,13 @@
+"""What a catalog entry is, apart from where it is stored: the layer below the models.
+
+- ``registry``: the code registry (``@tool``, ``@resource``, ``@prompt`` in any installed app's ``mcp_tools``);
+- ``context``: the API a tool is written against (``ToolContext``, ``ToolResult``, ``ToolError``, ...);
+- ``static``: the behaviour of ``static`` tools (canned results, cases, delays) and its validation;
+- ``http_tools``: the configuration rules of ``http`` tools and the handling of their secret headers;
+- ``prompts``: prompt templates (placeholders, arguments, messages) and their validation.
+
+The models validate against these (a python tool names a registered function, a static tool's configuration is
+well formed), the catalog resolves entries to them and the runtime runs them; so they import nothing of
+``models``, ``catalog``, ``runtime`` or anything above (an import-linter contract in ``make lint``). Only
+``protocol``, ``conf``, ``crypto`` and ``netguard`` lie below.
+"""
