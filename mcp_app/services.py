@@ -4,8 +4,6 @@
   a deployment that routes calls to Celery workers swaps its routing runner in here, and only here).
 - ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
 - ``handshake_task_service(...)``: the ``HandshakeTasks`` port (2025-11-25 tasks) of one handshake-era request.
-- ``back_channel(...)``: the ``Outbound`` port of one handshake-era POST (the transport's ``BackChannel``);
-  every other request keeps ``NO_CHANNEL``, the default of ``RequestContext.outbound``.
 
 Nothing else constructs a runner at module level. The transport and the admin's console ask here; tests may
 ``set_runner`` a fake and ``set_runner(None)`` to go back to the default.
@@ -13,7 +11,6 @@ Nothing else constructs a runner at module level. The transport and the admin's 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .protocol.context import ToolRunner
@@ -21,9 +18,6 @@ from .protocol.context import ToolRunner
 if TYPE_CHECKING:
     from .runtime.handshake_tasks import HandshakeTaskService
     from .runtime.tasks import TaskService
-    from .transport.backchannel import BackChannel
-    from .transport.membership import Membership
-    from .transport.writer import ResponseWriter
 
 _runner: ToolRunner | None = None
 
@@ -56,12 +50,3 @@ def handshake_task_service(server_pk: int, agent_pk: int, session_key: str | Non
     from .runtime.handshake_tasks import HandshakeTaskService
 
     return HandshakeTaskService(server_pk, agent_pk, session_key)
-
-
-def back_channel(
-    scope: str, writer: ResponseWriter, membership: Membership, on_cancel: Callable[[], None]
-) -> BackChannel:
-    """The back-channel of one handshake-era POST, correlated under ``scope`` (session key or token)."""
-    from .transport.backchannel import BackChannel
-
-    return BackChannel(scope, writer, membership, on_cancel)

@@ -298,13 +298,18 @@ async def call_maybe_as_task(
     done, _pending = await asyncio.wait({work}, timeout=mcp_settings.TASK_IMMEDIATE_SECONDS)
     if work in done:
         error = work.exception()
-        if error is not None and (tool.task_support != "required" or not isinstance(error, ProtocolError)):
-            raise error
-        outcome = error or work.result()
-        if isinstance(outcome, dict) and outcome.get("resultType") == "input_required" and not outcome.get(PARK):
-            return outcome  # multi-round trips before task creation stay synchronous
-        if tool.task_support == "optional":
-            return outcome
+        outcome: ProtocolError | dict[str, Any]
+        if error is not None:
+            if tool.task_support != "required" or not isinstance(error, ProtocolError):
+                raise error
+            outcome = error  # a required task that failed at once: settled failed
+        else:
+            result = work.result()
+            if result.get("resultType") == "input_required" and not result.get(PARK):
+                return result  # multi-round trips before task creation stay synchronous
+            if tool.task_support == "optional":
+                return result
+            outcome = result
         task = await service.create(tool, arguments, call, **_outcome_fields(outcome))
         return create_result(task)
     converted = True

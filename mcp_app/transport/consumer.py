@@ -406,7 +406,7 @@ class McpConsumer(AsyncConsumer):
         )
         self._writer = writer
         scope = session.key if session is not None else f"t{grant.token.pk}"
-        self._backchannel = services.back_channel(scope, writer, self._membership, self._cancel_soon)
+        self._backchannel = BackChannel(scope, writer, self._membership, self._cancel_soon)
         handshake_tasks = services.handshake_task_service(
             grant.server.pk, grant.token.agent_pk, session.key if session is not None else None
         )
