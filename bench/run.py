@@ -765,7 +765,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="sqlite and/or postgres (default: sqlite, plus postgres when DATABASE_URL and REDIS_URL are set)",
     )
-    parser.add_argument("--levers", action="store_true", help="add the daphne levers rows (needs daphne_tuning)")
+    parser.add_argument("--no-levers", dest="levers", action="store_false", help="leave out the daphne levers rows")
     parser.add_argument("--sse-streams", type=int, default=64, help="concurrent SSE streams (default 64)")
     parser.add_argument("--sse-events", type=int, default=10, help="progress events per stream (default 10)")
     parser.add_argument("--idle-streams", type=int, default=1000, help="idle GET streams, 0 to skip (default 1000)")

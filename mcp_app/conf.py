@@ -23,6 +23,10 @@ DEFAULTS: dict[str, Any] = {
     # limit, 431 over the header limit (request line included), 408 when a request is not fully received this
     # many seconds after its first byte, 413 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is.
     "EDGE_LIMITS": True,
+    # Two daphne/Twisted levers (mcp_app.transport.daphne_tuning): reap finished requests at once instead of at
+    # daphne's 1-second sweep, and do not parse every POST's Content-Type as a form. Version-guarded; off by
+    # default (private internals). See docs/performance.md for what they are worth.
+    "DAPHNE_TUNING": False,
     "MAX_REQUEST_LINE_BYTES": 8 * 1024,
     "MAX_HEADER_BYTES": 16 * 1024,
     "REQUEST_DEADLINE_SECONDS": 30.0,
@@ -132,6 +136,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_BODY_BYTES": (int,),
     "MAX_BATCH_SIZE": (int,),
     "EDGE_LIMITS": (bool,),
+    "DAPHNE_TUNING": (bool,),
     "MAX_REQUEST_LINE_BYTES": (int,),
     "MAX_HEADER_BYTES": (int,),
     "REQUEST_DEADLINE_SECONDS": (int, float),
