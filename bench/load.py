@@ -203,7 +203,7 @@ def response_error(status: int, body: bytes, progress_steps: int = 0) -> str | N
         return f"no message in the body: {body[:200]!r}"
     message = messages[-1]
     if not isinstance(message, dict) or "error" in message or "result" not in message:
-        return f"JSON-RPC error: {body[:200]!r}"
+        return f"JSON-RPC error: {body[-300:]!r}"
     if progress_steps:
         progress = sum(
             1 for item in messages if isinstance(item, dict) and item.get("method") == "notifications/progress"
