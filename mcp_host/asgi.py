@@ -1,5 +1,10 @@
-"""ASGI entry point: MCP endpoints go to the Channels consumer, everything else (admin, API) to Django."""
+"""ASGI entry point: MCP endpoints go to the Channels consumer, everything else (admin, API) to Django.
 
+Once the application is built, the start-up heap is frozen out of the garbage collector's sight
+(``MCP_APP["GC_FREEZE_AT_STARTUP"]``, on by default; see docs/performance.md).
+"""
+
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -25,3 +30,8 @@ if mcp_settings.DAPHNE_TUNING:
     daphne_tuning.install()
 
 application = ProtocolTypeRouter({"http": URLRouter([*http_urlpatterns, re_path(r"", django_application)])})
+
+if mcp_settings.GC_FREEZE_AT_STARTUP:
+    # Django's start-up objects live as long as the process: full collections need not walk them every time.
+    gc.collect()
+    gc.freeze()
