@@ -599,8 +599,11 @@ class Report:
                 sdk = self.value("sdk-stateless", "modern", level, "rps")
                 for scenario in spec.scenarios:
                     mine = self.value(spec.key, scenario, level, "rps")
+                    sdk_cpu = self.value("sdk-stateless", "modern", level, "server_cpu_us_per_req")
+                    mine_cpu = self.value(spec.key, scenario, level, "server_cpu_us_per_req")
+                    cpu = f" (CPU {sdk_cpu / mine_cpu:.2f})" if sdk_cpu and mine_cpu else ""
                     if sdk and mine is not None:
-                        parts.append(f"{SCENARIO_LABELS[scenario]} c={level} {mine / sdk:.2f}")
+                        parts.append(f"{SCENARIO_LABELS[scenario]} c={level} {mine / sdk:.2f}{cpu}")
                         oks.append(mine / sdk >= 1.5)
             row(
                 f"{spec.label}: ≥ 1.5x the SDK's best mode (stateless JSON)",
