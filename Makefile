@@ -77,7 +77,9 @@ migrations: install
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache db.sqlite3 staticfiles
 
-## Benchmarks against real daphne processes, side by side with a bare ASGI baseline (see docs/performance.md).
-## DATABASE_URL / REDIS_URL are passed through when set; BENCH_ARGS goes to bench/run.py, e.g. "--repeat 3".
+## The side-by-side benchmark (see docs/performance.md): bare ASGI, Channels floor, the official SDK and mcp-host
+## (daphne and uvicorn), each on one core. SQLite always; PostgreSQL + Redis too when DATABASE_URL and REDIS_URL
+## are set. Prints markdown tables; BENCH_ARGS goes to bench/run.py, e.g. "--rounds 3 --markdown-out bench.md"
+## or "--quick" (a 2-minute smoke run).
 bench: install
 	$(PY) -m bench.run $(BENCH_ARGS)

@@ -34,6 +34,10 @@ SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
 CONNECT_TIMEOUT_SECONDS = 2.0
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
+# redis-py 8's asyncio pool allows 100 connections and raises MaxConnectionsError beyond (it does not wait).
+# Every in-flight layer command holds one: 64 concurrent streamed calls on sessions (progress fanned out through
+# the layer) already exceed 100 on a loaded machine, and their calls failed with -32603 (measured, bench/).
+MAX_CONNECTIONS = 2000
 
 
 def _layer_errors() -> tuple[type[BaseException], ...]:
@@ -66,6 +70,7 @@ def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) 
         "socket_keepalive": True,
         "health_check_interval": 30,
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
+        "max_connections": MAX_CONNECTIONS,
     }
 
 

@@ -1,5 +1,10 @@
-"""ASGI entry point: MCP endpoints go to the Channels consumer, everything else (admin, API) to Django."""
+"""ASGI entry point: MCP endpoints go to the Channels consumer, everything else (admin, API) to Django.
 
+Once the application is built, the start-up heap is frozen out of the garbage collector's sight
+(``MCP_APP["GC_FREEZE_AT_STARTUP"]``, on by default; see docs/performance.md).
+"""
+
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -12,7 +17,7 @@ from django.urls import re_path  # noqa: E402
 
 from mcp_app.conf import mcp_settings  # noqa: E402
 from mcp_app.runtime.tasks import recover_orphaned_tasks  # noqa: E402
-from mcp_app.transport import edge_limits  # noqa: E402
+from mcp_app.transport import daphne_tuning, edge_limits  # noqa: E402
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
 
 # Tasks whose process died (kill -9, a crash) are failed now rather than left "working" until their TTL.
@@ -20,5 +25,13 @@ recover_orphaned_tasks()
 # 414/431/413/408 and one Host, answered by daphne before the application (see mcp_app.transport.edge_limits).
 if mcp_settings.EDGE_LIMITS:
     edge_limits.install()
+# Reap finished requests at once, skip Twisted's form parsing (version-guarded; see docs/performance.md).
+if mcp_settings.DAPHNE_TUNING:
+    daphne_tuning.install()
 
 application = ProtocolTypeRouter({"http": URLRouter([*http_urlpatterns, re_path(r"", django_application)])})
+
+if mcp_settings.GC_FREEZE_AT_STARTUP:
+    # Django's start-up objects live as long as the process: full collections need not walk them every time.
+    gc.collect()
+    gc.freeze()

@@ -202,6 +202,10 @@ if _env_list("MCP_HTTP_TOOL_ALLOWED_NETWORKS"):
 if os.environ.get("MCP_METRICS_TOKEN"):
     MCP_APP["METRICS_TOKEN"] = os.environ["MCP_METRICS_TOKEN"]
 
+if os.environ.get("MCP_GC_FREEZE"):
+    MCP_APP["GC_FREEZE_AT_STARTUP"] = _env_flag("MCP_GC_FREEZE")
+if os.environ.get("MCP_DAPHNE_TUNING"):
+    MCP_APP["DAPHNE_TUNING"] = _env_flag("MCP_DAPHNE_TUNING")
 if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):

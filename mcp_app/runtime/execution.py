@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pydantic
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 
@@ -300,11 +300,16 @@ def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
         close_old_connections()
 
 
+# One wrapper for every call: building a SyncToAsync (functools.update_wrapper, coroutine checks) per call was
+# 2-3 % of the server's CPU under load (py-spy, docs/performance.md). Its __call__ keeps no state on the instance.
+_in_a_worker_thread = SyncToAsync(_in_worker_thread, thread_sensitive=False)
+
+
 async def run_sync(function: Any, **kwargs: Any) -> Any:
     """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
     after), so a tool that uses the ORM never inherits a dead connection with persistent connections on. The
     only thread hop of a warm call."""
-    return await sync_to_async(_in_worker_thread, thread_sensitive=False)(function, kwargs)
+    return await _in_a_worker_thread(function, kwargs)
 
 
 async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:

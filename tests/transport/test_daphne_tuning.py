@@ -1,0 +1,185 @@
+"""The daphne/Twisted internals ``daphne_tuning`` builds on, and what its two levers do to daphne's own code.
+
+These fail when an upgrade of daphne or Twisted changes what the levers rely on: the version guard, the private
+attributes, and the behaviour of daphne's ``Server`` and ``WebRequest`` with the levers applied (to subclasses,
+so that nothing else in this process is tuned). The wire test through a real daphne is in
+``tests/e2e/test_daphne_tuning_wire.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import daphne
+import pytest
+import twisted
+
+from mcp_app.transport import daphne_tuning
+
+pytest.importorskip("daphne.server")
+
+from daphne.http_protocol import WebRequest
+from daphne.server import Server
+
+
+class TunedServer(Server):  # type: ignore[misc]
+    pass
+
+
+class TunedRequest(WebRequest):  # type: ignore[misc]
+    def process(self) -> None:  # daphne's own would start an application; these tests stop at requestReceived
+        pass
+
+
+class PlainRequest(WebRequest):  # type: ignore[misc]
+    def process(self) -> None:
+        pass
+
+
+daphne_tuning.patch(TunedServer, TunedRequest)
+
+
+class FakeProtocol:
+    """What daphne's Server calls on a request: ``handle_exception`` (daphne's 500)."""
+
+    def __init__(self) -> None:
+        self.exceptions: list[BaseException] = []
+
+    def handle_exception(self, exception: BaseException) -> None:
+        self.exceptions.append(exception)
+
+
+def make_server(cls: type, application: Any) -> Any:
+    server = cls(application, endpoints=["tcp:port=0:interface=127.0.0.1"])  # never listened on
+    server.connections = {}  # daphne sets it in run()
+    return server
+
+
+def test_the_installed_twisted_and_daphne_are_the_versions_the_levers_were_written_for() -> None:
+    assert daphne_tuning.versions_supported(), (twisted.__version__, daphne.__version__)
+
+
+def test_every_internal_the_levers_use_still_exists() -> None:
+    assert daphne_tuning.internals_missing() == []
+
+
+def test_install_does_nothing_outside_a_daphne_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "daphne.server")
+    monkeypatch.setattr(daphne_tuning, "_outcome", None)
+    assert daphne_tuning.install() is False
+    assert not getattr(Server, "_mcp_tuned", False) and not getattr(WebRequest, "_mcp_tuned", False)
+
+
+def test_an_unsupported_version_is_refused_once_with_a_log_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(daphne, "__version__", "5.0.0")
+    monkeypatch.setattr(daphne_tuning, "_outcome", None)
+    with caplog.at_level("WARNING", logger="mcp_app.transport.daphne_tuning"):
+        assert daphne_tuning.install() is False
+        assert daphne_tuning.install() is False
+    assert [record.getMessage() for record in caplog.records].count(
+        "daphne tuning not applied: written for daphne 4.2-4.3 and Twisted 24.7-27.0, found daphne 5.0.0 and "
+        f"Twisted {twisted.__version__}"
+    ) == 1
+    assert not getattr(Server, "_mcp_tuned", False)
+
+
+async def finished_request(cls: type) -> tuple[Any, FakeProtocol]:
+    """A request whose application answered (it returns) and whose response finished (disconnected)."""
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    server, protocol = make_server(cls, application), FakeProtocol()
+    server.protocol_connected(protocol)
+    server.create_application(protocol, {"type": "http"})
+    await asyncio.wait_for(asyncio.shield(server.connections[protocol]["application_instance"]), 5)
+    await asyncio.sleep(0)  # one turn of the loop: the future's done-callbacks run
+    server.protocol_disconnected(protocol)
+    return server, protocol
+
+
+async def test_plain_daphne_keeps_a_finished_request_until_its_sweep() -> None:
+    server, protocol = await finished_request(Server)
+    assert protocol in server.connections  # what the lever removes: it waits for application_checker
+
+
+async def test_a_finished_request_is_dropped_at_once_when_the_application_ends_first() -> None:
+    server, protocol = await finished_request(TunedServer)
+    assert protocol not in server.connections
+
+
+async def test_a_finished_request_is_dropped_at_once_when_the_response_ends_first() -> None:
+    gate = asyncio.Event()
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        await gate.wait()
+
+    server, protocol = make_server(TunedServer, application), FakeProtocol()
+    server.protocol_connected(protocol)
+    server.create_application(protocol, {"type": "http"})
+    server.protocol_disconnected(protocol)
+    assert protocol in server.connections  # the application still runs: kept
+    instance = server.connections[protocol]["application_instance"]
+    gate.set()
+    await asyncio.wait_for(asyncio.shield(instance), 5)
+    await asyncio.sleep(0)
+    assert protocol not in server.connections
+
+
+async def test_an_application_that_fails_on_an_open_request_gets_daphnes_500_at_once() -> None:
+    failure = RuntimeError("boom")
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        raise failure
+
+    server, protocol = make_server(TunedServer, application), FakeProtocol()
+    server.protocol_connected(protocol)
+    server.create_application(protocol, {"type": "http"})
+    instance = server.connections[protocol]["application_instance"]
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(asyncio.shield(instance), 5)
+    await asyncio.sleep(0)
+    assert protocol.exceptions == [failure]
+    assert server.connections[protocol] == {"connected": server.connections[protocol]["connected"]}
+    server.protocol_disconnected(protocol)
+    assert protocol not in server.connections
+
+
+class FakeChannel:
+    """The parts of an HTTPChannel a Request reads when it is built."""
+
+    def __init__(self, server: Any) -> None:
+        self.factory = type("Factory", (), {"server": server})()
+        self.transport = None
+
+    def getPeer(self) -> None:
+        return None
+
+    def getHost(self) -> None:
+        return None
+
+
+def received_form_post(cls: type) -> Any:
+    import io
+
+    request = cls(FakeChannel(make_server(Server, None)))
+    request.requestHeaders.setRawHeaders(b"content-type", [b"application/x-www-form-urlencoded"])
+    request.content = io.BytesIO(b"a=1")
+    request.content.seek(0, 2)
+    request.requestReceived(b"POST", b"/mcp/x?b=2", b"HTTP/1.1")
+    return request
+
+
+def test_plain_twisted_parses_a_posted_form() -> None:
+    assert received_form_post(PlainRequest).args == {b"a": [b"1"], b"b": [b"2"]}
+
+
+def test_tuned_requests_do_not_parse_the_body_as_a_form_and_keep_it_whole() -> None:
+    request = received_form_post(TunedRequest)
+    assert request.args == {b"b": [b"2"]}  # the query string only, as Twisted does for any non-form body
+    assert request.content.read() == b"a=1"
