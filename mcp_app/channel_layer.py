@@ -32,6 +32,7 @@ logger = logging.getLogger("mcp_app.channel_layer")
 BLOCKING_RECEIVE_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
 CONNECT_TIMEOUT_SECONDS = 2.0
+MAX_CONNECTIONS = 2000
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
 
@@ -66,6 +67,9 @@ def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) 
         "socket_keepalive": True,
         "health_check_interval": 30,
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
+        # redis-py 6+ caps a pool at 100 connections and refuses the 101st command at once
+        # (MaxConnectionsError): hundreds of concurrent calls (worker calls join and leave a group each) need more.
+        "max_connections": MAX_CONNECTIONS,
     }
 
 

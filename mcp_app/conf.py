@@ -126,6 +126,11 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_CALLS_PER_AGENT": 20,
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
+    # Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
+    # not eager and not memory://; else in the serving process, same behaviour), "celery" or "in_process".
+    "WORKER_DISPATCH": "auto",
+    # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
+    "WORKER_QUEUE": "",
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -160,6 +165,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_CALLS_PER_TENANT": (int,),
     "WORKER_CALLS_PER_AGENT": (int,),
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
+    "WORKER_DISPATCH": (str,),
+    "WORKER_QUEUE": (str,),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),

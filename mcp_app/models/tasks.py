@@ -66,7 +66,10 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         process and are left alone. Returns how many were failed."""
         orphans = [
             pk
-            for pk, owner in self.filter(status=ToolTask.Status.WORKING).exclude(owner="").values_list("pk", "owner")
+            for pk, owner in self.filter(status=ToolTask.Status.WORKING)
+            .exclude(owner="")
+            .exclude(execution="worker")  # a worker call is its worker's (re-queued or failed there, or reaped)
+            .values_list("pk", "owner")
             if is_dead(owner)
         ]
         if not orphans:

@@ -341,6 +341,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
         client_capabilities=dict(call.request.client_capabilities),
         _ask=call.ask,
         _close_stream=call.request.close_stream,
+        _cancelled=call.cancelled,
     )
 
 

@@ -173,6 +173,7 @@ class TaskService:
             input_responses=answers,
             request_state=task.request_state or None,
             in_task=True,
+            task_id=task.task_id,  # a worker tool resumes as this record (one row)
         )
         if tool is None:
             work: asyncio.Task[Any] = asyncio.ensure_future(_gone(task.tool_name))

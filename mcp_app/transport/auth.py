@@ -85,9 +85,15 @@ class AccessGrant:
                 version=server.version,
                 instructions=server.instructions,
                 protocol_versions=server.supported_versions,
+                pk=server.pk,
             ),
             catalog=self.catalog,
-            principal=Principal(tenant=self.tenant_slug, agent_id=self.agent_id),
+            principal=Principal(
+                tenant=self.tenant_slug,
+                agent_id=self.agent_id,
+                tenant_pk=self.token.tenant_pk,
+                agent_pk=self.token.agent_pk,
+            ),
             page_size=mcp_settings.PAGE_SIZE,
             # Audit hook: buffers one record per tools/call in memory (no query); written off the path.
             audit=request_audit(server, self.token, fields["era"], fields["protocol_version"]),

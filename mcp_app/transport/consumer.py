@@ -66,8 +66,8 @@ from ..protocol.errors import (
     error_response,
 )
 from ..protocol.handlers import dispatcher
-from ..runtime.execution import Runner
 from ..runtime.tasks import TaskService
+from ..workers.runner import WorkerRunner
 from . import cancellation, cors, sse
 from .auth import AccessDenied, AccessGrant, admit
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
@@ -90,7 +90,8 @@ MODERN_STATUS = {
     METHOD_NOT_FOUND: 404,
 }
 
-runner = Runner()
+# Worker tools go to the workers, the rest runs inline (the lead moves this to services.get_runner at merge).
+runner = WorkerRunner()
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
 

@@ -191,3 +191,12 @@ def legacy_only_access(transactional_db: None, access_factory: Callable[..., Acc
 def modern_only_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
     """A server limited to 2026-07-28, like the demo's ``demo-modern``."""
     return access_factory(protocol_versions=["2026-07-28"])
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Celery worker (tests/e2e/workers.py) serving the test database and Redis for the whole session."""
+    from tests.e2e.workers import running_worker
+
+    with running_worker(tmp_path_factory) as worker:
+        yield worker
