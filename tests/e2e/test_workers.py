@@ -143,12 +143,14 @@ async def test_progress_streams_to_a_2026_client_from_the_worker(
 ) -> None:
     trace = tmp_path / "trace"
     body, extra = modern_tool_call("worker_job", job(trace, "M", 4, 10), meta={"progressToken": 9})
-    async with httpx.AsyncClient(timeout=WAIT) as http:
-        async with http.stream(
+    async with (
+        httpx.AsyncClient(timeout=WAIT) as http,
+        http.stream(
             "POST", endpoint(daphne.url, worker_access), headers={**headers(worker_access), **extra}, json=body
-        ) as response:
-            assert response.status_code == 200
-            messages = [message async for message in sse(response)]
+        ) as response,
+    ):
+        assert response.status_code == 200
+        messages = [message async for message in sse(response)]
     assert [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"] == [1, 2, 3, 4]
     final = messages[-1]["result"]
     assert final["resultType"] == "complete" and final["structuredContent"]["done"] == 4
@@ -217,12 +219,14 @@ async def test_a_2026_client_closing_its_stream_cancels_the_worker_call(
 ) -> None:
     trace = tmp_path / "trace"
     body, extra = modern_tool_call("worker_job", job(trace, "S", 400, 25), meta={"progressToken": "s"})
-    async with httpx.AsyncClient(timeout=WAIT) as http:
-        async with http.stream(
+    async with (
+        httpx.AsyncClient(timeout=WAIT) as http,
+        http.stream(
             "POST", endpoint(daphne.url, worker_access), headers={**headers(worker_access), **extra}, json=body
-        ) as response:
-            first = await anext(sse(response))
-            assert first["method"] == "notifications/progress"
+        ) as response,
+    ):
+        first = await anext(sse(response))
+        assert first["method"] == "notifications/progress"
         # Leaving the block closes the connection mid-stream.
     trace_lines = await wait_for_line(trace, lambda line: line == "S stopped", "the tool stopping")
     assert "S finished" not in trace_lines
@@ -321,7 +325,7 @@ async def test_200_concurrent_worker_calls_all_complete_exactly_once(
 ) -> None:
     trace = tmp_path / "trace"
     url = endpoint(daphne.url, worker_access)
-    count = int(os.environ.get("DEBUG_COUNT", "200"))
+    count = 200
     limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
     async with httpx.AsyncClient(timeout=60.0, limits=limits) as http:
 
@@ -365,6 +369,6 @@ async def test_a_re_sent_call_with_the_same_idempotency_key_runs_the_tool_once(
         )
     result = again.json()["result"]["structuredContent"]
     assert again.json()["id"] == "again" and result["done"] == 20
-    assert [line for line in lines(trace) if line.startswith("I start")].__len__() == 1
+    assert len([line for line in lines(trace) if line.startswith("I start")]) == 1
     record = await orm(record_of, server=worker_access.server)
     assert (record.idempotency_key, record.status, record.attempts) == ("k-1", "completed", 1)

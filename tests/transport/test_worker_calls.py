@@ -13,7 +13,6 @@ from mcp_app.models import ToolTask
 from mcp_app.workers import runner as worker_runner
 
 from .helpers import call, rpc
-from .test_modern import call_tool as modern_tool
 from .test_modern import result_of
 
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
@@ -70,12 +69,10 @@ async def test_the_same_idempotency_key_runs_the_tool_once(make_access, orm, tmp
     trace = tmp_path / "trace"
     arguments = {"path": str(trace), "tag": "k", "steps": 2}
     meta = {IDEMPOTENCY: "order-42"}
-    first = result_of(
-        await modern_tool(access, "worker_job", arguments, id=1) if False else await _keyed(access, arguments, meta, 1)
-    )
+    first = result_of(await _keyed(access, arguments, meta, 1))
     second = result_of(await _keyed(access, arguments, meta, 2))
     assert first["structuredContent"] == second["structuredContent"]
-    assert [line for line in lines(trace) if line.startswith("k start")].__len__() == 1
+    assert len([line for line in lines(trace) if line.startswith("k start")]) == 1
     assert await orm(ToolTask.objects.filter(idempotency_key="order-42").count) == 1
 
 
