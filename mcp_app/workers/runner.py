@@ -200,7 +200,10 @@ def _send(record: ToolTask, info: dict[str, Any]) -> None:
         raise InternalError("The worker queue is unreachable; retry shortly") from error
 
 
-def _revoke(celery_id: str) -> None:
+def revoke_celery_task(celery_id: str) -> None:
+    """Revoke a dispatched call's Celery task (a worker that has not started it skips it); never raises."""
+    if not broker_configured():
+        return
     from celery import current_app
 
     try:
@@ -436,8 +439,8 @@ async def cancel_call(record: ToolTask, message: str = "Cancelled by the client"
     moved = await database_sync_to_async(records.cancel)(record.pk, message)
     # Whoever marked it cancelled first (tasks/cancel, the admin), the worker is told and the task revoked here
     # too: both are idempotent, and a worker that already heard just ignores it.
-    if record.celery_id and broker_configured():
-        await sync_to_async(_revoke, thread_sensitive=False)(record.celery_id)
+    if record.celery_id:
+        await sync_to_async(revoke_celery_task, thread_sensitive=False)(record.celery_id)
     await _tell_worker(record.task_id)
     return moved
 
