@@ -1,9 +1,10 @@
-"""Worker calls on a real Celery worker, real daphne, real Redis and PostgreSQL, at the wire.
+"""Worker calls at the wire, twice over: on a real Celery worker (real daphne, Redis and PostgreSQL), and on
+the embedded default (a daphne without Redis runs them in-process, with the same record and events).
 
 Each test binds the test-only worker tools (``tests.tools``: ``worker_job`` leaves a trace file of what it did,
 line by line, so a test can tell whether the tool ran, where, how often and how far) and speaks HTTP to daphne;
-the call runs in the worker process (the result names the worker's pid). Without Redis these tests skip, or fail
-under ``MCP_REQUIRE_SERVICES=1``.
+on a worker the call runs in the worker process (the result names the worker's pid). Without Redis the worker
+half skips, or fails under ``MCP_REQUIRE_SERVICES=1``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ import pytest
 
 from mcp_app.models import ToolTask
 from tests.conftest import Access
-from tests.e2e.conftest import Daphne
+from tests.e2e.conftest import Daphne, running_daphne
 from tests.e2e.test_two_processes import endpoint, headers, initialize
 from tests.transport.test_modern import modern_body, routing_headers
 
@@ -32,9 +34,37 @@ TASKS = "io.modelcontextprotocol/tasks"
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
 
 
+@dataclass
+class Served:
+    daphne: Daphne
+    on_worker: bool  # False: the embedded default, calls run in daphne
+
+
+@pytest.fixture(scope="session")
+def embedded_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """A daphne without Redis (no broker): worker calls run in its own process."""
+    with running_daphne(tmp_path_factory, extra_env={"REDIS_URL": "", "MCP_INVALIDATION": "database"}) as server:
+        yield server
+
+
+@pytest.fixture(params=["worker", "embedded"])
+def served(request: pytest.FixtureRequest) -> Served:
+    if request.param == "worker":
+        request.getfixturevalue("celery_worker")
+        return Served(request.getfixturevalue("daphne"), on_worker=True)
+    return Served(request.getfixturevalue("embedded_daphne"), on_worker=False)
+
+
 @pytest.fixture
-def worker_access(transactional_db: None, access_factory: Any, celery_worker: Any) -> Access:
+def worker_access(transactional_db: None, access_factory: Any, served: Served) -> Access:
     return access_factory(tools=("worker_job", "worker_task_job", "worker_refusal", "echo"))
+
+
+def assert_ran_where_expected(served: Served, pid: int) -> None:
+    if served.on_worker:
+        assert pid not in (os.getpid(), served.daphne.process.pid)  # it ran in the worker
+    else:
+        assert pid == served.daphne.process.pid  # in-process, in daphne
 
 
 def lines(path: Path) -> list[str]:
@@ -107,8 +137,9 @@ def modern_tool_call(
 
 
 async def test_progress_streams_to_a_legacy_client_over_sse_from_the_worker(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     url = endpoint(daphne.url, worker_access)
     trace = tmp_path / "trace"
     async with httpx.AsyncClient(timeout=WAIT) as http:
@@ -131,7 +162,7 @@ async def test_progress_streams_to_a_legacy_client_over_sse_from_the_worker(
     ]
     result = messages[-1]["result"]["structuredContent"]
     assert messages[-1]["id"] == 5 and result["done"] == 3
-    assert result["pid"] not in (os.getpid(), daphne.process.pid)  # it ran in the worker
+    assert_ran_where_expected(served, result["pid"])
     record = await orm(record_of, server=worker_access.server)
     assert (record.execution, record.status, record.attempts, record.client_task) == ("worker", "completed", 1, False)
     assert record.celery_id and record.started_at <= record.finished_at
@@ -139,8 +170,9 @@ async def test_progress_streams_to_a_legacy_client_over_sse_from_the_worker(
 
 
 async def test_progress_streams_to_a_2026_client_from_the_worker(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     trace = tmp_path / "trace"
     body, extra = modern_tool_call("worker_job", job(trace, "M", 4, 10), meta={"progressToken": 9})
     async with (
@@ -154,12 +186,13 @@ async def test_progress_streams_to_a_2026_client_from_the_worker(
     assert [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"] == [1, 2, 3, 4]
     final = messages[-1]["result"]
     assert final["resultType"] == "complete" and final["structuredContent"]["done"] == 4
-    assert final["structuredContent"]["pid"] != daphne.process.pid
+    assert_ran_where_expected(served, final["structuredContent"]["pid"])
 
 
 async def test_an_elicitation_from_the_worker_reaches_the_legacy_client_and_its_answer_the_tool(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     url = endpoint(daphne.url, worker_access)
     trace = tmp_path / "trace"
     async with httpx.AsyncClient(timeout=WAIT) as http:
@@ -187,8 +220,9 @@ async def test_an_elicitation_from_the_worker_reaches_the_legacy_client_and_its_
 
 
 async def test_notifications_cancelled_stops_the_tool_on_the_worker_mid_run(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     url = endpoint(daphne.url, worker_access)
     trace = tmp_path / "trace"
     async with httpx.AsyncClient(timeout=WAIT) as http:
@@ -215,8 +249,9 @@ async def test_notifications_cancelled_stops_the_tool_on_the_worker_mid_run(
 
 
 async def test_a_2026_client_closing_its_stream_cancels_the_worker_call(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     trace = tmp_path / "trace"
     body, extra = modern_tool_call("worker_job", job(trace, "S", 400, 25), meta={"progressToken": "s"})
     async with (
@@ -234,10 +269,13 @@ async def test_a_2026_client_closing_its_stream_cancels_the_worker_call(
 
 
 async def test_tasks_cancel_and_the_admin_cancel_stop_a_durable_task_on_the_worker(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     from mcp_app.runtime.tasks import cancel_task
 
+    if not served.on_worker:
+        pytest.skip("the admin (another process) reaches a running call only through Redis")
     trace = tmp_path / "trace"
     capabilities = {"extensions": {TASKS: {}}}
     url = endpoint(daphne.url, worker_access)
@@ -273,7 +311,8 @@ async def test_tasks_cancel_and_the_admin_cancel_stop_a_durable_task_on_the_work
 # ---------------------------------------------------------------- seed 004's task cases, on the worker
 
 
-async def test_seed_004_task_cases_on_the_worker(daphne: Daphne, worker_access: Access) -> None:
+async def test_seed_004_task_cases_on_the_worker(served: Served, worker_access: Access) -> None:
+    daphne = served.daphne
     url = endpoint(daphne.url, worker_access)
     declaring = {"extensions": {TASKS: {}}}
     async with httpx.AsyncClient(timeout=WAIT) as http:
@@ -321,8 +360,9 @@ async def test_seed_004_task_cases_on_the_worker(daphne: Daphne, worker_access: 
 
 
 async def test_200_concurrent_worker_calls_all_complete_exactly_once(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     trace = tmp_path / "trace"
     url = endpoint(daphne.url, worker_access)
     count = 200
@@ -349,8 +389,9 @@ async def test_200_concurrent_worker_calls_all_complete_exactly_once(
 
 
 async def test_a_re_sent_call_with_the_same_idempotency_key_runs_the_tool_once(
-    daphne: Daphne, worker_access: Access, tmp_path: Path
+    served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
+    daphne = served.daphne
     """The client loses its stream mid-call, then re-sends the call (a new request id, the same key): it gets
     the first call's result; the tool ran once."""
     trace = tmp_path / "trace"
