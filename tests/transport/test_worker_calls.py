@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcp_app.models import ToolTask
+from mcp_app.catalog.registry import registry
+from mcp_app.models import ServerTool, ToolTask
 from mcp_app.workers import runner as worker_runner
 
 from .helpers import call, rpc
@@ -95,10 +96,6 @@ async def test_concurrent_calls_with_one_key_attach_to_one_run(make_access, orm,
     assert len([line for line in lines(trace) if line.startswith("c start")]) == 1
 
 
-async def test_no_local_work_is_left_behind():
-    assert not worker_runner._local_work
-
-
 async def test_a_2026_client_gets_the_worker_calls_progress_and_result(make_access, tmp_path):
     from .test_modern import modern_body, prepared_headers, send
 
@@ -110,3 +107,53 @@ async def test_a_2026_client_gets_the_worker_calls_progress_and_result(make_acce
     messages = reply.sse_messages()
     assert [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"] == [1, 2]
     assert messages[-1]["result"]["structuredContent"]["done"] == 2
+
+
+async def test_the_demo_servers_expose_the_countdown_worker_tool(transactional_db, orm):
+    from mcp_app.contrib.demo.setup import ensure_demo
+
+    await orm(ensure_demo, "http://testserver")
+    for server_id in ("demo", "demo-modern"):
+        binding = await orm(
+            ServerTool.objects.select_related("tool").get, server__server_id=server_id, tool__name="countdown"
+        )
+        assert binding.enabled and binding.tool.python_name == "countdown"
+    registered = registry.get("countdown")
+    assert registered is not None and registered.execution == "worker"
+
+
+async def test_countdown_reports_each_step_and_returns_the_steps_done(make_access):
+    from .test_modern import modern_body, prepared_headers, send
+
+    access = await make_access(tools=("countdown",))
+    body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 3, "interval_ms": 0}}, id=1)
+    body["params"]["_meta"]["progressToken"] = "cd"
+    headers, drop = prepared_headers(body, None)
+    messages = (await send(access, body, headers=headers, drop=drop)).sse_messages()
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert [(p["progress"], p["total"], p["message"]) for p in progress] == [
+        (1, 3, "2 to go"),
+        (2, 3, "1 to go"),
+        (3, 3, "0 to go"),
+    ]
+    assert messages[-1]["result"]["structuredContent"] == {"result": 3}
+
+
+async def test_a_closed_stream_cancels_the_countdown_before_it_finishes(make_access, orm):
+    from .test_modern import close_stream, modern_body, open_stream
+
+    access = await make_access(tools=("countdown",))
+    body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 500, "interval_ms": 10}}, id=1)
+    body["params"]["_meta"]["progressToken"] = "cd"
+    comm = await open_stream(access, body)
+    first = await comm.receive_output(timeout=5)
+    assert b"notifications/progress" in first["body"]
+    await close_stream(comm)
+    deadline = asyncio.get_running_loop().time() + 5
+    record = await orm(ToolTask.objects.get, server=access.server)
+    while record.status in ("queued", "working") and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
+        record = await orm(ToolTask.objects.get, server=access.server)
+    assert record.status == "cancelled" and record.result is None
+    # The in-process work has ended (the tool saw ctx.cancelled or was cancelled): nothing is left running.
+    await asyncio.wait_for(asyncio.gather(*list(worker_runner._local_work), return_exceptions=True), 5)
