@@ -79,12 +79,30 @@ class LocalBus:
 local_bus = LocalBus()
 
 
+def own_layer() -> Any:
+    """A channel layer of this call's own, for a call on a Celery worker: the process-wide layer keeps receive
+    state bound to one event loop, while each call there runs in an event loop of its own (several at once with
+    a thread pool). ``None`` when no layer is configured."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+
+    if get_channel_layer() is None:
+        return None
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+
+
+async def close_layer(layer: Any) -> None:
+    close = getattr(layer, "close_pools", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
+
+
 class Relay:
     """The worker side of one call's events."""
 
-    def __init__(self, task_id: str) -> None:
+    def __init__(self, task_id: str, layer: Any = ...) -> None:
         self.group = worker_group(task_id)
-        self.layer = get_channel_layer()
+        self.layer = get_channel_layer() if layer is ... else layer
         self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self._channel: str | None = None
@@ -185,11 +203,11 @@ async def stop_receiving(layer: Any, channel: str, receiver: asyncio.Task[Any]) 
 class CancelListener:
     """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``."""
 
-    def __init__(self, task_id: str, on_cancel: Any) -> None:
+    def __init__(self, task_id: str, on_cancel: Any, layer: Any = ...) -> None:
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
-        self.layer = get_channel_layer()
+        self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
         self.task = asyncio.ensure_future(self._run())
 
@@ -276,15 +294,16 @@ def _prepare(record_pk: int, celery_id: str) -> tuple[Any, str, Any]:
     return record, verdict, server
 
 
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any]) -> str:
+async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome; returns what
-    happened: "completed", "failed", "cancelled", "input_required", or why it did not run."""
+    happened: "stored", "cancelled", or why it did not run. ``layer``: the channel layer to use (default: the
+    process's)."""
     record, verdict, server = await database_sync_to_async(_prepare)(record_pk, celery_id)
     if verdict != "run":
         if record is not None:
-            await Relay(record.task_id).publish({"kind": "done"})  # awaiters re-read the record
+            await Relay(record.task_id, layer).publish({"kind": "done"})  # awaiters re-read the record
         return verdict
-    relay = Relay(record.task_id)
+    relay = Relay(record.task_id, layer)
     flag = threading.Event()
     ctx = await database_sync_to_async(_context)(record, server, info)
 
@@ -323,7 +342,7 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any]) -> str:
                 flag.set()
                 work.cancel()
 
-            listener = CancelListener(record.task_id, cancel)
+            listener = CancelListener(record.task_id, cancel, layer)
             try:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(listener.joined.wait(), 2.0)

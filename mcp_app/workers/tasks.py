@@ -1,7 +1,8 @@
 """The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
 
-``run_tool_call(record_pk, info)`` runs one call (``execute.execute``) in a fresh event loop and returns once
-its outcome is stored: the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute``) in a fresh event loop, with a channel
+layer of its own, and returns once its outcome is stored (any pool works: prefork, or ``--pool threads`` to run
+many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
 (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
 the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
 record's ``attempts``), after which it is failed; with ``"fail"`` the record is failed at once (the
@@ -45,11 +46,19 @@ class ToolCallTask(Task):  # type: ignore[misc]
 def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
     from django.db import close_old_connections
 
-    from .execute import execute
+    from .execute import close_layer, execute, own_layer
+
+    async def run() -> str:
+        layer = own_layer()
+        try:
+            return await execute(record_pk, str(self.request.id), info, layer=layer)
+        finally:
+            if layer is not None:
+                await close_layer(layer)
 
     close_old_connections()
     try:
-        return asyncio.run(execute(record_pk, str(self.request.id), info))
+        return asyncio.run(run())
     finally:
         close_old_connections()
 

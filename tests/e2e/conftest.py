@@ -195,8 +195,9 @@ def modern_only_access(transactional_db: None, access_factory: Callable[..., Acc
 
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A real Celery worker (tests/e2e/workers.py) serving the test database and Redis for the whole session."""
+    """A real Celery worker (tests/e2e/workers.py) serving the test database and Redis for the whole session: a
+    thread pool, many calls at once in one process (test_worker_loss.py runs prefork workers)."""
     from tests.e2e.workers import running_worker
 
-    with running_worker(tmp_path_factory) as worker:
+    with running_worker(tmp_path_factory, pool="threads", concurrency=16) as worker:
         yield worker

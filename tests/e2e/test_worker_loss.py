@@ -15,6 +15,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,16 @@ from mcp_app.models import ToolTask
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
 from tests.e2e.test_two_processes import endpoint, headers
-from tests.e2e.test_workers import WAIT, job, lines, modern_tool_call, orm, wait_for_line
+from tests.e2e.test_workers import WAIT, job, lines, modern_tool_call, orm, quiesce, wait_for_line
 from tests.e2e.workers import require_broker, running_worker
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def loss_access(transactional_db: None, access_factory: Any) -> Access:
-    return access_factory(tools=("worker_job",))
+def loss_access(transactional_db: None, access_factory: Any) -> Iterator[Access]:
+    yield access_factory(tools=("worker_job",))
+    quiesce()
 
 
 async def _call_and_kill(url: str, access: Access, trace: Path) -> tuple[dict[str, Any], list[int]]:

@@ -56,8 +56,28 @@ def served(request: pytest.FixtureRequest) -> Served:
 
 
 @pytest.fixture
-def worker_access(transactional_db: None, access_factory: Any, served: Served) -> Access:
-    return access_factory(tools=("worker_job", "worker_task_job", "worker_refusal", "echo"))
+def worker_access(transactional_db: None, access_factory: Any, served: Served) -> Iterator[Access]:
+    yield access_factory(tools=("worker_job", "worker_task_job", "worker_refusal", "echo"))
+    quiesce()
+
+
+QUIET_SECONDS = 1.5  # above AUDIT_FLUSH_INTERVAL_SECONDS (1 s): daphne's audit flusher has written what it holds
+
+
+def quiesce() -> None:
+    """Before the test database is flushed: let the other processes finish writing (settled records, the audit
+    rows of the calls), else the flush's TRUNCATE and their INSERTs deadlock and the flush fails. Bounded."""
+    from mcp_app.models import ToolCall
+
+    deadline = time.monotonic() + WAIT
+    while ToolTask.objects.filter(status__in=("queued", "working")).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    count, stable_since = ToolCall.objects.count(), time.monotonic()
+    while time.monotonic() - stable_since < QUIET_SECONDS and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = ToolCall.objects.count()
+        if now != count:
+            count, stable_since = now, time.monotonic()
 
 
 def assert_ran_where_expected(served: Served, pid: int) -> None:
