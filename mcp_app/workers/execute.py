@@ -27,12 +27,12 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import orjson
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
-from ..models import McpServer
 from ..observability import metrics
 from ..process import owner_id
 from ..protocol.context import (
@@ -257,7 +257,7 @@ class CancelListener:
         await stop_receiving(self.layer, self.channel, self.task)
 
 
-def _context(record: Any, server: McpServer, info: dict[str, Any]) -> RequestContext:
+def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
     from ..catalog.resolver import resolve_catalog
     from ..runtime.execution import Runner
 
@@ -289,9 +289,7 @@ def _prepare(record_pk: int, celery_id: str) -> tuple[Any, str, Any]:
     record, verdict = records.begin(record_pk, celery_id, owner_id())
     if verdict != "run" or record is None:
         return record, verdict, None
-    server = McpServer.objects.select_related("tenant").get(pk=record.server_id)
-    record = type(record).objects.select_related("agent").get(pk=record.pk)
-    return record, verdict, server
+    return record, verdict, record.server  # begin loaded the server, its tenant and the agent with the record
 
 
 async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
@@ -374,11 +372,31 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
         if outcome is None:
             await database_sync_to_async(records.cancel)(record_pk)
             state = "cancelled"
+            await relay.publish({"kind": "done"})
         else:
-            await database_sync_to_async(records.store)(record_pk, outcome, celery_id=celery_id)
+            stored = await database_sync_to_async(records.store)(record_pk, outcome, celery_id=celery_id)
             state = "stored"
+            # The outcome rides on the event (the awaiting process answers without reading the record) unless
+            # it is large or did not stick (the record was cancelled or failed meanwhile: awaiters read it).
+            await relay.publish(done_event(outcome) if stored else {"kind": "done"})
     finally:
         metrics.worker_call("running", -1)
         await relay.close()
-    await relay.publish({"kind": "done"})
     return state
+
+
+MAX_EVENT_OUTCOME_BYTES = 64 * 1024
+
+
+def done_event(outcome: Any) -> dict[str, Any]:
+    """``done``, with the outcome as the record now holds it when it is small enough to travel."""
+    if isinstance(outcome, ProtocolError):
+        return {"kind": "done", "error": outcome.to_wire()}
+    if isinstance(outcome, dict):
+        try:
+            size = len(orjson.dumps(outcome))
+        except TypeError:
+            return {"kind": "done"}
+        if size <= MAX_EVENT_OUTCOME_BYTES:
+            return {"kind": "done", "result": outcome}
+    return {"kind": "done"}

@@ -145,7 +145,7 @@ def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, 
         .exclude(status__in=TERMINAL)
         .update(status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner)
     )
-    record = ToolTask.objects.filter(pk=record_pk).first()
+    record = ToolTask.objects.select_related("agent", "server", "server__tenant").filter(pk=record_pk).first()
     return record, "run" if moved else "terminal"
 
 

@@ -329,6 +329,11 @@ class WorkerRunner:
                 elif kind == "request":
                     await self._answer(event, call)
                 elif kind == "done":
+                    if "result" in event and isinstance(event["result"], dict):
+                        return self._event_result(event["result"], call)
+                    if isinstance(event.get("error"), dict):
+                        error = event["error"]
+                        raise ProtocolError(str(error.get("message")), error.get("data"), code=int(error["code"]))
                     current = await database_sync_to_async(records.load)(record.pk)
                     if current is not None and records.settled(current):
                         return self._result(current, call)
@@ -341,6 +346,13 @@ class WorkerRunner:
             leaving = asyncio.ensure_future(started.leave())
             _local_work.add(leaving)
             leaving.add_done_callback(_local_work.discard)
+
+    @staticmethod
+    def _event_result(outcome: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """The outcome carried by ``done``: what ``records.outcome_of`` would read back from the record."""
+        if outcome.get("resultType") != "input_required":
+            outcome = {key: value for key, value in outcome.items() if key != "resultType"}
+        return outcome if call.in_task else records.strip_internal(dict(outcome))
 
     @staticmethod
     def _result(record: ToolTask, call: ToolCall) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from mcp_app.models import ServerTool, ToolTask
 
 from . import test_tasks
 
-pytestmark = pytest.mark.usefixtures("_in_process_workers")
+pytestmark = pytest.mark.usefixtures("_in_process_workers", "worker_calls_drained")
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ from .test_modern import result_of
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
 
 
+pytestmark = pytest.mark.usefixtures("worker_calls_drained")
+
+
 @pytest.fixture(autouse=True)
 def _in_process(settings: Any) -> None:
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_DISPATCH": "in_process"}
