@@ -106,7 +106,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def _daphne(env: dict[str, str], logs: Path) -> Iterator[str]:
     port = _free_port()
     daphne = Path(sys.executable).with_name("daphne")
-    logs = Path("/tmp/w")
     with (logs / "daphne.log").open("wb") as log:
         process = subprocess.Popen(
             [str(daphne), "-b", HOST, "-p", str(port), "mcp_host.asgi:application"],
@@ -140,7 +139,6 @@ def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency
                 *("--pool", pool, "--concurrency", str(concurrency), "--without-gossip", "--without-mingle"),
                 *("--hostname", f"bench-{os.getpid()}-{count}-{n}@%h", "-Q", QUEUE),
             ]
-            log_path = Path("/tmp/w") / log_path.name
             with log_path.open("wb") as log:
                 process = subprocess.Popen(
                     command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
