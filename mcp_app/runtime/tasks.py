@@ -56,7 +56,8 @@ def _iso(moment: Any) -> str:
 def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
     wire: dict[str, Any] = {
         "taskId": task.task_id,
-        "status": task.status,
+        # A worker call not started yet is "queued" in the record; the protocol knows it as working.
+        "status": ToolTask.Status.WORKING if task.status == ToolTask.Status.QUEUED else task.status,
         "createdAt": _iso(task.created_at),
         "lastUpdatedAt": _iso(task.updated_at),
         "ttlMs": task.ttl_ms,

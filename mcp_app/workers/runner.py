@@ -126,6 +126,9 @@ class _Started:
     created: bool
     queue: asyncio.Queue[dict[str, Any]]
     leave: Any  # coroutine function: stop listening
+    # Whether a closed stream may leave the call running (a 2026 call with an idempotency key); False once the
+    # call is a task the client knows: then only explicit cancellation (tasks/cancel) ends the wait.
+    detachable: bool = True
 
 
 async def _listen(group: str) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
@@ -338,7 +341,7 @@ class WorkerRunner:
                     if current is not None and records.settled(current):
                         return self._result(current, call)
         except asyncio.CancelledError:
-            if cancel_on_exit and not _detaches(call):
+            if cancel_on_exit and not (started.detachable and _detaches(call)):
                 await asyncio.shield(cancel_call(record))
             raise
         finally:
@@ -409,6 +412,7 @@ class WorkerRunner:
             task = await database_sync_to_async(_become_task)(started.record.pk)
             return create_result(task)
         converted = True
+        started.detachable = False
         task = await database_sync_to_async(_become_task)(started.record.pk)
         follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
         return create_result(task)

@@ -302,7 +302,11 @@ async def test_tasks_cancel_and_the_admin_cancel_stop_a_durable_task_on_the_work
     task_ids = []
     async with httpx.AsyncClient(timeout=WAIT) as http:
         for tag in ("T1", "T2"):
-            body, extra = modern_tool_call("worker_task_job", job(trace, tag, 400, 25), capabilities=capabilities)
+            # T1 carries an idempotency key: once it is a task, tasks/cancel still stops it.
+            meta = {IDEMPOTENCY: "t1-key"} if tag == "T1" else {}
+            body, extra = modern_tool_call(
+                "worker_task_job", job(trace, tag, 400, 25), capabilities=capabilities, meta=meta
+            )
             reply = await http.post(url, headers={**headers(worker_access), **extra}, json=body)
             created = reply.json()["result"]
             assert created["resultType"] == "task" and created["status"] == "working"
