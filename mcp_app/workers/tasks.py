@@ -1,8 +1,8 @@
 """The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
 
-``run_tool_call(record_pk, info)`` runs one call (``execute.execute``) in a fresh event loop, with a channel
-layer of its own, and returns once its outcome is stored (any pool works: prefork, or ``--pool threads`` to run
-many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute``) in its worker thread's own event loop and
+channel layer (kept from call to call), and returns once its outcome is stored (any pool works: prefork, or
+``--pool threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
 (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
 the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
 record's ``attempts``), after which it is failed; with ``"fail"`` the record is failed at once (the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any
 
 from celery import Task, shared_task
@@ -42,23 +43,32 @@ class ToolCallTask(Task):  # type: ignore[misc]
         return bool(mcp_settings.WORKER_LOST_CALLS == "requeue")
 
 
+_local = threading.local()
+
+
+def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
+    """This worker thread's event loop and channel layer, made once and kept: each call of the thread runs in
+    them (no loop or Redis connections to set up per call). A thread pool has one pair per thread."""
+    from .execute import own_layer
+
+    loop = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+        _local.layer = own_layer()
+    return loop, _local.layer
+
+
 @shared_task(bind=True, base=ToolCallTask, name=RUN_TASK)
 def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
     from django.db import close_old_connections
 
-    from .execute import close_layer, execute, own_layer
+    from .execute import execute
 
-    async def run() -> str:
-        layer = own_layer()
-        try:
-            return await execute(record_pk, str(self.request.id), info, layer=layer)
-        finally:
-            if layer is not None:
-                await close_layer(layer)
-
+    loop, layer = _thread_loop()
     close_old_connections()
     try:
-        return asyncio.run(run())
+        return loop.run_until_complete(execute(record_pk, str(self.request.id), info, layer=layer))
     finally:
         close_old_connections()
 
