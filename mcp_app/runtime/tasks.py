@@ -261,10 +261,13 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
         if layer is not None:
             # Every running task listens on its group, in this process too (see ``follow``).
             async_to_sync(layer.group_send)(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
-        if task.execution == "worker" and task.celery_id:
+        if task.execution == "worker":
+            from ..workers.execute import local_bus
             from ..workers.runner import revoke_celery_task
 
-            revoke_celery_task(task.celery_id)  # not started yet: no worker picks it up
+            local_bus.send(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})  # a call running in this process
+            if task.celery_id:
+                revoke_celery_task(task.celery_id)  # not started yet: no worker picks it up
     return moved
 
 

@@ -56,27 +56,43 @@ ASK_TIMEOUT_SECONDS = 300.0
 
 
 class LocalBus:
-    """The events of in-process worker calls where no channel layer is configured (same shapes)."""
+    """The events of worker calls that run in this process (no broker), and their cancellation: the same shapes
+    as on the channel layer. ``send`` may be called from any thread (the admin's cancel runs in one)."""
 
     def __init__(self) -> None:
-        self.groups: dict[str, set[asyncio.Queue[dict[str, Any]]]] = defaultdict(set)
+        self.groups: dict[str, dict[asyncio.Queue[dict[str, Any]], asyncio.AbstractEventLoop]] = defaultdict(dict)
+        self._lock = threading.Lock()
 
     def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.groups[group].add(queue)
+        with self._lock:
+            self.groups[group][queue] = asyncio.get_running_loop()
         return queue
 
     def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        self.groups[group].discard(queue)
-        if not self.groups[group]:
-            self.groups.pop(group, None)
+        with self._lock:
+            members = self.groups.get(group)
+            if members is not None:
+                members.pop(queue, None)
+                if not members:
+                    self.groups.pop(group, None)
 
     def send(self, group: str, message: dict[str, Any]) -> None:
-        for queue in list(self.groups.get(group, ())):
-            queue.put_nowait(message)
+        with self._lock:
+            members = list(self.groups.get(group, {}).items())
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for queue, loop in members:
+            if loop is running:
+                queue.put_nowait(message)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(queue.put_nowait, message)
 
 
 local_bus = LocalBus()
+LOCAL_PREFIX = "local."  # reply channels on the local bus
 
 
 def own_layer() -> Any:
@@ -142,7 +158,7 @@ class Relay:
         if self._channel is not None:
             return self._channel
         if self.layer is None:
-            self._channel = f"local.{id(self)}"
+            self._channel = f"{LOCAL_PREFIX}{id(self)}"
             self._local_queue = local_bus.join(self._channel)
             self._pump = asyncio.ensure_future(self._pump_local())
         else:

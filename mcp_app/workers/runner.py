@@ -68,7 +68,7 @@ from ..runtime.execution import (
 from ..runtime.mrtr import PARK
 from ..runtime.webhooks import HttpTarget
 from . import records
-from .execute import execute, local_bus, stop_receiving
+from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -131,9 +131,10 @@ class _Started:
     detachable: bool = True
 
 
-async def _listen(group: str) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
-    """Join ``group``; its events arrive on the queue until ``leave()``."""
-    layer = get_channel_layer()
+async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
+    """Join ``group``; its events arrive on the queue until ``leave()``. ``local``: the call runs in this process
+    (no broker), its events travel on the process-local bus."""
+    layer = None if local else get_channel_layer()
     if layer is None:
         queue = local_bus.join(group)
 
@@ -265,7 +266,7 @@ class WorkerRunner:
         info = _info(call)
         celery = broker_configured()
         if call.task_id:
-            queue, leave = await _listen(worker_group(call.task_id))
+            queue, leave = await _listen(worker_group(call.task_id), local=not celery)
             record = await database_sync_to_async(_requeue_and_dispatch)(call.task_id, timeout, info, celery)
             if record is None:
                 await leave()
@@ -273,7 +274,7 @@ class WorkerRunner:
             created = True
         else:
             task_id = records.new_task_id()
-            queue, leave = await _listen(worker_group(task_id))
+            queue, leave = await _listen(worker_group(task_id), local=not celery)
             fields = {
                 "server_pk": ctx.server.pk,
                 "agent_pk": ctx.principal.agent_pk,
@@ -298,10 +299,11 @@ class WorkerRunner:
             if not created:
                 # Attach to the existing call: listen to its events, then read where it is.
                 await leave()
-                queue, leave = await _listen(worker_group(record.task_id))
+                queue, leave = await _listen(worker_group(record.task_id), local=not celery)
                 record = await database_sync_to_async(records.load)(record.pk) or record
         if created and not celery:
-            work = asyncio.ensure_future(execute(record.pk, record.celery_id, info))
+            # In this process: its events and cancellation travel on the process-local bus.
+            work = asyncio.ensure_future(execute(record.pk, record.celery_id, info, layer=None))
             _local_work.add(work)
             work.add_done_callback(_local_done)
         return _Started(record=record, created=created, queue=queue, leave=leave)
@@ -372,7 +374,7 @@ class WorkerRunner:
         reply = str(event.get("reply") or "")
         message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
         layer = get_channel_layer()
-        if layer is None:
+        if layer is None or reply.startswith(LOCAL_PREFIX):
             local_bus.send(reply, message)
         else:
             await layer.send(reply, message)
@@ -462,9 +464,10 @@ async def cancel_call(record: ToolTask, message: str = "Cancelled by the client"
 
 
 async def _tell_worker(task_id: str) -> None:
+    """Wherever the call runs: in this process (the local bus) or on a worker (the channel layer)."""
+    local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
     layer = get_channel_layer()
     if layer is None:
-        local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
         return
     with contextlib.suppress(*LAYER_ERRORS):
         await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
