@@ -10,7 +10,7 @@ NPM_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mcp-host/npm
 NODE_DIR := tests/e2e/node
 export MCP_NPM_HOME := $(NPM_HOME)
 
-.PHONY: install npm-tools lock run test test-embedded lint format migrations clean bench
+.PHONY: install npm-tools lock run worker beat test test-embedded lint format migrations clean bench
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-host needs Python 3.11 or newer")'
@@ -48,6 +48,17 @@ run: install
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT) --token-file .mcp-demo-token
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) mcp_host.asgi:application
+
+## With REDIS_URL set: a Celery worker for worker calls (tools bound with execution "worker"), and beat (exactly one
+## per deployment: the reaper of worker calls past their deadline, the purge). Without REDIS_URL, `make run` runs
+## worker calls in-process and needs neither. WORKER_ARGS goes to celery, e.g. "--concurrency 8".
+worker: install
+	@test -n "$$REDIS_URL" || { echo "worker: set REDIS_URL (the broker); without it make run serves worker calls in-process" >&2; exit 1; }
+	$(VENV)/bin/celery -A mcp_host worker --loglevel INFO $(WORKER_ARGS)
+
+beat: install
+	@test -n "$$REDIS_URL" || { echo "beat: set REDIS_URL (the broker)" >&2; exit 1; }
+	$(VENV)/bin/celery -A mcp_host beat --loglevel INFO
 
 ## The whole suite against the configured services (DATABASE_URL / REDIS_URL), then, when services are
 ## configured, the transport and end-to-end tests once more on the embedded defaults (SQLite, in-memory layer).

@@ -32,6 +32,7 @@ logger = logging.getLogger("mcp_app.channel_layer")
 BLOCKING_RECEIVE_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
 CONNECT_TIMEOUT_SECONDS = 2.0
+MAX_CONNECTIONS = 2000
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
 # redis-py 8's asyncio pool allows 100 connections and raises MaxConnectionsError beyond (it does not wait).

@@ -144,6 +144,11 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_CALL_LEASE_SECONDS": 30.0,
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
+    # Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
+    # not eager and not memory://; else in the serving process, same behaviour), "celery" or "in_process".
+    "WORKER_DISPATCH": "auto",
+    # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
+    "WORKER_QUEUE": "",
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -182,6 +187,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_QUOTAS": (dict,),
     "WORKER_CALL_LEASE_SECONDS": (int, float),
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
+    "WORKER_DISPATCH": (str,),
+    "WORKER_QUEUE": (str,),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),

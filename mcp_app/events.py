@@ -56,6 +56,20 @@ def call_group(scope: str, request_id: str | int) -> str:
     return f"mcp.call.{scope}.{_id_token(request_id)}"
 
 
+# Worker calls (``mcp_app.workers``): what the worker running a call tells the processes awaiting it
+# (progress, logs, server-to-client requests, "done"), and the answers to its requests (to its own channel).
+WORKER_EVENT = "mcp.worker_event"
+WORKER_ANSWER = "mcp.worker_answer"
+# Sent by a listener to its own channel to end its receive loop (cancelling a blocked channels-redis receive
+# is not reliable: it may only return when the next message arrives).
+STOP_EVENT = "mcp.stop"
+
+
+def worker_group(task_id: str) -> str:
+    """Where the worker running record ``task_id`` publishes its events; every process awaiting it is a member."""
+    return f"mcp.wcall.{task_id[:48].replace('-', '_')}"
+
+
 STREAM_EVENT = "mcp.stream_event"
 
 

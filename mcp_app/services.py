@@ -1,7 +1,8 @@
 """The composition root: which implementation serves each port of the protocol core, built in one place.
 
-- ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (today the inline ``Runner``;
-  a deployment that routes calls to Celery workers swaps its routing runner in here, and only here).
+- ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (``WorkerRunner``: tools bound
+  with ``execution="worker"`` go to Celery workers, or run in this process without a broker, after admission
+  against their quotas; the rest run inline).
 - ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
 - ``handshake_task_service(...)``: the ``HandshakeTasks`` port (2025-11-25 tasks) of one handshake-era request.
 
@@ -26,9 +27,9 @@ def get_runner() -> ToolRunner:
     """The process's tool runner (built on first use)."""
     global _runner
     if _runner is None:
-        from .workers.admission import QuotaRunner
+        from .workers.runner import WorkerRunner
 
-        _runner = QuotaRunner()
+        _runner = WorkerRunner()
     return _runner
 
 

@@ -151,6 +151,10 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = REDIS_URL or "cache+memory://"
 CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
+# Worker calls (mcp_app.workers) are long: each worker process takes one message at a time, acknowledged after
+# the outcome is stored; a message whose whole worker died is redelivered after the visibility timeout.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": float(os.environ.get("MCP_BROKER_VISIBILITY_TIMEOUT") or 3600)}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -206,6 +210,16 @@ if os.environ.get("MCP_GC_FREEZE"):
     MCP_APP["GC_FREEZE_AT_STARTUP"] = _env_flag("MCP_GC_FREEZE")
 if os.environ.get("MCP_DAPHNE_TUNING"):
     MCP_APP["DAPHNE_TUNING"] = _env_flag("MCP_DAPHNE_TUNING")
+if os.environ.get("MCP_WORKER_LOST_CALLS"):
+    MCP_APP["WORKER_LOST_CALLS"] = os.environ["MCP_WORKER_LOST_CALLS"]
+if os.environ.get("MCP_WORKER_CALL_MAX_ATTEMPTS"):
+    MCP_APP["WORKER_CALL_MAX_ATTEMPTS"] = int(os.environ["MCP_WORKER_CALL_MAX_ATTEMPTS"])
+if os.environ.get("MCP_WORKER_CALL_TIMEOUT_SECONDS"):
+    MCP_APP["WORKER_CALL_TIMEOUT_SECONDS"] = float(os.environ["MCP_WORKER_CALL_TIMEOUT_SECONDS"])
+if os.environ.get("MCP_WORKER_QUEUE"):
+    MCP_APP["WORKER_QUEUE"] = os.environ["MCP_WORKER_QUEUE"]
+if os.environ.get("MCP_WORKER_DISPATCH"):
+    MCP_APP["WORKER_DISPATCH"] = os.environ["MCP_WORKER_DISPATCH"]
 if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):

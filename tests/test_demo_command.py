@@ -42,7 +42,7 @@ def test_idempotent_and_a_rerun_revokes_the_previous_token():
     assert Agent.objects.filter(agent_id="demo-agent").count() == 1
     assert list(
         ServerTool.objects.filter(server__server_id="demo").order_by("position").values_list("tool__name", flat=True)
-    ) == ["echo", "add", "get_time", "progress_demo"]
+    ) == ["echo", "add", "get_time", "progress_demo", "countdown"]
     token = AgentToken.objects.authenticate(second["token"])
     assert token is not None
     assert sorted(token.servers.values_list("server_id", flat=True)) == ["conformance", "demo", "demo-modern"]

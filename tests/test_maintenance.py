@@ -70,6 +70,7 @@ def test_dry_run_counts_and_keeps_everything(expired_and_fresh: Any) -> None:
         "would delete 1 expired sessions",
         "would delete 1 expired tasks",
         "would delete 0 expired SSE event streams",
+        "would fail 0 worker calls past their deadline",
     ]
     assert survivors() == before
 
@@ -82,6 +83,7 @@ def test_purge_deletes_only_what_expired(expired_and_fresh: Any) -> None:
         "deleted 1 expired sessions",
         "deleted 1 expired tasks",
         "deleted 0 expired SSE event streams",
+        "failed 0 worker calls past their deadline",
     ]
     calls, sessions, tasks = survivors()
     assert calls == {expired_and_fresh["calls"][1].pk}

@@ -146,3 +146,55 @@ async def gated_job() -> str:
 async def async_echo(text: str) -> str:
     """Return the text, from a coroutine (no thread hop to run it)."""
     return text
+
+
+def _note(path: str, line: str) -> None:
+    """One line appended to ``path`` (O_APPEND: whole lines, even from several processes)."""
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+
+
+async def _worker_job(
+    ctx: ToolContext,
+    path: str = "",
+    tag: str = "",
+    steps: int = 0,
+    interval_ms: int = 0,
+    ask: bool = False,
+) -> dict[str, Any]:
+    """A worker tool that leaves a trace in ``path``: "<tag> start <pid>", "<tag> step <n>" after each step (with
+    progress), "<tag> stopped" when cancelled, "<tag> finished" at the end. With ``ask`` it elicits first."""
+    import os
+
+    _note(path, f"{tag} start {os.getpid()}")
+    answer: dict[str, Any] | None = None
+    if ask:
+        answer = await ctx.elicit("Go on?", {"type": "object", "properties": {"go": {"type": "boolean"}}})
+    done = 0
+    try:
+        for step in range(1, steps + 1):
+            if ctx.cancelled:
+                _note(path, f"{tag} stopped")
+                return {"done": done, "tag": tag, "pid": os.getpid()}
+            if interval_ms:
+                await asyncio.sleep(interval_ms / 1000)
+            done = step
+            _note(path, f"{tag} step {step}")
+            await ctx.report_progress(step, steps, f"step {step}")
+    except asyncio.CancelledError:
+        _note(path, f"{tag} stopped")
+        raise
+    _note(path, f"{tag} finished")
+    return {"done": done, "tag": tag, "pid": os.getpid(), "answer": answer}
+
+
+worker_job = tool(name="worker_job", execution="worker", timeout=120)(_worker_job)
+# The same work as a 2026 task-capable tool (a durable task once it runs past TASK_IMMEDIATE_SECONDS).
+tool(name="worker_task_job", execution="worker", timeout=120, task_support="optional")(_worker_job)
+
+
+@tool(execution="worker", task_support="required")
+async def worker_refusal(reason: str = "not on this worker") -> str:
+    """A worker tool that runs as a task (2026) and refuses: its task settles completed with an isError result."""
+    raise ToolError(reason)

@@ -71,7 +71,7 @@ class BindingAdmin(TenantScopedAdmin):
 
 @admin.register(ServerTool)
 class ServerToolAdmin(BindingAdmin):
-    list_display = ("__str__", "server", "tool", "enabled", "position")
+    list_display = ("__str__", "server", "tool", "enabled", "position", "execution", "timeout_seconds")
     list_select_related = ("server", "tool", "server__tenant")
     search_fields = ("tool__name", "name_override", "server__server_id")
     autocomplete_fields = ("server", "tool")

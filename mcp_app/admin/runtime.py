@@ -43,14 +43,28 @@ class McpSessionAdmin(TenantScopedAdmin):
 class ToolTaskAdmin(TenantScopedAdmin):
     read_only_model = True
     tenant_field = None
-    list_display = ("__str__", "server", "agent", "tool_name", "status", "created_at", "updated_at", "expires_at")
+    list_display = (
+        "__str__",
+        "server",
+        "agent",
+        "tool_name",
+        "status",
+        "execution",
+        "attempts",
+        "created_at",
+        "updated_at",
+        "finished_at",
+        "expires_at",
+    )
     list_filter = (
         "status",
+        "execution",
+        "client_task",
         ("server__tenant", admin.RelatedOnlyFieldListFilter),
         ("server", admin.RelatedOnlyFieldListFilter),
     )
     list_select_related = ("server", "agent", "server__tenant")
-    search_fields = ("task_id", "tool_name", "server__server_id", "agent__agent_id")
+    search_fields = ("task_id", "tool_name", "server__server_id", "agent__agent_id", "celery_id", "idempotency_key")
     exclude = ("request_state",)
     actions = ["cancel_tasks"]
 

@@ -13,7 +13,7 @@ from .base import TenantScopedAdmin, TenantScopedInline
 class ServerToolInline(TenantScopedInline, admin.TabularInline):
     model = ServerTool
     extra = 0
-    fields = ("position", "tool", "enabled", "name_override", "description_override")
+    fields = ("position", "tool", "enabled", "name_override", "description_override", "execution", "timeout_seconds")
     autocomplete_fields = ("tool",)
     ordering = ("position", "id")
 

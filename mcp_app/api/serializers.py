@@ -366,6 +366,8 @@ class ServerToolSerializer(BindingSerializer):
             "position",
             "name_override",
             "description_override",
+            "execution",
+            "timeout_seconds",
             "exposed_name",
         )
         validators: list[Any] = []

@@ -7,7 +7,9 @@ grant too, so one agent's view is never served to another. The version comes fro
 request path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process
 (``McpServer.objects.bump_catalog_version``): checking the version costs no query. Bindings to Python tools
 whose code is no longer registered, or that the operator has not allowed for the tenant
-(``Tenant.allowed_python_tools``), are left out (and logged).
+(``Tenant.allowed_python_tools``), are left out (and logged). A binding's ``execution`` and ``timeout_seconds``
+fill the descriptor's ``execution``/``timeout``; empty, a Python tool's ``@tool(execution=, timeout=)`` default
+applies (other kinds: inline, the WORKER_CALL_TIMEOUT_SECONDS setting).
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
             annotations=tool.annotations or registered.annotations,
             icons=tool.icons,
             task_support=registered.task_support,
-            execution=binding.execution or getattr(registered, "execution", "inline"),
+            execution=binding.execution or registered.execution,
+            timeout=float(binding.timeout_seconds) if binding.timeout_seconds else registered.timeout,
             target=PythonTarget(registered),
             ref=tool.pk,
         )
@@ -107,6 +110,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
         icons=tool.icons,
         task_support=tool.task_support,
         execution=binding.execution or "inline",
+        timeout=float(binding.timeout_seconds) if binding.timeout_seconds else None,
         target=target,
         ref=tool.pk,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,14 @@ class ToolContext:
     state: Any = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     _outbound: Outbound = field(default=NO_CHANNEL, repr=False)
+    _cancelled: Callable[[], bool] | None = field(default=None, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the call was cancelled (``notifications/cancelled``, ``tasks/cancel``, the admin, a closed
+        stream). Long tools check it between steps and stop: on a worker the tool's thread cannot be interrupted,
+        so this is how a sync tool stops early; an async tool is also cancelled at its next ``await``."""
+        return self._cancelled is not None and self._cancelled()
 
     def client_supports(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (``sampling``, ``elicitation``, ``roots``)."""

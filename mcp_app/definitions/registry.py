@@ -60,6 +60,8 @@ class RegisteredTool:
     context_parameter: str | None
     is_coroutine: bool
     task_support: str = "forbidden"
+    execution: str = "inline"  # the default of its bindings: "inline" or "worker" (a Celery task)
+    timeout: float | None = None  # seconds a call may run by default (None: WORKER_CALL_TIMEOUT_SECONDS)
 
 
 def _is_explicit_result(annotation: Any) -> bool:
@@ -89,9 +91,15 @@ def build_registered_tool(
     description: str | None = None,
     annotations: Mapping[str, Any] | None = None,
     task_support: str = "forbidden",
+    execution: str = "inline",
+    timeout: float | None = None,
 ) -> RegisteredTool:
     if task_support not in ("forbidden", "optional", "required"):
         raise ValueError("task_support is 'forbidden', 'optional' or 'required'")
+    if execution not in ("inline", "worker"):
+        raise ValueError("execution is 'inline' or 'worker'")
+    if timeout is not None and timeout <= 0:
+        raise ValueError("timeout is a positive number of seconds")
     tool_name = name or function.__name__
     hints = get_type_hints(function, include_extras=True)
     signature = inspect.signature(function)
@@ -140,6 +148,8 @@ def build_registered_tool(
         context_parameter=context_parameter,
         is_coroutine=inspect.iscoroutinefunction(function),
         task_support=task_support,
+        execution=execution,
+        timeout=float(timeout) if timeout is not None else None,
     )
 
 
@@ -256,6 +266,8 @@ def tool(
     description: str | None = None,
     annotations: Mapping[str, Any] | None = None,
     task_support: str = "forbidden",
+    execution: str = "inline",
+    timeout: float | None = None,
 ) -> Callable[[ToolFunction], ToolFunction]: ...
 
 
@@ -268,12 +280,18 @@ def tool(
     description: str | None = None,
     annotations: Mapping[str, Any] | None = None,
     task_support: str = "forbidden",
+    execution: str = "inline",
+    timeout: float | None = None,
 ) -> Any:
     """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``).
 
     ``task_support`` (2026-07-28 tasks extension): ``"optional"`` tools become durable tasks when they do not
     finish at once for a client that declared the extension; ``"required"`` ones always do (and refuse clients
     without it).
+
+    ``execution="worker"`` runs its calls on a Celery worker (in-process where no broker is configured), with
+    the same context (progress, logs, cooperative ``ctx.cancelled``, elicitation); ``timeout`` bounds a call in
+    seconds. A server's binding may override both (``ServerTool.execution``, ``timeout_seconds``).
     """
 
     def decorate(func: ToolFunction) -> ToolFunction:
@@ -285,6 +303,8 @@ def tool(
                 description=description,
                 annotations=annotations,
                 task_support=task_support,
+                execution=execution,
+                timeout=timeout,
             )
         )
         return func

@@ -70,9 +70,9 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         in_process = models.Q(status=ToolTask.Status.WORKING) | models.Q(
             status=ToolTask.Status.INPUT_REQUIRED, protocol_version__in=HANDSHAKE_VERSIONS
         )
-        orphans = [
-            pk for pk, owner in self.filter(in_process).exclude(owner="").values_list("pk", "owner") if is_dead(owner)
-        ]
+        # A worker call is its worker's (re-queued or failed there, or reaped past its deadline).
+        candidates = self.filter(in_process).exclude(owner="").exclude(execution="worker")
+        orphans = [pk for pk, owner in candidates.values_list("pk", "owner") if is_dead(owner)]
         if not orphans:
             return 0
         message = "The process running this task stopped before it finished; run the call again."

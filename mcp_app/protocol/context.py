@@ -36,6 +36,7 @@ class ServerDescription:
     version: str = ""
     instructions: str = ""
     protocol_versions: tuple[str, ...] = ALL_VERSIONS
+    pk: int | None = None  # the server's row (opaque here; worker calls record it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class Principal:
 
     tenant: str
     agent_id: str
-    tenant_pk: int | None = None
+    tenant_pk: int | None = None  # the rows behind them (opaque here; worker calls and quotas use them)
     agent_pk: int | None = None
     worker_call_limits: tuple[int, int] = (0, 0)
 
@@ -324,6 +325,15 @@ class ToolCall:
     request_state: str | None = None
     # True when running as (or as a candidate for) a durable task: never turned into a task again.
     in_task: bool = False
+    # The JSON-RPC id and ``_meta`` of the request (worker calls record the id and read an idempotency key).
+    request_id: str | int | None = None
+    meta: Mapping[str, Any] | None = None
+    # The durable record (``ToolTask.task_id``) this call already has, e.g. a task resumed by ``tasks/update``:
+    # a worker call runs as that record instead of creating one.
+    task_id: str | None = None
+    # Cooperative cancellation: whether the call was cancelled (set by the worker runner; inline calls are
+    # cancelled by cancelling their coroutine).
+    cancelled: Callable[[], bool] | None = None
 
     @property
     def outbound(self) -> Outbound:

@@ -55,6 +55,8 @@ class MessageContext:
             log=self.log,
             input_responses=input_responses,
             request_state=request_state,
+            request_id=self.request_id,
+            meta=params.get("_meta") if isinstance(params.get("_meta"), dict) else None,
         )
 
 

@@ -345,6 +345,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
         state=state,
         client_capabilities=dict(call.request.client_capabilities),
         _outbound=call.outbound,
+        _cancelled=call.cancelled,
     )
 
 

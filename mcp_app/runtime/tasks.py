@@ -62,7 +62,8 @@ def _iso(moment: Any) -> str:
 def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
     wire: dict[str, Any] = {
         "taskId": task.task_id,
-        "status": task.status,
+        # A worker call not started yet is "queued" in the record; the protocol knows it as working.
+        "status": ToolTask.Status.WORKING if task.status == ToolTask.Status.QUEUED else task.status,
         "createdAt": _iso(task.created_at),
         "lastUpdatedAt": _iso(task.updated_at),
         "ttlMs": task.ttl_ms,
@@ -179,6 +180,7 @@ class TaskService:
             input_responses=answers,
             request_state=task.request_state or None,
             in_task=True,
+            task_id=task.task_id,  # a worker tool resumes as this record (one row)
         )
         if tool is None:
             work: asyncio.Task[Any] = asyncio.ensure_future(_gone(task.tool_name))
@@ -265,6 +267,13 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
         if layer is not None:
             # Every running task listens on its group, in this process too (see ``follow``).
             async_to_sync(layer.group_send)(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
+        if task.execution == "worker":
+            from ..workers.execute import local_bus
+            from ..workers.runner import revoke_celery_task
+
+            local_bus.send(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})  # a call running in this process
+            if task.celery_id:
+                revoke_celery_task(task.celery_id)  # not started yet: no worker picks it up
     return moved
 
 

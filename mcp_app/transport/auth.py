@@ -86,6 +86,7 @@ class AccessGrant:
                 version=server.version,
                 instructions=server.instructions,
                 protocol_versions=server.supported_versions,
+                pk=server.pk,
             ),
             catalog=self.catalog,
             principal=Principal(

@@ -1,1 +1,10 @@
-"""Worker calls: tool calls that run outside the serving process (Celery), and their admission (``quotas``)."""
+"""Worker calls: tool calls that run on Celery workers (``execution="worker"``), with the same context as inline.
+
+- ``runner.WorkerRunner``: the ``ToolRunner`` the serving process uses (worker tools dispatched, others inline);
+- ``execute``: running one call where it runs (a worker, or the serving process without a broker);
+- ``records``: the durable record (``ToolTask``) and its state changes;
+- ``tasks``: the Celery tasks (``run_tool_call``, the reaper ``reap_worker_calls``);
+- ``quotas`` / ``admission``: per-tenant and per-agent concurrency limits (leases in Redis or in memory).
+
+See docs/workers.md for the design and the settings.
+"""

@@ -1,25 +1,17 @@
-"""``QuotaRunner``: the inline ``Runner`` with worker-call admission in front of tools bound with
-``execution == "worker"``.
+"""Admission of worker calls: a slot of the caller's tenant and of its agent before a call is recorded.
 
-A worker-bound call first takes a slot of its tenant and of its agent (``mcp_app.workers.quotas.acquire``, the
-limits carried by the request's ``Principal``, no query) and gives it back when the run ends, however it ends
-(result, error, cancellation). A refused call never runs; the client gets ``QuotaExceeded`` (-32010). Inline
-tools pass straight through. The slot covers the run itself, so a call that turns into a durable task
-(tasks extension) keeps its slot until the task's work ends, not only until its request is answered.
+``admit(principal, call_id)`` takes the slot (``mcp_app.workers.quotas.acquire``, with the limits carried by
+the request's ``Principal``: no query) or raises ``QuotaExceeded`` (-32010), so a refused call never runs. The
+routing runner (``workers.runner.WorkerRunner.start``) is the single caller: it admits before the durable record
+exists and gives the slot back when the call settles; the worker and the reaper give it back too when the
+serving process no longer waits (``quotas.release_call``). Inline tools are never counted.
 
-This is the single admission point until the proxy runner of ``mcp_app.workers`` dispatches worker calls to
-Celery; it then moves there (acquire before dispatch, release when the durable record is terminal).
-
-Not owned here: how calls run (``mcp_app.runtime.execution.Runner``), the lease semantics (``quotas``).
+Not owned here: how calls run (``workers.runner``, ``workers.execute``), the lease semantics (``quotas``).
 """
 
 from __future__ import annotations
 
-import secrets
-from typing import Any
-
-from ..protocol.context import Principal, ToolCall, ToolDescriptor
-from ..runtime.execution import Runner
+from ..protocol.context import Principal
 from . import quotas
 
 
@@ -36,17 +28,3 @@ async def admit(principal: Principal | None, call_id: str) -> quotas.Lease | Non
         tenant_limit=tenant_limit,
         agent_limit=agent_limit,
     )
-
-
-class QuotaRunner(Runner):
-    """Runs calls in the serving process like ``Runner``, admitting worker-bound ones against their quotas."""
-
-    async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
-        if tool.execution != "worker":
-            return await super()._call(tool, arguments, call)
-        lease = await admit(call.request.principal, secrets.token_hex(16))
-        try:
-            return await super()._call(tool, arguments, call)
-        finally:
-            if lease is not None:
-                await lease.release()

@@ -126,7 +126,11 @@ class Lease:
                 logger.warning("could not renew the worker-call lease %s: %s", self.call_id, error)
                 continue
             if not held:
-                logger.warning("worker-call lease %s expired while its call ran; it is no longer counted", self.call_id)
+                if not self._released:
+                    logger.info(
+                        "worker-call lease %s was released elsewhere or expired; no longer counted", self.call_id
+                    )
+                    self._mark_released()
                 return
 
     def _mark_released(self) -> bool:

@@ -31,6 +31,8 @@ from tests.transport.conftest import _close_connections_of_async_threads  # noqa
 READY_TIMEOUT_SECONDS = 20.0
 STOP_TIMEOUT_SECONDS = 10.0
 KEEPALIVE_SECONDS = "0.2"
+# The Celery queue of this test session's worker calls: another test run on the same Redis never takes them.
+SESSION_QUEUE = f"tests-{os.getpid()}"
 
 
 def _free_port() -> int:
@@ -104,6 +106,8 @@ def _running_daphne(
             "DATABASE_URL": _database_url(connection.settings_dict),
             "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
             "PYTHONUNBUFFERED": "1",
+            # Worker calls of this test session go to a queue of its own (see ``celery_worker``).
+            "MCP_WORKER_QUEUE": SESSION_QUEUE,
         }
     )
     if settings.REDIS_URL:
@@ -191,3 +195,13 @@ def legacy_only_access(transactional_db: None, access_factory: Callable[..., Acc
 def modern_only_access(transactional_db: None, access_factory: Callable[..., Access]) -> Access:
     """A server limited to 2026-07-28, like the demo's ``demo-modern``."""
     return access_factory(protocol_versions=["2026-07-28"])
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real Celery worker (tests/e2e/workers.py) serving the test database and Redis for the whole session: a
+    thread pool, many calls at once in one process (test_worker_loss.py runs prefork workers)."""
+    from tests.e2e.workers import running_worker
+
+    with running_worker(tmp_path_factory, pool="threads", concurrency=16, queue=SESSION_QUEUE) as worker:
+        yield worker

@@ -42,3 +42,19 @@ def _close_connections_of_async_threads(django_db_setup: Any, django_db_blocker:
 
 
 from tests.webhook_server import webhook_server  # noqa: E402, F401  (fixture: a real HTTP server on 127.0.0.1)
+
+
+@pytest.fixture
+async def worker_calls_drained() -> Any:
+    """After the test, wait (bounded) for the in-process work of worker calls to end in this test's event loop:
+    a receive on the channel layer left pending when the loop closes would break the next test's loop."""
+    yield
+    import asyncio
+
+    from mcp_app.workers import runner
+
+    for _ in range(3):
+        pending = list(runner._local_work)
+        if not pending:
+            return
+        await asyncio.wait(pending, timeout=5)

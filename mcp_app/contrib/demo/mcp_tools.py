@@ -47,3 +47,24 @@ async def progress_demo(
             await asyncio.sleep(delay_ms / 1000)
         await ctx.report_progress(step, steps, f"step {step} of {steps}")
     return f"Completed {steps} steps."
+
+
+@tool(title="Countdown (on a worker)", annotations=READ_ONLY, execution="worker", timeout=600)
+async def countdown(
+    ctx: ToolContext,
+    steps: Annotated[int, Field(ge=1, le=10_000, description="How many steps to count down.")] = 10,
+    interval_ms: Annotated[int, Field(ge=0, le=60_000, description="Pause between steps, in milliseconds.")] = 1000,
+) -> int:
+    """Count down on a Celery worker, reporting progress at each step; stops early when cancelled. Returns the
+    number of steps done."""
+    done = 0
+    for step in range(1, steps + 1):
+        if ctx.cancelled:
+            break
+        if interval_ms:
+            await asyncio.sleep(interval_ms / 1000)
+        if ctx.cancelled:
+            break
+        done = step
+        await ctx.report_progress(step, steps, f"{steps - step} to go")
+    return done

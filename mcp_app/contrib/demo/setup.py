@@ -17,10 +17,10 @@ from django.db import transaction
 from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
 from mcp_app.protocol.versions import MODERN_VERSIONS
 
-DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo")
+DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo", "countdown")
 DEMO_INSTRUCTIONS = (
     "Demo server of mcp-host. Tools: echo (returns text), add (sums two numbers), get_time (current UTC time), "
-    "progress_demo (reports progress)."
+    "progress_demo (reports progress), countdown (a long call on a worker: progress, cancellation)."
 )
 
 

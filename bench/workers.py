@@ -1,0 +1,312 @@
+"""Worker calls measured against real processes: dispatch overhead, progress relay, throughput (docs/workers.md).
+
+Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates that database, runs
+``mcp_demo --json`` for a token, purges the worker queue, starts one daphne (``mcp_host.asgi``) and Celery workers
+(``celery -A mcp_host worker``) as child processes on 127.0.0.1, and measures with 2026-07-28 calls of the demo's
+``countdown`` tool on ``demo-modern``:
+
+1. dispatch overhead: ``--samples`` sequential calls of ``countdown(steps=1, interval_ms=0)`` with the binding
+   inline, then on a worker (the binding's execution switched through the ORM, which bumps the catalog); median
+   and p99 latency of each and of their difference;
+2. progress relay: ``countdown(steps=20, interval_ms=0)`` streamed (SSE) ``--progress-runs`` times, inline and on a
+   worker: time from sending to the first progress notification, and the mean gap between consecutive ones (the
+   cost of relaying one notification worker -> Redis -> daphne -> client, as the inline gap is the tool's own);
+3. throughput: ``--calls`` concurrent ``countdown(steps=10, interval_ms=100)`` (a 1 s call each) with 1 worker
+   and with 2 workers (``--pool``, ``--concurrency`` each): wall time, calls per second, all answered once.
+
+Prints a markdown table; ``--json-out`` also writes the raw figures. Every wait is bounded; children are stopped
+(SIGTERM, then SIGKILL) at the end.
+
+    DATABASE_URL=postgres://…/bench REDIS_URL=redis://127.0.0.1:6379/5 python -m bench.workers
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+MODERN = "2026-07-28"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+QUEUE = "bench-workers"  # a queue (and channel prefix) of its own: nothing else on this Redis takes its calls
+
+
+def _env() -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
+        "PYTHONUNBUFFERED": "1",
+        "MCP_WORKER_QUEUE": QUEUE,
+        "MCP_CHANNEL_PREFIX": QUEUE,
+    }
+    if not env.get("DATABASE_URL") or not env.get("REDIS_URL"):
+        sys.exit("bench.workers needs DATABASE_URL (PostgreSQL) and REDIS_URL (the Celery broker)")
+    return env
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    if done.returncode:
+        sys.exit(f"manage.py {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def _set_execution(env: dict[str, str], execution: str) -> None:
+    code = (
+        "from mcp_app.models import ServerTool\n"
+        "for b in ServerTool.objects.filter(server__server_id__in=['demo', 'demo-modern'], tool__name='countdown'):\n"
+        f"    b.execution = {execution!r}\n"
+        "    b.save()\n"
+    )
+    _manage(env, "shell", "-c", code)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=STOP_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _daphne(env: dict[str, str], logs: Path) -> Iterator[str]:
+    port = _free_port()
+    daphne = Path(sys.executable).with_name("daphne")
+    with (logs / "daphne.log").open("wb") as log:
+        process = subprocess.Popen(
+            [str(daphne), "-b", HOST, "-p", str(port), "mcp_host.asgi:application"],
+            cwd=ROOT,
+            env={**env, "MCP_ACCESS_LOG": "0", "MCP_LOG_LEVEL": "WARNING"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
+                break
+            if time.monotonic() > deadline or process.poll() is not None:
+                sys.exit(f"daphne did not start:\n{(logs / 'daphne.log').read_text()}")
+            time.sleep(0.05)
+        yield f"http://{HOST}:{port}"
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
+def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency: int) -> Iterator[None]:
+    processes = []
+    try:
+        for n in range(count):
+            log_path = logs / f"worker-{count}-{n}.log"
+            command = [
+                *(sys.executable, "-m", "celery", "-A", "mcp_host", "worker", "--loglevel", "INFO"),
+                *("--pool", pool, "--concurrency", str(concurrency), "--without-gossip", "--without-mingle"),
+                *("--hostname", f"bench-{os.getpid()}-{count}-{n}@%h", "-Q", QUEUE),
+            ]
+            with log_path.open("wb") as log:
+                process = subprocess.Popen(
+                    command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            processes.append((process, log_path))
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for process, log_path in processes:
+            while " ready." not in log_path.read_text(errors="replace"):
+                if time.monotonic() > deadline or process.poll() is not None:
+                    sys.exit(f"a worker did not start:\n{log_path.read_text()}")
+                time.sleep(0.05)
+        yield
+    finally:
+        for process, _log in processes:
+            _stop(process)
+
+
+def _body(request_id: int, arguments: dict[str, Any], progress: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench.workers", "version": "1"},
+    }
+    if progress:
+        meta["progressToken"] = request_id
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "countdown", "arguments": arguments, "_meta": meta},
+    }
+
+
+def _headers(token: str, *, stream: bool = False) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream" if stream else "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "countdown",
+    }
+
+
+def _quantiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "median_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        "n": len(ordered),
+    }
+
+
+async def _latencies(url: str, token: str, samples: int) -> list[float]:
+    out = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        for n in range(samples + 10):
+            started = time.perf_counter()
+            reply = await http.post(url, headers=_headers(token), json=_body(n, {"steps": 1, "interval_ms": 0}))
+            elapsed = time.perf_counter() - started
+            if reply.status_code != 200 or "result" not in reply.json():
+                sys.exit(f"call failed: {reply.status_code} {reply.text[:300]}")
+            if n >= 10:  # the first ten warm the connections and caches up
+                out.append(elapsed)
+    return out
+
+
+async def _progress(url: str, token: str, runs: int, steps: int = 20) -> dict[str, float]:
+    firsts, gaps = [], []
+    async with httpx.AsyncClient(timeout=30) as http:
+        for n in range(runs + 2):
+            started = time.perf_counter()
+            arrivals = []
+            body = _body(n, {"steps": steps, "interval_ms": 0}, progress=True)
+            async with http.stream("POST", url, headers=_headers(token, stream=True), json=body) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data: ") and b"notifications/progress" in line.encode():
+                        arrivals.append(time.perf_counter())
+            if len(arrivals) != steps:
+                sys.exit(f"expected {steps} progress notifications, got {len(arrivals)}")
+            if n >= 2:
+                firsts.append(arrivals[0] - started)
+                gaps.append((arrivals[-1] - arrivals[0]) / (steps - 1))
+    return {
+        "first_progress_median_ms": statistics.median(firsts) * 1000,
+        "gap_median_ms": statistics.median(gaps) * 1000,
+        "runs": runs,
+    }
+
+
+async def _throughput(url: str, token: str, calls: int) -> dict[str, float]:
+    limits = httpx.Limits(max_connections=calls, max_keepalive_connections=calls)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as http:
+
+        async def one(n: int) -> int:
+            reply = await http.post(url, headers=_headers(token), json=_body(n, {"steps": 10, "interval_ms": 100}))
+            data = orjson.loads(reply.content)
+            if data.get("id") != n or data["result"]["structuredContent"] != {"result": 10}:
+                raise RuntimeError(f"call {n}: {reply.text[:200]}")
+            return n
+
+        started = time.perf_counter()
+        done = await asyncio.gather(*(one(n) for n in range(calls)))
+        wall = time.perf_counter() - started
+    assert sorted(done) == list(range(calls))
+    return {"calls": calls, "wall_s": wall, "calls_per_s": calls / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--progress-runs", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--pool", default="threads")
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--json-out")
+    args = parser.parse_args()
+    env = _env()
+    _manage(env, "migrate", "--noinput")
+    access = json.loads(_manage(env, "mcp_demo", "--json"))
+    token = access["token"]
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp, _daphne(env, Path(tmp)) as base:
+        url = f"{base}/mcp/demo-modern?agentId={access['agent_id']}"
+        _set_execution(env, "inline")
+        results["inline"] = _quantiles(asyncio.run(_latencies(url, token, args.samples)))
+        results["inline_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
+        _set_execution(env, "")  # the tool's default: worker
+        with _workers(env, Path(tmp), 1, args.pool, args.concurrency):
+            results["worker"] = _quantiles(asyncio.run(_latencies(url, token, args.samples)))
+            results["worker_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
+            results["throughput_1"] = asyncio.run(_throughput(url, token, args.calls))
+        with _workers(env, Path(tmp), 2, args.pool, args.concurrency):
+            results["throughput_2"] = asyncio.run(_throughput(url, token, args.calls))
+    inline, worker = results["inline"], results["worker"]
+    print(f"| measure | inline | worker ({args.pool}, concurrency {args.concurrency}) |")
+    print("|---|---|---|")
+    print(f"| call latency, median | {inline['median_ms']:.2f} ms | {worker['median_ms']:.2f} ms |")
+    print(f"| call latency, p99 | {inline['p99_ms']:.2f} ms | {worker['p99_ms']:.2f} ms |")
+    print(
+        f"| dispatch overhead (worker - inline) | | median {worker['median_ms'] - inline['median_ms']:.2f} ms, "
+        f"p99 {worker['p99_ms'] - inline['p99_ms']:.2f} ms |"
+    )
+    ip, wp = results["inline_progress"], results["worker_progress"]
+    print(
+        f"| first progress after sending, median | {ip['first_progress_median_ms']:.2f} ms | "
+        f"{wp['first_progress_median_ms']:.2f} ms |"
+    )
+    print(
+        f"| gap between progress notifications, median | {ip['gap_median_ms']:.3f} ms | {wp['gap_median_ms']:.3f} ms |"
+    )
+    for workers in (1, 2):
+        t = results[f"throughput_{workers}"]
+        print(
+            f"| {t['calls']} concurrent 1 s calls, {workers} worker(s) | | {t['wall_s']:.2f} s wall, "
+            f"{t['calls_per_s']:.1f} calls/s |"
+        )
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

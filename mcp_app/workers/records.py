@@ -1,0 +1,259 @@
+"""The durable record of a worker call (``ToolTask``): every state change is one conditional UPDATE.
+
+Life of a record: created ``queued`` before dispatch (with its Celery id and deadline), ``working`` when a
+worker starts it (``attempts`` + 1, ``started_at``, ``owner``), then terminal: ``completed`` / ``failed`` /
+``cancelled`` (``finished_at``), or ``input_required`` for a 2026 task waiting for ``tasks/update``. The outcome
+is stored before the broker message is acknowledged, so a worker dying after the tool returned loses nothing;
+terminal states never change (``ToolTask.objects.transition``).
+
+How the outcome is stored: ``runtime.tasks._outcome_fields`` (what ``tasks/get`` shows), plus, for an
+``input_required`` outcome, the whole answer in ``result`` so the awaiting process returns it as it was.
+``outcome_of`` turns a record back into what the runner returns (a result dict) or raises (a ProtocolError).
+
+Sync functions: called from worker threads (``database_sync_to_async``) and from the Celery task.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from ..models import ToolTask
+from ..models.tasks import TERMINAL
+from ..protocol.errors import InternalError, ProtocolError, RequestTimeout
+from ..runtime.mrtr import PARK
+from . import quotas
+
+WORKER = "worker"
+
+
+def timeout_of(tool_timeout: float | None) -> float:
+    return float(tool_timeout) if tool_timeout else float(mcp_settings.WORKER_CALL_TIMEOUT_SECONDS)
+
+
+def _ttl_ms(timeout: float) -> int:
+    """A plain worker call is kept for re-attachment (idempotency) as long as the longer of the key's TTL and
+    the task TTL, counted after its deadline."""
+    keep = max(float(mcp_settings.IDEMPOTENCY_TTL_SECONDS), mcp_settings.TASK_TTL_MS / 1000.0)
+    return int((timeout + keep) * 1000)
+
+
+def new_task_id() -> str:
+    """Unguessable, like every task id (``ToolTaskManager.create_task``)."""
+    return secrets.token_urlsafe(24)
+
+
+def _insert(task_id: str, ttl_ms: int, **fields: Any) -> ToolTask:
+    return ToolTask.objects.create(
+        task_id=task_id, ttl_ms=ttl_ms, expires_at=timezone.now() + timedelta(milliseconds=ttl_ms), **fields
+    )
+
+
+def create(
+    *,
+    task_id: str,
+    server_pk: int,
+    agent_pk: int,
+    tool_name: str,
+    arguments: dict[str, Any],
+    timeout: float,
+    client_capabilities: dict[str, Any],
+    protocol_version: str,
+    request_id: str | int | None,
+    idempotency_key: str = "",
+    client_task: bool = False,
+) -> tuple[ToolTask, bool]:
+    """A new ``queued`` record, or (with an idempotency key already used by this agent on this server within
+    the TTL) the existing one: ``(record, created)``. Race-safe: the unique constraint decides."""
+    now = timezone.now()
+    fields: dict[str, Any] = {
+        "status": ToolTask.Status.QUEUED,
+        "execution": WORKER,
+        "client_task": client_task,
+        "protocol_version": protocol_version,
+        "request_id": "" if request_id is None else str(request_id)[:200],
+        "idempotency_key": idempotency_key,
+        "celery_id": str(uuid.uuid4()),
+        "deadline": now + timedelta(seconds=timeout),
+        "client_capabilities": client_capabilities,
+    }
+    ttl = mcp_settings.TASK_TTL_MS if client_task else _ttl_ms(timeout)
+    row = {"server_id": server_pk, "agent_id": agent_pk, "tool_name": tool_name, "arguments": arguments, **fields}
+    if not idempotency_key:
+        return _insert(task_id, ttl, **row), True
+    for _attempt in range(3):
+        existing = ToolTask.objects.filter(server_id=server_pk, agent_id=agent_pk, idempotency_key=idempotency_key)
+        found = existing.first()
+        if found is not None:
+            horizon = found.created_at + timedelta(seconds=float(mcp_settings.IDEMPOTENCY_TTL_SECONDS))
+            if horizon > now and found.tool_name == tool_name:
+                return found, False
+            # Past its TTL (or for another tool): the key is free again; the old record keeps its history.
+            existing.filter(pk=found.pk).update(idempotency_key="")
+        try:
+            with transaction.atomic():
+                return _insert(task_id, ttl, **row), True
+        except IntegrityError:
+            continue  # another request created it first: attach to that one
+    raise InternalError("Could not record the call (idempotency key contention); retry")
+
+
+def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
+    """An existing record (a task resumed by ``tasks/update``) dispatched again: ``queued`` with a new Celery id,
+    attempts reset. ``None`` when it is terminal."""
+    record = ToolTask.objects.filter(task_id=task_id).first()
+    if record is None:
+        return None
+    moved = ToolTask.objects.transition(
+        record.pk,
+        status=ToolTask.Status.QUEUED,
+        execution=WORKER,
+        celery_id=str(uuid.uuid4()),
+        attempts=0,
+        deadline=timezone.now() + timedelta(seconds=timeout),
+        finished_at=None,
+    )
+    return ToolTask.objects.filter(pk=record.pk).first() if moved else None
+
+
+def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, str]:
+    """A worker takes the record: ``(record, "run")`` to run it, else ``(record or None, why)`` when it must not
+    (terminal already, superseded by a newer dispatch, or a lost worker's message redelivered past the policy:
+    then the record is failed here)."""
+    record = ToolTask.objects.filter(pk=record_pk).first()
+    if record is None:
+        return None, "gone"
+    if record.status in TERMINAL or record.status == ToolTask.Status.INPUT_REQUIRED:
+        return record, "terminal"
+    if record.celery_id and record.celery_id != celery_id:
+        return record, "superseded"
+    # Working already: this message was delivered before, to a worker that died mid-call (acks_late redelivers).
+    if record.status == ToolTask.Status.WORKING and (
+        mcp_settings.WORKER_LOST_CALLS != "requeue" or record.attempts >= mcp_settings.WORKER_CALL_MAX_ATTEMPTS
+    ):
+        fail_lost(record_pk)
+        return ToolTask.objects.filter(pk=record_pk).first(), "lost"
+    now = timezone.now()
+    moved = (
+        ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status__in=(ToolTask.Status.QUEUED, "working"))
+        .exclude(status__in=TERMINAL)
+        .update(status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner)
+    )
+    record = ToolTask.objects.select_related("agent", "server", "server__tenant").filter(pk=record_pk).first()
+    return record, "run" if moved else "terminal"
+
+
+LOST_MESSAGE = "The worker running this call stopped before it finished; run the call again."
+
+
+def fail_lost(record_pk: int) -> bool:
+    """Fail a call whose worker died (the ``fail`` policy, or attempts exhausted)."""
+    return store(record_pk, InternalError(LOST_MESSAGE))
+
+
+def store(record_pk: int, outcome: Any, *, celery_id: str | None = None) -> bool:
+    """Record a call's outcome (a result dict, a ProtocolError, another exception); returns whether it moved
+    (a cancelled or otherwise terminal record keeps its state)."""
+    from ..runtime.tasks import _outcome_fields
+
+    raw = dict(outcome) if isinstance(outcome, dict) else None
+    fields = _outcome_fields(dict(outcome) if isinstance(outcome, dict) else outcome)
+    if raw is not None and fields["status"] == ToolTask.Status.INPUT_REQUIRED:
+        fields["result"] = raw
+    now = timezone.now()
+    fields["updated_at"] = now
+    if fields["status"] != ToolTask.Status.INPUT_REQUIRED:
+        fields["finished_at"] = now
+    query = ToolTask.objects.filter(pk=record_pk).exclude(status__in=TERMINAL)
+    if celery_id is not None:
+        query = query.filter(celery_id=celery_id)
+    return bool(query.update(**fields))
+
+
+def cancel(record_pk: int, message: str = "Cancelled by the client") -> bool:
+    now = timezone.now()
+    return bool(
+        ToolTask.objects.filter(pk=record_pk)
+        .exclude(status__in=TERMINAL)
+        .update(status=ToolTask.Status.CANCELLED, status_message=message[:500], updated_at=now, finished_at=now)
+    )
+
+
+def load(record_pk: int) -> ToolTask | None:
+    return ToolTask.objects.filter(pk=record_pk).first()
+
+
+def settled(record: ToolTask) -> bool:
+    return record.status in TERMINAL or record.status == ToolTask.Status.INPUT_REQUIRED
+
+
+def outcome_of(record: ToolTask) -> dict[str, Any]:
+    """What the runner returns for a settled record; raises its error (a ProtocolError)."""
+    if record.status == ToolTask.Status.COMPLETED:
+        return dict(record.result or {"content": []})
+    if record.status == ToolTask.Status.INPUT_REQUIRED:
+        result = dict(record.result or {})
+        if not result:
+            result = {"resultType": "input_required", "inputRequests": record.input_requests or {}}
+            if record.request_state:
+                result["requestState"] = record.request_state
+        return result
+    if record.status == ToolTask.Status.CANCELLED:
+        raise InternalError(record.status_message or "The call was cancelled")
+    error = record.error if isinstance(record.error, dict) else {}
+    raise ProtocolError(
+        str(error.get("message") or record.status_message or "Internal error"),
+        error.get("data"),
+        code=int(error.get("code", InternalError.code)),
+    )
+
+
+def strip_internal(result: dict[str, Any]) -> dict[str, Any]:
+    result.pop(PARK, None)
+    return result
+
+
+DEADLINE_MESSAGE = "The call did not finish before its deadline"
+
+
+def fail_overdue(now: Any = None, *, dry_run: bool = False) -> int:
+    """Fail the worker calls past their deadline that are still ``queued`` or ``working`` (their worker is
+    stuck or gone, or no worker ever took them); returns how many. Each is told to its awaiting processes."""
+    now = now or timezone.now()
+    overdue = ToolTask.objects.filter(
+        execution=WORKER, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING), deadline__lt=now
+    )
+    if dry_run:
+        return overdue.count()
+    failed = [
+        task_id for pk, task_id in overdue.values_list("pk", "task_id") if store(pk, RequestTimeout(DEADLINE_MESSAGE))
+    ]
+    if failed:
+        from asgiref.sync import async_to_sync
+
+        from .execute import Relay
+
+        for task_id in failed:
+            quotas.release_call(task_id)
+            async_to_sync(Relay(task_id).publish)({"kind": "done"})
+            async_to_sync(_tell_worker_sync)(task_id)
+    return len(failed)
+
+
+async def _tell_worker_sync(task_id: str) -> None:
+    from .runner import _tell_worker
+
+    await _tell_worker(task_id)
+
+
+def reap(now: Any = None) -> dict[str, int]:
+    """The reaper: fail worker calls past their deadline, delete expired records. Counts by kind."""
+    failed = fail_overdue(now)
+    return {"worker calls past their deadline": failed, "expired tasks": ToolTask.objects.delete_expired()}

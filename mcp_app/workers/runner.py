@@ -1,0 +1,494 @@
+"""The routing runner (seams §1): worker tools run on a Celery worker, everything else inline.
+
+``WorkerRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
+
+1. the arguments are validated here (a bad call is refused before anything is recorded or queued);
+2. the durable record (``ToolTask``, ``execution="worker"``, ``queued``) is created before dispatch, with its
+   Celery id and deadline; with an idempotency key in ``_meta`` (``IDEMPOTENCY_META``) from the same agent on the
+   same server within ``IDEMPOTENCY_TTL_SECONDS``, the existing record is found instead and this request
+   attaches to it (awaits its outcome; the tool is not run again);
+3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
+   code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
+4. its events are awaited on ``events.worker_group(task_id)`` and relayed as the request's era prescribes:
+   progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
+   real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
+   when the outcome is stored; the record is also re-read on a bounded back-off, so a lost event never hangs;
+5. the outcome is read from the record: a result is returned, an error raised as the ``ProtocolError`` it was.
+
+If the awaiting coroutine is cancelled (``notifications/cancelled``, a closed stream, ``tasks/cancel`` of a
+task this process follows), the record is marked ``cancelled``, the Celery task revoked and the worker told
+(``ctx.cancelled`` turns true, the tool's coroutine is cancelled). One exception: a stateless-era (2026) call
+with an idempotency key whose client closes its stream is *not* cancelled, since the key announces that the
+client will re-issue it; it goes on and the re-issued request attaches to it.
+
+For a 2026 client that declared the tasks extension, a task-capable worker tool follows the rules of
+``runtime.tasks.call_maybe_as_task`` with one row: the worker call's record becomes the client's task
+(``client_task``), never a second row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pydantic
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.utils import timezone
+
+from ..channel_layer import LAYER_ERRORS, receive_forever
+from ..conf import mcp_settings
+from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..models import ToolTask
+from ..protocol import versions
+from ..protocol.context import (
+    InvalidToolArguments,
+    LogReporter,
+    ProgressReporter,
+    PromptDescriptor,
+    ResourceDescriptor,
+    ToolCall,
+    ToolDescriptor,
+)
+from ..protocol.errors import InternalError, InvalidParams, ProtocolError
+from ..protocol.modern import TASKS_EXTENSION
+from ..runtime.execution import (
+    PythonTarget,
+    Runner,
+    StaticTarget,
+    _describe_schema_error,
+    _describe_validation_error,
+)
+from ..runtime.mrtr import PARK
+from ..runtime.webhooks import HttpTarget
+from . import quotas, records
+from .admission import admit
+from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving
+
+logger = logging.getLogger("mcp_app.workers")
+
+#: Where a client puts its idempotency key: ``params._meta["io.mcp-host/idempotencyKey"]`` (a string).
+IDEMPOTENCY_META = "io.mcp-host/idempotencyKey"
+MAX_KEY_LENGTH = 200
+# The record is re-read when no event came for this long (doubling up to the maximum).
+POLL_FIRST_SECONDS = 0.5
+POLL_MAX_SECONDS = 5.0
+
+# In-process worker calls (no broker), referenced until done.
+_local_work: set[asyncio.Task[Any]] = set()
+
+
+def broker_configured() -> bool:
+    """Whether worker calls go to Celery (``WORKER_DISPATCH``: "celery", "in_process" or "auto": Celery when the
+    current Celery app is not eager and has a broker other than ``memory://``)."""
+    mode = mcp_settings.WORKER_DISPATCH
+    if mode != "auto":
+        return bool(mode == "celery")
+    from celery import current_app
+
+    conf = current_app.conf
+    return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
+
+
+def idempotency_key(call: ToolCall) -> str:
+    value = (call.meta or {}).get(IDEMPOTENCY_META)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value or len(value) > MAX_KEY_LENGTH:
+        raise InvalidParams(
+            f"Invalid params: _meta {IDEMPOTENCY_META} must be a string of 1 to {MAX_KEY_LENGTH} characters"
+        )
+    return value
+
+
+def validate(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:
+    """The inline runner's argument checks, before anything is recorded."""
+    target = tool.target
+    if isinstance(target, PythonTarget):
+        try:
+            target.registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
+        except pydantic.ValidationError as exc:
+            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
+    elif isinstance(target, StaticTarget | HttpTarget):
+        errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
+        if errors:
+            raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+
+
+@dataclass
+class _Started:
+    record: ToolTask
+    created: bool
+    queue: asyncio.Queue[dict[str, Any]]
+    leave: Any  # coroutine function: stop listening
+    # Whether a closed stream may leave the call running (a 2026 call with an idempotency key); False once the
+    # call is a task the client knows: then only explicit cancellation (tasks/cancel) ends the wait.
+    detachable: bool = True
+    # The call's slot of its tenant's and agent's quotas (None: nobody to count against).
+    lease: quotas.Lease | None = None
+
+
+async def _release(lease: quotas.Lease | None) -> None:
+    if lease is not None:
+        await lease.release()
+
+
+async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
+    """Join ``group``; its events arrive on the queue until ``leave()``. ``local``: the call runs in this process
+    (no broker), its events travel on the process-local bus."""
+    layer = None if local else get_channel_layer()
+    if layer is None:
+        queue = local_bus.join(group)
+
+        async def leave_local() -> None:
+            local_bus.leave(group, queue)
+
+        return queue, leave_local
+    queue = asyncio.Queue()
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+
+    async def pump() -> None:
+        async for message in receive_forever(layer, channel):
+            if message.get("type") == STOP_EVENT:
+                return
+            await queue.put(message)
+
+    pumping = asyncio.ensure_future(pump())
+
+    async def leave() -> None:
+        with contextlib.suppress(*LAYER_ERRORS):
+            await layer.group_discard(group, channel)
+        await stop_receiving(layer, channel, pumping)
+
+    return queue, leave
+
+
+def _info(call: ToolCall) -> dict[str, Any]:
+    """What the worker needs to know of the request besides the record."""
+    return {
+        "era": call.request.era,
+        "log_level": call.log.threshold,
+        "progress": call.progress.enabled,
+        "can_ask": call.outbound.can_request,
+        "in_task": call.in_task,
+        "input_responses": dict(call.input_responses) if call.input_responses else None,
+        "request_state": call.request_state,
+    }
+
+
+def _create_and_dispatch(
+    task_id: str, fields: dict[str, Any], info: dict[str, Any], celery: bool
+) -> tuple[ToolTask, bool]:
+    record, created = records.create(task_id=task_id, **fields)
+    if created and celery:
+        _send(record, info)
+    return record, created
+
+
+def _requeue_and_dispatch(task_id: str, timeout: float, info: dict[str, Any], celery: bool) -> ToolTask | None:
+    record = records.requeue(task_id, timeout=timeout)
+    if record is not None and celery:
+        _send(record, info)
+    return record
+
+
+def _send(record: ToolTask, info: dict[str, Any]) -> None:
+    from .tasks import run_tool_call
+
+    try:
+        options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
+        run_tool_call.apply_async(args=[record.pk, info], task_id=record.celery_id, **options)
+    except Exception as error:
+        # No broker: the record must not stay queued for a worker that will never see it.
+        logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
+        records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
+        raise InternalError("The worker queue is unreachable; retry shortly") from error
+
+
+def revoke_celery_task(celery_id: str) -> None:
+    """Revoke a dispatched call's Celery task (a worker that has not started it skips it); never raises."""
+    if not broker_configured():
+        return
+    from celery import current_app
+
+    try:
+        current_app.control.revoke(celery_id)
+    except Exception as error:  # the record is cancelled already; a worker that starts it skips it
+        logger.warning("could not revoke Celery task %s: %s", celery_id, error)
+
+
+def _local_done(work: asyncio.Task[Any]) -> None:
+    _local_work.discard(work)
+    if not work.cancelled() and work.exception() is not None:
+        logger.error("an in-process worker call failed", exc_info=work.exception())
+
+
+class WorkerRunner:
+    """``ToolRunner`` that routes worker tools to the workers and delegates the rest to the inline runner."""
+
+    def __init__(self, inline: Runner | None = None) -> None:
+        self.inline = inline or Runner()
+
+    async def read_resource(
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+    ) -> dict[str, Any]:
+        return await self.inline.read_resource(resource, uri, variables, call)
+
+    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+        return await self.inline.get_prompt(prompt, arguments, call)
+
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        principal = call.request.principal
+        if (
+            tool.execution != "worker"
+            or call.request.server.pk is None
+            or principal is None
+            or principal.agent_pk is None
+        ):
+            return await self.inline.call_tool(tool, arguments, call)
+        ctx = call.request
+        if (
+            tool.task_support != "forbidden"
+            and not call.in_task
+            and ctx.tasks is not None
+            and ctx.client_declares_extension(TASKS_EXTENSION)
+        ):
+            return await self._as_task(tool, arguments, call)
+        started = await self.start(tool, arguments, call)
+        return await self.wait(started, call)
+
+    async def start(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> _Started:
+        """Record (or find, or re-queue) the call, listen to its events, dispatch it."""
+        validate(tool, arguments)
+        key = idempotency_key(call)
+        ctx = call.request
+        assert ctx.server.pk is not None and ctx.principal is not None and ctx.principal.agent_pk is not None
+        timeout = records.timeout_of(tool.timeout)
+        info = _info(call)
+        celery = broker_configured()
+        if call.task_id:
+            # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
+            lease = await admit(ctx.principal, call.task_id)
+            queue, leave = await _listen(worker_group(call.task_id), local=not celery)
+            try:
+                record = await database_sync_to_async(_requeue_and_dispatch)(call.task_id, timeout, info, celery)
+            except BaseException:
+                await _release(lease)
+                await leave()
+                raise
+            if record is None:
+                await _release(lease)
+                await leave()
+                raise InvalidParams("The task is no longer running")
+            created = True
+        else:
+            task_id = records.new_task_id()
+            queue, leave = await _listen(worker_group(task_id), local=not celery)
+            fields = {
+                "server_pk": ctx.server.pk,
+                "agent_pk": ctx.principal.agent_pk,
+                "tool_name": tool.name,
+                "arguments": arguments,
+                "timeout": timeout,
+                "client_capabilities": dict(ctx.client_capabilities),
+                "protocol_version": ctx.protocol_version,
+                "request_id": call.request_id,
+                "idempotency_key": key,
+            }
+            # Admission before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs.
+            # The slot is given back when the call settles: by ``wait`` here, or by whoever settles the record
+            # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires.
+            lease = await admit(ctx.principal, task_id)
+            try:
+                record, created = await database_sync_to_async(_create_and_dispatch)(task_id, fields, info, celery)
+            except BaseException:
+                await _release(lease)
+                await leave()
+                raise
+            if not created:
+                # Attach to the existing call (same idempotency key), which holds its own slot.
+                await _release(lease)
+                lease = None
+                await leave()
+                queue, leave = await _listen(worker_group(record.task_id), local=not celery)
+                record = await database_sync_to_async(records.load)(record.pk) or record
+        if created and not celery:
+            # In this process: its events and cancellation travel on the process-local bus.
+            work = asyncio.ensure_future(execute(record.pk, record.celery_id, info, layer=None))
+            _local_work.add(work)
+            work.add_done_callback(_local_done)
+        return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease)
+
+    async def wait(self, started: _Started, call: ToolCall, *, cancel_on_exit: bool = True) -> dict[str, Any]:
+        """Relay the call's events until its record settles; return or raise its outcome."""
+        record = started.record
+        try:
+            if records.settled(record):
+                return self._result(record, call)
+            poll = POLL_FIRST_SECONDS
+            while True:
+                try:
+                    event = await asyncio.wait_for(started.queue.get(), poll)
+                except TimeoutError:
+                    current = await database_sync_to_async(records.load)(record.pk)
+                    if current is None:
+                        raise InternalError("The call's record is gone") from None
+                    if records.settled(current):
+                        return self._result(current, call)
+                    poll = min(poll * 2, POLL_MAX_SECONDS)
+                    continue
+                if event.get("type") != WORKER_EVENT:
+                    continue
+                kind = event.get("kind")
+                if kind == "notify":
+                    await _relay(event.get("message") or {}, call)
+                elif kind == "request":
+                    await self._answer(event, call)
+                elif kind == "done":
+                    if "result" in event and isinstance(event["result"], dict):
+                        return self._event_result(event["result"], call)
+                    if isinstance(event.get("error"), dict):
+                        error = event["error"]
+                        raise ProtocolError(str(error.get("message")), error.get("data"), code=int(error["code"]))
+                    current = await database_sync_to_async(records.load)(record.pk)
+                    if current is not None and records.settled(current):
+                        return self._result(current, call)
+        except asyncio.CancelledError:
+            if cancel_on_exit and not (started.detachable and _detaches(call)):
+                await asyncio.shield(cancel_call(record))
+            else:
+                started.lease = None  # the call goes on without us: whoever settles it gives the slot back
+            raise
+        finally:
+            await _release(started.lease)
+            # Stop listening off the answer's path (referenced until done).
+            leaving = asyncio.ensure_future(started.leave())
+            _local_work.add(leaving)
+            leaving.add_done_callback(_local_work.discard)
+
+    @staticmethod
+    def _event_result(outcome: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """The outcome carried by ``done``: what ``records.outcome_of`` would read back from the record."""
+        if outcome.get("resultType") != "input_required":
+            outcome = {key: value for key, value in outcome.items() if key != "resultType"}
+        return outcome if call.in_task else records.strip_internal(dict(outcome))
+
+    @staticmethod
+    def _result(record: ToolTask, call: ToolCall) -> dict[str, Any]:
+        outcome = records.outcome_of(record)
+        return outcome if call.in_task else records.strip_internal(outcome)
+
+    async def _answer(self, event: dict[str, Any], call: ToolCall) -> None:
+        method = str(event.get("method"))
+        params = event.get("params") if isinstance(event.get("params"), dict) else {}
+        if not call.outbound.can_request:
+            answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
+        else:
+            answer = await call.outbound.request(method, params)
+        reply = str(event.get("reply") or "")
+        message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
+        layer = get_channel_layer()
+        if layer is None or reply.startswith(LOCAL_PREFIX):
+            local_bus.send(reply, message)
+        else:
+            await layer.send(reply, message)
+
+    async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+        """``call_maybe_as_task`` for a worker tool: the worker call's record is the task (one row)."""
+        from ..runtime.tasks import create_result, follow
+
+        converted = False
+        emit = call.request.emit
+
+        async def gated(message: dict[str, Any]) -> None:
+            if not converted:  # once the call is a task its request is answered: nothing more goes there
+                await emit(message)
+
+        task_call = dataclasses.replace(
+            call,
+            request=dataclasses.replace(call.request, emit=gated),
+            progress=ProgressReporter(call.progress.token, gated),
+            log=LogReporter(call.log.threshold, gated),
+            in_task=True,
+        )
+        started = await self.start(tool, arguments, task_call)
+        work = asyncio.ensure_future(self.wait(started, task_call))
+        done, _pending = await asyncio.wait({work}, timeout=mcp_settings.TASK_IMMEDIATE_SECONDS)
+        if work in done:
+            error = work.exception()
+            if error is not None and (tool.task_support != "required" or not isinstance(error, ProtocolError)):
+                raise error
+            outcome = error or work.result()
+            if isinstance(outcome, dict) and outcome.get("resultType") == "input_required" and not outcome.get(PARK):
+                return outcome
+            if tool.task_support == "optional":
+                if isinstance(outcome, dict):
+                    outcome.pop(PARK, None)
+                return outcome  # type: ignore[return-value]
+            task = await database_sync_to_async(_become_task)(started.record.pk)
+            return create_result(task)
+        converted = True
+        started.detachable = False
+        task = await database_sync_to_async(_become_task)(started.record.pk)
+        follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
+        return create_result(task)
+
+
+def _detaches(call: ToolCall) -> bool:
+    """A closed stream of a 2026 call with an idempotency key does not cancel it (the client will re-issue)."""
+    return call.request.era == versions.MODERN and bool((call.meta or {}).get(IDEMPOTENCY_META))
+
+
+def _become_task(record_pk: int) -> ToolTask:
+    """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
+    from datetime import timedelta
+
+    ttl = mcp_settings.TASK_TTL_MS
+    ToolTask.objects.filter(pk=record_pk).update(
+        client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl)
+    )
+    return ToolTask.objects.get(pk=record_pk)
+
+
+async def _relay(message: dict[str, Any], call: ToolCall) -> None:
+    """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    method = message.get("method")
+    if method == "notifications/progress":
+        progress = params.get("progress")
+        if isinstance(progress, int | float):
+            await call.progress.report(progress, params.get("total"), params.get("message"))
+    elif method == "notifications/message":
+        level = params.get("level")
+        if isinstance(level, str) and call.log.allows(level):
+            await call.log.log(level, params.get("data"), params.get("logger"))
+    elif isinstance(method, str):
+        await call.request.emit(message)
+
+
+async def cancel_call(record: ToolTask, message: str = "Cancelled by the client") -> bool:
+    """Cancel a worker call from the serving process: mark it cancelled, revoke its Celery task, tell the worker."""
+    moved = await database_sync_to_async(records.cancel)(record.pk, message)
+    # Whoever marked it cancelled first (tasks/cancel, the admin), the worker is told and the task revoked here
+    # too: both are idempotent, and a worker that already heard just ignores it.
+    if record.celery_id:
+        await sync_to_async(revoke_celery_task, thread_sensitive=False)(record.celery_id)
+    await _tell_worker(record.task_id)
+    return moved
+
+
+async def _tell_worker(task_id: str) -> None:
+    """Wherever the call runs: in this process (the local bus) or on a worker (the channel layer)."""
+    local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    with contextlib.suppress(*LAYER_ERRORS):
+        await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})

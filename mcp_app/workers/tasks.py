@@ -1,0 +1,101 @@
+"""The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
+
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute``) in its worker thread's own event loop and
+channel layer (kept from call to call), and returns once its outcome is stored (any pool works: prefork, or
+``--pool threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
+(SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
+the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
+record's ``attempts``), after which it is failed; with ``"fail"`` the record is failed at once (the
+``task_failure`` signal in the worker's main process, or ``records.begin`` when a whole worker died and the
+broker redelivers). Either way the record never stays ``working``; the reaper fails what is past its deadline.
+
+The reusable app does not know the project's Celery app: these are ``shared_task``s, registered with whichever
+app the project runs (``mcp_app.tasks`` imports this module; the project's ``autodiscover_tasks`` finds it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from celery import Task, shared_task
+from celery.signals import task_failure
+
+from ..conf import mcp_settings
+
+logger = logging.getLogger("mcp_app.workers")
+
+RUN_TASK = "mcp_app.run_tool_call"
+REAP_TASK = "mcp_app.reap_worker_calls"
+REAP_INTERVAL_SECONDS = 30.0
+
+
+class ToolCallTask(Task):  # type: ignore[misc]
+    """Acknowledged after the outcome is stored; rejected back to the queue on worker loss per the setting."""
+
+    acks_late = True
+    ignore_result = True
+
+    @property
+    def reject_on_worker_lost(self) -> bool:  # type: ignore[override]
+        return bool(mcp_settings.WORKER_LOST_CALLS == "requeue")
+
+
+_local = threading.local()
+
+
+def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
+    """This worker thread's event loop and channel layer, made once and kept: each call of the thread runs in
+    them (no loop or Redis connections to set up per call). A thread pool has one pair per thread."""
+    from .execute import own_layer
+
+    loop = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+        _local.layer = own_layer()
+    return loop, _local.layer
+
+
+@shared_task(bind=True, base=ToolCallTask, name=RUN_TASK)
+def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
+    from django.db import close_old_connections
+
+    from .execute import execute
+
+    loop, layer = _thread_loop()
+    close_old_connections()
+    try:
+        return loop.run_until_complete(execute(record_pk, str(self.request.id), info, layer=layer))
+    finally:
+        close_old_connections()
+
+
+@task_failure.connect
+def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None, **_kwargs: Any) -> None:
+    """The pool process running a call died and the message was not requeued: fail its record now."""
+    if getattr(sender, "name", None) != RUN_TASK or not args:
+        return
+    from asgiref.sync import async_to_sync
+
+    from . import records
+    from .execute import Relay
+
+    try:
+        record_pk = int(args[0])
+        if records.fail_lost(record_pk):
+            record = records.load(record_pk)
+            if record is not None:
+                async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
+    except Exception:
+        logger.exception("could not fail the record of a lost worker call")
+
+
+@shared_task(name=REAP_TASK, ignore_result=True)
+def reap_worker_calls() -> dict[str, int]:
+    """Fail worker calls past their deadline and purge expired records (see ``records.reap``)."""
+    from . import records
+
+    return records.reap()
