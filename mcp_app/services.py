@@ -4,6 +4,7 @@
   with ``execution="worker"`` go to Celery workers, or run in this process without a broker, after admission
   against their quotas; the rest run inline).
 - ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
+- ``cancel_task(task)``: cancel any durable record from synchronous code (the admin), worker calls included.
 - ``handshake_task_service(...)``: the ``HandshakeTasks`` port (2025-11-25 tasks) of one handshake-era request.
 
 Nothing else constructs a runner at module level. The transport and the admin's console ask here; tests may
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 from .protocol.context import ToolRunner
 
 if TYPE_CHECKING:
+    from .models import ToolTask
     from .runtime.handshake_tasks import HandshakeTaskService
     from .runtime.tasks import TaskService
 
@@ -51,3 +53,11 @@ def handshake_task_service(server_pk: int, agent_pk: int, session_key: str | Non
     from .runtime.handshake_tasks import HandshakeTaskService
 
     return HandshakeTaskService(server_pk, agent_pk, session_key)
+
+
+def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
+    """Cancel a durable record (a task of either era, or a worker call) from synchronous code, wherever it runs:
+    the admin's cancel action. Returns whether it moved (a terminal record stays as it is)."""
+    from .workers.runner import cancel_record
+
+    return cancel_record(task, message)

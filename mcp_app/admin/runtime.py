@@ -1,5 +1,5 @@
 """Admin of what runs: handshake-era sessions and durable tool tasks. Both are read-only records; members with
-the change role terminate sessions (``McpSession.terminate``) and cancel tasks (``runtime.tasks.cancel_task``,
+the change role terminate sessions (``McpSession.terminate``) and cancel tasks (``services.cancel_task``,
 which also stops the work in whichever process runs it)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from django.http import HttpRequest
 
 from ..models import McpSession, ToolTask
 from ..models.tasks import TERMINAL
-from ..runtime.tasks import cancel_task
+from ..services import cancel_task
 from .base import TenantScopedAdmin
 
 

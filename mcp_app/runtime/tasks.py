@@ -257,8 +257,9 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
 
 
 def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
-    """Cancel a task from outside a request (the admin; synchronous code): mark it cancelled and stop its work
-    in whichever process runs it. Returns whether it moved (a terminal task stays as it is)."""
+    """Cancel a task from outside a request (synchronous code): mark it cancelled and stop its work in whichever
+    serving process runs it. Returns whether it moved (a terminal task stays as it is). Worker calls need more
+    (the worker, the Celery message): ``mcp_app.services.cancel_task`` is the entry point for any record."""
     from asgiref.sync import async_to_sync
 
     moved = ToolTask.objects.transition(task.pk, status=ToolTask.Status.CANCELLED, status_message=message)
@@ -267,13 +268,6 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
         if layer is not None:
             # Every running task listens on its group, in this process too (see ``follow``).
             async_to_sync(layer.group_send)(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
-        if task.execution == "worker":
-            from ..workers.execute import local_bus
-            from ..workers.runner import revoke_celery_task
-
-            local_bus.send(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})  # a call running in this process
-            if task.celery_id:
-                revoke_celery_task(task.celery_id)  # not started yet: no worker picks it up
     return moved
 
 

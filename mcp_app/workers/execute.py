@@ -447,3 +447,14 @@ def done_event(outcome: Any) -> dict[str, Any]:
         if size <= MAX_EVENT_OUTCOME_BYTES:
             return {"kind": "done", "result": outcome}
     return {"kind": "done"}
+
+
+async def tell_worker(task_id: str) -> None:
+    """Tell the call ``task_id`` to stop, wherever it runs: in this process (the local bus) or on a worker (the
+    channel layer)."""
+    local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    with contextlib.suppress(*LAYER_ERRORS):
+        await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})

@@ -27,9 +27,8 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
-from ..protocol.errors import InternalError, ProtocolError, RequestTimeout
+from ..protocol.errors import InternalError, ProtocolError
 from ..runtime.mrtr import PARK
-from . import quotas
 
 WORKER = "worker"
 
@@ -218,42 +217,3 @@ def outcome_of(record: ToolTask) -> dict[str, Any]:
 def strip_internal(result: dict[str, Any]) -> dict[str, Any]:
     result.pop(PARK, None)
     return result
-
-
-DEADLINE_MESSAGE = "The call did not finish before its deadline"
-
-
-def fail_overdue(now: Any = None, *, dry_run: bool = False) -> int:
-    """Fail the worker calls past their deadline that are still ``queued`` or ``working`` (their worker is
-    stuck or gone, or no worker ever took them); returns how many. Each is told to its awaiting processes."""
-    now = now or timezone.now()
-    overdue = ToolTask.objects.filter(
-        execution=WORKER, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING), deadline__lt=now
-    )
-    if dry_run:
-        return overdue.count()
-    failed = [
-        task_id for pk, task_id in overdue.values_list("pk", "task_id") if store(pk, RequestTimeout(DEADLINE_MESSAGE))
-    ]
-    if failed:
-        from asgiref.sync import async_to_sync
-
-        from .execute import Relay
-
-        for task_id in failed:
-            quotas.release_call(task_id)
-            async_to_sync(Relay(task_id).publish)({"kind": "done"})
-            async_to_sync(_tell_worker_sync)(task_id)
-    return len(failed)
-
-
-async def _tell_worker_sync(task_id: str) -> None:
-    from .runner import _tell_worker
-
-    await _tell_worker(task_id)
-
-
-def reap(now: Any = None) -> dict[str, int]:
-    """The reaper: fail worker calls past their deadline, delete expired records. Counts by kind."""
-    failed = fail_overdue(now)
-    return {"worker calls past their deadline": failed, "expired tasks": ToolTask.objects.delete_expired()}

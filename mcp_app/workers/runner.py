@@ -69,7 +69,7 @@ from ..runtime.mrtr import PARK
 from ..runtime.webhooks import HttpTarget
 from . import quotas, records
 from .admission import admit
-from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving
+from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving, tell_worker
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -210,6 +210,20 @@ def _send(record: ToolTask, info: dict[str, Any]) -> None:
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
         records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
         raise InternalError("The worker queue is unreachable; retry shortly") from error
+
+
+def cancel_record(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
+    """Cancel any durable record from synchronous code (the admin): the task rules of ``runtime.tasks``, and for
+    a worker call its in-process run (the local bus) and its Celery message (revoked: a worker that has not
+    started it skips it). Returns whether it moved."""
+    from ..runtime.tasks import cancel_task
+
+    moved = cancel_task(task, message)
+    if moved and task.execution == records.WORKER:
+        local_bus.send(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
+        if task.celery_id:
+            revoke_celery_task(task.celery_id)
+    return moved
 
 
 def revoke_celery_task(celery_id: str) -> None:
@@ -387,7 +401,8 @@ class WorkerRunner:
 
     async def _answer(self, event: dict[str, Any], call: ToolCall) -> None:
         method = str(event.get("method"))
-        params = event.get("params") if isinstance(event.get("params"), dict) else {}
+        raw = event.get("params")
+        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
         if not call.outbound.can_request:
             answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
         else:
@@ -459,7 +474,8 @@ def _become_task(record_pk: int) -> ToolTask:
 
 async def _relay(message: dict[str, Any], call: ToolCall) -> None:
     """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    raw = message.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
     method = message.get("method")
     if method == "notifications/progress":
         progress = params.get("progress")
@@ -480,15 +496,5 @@ async def cancel_call(record: ToolTask, message: str = "Cancelled by the client"
     # too: both are idempotent, and a worker that already heard just ignores it.
     if record.celery_id:
         await sync_to_async(revoke_celery_task, thread_sensitive=False)(record.celery_id)
-    await _tell_worker(record.task_id)
+    await tell_worker(record.task_id)
     return moved
-
-
-async def _tell_worker(task_id: str) -> None:
-    """Wherever the call runs: in this process (the local bus) or on a worker (the channel layer)."""
-    local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    with contextlib.suppress(*LAYER_ERRORS):
-        await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})

@@ -32,14 +32,14 @@ REAP_TASK = "mcp_app.reap_worker_calls"
 REAP_INTERVAL_SECONDS = 30.0
 
 
-class ToolCallTask(Task):  # type: ignore[misc]
+class ToolCallTask(Task):
     """Acknowledged after the outcome is stored; rejected back to the queue on worker loss per the setting."""
 
     acks_late = True
     ignore_result = True
 
     @property
-    def reject_on_worker_lost(self) -> bool:  # type: ignore[override]
+    def reject_on_worker_lost(self) -> bool:
         return bool(mcp_settings.WORKER_LOST_CALLS == "requeue")
 
 
@@ -95,7 +95,7 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
 
 @shared_task(name=REAP_TASK, ignore_result=True)
 def reap_worker_calls() -> dict[str, int]:
-    """Fail worker calls past their deadline and purge expired records (see ``records.reap``)."""
-    from . import records
+    """Fail worker calls past their deadline and purge expired records (see ``reaper.reap``)."""
+    from . import reaper
 
-    return records.reap()
+    return reaper.reap()

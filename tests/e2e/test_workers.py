@@ -292,7 +292,7 @@ async def test_tasks_cancel_and_the_admin_cancel_stop_a_durable_task_on_the_work
     served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
     daphne = served.daphne
-    from mcp_app.runtime.tasks import cancel_task
+    from mcp_app.services import cancel_task
 
     if not served.on_worker:
         pytest.skip("the admin (another process) reaches a running call only through Redis")

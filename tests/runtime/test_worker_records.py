@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from mcp_app.models import ToolTask
-from mcp_app.workers import records
+from mcp_app.workers import reaper, records
 
 pytestmark = pytest.mark.django_db
 
@@ -89,8 +89,8 @@ def test_the_reaper_fails_only_worker_calls_past_their_deadline(pair: Any) -> No
     inline = ToolTask.objects.create_task(
         server=server, agent=agent, tool_name="t", arguments={}, ttl_ms=60_000, status="working"
     )
-    assert records.fail_overdue(dry_run=True) == 1
-    assert records.fail_overdue() == 1
+    assert reaper.fail_overdue(dry_run=True) == 1
+    assert reaper.fail_overdue() == 1
     statuses = dict(ToolTask.objects.values_list("pk", "status"))
     assert statuses == {overdue.pk: "failed", fresh.pk: "queued", finished.pk: "completed", inline.pk: "working"}
     assert ToolTask.objects.get(pk=overdue.pk).error["code"] == -32001
@@ -100,7 +100,7 @@ def test_the_reaper_also_deletes_expired_records(pair: Any) -> None:
     record, _ = make(pair)
     records.store(record.pk, {"content": []})
     ToolTask.objects.filter(pk=record.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert records.reap() == {"worker calls past their deadline": 0, "expired tasks": 1}
+    assert reaper.reap() == {"worker calls past their deadline": 0, "expired tasks": 1}
 
 
 def test_orphan_recovery_of_the_serving_process_leaves_worker_calls_to_their_worker(pair: Any) -> None:
