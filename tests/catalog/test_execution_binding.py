@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mcp_app.catalog.registry import build_registered_tool
 
 from mcp_app.catalog import tool
 from mcp_app.catalog.resolver import build_catalog
+from mcp_app.definitions.registry import build_registered_tool
 from mcp_app.models import ServerTool
 
 pytestmark = pytest.mark.django_db

@@ -48,46 +48,22 @@ def tool_call(mode: str, name: str, text: str) -> tuple[dict[str, Any], dict[str
     return rpc("tools/call", {"name": name, "arguments": {"text": text}}), {"mcp-protocol-version": LEGACY}
 
 
-def bind_as_worker(server: Any, name: str) -> None:
-    from mcp_app.models import ServerTool
-
-    for binding in ServerTool.objects.filter(server=server, tool__name=name):
-        binding.execution = "worker"
-        binding.save()
-
-
 @pytest.mark.parametrize("mode", ["stateless", "session", "modern"])
-@pytest.mark.parametrize(
-    ("tool", "hops", "execution"),
-    [("async_echo", [], "inline"), ("echo", ["_in_worker_thread"], "inline"), ("async_echo", [], "worker")],
-)
+@pytest.mark.parametrize(("tool", "hops"), [("async_echo", []), ("echo", ["_in_worker_thread"])])
 async def test_a_warm_tool_call_runs_no_query_and_hops_only_to_run_a_sync_tool(
     mode: str,
     tool: str,
     hops: list[str],
-    execution: str,
     writer_idle: None,
     make_access: Callable[..., Awaitable[Any]],
     orm: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A worker-bound tool is admitted against its tenant's and agent's quotas (limits from the cached token
-    snapshot) at no extra cost: still no query and no hop."""
+    """Inline tools only: a worker call (``execution="worker"``) writes its durable record before dispatch, by
+    design (docs/workers.md), so it is outside this budget."""
     from mcp_app.caching import writebehind
 
     access = await make_access(tools=("echo", "async_echo"))
-    admitted: list[str] = []
-    if execution == "worker":
-        from mcp_app.workers import quotas
-
-        await orm(bind_as_worker, access.server, tool)
-        acquire = quotas.acquire
-
-        async def counted(call_id: str, **limits: Any) -> Any:
-            admitted.append(call_id)
-            return await acquire(call_id, **limits)
-
-        monkeypatch.setattr(quotas, "acquire", counted)
     await caches_ready()
     extra: dict[str, str] = {}
     if mode == "session":
@@ -104,7 +80,6 @@ async def test_a_warm_tool_call_runs_no_query_and_hops_only_to_run_a_sync_tool(
         warm = await call(access, body, headers={**headers, **extra})
         assert (cost.queries, cost.hops) == ([], hops)
     assert warm.status == 200
-    assert len(admitted) == (2 if execution == "worker" else 0)
     assert warm.json()["result"]["content"] == [{"type": "text", "text": "warm"}]
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_app.catalog.registry import registry
 
+from mcp_app.definitions.registry import registry
 from mcp_app.models import ServerTool, ToolTask
 from mcp_app.workers import runner as worker_runner
 

@@ -21,6 +21,15 @@ from mcp_app.workers import quotas
 from .helpers import Reply, call, communicator, rpc
 from .test_modern import call_tool, error_of, result_of
 
+# Worker calls run in this process here (no Celery worker in these tests): admission is the same either way.
+pytestmark = pytest.mark.usefixtures("worker_calls_drained")
+
+
+@pytest.fixture(autouse=True)
+def _in_process(settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "WORKER_DISPATCH": "in_process"}
+
+
 HELD = rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="held")
 RECORD = rpc("tools/call", {"name": "record", "arguments": {"kind": "alpha"}}, id="second")
 
