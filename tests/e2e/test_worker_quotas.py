@@ -13,6 +13,8 @@ this process reads the same counts).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -41,9 +43,21 @@ SCHEMA = {"type": "object", "properties": {"key": {"type": "string"}}, "required
 
 @pytest.fixture(scope="module")
 def quota_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
-    """A daphne whose http tools may reach this test's webhook on 127.0.0.1."""
-    with running_daphne(tmp_path_factory, {"MCP_HTTP_TOOL_ALLOWED_NETWORKS": "127.0.0.1"}) as server:
-        yield server
+    """A daphne whose http tools may reach this test's webhook on 127.0.0.1; with ``REDIS_URL``, a real Celery
+    worker of its own (same allow-list) runs the calls, else the daphne runs them in its process."""
+    from django.conf import settings as django_settings
+
+    allow = {"MCP_HTTP_TOOL_ALLOWED_NETWORKS": "127.0.0.1"}
+    with contextlib.ExitStack() as stack:
+        if django_settings.REDIS_URL:
+            from .workers import running_worker
+
+            queue = f"quota-tests-{os.getpid()}"
+            stack.enter_context(
+                running_worker(tmp_path_factory, pool="threads", concurrency=8, queue=queue, extra_env=allow)
+            )
+            allow = {**allow, "MCP_WORKER_QUEUE": queue}
+        yield stack.enter_context(running_daphne(tmp_path_factory, allow))
 
 
 @pytest.fixture
