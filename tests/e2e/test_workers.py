@@ -288,14 +288,14 @@ async def test_a_2026_client_closing_its_stream_cancels_the_worker_call(
     assert (await settled_record(server=worker_access.server)).status == "cancelled"
 
 
+# On a worker only: the admin (this test process) reaches a call running in another process through Redis.
+@pytest.mark.parametrize("served", ["worker"], indirect=True)
 async def test_tasks_cancel_and_the_admin_cancel_stop_a_durable_task_on_the_worker(
     served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
     daphne = served.daphne
     from mcp_app.services import cancel_task
 
-    if not served.on_worker:
-        pytest.skip("the admin (another process) reaches a running call only through Redis")
     trace = tmp_path / "trace"
     capabilities = {"extensions": {TASKS: {}}}
     url = endpoint(daphne.url, worker_access)
@@ -383,6 +383,21 @@ async def test_seed_004_task_cases_on_the_worker(served: Served, worker_access: 
 # ---------------------------------------------------------------- many calls, idempotency
 
 
+async def orm_unlimited(access: Access) -> None:
+    """No concurrency limit for this access's tenant and agent (0: unlimited), published to every process."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_app.models import Agent, Tenant
+
+    def lift() -> None:
+        for model, pk in ((Tenant, access.tenant.pk), (Agent, access.agent.pk)):
+            row = model.objects.get(pk=pk)
+            row.max_worker_calls = 0
+            row.save()
+
+    await sync_to_async(lift)()
+
+
 async def test_200_concurrent_worker_calls_all_complete_exactly_once(
     served: Served, worker_access: Access, tmp_path: Path
 ) -> None:
@@ -390,6 +405,8 @@ async def test_200_concurrent_worker_calls_all_complete_exactly_once(
     trace = tmp_path / "trace"
     url = endpoint(daphne.url, worker_access)
     count = 200
+    # Room for all 200 at once (the default quotas would refuse most of them: -32010, tested in test_worker_quotas).
+    await orm_unlimited(worker_access)
     limits = httpx.Limits(max_connections=count, max_keepalive_connections=count)
     async with httpx.AsyncClient(timeout=60.0, limits=limits) as http:
 
