@@ -202,6 +202,7 @@ class McpConsumer(AsyncConsumer):
         with contextlib.suppress(asyncio.CancelledError):
             await self._work
         if self._writer is not None and self._writer.streaming:
+            self._writer.discard()
             await send_body(self.send, b"")
         elif not self._response_started:
             await start_response(self.send, 200, sse.SSE_HEADERS, self._cors)
@@ -284,6 +285,8 @@ class McpConsumer(AsyncConsumer):
             frame = sse.event(error_response(self._request_id, error))
         else:
             frame = sse.error_event(error_response(None, error))
+        if self._writer is not None:
+            self._writer.discard()
         with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
             await send_body(self.send, frame, more_body=True)
             await send_body(self.send, b"")
