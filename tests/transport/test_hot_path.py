@@ -3,7 +3,7 @@
 A call that nobody can reach from elsewhere (a quick ``async_echo``, stateless, on a session, or 2026-07-28)
 creates no channel-layer channel and joins no group, and the consumer runs it with two tasks: the work and one
 pending ``receive()`` that hears ``http.disconnect`` (no ``await_many_dispatch``, which made a task per source
-and per message).
+and per message). An idle GET stream holds no ``asyncio.Queue`` of mcp_app's.
 """
 
 from __future__ import annotations
@@ -78,3 +78,33 @@ async def test_a_warm_plain_call_subscribes_to_nothing_and_runs_in_two_tasks(
     # The application itself (the communicator starts it), the work, the pending receive(); before: five (two
     # receive()/inbox waits for the body, one more after it, and a sleeping cancellation watcher).
     assert sorted(created) == sorted(["ProtocolTypeRouter.__call__", "McpConsumer._serve", "Queue.get"])
+
+
+async def test_an_idle_get_stream_makes_no_queue_of_its_own(
+    make_access: Callable[..., Awaitable[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``asyncio.Queue`` is ~3.4 KiB: an idle GET stream (the 30 KiB target of issue 8) has none of mcp_app's
+    (before: two, the consumer's event queue and the resumed-stream queue). The layer's and daphne's are theirs."""
+    import sys
+
+    from .helpers import communicator
+
+    access = await make_access(tools=("async_echo",))
+    session_id = await open_session(access)
+    comm = communicator(access, method="GET", headers={"accept": "text/event-stream", "mcp-session-id": session_id})
+    made_by: list[str] = []
+    original = asyncio.Queue.__init__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        made_by.append(sys._getframe(1).f_globals.get("__name__", "?"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.Queue, "__init__", counted)
+    await comm.send_input({"type": "http.request", "body": b""})
+    assert (await comm.receive_output(timeout=5))["status"] == 200
+    body = b""
+    while b": ready" not in body:
+        body += (await comm.receive_output(timeout=5))["body"]
+    await comm.send_input({"type": "http.disconnect"})
+    await comm.wait(timeout=5)
+    assert [name for name in made_by if name.startswith("mcp_app")] == []
