@@ -58,6 +58,7 @@ class BackChannel:
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._group: str | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._watch_timer: asyncio.TimerHandle | None = None
 
     # Outbound ------------------------------------------------------------------------------------------
 
@@ -105,7 +106,15 @@ class BackChannel:
         """Make the call of ``request_id`` cancellable, here at once and from other processes soon."""
         self._group = call_group(self._scope, request_id)
         cancellation.register(self._group, self._on_cancel)
-        self._watch = asyncio.create_task(self._watch_cancellation(self._group))
+        # A timer, not a sleeping task: the quick calls, the vast majority, end before it fires and cost only
+        # a heap entry.
+        self._watch_timer = asyncio.get_running_loop().call_later(
+            cancellation.CANCEL_WATCH_DELAY_SECONDS, self._start_watch, self._group
+        )
+
+    def _start_watch(self, group: str) -> None:
+        self._watch_timer = None
+        self._watch = asyncio.ensure_future(self._watch_cancellation(group))
 
     def release(self) -> None:
         """The call has its answer: a cancellation from now on finds nothing to stop in this process."""
@@ -113,6 +122,9 @@ class BackChannel:
             cancellation.unregister(self._group)
 
     async def close(self) -> None:
+        if self._watch_timer is not None:
+            self._watch_timer.cancel()
+            self._watch_timer = None
         watch = self._watch
         if watch is not None and not watch.done():
             watch.cancel()
@@ -126,7 +138,6 @@ class BackChannel:
     async def _watch_cancellation(self, group: str) -> None:
         """Only calls still running after a moment join their cancellation group: quick calls, the vast
         majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
-        await asyncio.sleep(cancellation.CANCEL_WATCH_DELAY_SECONDS)
         try:
             await self._membership.join(group)
             noted = await cancellation.cancelled_before_listening(group)

@@ -28,13 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
-from channels.utils import await_many_dispatch
 
 from .. import services
 from ..caching import identity
@@ -73,9 +73,10 @@ class McpConsumer(AsyncConsumer):
         self.channel_layer = None
         self.channel_name = None
         self._body = bytearray()
-        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._inbox: deque[dict[str, Any]] = deque()  # channel-layer and internal events, dispatched in order
+        self._waiter: asyncio.Future[None] | None = None
         self._work: asyncio.Task[None] | None = None
-        self._membership = Membership(self._events)
+        self._membership = Membership(self)
         self._response_started = False
         self._writer: ResponseWriter | None = None  # of the POST this consumer serves
         self._backchannel: BackChannel | None = None  # of a handshake-era POST
@@ -85,12 +86,50 @@ class McpConsumer(AsyncConsumer):
         self._cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
         self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
         try:
-            await await_many_dispatch([receive, self._events.get], self.dispatch)
+            await self._run(receive)
         except StopConsumer:
             pass
         finally:
             if not self._detached:
                 await self._cleanup()
+
+    async def _run(self, receive: Any) -> None:
+        """The message loop, without Channels' ``await_many_dispatch`` (a task per source and per message): the
+        body in a plain loop over ``receive()``, then one pending ``receive()`` (for ``http.disconnect``) beside
+        the work, and the inbox, which only channel-layer members and cancellations ever fill."""
+        while self._work is None:
+            await self.dispatch(await receive())  # http.request (the body), or http.disconnect: StopConsumer
+        work = self._work
+        work.add_done_callback(self._wake)
+        pending = asyncio.ensure_future(receive())
+        pending.add_done_callback(self._wake)
+        try:
+            while True:
+                while self._inbox:
+                    await self.dispatch(self._inbox.popleft())
+                if pending.done():
+                    message = pending.result()
+                    pending = asyncio.ensure_future(receive())
+                    pending.add_done_callback(self._wake)
+                    await self.dispatch(message)
+                    continue
+                if work.done():
+                    return
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+        finally:
+            self._waiter = None
+            pending.cancel()
+
+    def _wake(self, _source: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def put_nowait(self, message: dict[str, Any]) -> None:
+        """The inbox (``membership.Inbox``): an event for this consumer's message loop."""
+        self._inbox.append(message)
+        self._wake()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Unlike AsyncConsumer.dispatch, no connection clean-up per message: all ORM work goes through
@@ -128,7 +167,6 @@ class McpConsumer(AsyncConsumer):
         if message.get("more_body"):
             return
         self._work = asyncio.create_task(self._serve(bytes(self._body)))
-        self._work.add_done_callback(lambda _task: self._events.put_nowait({"type": "mcp.finished"}))
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
         writer = self._writer
@@ -141,9 +179,6 @@ class McpConsumer(AsyncConsumer):
             _detached.add(work)
             work.add_done_callback(_detached.discard)
             work.add_done_callback(lambda _task: asyncio.ensure_future(self._cleanup()))
-        raise StopConsumer
-
-    async def mcp_finished(self, message: dict[str, Any]) -> None:
         raise StopConsumer
 
     async def mcp_broadcast(self, message: dict[str, Any]) -> None:
@@ -167,6 +202,7 @@ class McpConsumer(AsyncConsumer):
         with contextlib.suppress(asyncio.CancelledError):
             await self._work
         if self._writer is not None and self._writer.streaming:
+            self._writer.discard()
             await send_body(self.send, b"")
         elif not self._response_started:
             await start_response(self.send, 200, sse.SSE_HEADERS, self._cors)
@@ -249,6 +285,8 @@ class McpConsumer(AsyncConsumer):
             frame = sse.event(error_response(self._request_id, error))
         else:
             frame = sse.error_event(error_response(None, error))
+        if self._writer is not None:
+            self._writer.discard()
         with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
             await send_body(self.send, frame, more_body=True)
             await send_body(self.send, b"")
@@ -429,7 +467,7 @@ class McpConsumer(AsyncConsumer):
             if self._work is not None:
                 self._work.cancel()  # nobody reads the response any more
             return
-        self._events.put_nowait({"type": CANCEL_EVENT})
+        self.put_nowait({"type": CANCEL_EVENT})
 
     async def _serve_get(self, grant: AccessGrant, session: DatabaseSession | None) -> None:
         accept = self._header("accept") or ""

@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -53,6 +54,12 @@ class EventStore:
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
         raise NotImplementedError
+
+    async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]]) -> None:
+        """Append a burst of events (``(sequence, message)``, in order) at once: one round trip in Redis. When it
+        returns, every one of them is readable by ``after``."""
+        for sequence, message in events:
+            await self.append(stream_id, sequence, message)
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
@@ -107,12 +114,15 @@ class MemoryEventStore(EventStore):
         return len(stale)
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
+        await self.append_many(stream_id, ((sequence, message),))
+
+    async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]]) -> None:
         with self._lock:
-            events = self._streams.setdefault(stream_id, [])
+            stored = self._streams.setdefault(stream_id, [])
             self._touched[stream_id] = time.monotonic()
             self._streams.move_to_end(stream_id)
-            events.append((sequence, message))
-            del events[: -self._max_events]
+            stored.extend(events)
+            del stored[: -self._max_events]
             while len(self._streams) > self._max_streams:
                 evicted, _ = self._streams.popitem(last=False)
                 self._touched.pop(evicted, None)
@@ -147,10 +157,13 @@ class RedisEventStore(EventStore):
         return client
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
+        await self.append_many(stream_id, ((sequence, message),))
+
+    async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]]) -> None:
         key = f"{self._prefix}:{stream_id}"
         client = self._client()
         async with client.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, {orjson.dumps([sequence, message]): sequence})
+            pipe.zadd(key, {orjson.dumps([sequence, message]): sequence for sequence, message in events})
             pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
             await pipe.execute()
 

@@ -3,7 +3,7 @@
 A consumer gets a channel only when it first joins a group (most requests never do: a quick ``tools/call``
 costs the layer nothing). From then on a pump task receives from that channel (``receive_forever``: timeouts
 and reconnects never escape) and puts the messages this package handles (broadcasts, replies, cancellations,
-stream events) into the consumer's own event queue, where its message loop dispatches them. If the layer is
+stream events) into the consumer's own inbox, where its message loop dispatches them. If the layer is
 lost, the pump puts ``mcp.layer_down`` there instead, once per outage.
 
 ``close`` ends the pump and leaves every group; failures to leave are logged, never raised (membership expires
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
 
@@ -27,10 +27,16 @@ LAYER_DOWN_EVENT = "mcp.layer_down"
 _FORWARDED = (BROADCAST_EVENT, REPLY_EVENT, CANCEL_EVENT, STREAM_EVENT)
 
 
+class Inbox(Protocol):
+    """Where the pump puts what it receives: the consumer's message loop (never blocks, never fails)."""
+
+    def put_nowait(self, message: dict[str, Any]) -> None: ...
+
+
 class Membership:
     """The channel-layer groups of one consumer, feeding ``inbox``."""
 
-    def __init__(self, inbox: asyncio.Queue[dict[str, Any]]) -> None:
+    def __init__(self, inbox: Inbox) -> None:
         self._inbox = inbox
         self._layer: Any = None
         self._channel: str | None = None
@@ -85,4 +91,4 @@ class Membership:
 
         async for message in receive_forever(self._layer, self._channel, on_error=lost):
             if message.get("type") in _FORWARDED:
-                await self._inbox.put(message)
+                self._inbox.put_nowait(message)

@@ -11,6 +11,7 @@ to the response head, and knows nothing of the consumer that serves the request.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -55,6 +56,14 @@ class ResponseWriter:
     On a handshake-era session the stream is resumable: each event gets an id ``<stream>.<n>`` and is kept in
     the event store, 2025-11-25 clients get a priming event first, and if the client goes away the call goes on
     and its events are published for a reconnecting GET with ``Last-Event-ID``.
+
+    Events are coalesced: those produced in the same turn of the event loop leave as one ``http.response.body``
+    (each still its own SSE event), sent by a flush scheduled for the next turn, or with the answer when it comes
+    first (then head, events, answer and the end of the body are one message). On a resumable stream the events
+    of such a burst are appended to the store in one call (one Redis round trip) *before* their bytes are sent:
+    an event is never visible to the client before a resume by ``Last-Event-ID`` can find it. A failure of the
+    store stops the stream: the events it could not keep are not sent, and the next event or the answer raises
+    ``ServiceUnavailable``.
     """
 
     def __init__(
@@ -77,6 +86,11 @@ class ResponseWriter:
         self.disconnected = False
         self.stream_id: str | None = None
         self.sequence = 0
+        self._pending: list[bytes] = []  # bytes not sent yet, in order
+        self._unstored: list[tuple[int, Any]] = []  # events among them that the store does not hold yet
+        self._flusher: asyncio.Task[None] | None = None  # the flush scheduled for the next turn of the loop
+        self._flushing = False  # a flush is storing or sending: the next one waits for it
+        self._failure: BaseException | None = None
 
     @property
     def resumable(self) -> bool:
@@ -99,7 +113,7 @@ class ResponseWriter:
             if self._priming:
                 head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
         if head:
-            await send_body(self._send, head, more_body=True)
+            self._queue(head)
 
     async def close_stream(self) -> bool:
         """End the response stream now while the call goes on (SEP-1699): it starts the stream if need be (so
@@ -109,7 +123,7 @@ class ResponseWriter:
             return False
         if not self.streaming:
             await self.start()
-        await send_body(self._send, b"")
+        await self._drain(last=True)
         self.disconnected = True
         return True
 
@@ -121,33 +135,95 @@ class ResponseWriter:
         await self.event(message)
 
     async def event(self, message: Any) -> None:
+        """Queue one SSE event for the flush of this turn (see the class docstring)."""
+        if self._failure is not None:
+            raise ServiceUnavailable() from self._failure
         if self.stream_id is None:
-            await send_body(self._send, sse.event(message), more_body=True)
+            self._queue(sse.event(message))
             return
         self.sequence += 1
-        try:
-            await get_event_store().append(self.stream_id, self.sequence, message)
-            if self.disconnected:
-                layer = get_channel_layer()
-                if layer is not None:
-                    await layer.group_send(
-                        stream_group(self.stream_id),
-                        {"type": STREAM_EVENT, "sequence": self.sequence, "message": message},
-                    )
-                return
-        except LAYER_ERRORS as error:
-            raise ServiceUnavailable() from error
-        await send_body(self._send, sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"), more_body=True)
+        self._unstored.append((self.sequence, message))
+        self._queue(sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"))
 
     async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
         if self.streaming:
             if payload is not None:
                 await self.event(payload)
-            if not self.disconnected:
-                await send_body(self._send, b"")
+            await self._drain(last=True)
         elif payload is None:
             await send_response(self._send, 202, b"", [], self._cors)
         else:
             await send_response(
                 self._send, status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])], self._cors
+            )
+
+    def discard(self) -> None:
+        """Drop what is not sent yet: the edge ends the response itself (a cancelled call, a lost layer)."""
+        self._pending.clear()
+        self._unstored.clear()
+        if self._flusher is not None and not self._flushing:
+            self._flusher.cancel()
+            self._flusher = None
+
+    # Coalescing ----------------------------------------------------------------------------------------
+
+    def _queue(self, data: bytes) -> None:
+        self._pending.append(data)
+        if self._flusher is None:
+            self._flusher = asyncio.ensure_future(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        try:
+            await self._flush(last=False)
+        except BaseException as error:  # kept for the next event or the answer, which raise it
+            if not isinstance(error, asyncio.CancelledError):
+                self._failure = error
+            else:
+                raise
+        finally:
+            self._flusher = None
+
+    async def _drain(self, *, last: bool) -> None:
+        """Send what is pending now (after a flush that is already under way), then, if ``last``, end the body."""
+        flusher = self._flusher
+        if flusher is not None and self._flushing:
+            await asyncio.shield(flusher)
+        if self._failure is not None:
+            raise ServiceUnavailable() from self._failure
+        await self._flush(last=last)
+
+    async def _flush(self, *, last: bool) -> None:
+        self._flushing = True
+        try:
+            while True:
+                events, self._unstored = self._unstored, []
+                data = b"".join(self._pending)
+                self._pending.clear()
+                if events:
+                    assert self.stream_id is not None
+                    try:
+                        # In the store before on the wire: a client that sees an event can resume after it.
+                        await get_event_store().append_many(self.stream_id, events)
+                        if self.disconnected:
+                            await self._publish(events)
+                            data = b""
+                    except LAYER_ERRORS as error:
+                        raise ServiceUnavailable() from error
+                done = not self._pending and not self._unstored
+                if not self.disconnected and (data or (last and done)):
+                    await send_body(self._send, data, more_body=not (last and done))
+                if done:
+                    return
+        finally:
+            self._flushing = False
+
+    async def _publish(self, events: list[tuple[int, Any]]) -> None:
+        """The client went away: a reconnecting GET with ``Last-Event-ID`` follows the call's events here."""
+        assert self.stream_id is not None
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        for sequence, message in events:
+            await layer.group_send(
+                stream_group(self.stream_id), {"type": STREAM_EVENT, "sequence": sequence, "message": message}
             )

@@ -1,0 +1,112 @@
+"""SSE coalescing and pipelined event-store appends (``transport.writer``), at the wire of the real consumer.
+
+- Events produced in one turn of the event loop leave as one ``http.response.body``, each still its own SSE event
+  (``progress_demo`` reports every step without yielding, so head, steps, answer and the end are one message).
+- On a resumable (session) stream, the burst is appended to the store in one ``append_many`` call, and no byte of
+  an event is sent before the store holds it: a client that saw an event can always resume after it.
+- A resumed stream gets every event after the id it names, whichever id that is.
+- A store that fails mid-stream stops the stream: the unkept events are never sent, the call's answer is the
+  -32603-style "unavailable" error on the stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from mcp_app.transport import eventstore, writer
+
+from .helpers import call, communicator, rpc, sse_messages
+from .test_resumability import events, open_session
+
+
+def progress(steps: int) -> dict[str, Any]:
+    return {"name": "progress_demo", "arguments": {"steps": steps}, "_meta": {"progressToken": "p"}}
+
+
+async def raw_response(access: Any, body: Any, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Every ASGI message of one response, as the server sent them."""
+    comm = communicator(access, body, headers=headers)
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    messages = [await comm.receive_output(timeout=5)]
+    while messages[-1]["type"] != "http.response.body" or messages[-1].get("more_body"):
+        messages.append(await comm.receive_output(timeout=5))
+    await comm.wait(timeout=5)
+    return messages
+
+
+async def test_events_of_one_turn_are_one_body_message_and_separate_sse_events(access: Any) -> None:
+    messages = await raw_response(access, rpc("tools/call", progress(5), id=3))
+    assert [m["type"] for m in messages] == ["http.response.start", "http.response.body"]
+    assert messages[1]["more_body"] is False
+    sent = sse_messages(messages[1]["body"])
+    assert [m["params"]["progress"] for m in sent[:-1]] == [1, 2, 3, 4, 5]
+    assert sent[-1]["id"] == 3 and sent[-1]["result"]["content"][0]["text"] == "Completed 5 steps."
+    assert messages[1]["body"].count(b"\n\n") == 6  # six SSE events, each ended by its blank line
+
+
+async def test_a_session_stream_is_stored_in_one_call_before_any_byte_is_sent(
+    access: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = await open_session(access)
+    store = eventstore.get_event_store()
+    appends: list[int] = []
+    unstored_when_sent: list[str] = []
+    append_many = store.append_many
+
+    async def counted(stream_id: str, burst: Any) -> None:
+        appends.append(len(burst))
+        await append_many(stream_id, burst)
+
+    send_body = writer.send_body
+
+    async def checked(send: Any, body: bytes, *, more_body: bool = False) -> None:
+        for event_id, message in events(body):
+            stream, sequence = event_id.rsplit(".", 1)
+            if message is not None:  # the priming event carries no data and is not stored
+                kept = dict(await store.after(stream, int(sequence) - 1))
+                if kept.get(int(sequence)) != message:
+                    unstored_when_sent.append(event_id)
+        await send_body(send, body, more_body=more_body)
+
+    monkeypatch.setattr(store, "append_many", counted)
+    monkeypatch.setattr(writer, "send_body", checked)
+    reply = await call(access, rpc("tools/call", progress(5), id=4), headers={"mcp-session-id": session_id})
+    found = events(reply.body)
+    assert len(found) == 7  # priming, five steps, the answer
+    assert unstored_when_sent == []
+    assert appends == [6]  # one store call for the burst (one Redis round trip), not one per event
+
+
+async def test_a_resumed_stream_gets_every_event_after_the_id_it_names(access: Any) -> None:
+    session_id = await open_session(access)
+    reply = await call(access, rpc("tools/call", progress(4), id=5), headers={"mcp-session-id": session_id})
+    found = events(reply.body)
+    assert len(found) == 6
+    for position, (event_id, _) in enumerate(found[:-1]):
+        resumed = await call(
+            access,
+            method="GET",
+            headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": event_id},
+        )
+        assert resumed.status == 200
+        assert events(resumed.body) == [event for event in found[position + 1 :] if event[1] is not None]
+
+
+async def test_a_store_failing_mid_stream_sends_no_unkept_event_and_ends_with_an_error(
+    access: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = await open_session(access)
+    store = eventstore.get_event_store()
+
+    async def unreachable(stream_id: str, burst: Any) -> None:
+        raise ConnectionError("the store went away")
+
+    monkeypatch.setattr(store, "append_many", unreachable)
+    reply = await call(access, rpc("tools/call", progress(3), id=6), headers={"mcp-session-id": session_id})
+    assert reply.status == 200  # the stream had started (its store answered the check)
+    sent = [orjson.loads(line[6:]) for line in reply.body.decode().splitlines() if line.startswith("data: {")]
+    assert [message.get("method") for message in sent if "method" in message] == []  # no unkept progress event
+    assert sent[-1]["id"] == 6 and sent[-1]["error"]["code"] == -32603
