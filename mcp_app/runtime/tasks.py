@@ -232,6 +232,10 @@ def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
     work.add_done_callback(settle)
 
 
+def _is_cancelled(task_id: str) -> bool:
+    return ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED).exists()
+
+
 async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -247,6 +251,11 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     try:
+        # A cancellation sent before the join (tasks/cancel, the admin) reached nobody: the record, changed
+        # before any such message is sent, says so.
+        if await database_sync_to_async(_is_cancelled)(task_id):
+            work.cancel()
+            return
         async for message in receive_forever(layer, channel):
             if message.get("type") == TASK_CANCEL_EVENT:
                 work.cancel()
