@@ -303,25 +303,26 @@ def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
     )
 
 
-def _prepare(record_pk: int, celery_id: str) -> tuple[Any, str, Any]:
+def _prepare(record_pk: int, celery_id: str, info: dict[str, Any]) -> tuple[Any, str, RequestContext | None]:
+    """Take the record and build the call's context, in one trip to a database thread."""
     record, verdict = records.begin(record_pk, celery_id, owner_id())
     if verdict != "run" or record is None:
         return record, verdict, None
-    return record, verdict, record.server  # begin loaded the server, its tenant and the agent with the record
+    # begin loaded the server, its tenant and the agent with the record
+    return record, verdict, _context(record, record.server, info)
 
 
 async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome; returns what
     happened: "stored", "cancelled", or why it did not run. ``layer``: the channel layer to use (default: the
     process's)."""
-    record, verdict, server = await database_sync_to_async(_prepare)(record_pk, celery_id)
-    if verdict != "run":
+    record, verdict, ctx = await database_sync_to_async(_prepare)(record_pk, celery_id, info)
+    if verdict != "run" or ctx is None:
         if record is not None:
             await Relay(record.task_id, layer).publish({"kind": "done"})  # awaiters re-read the record
         return verdict
     relay = Relay(record.task_id, layer)
     flag = threading.Event()
-    ctx = await database_sync_to_async(_context)(record, server, info)
 
     async def emit(message: dict[str, Any]) -> None:
         await relay.notify(message)

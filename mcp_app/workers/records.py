@@ -125,7 +125,17 @@ def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
 def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, str]:
     """A worker takes the record: ``(record, "run")`` to run it, else ``(record or None, why)`` when it must not
     (terminal already, superseded by a newer dispatch, or a lost worker's message redelivered past the policy:
-    then the record is failed here)."""
+    then the record is failed here).
+
+    The common case costs two queries: the conditional UPDATE of a ``queued`` record dispatched as
+    ``celery_id``, then the record with its agent, server and tenant. Only when that UPDATE moves nothing does
+    the record get classified (one more read) as below."""
+    now = timezone.now()
+    taken = ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status=ToolTask.Status.QUEUED).update(
+        status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
+    )
+    if taken:
+        return _with_relations(record_pk), "run"
     record = ToolTask.objects.filter(pk=record_pk).first()
     if record is None:
         return None, "gone"
@@ -145,8 +155,11 @@ def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, 
         .exclude(status__in=TERMINAL)
         .update(status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner)
     )
-    record = ToolTask.objects.select_related("agent", "server", "server__tenant").filter(pk=record_pk).first()
-    return record, "run" if moved else "terminal"
+    return _with_relations(record_pk), "run" if moved else "terminal"
+
+
+def _with_relations(record_pk: int) -> ToolTask | None:
+    return ToolTask.objects.select_related("agent", "server", "server__tenant").filter(pk=record_pk).first()
 
 
 LOST_MESSAGE = "The worker running this call stopped before it finished; run the call again."
