@@ -225,6 +225,7 @@ class CancelListener:
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
+        self.joined_at: float | None = None  # time.monotonic() once in the group (None: not, or it failed)
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
         self.task = asyncio.ensure_future(self._run())
@@ -233,6 +234,7 @@ class CancelListener:
         group = task_group(self.task_id)
         if self.layer is None:
             queue = local_bus.join(group)
+            self.joined_at = time.monotonic()
             self.joined.set()
             try:
                 while True:
@@ -251,6 +253,7 @@ class CancelListener:
             logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
             self.joined.set()
             return
+        self.joined_at = time.monotonic()
         self.joined.set()
         try:
             async for message in receive_forever(self.layer, self.channel):
@@ -303,8 +306,12 @@ def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
     )
 
 
-def _prepare(record_pk: int, celery_id: str, info: dict[str, Any]) -> tuple[Any, str, RequestContext | None]:
-    """Take the record and build the call's context, in one trip to a database thread."""
+def _prepare(
+    record_pk: int, celery_id: str, info: dict[str, Any], marks: dict[str, float]
+) -> tuple[Any, str, RequestContext | None]:
+    """Take the record and build the call's context, in one trip to a database thread; ``marks["taking"]`` is
+    when the record was about to be taken (``time.monotonic()``)."""
+    marks["taking"] = time.monotonic()
     record, verdict = records.begin(record_pk, celery_id, owner_id())
     if verdict != "run" or record is None:
         return record, verdict, None
@@ -316,13 +323,37 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome; returns what
     happened: "stored", "cancelled", or why it did not run. ``layer``: the channel layer to use (default: the
     process's)."""
-    record, verdict, ctx = await database_sync_to_async(_prepare)(record_pk, celery_id, info)
+    flag = threading.Event()
+    running: list[asyncio.Future[Any]] = []
+
+    def cancel() -> None:
+        flag.set()
+        for work in running:
+            work.cancel()
+
+    # The call's task id comes with a Celery message: the cancellation group is joined while the record is
+    # taken. A cancellation is recorded before it is sent, so once the join is known to have completed before
+    # the record was taken, the row taken shows any earlier cancellation and the group hears any later one;
+    # otherwise (or without the id) the record is read once more after joining.
+    known = info.get("task_id")
+    listener = CancelListener(str(known), cancel, layer) if known else None
+    marks: dict[str, float] = {}
+    try:
+        record, verdict, ctx = await database_sync_to_async(_prepare)(record_pk, celery_id, info, marks)
+    except BaseException:
+        if listener is not None:
+            await listener.close()
+        raise
     if verdict != "run" or ctx is None:
+        if listener is not None:
+            await listener.close()
         if record is not None:
             await Relay(record.task_id, layer).publish({"kind": "done"})  # awaiters re-read the record
         return verdict
+    if listener is not None and listener.task_id != record.task_id:
+        await listener.close()
+        listener = None
     relay = Relay(record.task_id, layer)
-    flag = threading.Event()
 
     async def emit(message: dict[str, Any]) -> None:
         await relay.notify(message)
@@ -347,19 +378,21 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             outcome = InvalidParams(f"Tool {record.tool_name} is no longer available")
         else:
             work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(record.arguments), call))
-
-            def cancel() -> None:
-                flag.set()
+            running.append(work)
+            if flag.is_set():  # heard while the record was taken
                 work.cancel()
-
-            listener = CancelListener(record.task_id, cancel, layer)
+            joined_at = listener.joined_at if listener is not None else None
+            recheck = joined_at is None or joined_at > marks["taking"]
+            if listener is None:
+                listener = CancelListener(record.task_id, cancel, layer)
             try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(listener.joined.wait(), 2.0)
-                # A cancellation recorded before this worker listened is honoured now.
-                current = await database_sync_to_async(records.load)(record_pk)
-                if current is not None and current.status == "cancelled":
-                    cancel()
+                if recheck:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(listener.joined.wait(), 2.0)
+                    # A cancellation recorded before this worker listened is honoured now.
+                    current = await database_sync_to_async(records.load)(record_pk)
+                    if current is not None and current.status == "cancelled":
+                        cancel()
                 done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
                 if not done:
                     flag.set()
@@ -381,6 +414,7 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
                         outcome = work.result()
             finally:
                 await listener.close()
+                listener = None
         if outcome is None:
             await database_sync_to_async(records.cancel)(record_pk)
             state = "cancelled"
@@ -393,6 +427,8 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             await relay.publish(done_event(outcome) if stored else {"kind": "done"})
     finally:
         metrics.worker_call("running", -1)
+        if listener is not None:  # the tool was gone: it never ran
+            await listener.close()
         await relay.close()
     if state == "cancelled" or outcome_is_final(outcome):
         # The call's quota slot, in case nobody awaits it in the serving process any more (idempotent).
