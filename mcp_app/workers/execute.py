@@ -385,36 +385,32 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             recheck = joined_at is None or joined_at > marks["taking"]
             if listener is None:
                 listener = CancelListener(record.task_id, cancel, layer)
-            try:
-                if recheck:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(listener.joined.wait(), 2.0)
-                    # A cancellation recorded before this worker listened is honoured now.
-                    current = await database_sync_to_async(records.load)(record_pk)
-                    if current is not None and current.status == "cancelled":
-                        cancel()
-                done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
-                if not done:
-                    flag.set()
-                    work.cancel()
-                    with contextlib.suppress(BaseException):
-                        await work
-                    outcome = ProtocolError(f"Tool {record.tool_name} did not finish in time", code=-32001)
-                elif work.cancelled():
-                    outcome = None
+            if recheck:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(listener.joined.wait(), 2.0)
+                # A cancellation recorded before this worker listened is honoured now.
+                current = await database_sync_to_async(records.load)(record_pk)
+                if current is not None and current.status == "cancelled":
+                    cancel()
+            done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
+            if not done:
+                flag.set()
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+                outcome = ProtocolError(f"Tool {record.tool_name} did not finish in time", code=-32001)
+            elif work.cancelled():
+                outcome = None
+            else:
+                error = work.exception()
+                if isinstance(error, InvalidToolArguments):
+                    outcome = InvalidParams(f"Invalid arguments for tool {record.tool_name}: {error}")
+                elif error is not None:
+                    if not isinstance(error, ProtocolError):
+                        logger.error("worker call of %s failed", record.tool_name, exc_info=error)
+                    outcome = error
                 else:
-                    error = work.exception()
-                    if isinstance(error, InvalidToolArguments):
-                        outcome = InvalidParams(f"Invalid arguments for tool {record.tool_name}: {error}")
-                    elif error is not None:
-                        if not isinstance(error, ProtocolError):
-                            logger.error("worker call of %s failed", record.tool_name, exc_info=error)
-                        outcome = error
-                    else:
-                        outcome = work.result()
-            finally:
-                await listener.close()
-                listener = None
+                    outcome = work.result()
         if outcome is None:
             await database_sync_to_async(records.cancel)(record_pk)
             state = "cancelled"
@@ -427,7 +423,9 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             await relay.publish(done_event(outcome) if stored else {"kind": "done"})
     finally:
         metrics.worker_call("running", -1)
-        if listener is not None:  # the tool was gone: it never ran
+        # Left only now: a cancellation heard after the tool returned changes nothing (the outcome stored wins,
+        # or the record was cancelled first and the awaiters read it), so leaving costs the answer no time.
+        if listener is not None:
             await listener.close()
         await relay.close()
     if state == "cancelled" or outcome_is_final(outcome):
