@@ -309,10 +309,13 @@ def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
 def _prepare(
     record_pk: int, celery_id: str, info: dict[str, Any], marks: dict[str, float]
 ) -> tuple[Any, str, RequestContext | None]:
-    """Take the record and build the call's context, in one trip to a database thread; ``marks["taking"]`` is
-    when the record was about to be taken (``time.monotonic()``)."""
-    marks["taking"] = time.monotonic()
-    record, verdict = records.begin(record_pk, celery_id, owner_id())
+    """Take the record and build the call's context, in one trip to a database thread; ``marks["read"]`` is
+    when the row returned was about to be read (``time.monotonic()``; absent: not known)."""
+
+    def before_read() -> None:
+        marks["read"] = time.monotonic()
+
+    record, verdict = records.begin(record_pk, celery_id, owner_id(), before_read)
     if verdict != "run" or record is None:
         return record, verdict, None
     # begin loaded the server, its tenant and the agent with the record
@@ -333,7 +336,7 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
 
     # The call's task id comes with a Celery message: the cancellation group is joined while the record is
     # taken. A cancellation is recorded before it is sent, so once the join is known to have completed before
-    # the record was taken, the row taken shows any earlier cancellation and the group hears any later one;
+    # the row taken was read, that row shows any earlier cancellation and the group hears any later one;
     # otherwise (or without the id) the record is read once more after joining.
     known = info.get("task_id")
     listener = CancelListener(str(known), cancel, layer) if known else None
@@ -382,7 +385,10 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             if flag.is_set():  # heard while the record was taken
                 work.cancel()
             joined_at = listener.joined_at if listener is not None else None
-            recheck = joined_at is None or joined_at > marks["taking"]
+            read_at = marks.get("read")
+            recheck = joined_at is None or read_at is None or joined_at > read_at
+            if record.status == "cancelled":  # cancelled between taking the record and reading it
+                cancel()
             if listener is None:
                 listener = CancelListener(record.task_id, cancel, layer)
             if recheck:
