@@ -225,6 +225,7 @@ class CancelListener:
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
+        self.joined_at: float | None = None  # time.monotonic() once in the group (None: not, or it failed)
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
         self.task = asyncio.ensure_future(self._run())
@@ -233,6 +234,7 @@ class CancelListener:
         group = task_group(self.task_id)
         if self.layer is None:
             queue = local_bus.join(group)
+            self.joined_at = time.monotonic()
             self.joined.set()
             try:
                 while True:
@@ -251,6 +253,7 @@ class CancelListener:
             logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
             self.joined.set()
             return
+        self.joined_at = time.monotonic()
         self.joined.set()
         try:
             async for message in receive_forever(self.layer, self.channel):
@@ -303,25 +306,57 @@ def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
     )
 
 
-def _prepare(record_pk: int, celery_id: str) -> tuple[Any, str, Any]:
-    record, verdict = records.begin(record_pk, celery_id, owner_id())
+def _prepare(
+    record_pk: int, celery_id: str, info: dict[str, Any], marks: dict[str, float]
+) -> tuple[Any, str, RequestContext | None]:
+    """Take the record and build the call's context, in one trip to a database thread; ``marks["read"]`` is
+    when the row returned was about to be read (``time.monotonic()``; absent: not known)."""
+
+    def before_read() -> None:
+        marks["read"] = time.monotonic()
+
+    record, verdict = records.begin(record_pk, celery_id, owner_id(), before_read)
     if verdict != "run" or record is None:
         return record, verdict, None
-    return record, verdict, record.server  # begin loaded the server, its tenant and the agent with the record
+    # begin loaded the server, its tenant and the agent with the record
+    return record, verdict, _context(record, record.server, info)
 
 
 async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome; returns what
     happened: "stored", "cancelled", or why it did not run. ``layer``: the channel layer to use (default: the
     process's)."""
-    record, verdict, server = await database_sync_to_async(_prepare)(record_pk, celery_id)
-    if verdict != "run":
+    flag = threading.Event()
+    running: list[asyncio.Future[Any]] = []
+
+    def cancel() -> None:
+        flag.set()
+        for work in running:
+            work.cancel()
+
+    # The call's task id comes with a Celery message: the cancellation group is joined while the record is
+    # taken. A cancellation is recorded before it is sent, so once the join is known to have completed before
+    # the row taken was read, that row shows any earlier cancellation and the group hears any later one;
+    # otherwise (or without the id) the record is read once more after joining.
+    known = info.get("task_id")
+    listener = CancelListener(str(known), cancel, layer) if known else None
+    marks: dict[str, float] = {}
+    try:
+        record, verdict, ctx = await database_sync_to_async(_prepare)(record_pk, celery_id, info, marks)
+    except BaseException:
+        if listener is not None:
+            await listener.close()
+        raise
+    if verdict != "run" or ctx is None:
+        if listener is not None:
+            await listener.close()
         if record is not None:
             await Relay(record.task_id, layer).publish({"kind": "done"})  # awaiters re-read the record
         return verdict
+    if listener is not None and listener.task_id != record.task_id:
+        await listener.close()
+        listener = None
     relay = Relay(record.task_id, layer)
-    flag = threading.Event()
-    ctx = await database_sync_to_async(_context)(record, server, info)
 
     async def emit(message: dict[str, Any]) -> None:
         await relay.notify(message)
@@ -346,40 +381,42 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             outcome = InvalidParams(f"Tool {record.tool_name} is no longer available")
         else:
             work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(record.arguments), call))
-
-            def cancel() -> None:
-                flag.set()
+            running.append(work)
+            if flag.is_set():  # heard while the record was taken
                 work.cancel()
-
-            listener = CancelListener(record.task_id, cancel, layer)
-            try:
+            joined_at = listener.joined_at if listener is not None else None
+            read_at = marks.get("read")
+            recheck = joined_at is None or read_at is None or joined_at > read_at
+            if record.status == "cancelled":  # cancelled between taking the record and reading it
+                cancel()
+            if listener is None:
+                listener = CancelListener(record.task_id, cancel, layer)
+            if recheck:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(listener.joined.wait(), 2.0)
                 # A cancellation recorded before this worker listened is honoured now.
                 current = await database_sync_to_async(records.load)(record_pk)
                 if current is not None and current.status == "cancelled":
                     cancel()
-                done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
-                if not done:
-                    flag.set()
-                    work.cancel()
-                    with contextlib.suppress(BaseException):
-                        await work
-                    outcome = ProtocolError(f"Tool {record.tool_name} did not finish in time", code=-32001)
-                elif work.cancelled():
-                    outcome = None
+            done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
+            if not done:
+                flag.set()
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+                outcome = ProtocolError(f"Tool {record.tool_name} did not finish in time", code=-32001)
+            elif work.cancelled():
+                outcome = None
+            else:
+                error = work.exception()
+                if isinstance(error, InvalidToolArguments):
+                    outcome = InvalidParams(f"Invalid arguments for tool {record.tool_name}: {error}")
+                elif error is not None:
+                    if not isinstance(error, ProtocolError):
+                        logger.error("worker call of %s failed", record.tool_name, exc_info=error)
+                    outcome = error
                 else:
-                    error = work.exception()
-                    if isinstance(error, InvalidToolArguments):
-                        outcome = InvalidParams(f"Invalid arguments for tool {record.tool_name}: {error}")
-                    elif error is not None:
-                        if not isinstance(error, ProtocolError):
-                            logger.error("worker call of %s failed", record.tool_name, exc_info=error)
-                        outcome = error
-                    else:
-                        outcome = work.result()
-            finally:
-                await listener.close()
+                    outcome = work.result()
         if outcome is None:
             await database_sync_to_async(records.cancel)(record_pk)
             state = "cancelled"
@@ -392,6 +429,10 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
             await relay.publish(done_event(outcome) if stored else {"kind": "done"})
     finally:
         metrics.worker_call("running", -1)
+        # Left only now: a cancellation heard after the tool returned changes nothing (the outcome stored wins,
+        # or the record was cancelled first and the awaiters read it), so leaving costs the answer no time.
+        if listener is not None:
+            await listener.close()
         await relay.close()
     if state == "cancelled" or outcome_is_final(outcome):
         # The call's quota slot, in case nobody awaits it in the serving process any more (idempotent).

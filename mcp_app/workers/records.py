@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -122,10 +123,25 @@ def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
     return ToolTask.objects.filter(pk=record.pk).first() if moved else None
 
 
-def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, str]:
+def begin(
+    record_pk: int, celery_id: str, owner: str, before_read: Callable[[], None] | None = None
+) -> tuple[ToolTask | None, str]:
     """A worker takes the record: ``(record, "run")`` to run it, else ``(record or None, why)`` when it must not
     (terminal already, superseded by a newer dispatch, or a lost worker's message redelivered past the policy:
-    then the record is failed here)."""
+    then the record is failed here).
+
+    The common case costs two queries: the conditional UPDATE of a ``queued`` record dispatched as
+    ``celery_id``, then the record with its agent, server and tenant. Only when that UPDATE moves nothing does
+    the record get classified (one more read) as below. ``before_read`` is called just before that second
+    query of the common case: the row it reads shows any cancellation committed by then."""
+    now = timezone.now()
+    taken = ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status=ToolTask.Status.QUEUED).update(
+        status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
+    )
+    if taken:
+        if before_read is not None:
+            before_read()
+        return _with_relations(record_pk), "run"
     record = ToolTask.objects.filter(pk=record_pk).first()
     if record is None:
         return None, "gone"
@@ -145,8 +161,11 @@ def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, 
         .exclude(status__in=TERMINAL)
         .update(status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner)
     )
-    record = ToolTask.objects.select_related("agent", "server", "server__tenant").filter(pk=record_pk).first()
-    return record, "run" if moved else "terminal"
+    return _with_relations(record_pk), "run" if moved else "terminal"
+
+
+def _with_relations(record_pk: int) -> ToolTask | None:
+    return ToolTask.objects.select_related("agent", "server", "server__tenant").filter(pk=record_pk).first()
 
 
 LOST_MESSAGE = "The worker running this call stopped before it finished; run the call again."

@@ -204,7 +204,9 @@ def _send(record: ToolTask, info: dict[str, Any]) -> None:
 
     try:
         options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
-        run_tool_call.apply_async(args=[record.pk, info], task_id=record.celery_id, **options)
+        run_tool_call.apply_async(
+            args=[record.pk, {**info, "task_id": record.task_id}], task_id=record.celery_id, **options
+        )
     except Exception as error:
         # No broker: the record must not stay queued for a worker that will never see it.
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
