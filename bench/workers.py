@@ -89,6 +89,20 @@ def _set_execution(env: dict[str, str], execution: str) -> None:
     _manage(env, "shell", "-c", code)
 
 
+def _lift_quotas(env: dict[str, str], agent_id: str) -> None:
+    """No concurrency limit for the demo tenant and the bench's agent (0: unlimited): the throughput part runs
+    ``--calls`` calls of one agent at once, which the default quotas (WORKER_CALLS_PER_AGENT) would refuse."""
+    code = (
+        "from mcp_app.models import Agent, Tenant\n"
+        "for a in Agent.objects.filter(agent_id=%r):\n"
+        "    a.max_worker_calls = 0\n"
+        "    a.save()\n"
+        "    a.tenant.max_worker_calls = 0\n"
+        "    a.tenant.save()\n"
+    ) % agent_id
+    _manage(env, "shell", "-c", code)
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is not None:
         return
@@ -260,6 +274,7 @@ def main() -> None:
     _manage(env, "migrate", "--noinput")
     access = json.loads(_manage(env, "mcp_demo", "--json"))
     token = access["token"]
+    _lift_quotas(env, access["agent_id"])
     subprocess.run(
         [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
         cwd=ROOT,
