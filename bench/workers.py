@@ -93,13 +93,13 @@ def _lift_quotas(env: dict[str, str], agent_id: str) -> None:
     """No concurrency limit for the demo tenant and the bench's agent (0: unlimited): the throughput part runs
     ``--calls`` calls of one agent at once, which the default quotas (WORKER_CALLS_PER_AGENT) would refuse."""
     code = (
-        "from mcp_app.models import Agent, Tenant\n"
-        "for a in Agent.objects.filter(agent_id=%r):\n"
+        "from mcp_app.models import Agent\n"
+        f"for a in Agent.objects.filter(agent_id={agent_id!r}):\n"
         "    a.max_worker_calls = 0\n"
         "    a.save()\n"
         "    a.tenant.max_worker_calls = 0\n"
         "    a.tenant.save()\n"
-    ) % agent_id
+    )
     _manage(env, "shell", "-c", code)
 
 
