@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import threading
@@ -44,6 +45,7 @@ from ..protocol.context import (
     RequestContext,
     ServerDescription,
     ToolCall,
+    ToolRunner,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL
@@ -278,9 +280,16 @@ class CancelListener:
         await stop_receiving(self.layer, self.channel, self.task)
 
 
+@functools.cache
+def _inline_runner() -> ToolRunner:
+    """The inline runner a worker runs its calls with: one per process, not one per call."""
+    from ..runtime.execution import Runner
+
+    return Runner()
+
+
 def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
     from ..catalog.resolver import resolve_catalog
-    from ..runtime.execution import Runner
 
     return RequestContext(
         server=ServerDescription(
@@ -292,7 +301,7 @@ def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
             pk=server.pk,
         ),
         catalog=resolve_catalog(server),
-        runner=Runner(),
+        runner=_inline_runner(),
         protocol_version=record.protocol_version,
         era=str(info.get("era") or "legacy"),
         principal=Principal(
