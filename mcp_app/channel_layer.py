@@ -10,7 +10,13 @@ Contract:
   timeout (a dead Redis is noticed fast) and health checks of idle pooled connections.
 - ``receive_forever(layer, channel)`` yields the messages of ``channel`` for as long as its caller iterates:
   timeouts and connection errors are logged once per outage (not once per try), retried with bounded
-  exponential backoff, and never escape. Every ``receive()`` loop of the app goes through it.
+  exponential backoff, and never escape. Every ``receive()`` loop of the app goes through it. It ends as soon as
+  its task is cancelled, even when the layer swallows the cancellation: on Python 3.11 ``asyncio.wait_for``
+  returns the inner result instead of raising when both land in the same loop turn (fixed in 3.12), and redis-py
+  sends every command through ``wait_for`` when a socket timeout is set, so a receive cancelled while it sends its
+  ``BZPOPMIN`` carried on into the 5 s block (a torn-down ``tasks/result`` listener held its answer that long, seen
+  in CI). Each receive therefore runs as a child task that is cancelled again until it has ended; a message it
+  returns after the cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
 - ``layer_health`` remembers whether the layer answered its last operation, so the edge can refuse work that
   needs the layer with a fast 503 while Redis is down, and notices by itself (the next successful operation)
   when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
@@ -116,6 +122,25 @@ async def guarded(operation: Awaitable[Any]) -> Any:
     return result
 
 
+# How often a cancelled receive that carried on is asked again to stop (see the module docstring).
+RECANCEL_SECONDS = 0.01
+
+
+async def _receive(layer: Any, channel: str) -> dict[str, Any]:
+    """One ``layer.receive(channel)`` that ends when the calling task is cancelled (see the module docstring)."""
+    receiving = asyncio.ensure_future(layer.receive(channel))
+    try:
+        await asyncio.wait((receiving,))
+    except asyncio.CancelledError:
+        while not receiving.done():
+            receiving.cancel()
+            await asyncio.wait((receiving,), timeout=RECANCEL_SECONDS)
+        if not receiving.cancelled():
+            receiving.exception()  # retrieved: the receive ended by itself in the same turn, nobody wants it
+        raise
+    return receiving.result()
+
+
 async def receive_forever(
     layer: Any, channel: str, *, on_error: Callable[[BaseException], Awaitable[None]] | None = None
 ) -> AsyncIterator[dict[str, Any]]:
@@ -127,9 +152,7 @@ async def receive_forever(
     failing = False
     while True:
         try:
-            message = await layer.receive(channel)
-        except asyncio.CancelledError:
-            raise
+            message = await _receive(layer, channel)
         except LAYER_ERRORS as error:
             layer_health.failed(error)
             if not failing:

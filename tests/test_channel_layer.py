@@ -1,0 +1,120 @@
+"""``receive_forever``: a receive loop that survives the layer going away and ends when its task is cancelled.
+
+The race the last tests pin down was seen in CI: a ``tasks/result`` waiter tore its status listener down while the
+status event arrived; redis-py returned that reply and dropped the ``CancelledError``, and the listener sat in the
+next ``BZPOPMIN`` for 5 s before the answer could be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+from django.conf import settings
+
+from mcp_app.channel_layer import layer_health, receive_forever
+from tests.conftest import REQUIRE_SERVICES
+
+
+class _FlakyLayer:
+    """Fails ``failures`` receives with a connection error, then delivers ``messages`` in order."""
+
+    def __init__(self, failures: int, messages: list[dict[str, Any]]) -> None:
+        self.failures = failures
+        self.messages = messages
+        self.calls = 0
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self.calls += 1
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("connection refused")
+        if not self.messages:
+            await asyncio.Event().wait()
+        return self.messages.pop(0)
+
+
+class _SwallowingLayer:
+    """Swallows the first cancellation of a receive and carries on blocking, as redis-py on Python 3.11 does when
+    the cancellation lands while it sends ``BZPOPMIN`` through ``asyncio.wait_for``; a second one ends it."""
+
+    def __init__(self) -> None:
+        self.receiving = asyncio.Event()
+        self.swallowed = 0
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self.receiving.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.swallowed += 1
+        await asyncio.Event().wait()  # the next blocking read: only a second cancellation ends it
+        raise AssertionError("unreachable")
+
+
+async def test_connection_errors_are_retried_and_never_escape():
+    layer = _FlakyLayer(failures=3, messages=[{"type": "one"}, {"type": "two"}])
+    received = []
+    async for message in receive_forever(layer, "specific.test!x"):
+        received.append(message["type"])
+        if len(received) == 2:
+            break
+    assert received == ["one", "two"]
+    assert layer.calls == 5
+    assert layer_health.up  # the successful receive after the outage said so
+
+
+async def test_a_cancellation_the_layer_swallowed_still_ends_the_loop():
+    layer = _SwallowingLayer()
+
+    async def listen() -> None:
+        async for _ in receive_forever(layer, "specific.test!x"):
+            raise AssertionError("nothing was sent")
+
+    listener = asyncio.ensure_future(listen())
+    await asyncio.wait_for(layer.receiving.wait(), timeout=5)
+    listener.cancel()
+    done, _ = await asyncio.wait([listener], timeout=5)
+    assert done, "the listener kept receiving after it was cancelled"
+    assert listener.cancelled()
+    assert layer.swallowed == 1
+    assert not [task for task in asyncio.all_tasks() if "receive" in repr(task.get_coro())]  # no receive left
+
+
+def _redis_layer() -> Any:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    configured = "channels_redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"]
+    if not configured:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but the channel layer is not Redis")
+        pytest.skip("the channel layer is not Redis (embedded defaults)")
+    return layer
+
+
+@pytest.mark.services
+async def test_listeners_cancelled_while_their_message_arrives_end_at_once_on_redis():
+    layer = _redis_layer()
+    slow = []
+    for attempt in range(60):
+        channel = await layer.new_channel()
+        got = asyncio.Event()
+
+        async def listen(channel: str = channel, got: asyncio.Event = got) -> None:
+            async for _ in receive_forever(layer, channel):
+                got.set()
+
+        listener = asyncio.ensure_future(listen())
+        await asyncio.sleep(0.005)  # in BZPOPMIN
+        sending = asyncio.ensure_future(layer.send(channel, {"type": "race"}))
+        await asyncio.sleep(random.uniform(0, 0.002))
+        listener.cancel()
+        done, _ = await asyncio.wait([listener], timeout=2)
+        await sending
+        if not done:
+            slow.append(attempt)
+            await asyncio.wait([listener], timeout=10)
+    assert slow == [], f"cancelled listeners still receiving after 2 s in attempts {slow}"
