@@ -6,8 +6,9 @@ Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates 
 ``countdown`` tool on ``demo-modern``:
 
 1. dispatch overhead: ``--samples`` sequential calls of ``countdown(steps=1, interval_ms=0)`` with the binding
-   inline, then on a worker (the binding's execution switched through the ORM, which bumps the catalog); median
-   and p99 latency of each and of their difference;
+   inline, then on a worker (the binding's execution switched through the ORM, which bumps the catalog), after
+   ``--concurrency`` overlapping warm-up calls (every thread of the pool warm); median and p99 latency of each
+   and of their difference;
 2. progress relay: ``countdown(steps=20, interval_ms=0)`` streamed (SSE) ``--progress-runs`` times, inline and on a
    worker: time from sending to the first progress notification, and the mean gap between consecutive ones (the
    cost of relaying one notification worker -> Redis -> daphne -> client, as the inline gap is the tool's own);
@@ -206,6 +207,20 @@ def _quantiles(samples: list[float]) -> dict[str, float]:
     }
 
 
+async def _warm(url: str, token: str, concurrency: int) -> None:
+    """As many overlapping 0.1 s calls as the worker has threads: each thread of a thread pool makes its event
+    loop, channel layer and database connection once (kept from call to call) before anything is measured."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+
+        async def one(n: int) -> None:
+            reply = await http.post(url, headers=_headers(token), json=_body(n, {"steps": 2, "interval_ms": 50}))
+            if reply.status_code != 200 or "result" not in reply.json():
+                sys.exit(f"warm-up call failed: {reply.status_code} {reply.text[:300]}")
+
+        await asyncio.gather(*(one(n) for n in range(concurrency)))
+
+
 async def _latencies(url: str, token: str, samples: int) -> list[float]:
     out = []
     async with httpx.AsyncClient(timeout=30) as http:
@@ -291,6 +306,7 @@ def main() -> None:
         results["inline_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
         _set_execution(env, "")  # the tool's default: worker
         with _workers(env, Path(tmp), 1, args.pool, args.concurrency):
+            asyncio.run(_warm(url, token, args.concurrency))
             results["worker"] = _quantiles(asyncio.run(_latencies(url, token, args.samples)))
             results["worker_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
             results["throughput_1"] = asyncio.run(_throughput(url, token, args.calls))

@@ -37,6 +37,9 @@ class ServerDescription:
     instructions: str = ""
     protocol_versions: tuple[str, ...] = ALL_VERSIONS
     pk: int | None = None  # the server's row (opaque here; worker calls record it)
+    # The catalog revision this request is served (opaque here: catalog version, creation time in ISO form); a
+    # worker running one of its calls resolves the same catalog from it.
+    revision: tuple[int, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,7 @@ class AccessGrant:
                 instructions=server.instructions,
                 protocol_versions=server.supported_versions,
                 pk=server.pk,
+                revision=(server.catalog_version, server.created_at.isoformat()),
             ),
             catalog=self.catalog,
             principal=Principal(

@@ -26,15 +26,18 @@ import logging
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..models import ToolTask
 from ..observability import metrics
 from ..process import owner_id
 from ..protocol.context import (
@@ -288,165 +291,306 @@ def _inline_runner() -> ToolRunner:
     return Runner()
 
 
-def _context(record: Any, server: Any, info: dict[str, Any]) -> RequestContext:
+@dataclass(frozen=True)
+class _CatalogKey:
+    """What ``resolve_catalog`` keys a server's catalog by, as the dispatching process saw it."""
+
+    pk: int
+    tenant_id: int
+    catalog_version: int
+    created_at: datetime
+
+
+def _context(spec: dict[str, Any], info: dict[str, Any]) -> RequestContext:
+    """The call's context from the Celery message alone (``records.call_spec``): no query, and the catalog from
+    this process's cache at the revision the client was served."""
     from ..catalog.resolver import resolve_catalog
 
+    server = spec["server"]
+    key = _CatalogKey(
+        pk=int(server["pk"]),
+        tenant_id=int(server["tenant_pk"]),
+        catalog_version=int(server["catalog_version"]),
+        created_at=datetime.fromisoformat(str(server["created_at"])),
+    )
     return RequestContext(
         server=ServerDescription(
-            server_id=server.server_id,
-            name=server.name,
-            title=server.title,
-            version=server.version,
-            instructions=server.instructions,
-            pk=server.pk,
+            server_id=str(server["server_id"]),
+            name=str(server["name"]),
+            title=str(server.get("title") or ""),
+            version=str(server.get("version") or ""),
+            instructions=str(server.get("instructions") or ""),
+            pk=key.pk,
         ),
-        catalog=resolve_catalog(server),
+        catalog=resolve_catalog(key),
         runner=_inline_runner(),
-        protocol_version=record.protocol_version,
+        protocol_version=str(spec["protocol_version"]),
         era=str(info.get("era") or "legacy"),
         principal=Principal(
-            tenant=server.tenant.slug,
-            agent_id=record.agent.agent_id,
-            tenant_pk=server.tenant_id,
-            agent_pk=record.agent_id,
+            tenant=str(server["tenant_slug"]),
+            agent_id=str(spec["agent_id"]),
+            tenant_pk=key.tenant_id,
+            agent_pk=int(spec["agent_pk"]),
         ),
-        client_capabilities=dict(record.client_capabilities or {}),
+        client_capabilities=dict(spec.get("client_capabilities") or {}),
         log_level=info.get("log_level"),
     )
 
 
-def _prepare(
-    record_pk: int, celery_id: str, info: dict[str, Any], marks: dict[str, float]
-) -> tuple[Any, str, RequestContext | None]:
-    """Take the record and build the call's context, in one trip to a database thread; ``marks["read"]`` is
-    when the row returned was about to be read (``time.monotonic()``; absent: not known)."""
-
-    def before_read() -> None:
-        marks["read"] = time.monotonic()
-
-    record, verdict = records.begin(record_pk, celery_id, owner_id(), before_read)
-    if verdict != "run" or record is None:
-        return record, verdict, None
-    # begin loaded the server, its tenant and the agent with the record
-    return record, verdict, _context(record, record.server, info)
-
-
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
-    """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome; returns what
-    happened: "stored", "cancelled", or why it did not run. ``layer``: the channel layer to use (default: the
-    process's)."""
-    flag = threading.Event()
-    running: list[asyncio.Future[Any]] = []
-
-    def cancel() -> None:
-        flag.set()
-        for work in running:
-            work.cancel()
-
-    # The call's task id comes with a Celery message: the cancellation group is joined while the record is
-    # taken. A cancellation is recorded before it is sent, so once the join is known to have completed before
-    # the row taken was read, that row shows any earlier cancellation and the group hears any later one;
-    # otherwise (or without the id) the record is read once more after joining.
-    known = info.get("task_id")
-    listener = CancelListener(str(known), cancel, layer) if known else None
-    marks: dict[str, float] = {}
-    try:
-        record, verdict, ctx = await database_sync_to_async(_prepare)(record_pk, celery_id, info, marks)
-    except BaseException:
-        if listener is not None:
-            await listener.close()
-        raise
-    if verdict != "run" or ctx is None:
-        if listener is not None:
-            await listener.close()
-        if record is not None:
-            await Relay(record.task_id, layer).publish({"kind": "done"})  # awaiters re-read the record
-        return verdict
-    if listener is not None and listener.task_id != record.task_id:
-        await listener.close()
-        listener = None
-    relay = Relay(record.task_id, layer)
-
-    async def emit(message: dict[str, Any]) -> None:
-        await relay.notify(message)
-
-    deadline = record.deadline.timestamp() if record.deadline else time.time() + records.timeout_of(None)
-    ctx.emit = emit
-    ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
-    call = ToolCall(
-        request=ctx,
-        progress=ProgressReporter(_TOKEN if info.get("progress") else None, emit),
-        log=LogReporter(info.get("log_level"), emit),
-        input_responses=record.input_responses or info.get("input_responses") or None,
-        request_state=record.request_state or info.get("request_state") or None,
-        in_task=bool(info.get("in_task")),
-        cancelled=flag.is_set,
+def _loaded_spec(record: ToolTask) -> dict[str, Any]:
+    """``records.call_spec`` of a record loaded with its server, tenant and agent (a message without one)."""
+    server = record.server
+    return records.call_spec(
+        record,
+        server={
+            "pk": server.pk,
+            "server_id": server.server_id,
+            "name": server.name,
+            "title": server.title,
+            "version": server.version,
+            "instructions": server.instructions,
+            "tenant_pk": server.tenant_id,
+            "tenant_slug": server.tenant.slug,
+            "catalog_version": server.catalog_version,
+            "created_at": server.created_at.isoformat(),
+        },
+        agent_id=record.agent.agent_id,
     )
-    tool = ctx.catalog.tool(record.tool_name)
-    outcome: Any
-    metrics.worker_call("running", 1)
-    try:
+
+
+@dataclass(frozen=True)
+class _Sync:
+    """A step of ``_steps`` that touches the database: run as plain synchronous code."""
+
+    function: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class _Async:
+    """A step of ``_steps`` that runs in the call's event loop."""
+
+    coroutine: Callable[[], Awaitable[Any]]
+
+
+class WorkerCall:
+    """One run of a worker call: what ``_steps`` drives. Its synchronous methods touch the database and its
+    coroutines the event loop, never both."""
+
+    def __init__(self, record_pk: int, celery_id: str, info: dict[str, Any], layer: Any) -> None:
+        self.record_pk = record_pk
+        self.celery_id = celery_id
+        self.info = info
+        self.layer = layer
+        self.spec: dict[str, Any] | None = info.get("call") if isinstance(info.get("call"), dict) else None
+        self.task_id: str | None = str(info["task_id"]) if info.get("task_id") else None
+        self.record: ToolTask | None = None
+        self.ctx: RequestContext | None = None
+        self.flag = threading.Event()
+        self.work: asyncio.Future[Any] | None = None
+        self.listener: CancelListener | None = None
+        self.relay: Relay | None = None
+
+    def cancel(self) -> None:
+        self.flag.set()
+        if self.work is not None:
+            self.work.cancel()
+
+    async def listen(self) -> None:
+        """Join the call's cancellation group, before the record is taken: a cancellation recorded earlier
+        keeps the record from being taken, one sent later is heard."""
+        if self.task_id is None:
+            return
+        self.listener = CancelListener(self.task_id, self.cancel, self.layer)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
+
+    def take(self) -> str:
+        """Take the record (one conditional UPDATE when the message carries the call) and build the context;
+        returns ``"run"`` or why not (``records.begin``)."""
+        owner = owner_id()
+        if self.spec is not None and self.task_id is not None and records.take(self.record_pk, self.celery_id, owner):
+            self.ctx = _context(self.spec, self.info)
+            return "run"
+        record, verdict = records.begin(self.record_pk, self.celery_id, owner)
+        self.record = record
+        if record is not None:
+            self.task_id = record.task_id
+        if verdict == "run" and record is not None:
+            self.spec = _loaded_spec(record)
+            self.ctx = _context(self.spec, self.info)
+        return verdict
+
+    async def skip(self) -> None:
+        """Not run: whoever awaits it re-reads the record."""
+        await self.close()
+        if self.task_id is not None:
+            await Relay(self.task_id, self.layer).publish({"kind": "done"})
+
+    async def run(self) -> Any:
+        """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
+        assert self.ctx is not None and self.spec is not None
+        ctx, spec, info = self.ctx, self.spec, self.info
+        task_id = str(spec["task_id"])
+        if self.listener is None or self.listener.task_id != task_id:
+            # A message without the task id (or an older one): listen now, then honour a cancellation recorded
+            # before the group was joined.
+            if self.listener is not None:
+                await self.listener.close()
+            self.task_id = task_id
+            await self.listen()
+            current = await database_sync_to_async(records.load)(self.record_pk)
+            if current is not None and current.status == ToolTask.Status.CANCELLED:
+                self.flag.set()
+        self.relay = relay = Relay(task_id, self.layer)
+
+        async def emit(message: dict[str, Any]) -> None:
+            await relay.notify(message)
+
+        deadline = float(spec["deadline"])
+        ctx.emit = emit
+        ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
+        call = ToolCall(
+            request=ctx,
+            progress=ProgressReporter(_TOKEN if info.get("progress") else None, emit),
+            log=LogReporter(info.get("log_level"), emit),
+            input_responses=spec.get("input_responses") or info.get("input_responses") or None,
+            request_state=spec.get("request_state") or info.get("request_state") or None,
+            in_task=bool(info.get("in_task")),
+            cancelled=self.flag.is_set,
+        )
+        name = str(spec["tool_name"])
+        tool = ctx.catalog.tool(name)
         if tool is None:
-            outcome = InvalidParams(f"Tool {record.tool_name} is no longer available")
-        else:
-            work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(record.arguments), call))
-            running.append(work)
-            if flag.is_set():  # heard while the record was taken
+            return InvalidParams(f"Tool {name} is no longer available")
+        metrics.worker_call("running", 1)
+        try:
+            self.work = work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(spec["arguments"]), call))
+            if self.flag.is_set():  # heard before the tool started
                 work.cancel()
-            joined_at = listener.joined_at if listener is not None else None
-            read_at = marks.get("read")
-            recheck = joined_at is None or read_at is None or joined_at > read_at
-            if record.status == "cancelled":  # cancelled between taking the record and reading it
-                cancel()
-            if listener is None:
-                listener = CancelListener(record.task_id, cancel, layer)
-            if recheck:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(listener.joined.wait(), 2.0)
-                # A cancellation recorded before this worker listened is honoured now.
-                current = await database_sync_to_async(records.load)(record_pk)
-                if current is not None and current.status == "cancelled":
-                    cancel()
             done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
             if not done:
-                flag.set()
+                self.flag.set()
                 work.cancel()
                 with contextlib.suppress(BaseException):
                     await work
-                outcome = ProtocolError(f"Tool {record.tool_name} did not finish in time", code=-32001)
-            elif work.cancelled():
-                outcome = None
-            else:
-                error = work.exception()
-                if isinstance(error, InvalidToolArguments):
-                    outcome = InvalidParams(f"Invalid arguments for tool {record.tool_name}: {error}")
-                elif error is not None:
-                    if not isinstance(error, ProtocolError):
-                        logger.error("worker call of %s failed", record.tool_name, exc_info=error)
-                    outcome = error
-                else:
-                    outcome = work.result()
+                return ProtocolError(f"Tool {name} did not finish in time", code=-32001)
+            if work.cancelled():
+                return None
+            error = work.exception()
+            if isinstance(error, InvalidToolArguments):
+                return InvalidParams(f"Invalid arguments for tool {name}: {error}")
+            if error is not None:
+                if not isinstance(error, ProtocolError):
+                    logger.error("worker call of %s failed", name, exc_info=error)
+                return error
+            return work.result()
+        finally:
+            metrics.worker_call("running", -1)
+
+    def settle(self, outcome: Any) -> bool:
+        """Store the outcome (``None``: cancelled); returns whether the stored outcome is the record's."""
         if outcome is None:
-            await database_sync_to_async(records.cancel)(record_pk)
-            state = "cancelled"
-            await relay.publish({"kind": "done"})
-        else:
-            stored = await database_sync_to_async(records.store)(record_pk, outcome, celery_id=celery_id)
-            state = "stored"
-            # The outcome rides on the event (the awaiting process answers without reading the record) unless
-            # it is large or did not stick (the record was cancelled or failed meanwhile: awaiters read it).
-            await relay.publish(done_event(outcome) if stored else {"kind": "done"})
-    finally:
-        metrics.worker_call("running", -1)
-        # Left only now: a cancellation heard after the tool returned changes nothing (the outcome stored wins,
-        # or the record was cancelled first and the awaiters read it), so leaving costs the answer no time.
-        if listener is not None:
-            await listener.close()
-        await relay.close()
-    if state == "cancelled" or outcome_is_final(outcome):
-        # The call's quota slot, in case nobody awaits it in the serving process any more (idempotent).
-        await sync_to_async(quotas.release_call)(record.task_id)
-    return state
+            records.cancel(self.record_pk)
+            return False
+        return records.store(self.record_pk, outcome, celery_id=self.celery_id)
+
+    async def announce(self, outcome: Any, stored: bool) -> None:
+        """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record);
+        then stop listening: a cancellation heard after the tool returned changes nothing."""
+        assert self.relay is not None
+        try:
+            await self.relay.publish(done_event(outcome) if stored else {"kind": "done"})
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+        if self.relay is not None:
+            await self.relay.close()
+
+    def release(self) -> None:
+        """The call's quota slot, in case nobody awaits it in the serving process any more (idempotent)."""
+        if self.task_id is not None:
+            quotas.release_call(self.task_id)
+
+
+# How long a worker call waits to have joined its cancellation group before it runs anyway.
+JOIN_TIMEOUT_SECONDS = 2.0
+
+Step = _Sync | _Async
+
+
+def _steps(call: WorkerCall) -> Generator[Step, Any, str]:
+    """The life of one worker call, written once for both drivers (``execute`` in an event loop,
+    ``execute_in_thread`` in a Celery worker thread): listen, take the record, run, store, announce, release."""
+    yield _Async(call.listen)
+    try:
+        verdict = yield _Sync(call.take)
+    except BaseException:
+        yield _Async(call.close)
+        raise
+    if verdict != "run":
+        yield _Async(call.skip)
+        return str(verdict)
+    try:
+        outcome = yield _Async(call.run)
+        stored = yield _Sync(functools.partial(call.settle, outcome))
+    except BaseException:
+        yield _Async(call.close)
+        raise
+    yield _Async(functools.partial(call.announce, outcome, stored))
+    if outcome is None or outcome_is_final(outcome):
+        yield _Sync(call.release)
+    return "cancelled" if outcome is None else "stored"
+
+
+async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
+    """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
+    loop (no broker: the serving process); returns what happened: "stored", "cancelled", or why it did not run.
+    ``layer``: the channel layer to use (default: the process's)."""
+    call = WorkerCall(record_pk, celery_id, info, get_channel_layer() if layer is ... else layer)
+    steps = _steps(call)
+    step = next(steps)
+    while True:
+        try:
+            if isinstance(step, _Sync):
+                value = await database_sync_to_async(step.function)()
+            else:
+                value = await step.coroutine()
+        except BaseException as error:
+            try:
+                step = steps.throw(error)
+            except StopIteration as end:
+                return str(end.value)
+            continue
+        try:
+            step = steps.send(value)
+        except StopIteration as end:
+            return str(end.value)
+
+
+def execute_in_thread(
+    loop: asyncio.AbstractEventLoop, record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any
+) -> str:
+    """``execute`` in a Celery worker thread: the database steps run right here, between turns of the thread's
+    own event loop (no hop to another thread, the thread's own connection), the others in ``loop``."""
+    call = WorkerCall(record_pk, celery_id, info, layer)
+    steps = _steps(call)
+    step = next(steps)
+    while True:
+        try:
+            value = step.function() if isinstance(step, _Sync) else loop.run_until_complete(step.coroutine())
+        except BaseException as error:
+            try:
+                step = steps.throw(error)
+            except StopIteration as end:
+                return str(end.value)
+            continue
+        try:
+            step = steps.send(value)
+        except StopIteration as end:
+            return str(end.value)
 
 
 def outcome_is_final(outcome: Any) -> bool:

@@ -123,6 +123,37 @@ def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
     return ToolTask.objects.filter(pk=record.pk).first() if moved else None
 
 
+def call_spec(record: ToolTask, *, server: dict[str, Any], agent_id: str) -> dict[str, Any]:
+    """What a worker needs to run the call of ``record`` besides its state, as it travels in the Celery message
+    (JSON): what the record was created with, the server as the client was served it (``server``: its pk, id,
+    name, title, version, instructions, tenant pk and slug, catalog version and ``created_at`` in ISO form) and
+    the agent's id. None of it changes after dispatch, so the worker reads none of it back."""
+    return {
+        "task_id": record.task_id,
+        "tool_name": record.tool_name,
+        "arguments": record.arguments,
+        "protocol_version": record.protocol_version,
+        "client_capabilities": record.client_capabilities or {},
+        "deadline": record.deadline.timestamp() if record.deadline else timezone.now().timestamp(),
+        "input_responses": record.input_responses or None,
+        "request_state": record.request_state or None,
+        "agent_pk": record.agent_id,
+        "agent_id": agent_id,
+        "server": server,
+    }
+
+
+def take(record_pk: int, celery_id: str, owner: str) -> bool:
+    """A worker takes a ``queued`` record dispatched as ``celery_id``: one conditional UPDATE; ``False`` when it
+    did not move (then ``begin`` tells why, and handles redeliveries)."""
+    now = timezone.now()
+    return bool(
+        ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status=ToolTask.Status.QUEUED).update(
+            status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
+        )
+    )
+
+
 def begin(
     record_pk: int, celery_id: str, owner: str, before_read: Callable[[], None] | None = None
 ) -> tuple[ToolTask | None, str]:

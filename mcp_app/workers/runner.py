@@ -170,6 +170,24 @@ async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, A
     return queue, leave
 
 
+async def _listen_and_admit(
+    task_id: str, principal: Any, *, local: bool
+) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
+    """``_listen`` to the new call's events and ``admit`` it at the same time; on failure of either, the other
+    is undone and the failure raised (a refusal first)."""
+    joined, admitted = await asyncio.gather(
+        _listen(worker_group(task_id), local=local), admit(principal, task_id), return_exceptions=True
+    )
+    if isinstance(joined, BaseException) or isinstance(admitted, BaseException):
+        if not isinstance(joined, BaseException):
+            await joined[1]()
+        if not isinstance(admitted, BaseException):
+            await _release(admitted)
+        raise admitted if isinstance(admitted, BaseException) else joined
+    queue, leave = joined
+    return queue, leave, admitted
+
+
 def _info(call: ToolCall) -> dict[str, Any]:
     """What the worker needs to know of the request besides the record."""
     return {
@@ -183,30 +201,61 @@ def _info(call: ToolCall) -> dict[str, Any]:
     }
 
 
+def _served(call: ToolCall) -> tuple[dict[str, Any], str] | None:
+    """The server as this request was served it, and the agent's id: what ``records.call_spec`` sends the worker
+    so that it reads nothing back (``None``: not known here; the worker then loads them with the record)."""
+    server, principal = call.request.server, call.request.principal
+    if server.revision is None or server.pk is None or principal is None or principal.tenant_pk is None:
+        return None
+    catalog_version, created_at = server.revision
+    described = {
+        "pk": server.pk,
+        "server_id": server.server_id,
+        "name": server.name,
+        "title": server.title,
+        "version": server.version,
+        "instructions": server.instructions,
+        "tenant_pk": principal.tenant_pk,
+        "tenant_slug": principal.tenant,
+        "catalog_version": catalog_version,
+        "created_at": created_at,
+    }
+    return described, principal.agent_id
+
+
 def _create_and_dispatch(
-    task_id: str, fields: dict[str, Any], info: dict[str, Any], celery: bool
+    task_id: str, fields: dict[str, Any], info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
 ) -> tuple[ToolTask, bool]:
     record, created = records.create(task_id=task_id, **fields)
     if created and celery:
-        _send(record, info)
+        _send(record, info, served)
     return record, created
 
 
-def _requeue_and_dispatch(task_id: str, timeout: float, info: dict[str, Any], celery: bool) -> ToolTask | None:
+def _requeue_and_dispatch(
+    task_id: str, timeout: float, info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
+) -> ToolTask | None:
     record = records.requeue(task_id, timeout=timeout)
     if record is not None and celery:
-        _send(record, info)
+        _send(record, info, served)
     return record
 
 
-def _send(record: ToolTask, info: dict[str, Any]) -> None:
+def _message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    """What the worker is handed with the record's pk: ``info``, the task id and the call (``records.call_spec``)."""
+    message = {**info, "task_id": record.task_id}
+    if served is not None:
+        message["call"] = records.call_spec(record, server=served[0], agent_id=served[1])
+    return message
+
+
+def _send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
     from .tasks import run_tool_call
 
+    message = _message(record, info, served)
     try:
         options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
-        run_tool_call.apply_async(
-            args=[record.pk, {**info, "task_id": record.task_id}], task_id=record.celery_id, **options
-        )
+        run_tool_call.apply_async(args=[record.pk, message], task_id=record.celery_id, **options)
     except Exception as error:
         # No broker: the record must not stay queued for a worker that will never see it.
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
@@ -288,13 +337,16 @@ class WorkerRunner:
         assert ctx.server.pk is not None and ctx.principal is not None and ctx.principal.agent_pk is not None
         timeout = records.timeout_of(tool.timeout)
         info = _info(call)
+        served = _served(call)
         celery = broker_configured()
         if call.task_id:
             # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
             lease = await admit(ctx.principal, call.task_id)
             queue, leave = await _listen(worker_group(call.task_id), local=not celery)
             try:
-                record = await database_sync_to_async(_requeue_and_dispatch)(call.task_id, timeout, info, celery)
+                record = await database_sync_to_async(_requeue_and_dispatch)(
+                    call.task_id, timeout, info, served, celery
+                )
             except BaseException:
                 await _release(lease)
                 await leave()
@@ -306,7 +358,6 @@ class WorkerRunner:
             created = True
         else:
             task_id = records.new_task_id()
-            queue, leave = await _listen(worker_group(task_id), local=not celery)
             fields = {
                 "server_pk": ctx.server.pk,
                 "agent_pk": ctx.principal.agent_pk,
@@ -320,10 +371,13 @@ class WorkerRunner:
             }
             # Admission before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs.
             # The slot is given back when the call settles: by ``wait`` here, or by whoever settles the record
-            # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires.
-            lease = await admit(ctx.principal, task_id)
+            # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires. The
+            # call's event group is joined meanwhile (both are a round trip to Redis).
+            queue, leave, lease = await _listen_and_admit(task_id, ctx.principal, local=not celery)
             try:
-                record, created = await database_sync_to_async(_create_and_dispatch)(task_id, fields, info, celery)
+                record, created = await database_sync_to_async(_create_and_dispatch)(
+                    task_id, fields, info, served, celery
+                )
             except BaseException:
                 await _release(lease)
                 await leave()
@@ -337,7 +391,9 @@ class WorkerRunner:
                 record = await database_sync_to_async(records.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
-            work = asyncio.ensure_future(execute(record.pk, record.celery_id, info, layer=None))
+            work = asyncio.ensure_future(
+                execute(record.pk, record.celery_id, _message(record, info, served), layer=None)
+            )
             _local_work.add(work)
             work.add_done_callback(_local_done)
         return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease)

@@ -1,0 +1,110 @@
+"""The worker's side of a call, as a Celery worker thread runs it (``execute.execute_in_thread``): the call travels
+in the message (``records.call_spec``), so the worker reads nothing back. Taking the record and storing the
+outcome are its only queries, run in the worker thread itself (no hop to another thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from mcp_app.models import ToolTask
+from mcp_app.workers import execute, records
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[str, Any]]:
+    """A record and the message a serving process sends for it (``runner._message``)."""
+    record, _ = records.create(
+        task_id=records.new_task_id(),
+        server_pk=access.server.pk,
+        agent_pk=access.agent.pk,
+        tool_name="worker_job",
+        arguments={"tag": "t", "steps": 2},
+        timeout=60,
+        client_capabilities={},
+        protocol_version="2026-07-28",
+        request_id=1,
+    )
+    info: dict[str, Any] = {"era": "modern", "log_level": None, "progress": False, "can_ask": False}
+    message = {**info, "task_id": record.task_id}
+    if with_call:
+        server = access.server
+        message["call"] = records.call_spec(
+            record,
+            server={
+                "pk": server.pk,
+                "server_id": server.server_id,
+                "name": server.name,
+                "title": server.title,
+                "version": server.version,
+                "instructions": server.instructions,
+                "tenant_pk": server.tenant_id,
+                "tenant_slug": access.tenant.slug,
+                "catalog_version": server.catalog_version,
+                "created_at": server.created_at.isoformat(),
+            },
+            agent_id=access.agent.agent_id,
+        )
+    return record, message
+
+
+def _statements(queries: CaptureQueriesContext) -> list[str]:
+    return [query["sql"].split(" ", 1)[0] for query in queries.captured_queries]
+
+
+def test_a_warm_worker_call_costs_two_updates_and_no_read(access_factory: Any, loop: Any) -> None:
+    access = access_factory(tools=("worker_job",))
+    first, message = _dispatch(access)
+    assert execute.execute_in_thread(loop, first.pk, first.celery_id, message, layer=None) == "stored"  # warm
+    record, message = _dispatch(access)
+    with CaptureQueriesContext(connection) as queries:
+        state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None)
+    assert state == "stored"
+    assert _statements(queries) == ["UPDATE", "UPDATE"]  # taken (queued -> working), then the outcome
+    record.refresh_from_db()
+    assert (record.status, record.attempts, record.result["structuredContent"]["done"]) == ("completed", 1, 2)
+    assert record.owner and record.started_at and record.finished_at
+
+
+def test_the_database_steps_run_in_the_worker_thread(access_factory: Any, loop: Any, monkeypatch: Any) -> None:
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    seen: list[str] = []
+    take, store = records.take, records.store
+    monkeypatch.setattr(records, "take", lambda *a: seen.append(threading.current_thread().name) or take(*a))
+    monkeypatch.setattr(
+        records, "store", lambda *a, **k: seen.append(threading.current_thread().name) or store(*a, **k)
+    )
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    assert seen == [threading.current_thread().name] * 2
+
+
+def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any, loop: Any) -> None:
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access, with_call=False)  # e.g. queued by an older version
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    record.refresh_from_db()
+    assert record.status == "completed" and record.result["structuredContent"]["done"] == 2
+
+
+def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None:
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    assert records.cancel(record.pk)
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "terminal"
+    record.refresh_from_db()
+    assert (record.status, record.attempts, record.started_at) == ("cancelled", 0, None)
