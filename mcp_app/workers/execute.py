@@ -27,13 +27,16 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.db import close_old_connections, connection
 
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
@@ -360,9 +363,17 @@ def _loaded_spec(record: ToolTask) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _Sync:
-    """A step of ``_steps`` that touches the database: run as plain synchronous code."""
+    """A step of ``_steps`` that runs as plain synchronous code: a database step (``database``; ``fresh``: the
+    first of the call, which retires an old or broken connection first) or another blocking one."""
 
     function: Callable[[], Any]
+    database: bool = True
+    fresh: bool = False
+
+    def __call__(self) -> Any:
+        if self.fresh and not connection.in_atomic_block:  # never retire a connection inside a transaction
+            close_old_connections()
+        return self.function()
 
 
 @dataclass(frozen=True)
@@ -526,7 +537,7 @@ def _steps(call: WorkerCall) -> Generator[Step, Any, str]:
     ``execute_in_thread`` in a Celery worker thread): listen, take the record, run, store, announce, release."""
     yield _Async(call.listen)
     try:
-        verdict = yield _Sync(call.take)
+        verdict = yield _Sync(call.take, fresh=True)
     except BaseException:
         yield _Async(call.close)
         raise
@@ -541,7 +552,7 @@ def _steps(call: WorkerCall) -> Generator[Step, Any, str]:
         raise
     yield _Async(functools.partial(call.announce, outcome, stored))
     if outcome is None or outcome_is_final(outcome):
-        yield _Sync(call.release)
+        yield _Sync(call.release, database=False)
     return "cancelled" if outcome is None else "stored"
 
 
@@ -555,7 +566,7 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
     while True:
         try:
             if isinstance(step, _Sync):
-                value = await database_sync_to_async(step.function)()
+                value = await (database_sync_to_async if step.database else sync_to_async)(step.function)()
             else:
                 value = await step.coroutine()
         except BaseException as error:
@@ -573,14 +584,22 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
 def execute_in_thread(
     loop: asyncio.AbstractEventLoop, record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any
 ) -> str:
-    """``execute`` in a Celery worker thread: the database steps run right here, between turns of the thread's
-    own event loop (no hop to another thread, the thread's own connection), the others in ``loop``."""
+    """``execute`` in a Celery worker thread, between turns of the thread's own event ``loop`` (which runs the
+    other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
+    one connection per process either way); a thread of a thread pool hands them to the process's one database
+    thread instead, so that 50 threads do not hold 50 connections."""
     call = WorkerCall(record_pk, celery_id, info, layer)
+    here = threading.current_thread() is threading.main_thread()
     steps = _steps(call)
     step = next(steps)
     while True:
         try:
-            value = step.function() if isinstance(step, _Sync) else loop.run_until_complete(step.coroutine())
+            if isinstance(step, _Async):
+                value = loop.run_until_complete(step.coroutine())
+            elif here or not step.database:
+                value = step()
+            else:
+                value = _database_thread().submit(step).result()
         except BaseException as error:
             try:
                 step = steps.throw(error)
@@ -591,6 +610,12 @@ def execute_in_thread(
             step = steps.send(value)
         except StopIteration as end:
             return str(end.value)
+
+
+@functools.cache
+def _database_thread() -> ThreadPoolExecutor:
+    """The database steps of a thread pool's worker calls: one thread, one kept connection, per process."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-worker-db")
 
 
 def outcome_is_final(outcome: Any) -> bool:

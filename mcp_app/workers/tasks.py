@@ -1,8 +1,8 @@
 """The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
 
 ``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``: its database steps in the worker
-thread itself, the rest in the thread's own event loop and channel layer, kept from call to call), and returns
-once its outcome is stored (any pool works: prefork, or
+process's main thread or its one database thread, the rest in the thread's own event loop and channel layer,
+kept from call to call), and returns once its outcome is stored (any pool works: prefork, or
 ``--pool threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
 (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
 the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
@@ -62,16 +62,10 @@ def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
 
 @shared_task(bind=True, base=ToolCallTask, name=RUN_TASK)
 def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
-    from django.db import close_old_connections
-
     from .execute import execute_in_thread
 
     loop, layer = _thread_loop()
-    close_old_connections()
-    try:
-        return execute_in_thread(loop, record_pk, str(self.request.id), info, layer=layer)
-    finally:
-        close_old_connections()
+    return execute_in_thread(loop, record_pk, str(self.request.id), info, layer=layer)
 
 
 @task_failure.connect

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import ToolTask
@@ -80,17 +80,58 @@ def test_a_warm_worker_call_costs_two_updates_and_no_read(access_factory: Any, l
     assert record.owner and record.started_at and record.finished_at
 
 
-def test_the_database_steps_run_in_the_worker_thread(access_factory: Any, loop: Any, monkeypatch: Any) -> None:
-    access = access_factory(tools=("worker_job",))
-    record, message = _dispatch(access)
+def _where_steps_run(monkeypatch: Any) -> list[str]:
     seen: list[str] = []
     take, store = records.take, records.store
-    monkeypatch.setattr(records, "take", lambda *a: seen.append(threading.current_thread().name) or take(*a))
-    monkeypatch.setattr(
-        records, "store", lambda *a, **k: seen.append(threading.current_thread().name) or store(*a, **k)
-    )
+
+    def taking(*args: Any) -> bool:
+        seen.append(threading.current_thread().name)
+        return take(*args)
+
+    def storing(*args: Any, **kwargs: Any) -> bool:
+        seen.append(threading.current_thread().name)
+        return store(*args, **kwargs)
+
+    monkeypatch.setattr(records, "take", taking)
+    monkeypatch.setattr(records, "store", storing)
+    return seen
+
+
+def test_a_main_thread_runs_the_database_steps_itself(access_factory: Any, loop: Any, monkeypatch: Any) -> None:
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    seen = _where_steps_run(monkeypatch)
     assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
-    assert seen == [threading.current_thread().name] * 2
+    assert seen == [threading.main_thread().name] * 2  # prefork and solo workers: no hop at all
+
+
+@pytest.mark.django_db(transaction=True)  # the database thread has a connection of its own
+def test_threads_of_a_pool_hand_the_database_steps_to_one_database_thread(
+    access_factory: Any, monkeypatch: Any
+) -> None:
+    access = access_factory(tools=("worker_job",))
+    dispatched = [_dispatch(access) for _ in range(3)]
+    seen = _where_steps_run(monkeypatch)
+    states: list[str] = []
+
+    def pool_thread(record: ToolTask, message: dict[str, Any]) -> None:
+        own = asyncio.new_event_loop()
+        try:
+            states.append(execute.execute_in_thread(own, record.pk, record.celery_id, message, layer=None))
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=pool_thread, args=pair) for pair in dispatched]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        execute._database_thread().submit(connections.close_all).result(timeout=10)
+    assert states == ["stored"] * 3
+    assert len(seen) == 6 and len(set(seen)) == 1 and seen[0].startswith("mcp-worker-db")
+    assert ToolTask.objects.filter(status="completed", pk__in=[r.pk for r, _ in dispatched]).count() == 3
 
 
 def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any, loop: Any) -> None:
