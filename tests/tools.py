@@ -194,6 +194,15 @@ worker_job = tool(name="worker_job", execution="worker", timeout=120)(_worker_jo
 tool(name="worker_task_job", execution="worker", timeout=120, task_support="optional")(_worker_job)
 
 
+@tool(execution="worker")
+async def worker_heap() -> dict[str, int]:
+    """Where the call ran and how many objects that process froze out of the collector's sight (gc.freeze)."""
+    import gc
+    import os
+
+    return {"pid": os.getpid(), "frozen": gc.get_freeze_count()}
+
+
 @tool(execution="worker", task_support="required")
 async def worker_refusal(reason: str = "not on this worker") -> str:
     """A worker tool that runs as a task (2026) and refuses: its task settles completed with an isError result."""
