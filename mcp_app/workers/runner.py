@@ -50,6 +50,7 @@ from ..protocol import versions
 from ..protocol.context import (
     InvalidToolArguments,
     LogReporter,
+    Principal,
     ProgressReporter,
     PromptDescriptor,
     ResourceDescriptor,
@@ -171,7 +172,7 @@ async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, A
 
 
 async def _listen_and_admit(
-    task_id: str, principal: Any, *, local: bool
+    task_id: str, principal: Principal, *, local: bool
 ) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
     """``_listen`` to the new call's events and ``admit`` it at the same time; on failure of either, the other
     is undone and the failure raised (a refusal first)."""
