@@ -84,15 +84,16 @@ async def test_a_cancellation_the_layer_swallowed_still_ends_the_loop():
 
 
 def _redis_layer() -> Any:
-    from channels.layers import get_channel_layer
+    """A channel layer of this test's own: cancelled receives leave channels-redis's per-process locks bound
+    to this test's event loop, which must not leak into the process-wide layer other tests use."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
-    layer = get_channel_layer()
     configured = "channels_redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"]
     if not configured:
         if REQUIRE_SERVICES:
             pytest.fail("MCP_REQUIRE_SERVICES=1 but the channel layer is not Redis")
         pytest.skip("the channel layer is not Redis (embedded defaults)")
-    return layer
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
 
 
 @pytest.mark.services
@@ -117,4 +118,5 @@ async def test_listeners_cancelled_while_their_message_arrives_end_at_once_on_re
         if not done:
             slow.append(attempt)
             await asyncio.wait([listener], timeout=10)
+    await layer.close_pools()
     assert slow == [], f"cancelled listeners still receiving after 2 s in attempts {slow}"
