@@ -260,8 +260,7 @@ class _StatusWatch:
     async def __aexit__(self, *exc_info: Any) -> None:
         if self._pump is not None:
             self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+            await asyncio.wait({self._pump})  # unlike awaiting it, never swallows this task's own cancellation
         if self._layer is not None and self._channel is not None:
             with contextlib.suppress(*LAYER_ERRORS):
                 await self._layer.group_discard(self._group, self._channel)

@@ -202,8 +202,7 @@ class Relay:
                 await stop_receiving(self.layer, self._channel, self._pump)
             else:
                 self._pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._pump
+                await asyncio.wait({self._pump})  # never swallows this task's own cancellation
         if self._local_queue is not None and self._channel is not None:
             local_bus.leave(self._channel, self._local_queue)
 
