@@ -1,10 +1,20 @@
 """Running one worker call where it runs: a Celery worker, or the serving process when no broker is configured.
 
-``execute(record_pk, celery_id, info)`` takes the record (``records.begin``), rebuilds the call's context from it
-and ``info`` (what the awaiting process knew of the request: era, log level, whether progress was asked for and
-whether server-to-client requests can be carried), runs the tool with the inline ``Runner`` (so validation,
-output checks and error results are the same as inline), stores the outcome (``records.store``) and only then
-returns; the Celery task acknowledges its message after that.
+The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): join the call's
+cancellation group; take the record (``records.take``: one conditional UPDATE; when it does not move,
+``records.begin`` says why: terminal, superseded, a lost worker's redelivery); build the call's context from
+the message alone (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its
+catalog revision, the agent; the catalog from this process's cache at that revision) and ``info`` (era, log
+level, whether progress was asked for and whether server-to-client requests can be carried); run the tool with
+the inline ``Runner`` (validation, output checks and error results as inline); store the outcome
+(``records.store``); announce ``done``; give the quota slot back. Joining before taking means a cancellation
+recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
+(queued by an older version) still runs: the record is loaded with its relations instead.
+
+Two drivers run the steps: ``execute()`` in an event loop (the serving process, no broker: the database steps
+through ``database_sync_to_async``) and ``execute_in_thread()`` in a Celery worker thread (the database steps in
+the process's main thread, or its one database thread for a thread pool; the others in the thread's own loop).
+Both return only after the outcome is stored; the Celery task acknowledges its message after that.
 
 Events travel on the channel layer to ``events.worker_group(task_id)``, where every process awaiting the call
 listens (``runner.WorkerRunner``): ``notify`` (a progress or log notification), ``request`` (elicitation or

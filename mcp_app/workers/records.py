@@ -9,6 +9,8 @@ terminal states never change (``ToolTask.objects.transition``).
 How the outcome is stored: ``runtime.tasks._outcome_fields`` (what ``tasks/get`` shows), plus, for an
 ``input_required`` outcome, the whole answer in ``result`` so the awaiting process returns it as it was.
 ``outcome_of`` turns a record back into what the runner returns (a result dict) or raises (a ProtocolError).
+``call_spec`` is what of a record travels to the worker in the Celery message, so that the worker, which takes
+the record with ``take``, reads nothing back.
 
 Sync functions: called from worker threads (``database_sync_to_async``) and from the Celery task.
 """
