@@ -52,7 +52,21 @@ class Outbound(Protocol):
 NO_CHANNEL_MESSAGE = "No channel to the client can carry a server-to-client request here"
 
 
-class NoChannel:
+class SendOnly:
+    """Base of an ``Outbound`` that only sends (notifications, and requests if ``notify``/``request`` say how):
+    client answers and cancellations of other requests have nobody to reach through it, nothing can be closed."""
+
+    async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
+        return None
+
+    async def cancel(self, request_id: str | int) -> None:
+        return None
+
+    async def close_stream(self) -> bool:
+        return False
+
+
+class NoChannel(SendOnly):
     """The ``Outbound`` of requests that have no back-channel: notifications are dropped, requests answer with
     an internal-error object, client answers and cancellations have nobody to reach, nothing can be closed."""
 
@@ -63,15 +77,6 @@ class NoChannel:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"error": InternalError(NO_CHANNEL_MESSAGE).to_wire()}
-
-    async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
-        return None
-
-    async def cancel(self, request_id: str | int) -> None:
-        return None
-
-    async def close_stream(self) -> bool:
-        return False
 
     def __repr__(self) -> str:
         return "NO_CHANNEL"

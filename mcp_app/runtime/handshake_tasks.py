@@ -72,7 +72,7 @@ from ..protocol.context import (
     ToolDescriptor,
 )
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
-from ..protocol.ports import NO_CHANNEL
+from ..protocol.ports import NO_CHANNEL, SendOnly
 from .tasks import _background, _iso, _listen_for_cancel, _listeners, _running
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
@@ -422,7 +422,7 @@ async def _reply(layer: Any, channel: str, request_id: str) -> dict[str, Any]:
 __all__ = ["HandshakeTaskService", "follow_handshake", "granted_ttl", "outcome_fields", "task_state"]
 
 
-class _TaskOutbound:
+class _TaskOutbound(SendOnly):
     """The ``Outbound`` of a task's call: notifications and server-to-client requests go to the session's
     streams, with related-task ``_meta``; the task is ``input_required`` until the answer arrives (at whichever
     process the client posts it). The request that created the task is answered, so nothing else is reachable."""
@@ -436,15 +436,6 @@ class _TaskOutbound:
 
     async def notify(self, message: dict[str, Any]) -> None:
         await self._channel.emit(message)
-
-    async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
-        return None
-
-    async def cancel(self, request_id: str | int) -> None:
-        return None
-
-    async def close_stream(self) -> bool:
-        return False
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         task, channel, session_key = self._task, self._channel, self._session_key
