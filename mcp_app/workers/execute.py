@@ -64,7 +64,7 @@ from ..protocol.context import (
     ToolRunner,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
-from ..protocol.ports import NO_CHANNEL
+from ..protocol.ports import NO_CHANNEL, SendOnly
 from . import quotas, records
 
 logger = logging.getLogger("mcp_app.workers")
@@ -428,10 +428,13 @@ class WorkerCall:
         """Take the record (one conditional UPDATE when the message carries the call) and build the context;
         returns ``"run"`` or why not (``records.begin``)."""
         owner = owner_id()
-        if self.spec is not None and self.task_id is not None and records.take(self.record_pk, self.celery_id, owner):
+        if self.spec is None or self.task_id is None:
+            record, verdict = records.begin(self.record_pk, self.celery_id, owner)
+        elif records.take(self.record_pk, self.celery_id, owner):
             self.ctx = _context(self.spec, self.info)
             return "run"
-        record, verdict = records.begin(self.record_pk, self.celery_id, owner)
+        else:
+            record, verdict = records.untaken(self.record_pk, self.celery_id, owner)
         self.record = record
         if record is not None:
             self.task_id = record.task_id
@@ -565,29 +568,44 @@ def _steps(call: WorkerCall) -> Generator[Step, Any, str]:
     return "cancelled" if outcome is None else "stored"
 
 
+class _Stepper:
+    """Feeds ``_steps`` what each of its steps gave (a value, or the exception it raised, which the steps may
+    handle or re-raise); ``step`` is the next one to run, ``None`` once ``state`` says how the call ended."""
+
+    def __init__(self, call: WorkerCall) -> None:
+        self._steps = _steps(call)
+        self.step: Step | None = next(self._steps)
+        self.state = ""
+
+    def succeed(self, value: Any) -> None:
+        self._advance(lambda: self._steps.send(value))
+
+    def fail(self, error: BaseException) -> None:
+        self._advance(lambda: self._steps.throw(error))
+
+    def _advance(self, resume: Callable[[], Step]) -> None:
+        try:
+            self.step = resume()
+        except StopIteration as end:
+            self.step, self.state = None, str(end.value)
+
+
 async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
     loop (no broker: the serving process); returns what happened: "stored", "cancelled", or why it did not run.
     ``layer``: the channel layer to use (default: the process's)."""
-    call = WorkerCall(record_pk, celery_id, info, get_channel_layer() if layer is ... else layer)
-    steps = _steps(call)
-    step = next(steps)
-    while True:
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, info, get_channel_layer() if layer is ... else layer))
+    while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Sync):
                 value = await (database_sync_to_async if step.database else sync_to_async)(step.function)()
             else:
                 value = await step.coroutine()
         except BaseException as error:
-            try:
-                step = steps.throw(error)
-            except StopIteration as end:
-                return str(end.value)
-            continue
-        try:
-            step = steps.send(value)
-        except StopIteration as end:
-            return str(end.value)
+            stepper.fail(error)
+        else:
+            stepper.succeed(value)
+    return stepper.state
 
 
 def execute_in_thread(
@@ -597,11 +615,9 @@ def execute_in_thread(
     other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
     one connection per process either way); a thread of a thread pool hands them to the process's one database
     thread instead, so that 50 threads do not hold 50 connections."""
-    call = WorkerCall(record_pk, celery_id, info, layer)
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, info, layer))
     here = threading.current_thread() is threading.main_thread()
-    steps = _steps(call)
-    step = next(steps)
-    while True:
+    while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Async):
                 value = loop.run_until_complete(step.coroutine())
@@ -610,15 +626,10 @@ def execute_in_thread(
             else:
                 value = _database_thread().submit(step).result()
         except BaseException as error:
-            try:
-                step = steps.throw(error)
-            except StopIteration as end:
-                return str(end.value)
-            continue
-        try:
-            step = steps.send(value)
-        except StopIteration as end:
-            return str(end.value)
+            stepper.fail(error)
+        else:
+            stepper.succeed(value)
+    return stepper.state
 
 
 @functools.cache
@@ -632,7 +643,7 @@ def outcome_is_final(outcome: Any) -> bool:
     return not (isinstance(outcome, dict) and outcome.get("resultType") == "input_required")
 
 
-class _WorkerOutbound:
+class _WorkerOutbound(SendOnly):
     """The ``Outbound`` of a call on a worker: notifications and server-to-client requests travel to the
     serving process that awaits the call (``Relay``), which puts them on the client's stream; the client's
     answer comes back the same way. Answers and cancellations of other requests never reach a worker."""
@@ -649,15 +660,6 @@ class _WorkerOutbound:
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         remaining = max(0.1, min(ASK_TIMEOUT_SECONDS, self._deadline - time.time()))
         return await self._relay.ask(method, params, within=remaining)
-
-    async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
-        return None
-
-    async def cancel(self, request_id: str | int) -> None:
-        return None
-
-    async def close_stream(self) -> bool:
-        return False
 
 
 MAX_EVENT_OUTCOME_BYTES = 64 * 1024

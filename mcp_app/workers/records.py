@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -147,7 +146,7 @@ def call_spec(record: ToolTask, *, server: dict[str, Any], agent_id: str) -> dic
 
 def take(record_pk: int, celery_id: str, owner: str) -> bool:
     """A worker takes a ``queued`` record dispatched as ``celery_id``: one conditional UPDATE; ``False`` when it
-    did not move (then ``begin`` tells why, and handles redeliveries)."""
+    did not move (then ``untaken`` tells why, and handles redeliveries)."""
     now = timezone.now()
     return bool(
         ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status=ToolTask.Status.QUEUED).update(
@@ -156,25 +155,18 @@ def take(record_pk: int, celery_id: str, owner: str) -> bool:
     )
 
 
-def begin(
-    record_pk: int, celery_id: str, owner: str, before_read: Callable[[], None] | None = None
-) -> tuple[ToolTask | None, str]:
-    """A worker takes the record: ``(record, "run")`` to run it, else ``(record or None, why)`` when it must not
-    (terminal already, superseded by a newer dispatch, or a lost worker's message redelivered past the policy:
-    then the record is failed here).
-
-    The common case costs two queries: the conditional UPDATE of a ``queued`` record dispatched as
-    ``celery_id``, then the record with its agent, server and tenant. Only when that UPDATE moves nothing does
-    the record get classified (one more read) as below. ``before_read`` is called just before that second
-    query of the common case: the row it reads shows any cancellation committed by then."""
-    now = timezone.now()
-    taken = ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status=ToolTask.Status.QUEUED).update(
-        status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
-    )
-    if taken:
-        if before_read is not None:
-            before_read()
+def begin(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, str]:
+    """A worker takes the record: ``(record, "run")`` to run it, with its agent, server and tenant loaded (for a
+    message that does not carry the call), else ``(record or None, why)`` as ``untaken`` says."""
+    if take(record_pk, celery_id, owner):
         return _with_relations(record_pk), "run"
+    return untaken(record_pk, celery_id, owner)
+
+
+def untaken(record_pk: int, celery_id: str, owner: str) -> tuple[ToolTask | None, str]:
+    """Why ``take`` moved nothing, after one more read: terminal already, superseded by a newer dispatch, or
+    ``working`` already (this message was delivered before, to a worker that died mid-call: run it again, or,
+    past the loss policy, fail the record here and say ``"lost"``)."""
     record = ToolTask.objects.filter(pk=record_pk).first()
     if record is None:
         return None, "gone"
@@ -182,7 +174,6 @@ def begin(
         return record, "terminal"
     if record.celery_id and record.celery_id != celery_id:
         return record, "superseded"
-    # Working already: this message was delivered before, to a worker that died mid-call (acks_late redelivers).
     if record.status == ToolTask.Status.WORKING and (
         mcp_settings.WORKER_LOST_CALLS != "requeue" or record.attempts >= mcp_settings.WORKER_CALL_MAX_ATTEMPTS
     ):

@@ -41,24 +41,9 @@ def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[st
     )
     info: dict[str, Any] = {"era": "modern", "log_level": None, "progress": False, "can_ask": False}
     message = {**info, "task_id": record.task_id}
-    if with_call:
-        server = access.server
-        message["call"] = records.call_spec(
-            record,
-            server={
-                "pk": server.pk,
-                "server_id": server.server_id,
-                "name": server.name,
-                "title": server.title,
-                "version": server.version,
-                "instructions": server.instructions,
-                "tenant_pk": server.tenant_id,
-                "tenant_slug": access.tenant.slug,
-                "catalog_version": server.catalog_version,
-                "created_at": server.created_at.isoformat(),
-            },
-            agent_id=access.agent.agent_id,
-        )
+    if with_call:  # what the serving process knows of the call, here read from the record's own relations
+        loaded = ToolTask.objects.select_related("agent", "server", "server__tenant").get(pk=record.pk)
+        message["call"] = execute._loaded_spec(loaded)
     return record, message
 
 
