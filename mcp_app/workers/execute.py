@@ -242,7 +242,6 @@ class CancelListener:
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
-        self.joined_at: float | None = None  # time.monotonic() once in the group (None: not, or it failed)
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
         self.task = asyncio.ensure_future(self._run())
@@ -251,18 +250,13 @@ class CancelListener:
         group = task_group(self.task_id)
         if self.layer is None:
             queue = local_bus.join(group)
-            self.joined_at = time.monotonic()
             self.joined.set()
             try:
-                while True:
-                    message = await queue.get()
-                    if message.get("type") == TASK_CANCEL_EVENT:
-                        self.on_cancel()
-                        return
-                    if message.get("type") == STOP_EVENT:
-                        return
+                while not self._ends(await queue.get()):
+                    pass
             finally:
                 local_bus.leave(group, queue)
+            return
         try:
             self.channel = await self.layer.new_channel()
             await self.layer.group_add(group, self.channel)
@@ -270,18 +264,21 @@ class CancelListener:
             logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
             self.joined.set()
             return
-        self.joined_at = time.monotonic()
         self.joined.set()
         try:
             async for message in receive_forever(self.layer, self.channel):
-                if message.get("type") == TASK_CANCEL_EVENT:
-                    self.on_cancel()
-                    return
-                if message.get("type") == STOP_EVENT:
+                if self._ends(message):
                     return
         finally:
             with contextlib.suppress(*LAYER_ERRORS):
                 await self.layer.group_discard(group, self.channel)
+
+    def _ends(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` ends the listening: a cancellation (heard: ``on_cancel``), or ``STOP_EVENT``."""
+        if message.get("type") == TASK_CANCEL_EVENT:
+            self.on_cancel()
+            return True
+        return message.get("type") == STOP_EVENT
 
     async def close(self) -> None:
         if self.layer is None or self.channel is None:
