@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import versions
-from .context import LOG_LEVELS
+from .context import LOG_LEVELS, ToolCall, ToolDescriptor
 from .errors import HeaderMismatch, InvalidParams, InvalidRequest, UnsupportedProtocolVersion
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -32,6 +32,20 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def runs_as_task(tool: ToolDescriptor, call: ToolCall) -> bool:
+    """Whether a ``tools/call`` of ``tool`` follows the 2026 task rules (the runtime's ``call_maybe_as_task``):
+    the tool may run as a task, the call is not one already, tasks are served here, and the client declared the
+    tasks extension."""
+    ctx = call.request
+    return (
+        tool.task_support != "forbidden"
+        and not call.in_task
+        and ctx.tasks is not None
+        and ctx.client_declares_extension(TASKS_EXTENSION)
+    )
+
 
 HEADER_PROTOCOL_VERSION = "mcp-protocol-version"
 HEADER_METHOD = "mcp-method"

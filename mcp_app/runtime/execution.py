@@ -34,7 +34,7 @@ from ..protocol.context import (
     ToolDescriptor,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
-from ..protocol.modern import TASKS_EXTENSION
+from ..protocol.modern import runs_as_task
 from ..protocol.versions import LEGACY
 from .mrtr import input_required_result, verify_state
 from .webhooks import HttpTarget, call_webhook
@@ -141,13 +141,7 @@ class Runner:
             metrics.record_tool_call(tool.name, outcome, time.perf_counter() - started)
 
     async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
-        ctx = call.request
-        if (
-            tool.task_support != "forbidden"
-            and not call.in_task
-            and ctx.tasks is not None
-            and ctx.client_declares_extension(TASKS_EXTENSION)
-        ):
+        if runs_as_task(tool, call):
             from .tasks import call_maybe_as_task
 
             return await call_maybe_as_task(self, tool, arguments, call)

@@ -58,7 +58,7 @@ from ..protocol.context import (
     ToolDescriptor,
 )
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
-from ..protocol.modern import TASKS_EXTENSION
+from ..protocol.modern import runs_as_task
 from ..runtime.execution import (
     PythonTarget,
     Runner,
@@ -319,13 +319,7 @@ class WorkerRunner:
             or principal.agent_pk is None
         ):
             return await self.inline.call_tool(tool, arguments, call)
-        ctx = call.request
-        if (
-            tool.task_support != "forbidden"
-            and not call.in_task
-            and ctx.tasks is not None
-            and ctx.client_declares_extension(TASKS_EXTENSION)
-        ):
+        if runs_as_task(tool, call):
             return await self._as_task(tool, arguments, call)
         started = await self.start(tool, arguments, call)
         return await self.wait(started, call)
