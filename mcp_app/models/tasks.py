@@ -12,11 +12,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import models
+from django.db import models, router
 from django.utils import timezone
 
 from ..protocol.errors import InternalError
 from ..protocol.versions import HANDSHAKE_VERSIONS
+from . import statements
 from .agents import Agent
 from .servers import McpServer
 
@@ -56,10 +57,30 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             task_id=task_id, server_id=server_id, agent_id=agent_id, expires_at__gt=timezone.now()
         ).first()
 
-    def transition(self, pk: int, **fields: Any) -> bool:
-        """Move a task that is not terminal yet; returns whether it moved."""
+    def insert(self, **fields: Any) -> ToolTask:
+        """A new row in one composed-once INSERT (``statements.insert``; no save signals: none are connected to
+        this model): the worker-call path writes its record before dispatch with it."""
+        task = self.model(**fields)
+        statements.insert(task, using=router.db_for_write(self.model))
+        return task
+
+    def transition(
+        self, pk: int, *, where: dict[str, Any] | None = None, increment: tuple[str, ...] = (), **fields: Any
+    ) -> bool:
+        """Move a task that is not terminal yet (and whose columns match ``where``; ``increment``: columns to add
+        one to), setting ``fields`` and ``updated_at``, in one composed-once conditional UPDATE
+        (``statements.update``); returns whether it moved."""
         fields["updated_at"] = timezone.now()
-        return bool(self.filter(pk=pk).exclude(status__in=TERMINAL).update(**fields))
+        moved = statements.update(
+            self.model,
+            pk,
+            fields,
+            equal=where,
+            not_in={"status": TERMINAL},
+            increment=increment,
+            using=router.db_for_write(self.model),
+        )
+        return bool(moved)
 
     def fail_orphaned(self, is_dead: Callable[[str], bool]) -> int:
         """Fail the ``working`` tasks whose owning process died (``is_dead(owner)``): their work is gone, and

@@ -52,7 +52,7 @@ def new_task_id() -> str:
 
 
 def _insert(task_id: str, ttl_ms: int, **fields: Any) -> ToolTask:
-    return ToolTask.objects.create(
+    return ToolTask.objects.insert(
         task_id=task_id, ttl_ms=ttl_ms, expires_at=timezone.now() + timedelta(milliseconds=ttl_ms), **fields
     )
 
@@ -106,6 +106,11 @@ def create(
     raise InternalError("Could not record the call (idempotency key contention); retry")
 
 
+def discard(record_pk: int) -> None:
+    """Remove a record created for a call that was then refused (its quota): it was never dispatched."""
+    ToolTask.objects.filter(pk=record_pk, status=ToolTask.Status.QUEUED).delete()
+
+
 def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
     """An existing record (a task resumed by ``tasks/update``) dispatched again: ``queued`` with a new Celery id,
     attempts reset. ``None`` when it is terminal."""
@@ -147,11 +152,13 @@ def call_spec(record: ToolTask, *, server: dict[str, Any], agent_id: str) -> dic
 def take(record_pk: int, celery_id: str, owner: str) -> bool:
     """A worker takes a ``queued`` record dispatched as ``celery_id``: one conditional UPDATE; ``False`` when it
     did not move (then ``untaken`` tells why, and handles redeliveries)."""
-    now = timezone.now()
-    return bool(
-        ToolTask.objects.filter(pk=record_pk, celery_id=celery_id, status=ToolTask.Status.QUEUED).update(
-            status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
-        )
+    return ToolTask.objects.transition(
+        record_pk,
+        where={"celery_id": celery_id, "status": ToolTask.Status.QUEUED},
+        increment=("attempts",),
+        status=ToolTask.Status.WORKING,
+        started_at=timezone.now(),
+        owner=owner,
     )
 
 
@@ -209,22 +216,15 @@ def store(record_pk: int, outcome: Any, *, celery_id: str | None = None) -> bool
     fields = _outcome_fields(dict(outcome) if isinstance(outcome, dict) else outcome)
     if raw is not None and fields["status"] == ToolTask.Status.INPUT_REQUIRED:
         fields["result"] = raw
-    now = timezone.now()
-    fields["updated_at"] = now
     if fields["status"] != ToolTask.Status.INPUT_REQUIRED:
-        fields["finished_at"] = now
-    query = ToolTask.objects.filter(pk=record_pk).exclude(status__in=TERMINAL)
-    if celery_id is not None:
-        query = query.filter(celery_id=celery_id)
-    return bool(query.update(**fields))
+        fields["finished_at"] = timezone.now()
+    where = {"celery_id": celery_id} if celery_id is not None else None
+    return ToolTask.objects.transition(record_pk, where=where, **fields)
 
 
 def cancel(record_pk: int, message: str = "Cancelled by the client") -> bool:
-    now = timezone.now()
-    return bool(
-        ToolTask.objects.filter(pk=record_pk)
-        .exclude(status__in=TERMINAL)
-        .update(status=ToolTask.Status.CANCELLED, status_message=message[:500], updated_at=now, finished_at=now)
+    return ToolTask.objects.transition(
+        record_pk, status=ToolTask.Status.CANCELLED, status_message=message[:500], finished_at=timezone.now()
     )
 
 
