@@ -106,11 +106,6 @@ def create(
     raise InternalError("Could not record the call (idempotency key contention); retry")
 
 
-def discard(record_pk: int) -> None:
-    """Remove a record created for a call that was then refused (its quota): it was never dispatched."""
-    ToolTask.objects.filter(pk=record_pk, status=ToolTask.Status.QUEUED).delete()
-
-
 def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
     """An existing record (a task resumed by ``tasks/update``) dispatched again: ``queued`` with a new Celery id,
     attempts reset. ``None`` when it is terminal."""

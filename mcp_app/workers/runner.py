@@ -6,10 +6,8 @@
 2. the durable record (``ToolTask``, ``execution="worker"``, ``queued``) is created before dispatch, with its
    Celery id and deadline; with an idempotency key in ``_meta`` (``IDEMPOTENCY_META``) from the same agent on the
    same server within ``IDEMPOTENCY_TTL_SECONDS``, the existing record is found instead and this request
-   attaches to it (awaits its outcome; the tool is not run again, and no quota slot is taken). At the same time
-   the call's event group is joined and a slot of its quotas taken (``admission.admit``); a refused call's
-   record is removed again, undispatched;
-3. the call is dispatched (from a thread other than the database's): a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
+   attaches to it (awaits its outcome; the tool is not run again);
+3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
    code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
 4. its events are awaited on ``events.worker_group(task_id)`` and relayed as the request's era prescribes:
    progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
@@ -173,65 +171,22 @@ async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, A
     return queue, leave
 
 
-async def _record_and_admit(
-    task_id: str, fields: dict[str, Any], principal: Principal, celery: bool
-) -> tuple[ToolTask, bool, asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
-    """Record the new call (``records.create``), ``_listen`` to its events and ``admit`` it, all at once:
-    ``(record, created, queue, leave, lease)``, listening to the record's own events (another call's when an
-    idempotency key found an existing one; then without a slot, which that call holds). On a failure, or when
-    the request is cancelled meanwhile, nothing stays behind: the slot is given back, the listening stopped, a
-    record created for a refused call removed; the failure is raised (a refusal first)."""
-    gathered = asyncio.gather(
-        database_sync_to_async(records.create)(task_id=task_id, **fields),
-        _listen(worker_group(task_id), local=not celery),
-        admit(principal, task_id),
-        return_exceptions=True,
+async def _listen_and_admit(
+    task_id: str, principal: Principal, *, local: bool
+) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
+    """``_listen`` to the new call's events and ``admit`` it at the same time; on failure of either, the other
+    is undone and the failure raised (a refusal first)."""
+    joined, admitted = await asyncio.gather(
+        _listen(worker_group(task_id), local=local), admit(principal, task_id), return_exceptions=True
     )
-    try:
-        recorded, joined, admitted = await asyncio.shield(gathered)
-    except asyncio.CancelledError:
-        await _undo(*await gathered)
-        raise
-    if isinstance(recorded, BaseException) or isinstance(joined, BaseException):
-        await _undo(recorded, joined, admitted)
-        raise recorded if isinstance(recorded, BaseException) else joined
-    record, created = recorded
+    if isinstance(joined, BaseException) or isinstance(admitted, BaseException):
+        if not isinstance(joined, BaseException):
+            await joined[1]()
+        if not isinstance(admitted, BaseException):
+            await _release(admitted)
+        raise admitted if isinstance(admitted, BaseException) else joined
     queue, leave = joined
-    if not created:
-        await _undo(None, joined, admitted)
-        queue, leave = await _listen(worker_group(record.task_id), local=not celery)
-        record = await database_sync_to_async(records.load)(record.pk) or record
-        return record, False, queue, leave, None
-    if isinstance(admitted, BaseException):
-        await _undo(recorded, joined, None)
-        raise admitted
-    return record, True, queue, leave, admitted
-
-
-async def _undo(recorded: Any, joined: Any, admitted: Any) -> None:
-    """Take back what ``_record_and_admit`` got (each an outcome of its gather, or ``None``): the slot, the
-    listening, and a record it created."""
-    if admitted is not None and not isinstance(admitted, BaseException):
-        await _release(admitted)
-    if joined is not None and not isinstance(joined, BaseException):
-        await joined[1]()
-    if recorded is not None and not isinstance(recorded, BaseException) and recorded[1]:
-        await database_sync_to_async(records.discard)(recorded[0].pk)
-
-
-async def _dispatch(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
-    """Queue the recorded call on Celery, from a thread that is not the database's (the database thread is
-    free again as soon as the record is written). A broker that cannot be reached fails the record (it must
-    not stay queued for a worker that will never see it) and the call (-32603)."""
-    try:
-        await sync_to_async(_send, thread_sensitive=False)(record, info, served)
-    except Exception as error:
-        logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
-        await database_sync_to_async(records.store)(record.pk, InternalError(QUEUE_UNREACHABLE))
-        raise InternalError(QUEUE_UNREACHABLE) from error
-
-
-QUEUE_UNREACHABLE = "The worker queue is unreachable; retry shortly"
+    return queue, leave, admitted
 
 
 def _info(call: ToolCall) -> dict[str, Any]:
@@ -269,6 +224,24 @@ def _served(call: ToolCall) -> tuple[dict[str, Any], str] | None:
     return described, principal.agent_id
 
 
+def _create_and_dispatch(
+    task_id: str, fields: dict[str, Any], info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
+) -> tuple[ToolTask, bool]:
+    record, created = records.create(task_id=task_id, **fields)
+    if created and celery:
+        _send(record, info, served)
+    return record, created
+
+
+def _requeue_and_dispatch(
+    task_id: str, timeout: float, info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
+) -> ToolTask | None:
+    record = records.requeue(task_id, timeout=timeout)
+    if record is not None and celery:
+        _send(record, info, served)
+    return record
+
+
 def _message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
     """What the worker is handed with the record's pk: ``info``, the task id and the call (``records.call_spec``)."""
     message = {**info, "task_id": record.task_id}
@@ -280,8 +253,15 @@ def _message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any
 def _send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
     from .tasks import run_tool_call
 
-    options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
-    run_tool_call.apply_async(args=[record.pk, _message(record, info, served)], task_id=record.celery_id, **options)
+    message = _message(record, info, served)
+    try:
+        options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
+        run_tool_call.apply_async(args=[record.pk, message], task_id=record.celery_id, **options)
+    except Exception as error:
+        # No broker: the record must not stay queued for a worker that will never see it.
+        logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
+        records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
+        raise InternalError("The worker queue is unreachable; retry shortly") from error
 
 
 def cancel_record(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
@@ -359,15 +339,17 @@ class WorkerRunner:
             lease = await admit(ctx.principal, call.task_id)
             queue, leave = await _listen(worker_group(call.task_id), local=not celery)
             try:
-                record = await database_sync_to_async(records.requeue)(call.task_id, timeout=timeout)
-                if record is None:
-                    raise InvalidParams("The task is no longer running")
-                if celery:
-                    await _dispatch(record, info, served)
+                record = await database_sync_to_async(_requeue_and_dispatch)(
+                    call.task_id, timeout, info, served, celery
+                )
             except BaseException:
                 await _release(lease)
                 await leave()
                 raise
+            if record is None:
+                await _release(lease)
+                await leave()
+                raise InvalidParams("The task is no longer running")
             created = True
         else:
             task_id = records.new_task_id()
@@ -382,20 +364,26 @@ class WorkerRunner:
                 "request_id": call.request_id,
                 "idempotency_key": key,
             }
-            # Admission, listening to the call's events and recording it run at the same time (a round trip to
-            # Redis each, and one to the database); dispatch waits for all three. A refused call (QuotaExceeded)
-            # has its record removed before anything is dispatched, so it never runs; a call that attaches to an
-            # existing one (same idempotency key) needs no slot of its own. The slot is given back when the call
-            # settles: by ``wait`` here, or by whoever settles the record when nobody waits here any more (the
-            # worker, the reaper); a dead holder's lease expires.
-            record, created, queue, leave, lease = await _record_and_admit(task_id, fields, ctx.principal, celery)
-            if created and celery:
-                try:
-                    await _dispatch(record, info, served)
-                except BaseException:
-                    await _release(lease)
-                    await leave()
-                    raise
+            # Admission before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs.
+            # The slot is given back when the call settles: by ``wait`` here, or by whoever settles the record
+            # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires. The
+            # call's event group is joined meanwhile (both are a round trip to Redis).
+            queue, leave, lease = await _listen_and_admit(task_id, ctx.principal, local=not celery)
+            try:
+                record, created = await database_sync_to_async(_create_and_dispatch)(
+                    task_id, fields, info, served, celery
+                )
+            except BaseException:
+                await _release(lease)
+                await leave()
+                raise
+            if not created:
+                # Attach to the existing call (same idempotency key), which holds its own slot.
+                await _release(lease)
+                lease = None
+                await leave()
+                queue, leave = await _listen(worker_group(record.task_id), local=not celery)
+                record = await database_sync_to_async(records.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
             work = asyncio.ensure_future(
