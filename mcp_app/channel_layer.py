@@ -82,9 +82,10 @@ def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) 
 
 
 def redis_layer_config(url: str, *, prefix: str = "asgi", **config: Any) -> dict[str, Any]:
-    """``CHANNEL_LAYERS["default"]`` for channels-redis at ``url`` with connection options that suit it."""
+    """``CHANNEL_LAYERS["default"]`` for channels-redis at ``url`` with connection options that suit it, and its
+    writes batched (``mcp_app.redis_layer.RedisChannelLayer``)."""
     host = {"address": url, **redis_connection_options()}
-    return {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix, **config}}
+    return {"BACKEND": "mcp_app.redis_layer.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix, **config}}
 
 
 class LayerHealth:

@@ -88,7 +88,7 @@ def _redis_layer() -> Any:
     to this test's event loop, which must not leak into the process-wide layer other tests use."""
     from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
-    configured = "channels_redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"]
+    configured = settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("RedisChannelLayer")
     if not configured:
         if REQUIRE_SERVICES:
             pytest.fail("MCP_REQUIRE_SERVICES=1 but the channel layer is not Redis")
