@@ -55,7 +55,7 @@ return over_capacity
 """
 
 
-class RedisChannelLayer(StockRedisChannelLayer):  # type: ignore[misc]
+class RedisChannelLayer(StockRedisChannelLayer):
     """channels-redis's layer with its writes batched (see the module docstring)."""
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
