@@ -70,6 +70,15 @@ def worker_group(task_id: str) -> str:
     return f"mcp.wcall.{task_id[:48].replace('-', '_')}"
 
 
+def worker_cancel_channel(task_id: str) -> str:
+    """The channel (a general one: any process may receive it) on which the worker running record ``task_id``
+    hears its cancellation. The dispatching process makes it a member of ``task_group(task_id)`` before it
+    dispatches, so the worker needs no round trip to join and misses nothing sent before it listens (the layer
+    keeps the messages of a channel until they are received or expire); the worker leaves the group when the
+    call ends."""
+    return f"mcp.wcancel.{task_id[:48].replace('-', '_')}"
+
+
 STREAM_EVENT = "mcp.stream_event"
 
 

@@ -1,13 +1,14 @@
 """Running one worker call where it runs: a Celery worker, or the serving process when no broker is configured.
 
-The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): join the call's
-cancellation group; take the record (``records.take``: one conditional UPDATE; when it does not move,
+The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): listen for its
+cancellation (on the channel the dispatching process enrolled in the call's task group, so no round trip is
+needed; ``events.worker_cancel_channel``); take the record (``records.take``: one conditional UPDATE; when it does not move,
 ``records.begin`` says why: terminal, superseded, a lost worker's redelivery); build the call's context from
 the message alone (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its
 catalog revision, the agent; the catalog from this process's cache at that revision) and ``info`` (era, log
 level, whether progress was asked for and whether server-to-client requests can be carried); run the tool with
 the inline ``Runner`` (validation, output checks and error results as inline); store the outcome
-(``records.store``); announce ``done``; give the quota slot back. Joining before taking means a cancellation
+(``records.store``); announce ``done``; give the quota slot back. Listening before taking means a cancellation
 recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
 (queued by an older version) still runs: the record is loaded with its relations instead.
 
@@ -22,7 +23,9 @@ sampling: the awaiting process asks the client and answers on this call's own ch
 is stored: read the record). Where no channel layer exists, a process-local bus carries the same events.
 
 Cancellation reaches the call on ``events.task_group(task_id)`` (``tasks/cancel``, the admin's ``cancel_task``,
-the runner of a cancelled request): the tool's ``ctx.cancelled`` turns true and its coroutine is cancelled.
+the runner of a cancelled request, the reaper), of which the call's cancellation channel is a member from its
+dispatch until the worker leaves the group as the call ends (a call whose message no worker ever ran leaves
+it to the layer's group expiry): the tool's ``ctx.cancelled`` turns true and its coroutine is cancelled.
 Past its deadline a call is failed (-32001) the same way.
 """
 
@@ -236,14 +239,17 @@ async def stop_receiving(layer: Any, channel: str, receiver: asyncio.Task[Any]) 
 
 
 class CancelListener:
-    """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``."""
+    """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``: on the
+    call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
+    ``events.worker_cancel_channel``: no round trip to join), else on a new channel it adds to the group itself."""
 
-    def __init__(self, task_id: str, on_cancel: Any, layer: Any = ...) -> None:
+    def __init__(self, task_id: str, on_cancel: Any, layer: Any = ..., *, channel: str | None = None) -> None:
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
+        self._enrolled = channel
         self.task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
@@ -257,13 +263,16 @@ class CancelListener:
             finally:
                 local_bus.leave(group, queue)
             return
-        try:
-            self.channel = await self.layer.new_channel()
-            await self.layer.group_add(group, self.channel)
-        except LAYER_ERRORS as error:
-            logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
-            self.joined.set()
-            return
+        if self._enrolled is not None:
+            self.channel = self._enrolled
+        else:
+            try:
+                self.channel = await self.layer.new_channel()
+                await self.layer.group_add(group, self.channel)
+            except LAYER_ERRORS as error:
+                logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
+                self.joined.set()
+                return
         self.joined.set()
         try:
             async for message in receive_forever(self.layer, self.channel):
@@ -413,11 +422,15 @@ class WorkerCall:
             self.work.cancel()
 
     async def listen(self) -> None:
-        """Join the call's cancellation group, before the record is taken: a cancellation recorded earlier
-        keeps the record from being taken, one sent later is heard."""
+        """Listen for the call's cancellation, before the record is taken: a cancellation recorded earlier keeps
+        the record from being taken, one sent later is heard (on the channel the dispatcher enrolled in the
+        call's task group: nothing to wait for; else once this worker has joined the group)."""
         if self.task_id is None:
             return
-        self.listener = CancelListener(self.task_id, self.cancel, self.layer)
+        enrolled = self.info.get("cancel_channel")
+        self.listener = CancelListener(
+            self.task_id, self.cancel, self.layer, channel=str(enrolled) if enrolled else None
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
 

@@ -44,7 +44,15 @@ from django.utils import timezone
 
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
-from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..events import (
+    STOP_EVENT,
+    TASK_CANCEL_EVENT,
+    WORKER_ANSWER,
+    WORKER_EVENT,
+    task_group,
+    worker_cancel_channel,
+    worker_group,
+)
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.context import (
@@ -174,19 +182,33 @@ async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, A
 async def _listen_and_admit(
     task_id: str, principal: Principal, *, local: bool
 ) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
-    """``_listen`` to the new call's events and ``admit`` it at the same time; on failure of either, the other
-    is undone and the failure raised (a refusal first)."""
-    joined, admitted = await asyncio.gather(
-        _listen(worker_group(task_id), local=local), admit(principal, task_id), return_exceptions=True
+    """``_listen`` to the new call's events, ``admit`` it and (on a worker) ``_enrol`` its cancellation channel,
+    all at the same time; on failure of one, the others are undone and the failure raised (a refusal first)."""
+    joined, admitted, enrolled = await asyncio.gather(
+        _listen(worker_group(task_id), local=local),
+        admit(principal, task_id),
+        _enrol(task_id, local=local),
+        return_exceptions=True,
     )
-    if isinstance(joined, BaseException) or isinstance(admitted, BaseException):
+    failed = [outcome for outcome in (admitted, joined, enrolled) if isinstance(outcome, BaseException)]
+    if failed:
         if not isinstance(joined, BaseException):
             await joined[1]()
         if not isinstance(admitted, BaseException):
             await _release(admitted)
-        raise admitted if isinstance(admitted, BaseException) else joined
+        raise failed[0]
     queue, leave = joined
     return queue, leave, admitted
+
+
+async def _enrol(task_id: str, *, local: bool) -> None:
+    """Make the worker's cancellation channel (``events.worker_cancel_channel``) a member of the call's task
+    group before the call is dispatched: every ``tasks/cancel``, admin cancel and reaper verdict sent to that
+    group then waits there for the worker, which needs no round trip of its own to join (it leaves the group when
+    the call ends). Nothing to do for a call that runs in this process (the local bus)."""
+    layer = None if local else get_channel_layer()
+    if layer is not None:
+        await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
 
 
 def _info(call: ToolCall) -> dict[str, Any]:
@@ -243,8 +265,9 @@ def _requeue_and_dispatch(
 
 
 def _message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
-    """What the worker is handed with the record's pk: ``info``, the task id and the call (``records.call_spec``)."""
-    message = {**info, "task_id": record.task_id}
+    """What the worker is handed with the record's pk: ``info``, the task id, the cancellation channel enrolled for
+    it (``_enrol``) and the call (``records.call_spec``)."""
+    message = {**info, "task_id": record.task_id, "cancel_channel": worker_cancel_channel(record.task_id)}
     if served is not None:
         message["call"] = records.call_spec(record, server=served[0], agent_id=served[1])
     return message
@@ -336,8 +359,7 @@ class WorkerRunner:
         celery = broker_configured()
         if call.task_id:
             # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
-            lease = await admit(ctx.principal, call.task_id)
-            queue, leave = await _listen(worker_group(call.task_id), local=not celery)
+            queue, leave, lease = await _listen_and_admit(call.task_id, ctx.principal, local=not celery)
             try:
                 record = await database_sync_to_async(_requeue_and_dispatch)(
                     call.task_id, timeout, info, served, celery

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,3 +135,84 @@ def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None
     assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "terminal"
     record.refresh_from_db()
     assert (record.status, record.attempts, record.started_at) == ("cancelled", 0, None)
+
+
+class _Recording:
+    """A real channel layer whose group membership changes are recorded."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.joined: list[tuple[str, str]] = []
+        self.left: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.layer, name)
+
+    async def group_add(self, group: str, channel: str) -> None:
+        self.joined.append((group, channel))
+        await self.layer.group_add(group, channel)
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        self.left.append((group, channel))
+        await self.layer.group_discard(group, channel)
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
+    access_factory: Any, tmp_path: Any
+) -> None:
+    """The dispatcher enrols the call's cancellation channel in its task group (``runner._enrol``): the worker
+    joins nothing itself, a ``tasks/cancel`` sent to the group stops the tool mid-run, and the worker takes its
+    channel out of the group when the call ends."""
+    from django.conf import settings
+
+    from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
+    from mcp_app.workers import runner
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    trace = tmp_path / "trace"
+    message["call"]["arguments"] = {"path": str(trace), "tag": "c", "steps": 200, "interval_ms": 20}
+    message["cancel_channel"] = worker_cancel_channel(record.task_id)
+    group = task_group(record.task_id)
+    layer = _Recording(execute.own_layer())
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(runner._enrol(record.task_id, local=False))
+        states: list[str] = []
+        worker = threading.Thread(
+            target=lambda: states.append(
+                execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
+            )
+        )
+        worker.start()
+        deadline = time.monotonic() + 10
+        while "c step 2" not in (trace.read_text() if trace.exists() else ""):
+            assert time.monotonic() < deadline, "the tool did not start"
+            time.sleep(0.01)
+        records.cancel(record.pk)
+
+        async def cancel() -> None:
+            sender = execute.own_layer()
+            await sender.group_send(group, {"type": TASK_CANCEL_EVENT})
+            await sender.close_pools()
+
+        asyncio.run(cancel())
+        worker.join(timeout=10)
+        assert not worker.is_alive() and states == ["cancelled"]
+    finally:
+        execute._database_thread().submit(connections.close_all).result(timeout=10)
+        if not loop.is_closed():
+            loop.run_until_complete(execute.close_layer(layer.layer))
+            loop.close()
+    lines = trace.read_text().splitlines()
+    assert "c stopped" in lines and "c finished" not in lines and len(lines) < 50
+    assert layer.joined == []  # no round trip to join: the dispatcher enrolled the channel
+    assert layer.left == [(group, worker_cancel_channel(record.task_id))]
+    assert ToolTask.objects.get(pk=record.pk).status == "cancelled"
