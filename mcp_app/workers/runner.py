@@ -279,7 +279,15 @@ def _send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], 
     message = _message(record, info, served)
     try:
         options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
-        run_tool_call.apply_async(args=[record.pk, message], task_id=record.celery_id, **options)
+        # What monitoring (``celery inspect``, Flower, events) shows of the arguments: the record, never the
+        # tool's arguments (they may hold secrets); nor need Celery render the whole message on every call.
+        run_tool_call.apply_async(
+            args=[record.pk, message],
+            task_id=record.celery_id,
+            argsrepr=f"({record.pk}, <call {record.task_id[:8]}…>)",
+            kwargsrepr="{}",
+            **options,
+        )
     except Exception as error:
         # No broker: the record must not stay queued for a worker that will never see it.
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)

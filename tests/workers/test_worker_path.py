@@ -216,3 +216,46 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     assert layer.joined == []  # no round trip to join: the dispatcher enrolled the channel
     assert layer.left == [(group, worker_cancel_channel(record.task_id))]
     assert ToolTask.objects.get(pk=record.pk).status == "cancelled"
+
+
+@pytest.mark.services
+def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments(
+    access_factory: Any, settings: Any
+) -> None:
+    """What Celery's monitoring shows of a queued call (its ``argsrepr`` header, read here from the real broker
+    queue): the record's pk and task id prefix; the tool's arguments travel only in the body."""
+    import base64
+    import json
+    import uuid
+
+    import redis
+
+    from mcp_app.workers import runner
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    queue = f"argsrepr-test-{uuid.uuid4().hex[:8]}"
+    settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUEUE": queue}
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    served = (message["call"]["server"], message["call"]["agent_id"])
+    record.arguments = {"api_key": "sk-live-do-not-show", "steps": 1}
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        runner._send(record, {"era": "modern"}, served)
+        queued = broker.lrange(queue, 0, -1)
+        assert len(queued) == 1
+        envelope = json.loads(queued[0])
+        headers = envelope["headers"]
+        assert headers["id"] == record.celery_id and headers["task"] == "mcp_app.run_tool_call"
+        assert headers["argsrepr"] == f"({record.pk}, <call {record.task_id[:8]}…>)"
+        assert headers["kwargsrepr"] == "{}"
+        assert "sk-live" not in json.dumps(headers)
+        body = base64.b64decode(envelope["body"]).decode()
+        assert "sk-live-do-not-show" in body  # the worker still gets the call
+    finally:
+        broker.delete(queue)
+        broker.close()
