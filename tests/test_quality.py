@@ -154,8 +154,10 @@ def test_mypy_is_clean():
 
 
 def test_managers_build_no_model_instances_from_hand_written_sql():
-    """Managers query through the ORM. The one piece of SQL left in the models is ``ToolCall.objects.usage``,
-    an aggregate (percentiles per tool, calls per day) that returns plain figures, never model instances."""
+    """Managers query through the ORM. The SQL left in the models: ``ToolCall.objects.usage``, an aggregate
+    (percentiles per tool, calls per day) that returns plain figures, and ``statements``, the composed-once
+    INSERT and UPDATEs of the worker-call path, which only write (from the model's own field definitions) and
+    never read a row back into an instance."""
     models_dir = ROOT / "mcp_app" / "models"
     offenders = {}
     for path in sorted(models_dir.glob("*.py")):
@@ -163,4 +165,6 @@ def test_managers_build_no_model_instances_from_hand_written_sql():
         hits = [marker for marker in (".raw(", "RawSQL", "cursor(", ".extra(") if marker in source]
         if hits:
             offenders[path.name] = hits
-    assert offenders == {"audit.py": ["cursor("]}
+    assert offenders == {"audit.py": ["cursor("], "statements.py": ["cursor("]}
+    statements = (models_dir / "statements.py").read_text()
+    assert "SELECT" not in statements.upper() and "from_db" not in statements
