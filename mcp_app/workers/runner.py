@@ -196,6 +196,8 @@ async def _listen_and_admit(
             await joined[1]()
         if not isinstance(admitted, BaseException):
             await _release(admitted)
+        if not isinstance(enrolled, BaseException):
+            await _withdraw(task_id, local=local)
         raise failed[0]
     queue, leave = joined
     return queue, leave, admitted
@@ -209,6 +211,27 @@ async def _enrol(task_id: str, *, local: bool) -> None:
     layer = None if local else get_channel_layer()
     if layer is not None:
         await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
+
+
+async def _withdraw(task_id: str, *, local: bool) -> None:
+    """Undo ``_enrol`` for a call that was not dispatched after all (refused, failed, or attached to another)."""
+    layer = None if local else get_channel_layer()
+    if layer is not None:
+        with contextlib.suppress(*LAYER_ERRORS):
+            await layer.group_discard(task_group(task_id), worker_cancel_channel(task_id))
+
+
+async def _undispatched(
+    task_id: str, lease: quotas.Lease | None, leave: Any, celery: bool, error: BaseException | None = None
+) -> None:
+    """What ``_listen_and_admit`` took for a call that was not dispatched, given back: its slot, its event group
+    and its enrolled cancellation channel. A request cancelled while dispatching keeps the channel enrolled: its
+    call may have been dispatched by then (the database thread goes on), and must stay cancellable; the layer's
+    group expiry removes it otherwise."""
+    await _release(lease)
+    await leave()
+    if not isinstance(error, asyncio.CancelledError):
+        await _withdraw(task_id, local=not celery)
 
 
 def _info(call: ToolCall) -> dict[str, Any]:
@@ -372,13 +395,11 @@ class WorkerRunner:
                 record = await database_sync_to_async(_requeue_and_dispatch)(
                     call.task_id, timeout, info, served, celery
                 )
-            except BaseException:
-                await _release(lease)
-                await leave()
+            except BaseException as error:
+                await _undispatched(call.task_id, lease, leave, celery, error)
                 raise
             if record is None:
-                await _release(lease)
-                await leave()
+                await _undispatched(call.task_id, lease, leave, celery)
                 raise InvalidParams("The task is no longer running")
             created = True
         else:
@@ -403,15 +424,13 @@ class WorkerRunner:
                 record, created = await database_sync_to_async(_create_and_dispatch)(
                     task_id, fields, info, served, celery
                 )
-            except BaseException:
-                await _release(lease)
-                await leave()
+            except BaseException as error:
+                await _undispatched(task_id, lease, leave, celery, error)
                 raise
             if not created:
                 # Attach to the existing call (same idempotency key), which holds its own slot.
-                await _release(lease)
+                await _undispatched(task_id, lease, leave, celery)
                 lease = None
-                await leave()
                 queue, leave = await _listen(worker_group(record.task_id), local=not celery)
                 record = await database_sync_to_async(records.load)(record.pk) or record
         if created and not celery:

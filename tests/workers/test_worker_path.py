@@ -259,3 +259,34 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     finally:
         broker.delete(queue)
         broker.close()
+
+
+@pytest.mark.services
+async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatch: Any, settings: Any) -> None:
+    """A call refused at admission was never dispatched: its event group is left and the cancellation channel
+    enrolled for it meanwhile is taken out of its task group again."""
+    from channels.layers import get_channel_layer
+
+    from mcp_app.events import task_group, worker_group
+    from mcp_app.protocol.context import Principal
+    from mcp_app.protocol.errors import QuotaExceeded
+    from mcp_app.workers import runner
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+
+    async def refuse(principal: Any, call_id: str) -> None:
+        raise QuotaExceeded("tenant", 0)
+
+    monkeypatch.setattr(runner, "admit", refuse)
+    layer = get_channel_layer()
+    task_id = records.new_task_id()
+    principal = Principal(tenant="t", agent_id="a", tenant_pk=1, agent_pk=1)
+    with pytest.raises(QuotaExceeded):
+        await runner._listen_and_admit(task_id, principal, local=False)
+    connection = layer.connection(0)
+    assert await connection.zrange(layer._group_key(task_group(task_id)), 0, -1) == []
+    assert await connection.zrange(layer._group_key(worker_group(task_id)), 0, -1) == []
