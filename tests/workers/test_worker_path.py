@@ -159,12 +159,14 @@ class _Recording:
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("enrolled", [True, False], ids=["enrolled-by-the-dispatcher", "joined-by-the-worker"])
 def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
-    access_factory: Any, tmp_path: Any
+    access_factory: Any, tmp_path: Any, enrolled: bool
 ) -> None:
     """The dispatcher enrols the call's cancellation channel in its task group (``runner._enrol``): the worker
     joins nothing itself, a ``tasks/cancel`` sent to the group stops the tool mid-run, and the worker takes its
-    channel out of the group when the call ends."""
+    channel out of the group when the call ends. A message without the channel (an older dispatcher) has the
+    worker join the group on a channel of its own, with the same outcome."""
     from django.conf import settings
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
@@ -179,12 +181,14 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     record, message = _dispatch(access)
     trace = tmp_path / "trace"
     message["call"]["arguments"] = {"path": str(trace), "tag": "c", "steps": 200, "interval_ms": 20}
-    message["cancel_channel"] = worker_cancel_channel(record.task_id)
+    if enrolled:
+        message["cancel_channel"] = worker_cancel_channel(record.task_id)
     group = task_group(record.task_id)
     layer = _Recording(execute.own_layer())
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(runner._enrol(record.task_id, local=False))
+        if enrolled:
+            loop.run_until_complete(runner._enrol(record.task_id, local=False))
         states: list[str] = []
         worker = threading.Thread(
             target=lambda: states.append(
@@ -213,8 +217,12 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
             loop.close()
     lines = trace.read_text().splitlines()
     assert "c stopped" in lines and "c finished" not in lines and len(lines) < 50
-    assert layer.joined == []  # no round trip to join: the dispatcher enrolled the channel
-    assert layer.left == [(group, worker_cancel_channel(record.task_id))]
+    if enrolled:
+        assert layer.joined == []  # no round trip to join: the dispatcher enrolled the channel
+        assert layer.left == [(group, worker_cancel_channel(record.task_id))]
+    else:
+        assert len(layer.joined) == 1 and layer.joined[0][0] == group and "!" in layer.joined[0][1]
+        assert layer.left == layer.joined
     assert ToolTask.objects.get(pk=record.pk).status == "cancelled"
 
 
