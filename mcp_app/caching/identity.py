@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import invalidation
 from ..conf import mcp_settings
+from ..protocol.context import ServerDescription
 
 if TYPE_CHECKING:
     from ..models.agents import CatalogGrant
+    from ..models.servers import McpServer
 
 T = TypeVar("T")
 
@@ -141,6 +143,38 @@ class ServerEntry:
     catalog_version: int
     created_at: datetime
 
+    @classmethod
+    def of(cls, row: McpServer) -> ServerEntry:
+        """The entry of a server row loaded with its tenant."""
+        return cls(
+            pk=row.pk,
+            server_id=row.server_id,
+            tenant_id=row.tenant_id,
+            tenant_slug=row.tenant.slug,
+            name=row.name,
+            title=row.title,
+            version=row.version,
+            instructions=row.instructions,
+            allowed_origins=tuple(row.allowed_origins or ()),
+            supported_versions=row.supported_versions,
+            sessions_required=row.sessions_required,
+            catalog_version=row.catalog_version,
+            created_at=row.created_at,
+        )
+
+    def description(self) -> ServerDescription:
+        """The server as the protocol core describes it to a request, with the catalog revision it serves."""
+        return ServerDescription(
+            server_id=self.server_id,
+            name=self.name,
+            title=self.title,
+            version=self.version,
+            instructions=self.instructions,
+            protocol_versions=self.supported_versions,
+            pk=self.pk,
+            revision=(self.catalog_version, self.created_at.isoformat()),
+        )
+
 
 @dataclass(eq=False)
 class SessionEntry:
@@ -235,21 +269,7 @@ def server(server_id: str, *, load: bool) -> ServerEntry | None:
         row = McpServer.objects.servable().filter(server_id=server_id).select_related("tenant").first()
         if row is None:
             return None
-        entry = ServerEntry(
-            pk=row.pk,
-            server_id=row.server_id,
-            tenant_id=row.tenant_id,
-            tenant_slug=row.tenant.slug,
-            name=row.name,
-            title=row.title,
-            version=row.version,
-            instructions=row.instructions,
-            allowed_origins=tuple(row.allowed_origins or ()),
-            supported_versions=row.supported_versions,
-            sessions_required=row.sessions_required,
-            catalog_version=row.catalog_version,
-            created_at=row.created_at,
-        )
+        entry = ServerEntry.of(row)
         servers.put(server_id, entry, frozenset({f"server:{entry.pk}", f"tenant:{entry.tenant_id}"}), generation)
         return entry
 

@@ -34,7 +34,7 @@ from ..catalog.resolver import resolve_catalog
 from ..conf import mcp_settings
 from ..models.agents import TOKEN_SCHEME, token_digest
 from ..models.sessions import session_digest
-from ..protocol.context import Principal, RequestContext, ServerCatalog, ServerDescription
+from ..protocol.context import Principal, RequestContext, ServerCatalog
 from ..runtime.audit import request_audit
 from ..workers.quotas import limits_for
 from .sessions import DatabaseSession, session_alive
@@ -79,16 +79,7 @@ class AccessGrant:
         from the cached snapshots: no query."""
         server = self.server
         return RequestContext(
-            server=ServerDescription(
-                server_id=server.server_id,
-                name=server.name,
-                title=server.title,
-                version=server.version,
-                instructions=server.instructions,
-                protocol_versions=server.supported_versions,
-                pk=server.pk,
-                revision=(server.catalog_version, server.created_at.isoformat()),
-            ),
+            server=server.description(),
             catalog=self.catalog,
             principal=Principal(
                 tenant=self.tenant_slug,

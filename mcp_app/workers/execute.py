@@ -51,6 +51,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
+from ..caching.identity import ServerEntry
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
 from ..models import ToolTask
@@ -358,22 +359,17 @@ def _context(spec: dict[str, Any], info: dict[str, Any]) -> RequestContext:
 def _loaded_spec(record: ToolTask) -> dict[str, Any]:
     """``records.call_spec`` of a record loaded with its server, tenant and agent (a message without one)."""
     server = record.server
-    return records.call_spec(
-        record,
-        server={
-            "pk": server.pk,
-            "server_id": server.server_id,
-            "name": server.name,
-            "title": server.title,
-            "version": server.version,
-            "instructions": server.instructions,
-            "tenant_pk": server.tenant_id,
-            "tenant_slug": server.tenant.slug,
-            "catalog_version": server.catalog_version,
-            "created_at": server.created_at.isoformat(),
-        },
-        agent_id=record.agent.agent_id,
+    described = records.served(
+        ServerEntry.of(server).description(),
+        Principal(
+            tenant=server.tenant.slug,
+            agent_id=record.agent.agent_id,
+            tenant_pk=server.tenant_id,
+            agent_pk=record.agent_id,
+        ),
     )
+    assert described is not None  # every part of it is known here
+    return records.call_spec(record, server=described[0], agent_id=described[1])
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
+from ..protocol.context import Principal, ServerDescription
 from ..protocol.errors import InternalError, ProtocolError
 from ..runtime.mrtr import PARK
 
@@ -122,6 +123,28 @@ def requeue(task_id: str, *, timeout: float) -> ToolTask | None:
         finished_at=None,
     )
     return ToolTask.objects.filter(pk=record.pk).first() if moved else None
+
+
+def served(server: ServerDescription, principal: Principal | None) -> tuple[dict[str, Any], str] | None:
+    """The server as a request was served it, and the agent's id: the ``server`` and ``agent_id`` of
+    ``call_spec`` (``None`` when the description lacks the rows or the catalog revision: the worker then loads
+    them with the record)."""
+    if server.revision is None or server.pk is None or principal is None or principal.tenant_pk is None:
+        return None
+    catalog_version, created_at = server.revision
+    described = {
+        "pk": server.pk,
+        "server_id": server.server_id,
+        "name": server.name,
+        "title": server.title,
+        "version": server.version,
+        "instructions": server.instructions,
+        "tenant_pk": principal.tenant_pk,
+        "tenant_slug": principal.tenant,
+        "catalog_version": catalog_version,
+        "created_at": created_at,
+    }
+    return described, principal.agent_id
 
 
 def call_spec(record: ToolTask, *, server: dict[str, Any], agent_id: str) -> dict[str, Any]:

@@ -247,28 +247,6 @@ def _info(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def _served(call: ToolCall) -> tuple[dict[str, Any], str] | None:
-    """The server as this request was served it, and the agent's id: what ``records.call_spec`` sends the worker
-    so that it reads nothing back (``None``: not known here; the worker then loads them with the record)."""
-    server, principal = call.request.server, call.request.principal
-    if server.revision is None or server.pk is None or principal is None or principal.tenant_pk is None:
-        return None
-    catalog_version, created_at = server.revision
-    described = {
-        "pk": server.pk,
-        "server_id": server.server_id,
-        "name": server.name,
-        "title": server.title,
-        "version": server.version,
-        "instructions": server.instructions,
-        "tenant_pk": principal.tenant_pk,
-        "tenant_slug": principal.tenant,
-        "catalog_version": catalog_version,
-        "created_at": created_at,
-    }
-    return described, principal.agent_id
-
-
 def _create_and_dispatch(
     task_id: str, fields: dict[str, Any], info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
 ) -> tuple[ToolTask, bool]:
@@ -386,7 +364,7 @@ class WorkerRunner:
         assert ctx.server.pk is not None and ctx.principal is not None and ctx.principal.agent_pk is not None
         timeout = records.timeout_of(tool.timeout)
         info = _info(call)
-        served = _served(call)
+        served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
         if call.task_id:
             # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
