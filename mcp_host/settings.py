@@ -159,6 +159,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # and health checks still retire old or broken connections (mcp_app.workers.execute calls close_old_connections
 # before each call's first query).
 CELERY_DB_REUSE_MAX = 1000
+if REDIS_URL:
+    # kombu's Redis transport with one client per channel (mcp_app.broker): the stock one builds a Redis client for
+    # every publish and acknowledgement.
+    CELERY_BROKER_TRANSPORT = "mcp_app.broker:Transport"
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": float(os.environ.get("MCP_BROKER_VISIBILITY_TIMEOUT") or 3600)}
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,0 +1,139 @@
+"""``mcp_app.broker.Transport`` on a real Redis: kombu's Redis transport (publish, deliver, acknowledge late,
+requeue on reject, interchangeable with the stock transport both ways) that builds no Redis client per operation,
+and drops its kept client with the pool it belongs to (after a fork)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from kombu import Connection, Consumer, Exchange, Producer, Queue
+
+from tests.conftest import REQUIRE_SERVICES
+
+pytestmark = pytest.mark.services
+
+WAIT = 5.0
+FAST = "mcp_app.broker:Transport"
+STOCK = "redis"
+
+
+def _url() -> str:
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    return str(settings.REDIS_URL)
+
+
+@pytest.fixture
+def queue() -> Iterator[Queue]:
+    """A queue of the test's own; its keys are deleted afterwards."""
+    url = _url()
+    name = f"brokertest-{uuid.uuid4().hex[:8]}"
+    yield Queue(name, Exchange(name, type="direct"), routing_key=name)
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter(f"*{name}*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def _connection(transport: str) -> Connection:
+    return Connection(_url(), transport=transport)
+
+
+def _publish(connection: Connection, queue: Queue, body: dict[str, Any]) -> None:
+    producer = Producer(connection.default_channel)
+    producer.publish(body, exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue], serializer="json")
+
+
+def _take(connection: Connection, queue: Queue, count: int, *, ack: bool = True, channel: Any = None) -> list[Any]:
+    """``count`` messages delivered from ``queue`` (bounded wait) on ``channel`` (default: a new one), acknowledged
+    (or rejected back with ``ack=False``)."""
+    received: list[Any] = []
+
+    def on_message(body: Any, message: Any) -> None:
+        received.append(body)
+        if ack:
+            message.ack()
+        else:
+            message.reject(requeue=True)
+
+    with Consumer(channel or connection.channel(), queues=[queue], callbacks=[on_message], accept=["json"]):
+        while len(received) < count:
+            connection.drain_events(timeout=WAIT)
+    return received
+
+
+class _Clients:
+    """Counts the ``redis.Redis`` clients built (kombu's stock channel builds one per synchronous operation)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.built = 0
+        original = redis.Redis.__init__
+
+        def counted(this: Any, *args: Any, **kwargs: Any) -> None:
+            self.built += 1
+            original(this, *args, **kwargs)
+
+        monkeypatch.setattr(redis.Redis, "__init__", counted)
+
+
+def test_it_publishes_delivers_and_acknowledges_without_a_client_per_operation(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _connection(FAST) as connection:
+        assert type(connection.transport).__module__ == "mcp_app.broker"
+        consuming = connection.channel()
+        _publish(connection, queue, {"n": 0})
+        assert _take(connection, queue, 1, channel=consuming) == [{"n": 0}]  # warm: pools and kept clients exist
+        clients = _Clients(monkeypatch)
+        for n in range(1, 6):
+            _publish(connection, queue, {"n": n})
+        assert _take(connection, queue, 5, channel=consuming) == [{"n": n} for n in range(1, 6)]
+        # The stock channel builds a client for each of 5 publishes, 5 deliveries (the unacknowledged index) and
+        # 5 acknowledgements.
+        assert clients.built == 0
+    with _connection(STOCK) as connection:
+        stock = _Clients(monkeypatch)
+        for n in range(3):
+            _publish(connection, queue, {"n": n})
+        assert stock.built >= 3  # the measure itself: the stock transport builds one per publish
+        _take(connection, queue, 3)
+
+
+def test_a_rejected_message_comes_back_and_nothing_stays_unacknowledged(queue: Queue) -> None:
+    with _connection(FAST) as connection:
+        _publish(connection, queue, {"n": 1})
+        assert _take(connection, queue, 1, ack=False) == [{"n": 1}]
+        assert _take(connection, queue, 1) == [{"n": 1}]
+        client = redis.Redis.from_url(_url())
+        try:  # kombu's index of delivered, unacknowledged messages holds nothing of this queue
+            assert [entry for entry in client.hvals("unacked") if queue.name.encode() in entry] == []
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize(("producer", "consumer"), [(STOCK, FAST), (FAST, STOCK)])
+def test_it_shares_queues_with_the_stock_transport(queue: Queue, producer: str, consumer: str) -> None:
+    with _connection(producer) as publishing, _connection(consumer) as consuming:
+        for n in range(3):
+            _publish(publishing, queue, {"n": n, "from": producer})
+        assert _take(consuming, queue, 3) == [{"n": n, "from": producer} for n in range(3)]
+
+
+def test_the_kept_client_goes_with_its_pool(queue: Queue) -> None:
+    with _connection(FAST) as connection:
+        channel = connection.default_channel
+        first = channel._create_client()
+        assert channel._create_client() is first
+        channel._after_fork()  # what kombu does in a forked child: the parent's connections are not used there
+        second = channel._create_client()
+        assert second is not first and second.connection_pool is channel.pool
+        _publish(connection, queue, {"n": 1})
+        assert _take(connection, queue, 1) == [{"n": 1}]
