@@ -2,7 +2,7 @@
 
 The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): listen for its
 cancellation (on the channel the dispatching process enrolled in the call's task group, so no round trip is
-needed; ``events.worker_cancel_channel``); take the record (``records.take``: one conditional UPDATE; when it does not move,
+needed, received from once the call has run ``RECEIVE_AFTER_SECONDS``; ``events.worker_cancel_channel``); take the record (``records.take``: one conditional UPDATE; when it does not move,
 ``records.begin`` says why: terminal, superseded, a lost worker's redelivery); build the call's context from
 the message alone (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its
 catalog revision, the agent; the catalog from this process's cache at that revision) and ``info`` (era, log
@@ -242,7 +242,9 @@ async def stop_receiving(layer: Any, channel: str, receiver: asyncio.Task[Any]) 
 class CancelListener:
     """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``: on the
     call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
-    ``events.worker_cancel_channel``: no round trip to join), else on a new channel it adds to the group itself."""
+    ``events.worker_cancel_channel``: no round trip to join; it receives from it once the call has run for
+    ``RECEIVE_AFTER_SECONDS``, so a short call never pays for receiving), else on a new channel it adds to the
+    group itself."""
 
     def __init__(self, task_id: str, on_cancel: Any, layer: Any = ..., *, channel: str | None = None) -> None:
         self.task_id = task_id
@@ -250,6 +252,7 @@ class CancelListener:
         self.joined = asyncio.Event()
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
+        self.receiving = False  # whether the receive loop has started (the enrolled channel's waits a little)
         self._enrolled = channel
         self.task = asyncio.ensure_future(self._run())
 
@@ -276,6 +279,12 @@ class CancelListener:
                 return
         self.joined.set()
         try:
+            if self._enrolled is not None:
+                # Most calls end before they could hear anything, and receiving costs round trips (four per
+                # message, its own stop message included): the enrolled channel holds what is sent to it until it
+                # is received, so receiving starts only once the call has run for RECEIVE_AFTER_SECONDS.
+                await asyncio.sleep(RECEIVE_AFTER_SECONDS)
+            self.receiving = True
             async for message in receive_forever(self.layer, self.channel):
                 if self._ends(message):
                     return
@@ -298,6 +307,13 @@ class CancelListener:
                 await asyncio.wait_for(asyncio.shield(self.task), STOP_WAIT_SECONDS)
             if not self.task.done():
                 self.task.cancel()
+            return
+        if not self.receiving:
+            # Nothing is in flight on the layer before the first receive: cancel the wait (the group is left all
+            # the same), with no stop message to send and receive.
+            self.task.cancel()
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self.task), STOP_WAIT_SECONDS)
             return
         await stop_receiving(self.layer, self.channel, self.task)
 
@@ -546,6 +562,9 @@ class WorkerCall:
 
 # How long a worker call waits to have joined its cancellation group before it runs anyway.
 JOIN_TIMEOUT_SECONDS = 2.0
+# How long a call runs before it receives on the cancellation channel its dispatcher enrolled: a cancellation
+# sent earlier waits in the channel and is heard then (at most this much later than it would be otherwise).
+RECEIVE_AFTER_SECONDS = 0.05
 
 Step = _Sync | _Async
 

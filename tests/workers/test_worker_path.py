@@ -138,12 +138,14 @@ def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None
 
 
 class _Recording:
-    """A real channel layer whose group membership changes are recorded."""
+    """A real channel layer whose group membership changes, receives and sends are recorded."""
 
     def __init__(self, layer: Any) -> None:
         self.layer = layer
         self.joined: list[tuple[str, str]] = []
         self.left: list[tuple[str, str]] = []
+        self.received: list[str] = []  # channels a receive was started on
+        self.sent: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.layer, name)
@@ -155,6 +157,14 @@ class _Recording:
     async def group_discard(self, group: str, channel: str) -> None:
         self.left.append((group, channel))
         await self.layer.group_discard(group, channel)
+
+    async def receive(self, channel: str) -> Any:
+        self.received.append(channel)
+        return await self.layer.receive(channel)
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        self.sent.append(channel)
+        await self.layer.send(channel, message)
 
 
 @pytest.mark.services
@@ -224,6 +234,56 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
         assert len(layer.joined) == 1 and layer.joined[0][0] == group and "!" in layer.joined[0][1]
         assert layer.left == layer.joined
     assert ToolTask.objects.get(pk=record.pk).status == "cancelled"
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("cancelled_first", [False, True], ids=["a-short-call", "a-call-cancelled-before-it-receives"])
+def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
+    access_factory: Any, tmp_path: Any, cancelled_first: bool
+) -> None:
+    """A call that ends within ``RECEIVE_AFTER_SECONDS`` never receives on its enrolled cancellation channel (no
+    receive, no stop message to itself: the round trips every short call paid), and still leaves the group; a
+    cancellation sent before the worker receives waits in the channel and stops the tool once it does."""
+    from django.conf import settings
+
+    from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
+    from mcp_app.workers import runner
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    trace = tmp_path / "trace"
+    steps, interval_ms = (200, 20) if cancelled_first else (1, 0)
+    message["call"]["arguments"] = {"path": str(trace), "tag": "e", "steps": steps, "interval_ms": interval_ms}
+    channel = worker_cancel_channel(record.task_id)
+    message["cancel_channel"] = channel
+    group = task_group(record.task_id)
+    layer = _Recording(execute.own_layer())
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(runner._enrol(record.task_id, local=False))
+        if cancelled_first:
+            loop.run_until_complete(layer.layer.group_send(group, {"type": TASK_CANCEL_EVENT}))
+        state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
+    finally:
+        loop.run_until_complete(execute.close_layer(layer.layer))
+        loop.close()
+    lines = trace.read_text().splitlines()
+    assert layer.left == [(group, channel)] and layer.joined == []
+    if cancelled_first:
+        assert state == "cancelled"
+        assert "e stopped" in lines and "e finished" not in lines and len(lines) < 50
+        assert layer.received == [channel]
+        assert ToolTask.objects.get(pk=record.pk).status == "cancelled"
+    else:
+        assert state == "stored" and lines[-1] == "e finished"
+        assert layer.received == [] and layer.sent == []
+        assert ToolTask.objects.get(pk=record.pk).status == "completed"
 
 
 @pytest.mark.services
