@@ -1,5 +1,4 @@
-"""channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one, each
-received message in three.
+"""channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one.
 
 ``RedisChannelLayer`` is channels-redis's own layer (same keys, same message format, same expiry and capacity
 rules: processes running the stock layer and this one talk to each other) whose writes are batched. Stock
@@ -11,12 +10,9 @@ members, read the members, drop expired messages, add), ``group_add`` two. Here 
 through these; on the development machine each round trip costs 0.15 to 0.3 ms of a call's latency
 (docs/workers.md#performance).
 
-Receiving keeps channels-redis's scheme (a blocking ``BZPOPMIN`` and a backup of the popped message until it is
-handed over, so a cancelled receive loses nothing) with its first two round trips (the restore of an
-interrupted receive's backup, the pop) sent as one pipeline: three per message instead of four.
-
-``redis_layer_config`` (``mcp_app.channel_layer``) names this class; a project may name the stock one instead
-and lose only the speed.
+Receiving is channels-redis's unchanged (``BZPOPMIN`` with its backup queue, so a cancelled receive loses
+nothing). ``redis_layer_config`` (``mcp_app.channel_layer``) names this class; a project may name the stock
+one instead and lose only the speed.
 """
 
 from __future__ import annotations
@@ -56,16 +52,6 @@ for i = 1, #KEYS do
     end
 end
 return over_capacity
-"""
-
-# ARGV[1]: a channel's key, ARGV[2]: its backup key. Puts the messages of an interrupted receive back on the
-# channel (their scores kept) and empties the backup: what channels-redis does before each blocking pop.
-RESTORE_BACKUP = """
-local saved = redis.call('ZRANGE', ARGV[2], 0, -1, 'WITHSCORES')
-for i = 1, #saved, 2 do
-    redis.call('ZADD', ARGV[1], saved[i + 1], saved[i])
-end
-redis.call('DEL', ARGV[2])
 """
 
 
@@ -127,19 +113,3 @@ class RedisChannelLayer(StockRedisChannelLayer):
             )
             if full:
                 logger.info("%s of %s channels over capacity in group %s", full, len(names), group)
-
-    async def _brpop_with_clean(self, index: int, channel: str, timeout: int) -> Any:  # noqa: ASYNC109 (its signature)
-        """channels-redis's receive step (restore an interrupted receive's backup, pop the oldest message
-        blocking, keep it in the backup until the caller cleans it) with the restore and the pop in one round
-        trip instead of two."""
-        backup = self._backup_channel_name(channel)
-        connection = self.connection(index)
-        pipe = connection.pipeline(transaction=False)
-        pipe.eval(RESTORE_BACKUP, 0, channel, backup)
-        pipe.bzpopmin(channel, timeout=timeout)
-        _restored, popped = await pipe.execute()
-        if popped is None:
-            return None
-        _key, member, score = popped
-        await connection.zadd(backup, {member: float(score)})
-        return member
