@@ -18,7 +18,8 @@ the process's main thread, or its one database thread for a thread pool; the oth
 Both return only after the outcome is stored; the Celery task acknowledges its message after that.
 
 Events travel on the channel layer to ``events.worker_group(task_id)``, where every process awaiting the call
-listens (``runner.WorkerRunner``): ``notify`` (a progress or log notification), ``request`` (elicitation or
+listens (``runner.WorkerRunner``), each naming that group (``group``: a process hears the events of all the
+calls it awaits on one channel): ``notify`` (a progress or log notification), ``request`` (elicitation or
 sampling: the awaiting process asks the client and answers on this call's own channel) and ``done`` (the outcome
 is stored: read the record). Where no channel layer exists, a process-local bus carries the same events.
 
@@ -150,7 +151,7 @@ class Relay:
         self._pump: asyncio.Task[None] | None = None
 
     async def publish(self, event: dict[str, Any]) -> None:
-        message = {"type": WORKER_EVENT, **event}
+        message = {"type": WORKER_EVENT, "group": self.group, **event}
         if self.layer is None:
             local_bus.send(self.group, message)
             return

@@ -9,7 +9,8 @@
    attaches to it (awaits its outcome; the tool is not run again);
 3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
    code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
-4. its events are awaited on ``events.worker_group(task_id)`` and relayed as the request's era prescribes:
+4. its events are awaited on ``events.worker_group(task_id)`` (joined with the one channel of this event loop's
+   ``_Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
    progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
    real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
    when the outcome is stored; the record is also re-read on a bounded back-off, so a lost event never hangs;
@@ -32,6 +33,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,7 +152,7 @@ async def _release(lease: quotas.Lease | None) -> None:
 
 async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
     """Join ``group``; its events arrive on the queue until ``leave()``. ``local``: the call runs in this process
-    (no broker), its events travel on the process-local bus."""
+    (no broker), its events travel on the process-local bus; else they come through this event loop's ``_Inbox``."""
     layer = None if local else get_channel_layer()
     if layer is None:
         queue = local_bus.join(group)
@@ -159,24 +161,101 @@ async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, A
             local_bus.leave(group, queue)
 
         return queue, leave_local
-    queue = asyncio.Queue()
-    channel = await layer.new_channel()
-    await layer.group_add(group, channel)
-
-    async def pump() -> None:
-        async for message in receive_forever(layer, channel):
-            if message.get("type") == STOP_EVENT:
-                return
-            await queue.put(message)
-
-    pumping = asyncio.ensure_future(pump())
+    inbox = _inbox(layer)
+    queue = await inbox.join(group)
 
     async def leave() -> None:
-        with contextlib.suppress(*LAYER_ERRORS):
-            await layer.group_discard(group, channel)
-        await stop_receiving(layer, channel, pumping)
+        await inbox.leave(group, queue)
 
     return queue, leave
+
+
+class _Inbox:
+    """The one channel on which an event loop of this process hears the events of the worker calls it awaits:
+    the wait of a call joins the call's event group (``events.worker_group``) with it, and one receive loop hands
+    each event to the waits of the group the event names (``group``: every ``execute.Relay`` event says it). So a
+    call costs a join and a leave (one round trip each), not a receive loop of its own, started and then stopped
+    with a message through Redis and back. An event that names no group (a worker of an older version) reaches
+    nobody: its waits read the record on their back-off instead."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.channel: str | None = None
+        self.waits: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        self.pump: asyncio.Task[None] | None = None
+
+    async def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
+        if self.channel is None:
+            channel = await self.layer.new_channel()
+            self.channel = self.channel or channel  # two first joins at once keep one channel
+        if self.pump is None or self.pump.done():
+            self.pump = asyncio.ensure_future(self._receive(self.channel))
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
+        try:
+            await self.layer.group_add(group, self.channel)
+        except BaseException:
+            self._forget(group, queue)
+            raise
+        return queue
+
+    async def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        if not self._forget(group, queue) or self.channel is None:
+            return  # another wait of this process still follows the call
+        with contextlib.suppress(*LAYER_ERRORS):
+            await self.layer.group_discard(group, self.channel)
+            if group in self.waits:  # joined again while leaving: stay a member
+                await self.layer.group_add(group, self.channel)
+
+    def _forget(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> bool:
+        """Drop one wait; whether it was the group's last here."""
+        waits = self.waits.get(group)
+        if waits is None:
+            return False
+        waits.discard(queue)
+        if waits:
+            return False
+        del self.waits[group]
+        return True
+
+    async def _receive(self, channel: str) -> None:
+        async for message in receive_forever(self.layer, channel):
+            if message.get("type") == STOP_EVENT:
+                return
+            for queue in self.waits.get(str(message.get("group")), ()):
+                queue.put_nowait(message)
+
+    async def close(self) -> None:
+        if self.pump is not None and self.channel is not None:
+            await stop_receiving(self.layer, self.channel, self.pump)
+        self.pump = None
+
+
+# Each event loop's inbox (daphne has one loop; tests make one per test).
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(layer: Any) -> _Inbox:
+    loop = asyncio.get_running_loop()
+    inbox = _inboxes.get(loop)
+    if inbox is None or inbox.layer is not layer:
+        if inbox is not None:  # the layer was replaced (settings changed): its receive loop ends
+            _keep(asyncio.ensure_future(inbox.close()))
+        inbox = _inboxes[loop] = _Inbox(layer)
+    return inbox
+
+
+async def close_inbox() -> None:
+    """End this event loop's receive loop of worker events (before the loop closes: tests, a shutdown)."""
+    inbox = _inboxes.pop(asyncio.get_running_loop(), None)
+    if inbox is not None:
+        await inbox.close()
+
+
+def _keep(work: asyncio.Task[Any]) -> None:
+    """Reference background work of this module until it is done."""
+    _local_work.add(work)
+    work.add_done_callback(_local_work.discard)
 
 
 async def _listen_and_admit(
@@ -462,10 +541,7 @@ class WorkerRunner:
             raise
         finally:
             await _release(started.lease)
-            # Stop listening off the answer's path (referenced until done).
-            leaving = asyncio.ensure_future(started.leave())
-            _local_work.add(leaving)
-            leaving.add_done_callback(_local_work.discard)
+            _keep(asyncio.ensure_future(started.leave()))  # stop listening off the answer's path
 
     @staticmethod
     def _event_result(outcome: dict[str, Any], call: ToolCall) -> dict[str, Any]:

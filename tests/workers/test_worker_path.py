@@ -353,8 +353,71 @@ async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatc
     layer = get_channel_layer()
     task_id = records.new_task_id()
     principal = Principal(tenant="t", agent_id="a", tenant_pk=1, agent_pk=1)
-    with pytest.raises(QuotaExceeded):
-        await runner._listen_and_admit(task_id, principal, local=False)
+    try:
+        with pytest.raises(QuotaExceeded):
+            await runner._listen_and_admit(task_id, principal, local=False)
+        connection = layer.connection(0)
+        assert await connection.zrange(layer._group_key(task_group(task_id)), 0, -1) == []
+        assert await connection.zrange(layer._group_key(worker_group(task_id)), 0, -1) == []
+    finally:
+        await runner.close_inbox()
+
+
+@pytest.mark.services
+async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_waits_of_its_call(
+    settings: Any,
+) -> None:
+    """An event loop awaits all its worker calls on one channel (``runner._Inbox``): each call's event group has
+    that channel as its member while a wait of the call lasts, each event reaches only the waits of the call it
+    names, an event naming no call reaches nobody, and the receive loop ends with ``close_inbox``."""
+    from channels.layers import get_channel_layer
+
+    from mcp_app.events import WORKER_EVENT, worker_group
+    from mcp_app.workers import runner
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    layer = get_channel_layer()
+    sender = execute.own_layer()
     connection = layer.connection(0)
-    assert await connection.zrange(layer._group_key(task_group(task_id)), 0, -1) == []
-    assert await connection.zrange(layer._group_key(worker_group(task_id)), 0, -1) == []
+    call_a, call_b = records.new_task_id(), records.new_task_id()
+    a, b = worker_group(call_a), worker_group(call_b)
+
+    async def members(group: str) -> list[bytes]:
+        return list(await connection.zrange(layer._group_key(group), 0, -1))
+
+    async def heard(queue: asyncio.Queue[dict[str, Any]]) -> list[Any]:
+        got = [(await asyncio.wait_for(queue.get(), 5))["message"]["n"]]
+        while not queue.empty():
+            got.append(queue.get_nowait()["message"]["n"])
+        return got
+
+    try:
+        first_a, leave_first_a = await runner._listen(a, local=False)
+        only_b, leave_b = await runner._listen(b, local=False)
+        second_a, leave_second_a = await runner._listen(a, local=False)
+        inbox = runner._inboxes[asyncio.get_running_loop()]
+        assert inbox.channel and "!" in inbox.channel
+        assert await members(a) == await members(b) == [inbox.channel.encode()]
+        await execute.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
+        await sender.group_send(a, {"type": WORKER_EVENT, "kind": "notify", "message": {"n": "no group"}})
+        await sender.group_send(b, {"type": WORKER_EVENT, "group": b, "kind": "notify", "message": {"n": 2}})
+        await sender.group_send(a, {"type": WORKER_EVENT, "group": a, "kind": "notify", "message": {"n": 3}})
+        await asyncio.sleep(0.2)  # all four delivered to this process
+        assert await heard(first_a) == [1, 3]
+        assert await heard(second_a) == [1, 3]
+        assert await heard(only_b) == [2]
+        await leave_first_a()
+        assert await members(a) == [inbox.channel.encode()]  # the other wait of the call still listens
+        await leave_second_a()
+        await leave_b()
+        assert await members(a) == await members(b) == []
+        pump = inbox.pump
+        assert pump is not None and not pump.done()
+    finally:
+        await runner.close_inbox()
+        await sender.close_pools()
+    assert pump.done() and asyncio.get_running_loop() not in runner._inboxes
