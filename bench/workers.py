@@ -8,7 +8,8 @@ Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates 
 1. dispatch overhead: ``--samples`` sequential calls of ``countdown(steps=1, interval_ms=0)`` with the binding
    inline, then on a worker (the binding's execution switched through the ORM, which bumps the catalog), after
    ``--concurrency`` overlapping warm-up calls (every thread of the pool warm); median and p99 latency of each
-   and of their difference;
+   and of their difference, and the CPU time per call of daphne, of the workers and of PostgreSQL + Redis
+   (Linux /proc; on a small machine the processes share the cores, so CPU is latency);
 2. progress relay: ``countdown(steps=20, interval_ms=0)`` streamed (SSE) ``--progress-runs`` times, inline and on a
    worker: time from sending to the first progress notification, and the mean gap between consecutive ones (the
    cost of relaying one notification worker -> Redis -> daphne -> client, as the inline gap is the tool's own);
@@ -118,7 +119,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _daphne(env: dict[str, str], logs: Path) -> Iterator[str]:
+def _daphne(env: dict[str, str], logs: Path) -> Iterator[tuple[str, int]]:
     port = _free_port()
     daphne = Path(sys.executable).with_name("daphne")
     with (logs / "daphne.log").open("wb") as log:
@@ -138,13 +139,13 @@ def _daphne(env: dict[str, str], logs: Path) -> Iterator[str]:
             if time.monotonic() > deadline or process.poll() is not None:
                 sys.exit(f"daphne did not start:\n{(logs / 'daphne.log').read_text()}")
             time.sleep(0.05)
-        yield f"http://{HOST}:{port}"
+        yield f"http://{HOST}:{port}", process.pid
     finally:
         _stop(process)
 
 
 @contextlib.contextmanager
-def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency: int) -> Iterator[None]:
+def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency: int) -> Iterator[list[int]]:
     processes = []
     try:
         for n in range(count):
@@ -165,10 +166,45 @@ def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency
                 if time.monotonic() > deadline or process.poll() is not None:
                     sys.exit(f"a worker did not start:\n{log_path.read_text()}")
                 time.sleep(0.05)
-        yield
+        yield [process.pid for process, _log in processes]
     finally:
         for process, _log in processes:
             _stop(process)
+
+
+SERVICES = ("postgres", "redis-server")
+
+
+def _cpu_seconds(groups: dict[str, list[int]]) -> dict[str, float]:
+    """CPU time (user + system, seconds) so far of the live processes of each named set of process groups (daphne,
+    the workers: each started in a session of its own, so a prefork pool's children count too), and of PostgreSQL
+    and Redis together ("services", by command name); read from Linux's /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    totals = dict.fromkeys([*groups, "services"], 0.0)
+    owner = {pgid: label for label, pgids in groups.items() for pgid in pgids}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        used = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        if int(fields[2]) in owner:
+            totals[owner[int(fields[2])]] += used
+        elif name.startswith(SERVICES):
+            totals["services"] += used
+    return totals
+
+
+def _per_call(groups: dict[str, list[int]], calls: int, run: Any) -> tuple[Any, dict[str, float]]:
+    """``run()``'s outcome, and the CPU milliseconds per call (of ``calls``) that each set of ``groups`` and the
+    services used meanwhile."""
+    before = _cpu_seconds(groups)
+    outcome = run()
+    after = _cpu_seconds(groups)
+    return outcome, {f"{key}_cpu_ms": (after[key] - before[key]) / calls * 1000 for key in before}
 
 
 def _body(request_id: int, arguments: dict[str, Any], progress: bool = False) -> dict[str, Any]:
@@ -299,15 +335,22 @@ def main() -> None:
         capture_output=True,
     )
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, _daphne(env, Path(tmp)) as base:
+    with tempfile.TemporaryDirectory() as tmp, _daphne(env, Path(tmp)) as (base, daphne):
         url = f"{base}/mcp/demo-modern?agentId={access['agent_id']}"
+        calls = args.samples + 10  # _latencies makes ten warm-up calls first
         _set_execution(env, "inline")
-        results["inline"] = _quantiles(asyncio.run(_latencies(url, token, args.samples)))
+        samples, cpu = _per_call({"daphne": [daphne]}, calls, lambda: asyncio.run(_latencies(url, token, args.samples)))
+        results["inline"] = {**_quantiles(samples), **cpu}
         results["inline_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
         _set_execution(env, "")  # the tool's default: worker
-        with _workers(env, Path(tmp), 1, args.pool, args.concurrency):
+        with _workers(env, Path(tmp), 1, args.pool, args.concurrency) as workers:
             asyncio.run(_warm(url, token, args.concurrency))
-            results["worker"] = _quantiles(asyncio.run(_latencies(url, token, args.samples)))
+            samples, cpu = _per_call(
+                {"daphne": [daphne], "worker": workers},
+                calls,
+                lambda: asyncio.run(_latencies(url, token, args.samples)),
+            )
+            results["worker"] = {**_quantiles(samples), **cpu}
             results["worker_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
             results["throughput_1"] = asyncio.run(_throughput(url, token, args.calls))
         with _workers(env, Path(tmp), 2, args.pool, args.concurrency):
@@ -320,6 +363,11 @@ def main() -> None:
     print(
         f"| dispatch overhead (worker - inline) | | median {worker['median_ms'] - inline['median_ms']:.2f} ms, "
         f"p99 {worker['p99_ms'] - inline['p99_ms']:.2f} ms |"
+    )
+    print(
+        f"| CPU per call: daphne, worker, PostgreSQL + Redis | {inline['daphne_cpu_ms']:.2f} ms, -, "
+        f"{inline['services_cpu_ms']:.2f} ms | {worker['daphne_cpu_ms']:.2f} ms, {worker['worker_cpu_ms']:.2f} ms, "
+        f"{worker['services_cpu_ms']:.2f} ms |"
     )
     ip, wp = results["inline_progress"], results["worker_progress"]
     print(
