@@ -189,6 +189,8 @@ class _Inbox:
             channel = await self.layer.new_channel()
             self.channel = self.channel or channel  # two first joins at once keep one channel
         if self.pump is None or self.pump.done():
+            if self.pump is not None and not self.pump.cancelled() and self.pump.exception() is not None:
+                logger.error("the receive loop of worker events failed; restarting it", exc_info=self.pump.exception())
             self.pump = asyncio.ensure_future(self._receive(self.channel))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
