@@ -47,9 +47,11 @@ def _connection(transport: str) -> Connection:
     return Connection(_url(), transport=transport)
 
 
-def _publish(connection: Connection, queue: Queue, body: dict[str, Any]) -> None:
+def _publish(connection: Connection, queue: Queue, body: dict[str, Any], *, retry: bool = False) -> None:
     producer = Producer(connection.default_channel)
-    producer.publish(body, exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue], serializer="json")
+    producer.publish(
+        body, exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue], serializer="json", retry=retry
+    )
 
 
 def _take(connection: Connection, queue: Queue, count: int, *, ack: bool = True, channel: Any = None) -> list[Any]:
@@ -137,3 +139,29 @@ def test_the_kept_client_goes_with_its_pool(queue: Queue) -> None:
         assert second is not first and second.connection_pool is channel.pool
         _publish(connection, queue, {"n": 1})
         assert _take(connection, queue, 1) == [{"n": 1}]
+
+
+def test_a_kept_client_publishes_again_once_redis_is_back(tmp_path: Any) -> None:
+    """Redis restarted (a private redis-server: all its keys gone) under a channel that kept its client: once a
+    consumer has declared its queue again (as Celery's worker does when it reconnects), the next publish, retried
+    as Celery retries it, reconnects through the kept client's pool and is delivered."""
+    from tests.e2e.test_redis_outage import OwnRedis
+
+    server = OwnRedis(tmp_path)
+    server.start()
+    name = f"brokertest-{uuid.uuid4().hex[:8]}"
+    queue = Queue(name, Exchange(name, type="direct"), routing_key=name)
+    try:
+        with Connection(server.url, transport=FAST) as connection:
+            _publish(connection, queue, {"n": 1})
+            assert _take(connection, queue, 1) == [{"n": 1}]
+            kept = connection.default_channel._create_client()
+            server.stop()
+            server.start()
+            with Connection(server.url, transport=FAST) as consuming:
+                queue(consuming.default_channel).declare()
+                _publish(connection, queue, {"n": 2}, retry=True)
+                assert connection.default_channel._create_client() is kept
+                assert _take(consuming, queue, 1) == [{"n": 2}]
+    finally:
+        server.stop()
