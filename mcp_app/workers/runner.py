@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import weakref
@@ -191,7 +192,9 @@ class _Inbox:
         if self.pump is None or self.pump.done():
             if self.pump is not None and not self.pump.cancelled() and self.pump.exception() is not None:
                 logger.error("the receive loop of worker events failed; restarting it", exc_info=self.pump.exception())
-            self.pump = asyncio.ensure_future(self._receive(self.channel))
+            # A context of its own: it outlives the request that happens to start it (and its log context).
+            loop = asyncio.get_running_loop()
+            self.pump = loop.create_task(self._receive(self.channel), context=contextvars.Context())
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
         try:
