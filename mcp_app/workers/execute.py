@@ -2,12 +2,12 @@
 
 The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): listen for its
 cancellation (on the channel the dispatching process enrolled in the call's task group, so no round trip is
-needed, received from once the call has run ``RECEIVE_AFTER_SECONDS``; ``events.worker_cancel_channel``); take the record (``records.take``: one conditional UPDATE; when it does not move,
-``records.begin`` says why: terminal, superseded, a lost worker's redelivery); build the call's context from
-the message alone (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its
-catalog revision, the agent; the catalog from this process's cache at that revision) and ``info`` (era, log
-level, whether progress was asked for and whether server-to-client requests can be carried); run the tool with
-the inline ``Runner`` (validation, output checks and error results as inline); store the outcome
+needed, received from once the call has run ``RECEIVE_AFTER_SECONDS``; ``events.worker_cancel_channel``); take
+the record (``records.take``: one conditional UPDATE; when it does not move, ``records.begin`` says why:
+terminal, superseded, a lost worker's redelivery); build the call's context from the message alone
+(``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its catalog revision, the
+agent; the catalog from this process's cache at that revision) and ``info`` (era, log level, whether progress
+was asked for and whether server-to-client requests can be carried); run the tool with the inline ``Runner`` (validation, output checks and error results as inline); store the outcome
 (``records.store``); announce ``done``; give the quota slot back. Listening before taking means a cancellation
 recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
 (queued by an older version) still runs: the record is loaded with its relations instead.
@@ -253,7 +253,9 @@ class CancelListener:
         self.joined = asyncio.Event()
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
-        self.receiving = False  # whether the receive loop has started (the enrolled channel's waits a little)
+        self.receiving = (
+            False  # whether the receive loop has started (on an enrolled channel: RECEIVE_AFTER_SECONDS late)
+        )
         self._enrolled = channel
         self.task = asyncio.ensure_future(self._run())
 
