@@ -7,8 +7,9 @@ the record (``records.take``: one conditional UPDATE; when it does not move, ``r
 terminal, superseded, a lost worker's redelivery); build the call's context from the message alone
 (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its catalog revision, the
 agent; the catalog from this process's cache at that revision) and ``info`` (era, log level, whether progress
-was asked for and whether server-to-client requests can be carried); run the tool with the inline ``Runner`` (validation, output checks and error results as inline); store the outcome
-(``records.store``); announce ``done``; give the quota slot back. Listening before taking means a cancellation
+was asked for and whether server-to-client requests can be carried); run the tool with the inline ``Runner``
+(validation, output checks and error results as inline); store the outcome (``records.store``); announce
+``done``; give the quota slot back. Listening before taking means a cancellation
 recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
 (queued by an older version) still runs: the record is loaded with its relations instead.
 
@@ -253,9 +254,8 @@ class CancelListener:
         self.joined = asyncio.Event()
         self.layer = get_channel_layer() if layer is ... else layer
         self.channel: str | None = None
-        self.receiving = (
-            False  # whether the receive loop has started (on an enrolled channel: RECEIVE_AFTER_SECONDS late)
-        )
+        # Whether the receive loop has started (on an enrolled channel: RECEIVE_AFTER_SECONDS late).
+        self.receiving = False
         self._enrolled = channel
         self.task = asyncio.ensure_future(self._run())
 
