@@ -165,3 +165,12 @@ def test_a_kept_client_publishes_again_once_redis_is_back(tmp_path: Any) -> None
                 assert _take(consuming, queue, 1) == [{"n": 2}]
     finally:
         server.stop()
+
+
+def test_the_reference_deployment_dispatches_through_it() -> None:
+    _url()
+    from mcp_app.broker import Transport
+    from mcp_host.celery import app
+
+    with app.connection_for_write() as connection:
+        assert type(connection.transport) is Transport

@@ -421,3 +421,39 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         await runner.close_inbox()
         await sender.close_pools()
     assert pump.done() and asyncio.get_running_loop() not in runner._inboxes
+
+
+@pytest.mark.services
+async def test_the_receive_loop_of_worker_events_keeps_no_request_context(settings: Any, monkeypatch: Any) -> None:
+    """The inbox's receive loop outlives the request that starts it: it must not carry that request's context
+    (the log context of one tenant's request would label everything it logs afterwards)."""
+    import contextvars
+
+    from mcp_app.events import worker_group
+    from mcp_app.workers import runner
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    request = contextvars.ContextVar("request", default="none")
+    seen: list[str] = []
+    receive = runner._Inbox._receive
+
+    async def probed(inbox: Any, channel: str) -> None:
+        seen.append(request.get())
+        await receive(inbox, channel)
+
+    monkeypatch.setattr(runner._Inbox, "_receive", probed)
+    request.set("tenant-a request")
+    try:
+        _queue, leave = await runner._listen(worker_group(records.new_task_id()), local=False)
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        await leave()
+    finally:
+        await runner.close_inbox()
+    assert seen == ["none"]
