@@ -13,6 +13,18 @@ import pytest
 REQUIRE_SERVICES = os.environ.get("MCP_REQUIRE_SERVICES") == "1"
 
 
+def require_redis() -> str:
+    """The test Redis (``settings.REDIS_URL``): a test that needs it skips without it, and fails under
+    ``MCP_REQUIRE_SERVICES=1`` (CI)."""
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
+        pytest.skip("needs REDIS_URL")
+    return str(settings.REDIS_URL)
+
+
 @dataclass
 class Access:
     """Everything a test needs to call one server as one agent."""

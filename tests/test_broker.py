@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 import redis
-from django.conf import settings
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 
-from tests.conftest import REQUIRE_SERVICES
+from tests.conftest import require_redis
 
 pytestmark = pytest.mark.services
 
@@ -23,11 +22,7 @@ STOCK = "redis"
 
 
 def _url() -> str:
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
-    return str(settings.REDIS_URL)
+    return require_redis()
 
 
 @pytest.fixture

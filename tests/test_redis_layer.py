@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 from channels.exceptions import ChannelFull
-from django.conf import settings
 
-from tests.conftest import REQUIRE_SERVICES
+from tests.conftest import require_redis
 
 pytestmark = pytest.mark.services
 
@@ -21,13 +20,9 @@ WAIT = 5.0
 
 
 def _host() -> dict[str, Any]:
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
     from mcp_app.channel_layer import redis_connection_options
 
-    return {"address": settings.REDIS_URL, **redis_connection_options()}
+    return {"address": require_redis(), **redis_connection_options()}
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import ToolTask
 from mcp_app.workers import execute, records
+from tests.conftest import require_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -177,16 +178,11 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     joins nothing itself, a ``tasks/cancel`` sent to the group stops the tool mid-run, and the worker takes its
     channel out of the group when the call ends. A message without the channel (an older dispatcher) has the
     worker join the group on a channel of its own, with the same outcome."""
-    from django.conf import settings
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
     from mcp_app.workers import runner
-    from tests.conftest import REQUIRE_SERVICES
 
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
+    require_redis()
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     trace = tmp_path / "trace"
@@ -245,16 +241,11 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
     """A call that ends within ``RECEIVE_AFTER_SECONDS`` never receives on its enrolled cancellation channel (no
     receive, no stop message to itself: the round trips every short call paid), and still leaves the group; a
     cancellation sent before the worker receives waits in the channel and stops the tool once it does."""
-    from django.conf import settings
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
     from mcp_app.workers import runner
-    from tests.conftest import REQUIRE_SERVICES
 
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
+    require_redis()
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     trace = tmp_path / "trace"
@@ -299,12 +290,8 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     import redis
 
     from mcp_app.workers import runner
-    from tests.conftest import REQUIRE_SERVICES
 
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
+    require_redis()
     queue = f"argsrepr-test-{uuid.uuid4().hex[:8]}"
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUEUE": queue}
     access = access_factory(tools=("worker_job",))
@@ -330,7 +317,7 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
 
 
 @pytest.mark.services
-async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatch: Any, settings: Any) -> None:
+async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatch: Any) -> None:
     """A call refused at admission was never dispatched: its event group is left and the cancellation channel
     enrolled for it meanwhile is taken out of its task group again."""
     from channels.layers import get_channel_layer
@@ -339,12 +326,8 @@ async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatc
     from mcp_app.protocol.context import Principal
     from mcp_app.protocol.errors import QuotaExceeded
     from mcp_app.workers import runner
-    from tests.conftest import REQUIRE_SERVICES
 
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
+    require_redis()
 
     async def refuse(principal: Any, call_id: str) -> None:
         raise QuotaExceeded("tenant", 0)
@@ -364,9 +347,7 @@ async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatc
 
 
 @pytest.mark.services
-async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_waits_of_its_call(
-    settings: Any,
-) -> None:
+async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_waits_of_its_call() -> None:
     """An event loop awaits all its worker calls on one channel (``runner._Inbox``): each call's event group has
     that channel as its member while a wait of the call lasts, each event reaches only the waits of the call it
     names, an event naming no call reaches nobody, and the receive loop ends with ``close_inbox``."""
@@ -374,12 +355,8 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
 
     from mcp_app.events import WORKER_EVENT, worker_group
     from mcp_app.workers import runner
-    from tests.conftest import REQUIRE_SERVICES
 
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
+    require_redis()
     layer = get_channel_layer()
     sender = execute.own_layer()
     connection = layer.connection(0)
@@ -424,19 +401,15 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
 
 
 @pytest.mark.services
-async def test_the_receive_loop_of_worker_events_keeps_no_request_context(settings: Any, monkeypatch: Any) -> None:
+async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkeypatch: Any) -> None:
     """The inbox's receive loop outlives the request that starts it: it must not carry that request's context
     (the log context of one tenant's request would label everything it logs afterwards)."""
     import contextvars
 
     from mcp_app.events import worker_group
     from mcp_app.workers import runner
-    from tests.conftest import REQUIRE_SERVICES
 
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not set")
-        pytest.skip("needs REDIS_URL")
+    require_redis()
     request = contextvars.ContextVar("request", default="none")
     seen: list[str] = []
     receive = runner._Inbox._receive
