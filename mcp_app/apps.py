@@ -1,5 +1,5 @@
 """App configuration: connects catalog and cache-invalidation signals, registers system checks, autodiscovers
-``mcp_tools`` modules and adds the event store to what ``mcp_purge`` purges."""
+``mcp_tools`` modules, adds the event store to what ``mcp_purge`` purges and switches tracing on if configured."""
 
 from __future__ import annotations
 
@@ -25,3 +25,8 @@ class McpAppConfig(AppConfig):
         from .transport.eventstore import purge_event_store
 
         register_purger("SSE event streams", purge_event_store)
+
+        # OpenTelemetry when MCP_APP["TRACING"] is on (before the request handler is built: Django's views too).
+        from .observability import tracing
+
+        tracing.configure(at_startup=True)

@@ -149,6 +149,9 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_DISPATCH": "auto",
     # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
     "WORKER_QUEUE": "",
+    # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
+    # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
+    "TRACING": False,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -189,6 +192,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
+    "TRACING": (bool,),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),

@@ -233,6 +233,10 @@ if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):
     MCP_APP["SSE_RESUME_IDLE_SECONDS"] = float(os.environ["MCP_SSE_RESUME_IDLE_SECONDS"])
+# OpenTelemetry traces (docs/observability.md): MCP_TRACING=1, or on by default once an OTLP endpoint is set
+# (OTEL_SDK_DISABLED=true keeps them off); the SDK reads the other OTEL_* variables itself.
+_OTLP_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+MCP_APP["TRACING"] = _env_flag("MCP_TRACING", default=bool(_OTLP_ENDPOINT)) and not _env_flag("OTEL_SDK_DISABLED")
 
 # One handler, on the root logger: each record and each traceback is written once (see observability.logging).
 _LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")

@@ -8,7 +8,9 @@ Around the wrapped application (the MCP consumer) it:
   parsing);
 - echoes the request id as ``X-Request-ID`` on the response;
 - counts the response (``mcp_requests_total``), its duration, and open SSE responses (``mcp_sse_streams``);
-- writes one ``mcp_app.access`` line at the end: method, path (never the query string), status and duration.
+- writes one ``mcp_app.access`` line at the end: method, path (never the query string), status and duration;
+- when tracing is on (``observability.tracing``), runs the application inside the ASGI instrumentation: an HTTP
+  span continuing the request headers' ``traceparent``.
 
 Cost per request: a few attribute writes, two metric increments and one log record; no locks of its own, no I/O
 besides the log handler.
@@ -22,7 +24,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs
 
-from . import metrics
+from . import metrics, tracing
 from .logging import RequestInfo, end_request, new_request_id, start_request
 
 access_logger = logging.getLogger("mcp_app.access")
@@ -46,7 +48,8 @@ def _claimed_agent(scope: dict[str, Any]) -> str:
 
 
 def instrument(app: Any) -> Any:
-    """Wrap an HTTP ASGI application (the MCP consumer) with request context, metrics and an access line."""
+    """Wrap an HTTP ASGI application (the MCP consumer) with request context, metrics and an access line (and,
+    when tracing is on, the ASGI instrumentation's HTTP span)."""
 
     async def instrumented(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") != "http":
@@ -77,7 +80,8 @@ def instrument(app: Any) -> Any:
 
         token = start_request(info)
         try:
-            await app(scope, receive, send_with_id)
+            tracer = tracing.active()
+            await (app if tracer is None else tracer.asgi(app))(scope, receive, send_with_id)
         finally:
             if streaming:
                 metrics.stream_closed()

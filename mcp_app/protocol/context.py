@@ -448,6 +448,22 @@ class CallAudit(Protocol):
     ) -> None: ...
 
 
+class RequestTracer(Protocol):
+    """Traces each JSON-RPC request the dispatcher answers (``observability.tracing`` implements it); a context
+    without one (``None``) is not traced and pays nothing."""
+
+    async def trace(
+        self,
+        method: str,
+        request_id: str | int,
+        params: Any,
+        ctx: RequestContext,
+        answer: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """Return ``await answer()``, traced as ``method`` (``params._meta`` may carry the caller's trace)."""
+        ...
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything the handlers need for one HTTP request."""
@@ -471,6 +487,7 @@ class RequestContext:
     tasks: Tasks | None = None
     handshake_tasks: HandshakeTasks | None = None  # 2025-11-25 experimental tasks (handshake era only)
     audit: CallAudit | None = None
+    tracer: RequestTracer | None = None  # None: tracing is off
 
     def client_declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)

@@ -149,6 +149,13 @@ class Dispatcher:
         return None
 
     async def _answer(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
+        if ctx.tracer is not None:
+            return await ctx.tracer.trace(
+                request.method, request.id, request.params, ctx, lambda: self._respond(request, ctx)
+            )
+        return await self._respond(request, ctx)
+
+    async def _respond(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
         try:
             handler = self._requests.get(request.method, {}).get(ctx.era)
             if handler is None:

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from ..definitions.context import InputRequired, ToolContext, ToolError, ToolResult
 from ..definitions.prompts import fill_placeholders, render_static_prompt
 from ..definitions.static import StaticBehaviour
-from ..observability import metrics
+from ..observability import metrics, tracing
 from ..protocol.context import (
     InvalidToolArguments,
     PromptDescriptor,
@@ -121,7 +121,14 @@ class Runner:
     """Runs tool calls in the serving process (the embedded default)."""
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
-        """Run the call and record its duration and outcome (``mcp_tool_call_duration_seconds``)."""
+        """Run the call and record its duration and outcome (``mcp_tool_call_duration_seconds``), in an
+        ``execute_tool`` span when tracing is on (here, or on the worker that runs a worker call)."""
+        tracer = tracing.active()
+        if tracer is not None:
+            return await tracer.tool_call(tool, call, self._measured_call(tool, arguments, call))
+        return await self._measured_call(tool, arguments, call)
+
+    async def _measured_call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         started = time.perf_counter()
         outcome = "exception"
         try:

@@ -50,6 +50,7 @@ from jsonschema import Draft202012Validator
 from .. import __version__
 from ..conf import mcp_settings
 from ..netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
+from ..observability import tracing
 from ..protocol.context import ToolCall
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
@@ -199,7 +200,12 @@ async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, 
         "User-Agent": f"mcp-host/{__version__}",
     }
     try:
-        reply = await _exchange(target, headers, body)
+        tracer = tracing.active()
+        if tracer is None:
+            reply = await _exchange(target, headers, body)
+        else:
+            with tracer.webhook(target.method, target.url, headers):  # a span, and its traceparent header
+                reply = await _exchange(target, headers, body)
         result = map_reply(reply)
     except _Failure as failure:
         logger.info(

@@ -43,7 +43,7 @@ from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
 from ..observability import logging as request_log
-from ..observability import metrics
+from ..observability import metrics, tracing
 from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
 from ..protocol.errors import InvalidRequest, ProtocolError, ServiceUnavailable, error_response
@@ -420,7 +420,12 @@ class McpConsumer(AsyncConsumer):
         """The request's context once the protocol has routed it: its response writer, and for a handshake-era
         request its back-channel (cancellable from now on when it has an id)."""
         allow_stream = accepts(headers.get("accept"), "text/event-stream")
-        common = {"runner": services.get_runner(), "protocol_version": route.protocol_version, "headers": headers}
+        common = {
+            "runner": services.get_runner(),
+            "protocol_version": route.protocol_version,
+            "headers": headers,
+            "tracer": tracing.active(),  # None (untraced) unless MCP_APP["TRACING"] is on
+        }
         if route.era == versions.MODERN:
             self._writer = ResponseWriter(self.send, cors=self._cors, allow_stream=allow_stream)
             tasks = services.task_service(grant.server.pk, grant.token.agent_pk)

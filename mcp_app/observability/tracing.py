@@ -1,0 +1,58 @@
+"""The switch of OpenTelemetry tracing: ``MCP_APP["TRACING"]`` (off by default; needs the ``mcp-host[otel]`` extra).
+
+``active()`` is what every hook asks: the live ``otel.Tracing`` when tracing is on, else ``None``, read from a
+module global, so that with tracing off a request pays one function call per hook, creates no span object and
+never imports ``opentelemetry``. The hooks:
+
+- ``observability.asgi.instrument`` runs the MCP consumer inside the ASGI instrumentation (the HTTP span);
+- ``transport.consumer`` gives each request's context the tracer (``RequestContext.tracer``), through which the
+  protocol's dispatcher traces each JSON-RPC request (its parent from ``_meta``'s ``traceparent``);
+- ``runtime.execution.Runner.call_tool`` traces each tool run, in the serving process or on a Celery worker (the
+  Celery instrumentation carries the context in the task's headers);
+- ``runtime.webhooks`` traces each webhook request and sends it ``traceparent``.
+
+``configure()`` applies the setting: at start-up (``apps.McpAppConfig.ready``) and whenever ``MCP_APP``
+changes (tests). What tracing does, and how the SDK is configured, is ``observability.otel``'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ImproperlyConfigured
+
+from ..conf import mcp_settings, on_reload
+
+if TYPE_CHECKING:
+    from .otel import Tracing
+
+_active: Tracing | None = None
+
+
+def active() -> Tracing | None:
+    """The live tracing, or ``None`` when ``MCP_APP["TRACING"]`` is off."""
+    return _active
+
+
+def configure(*, at_startup: bool = False) -> None:
+    """Switch tracing on or off as ``MCP_APP["TRACING"]`` says. ``at_startup``: before Django builds its request
+    handler, when its views can still be instrumented too. Raises ``ImproperlyConfigured`` when tracing is on
+    and OpenTelemetry is not installed."""
+    global _active
+    if mcp_settings.TRACING:
+        if _active is None:
+            from . import otel
+
+            _active = otel.start(django_views=at_startup)
+    elif _active is not None:
+        _active.stop()
+        _active = None
+
+
+@on_reload
+def _reconfigure() -> None:
+    try:
+        mcp_settings.TRACING  # noqa: B018  (validates the settings)
+    except ImproperlyConfigured:
+        return  # reported wherever the settings are read, and by the system check
+    configure()
