@@ -36,6 +36,7 @@ Nothing records arguments, results, headers or tokens.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
@@ -45,6 +46,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .. import __version__
+from ..protocol.context import InvalidToolArguments, RequestContext, ToolCall, ToolDescriptor
+from ..protocol.errors import ProtocolError
 
 try:
     from opentelemetry import context as otel_context
@@ -127,9 +130,9 @@ class Tracing:
         method: str,
         request_id: str | int,
         params: Any,
-        ctx: Any,
-        answer: Callable[[], Awaitable[Any]],
-    ) -> Any:
+        ctx: RequestContext,
+        answer: Callable[[], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
         params = params if isinstance(params, dict) else {}
         attributes: dict[str, Any] = {
             MCP_METHOD_NAME: method,
@@ -171,7 +174,7 @@ class Tracing:
 
     # Tool runs --------------------------------------------------------------------------------------------
 
-    async def tool_call(self, tool: Any, call: Any, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    async def tool_call(self, tool: ToolDescriptor, call: ToolCall, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         """Await ``run`` (the tool's run) inside an ``execute_tool`` span, current while it runs."""
         ctx = call.request
         attributes = {
@@ -213,7 +216,7 @@ class Tracing:
                 raise
 
 
-def _where(ctx: Any) -> dict[str, str]:
+def _where(ctx: RequestContext) -> dict[str, str]:
     where = {SERVER: ctx.server.server_id}
     if ctx.principal is not None:
         where[TENANT] = ctx.principal.tenant
@@ -247,11 +250,6 @@ def meta_context(meta: Any) -> otel_context.Context | None:
 
 
 def _outcome_of(error: BaseException) -> str:
-    import asyncio
-
-    from ..protocol.context import InvalidToolArguments
-    from ..protocol.errors import ProtocolError
-
     if isinstance(error, asyncio.CancelledError):
         return "cancelled"
     if isinstance(error, InvalidToolArguments):
@@ -321,6 +319,16 @@ def _otlp_exporter() -> Any:
     return OTLPSpanExporter()
 
 
+def _flush_before_pool_processes_exit(provider: Any) -> None:
+    """A Celery pool process ends without running ``atexit`` hooks: export its last spans before it goes."""
+    from celery.signals import worker_process_shutdown
+
+    def flush(**_kwargs: Any) -> None:
+        provider.force_flush()
+
+    worker_process_shutdown.connect(flush, weak=False, dispatch_uid="mcp_app.observability.otel.flush")
+
+
 def start(*, django_views: bool) -> Tracing:
     """Tracing for this process (see the module docstring); ``django_views``: also instrument Django's request
     handling, which only takes effect before the first handler is built (at start-up)."""
@@ -337,6 +345,7 @@ def start(*, django_views: bool) -> Tracing:
         if not celery_instrumentor.is_instrumented_by_opentelemetry:
             celery_instrumentor.instrument(tracer_provider=provider)
             instrumentors.append(celery_instrumentor)
+        _flush_before_pool_processes_exit(provider)
     if django_views:
         from opentelemetry.instrumentation.django import DjangoInstrumentor
 

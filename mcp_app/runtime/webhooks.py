@@ -3,6 +3,7 @@
 Request: ``METHOD url`` (POST unless configured) with the tool's headers and secret headers and the JSON body
 ``{"arguments": {...}, "agent": "<agent id>", "call_id": "<unique id>", "tool": "<exposed name>",
 "server": "<server id>"}``, sent with httpx. ``call_id`` is unique per call (receivers may use it to de-duplicate).
+With tracing on (``observability.tracing``) the request is a CLIENT span and carries its ``traceparent``.
 
 Reply mapping (2xx):
 

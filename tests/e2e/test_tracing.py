@@ -101,7 +101,8 @@ async def test_the_worker_continues_the_trace_named_in_meta(
 async def test_an_in_process_worker_call_continues_the_trace_named_in_meta(
     traced_access: Access, otlp_collector: Collector, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The embedded default (no broker): the worker call runs in daphne, under the request's span."""
+    """The embedded default (no broker): the worker call runs in daphne, under the request's span. Django's own
+    views are traced too."""
     access = traced_access
     environment = {"REDIS_URL": "", "MCP_INVALIDATION": "database", **otlp_collector.environment("mcp-host")}
     with running_daphne(tmp_path_factory, extra_env=environment) as server:
@@ -119,6 +120,11 @@ async def test_an_in_process_worker_call_continues_the_trace_named_in_meta(
             lambda span: span.name == "execute_tool worker_heap", "the tool span", timeout=WAIT
         )
         otlp_collector.wait_for(lambda span: span.name == "tools/call worker_heap", "the request span", timeout=WAIT)
+        # Django's own views (the admin, the API) are traced by the Django instrumentation.
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            assert (await http.get(f"{server.url}/admin/login/")).status_code == 200
+        admin = otlp_collector.wait_for(lambda span: "admin/login" in span.name, "the admin's span", timeout=WAIT)
+        assert admin.name.startswith("GET") and admin.kind == 2  # SPAN_KIND_SERVER
     assert tool.trace_id == TRACE_ID
     assert tool.attributes["mcp_host.tool.execution"] == "worker"
     chain = ancestry(otlp_collector, tool)
