@@ -10,8 +10,9 @@ NPM_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mcp-host/npm
 NODE_DIR := tests/e2e/node
 export MCP_NPM_HOME := $(NPM_HOME)
 
-.PHONY: install npm-tools lock run worker beat test test-embedded lint format migrations clean bench
+.PHONY: install install-dev npm-tools lock run worker beat test test-embedded lint format migrations clean bench
 
+## The runtime only (requirements.txt): what `make run`, `make worker` and a deployment need.
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mcp-host needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +20,13 @@ $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet -r requirements.txt -c requirements.lock
 	@touch $@
 
+## Plus the tests, lint, type checking and benchmarks (requirements-dev.txt): what `make test` and CI need.
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -c requirements.lock
+	@touch $@
+
 install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
 ## The conformance suite, the TypeScript SDK and Node 22 that the end-to-end tests run, pinned by
 ## $(NODE_DIR)/package-lock.json: `npm ci` into $(NPM_HOME), skipped while the installed lock is the same.
@@ -34,12 +41,14 @@ npm-tools:
 	  (cd $(NPM_HOME) && npm ci --no-audit --no-fund --loglevel=error) && touch $(NPM_HOME)/.installed; \
 	fi
 
-## Re-pin requirements.lock from requirements.txt (newest versions within its ranges).
+## Re-pin requirements.lock from requirements-dev.txt, which includes requirements.txt (newest versions within their
+## ranges): one lock constrains both installs, so the runtime has the same versions with and without the tools.
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/pip install --quiet --upgrade pip && .lock-venv/bin/pip install --quiet -r requirements.txt
-	{ echo "# Exact pins for the reference deployment and CI (pip install -r requirements.txt -c requirements.lock)."; \
-	  echo "# Regenerate with: make lock"; .lock-venv/bin/pip freeze --exclude-editable; } > requirements.lock
+	.lock-venv/bin/pip install --quiet --upgrade pip && .lock-venv/bin/pip install --quiet -r requirements-dev.txt
+	{ echo "# Exact pins for the reference deployment and CI (pip install -r requirements.txt -c requirements.lock;"; \
+	  echo "# development: -r requirements-dev.txt). Regenerate with: make lock"; \
+	  .lock-venv/bin/pip freeze --all --exclude-editable | grep -v '^pip=='; } > requirements.lock
 	rm -rf .lock-venv
 
 ## Set up, migrate, create the demo tenant and serve with daphne on $(HOST):$(PORT).
@@ -62,23 +71,23 @@ beat: install
 
 ## The whole suite against the configured services (DATABASE_URL / REDIS_URL), then, when services are
 ## configured, the transport and end-to-end tests once more on the embedded defaults (SQLite, in-memory layer).
-test: install npm-tools
+test: install-dev npm-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then $(MAKE) --no-print-directory test-embedded; fi
 
-test-embedded: install
+test-embedded: install-dev
 	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest tests/transport tests/e2e $(PYTEST_ARGS)
 
 ## Ruff, formatting, migrations in sync, the import layers (import-linter contracts in pyproject.toml) and the
 ## type checker (mypy with the Django and DRF plugins; strict on protocol/ and catalog/).
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-format: install
+format: install-dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
@@ -92,5 +101,5 @@ clean:
 ## (daphne and uvicorn), each on one core. SQLite always; PostgreSQL + Redis too when DATABASE_URL and REDIS_URL
 ## are set. Prints markdown tables; BENCH_ARGS goes to bench/run.py, e.g. "--rounds 3 --markdown-out bench.md"
 ## or "--quick" (a 2-minute smoke run).
-bench: install
+bench: install-dev
 	$(PY) -m bench.run $(BENCH_ARGS)

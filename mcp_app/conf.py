@@ -49,6 +49,13 @@ DEFAULTS: dict[str, Any] = {
     "SSE_KEEPALIVE_SECONDS": 25.0,
     # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
     "TOKEN_LAST_USED_INTERVAL_SECONDS": 60,
+    # REST API throttling (DRF's throttles, mcp_app.api.throttling): requests per personal API key and per user
+    # (all of a user's keys and browser session together), as "N/second|minute|hour|day"; None: no limit. The
+    # counts live in this Django cache (Redis in production, so every process shares them); over a rate the
+    # API answers 429 "throttled" with Retry-After.
+    "API_RATE_PER_KEY": "300/minute",
+    "API_RATE_PER_USER": "600/minute",
+    "API_THROTTLE_CACHE": "default",
     # Origins accepted on every server in addition to each server's own allowed origins (also for CORS).
     "ALLOWED_ORIGINS": [],
     # How long browsers may cache a CORS preflight answer (Access-Control-Max-Age), in seconds.
@@ -167,6 +174,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_CLIENT_INFO_BYTES": (int,),
     "SSE_KEEPALIVE_SECONDS": (int, float),
     "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
+    "API_RATE_PER_KEY": (str, type(None)),
+    "API_RATE_PER_USER": (str, type(None)),
+    "API_THROTTLE_CACHE": (str,),
     "ALLOWED_ORIGINS": (list, tuple),
     "CORS_MAX_AGE_SECONDS": (int,),
     "TOOLS_MODULE": (str,),
@@ -216,6 +226,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WRITE_BEHIND_INTERVAL_SECONDS": (int, float),
     "WRITE_BEHIND_MAX_PENDING": (int,),
 }
+
+
+# DRF's rate format: a count, "/", and a period of which DRF reads the first letter.
+_RATE = re.compile(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)")
 
 
 class McpSettings:
@@ -289,6 +303,11 @@ class McpSettings:
         if values["SSE_KEEPALIVE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['SSE_KEEPALIVE_SECONDS'] must be positive.")
         _check_http_tool_settings(values)
+        for key in ("API_RATE_PER_KEY", "API_RATE_PER_USER"):
+            if values[key] is not None and not _RATE.fullmatch(values[key]):
+                raise ImproperlyConfigured(
+                    f"MCP_APP[{key!r}] must be like '300/minute' (second, minute, hour, day) or None."
+                )
         if not 0 < values["AUDIT_FLUSH_INTERVAL_SECONDS"] <= 1:
             raise ImproperlyConfigured(
                 "MCP_APP['AUDIT_FLUSH_INTERVAL_SECONDS'] must be in (0, 1]: it bounds what a crash loses."

@@ -1,7 +1,8 @@
-"""Operator verbs behind the management commands: bootstrap a tenant, issue, find and revoke tokens.
+"""Operator verbs behind the management commands: bootstrap a tenant, issue, find and revoke tokens, manage
+memberships and personal API keys.
 
-The commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``, ``mcp_catalog``) only parse
-arguments and print; what they do lives here so that projects can call it from their own code, and so that the
+The commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``, ``mcp_catalog``, ``mcp_member``,
+``mcp_api_key``) only parse arguments and print; what they do lives here so that projects can call it from their own code, and so that the
 rules (idempotence, raw tokens shown once, tenant scoping of every lookup) are stated once.
 
 Every lookup is scoped by tenant slug: an agent id or server id is only meaningful within its tenant.
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from .definitions.registry import registry
-from .models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
+from .models import Agent, AgentToken, ApiKey, McpServer, ServerTool, Tenant, TenantMembership, Tool
 
 
 class OperationError(Exception):
@@ -140,3 +143,104 @@ def tokens_to_revoke(
     if name is not None:
         tokens = tokens.filter(name=name)
     return tokens
+
+
+def find_tenant(tenant_slug: str) -> Tenant:
+    tenant = Tenant.objects.filter(slug=tenant_slug).first()
+    if tenant is None:
+        raise OperationError(f"no tenant {tenant_slug!r}")
+    return tenant
+
+
+def find_user(username: str, *, active: bool = True) -> Any:
+    """The user with this username (the user model's ``USERNAME_FIELD``); active ones only unless told."""
+    users = get_user_model()._default_manager.filter(**{get_user_model().USERNAME_FIELD: username})
+    user = users.filter(is_active=True).first() if active else users.first()
+    if user is None:
+        raise OperationError(f"no {'active ' if active else ''}user {username!r}")
+    return user
+
+
+def _owner_stays(membership: TenantMembership, *, removing: bool) -> None:
+    if membership.role == TenantMembership.Role.OWNER and not TenantMembership.objects.owners_left(
+        membership.tenant_id, without=[membership.pk]
+    ):
+        verb = "remove" if removing else "demote"
+        raise OperationError(
+            f"cannot {verb} the last owner of {membership.tenant.slug!r}: make someone else owner first"
+        )
+
+
+@transaction.atomic
+def add_member(
+    tenant_slug: str, username: str, role: str = TenantMembership.Role.VIEWER
+) -> tuple[TenantMembership, bool]:
+    """Give the user ``role`` in the tenant: a new membership, or the existing one's role changed. Returns it and
+    whether it was created. A tenant's last owner is not demoted."""
+    if role not in TenantMembership.Role.values:
+        raise OperationError(f"no role {role!r}; roles: {', '.join(TenantMembership.Role.values)}")
+    tenant = find_tenant(tenant_slug)
+    user = find_user(username)
+    membership = TenantMembership.objects.select_for_update().filter(tenant=tenant, user=user).first()
+    if membership is None:
+        return TenantMembership.objects.create(tenant=tenant, user=user, role=role), True
+    if membership.role != role:
+        if role != TenantMembership.Role.OWNER:
+            _owner_stays(membership, removing=False)
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership, False
+
+
+@transaction.atomic
+def remove_member(tenant_slug: str, username: str) -> None:
+    """End the user's membership of the tenant; a tenant's last owner stays."""
+    membership = (
+        TenantMembership.objects.select_for_update()
+        .select_related("tenant")
+        .filter(tenant__slug=tenant_slug, user=find_user(username, active=False))
+        .first()
+    )
+    if membership is None:
+        raise OperationError(f"{username!r} is not a member of {tenant_slug!r}")
+    _owner_stays(membership, removing=True)
+    membership.delete()
+
+
+def memberships(*, tenant_slug: str | None = None, username: str | None = None) -> QuerySet[TenantMembership]:
+    """A tenant's memberships, a user's, or one user's in one tenant (at least one criterion)."""
+    if tenant_slug is None and username is None:
+        raise OperationError("name a tenant or a user")
+    found = TenantMembership.objects.select_related("tenant", "user").order_by("tenant__slug", "role", "user_id")
+    if tenant_slug is not None:
+        found = found.filter(tenant=find_tenant(tenant_slug))
+    if username is not None:
+        found = found.filter(user=find_user(username, active=False))
+    return found
+
+
+def issue_api_key(username: str, *, name: str = "", expires_at: datetime | None = None) -> tuple[ApiKey, str]:
+    """A new personal API key of the (active) user; the raw key is returned once."""
+    user = find_user(username)
+    if expires_at is not None and expires_at <= timezone.now():
+        raise OperationError("the expiry is in the past")
+    return ApiKey.objects.issue_key(user, name=name, expires_at=expires_at)
+
+
+def api_keys_to_revoke(username: str, *, prefix: str | None = None, name: str | None = None) -> QuerySet[ApiKey]:
+    """The user's unrevoked API keys matching every given criterion (no criterion: all of them)."""
+    keys = ApiKey.objects.filter(user=find_user(username, active=False), revoked_at__isnull=True)
+    if prefix is not None:
+        keys = keys.filter(prefix=prefix.removeprefix("mcpk_").rstrip("_…").lower())
+    if name is not None:
+        keys = keys.filter(name=name)
+    return keys
+
+
+def revoke_api_keys(keys: QuerySet[ApiKey]) -> int:
+    """Revoke every unrevoked key of ``keys`` (``ApiKey.revoke``); returns how many were revoked."""
+    revoked = 0
+    for key in keys.filter(revoked_at__isnull=True):
+        key.revoke()
+        revoked += 1
+    return revoked

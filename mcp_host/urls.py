@@ -9,4 +9,5 @@ urlpatterns = [
     path("", index, name="index"),
     path("admin/", admin.site.urls),
     path("api/", include("mcp_app.api.urls")),  # /api/v1/…, /api/schema/, /api/docs/ (docs/api.md)
+    path("api/auth/", include("rest_framework.urls")),  # sign in/out links of the browsable API
 ]

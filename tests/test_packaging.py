@@ -1,7 +1,9 @@
-"""``pip install .`` installs the reusable app only, complete with migrations and typing marker."""
+"""``pip install .`` installs the reusable app only, complete with migrations, typing marker and licence, built
+without a deprecation warning from the build backend."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -20,25 +22,28 @@ def test_wheel_contains_mcp_app_only(tmp_path):
         source,
         ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "node_modules", "__pycache__"),
     )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--quiet",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        check=True,
-        cwd=tmp_path,
+    build = subprocess.run(
+        # -v: pip shows the build backend's output, where setuptools prints its deprecation warnings.
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v", "-w", str(tmp_path), "."],
+        cwd=source,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
+    assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
+    output = build.stdout + build.stderr
+    assert not re.search(r"DeprecationWarning|BuildBackendWarning|is deprecated", output), output[-4000:]
     (wheel,) = tmp_path.glob("mcp_host-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    # The licence: an SPDX expression (PEP 639) and the LICENSE file in the wheel.
+    (metadata_name,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+    metadata = archive.read(metadata_name).decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()
+    (license_name,) = [name for name in names if name.endswith(".dist-info/licenses/LICENSE")]
+    assert archive.read(license_name) == (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License" in archive.read(license_name)
     top_level = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
     assert top_level == {"mcp_app"}
     for required in (

@@ -46,6 +46,12 @@ class MembershipForm(forms.ModelForm):
         model = TenantMembership
         fields = ("tenant", "user", "role")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "user" in self.fields and self.instance.user_id is not None:
+            # A ModelForm's initial is the foreign key's pk; the box shows (and gets back) the username.
+            self.initial["user"] = self.instance.user.get_username()
+
 
 class MembershipFormSet(forms.BaseInlineFormSet):
     """The tenant's memberships as edited together: a tenant that had an owner keeps one."""
@@ -71,6 +77,9 @@ class TenantMembershipInline(TenantScopedInline, admin.TabularInline):
     fields = ("user", "role", "created_at")
     readonly_fields = ("created_at",)
     extra = 0
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("user")  # each row shows its username
 
 
 @admin.register(Tenant)

@@ -13,6 +13,7 @@ nothing leaks a traceback or an object of another tenant.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -107,8 +108,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     headers: dict[str, str] = {}
     if getattr(exc, "auth_header", None):
         headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+    if getattr(exc, "wait", None) is not None:
+        headers["Retry-After"] = str(math.ceil(exc.wait))  # type: ignore[attr-defined]  # whole seconds, never early
 
     code = _code_of(exc)
     if isinstance(exc, exceptions.ValidationError):

@@ -1,5 +1,6 @@
 """URLs of the API. A project mounts them with ``path("api/", include("mcp_app.api.urls"))``, which gives:
 
+- ``/api/v1/``     the API root (links to every resource list);
 - ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
   ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``);
 - ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
@@ -17,7 +18,7 @@ app_name = "mcp_api"
 
 
 class Router(DefaultRouter):
-    include_root_view = False
+    APIRootView = views.ApiRootView  # the API's own authentication, renderers and throttles, not the project's
 
 
 router = Router()

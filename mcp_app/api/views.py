@@ -2,7 +2,9 @@
 
 Every queryset is scoped to the requesting user's tenants (``permissions.scope``) before any lookup, so another
 tenant's object is a 404. Writes need a writing role in the object's tenant (``TenantRolePermission``).
-Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
+``/api/v1/`` itself is the API root, listing the resources. Every view answers JSON, and DRF's browsable HTML
+pages to a browser (``Accept: text/html``); every view is throttled per API key and per user
+(``mcp_app.api.throttling``). Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
 sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``). Tool calls are read-only.
 """
 
@@ -13,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from django.db import models, transaction
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_view
-from rest_framework import generics, mixins, pagination, permissions, status, viewsets
+from rest_framework import generics, mixins, pagination, permissions, routers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.filters import OrderingFilter
 from rest_framework.parsers import JSONParser
-from rest_framework.renderers import JSONRenderer
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -44,6 +46,7 @@ from .authentication import ApiKeyAuthentication, SessionAuthentication
 from .exceptions import exception_handler
 from .permissions import TenantRolePermission, scope
 from .schema import ApiAutoSchema, document
+from .throttling import ApiKeyRateThrottle, UserRateThrottle
 
 # Primary keys in URLs: digits only, and few enough to fit a 64-bit integer on every database.
 PK_PATTERN = "[0-9]{1,18}"
@@ -71,7 +74,9 @@ class ApiViewMixin(_ViewBase):
     authentication_classes = (ApiKeyAuthentication, SessionAuthentication)
     permission_classes: tuple[type[permissions.BasePermission], ...] = (TenantRolePermission,)
     parser_classes = (JSONParser,)
-    renderer_classes = (JSONRenderer,)
+    # JSON for programs (the first, so `Accept: */*` gets it); HTML pages for a browser (`Accept: text/html`).
+    renderer_classes = (JSONRenderer, BrowsableAPIRenderer)
+    throttle_classes = (ApiKeyRateThrottle, UserRateThrottle)
     pagination_class = ApiPagination
     filter_backends = (DjangoFilterBackend, OrderingFilter)
     schema = ApiAutoSchema()
@@ -321,3 +326,11 @@ class ApiKeyViewSet(
         key = self.get_object()
         key.revoke()
         return Response(self.get_serializer(key).data)
+
+
+class ApiRootView(ApiViewMixin, routers.APIRootView):
+    """``GET /api/v1/``: a link to every resource list, for any signed-in user (what each list holds is scoped).
+    Not an operation of the OpenAPI schema (``schema = None``): it is navigation, not a resource."""
+
+    permission_classes = (permissions.IsAuthenticated,)
+    schema = None  # type: ignore[assignment]

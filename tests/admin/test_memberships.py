@@ -3,6 +3,9 @@ tenant page's inline and the bulk action alike)."""
 
 from __future__ import annotations
 
+import re
+from html.parser import HTMLParser
+
 from django.urls import reverse
 
 from mcp_app.models import TenantMembership
@@ -73,3 +76,81 @@ def test_the_tenant_page_keeps_an_owner_and_adds_members_by_username(globex, log
     assert "keeps at least one owner" in page
     assert "No active user with this username." in page
     assert TenantMembership.objects.filter(tenant=globex.tenant, role="owner").count() == 1
+
+
+class _FormFields(HTMLParser):
+    """The name/value pairs a browser would submit from a page's forms (no JavaScript): inputs (checked boxes
+    only), selected options and textareas; the inlines' ``__prefix__`` templates left out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: dict[str, str] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attr = {key: value or "" for key, value in attrs}
+        name = attr.get("name", "")
+        if tag == "input" and name and "__prefix__" not in name:
+            kind = attr.get("type", "text")
+            if kind in ("submit", "button", "image", "file", "reset"):
+                return
+            if kind in ("checkbox", "radio") and "checked" not in attr:
+                return
+            self.fields[name] = attr.get("value", "on" if kind == "checkbox" else "")
+        elif tag == "select" and "__prefix__" not in name:
+            self._select = name or None
+        elif tag == "option" and self._select and "selected" in attr:
+            self.fields[self._select] = attr.get("value", "")
+        elif tag == "textarea" and name and "__prefix__" not in name:
+            self._textarea = name
+            self.fields[name] = ""
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea:
+            self.fields[self._textarea] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+
+def submitted(page: str) -> dict[str, str]:
+    parser = _FormFields()
+    parser.feed(page)
+    fields = parser.fields
+    fields.pop("csrfmiddlewaretoken", None)
+    return {name: value.removeprefix("\n") if name.endswith("-body") else value for name, value in fields.items()}
+
+
+def test_the_tenant_page_saves_again_as_shown_after_a_member_is_added(globex, login, member_factory):
+    """The bug: the inline rendered a membership's user as its primary key, so the page's next save failed
+    with "No active user with this username." The page is submitted as rendered, twice after the addition."""
+    member_factory(username="newcomer")
+    client = login(globex.users["owner"])
+    change = url("tenant", "change", globex.tenant.pk)
+    data = submitted(client.get(change).content.decode())
+    rows = int(data["memberships-TOTAL_FORMS"])
+    assert rows == 3
+    data |= {
+        "memberships-TOTAL_FORMS": str(rows + 1),
+        f"memberships-{rows}-tenant": str(globex.tenant.pk),
+        f"memberships-{rows}-user": "newcomer",
+        f"memberships-{rows}-role": "viewer",
+    }
+    response = client.post(change, data)
+    assert response.status_code == 302, re.findall(
+        r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.content.decode(), re.S
+    )
+    assert TenantMembership.objects.filter(tenant=globex.tenant, user__username="newcomer", role="viewer").exists()
+    for _ in range(2):
+        data = submitted(client.get(change).content.decode())
+        shown = {value for name, value in data.items() if re.fullmatch(r"memberships-\d+-user", name)}
+        assert shown == {"globex-owner", "globex-admin", "globex-viewer", "newcomer"}
+        response = client.post(change, data)
+        assert response.status_code == 302, re.findall(
+            r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.content.decode(), re.S
+        )
+    assert TenantMembership.objects.filter(tenant=globex.tenant).count() == 4

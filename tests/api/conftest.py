@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,17 @@ class TenantWorld:
 def _fast_password_hashing(settings: Any) -> None:
     """Users are made by the dozen here; the production hasher's cost is not what these tests measure."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def throttle_cache(settings: Any) -> str:
+    """The API's throttles count in a cache of their own per test: the project's default cache (Redis when
+    ``REDIS_URL`` is set) under a fresh key prefix, so no test inherits another's request history (primary keys
+    repeat across test databases and runs). The default rates stay in force."""
+    alias = "api-throttle-test"
+    settings.CACHES = {**settings.CACHES, alias: {**settings.CACHES["default"], "KEY_PREFIX": uuid.uuid4().hex}}
+    settings.MCP_APP = {**settings.MCP_APP, "API_THROTTLE_CACHE": alias}
+    return alias
 
 
 @pytest.fixture

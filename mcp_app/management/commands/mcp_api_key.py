@@ -1,0 +1,75 @@
+"""``manage.py mcp_api_key issue|revoke|list``: a user's personal API keys (``mcpk_…``) for the REST API.
+
+``issue --user U [--name N] [--expires-in-days D] [--json]`` prints the raw key once (only its digest is
+stored); ``revoke --user U [--prefix P] [--name N] [--all]`` revokes the matching key (several only with
+``--all``); ``list --user U`` shows prefixes, names and dates, never a key. A key acts as its user, with the
+user's tenant roles.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from mcp_app.models import ApiKey
+from mcp_app.operations import OperationError, api_keys_to_revoke, find_user, issue_api_key, revoke_api_keys
+
+
+def _when(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+class Command(BaseCommand):
+    help = "Issue (printed once), revoke or list a user's personal API keys."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="issue|revoke|list")
+        issue = actions.add_parser("issue", help="A new key; the raw value is printed once.")
+        issue.add_argument("--user", required=True, help="Username.")
+        issue.add_argument("--name", default="", help="What the key is for.")
+        issue.add_argument("--expires-in-days", type=float, help="Lifetime in days (default: no expiry).")
+        issue.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
+        revoke = actions.add_parser("revoke", help="Revoke the user's key matching a prefix and/or name.")
+        revoke.add_argument("--user", required=True, help="Username.")
+        revoke.add_argument("--prefix", help="The 8 hex characters after mcpk_ (or the whole mcpk_<prefix>_ part).")
+        revoke.add_argument("--name", help="Key name.")
+        revoke.add_argument("--all", action="store_true", help="Revoke every match, even more than one.")
+        listing = actions.add_parser("list", help="The user's keys (never their values).")
+        listing.add_argument("--user", required=True, help="Username.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            getattr(self, f"handle_{options['action']}")(options)
+        except OperationError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def handle_issue(self, options: dict[str, Any]) -> None:
+        days = options["expires_in_days"]
+        expires_at = timezone.now() + timedelta(days=days) if days is not None else None
+        key, raw = issue_api_key(options["user"], name=options["name"], expires_at=expires_at)
+        if options["json"]:
+            self.stdout.write(json.dumps({"key": raw, "prefix": key.prefix, "expires_at": _when(key.expires_at)}))
+            return
+        self.stdout.write(raw)
+        self.stderr.write(f"Issued mcpk_{key.prefix}_… (shown only this once; revoke with mcp_api_key revoke).")
+
+    def handle_revoke(self, options: dict[str, Any]) -> None:
+        keys = api_keys_to_revoke(options["user"], prefix=options["prefix"], name=options["name"])
+        matches = keys.count()
+        if matches == 0:
+            raise CommandError("no unrevoked key matches")
+        if matches > 1 and not options["all"]:
+            raise CommandError(f"{matches} keys match; add --all to revoke them all, or narrow with --prefix/--name")
+        self.stdout.write(f"Revoked {revoke_api_keys(keys)} key(s).")
+
+    def handle_list(self, options: dict[str, Any]) -> None:
+        for key in ApiKey.objects.filter(user=find_user(options["user"], active=False)):
+            state = "revoked" if key.revoked_at else "expired" if not key.is_usable else "usable"
+            self.stdout.write(
+                f"mcpk_{key.prefix}_…\t{key.name or '-'}\t{state}\tcreated {_when(key.created_at)}"
+                f"\tlast used {_when(key.last_used_at) or 'never'}"
+            )
