@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_crash_recovery import TASKS, _task_call, launch  # noqa: F401 (the fixture)
+from tests.e2e import test_crash_recovery as crash
+from tests.e2e.test_crash_recovery import TASKS, _task_call
 from tests.e2e.test_two_processes import endpoint, headers
 from tests.transport.test_modern import modern_body, routing_headers
 
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.e2e
 BOUND_SECONDS = 15.0
 
 Launch = Callable[[], tuple[subprocess.Popen[bytes], str]]
+launch = crash.launch  # the fixture: daphne processes on the test database, stopped at the end
 
 
 def _state(pid: int) -> str:
