@@ -159,6 +159,18 @@ DEFAULTS: dict[str, Any] = {
     # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
     # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
     "TRACING": False,
+    # Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
+    # (seconds) in HEARTBEAT (LocalHeartbeats: one process; RedisHeartbeats {"url": ...}: shared), and counts as
+    # dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are re-queued or failed, its tasks failed). The
+    # sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in serving processes. A worker call no
+    # worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER: /readyz answers 503 while
+    # no worker consumes the queue (default: reported, still 200, since inline tools are served).
+    "HEARTBEAT": {"BACKEND": "mcp_app.heartbeat.LocalHeartbeats", "OPTIONS": {}},
+    "HEARTBEAT_INTERVAL_SECONDS": 1.0,
+    "HEARTBEAT_TIMEOUT_SECONDS": 5.0,
+    "LIVENESS_SWEEP_SECONDS": 2.0,
+    "WORKER_QUEUE_TIMEOUT_SECONDS": 30.0,
+    "READYZ_REQUIRES_WORKER": False,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -219,6 +231,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "AUDIT_MAX_ITEMS": (int,),
     "METRICS_TOKEN": (str,),
     "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
+    "HEARTBEAT": (dict,),
+    "HEARTBEAT_INTERVAL_SECONDS": (int, float),
+    "HEARTBEAT_TIMEOUT_SECONDS": (int, float),
+    "LIVENESS_SWEEP_SECONDS": (int, float),
+    "WORKER_QUEUE_TIMEOUT_SECONDS": (int, float),
+    "READYZ_REQUIRES_WORKER": (bool,),
     "INVALIDATION": (dict,),
     "INVALIDATION_STALENESS_SECONDS": (int, float),
     "IDENTITY_CACHE_SIZE": (int,),
@@ -284,6 +302,18 @@ class McpSettings:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["HEALTH_CHECK_TIMEOUT_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['HEALTH_CHECK_TIMEOUT_SECONDS'] must be positive.")
+        if "BACKEND" not in values["HEARTBEAT"]:
+            raise ImproperlyConfigured("MCP_APP['HEARTBEAT'] needs a BACKEND dotted path.")
+        for key in (
+            "HEARTBEAT_INTERVAL_SECONDS",
+            "HEARTBEAT_TIMEOUT_SECONDS",
+            "LIVENESS_SWEEP_SECONDS",
+            "WORKER_QUEUE_TIMEOUT_SECONDS",
+        ):
+            if values[key] <= 0:
+                raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be positive.")
+        if values["HEARTBEAT_TIMEOUT_SECONDS"] < 2 * values["HEARTBEAT_INTERVAL_SECONDS"]:
+            raise ImproperlyConfigured("MCP_APP['HEARTBEAT_TIMEOUT_SECONDS'] must be at least two intervals.")
         if "BACKEND" not in values["WORKER_QUOTAS"]:
             raise ImproperlyConfigured("MCP_APP['WORKER_QUOTAS'] needs a BACKEND dotted path.")
         if values["WORKER_CALL_LEASE_SECONDS"] <= 0:

@@ -2,9 +2,9 @@
 
 ``owner_id()`` is ``<host>:<pid>:<boot id>``; the boot id is random per process start, so a pid reused after a
 restart (pid 1 in every container start) is told apart from the process that died. ``owner_is_dead(owner)``
-answers only for owners on this host (a pid that no longer exists, or this very pid with another boot id); an
-owner on another host is never declared dead from here (that host's processes recover its tasks when they
-start, and the task's TTL bounds the rest).
+answers only for owners on this host (a pid that no longer exists or is a zombie, or this very pid with another
+boot id); an owner on another host is never declared dead from here. Where processes share Redis,
+``mcp_app.heartbeat`` judges owners by their heartbeat instead (any host, a pid reused after a restart).
 """
 
 from __future__ import annotations
@@ -22,13 +22,20 @@ def owner_id() -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists (``kill(pid, 0)``, true for an exited process not reaped yet) and, where
+    /proc tells, is not a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # exists, owned by someone else
-    return True
+        pass  # exists, owned by someone else
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return True  # no /proc (macOS) or it just went: trust kill()
+    return state not in ([b"Z"], [b"X"])
 
 
 def owner_is_dead(owner: str) -> bool:

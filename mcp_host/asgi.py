@@ -19,9 +19,13 @@ from mcp_app.conf import mcp_settings  # noqa: E402
 from mcp_app.runtime.tasks import recover_orphaned_tasks  # noqa: E402
 from mcp_app.transport import daphne_tuning, edge_limits  # noqa: E402
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
+from mcp_app.workers.liveness import start_sweeping  # noqa: E402
 
-# Tasks whose process died (kill -9, a crash) are failed now rather than left "working" until their TTL.
+# Tasks whose process died (kill -9, a crash) are failed now rather than left "working" until their TTL, and
+# again every few seconds, with worker calls no worker took or whose worker died (see docs/workers.md).
 recover_orphaned_tasks()
+if os.environ.get("MCP_LIVENESS_SWEEP", "1") != "0":  # "0": the test runner, which imports this module in-process
+    start_sweeping()
 # 414/431/413/408 and one Host, answered by daphne before the application (see mcp_app.transport.edge_limits).
 if mcp_settings.EDGE_LIMITS:
     edge_limits.install()

@@ -204,6 +204,12 @@ elif os.environ.get("MCP_INVALIDATION") == "database":
 if REDIS_URL:
     # Several processes: running worker calls are counted in Redis, so a tenant's limit holds across them all.
     MCP_APP["WORKER_QUOTAS"] = {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": {"url": REDIS_URL}}
+if REDIS_URL:
+    # Several processes: each one's heartbeat (and each worker's queues) in Redis, judged by all.
+    MCP_APP["HEARTBEAT"] = {"BACKEND": "mcp_app.heartbeat.RedisHeartbeats", "OPTIONS": {"url": REDIS_URL}}
+for _name in ("HEARTBEAT_INTERVAL_SECONDS", "HEARTBEAT_TIMEOUT_SECONDS", "WORKER_QUEUE_TIMEOUT_SECONDS"):
+    if os.environ.get(f"MCP_{_name}"):
+        MCP_APP[_name] = float(os.environ[f"MCP_{_name}"])
 if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
     MCP_APP["WRITE_BEHIND_INTERVAL_SECONDS"] = float(os.environ["MCP_WRITE_BEHIND_INTERVAL_SECONDS"])
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 REQUIRE_SERVICES = os.environ.get("MCP_REQUIRE_SERVICES") == "1"
+# The test process imports mcp_host.asgi (in-process transport tests): no periodic sweep of records there (it
+# would judge the tests' own records). The daphne processes of the end-to-end tests sweep (they drop this).
+os.environ["MCP_LIVENESS_SWEEP"] = "0"
 
 
 def require_redis() -> str:

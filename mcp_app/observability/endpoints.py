@@ -8,8 +8,11 @@ pod by IP over plain HTTP gets its answer.
 - ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
   ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
   ``channel_layer`` (a message sent to and received from a fresh channel) and ``redis`` (``PING`` to every
-  Redis URL the settings name: cache, channel layer, event store, Celery broker; ``skipped`` when none).
-  200 when all are ``ok`` or ``skipped``, else 503; the body names each dependency's status, latency and, when
+  Redis URL the settings name: cache, channel layer, event store, Celery broker; ``skipped`` when none) and
+  ``workers`` (with a shared heartbeat, i.e. ``REDIS_URL``: how many worker processes consume the queue of worker
+  calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
+  served, unless ``READYZ_REQUIRES_WORKER``; ``skipped`` without a broker).
+  200 when none is ``down``, else 503; the body names each dependency's status, latency and, when
   down, the exception's class (never a URL or password).
 - ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
   ``Authorization: Bearer <MCP_APP["METRICS_TOKEN"]>``; 401 otherwise, 404 while no token is configured.
@@ -138,19 +141,54 @@ async def _check_redis() -> str:
     return OK
 
 
-CHECKS: dict[str, Callable[[], Awaitable[str]]] = {
+NO_WORKER = "none"
+
+
+def worker_queue() -> str | None:
+    """The Celery queue of worker calls when they go to workers that beat in a shared heartbeat backend (with
+    ``REDIS_URL``), else ``None``: nothing to report."""
+    from .. import heartbeat
+
+    if mcp_settings.WORKER_DISPATCH == "in_process" or not getattr(heartbeat.backend(), "shared", False):
+        return None
+    if mcp_settings.WORKER_QUEUE:
+        return str(mcp_settings.WORKER_QUEUE)
+    from celery import current_app
+
+    return str(current_app.conf.task_default_queue or "celery")
+
+
+async def _check_workers() -> str | tuple[str, dict[str, Any]]:
+    """Whether a worker consumes the queue of worker calls: worker processes beating for it (``mcp_app.heartbeat``,
+    one Redis round trip, no Celery inspect). ``none`` is down only with ``READYZ_REQUIRES_WORKER``."""
+    from .. import heartbeat
+
+    queue = await asyncio.to_thread(worker_queue)
+    if queue is None:
+        return SKIPPED
+    count = await asyncio.to_thread(heartbeat.consumers, queue)
+    if count:
+        return OK, {"consumers": count, "queue": queue}
+    return (DOWN if mcp_settings.READYZ_REQUIRES_WORKER else NO_WORKER), {"consumers": 0, "queue": queue}
+
+
+CHECKS: dict[str, Callable[[], Awaitable[str | tuple[str, dict[str, Any]]]]] = {
     "database": _check_database,
     "cache": _check_cache,
     "channel_layer": _check_channel_layer,
     "redis": _check_redis,
+    "workers": _check_workers,
 }
 
 
-async def _probe(name: str, check: Callable[[], Awaitable[str]], limit: float) -> dict[str, Any]:
+async def _probe(
+    name: str, check: Callable[[], Awaitable[str | tuple[str, dict[str, Any]]]], limit: float
+) -> dict[str, Any]:
     started = time.perf_counter()
     try:
-        status = await asyncio.wait_for(check(), timeout=limit)
-        result: dict[str, Any] = {"status": status}
+        outcome = await asyncio.wait_for(check(), timeout=limit)
+        status, details = outcome if isinstance(outcome, tuple) else (outcome, {})
+        result: dict[str, Any] = {"status": status, **details}
     except Exception as exc:
         metrics.record_dependency_error(name)
         error = "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
@@ -158,7 +196,7 @@ async def _probe(name: str, check: Callable[[], Awaitable[str]], limit: float) -
     result["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
     if _last_status.get(name) != result["status"]:
         # Log transitions only: a probe every few seconds must not flood the logs while a dependency is down.
-        level = logging.WARNING if result["status"] == DOWN else logging.INFO
+        level = logging.WARNING if result["status"] in (DOWN, NO_WORKER) else logging.INFO
         reason = f" ({result['error']})" if "error" in result else ""
         logger.log(level, "readiness: %s is %s%s", name, result["status"], reason)
         _last_status[name] = result["status"]

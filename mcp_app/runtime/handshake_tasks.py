@@ -57,10 +57,10 @@ from ..events import (
     session_group,
     task_group,
 )
+from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
 from ..observability import metrics
-from ..process import owner_id
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages, versions
 from ..protocol.context import (

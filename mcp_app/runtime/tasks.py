@@ -31,9 +31,9 @@ from channels.layers import get_channel_layer
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
 from ..events import TASK_CANCEL_EVENT, task_group
+from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
-from ..process import owner_id
 from ..protocol.context import (
     LogReporter,
     ProgressReporter,
@@ -330,16 +330,27 @@ async def call_maybe_as_task(
     return create_result(task)
 
 
-def recover_orphaned_tasks() -> int:
-    """Fail the ``working`` tasks of processes on this host that died (kill -9, OOM, a crash): call it once when
-    a process starts (``mcp_host.asgi`` does). Returns how many were failed; never raises (a database that is
-    not migrated yet or unreachable is logged and skipped)."""
-    from ..process import owner_is_dead
+def recover_orphaned_tasks(*, quiet: bool = False) -> int:
+    """Fail the ``working`` tasks of processes that died (kill -9, OOM, a crash): judged by their heartbeat
+    (``mcp_app.heartbeat.dead``: a lease, so an exited but unreaped process, a pid reused after a fast restart
+    and a process on another host count as dead), and at once for a process of this host that is gone. Called
+    when a process starts (``mcp_host.asgi``) and periodically (``workers.liveness.start_sweeping``). Returns
+    how many were failed; never raises (a database that is not migrated yet or unreachable, or an unreachable
+    heartbeat backend, is logged, at debug level when ``quiet``, and skipped)."""
+    from .. import heartbeat
+
+    judged: dict[str, bool] = {}
+
+    def is_dead(owner: str) -> bool:
+        if owner not in judged:
+            judged[owner] = owner in heartbeat.dead([owner])
+        return judged[owner]
 
     try:
-        failed = ToolTask.objects.fail_orphaned(owner_is_dead)
+        failed = ToolTask.objects.fail_orphaned(is_dead)
     except Exception as error:  # not migrated yet, or no database at import time: nothing to recover from
-        logger.warning("could not recover the tasks of dead processes: %s: %s", type(error).__name__, error)
+        level = logging.DEBUG if quiet else logging.WARNING
+        logger.log(level, "could not recover the tasks of dead processes: %s: %s", type(error).__name__, error)
         return 0
     if failed:
         logger.warning("failed %d task(s) whose process had died", failed)

@@ -56,9 +56,9 @@ from django.db import close_old_connections, connection
 from ..caching.identity import ServerEntry
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
-from ..process import owner_id
 from ..protocol.context import (
     InvalidToolArguments,
     LogReporter,
@@ -430,6 +430,7 @@ class WorkerCall:
         self.work: asyncio.Future[Any] | None = None
         self.listener: CancelListener | None = None
         self.relay: Relay | None = None
+        self.began = 0.0
 
     def cancel(self) -> None:
         self.flag.set()
@@ -457,6 +458,7 @@ class WorkerCall:
             record, verdict = records.begin(self.record_pk, self.celery_id, owner)
         elif records.take(self.record_pk, self.celery_id, owner):
             self.ctx = _context(self.spec, self.info)
+            self.began = time.monotonic()
             return "run"
         else:
             record, verdict = records.untaken(self.record_pk, self.celery_id, owner)
@@ -466,6 +468,7 @@ class WorkerCall:
         if verdict == "run" and record is not None:
             self.spec = _loaded_spec(record)
             self.ctx = _context(self.spec, self.info)
+            self.began = time.monotonic()
         return verdict
 
     async def skip(self) -> None:
@@ -550,6 +553,22 @@ class WorkerCall:
             await self.relay.publish(done_event(outcome) if stored else {"kind": "done"})
         finally:
             await self.close()
+            self.log_line(outcome, stored)
+
+    def log_line(self, outcome: Any, stored: bool) -> None:
+        """The call's one INFO line: tool, server, tenant, agent, outcome, duration (never its arguments)."""
+        spec = self.spec or {}
+        server = spec.get("server") or {}
+        logger.info(
+            "worker call %s tool=%s server=%s tenant=%s agent=%s outcome=%s duration_ms=%.1f",
+            str(spec.get("task_id") or "")[:8],
+            spec.get("tool_name"),
+            server.get("server_id"),
+            server.get("tenant_slug"),
+            spec.get("agent_id"),
+            outcome_label(outcome, stored),
+            (time.monotonic() - self.began) * 1000 if self.began else 0.0,
+        )
 
     async def close(self) -> None:
         if self.listener is not None:
@@ -664,6 +683,22 @@ def execute_in_thread(
 def _database_thread() -> ThreadPoolExecutor:
     """The database steps of a thread pool's worker calls: one thread, one kept connection, per process."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-worker-db")
+
+
+def outcome_label(outcome: Any, stored: bool) -> str:
+    """How a run ended, for its log line: completed, error (a result with ``isError``), input_required,
+    failed <code>, cancelled, or superseded (the record was settled by someone else meanwhile)."""
+    if outcome is None:
+        return "cancelled"
+    if not stored:
+        return "superseded"
+    if isinstance(outcome, ProtocolError):
+        return f"failed {outcome.code}"
+    if isinstance(outcome, BaseException):
+        return "failed"
+    if isinstance(outcome, dict) and outcome.get("resultType") == "input_required":
+        return "input_required"
+    return "error" if isinstance(outcome, dict) and outcome.get("isError") else "completed"
 
 
 def outcome_is_final(outcome: Any) -> bool:

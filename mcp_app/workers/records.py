@@ -225,9 +225,10 @@ def fail_lost(record_pk: int) -> bool:
     return store(record_pk, InternalError(LOST_MESSAGE))
 
 
-def store(record_pk: int, outcome: Any, *, celery_id: str | None = None) -> bool:
+def store(record_pk: int, outcome: Any, *, celery_id: str | None = None, where: dict[str, Any] | None = None) -> bool:
     """Record a call's outcome (a result dict, a ProtocolError, another exception); returns whether it moved
-    (a cancelled or otherwise terminal record keeps its state)."""
+    (a cancelled or otherwise terminal record keeps its state; ``celery_id`` and ``where``: only a record whose
+    columns still say so)."""
     from ..runtime.tasks import _outcome_fields
 
     raw = dict(outcome) if isinstance(outcome, dict) else None
@@ -236,8 +237,8 @@ def store(record_pk: int, outcome: Any, *, celery_id: str | None = None) -> bool
         fields["result"] = raw
     if fields["status"] != ToolTask.Status.INPUT_REQUIRED:
         fields["finished_at"] = timezone.now()
-    where = {"celery_id": celery_id} if celery_id is not None else None
-    return ToolTask.objects.transition(record_pk, where=where, **fields)
+    condition = {**(where or {}), **({"celery_id": celery_id} if celery_id is not None else {})}
+    return ToolTask.objects.transition(record_pk, where=condition or None, **fields)
 
 
 def cancel(record_pk: int, message: str = "Cancelled by the client") -> bool:

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import logging
 import weakref
 from dataclasses import dataclass
@@ -79,8 +80,11 @@ from ..runtime.execution import (
 )
 from ..runtime.mrtr import PARK
 from ..runtime.webhooks import HttpTarget
-from . import quotas, records
+from . import liveness, quotas, records
 from .admission import admit
+from .dispatch import broker_configured
+from .dispatch import message as _message
+from .dispatch import send as _send
 from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving, tell_worker
 
 logger = logging.getLogger("mcp_app.workers")
@@ -94,18 +98,6 @@ POLL_MAX_SECONDS = 5.0
 
 # In-process worker calls (no broker), referenced until done.
 _local_work: set[asyncio.Task[Any]] = set()
-
-
-def broker_configured() -> bool:
-    """Whether worker calls go to Celery (``WORKER_DISPATCH``: "celery", "in_process" or "auto": Celery when the
-    current Celery app is not eager and has a broker other than ``memory://``)."""
-    mode = mcp_settings.WORKER_DISPATCH
-    if mode != "auto":
-        return bool(mode == "celery")
-    from celery import current_app
-
-    conf = current_app.conf
-    return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
 
 
 def idempotency_key(call: ToolCall) -> str:
@@ -144,6 +136,9 @@ class _Started:
     detachable: bool = True
     # The call's slot of its tenant's and agent's quotas (None: nobody to count against).
     lease: quotas.Lease | None = None
+    # Sends the record again as this request dispatched it (a call re-queued after its worker died, see
+    # ``liveness.check``); None: the call runs in this process.
+    redispatch: Any = None
 
 
 async def _release(lease: quotas.Lease | None) -> None:
@@ -349,37 +344,6 @@ def _requeue_and_dispatch(
     return record
 
 
-def _message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
-    """What the worker is handed with the record's pk: ``info``, the task id, the cancellation channel enrolled for
-    it (``_enrol``) and the call (``records.call_spec``)."""
-    message = {**info, "task_id": record.task_id, "cancel_channel": worker_cancel_channel(record.task_id)}
-    if served is not None:
-        message["call"] = records.call_spec(record, server=served[0], agent_id=served[1])
-    return message
-
-
-def _send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
-    from .tasks import run_tool_call
-
-    message = _message(record, info, served)
-    try:
-        options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
-        # What monitoring (``celery inspect``, Flower, events) shows of the arguments: the record, never the
-        # tool's arguments (they may hold secrets); nor need Celery render the whole message on every call.
-        run_tool_call.apply_async(
-            args=[record.pk, message],
-            task_id=record.celery_id,
-            argsrepr=f"({record.pk}, <call {record.task_id[:8]}…>)",
-            kwargsrepr="{}",
-            **options,
-        )
-    except Exception as error:
-        # No broker: the record must not stay queued for a worker that will never see it.
-        logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
-        records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
-        raise InternalError("The worker queue is unreachable; retry shortly") from error
-
-
 def cancel_record(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
     """Cancel any durable record from synchronous code (the admin): the task rules of ``runtime.tasks``, and for
     a worker call its in-process run (the local bus) and its Celery message (revoked: a worker that has not
@@ -502,7 +466,8 @@ class WorkerRunner:
             )
             _local_work.add(work)
             work.add_done_callback(_local_done)
-        return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease)
+        redispatch = functools.partial(_send, info=info, served=served) if celery else None
+        return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease, redispatch=redispatch)
 
     async def wait(self, started: _Started, call: ToolCall, *, cancel_on_exit: bool = True) -> dict[str, Any]:
         """Relay the call's events until its record settles; return or raise its outcome."""
@@ -520,6 +485,11 @@ class WorkerRunner:
                         raise InternalError("The call's record is gone") from None
                     if records.settled(current):
                         return self._result(current, call)
+                    if started.redispatch is not None and await database_sync_to_async(liveness.check)(
+                        current, started.redispatch
+                    ):
+                        poll = POLL_FIRST_SECONDS  # failed, or re-queued: read it again soon
+                        continue
                     poll = min(poll * 2, POLL_MAX_SECONDS)
                     continue
                 if event.get("type") != WORKER_EVENT:

@@ -17,13 +17,15 @@ app the project runs (``mcp_app.tasks`` imports this module; the project's ``aut
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import task_failure
+from celery.signals import task_failure, worker_process_init, worker_ready, worker_shutdown
 
+from .. import heartbeat
 from ..conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.workers")
@@ -86,6 +88,30 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
                 async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
     except Exception:
         logger.exception("could not fail the record of a lost worker call")
+
+
+@worker_process_init.connect
+def _beat_in_pool_process(**_kwargs: Any) -> None:
+    """A prefork pool process owns the calls it runs: it beats from its start (``mcp_app.heartbeat``)."""
+    heartbeat.start()
+
+
+@worker_ready.connect
+def _beat_for_queues(sender: Any = None, **_kwargs: Any) -> None:
+    """The worker's main process beats for the queues it consumes (``/readyz`` counts them), and for itself
+    (the owner of the calls of a thread or solo pool)."""
+    names: list[str] = []
+    with contextlib.suppress(Exception):
+        names = [queue.name for queue in sender.task_consumer.queues]
+    if not names:
+        with contextlib.suppress(Exception):
+            names = list(sender.app.amqp.queues.consume_from or sender.app.amqp.queues)
+    heartbeat.consume(names)
+
+
+@worker_shutdown.connect
+def _stop_beating_for_queues(**_kwargs: Any) -> None:
+    heartbeat.stop_consuming()
 
 
 @shared_task(name=REAP_TASK, ignore_result=True)

@@ -98,7 +98,7 @@ def _running_daphne(
 
     port = _free_port()
     env = {**os.environ}
-    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_INVALIDATION"):
+    for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_INVALIDATION", "MCP_LIVENESS_SWEEP"):
         env.pop(stale, None)
     env.update(
         {

@@ -44,7 +44,9 @@ def launch(transactional_db: None, tmp_path: Path) -> Iterator[Callable[[], tupl
         port = _free_port()
         env = {
             **{
-                k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL")
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_LIVENESS_SWEEP")
             },
             "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
             "DATABASE_URL": _database_url(connection.settings_dict),

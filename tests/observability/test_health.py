@@ -27,7 +27,7 @@ async def test_readyz_names_each_dependency(access: Any) -> None:
     reply = await call(access, method="GET", path="/readyz", query="", drop=("authorization",))
     assert reply.status == 200, reply.body
     checks = reply.json()["checks"]
-    assert set(checks) == {"database", "cache", "channel_layer", "redis"}
+    assert set(checks) == {"database", "cache", "channel_layer", "redis", "workers"}
     assert checks["database"]["status"] == "ok"
     assert checks["cache"]["status"] == "ok"
     assert checks["channel_layer"]["status"] == "ok"

@@ -1,0 +1,290 @@
+"""Heartbeats: which processes are alive and which queues workers consume, known without asking anyone.
+
+The contract:
+
+- A process that owns records (``ToolTask.owner``: a serving process running tasks in-process, a worker
+  process running calls) *beats*: one daemon thread per process (``mcp-heartbeat``) records its owner id
+  (``process.owner_id()``) every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the
+  queues it consumes (``consume``). It starts on the first ``owner()`` of a process (the first beat is made
+  before the owner id is handed out, so nobody can judge the owner of a record before it has beaten), from a
+  worker's process init, or with ``start()``. The request path pays one flag check; the heartbeat costs one
+  Redis round trip per interval per process, whatever the traffic.
+- ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS`` (or unknown). A
+  lease, not a pid: an exited process that was not reaped yet (a zombie), a pid reused after a fast restart
+  and a process on another host are all judged alike. Nobody is judged while this process's own beats have
+  not succeeded for a whole timeout (after a Redis outage or restart every beat is stale: the others get one
+  timeout to beat again first); then ``dead`` answers an empty set.
+- ``consumers(queue)``: how many worker processes consuming ``queue`` have beaten within the timeout
+  (``None``: unknown, the backend is local). ``/readyz`` reports it.
+- ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
+
+Backends (``MCP_APP["HEARTBEAT"]``): ``LocalHeartbeats`` (the embedded default: one process; another owner on
+this host is judged by its pid, a zombie counting as dead, one on another host never) and ``RedisHeartbeats``
+(``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need not agree).
+
+Not owned here: what is done about a dead owner (``runtime.tasks.recover_orphaned_tasks``,
+``workers.liveness``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from .conf import mcp_settings, on_reload
+from .process import owner_id, owner_is_dead
+
+logger = logging.getLogger("mcp_app.heartbeat")
+
+# Owners silent for this long are forgotten (their records were recovered long before).
+FORGET_AFTER_MS = 24 * 3600 * 1000
+SOCKET_TIMEOUT_SECONDS = 2.0
+
+
+class LocalHeartbeats:
+    """One process: this process is alive; others on this host are judged by their pid (zombies are dead)."""
+
+    shared = False
+
+    def __init__(self, **_options: Any) -> None:
+        pass
+
+    def beat(self, owner: str, queues: Iterable[str]) -> None:
+        return None
+
+    def leave(self, owner: str, queues: Iterable[str]) -> None:
+        return None
+
+    def dead(self, owners: Iterable[str], timeout: float) -> set[str]:
+        return set()  # nothing shared: only the pid check of ``dead()`` applies
+
+    def consumers(self, queue: str, timeout: float) -> int | None:
+        return None
+
+
+_BEAT = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+for i = 2, #KEYS do
+  redis.call('ZADD', KEYS[i], now, ARGV[1])
+  redis.call('PEXPIRE', KEYS[i], ARGV[2])
+end
+return now
+"""
+
+_DEAD = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local oldest = now - tonumber(ARGV[1])
+local dead = {}
+for i = 2, #ARGV do
+  local seen = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if (not seen) or tonumber(seen) < oldest then dead[#dead + 1] = ARGV[i] end
+end
+return dead
+"""
+
+_COUNT = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')
+"""
+
+
+class RedisHeartbeats:
+    """Beats in Redis: ``<prefix>:owners`` (every owner, scored by its last beat) and ``<prefix>:queue:<name>``
+    (the worker processes consuming a queue)."""
+
+    shared = True
+
+    def __init__(self, url: str, prefix: str = "mcp:live", **_options: Any) -> None:
+        import redis
+
+        self._client = redis.Redis.from_url(
+            url, socket_connect_timeout=SOCKET_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
+        )
+        self._prefix = prefix
+        self._beat = self._client.register_script(_BEAT)
+        self._dead = self._client.register_script(_DEAD)
+        self._count = self._client.register_script(_COUNT)
+
+    def _owners(self) -> str:
+        return f"{self._prefix}:owners"
+
+    def _queue(self, name: str) -> str:
+        return f"{self._prefix}:queue:{name}"
+
+    def beat(self, owner: str, queues: Iterable[str]) -> None:
+        self._beat(keys=[self._owners(), *map(self._queue, queues)], args=[owner, FORGET_AFTER_MS])
+
+    def leave(self, owner: str, queues: Iterable[str]) -> None:
+        for queue in queues:
+            self._client.zrem(self._queue(queue), owner)
+
+    def dead(self, owners: Iterable[str], timeout: float) -> set[str]:
+        asked = sorted(set(owners))
+        if not asked:
+            return set()
+        found = self._dead(keys=[self._owners()], args=[int(timeout * 1000), *asked])
+        return {item.decode() if isinstance(item, bytes) else str(item) for item in found}
+
+    def consumers(self, queue: str, timeout: float) -> int | None:
+        return int(self._count(keys=[self._queue(queue)], args=[int(timeout * 1000)]))
+
+
+class _Pulse:
+    """This process's heartbeat thread and its periodic jobs."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.pid = os.getpid()
+        self.queues: set[str] = set()
+        self.jobs: list[list[Any]] = []  # [interval, job, next run (monotonic)]
+        self.healthy_since: float | None = None
+        self.failing = False
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="mcp-heartbeat", daemon=True)
+
+    def beat_once(self) -> None:
+        try:
+            self.backend.beat(owner_id(), sorted(self.queues))
+        except Exception as error:
+            self.healthy_since = None
+            if not self.failing:
+                logger.warning("heartbeat failed: %s: %s", type(error).__name__, error)
+            self.failing = True
+            return
+        if self.healthy_since is None:
+            self.healthy_since = time.monotonic()
+        if self.failing:
+            logger.info("heartbeat restored")
+        self.failing = False
+
+    def _run(self) -> None:
+        interval = float(mcp_settings.HEARTBEAT_INTERVAL_SECONDS)
+        while not self.stopped.wait(interval):
+            self.beat_once()
+            now = time.monotonic()
+            with self.lock:
+                due = [entry for entry in self.jobs if entry[2] <= now]
+                for entry in due:
+                    entry[2] = now + entry[0]
+            for _interval, job, _next in due:
+                try:
+                    job()
+                except Exception:
+                    logger.exception("a periodic job of the heartbeat thread failed")
+
+
+_pulse: _Pulse | None = None
+_lock = threading.Lock()
+
+
+_built: Any = None
+
+
+def backend() -> Any:
+    """The configured backend (``MCP_APP["HEARTBEAT"]``), built once per process (redis-py's pool makes new
+    connections in a forked child by itself)."""
+    global _built
+    if _built is None:
+        config = mcp_settings.HEARTBEAT
+        _built = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
+    return _built
+
+
+def _running() -> _Pulse:
+    """This process's pulse, started (and its first beat made) if it is not running yet. A forked child (a
+    prefork pool process) starts its own: threads do not survive ``fork``."""
+    global _pulse
+    pulse = _pulse
+    if pulse is not None and pulse.pid == os.getpid():
+        return pulse
+    with _lock:
+        if _pulse is None or _pulse.pid != os.getpid():
+            fresh = _Pulse(backend())
+            fresh.beat_once()
+            fresh.thread.start()
+            _pulse = fresh
+        return _pulse
+
+
+def start() -> None:
+    """Beat from now on (idempotent)."""
+    _running()
+
+
+def owner() -> str:
+    """This process's owner id for a record it is about to own; the process beats from now on."""
+    pulse = _pulse
+    if pulse is None or pulse.pid != os.getpid():
+        _running()
+    return owner_id()
+
+
+def consume(queues: Iterable[str]) -> None:
+    """This process (a Celery worker's main process) consumes ``queues``: beat for them too, at once."""
+    pulse = _running()
+    pulse.queues.update(queues)
+    pulse.beat_once()
+
+
+def stop_consuming() -> None:
+    """A worker shutting down: it no longer counts as a consumer of its queues (its owner id still beats until
+    the process exits, so its last calls finish undisturbed)."""
+    pulse = _pulse
+    if pulse is None or pulse.pid != os.getpid():
+        return
+    queues, pulse.queues = sorted(pulse.queues), set()
+    with contextlib.suppress(Exception):
+        pulse.backend.leave(owner_id(), queues)
+
+
+def every(interval: float, job: Callable[[], Any]) -> None:
+    """Run ``job`` about every ``interval`` seconds on the heartbeat thread (errors are logged)."""
+    pulse = _running()
+    with pulse.lock:
+        pulse.jobs.append([float(interval), job, time.monotonic() + float(interval)])
+
+
+def dead(owners: Iterable[str], *, timeout: float | None = None, pid_check: bool = True) -> set[str]:
+    """The owners among ``owners`` that are gone: those of this host whose process is gone or a zombie
+    (``process.owner_is_dead``, known at once), and those that have not beaten within ``timeout`` (default
+    ``HEARTBEAT_TIMEOUT_SECONDS``; judged only once this process has itself beaten successfully for a whole
+    timeout; ``pid_check=False``: by the heartbeat alone). Raises when the backend is unreachable."""
+    asked = set(owners)
+    gone = {owner for owner in asked if owner_is_dead(owner)} if pid_check else set()
+    limit = float(mcp_settings.HEARTBEAT_TIMEOUT_SECONDS if timeout is None else timeout)
+    pulse = _running()
+    healthy = pulse.healthy_since is not None and time.monotonic() - pulse.healthy_since >= float(
+        mcp_settings.HEARTBEAT_TIMEOUT_SECONDS
+    )
+    if pulse.backend.shared and healthy and asked - gone:
+        gone |= set(pulse.backend.dead(asked - gone, limit))
+    return gone
+
+
+def consumers(queue: str) -> int | None:
+    """Worker processes consuming ``queue`` that have beaten within the timeout (``None``: not known here)."""
+    return backend().consumers(queue, float(mcp_settings.HEARTBEAT_TIMEOUT_SECONDS))
+
+
+@on_reload
+def reset() -> None:
+    """Settings changed (tests): the next use builds the backend again. A running pulse keeps its thread."""
+    global _built, _pulse
+    with _lock:
+        if _pulse is not None:
+            _pulse.stopped.set()
+        _pulse = None
+        _built = None

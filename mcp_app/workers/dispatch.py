@@ -1,0 +1,65 @@
+"""Sending a worker call to the workers: whether a broker is used, and the Celery message of a record.
+
+- ``broker_configured()``: whether worker calls go to Celery (``WORKER_DISPATCH``);
+- ``message(record, info, served)``: what the worker is handed with the record's pk;
+- ``send(record, info, served)``: publish it (the record is failed when the broker is unreachable).
+
+Used by the routing runner (``runner``: a new call, a resumed task) and by ``liveness`` (a call re-queued after
+its worker died). Sync functions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..conf import mcp_settings
+from ..events import worker_cancel_channel
+from ..models import ToolTask
+from ..protocol.errors import InternalError
+from . import records
+
+logger = logging.getLogger("mcp_app.workers")
+
+
+def broker_configured() -> bool:
+    """Whether worker calls go to Celery (``WORKER_DISPATCH``: "celery", "in_process" or "auto": Celery when the
+    current Celery app is not eager and has a broker other than ``memory://``)."""
+    mode = mcp_settings.WORKER_DISPATCH
+    if mode != "auto":
+        return bool(mode == "celery")
+    from celery import current_app
+
+    conf = current_app.conf
+    return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
+
+
+def message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    """What the worker is handed with the record's pk: ``info``, the task id, the cancellation channel enrolled for
+    it (``runner._enrol``) and the call (``records.call_spec``)."""
+    described = {**info, "task_id": record.task_id, "cancel_channel": worker_cancel_channel(record.task_id)}
+    if served is not None:
+        described["call"] = records.call_spec(record, server=served[0], agent_id=served[1])
+    return described
+
+
+def send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
+    from .tasks import run_tool_call
+
+    body = message(record, info, served)
+    try:
+        options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
+        # What monitoring (``celery inspect``, Flower, events) shows of the arguments: the record, never the
+        # tool's arguments (they may hold secrets); nor need Celery render the whole message on every call.
+        run_tool_call.apply_async(
+            args=[record.pk, body],
+            task_id=record.celery_id,
+            argsrepr=f"({record.pk}, <call {record.task_id[:8]}…>)",
+            kwargsrepr="{}",
+            **options,
+        )
+    except Exception as error:
+        # No broker: the record must not stay queued for a worker that will never see it.
+        logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
+        records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
+        raise InternalError("The worker queue is unreachable; retry shortly") from error

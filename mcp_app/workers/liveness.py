@@ -1,0 +1,175 @@
+"""The worker path's liveness: no worker call waits silently for a worker that is gone or never came.
+
+The contract (every verdict is one conditional UPDATE, so the awaiting process, the sweep of every serving
+process and a worker that comes back can race without a call being answered twice):
+
+- ``check(record, redispatch)``: what the awaiting runner does when its poll finds the record unsettled. A call
+  ``queued`` for longer than ``WORKER_QUEUE_TIMEOUT_SECONDS`` (no worker took it) is failed with
+  ``NO_WORKER_MESSAGE``; a call ``working`` whose owner (the worker process that took it) stopped beating
+  (``mcp_app.heartbeat``: ``HEARTBEAT_TIMEOUT_SECONDS``) is *lost*: with ``WORKER_LOST_CALLS = "requeue"`` and
+  runs left (``WORKER_CALL_MAX_ATTEMPTS``) it is ``queued`` again under a new Celery id and sent again
+  (``redispatch``: the awaiting request's own message); else failed with ``records.LOST_MESSAGE``. The lost
+  message, if the broker ever restores it (kombu's Redis transport does after its visibility timeout, an
+  hour by default, or when a worker starts), is superseded by then and skipped. Returns whether it moved.
+- ``sweep()``: the same for every worker call, awaited or not (a lost call's owner must have been silent for
+  ``SWEEP_GRACE_SECONDS`` more, so that an awaiting process re-sends it with its own message first), and
+  ``runtime.tasks.recover_orphaned_tasks`` (in-process tasks whose process is gone): periodic, not only at
+  start-up.
+- ``start_sweeping()``: a serving process runs ``sweep`` every ``LIVENESS_SWEEP_SECONDS`` on its heartbeat
+  thread (``mcp_host.asgi`` calls it); without a broker only the orphan recovery runs.
+
+Worker processes beat from their start (``tasks``: the Celery signals), and a worker's main process beats for
+the queues it consumes, which ``/readyz`` reports. Not owned here: the heartbeat itself (``mcp_app.heartbeat``),
+the deadline reaper (``reaper``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import close_old_connections
+from django.utils import timezone
+
+from .. import heartbeat
+from ..conf import mcp_settings
+from ..models import ToolTask
+from ..protocol import versions
+from ..protocol.errors import InternalError
+from . import quotas, records
+from .dispatch import broker_configured, send
+from .execute import Relay
+
+logger = logging.getLogger("mcp_app.workers")
+
+# How much longer than the heartbeat timeout the sweep leaves a lost call to the process awaiting it.
+SWEEP_GRACE_SECONDS = 10.0
+
+
+def no_worker_message() -> str:
+    seconds = float(mcp_settings.WORKER_QUEUE_TIMEOUT_SECONDS)
+    return f"No worker took this call within {seconds:g} s (no worker is running for its queue); retry later."
+
+
+def check(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bool:
+    """The awaiting process's verdict on its unsettled record; whether it moved (then read it again)."""
+    if record.execution != records.WORKER:
+        return False
+    if record.status == ToolTask.Status.QUEUED:
+        return _overdue_in_queue(record) and expire(record)
+    if record.status == ToolTask.Status.WORKING and record.owner:
+        try:
+            lost = record.owner in heartbeat.dead([record.owner])
+        except Exception as error:  # the heartbeat backend is unreachable: judge nobody
+            logger.warning("could not judge a worker's heartbeat: %s: %s", type(error).__name__, error)
+            return False
+        return lost and recover(record, redispatch)
+    return False
+
+
+def _overdue_in_queue(record: ToolTask) -> bool:
+    queued_since = record.updated_at or record.created_at
+    return queued_since < timezone.now() - timedelta(seconds=float(mcp_settings.WORKER_QUEUE_TIMEOUT_SECONDS))
+
+
+def expire(record: ToolTask) -> bool:
+    """Fail a call still ``queued`` under the same dispatch: no worker took it in time."""
+    where = {"status": ToolTask.Status.QUEUED}
+    if not records.store(record.pk, InternalError(no_worker_message()), celery_id=record.celery_id, where=where):
+        return False
+    logger.warning("worker call %s of %s failed: no worker took it", record.task_id[:8], record.tool_name)
+    _settled(record)
+    return True
+
+
+def recover(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bool:
+    """A call whose worker is gone: queued again and re-sent, or failed, per ``WORKER_LOST_CALLS``."""
+    where = {"status": ToolTask.Status.WORKING, "owner": record.owner, "celery_id": record.celery_id}
+    runs_left = record.attempts < int(mcp_settings.WORKER_CALL_MAX_ATTEMPTS)
+    if mcp_settings.WORKER_LOST_CALLS == "requeue" and runs_left and redispatch is not None:
+        celery_id = str(uuid.uuid4())
+        if not ToolTask.objects.transition(
+            record.pk, where=where, status=ToolTask.Status.QUEUED, celery_id=celery_id, owner=""
+        ):
+            return False
+        logger.warning(
+            "worker call %s of %s re-queued: its worker %s is gone", record.task_id[:8], record.tool_name, record.owner
+        )
+        requeued = ToolTask.objects.filter(pk=record.pk).first()
+        if requeued is not None:
+            redispatch(requeued)
+        return True
+    if not records.store(record.pk, InternalError(records.LOST_MESSAGE), where=where):
+        return False
+    logger.warning(
+        "worker call %s of %s failed: its worker %s is gone", record.task_id[:8], record.tool_name, record.owner
+    )
+    _settled(record)
+    return True
+
+
+def _settled(record: ToolTask) -> None:
+    """Tell every awaiting process, give the call's quota slot back."""
+    quotas.release_call(record.task_id)
+    try:
+        async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
+    except Exception as error:  # the awaiting processes read the record on their back-off anyway
+        logger.warning("could not announce worker call %s: %s", record.task_id[:8], type(error).__name__)
+
+
+def _sweep_redispatch(record: ToolTask) -> None:
+    """Re-send a lost call nobody re-sent: the call is loaded by the worker (the message names no call), its
+    notifications and server-to-client requests are not carried (its awaiting process, if any, is gone too)."""
+    info = {
+        "era": versions.era_of(record.protocol_version),
+        "log_level": None,
+        "progress": False,
+        "can_ask": False,
+        "in_task": record.client_task,
+        "input_responses": None,
+        "request_state": None,
+    }
+    send(record, info, None)
+
+
+def sweep() -> dict[str, int]:
+    """Recover what dead processes left: orphaned in-process tasks, and (with a broker) worker calls that no
+    worker took in time or whose worker is gone. Counts by kind; never raises."""
+    from ..runtime.tasks import recover_orphaned_tasks
+
+    counts = {"orphaned tasks": recover_orphaned_tasks(quiet=True), "unclaimed calls": 0, "lost calls": 0}
+    if not broker_configured():
+        return counts
+    try:
+        oldest = timezone.now() - timedelta(seconds=float(mcp_settings.WORKER_QUEUE_TIMEOUT_SECONDS))
+        unclaimed = ToolTask.objects.filter(
+            execution=records.WORKER, status=ToolTask.Status.QUEUED, updated_at__lt=oldest
+        )
+        counts["unclaimed calls"] = sum(expire(record) for record in unclaimed)
+        working = list(
+            ToolTask.objects.filter(execution=records.WORKER, status=ToolTask.Status.WORKING).exclude(owner="")
+        )
+        if working:
+            grace = float(mcp_settings.HEARTBEAT_TIMEOUT_SECONDS) + SWEEP_GRACE_SECONDS
+            gone = heartbeat.dead({record.owner for record in working}, timeout=grace, pid_check=False)
+            counts["lost calls"] = sum(recover(record, _sweep_redispatch) for record in working if record.owner in gone)
+    except Exception:
+        logger.exception("the sweep of worker calls failed")
+    return counts
+
+
+def _sweep_in_thread() -> None:
+    close_old_connections()
+    try:
+        sweep()
+    finally:
+        close_old_connections()
+
+
+def start_sweeping() -> None:
+    """Run ``sweep`` every ``LIVENESS_SWEEP_SECONDS`` in this (serving) process, which beats from now on."""
+    heartbeat.every(float(mcp_settings.LIVENESS_SWEEP_SECONDS), _sweep_in_thread)
