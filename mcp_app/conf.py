@@ -20,11 +20,11 @@ from django.dispatch import receiver
 from .netguard import parse_allow_list
 
 DEFAULTS: dict[str, Any] = {
-    # Largest accepted POST body, in bytes. Larger bodies are refused with 413 while they are read.
+    # Largest accepted POST body, in bytes. Larger bodies are refused with 400 (-32600) while they are read.
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
     # Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line
     # limit, 431 over the header limit (request line included), 408 when a request is not fully received this
-    # many seconds after its first byte, 413 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is.
+    # many seconds after its first byte, 400 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is.
     "EDGE_LIMITS": True,
     # Two daphne/Twisted levers (mcp_app.transport.daphne_tuning): reap finished requests at once instead of at
     # daphne's 1-second sweep, and do not parse every POST's Content-Type as a form. Version-guarded; off by

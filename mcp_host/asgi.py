@@ -7,9 +7,14 @@ Once the application is built, the start-up heap is frozen out of the garbage co
 import gc
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_host.settings")
+if not settings.configured:
+    # A server process without Redis follows the database's invalidation log: edits made by another process
+    # (manage.py shell, a script) reach its caches within a second, without a restart (mcp_app.invalidation).
+    os.environ.setdefault("MCP_INVALIDATION", "database")
 django_application = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

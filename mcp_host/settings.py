@@ -11,7 +11,9 @@ DEBUG           "1"/"true"/"yes"/"on" to enable; default off
 MCP_PRODUCTION  on: refuse the development key, JSON logs, and secure defaults (SSL redirect, HSTS, secure
                 cookies) that the SECURE_* variables may still override
 MCP_SECRET_KEYS comma-separated keys for secrets at rest (newest first); unset: derived from SECRET_KEY
-MCP_INVALIDATION "database": several processes without Redis follow cache invalidations in the database
+MCP_INVALIDATION without Redis: "database" (processes follow cache invalidations in the database; what manage.py
+                and mcp_host.asgi default to, so an edit from a shell reaches daphne) or "local" (one process;
+                the default of these settings imported alone, e.g. by tests)
 STATIC_ROOT     where collectstatic puts static files (served by WhiteNoise); default: staticfiles/ next to manage.py
 
 ``manage.py check --deploy --fail-level WARNING`` is clean with the production environment of

@@ -62,6 +62,15 @@ def _exact_int(text: str) -> int:
     return value
 
 
+class RefusedMessage(InvalidRequest):
+    """A body that decoded but is refused whole (a NUL in a string); ``request_id`` is its id when readable, so
+    the refusal answers the request it refuses."""
+
+    def __init__(self, message: str, request_id: JsonRpcId) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
 def decode(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """The JSON value of ``body``. Too deep a nesting is refused before any decoder sees it (decoders recurse),
     and strings holding NUL are refused (no store accepts them); both as ``InvalidRequest``."""
@@ -74,7 +83,10 @@ def decode(body: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     if _LONG_DIGITS.search(body) is not None:
         json.loads(body, parse_int=_exact_int)
     if limits.may_hold_nul(body) and limits.find_nul(value):
-        raise InvalidRequest("Invalid Request: strings must not contain NUL (\\u0000)")
+        request_id = recover_id(value)
+        if isinstance(request_id, str) and "\x00" in request_id:
+            request_id = None
+        raise RefusedMessage("Invalid Request: strings must not contain NUL (\\u0000)", request_id)
     return value
 
 

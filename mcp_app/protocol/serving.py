@@ -95,6 +95,8 @@ async def serve_post(body: bytes, request: PostRequest, exchange: Exchange) -> A
     """Decode ``body``, choose its era and serve it there."""
     try:
         payload = jsonrpc.decode(body, max_depth=request.max_depth)
+    except jsonrpc.RefusedMessage as exc:
+        return Answer(400, error_response(exc.request_id, exc))
     except ProtocolError as exc:
         return Answer(400, error_response(None, exc))
     is_modern = modern.is_modern(payload, request.headers.get(modern.HEADER_PROTOCOL_VERSION))

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import functools
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,19 @@ def _describe_validation_error(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _holds_non_finite(value: Any) -> bool:
+    """Whether a return value holds a float JSON cannot carry (inf, -inf, NaN), in lists, dicts and models."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, pydantic.BaseModel):
+        return _holds_non_finite(value.model_dump())
+    if isinstance(value, dict):
+        return any(_holds_non_finite(item) for item in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(_holds_non_finite(item) for item in value)
+    return False
+
+
 def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
     """Convert a Python tool's return value into a wire ``CallToolResult``."""
     if isinstance(value, ToolResult):
@@ -106,6 +120,13 @@ def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
             result["isError"] = True
         return result
     if registered.output_adapter is not None:
+        if _holds_non_finite(value):
+            # JSON numbers are finite (RFC 8259 §6): pydantic would write null, against the output schema.
+            return _error_result(
+                "The result is not a finite number (infinity or NaN), which JSON cannot carry.",
+                "NON_FINITE_NUMBER",
+                "invalid_result",
+            )
         data = registered.output_adapter.dump_python(value, mode="json")
         structured = {"result": data} if registered.wraps_output else data
         return {"content": [_text(orjson.dumps(data).decode())], "structuredContent": structured}

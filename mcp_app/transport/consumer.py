@@ -32,6 +32,7 @@ from collections import deque
 from typing import Any
 from urllib.parse import parse_qs
 
+import orjson
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
@@ -46,12 +47,12 @@ from ..observability import logging as request_log
 from ..observability import metrics, tracing
 from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
-from ..protocol.errors import InvalidRequest, ProtocolError, ServiceUnavailable, error_response
+from ..protocol.errors import InvalidRequest, JsonRpcId, ProtocolError, ServiceUnavailable, error_response
 from . import cors, sse
 from .auth import AccessDenied, AccessGrant, admit
 from .backchannel import BackChannel
 from .membership import Membership
-from .security import accepts, host_allowed, is_json_content_type, origin_allowed
+from .security import accepts, canonical_origin, host_allowed, is_json_content_type, origin_allowed, same_origin
 from .sessions import DatabaseSession, open_session
 from .streams import Streams, endpoint_description
 from .writer import JSON_HEADERS, ResponseWriter, send_body, start_response
@@ -162,7 +163,7 @@ class McpConsumer(AsyncConsumer):
         self._body += message.get("body", b"")
         limit = mcp_settings.MAX_BODY_BYTES
         if len(self._body) > limit or self._declared_length() > limit:
-            await self.send_error(413, f"Request body exceeds {limit} bytes.")
+            await self.send_error(400, f"Request body exceeds {limit} bytes.")  # seed 000: 400, -32600
             raise StopConsumer
         if message.get("more_body"):
             return
@@ -270,15 +271,31 @@ class McpConsumer(AsyncConsumer):
             logger.exception("unhandled error serving %s %s", self.scope.get("method"), self.scope.get("path"))
             if not self._response_started:
                 await self.send_response(
-                    500, jsonrpc.encode(error_response(None, ProtocolError("Internal error"))), JSON_HEADERS
+                    500,
+                    jsonrpc.encode(error_response(self._readable_id(), ProtocolError("Internal error"))),
+                    JSON_HEADERS,
                 )
+
+    def _readable_id(self) -> JsonRpcId:
+        """The id of the request being answered, when it can be read (for an answer the protocol did not
+        produce: a 503 or a 500); ``None`` for a batch, a notification or a body that is not JSON."""
+        if self._request_id is not None:
+            return self._request_id
+        if self.scope.get("method") != "POST" or not self._body:
+            return None
+        try:
+            payload = orjson.loads(bytes(self._body))
+        except orjson.JSONDecodeError:
+            return None
+        request_id = jsonrpc.recover_id(payload)
+        return None if isinstance(request_id, str) and "\x00" in request_id else request_id
 
     async def _layer_unavailable(self) -> None:
         """The channel layer or event store failed: a 503 before the response started, else end the stream with
         an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits forever)."""
         error = ServiceUnavailable()
         if not self._response_started:
-            body = jsonrpc.encode(error_response(None, error))
+            body = jsonrpc.encode(error_response(self._readable_id(), error))
             await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
             return
         if self._request_id is not None and self._streams is None:
@@ -294,13 +311,14 @@ class McpConsumer(AsyncConsumer):
     async def _respond(self, body: bytes) -> None:
         method = self.scope["method"]
         origin = self._header("origin")
-        if origin is not None and cors.origin_listed(origin, ()):
-            self._cors = cors.response_headers(origin)
+        canonical = canonical_origin(origin) if origin is not None else None  # the only form ever echoed
+        if canonical is not None and cors.origin_listed(canonical, ()):
+            self._cors = cors.response_headers(canonical)
         if method == "OPTIONS":
             if not host_allowed(self._header("host")):
                 await self.send_error(421, "This host name is not served here.")
             else:
-                await self._preflight(origin)
+                await self._preflight(origin, canonical)
             return
         if method not in ALLOWED_METHODS:
             await self.send_error(
@@ -327,11 +345,11 @@ class McpConsumer(AsyncConsumer):
             await self.send_error(denied.status, denied.message, headers=extra)
             return
         request_log.bind(tenant=grant.tenant_slug, agent=grant.agent_id)
-        if not origin_allowed(origin, grant.server.allowed_origins):
+        if not origin_allowed(origin, grant.server.allowed_origins, self._header("host")):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
-        if origin is not None:
-            self._cors = cors.response_headers(origin)
+        if canonical is not None:
+            self._cors = cors.response_headers(canonical)
         if method != "POST" and not versions.handshake_versions(grant.server.supported_versions):
             # The stateless revision removed the GET stream and session termination.
             await self.send_error(
@@ -354,7 +372,7 @@ class McpConsumer(AsyncConsumer):
                 await session.terminate()
             await self.send_response(204, b"", [])
 
-    async def _preflight(self, origin: str | None) -> None:
+    async def _preflight(self, origin: str | None, canonical: str | None) -> None:
         """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods. The server's
         origins come from the per-process server cache (one worker-thread load when this process has not seen
         the server yet)."""
@@ -367,11 +385,14 @@ class McpConsumer(AsyncConsumer):
             server = identity.server(server_id, load=False)
         except CacheMiss:
             server = await database_sync_to_async(identity.server)(server_id, load=True)
-        listed = [str(allowed).rstrip("/") for allowed in server.allowed_origins] if server is not None else []
-        if not cors.origin_listed(origin, listed):
+        listed = server.allowed_origins if server is not None else []
+        if canonical is None or not (
+            cors.origin_listed(canonical, listed)
+            or (server is not None and same_origin(canonical, self._header("host")))
+        ):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
-        headers = cors.preflight_headers(origin, self._header("access-control-request-headers"))
+        headers = cors.preflight_headers(canonical, self._header("access-control-request-headers"))
         await self.send_response(204, b"", headers)
 
     async def _serve_post(self, grant: AccessGrant, body: bytes) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..conf import mcp_settings
+from .security import listed_origins
 
 METHODS = b"GET, POST, DELETE, OPTIONS"
 ALLOWED_REQUEST_HEADERS = frozenset(
@@ -65,5 +66,6 @@ def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
 
 
 def origin_listed(origin: str, server_origins: Iterable[str]) -> bool:
-    origin = origin.rstrip("/")
-    return origin in set(server_origins) or origin in set(mcp_settings.ALLOWED_ORIGINS)
+    """Whether ``origin`` (already canonical, see ``security.canonical_origin``) is listed by the server or by
+    ``ALLOWED_ORIGINS``."""
+    return origin in listed_origins(server_origins) or origin in listed_origins(mcp_settings.ALLOWED_ORIGINS)

@@ -9,8 +9,11 @@ answered with a JSON-RPC error body and ``Connection: close``:
 - **414** for a request line over ``MAX_REQUEST_LINE_BYTES``;
 - **431** for a request line plus headers over ``MAX_HEADER_BYTES``;
 - **400** for two ``Host`` headers, or an HTTP/1.1 request without one (RFC 9112 §3.2);
-- **413** for a body over ``MAX_BODY_BYTES``: at once when ``Content-Length`` says so (nothing is read), else
-  as soon as that many bytes of a chunked body have arrived (reading stops there);
+- **400** for a body over ``MAX_BODY_BYTES`` (seed 000's contract on the MCP endpoint; the edge answers before
+  routing, so every path gets it): at once when ``Content-Length`` says so (nothing is read), else as soon as
+  that many bytes of a chunked body have arrived (reading stops there);
+- **400** at once for bytes that cannot start an HTTP request (TLS sent to the plain-HTTP port, binary) or a
+  request line or header ended by a bare LF, instead of waiting for a line end that never comes (a 408);
 - **408** when a request is not fully received ``REQUEST_DEADLINE_SECONDS`` after its first byte.
 
 ``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
@@ -39,7 +42,6 @@ SUPPORTED_DAPHNE = ((4, 0), (5, 0))
 REASONS = {
     400: b"Bad Request",
     408: b"Request Timeout",
-    413: b"Content Too Large",
     414: b"URI Too Long",
     431: b"Request Header Fields Too Large",
 }
@@ -50,7 +52,11 @@ CHANNEL_INTERNALS = (
     "_HTTPChannel__first_line",
     "length",
     "requests",
+    "line_mode",
+    "_buffer",
 )
+# What may start a request line: a method is a token (RFC 9110 §5.6.2); a CR may precede it (a stray CRLF).
+_REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\r")
 CHANNEL_METHODS = ("lineReceived", "lineLengthExceeded", "allHeadersReceived", "allContentReceived", "rawDataReceived")
 
 
@@ -114,6 +120,16 @@ def _channel_class() -> type:
                     seconds, self._mcp_refuse, 408, f"The request was not received within {seconds:g} seconds."
                 )
             super().dataReceived(data)
+            if not self._mcp_refused and self.line_mode and not self._handlingRequest and self._buffer:
+                self._mcp_check_partial_line(self._buffer)
+
+        def _mcp_check_partial_line(self, pending: bytes) -> None:
+            """Refuse at once what can never become a request line or header (Twisted would wait for a CRLF
+            until the deadline): bytes no request starts with, or a line ended by a bare LF."""
+            if self._HTTPChannel__first_line and pending[0] not in _REQUEST_START:
+                self._mcp_refuse(400, "This is not an HTTP/1.1 request (TLS to a plain-HTTP port?).")
+            elif b"\n" in pending:
+                self._mcp_refuse(400, "Lines of a request must end with CRLF, not a bare LF.")
 
         def lineReceived(self, line: bytes) -> None:
             if self._mcp_refused:
@@ -143,7 +159,7 @@ def _channel_class() -> type:
                 return
             limit = mcp_settings.MAX_BODY_BYTES
             if self.length is not None and self.length > limit:
-                self._mcp_refuse(413, f"Request body exceeds {limit} bytes.")
+                self._mcp_refuse(400, f"Request body exceeds {limit} bytes.")
                 return
             self._mcp_body_bytes = 0
             super().allHeadersReceived()
@@ -155,7 +171,7 @@ def _channel_class() -> type:
                 self._mcp_body_bytes += len(data)
                 # Chunk framing counts too; allow it a little room over the limit on the decoded body.
                 if self._mcp_body_bytes > mcp_settings.MAX_BODY_BYTES + 64 * 1024:
-                    self._mcp_refuse(413, f"Request body exceeds {mcp_settings.MAX_BODY_BYTES} bytes.")
+                    self._mcp_refuse(400, f"Request body exceeds {mcp_settings.MAX_BODY_BYTES} bytes.")
                     return
             super().rawDataReceived(data)
 

@@ -1,11 +1,18 @@
 """Request hygiene checks that precede authentication and dispatch: Host, Origin, media types.
 
-Each function answers a yes/no question about headers; the consumer turns a "no" into a status code.
+Each function answers a question about headers; the consumer turns a "no" into a status code.
+
+Origins: an ``Origin`` header is read as a serialized origin (RFC 6454: ``scheme://host[:port]``, nothing else),
+and only that canonical form is ever compared or echoed; anything else (a path, a query, user info, ``null``) is
+not an origin and is refused. A *same-origin* request (the Origin names the host the request was sent to, whose
+``Host`` already passed ``ALLOWED_HOSTS``) is accepted without being listed: DNS rebinding is stopped by the
+Host check, and a page served by this host may call it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
@@ -24,12 +31,55 @@ def host_allowed(host: str | None) -> bool:
     return bool(domain) and validate_host(domain, allowed)
 
 
-def origin_allowed(origin: str | None, server_origins: Iterable[str]) -> bool:
-    """A request without Origin (not from a browser) passes; a browser's Origin must be listed."""
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def canonical_origin(origin: str) -> str | None:
+    """The serialized origin ``scheme://host[:port]`` (lower case, default port left out) that ``origin``
+    spells, or ``None`` when it is not one: a path (even ``/``), a query, a fragment, user info, a scheme other
+    than http(s), ``null``."""
+    try:
+        parts = urlsplit(origin.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname or parts.path or parts.query or parts.fragment:
+        return None
+    if "@" in parts.netloc or origin.strip().endswith(("?", "#")):
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}" if port is None or port == DEFAULT_PORTS[scheme] else f"{scheme}://{host}:{port}"
+
+
+def listed_origins(origins: Iterable[str]) -> set[str]:
+    """A list of allowed origins (a server's, ``ALLOWED_ORIGINS``) in canonical form; unreadable entries drop."""
+    return {canonical for origin in origins if (canonical := canonical_origin(str(origin).rstrip("/")))}
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether the canonical ``origin`` names ``host`` (the request's Host header), whatever the scheme: TLS
+    usually ends at a proxy, so the scheme this process sees says nothing of the browser's."""
+    if host is None:
+        return False
+    scheme, _, authority = origin.partition("://")
+    expected = canonical_origin(f"{scheme}://{host.strip()}")
+    return expected is not None and expected.partition("://")[2] == authority
+
+
+def origin_allowed(origin: str | None, server_origins: Iterable[str], host: str | None = None) -> bool:
+    """A request without Origin (not from a browser) passes; a browser's Origin must be a real origin, and
+    either the request's own (same-origin) or listed by the server or ``ALLOWED_ORIGINS``."""
     if origin is None:
         return True
-    origin = origin.rstrip("/")
-    return origin in set(server_origins) or origin in set(mcp_settings.ALLOWED_ORIGINS)
+    canonical = canonical_origin(origin)
+    if canonical is None:
+        return False
+    if same_origin(canonical, host):
+        return True
+    return canonical in listed_origins(server_origins) or canonical in listed_origins(mcp_settings.ALLOWED_ORIGINS)
 
 
 def is_json_content_type(content_type: str | None) -> bool:

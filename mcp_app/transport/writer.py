@@ -91,13 +91,35 @@ class ResponseWriter:
         self._flusher: asyncio.Task[None] | None = None  # the flush scheduled for the next turn of the loop
         self._flushing = False  # a flush is storing or sending: the next one waits for it
         self._failure: BaseException | None = None
+        self._starting: asyncio.Event | None = None  # set once the (one) start is over, whatever its outcome
 
     @property
     def resumable(self) -> bool:
         return self._session_key is not None
 
     async def start(self, first: bytes = b"") -> None:
-        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here."""
+        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here.
+
+        Once: the calls of a batch notify concurrently and the store's check yields to the loop, so a caller that
+        arrives while the first one starts waits for that start (its ``first`` is not sent) instead of starting
+        the response a second time."""
+        if self._starting is not None:
+            await self._starting.wait()
+            if not self.streaming:  # the first start failed (or was cancelled): so does this call
+                raise ServiceUnavailable()
+            return
+        self._starting = asyncio.Event()
+        try:
+            await self._start(first)
+        finally:
+            self._starting.set()
+
+    @property
+    def started(self) -> bool:
+        """The head, stream id and priming event are out (not merely under way): events may follow."""
+        return self._starting is not None and self._starting.is_set() and self.streaming
+
+    async def _start(self, first: bytes) -> None:
         if self._session_key is not None:
             # Before any byte goes out: a resumable stream needs its store, and an unreachable one must be a 503
             # rather than a stream that breaks after its headers.
@@ -121,8 +143,7 @@ class ResponseWriter:
         store and are published for a GET with ``Last-Event-ID``. Only resumable streams can be closed."""
         if not self.resumable or self.disconnected:
             return False
-        if not self.streaming:
-            await self.start()
+        await self.start()
         await self._drain(last=True)
         self.disconnected = True
         return True
@@ -130,7 +151,7 @@ class ResponseWriter:
     async def notify(self, message: dict[str, Any]) -> None:
         if not self._allow_stream:
             return
-        if not self.streaming:
+        if not self.started:
             await self.start()
         await self.event(message)
 

@@ -1,5 +1,6 @@
-"""What daphne answers before the application, on raw sockets: 414, 431, 413 without reading, 408 for a client
-that trickles, 400 for two Host headers or an HTTP/1.1 request without one. The daphne here runs with a
+"""What daphne answers before the application, on raw sockets: 414, 431, 400 for a body over the limit without
+reading it, 408 for a client that trickles, 400 for two Host headers or an HTTP/1.1 request without one, 400 at
+once for bytes that are not HTTP (TLS) or a bare-LF request line. The daphne here runs with a
 one-second request deadline."""
 
 from __future__ import annotations
@@ -103,10 +104,11 @@ def test_oversized_headers_are_431(edge: int) -> None:
     assert_json_rpc_error(body)
 
 
-def test_a_declared_100_mb_body_is_413_before_any_of_it_is_sent(edge: int) -> None:
+def test_a_declared_100_mb_body_is_400_before_any_of_it_is_sent(edge: int) -> None:
     head = request(headers=b"Host: 127.0.0.1\r\ncontent-length: 104857600\r\n")
     status, body, seconds = exchange(edge, head)
-    assert status == 413
+    assert status == 400  # seed 000's contract: 400 with -32600
+    assert_json_rpc_error(body)
     assert "exceeds" in orjson.loads(body)["error"]["message"]
     assert seconds < DEADLINE_SECONDS  # answered on the headers, not after a deadline
 
@@ -114,8 +116,9 @@ def test_a_declared_100_mb_body_is_413_before_any_of_it_is_sent(edge: int) -> No
 def test_a_chunked_body_is_cut_off_at_the_limit(edge: int) -> None:
     head = request(headers=b"Host: 127.0.0.1\r\ntransfer-encoding: chunked\r\n")
     chunk = b"%x\r\n%s\r\n" % (1024 * 1024, b" " * (1024 * 1024))
-    status, _, _ = exchange(edge, head, *([chunk] * 8))  # 8 MiB offered against the 4 MiB limit
-    assert status == 413
+    status, body, _ = exchange(edge, head, *([chunk] * 8))  # 8 MiB offered against the 4 MiB limit
+    assert status == 400
+    assert_json_rpc_error(body)
 
 
 def test_a_client_trickling_its_request_is_cut_off_at_the_deadline(edge: int) -> None:
@@ -143,3 +146,31 @@ def test_http_1_1_without_host_is_400_but_http_1_0_is_served(edge: int) -> None:
         % (len(ping), ping),
     )
     assert old == 401, old_body  # reached the application, which asks for a token
+
+
+# A TLS 1.2 ClientHello's first bytes: a handshake record (0x16), version 3.1, then the hello itself.
+TLS_CLIENT_HELLO = bytes.fromhex("16030100f5010000f10303") + bytes(range(32)) + b"\x00\x00\x02\x13\x01\x01\x00"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b"POST /mcp/x HTTP/1.1\nHost: 127.0.0.1\n\n", id="bare-LF request line"),
+        pytest.param(b"POST /mcp/x HTTP/1.1\r\nHost: 127.0.0.1\ncontent-length: 2\n\n{}", id="bare-LF header"),
+        pytest.param(TLS_CLIENT_HELLO, id="TLS ClientHello"),
+        pytest.param(b"\x00\x01\x02binary", id="binary"),
+    ],
+)
+def test_bytes_that_cannot_become_a_request_are_400_at_once(edge: int, raw: bytes) -> None:
+    status, body, seconds = exchange(edge, raw)
+    assert status == 400
+    assert_json_rpc_error(body)
+    assert seconds < DEADLINE_SECONDS  # not the 408 of the deadline
+
+
+def test_a_request_split_between_cr_and_lf_is_still_served(edge: int) -> None:
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    raw = request(headers=b"Host: 127.0.0.1\r\nconnection: close\r\ncontent-length: %d\r\n" % len(ping), body=ping)
+    cut = raw.index(b"\r\n") + 1
+    status, body, _ = exchange(edge, raw[:cut], raw[cut:], pause=0.05)
+    assert status == 400 and b"agentId" in body  # the application answered: the edge let it through

@@ -4,7 +4,7 @@ The test runs its own ``redis-server`` on a free port (never the shared one), po
 stops and restarts it. While it is down:
 
 - requests that need the channel layer or the event store (a GET stream, ``subscriptions/listen``, a session
-  call with progress) get a 503 with a JSON-RPC error body within ``FAST_SECONDS``;
+  call with progress) get a 503 with a JSON-RPC error body within ``FAST_SECONDS``, carrying the request's id;
 - a GET stream that was open ends with an ``event: error`` instead of going quiet;
 - a plain JSON call, which needs neither, is still served.
 
@@ -186,6 +186,10 @@ async def test_redis_down_gives_fast_503s_ends_streams_and_service_resumes(
         error = response.json()
         assert error["jsonrpc"] == "2.0" and error["error"]["code"] == -32603, what
         assert "unavailable" in error["error"]["message"].lower(), what
+    # The requests' ids were readable: their 503s answer them.
+    assert down["GET stream"][0].json()["id"] is None
+    assert down["progress call"][0].json()["id"] == 7
+    assert down["listen"][0].json()["id"] == "listen-1"
     assert plain.status_code == 200 and plain.json()["result"]["content"] == [{"type": "text", "text": "x"}]
     assert first_get == 200
     assert first_call.status_code == 200

@@ -245,7 +245,7 @@ async def test_missing_token_is_401_with_bearer_challenge(
     assert body["error"]["code"] == INVALID_REQUEST
 
 
-async def test_body_over_the_limit_is_413(daphne_url: str, live_access: Access, http: httpx.AsyncClient) -> None:
+async def test_body_over_the_limit_is_400(daphne_url: str, live_access: Access, http: httpx.AsyncClient) -> None:
     access = live_access
     limit = mcp_settings.MAX_BODY_BYTES
     assert limit == 4 * 1024 * 1024
@@ -255,8 +255,8 @@ async def test_body_over_the_limit_is_413(daphne_url: str, live_access: Access, 
 
     response = await http.post(endpoint(daphne_url, access), content=body, headers=post_headers(access))
 
-    # Refused by daphne on the declared length (mcp_app.transport.edge_limits), with a JSON-RPC body.
-    assert response.status_code == 413
+    # Refused by daphne on the declared length (mcp_app.transport.edge_limits), with seed 000's 400 and -32600.
+    assert response.status_code == 400
     assert response.json()["error"]["code"] == INVALID_REQUEST
 
 

@@ -36,10 +36,11 @@ async def test_empty_body_is_400(access, raw):
     assert reply.json()["error"]["code"] == INVALID_REQUEST
 
 
-async def test_body_over_default_limit_of_4_mib_is_413(access):
+async def test_body_over_default_limit_of_4_mib_is_400_invalid_request(access):
     text = "x" * (4 * 1024 * 1024)
     reply = await call(access, rpc("tools/call", {"name": "echo", "arguments": {"text": text}}))
-    assert reply.status == 413
+    assert reply.status == 400  # seed 000's contract
+    assert reply.json()["error"]["code"] == INVALID_REQUEST
     assert "exceeds 4194304 bytes" in reply.json()["error"]["message"]
 
 
@@ -59,7 +60,7 @@ async def test_chunked_body_is_refused_as_soon_as_it_passes_the_limit(access):
         start = await comm.receive_output(timeout=5)
         body = await comm.receive_output(timeout=5)
         await comm.wait(timeout=5)
-    assert start["status"] == 413
+    assert start["status"] == 400
     assert orjson.loads(body["body"])["error"]["code"] == INVALID_REQUEST
 
 
@@ -70,7 +71,7 @@ async def test_declared_content_length_over_limit_is_refused_before_reading(acce
         start = await comm.receive_output(timeout=5)
         await comm.receive_output(timeout=5)
         await comm.wait(timeout=5)
-    assert start["status"] == 413
+    assert start["status"] == 400
 
 
 async def test_notification_is_202_without_body(access):

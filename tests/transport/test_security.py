@@ -53,3 +53,29 @@ async def test_raw_token_never_reaches_the_logs(make_access, caplog):
     assert caplog.records, "the failing tool is expected to log"
     secret = access.raw_token.split("_", 2)[2]  # mcp_<hex prefix>_<secret>: the secret may hold "_"
     assert all(secret not in record.getMessage() and secret not in (record.exc_text or "") for record in caplog.records)
+
+
+def test_origins_are_read_as_serialized_origins_only():
+    from mcp_app.transport.security import canonical_origin, same_origin
+
+    assert canonical_origin("https://App.Example") == "https://app.example"
+    assert canonical_origin("https://app.example:443") == "https://app.example"
+    assert canonical_origin("http://127.0.0.1:8000") == "http://127.0.0.1:8000"
+    assert canonical_origin("http://[::1]:8000") == "http://[::1]:8000"
+    for bad in (
+        "https://app.example/",
+        "https://app.example/x",
+        "https://a@app.example",
+        "null",
+        "file://x",
+        "https://app.example?",
+        "https://app.example#",
+        "https://app.example:99999",
+        "app.example",
+    ):
+        assert canonical_origin(bad) is None, bad
+    assert same_origin("http://127.0.0.1:8000", "127.0.0.1:8000")
+    assert same_origin("https://app.example", "app.example")
+    assert same_origin("https://app.example", "app.example:443")
+    assert not same_origin("http://127.0.0.1:8000", "127.0.0.1:8001")
+    assert not same_origin("http://127.0.0.1:8000", None)
