@@ -7,9 +7,11 @@
 3. ``django-admin startproject myproject``, then every marked block of docs/install.md in order:
    ``<!-- run -->`` blocks run line by line in the project, ``<!-- file: path -->`` blocks replace a file,
    ``<!-- append: path -->`` blocks are appended to one.
-4. Serve the project with the venv's daphne and call the project's own tool with the official Python SDK
-   client, using the URL and token that ``mcp_bootstrap`` printed.
-5. Run the project's own tests (the document's step 8) with the venv's pytest: the plugin shipped in the wheel.
+4. Serve the project with the venv's daphne: the admin's stylesheets and scripts are served (200: the page's
+   static-files step), and the project's own tool answers the official Python SDK client, using the URL and
+   token that ``mcp_bootstrap`` printed.
+5. Run the project's own tests (the document's step 8) with the venv's pytest: the plugin shipped in the wheel;
+   no warning in their output (the page's ``pytest.ini`` is complete).
 
 pip reads packages from its cache after the first run; CI can reach PyPI for the first.
 """
@@ -142,6 +144,7 @@ def test_install_doc_in_a_fresh_venv(tmp_path: Path) -> None:
                 continue
         base = f"http://127.0.0.1:{port}"
         assert httpx.get(f"{base}/healthz", timeout=10).json() == {"status": "ok"}
+        _assert_admin_is_styled(base)
         tools, result = asyncio.run(_call_with_sdk(url.replace("http://127.0.0.1:8000", base), token))
     finally:
         daphne.terminate()
@@ -158,6 +161,27 @@ def test_install_doc_in_a_fresh_venv(tmp_path: Path) -> None:
     summary = tests.stdout.replace(" passed", " passed-in-project")
     assert tests.returncode == 0, f"{summary}\n{tests.stderr}"
     assert re.search(r"\b2 passed-in-project\b", summary), summary
+    # The page's pytest.ini is complete: pytest-asyncio's deprecation warning (an unset fixture loop scope) and
+    # any other warning would show here.
+    assert "warnings summary" not in summary and "Warning" not in summary + tests.stderr, summary
+
+
+def _assert_admin_is_styled(base: str) -> None:
+    """The admin's login page under daphne links its stylesheets and scripts, and every one is served (200):
+    the page's static-files step works (without it they are 404 and the admin is unstyled)."""
+    page = httpx.get(f"{base}/admin/login/", timeout=10)
+    assert page.status_code == 200
+    stylesheets = re.findall(r'<link[^>]+rel="stylesheet"[^>]+href="([^"]+)"', page.text) + re.findall(
+        r'<link[^>]+href="([^"]+)"[^>]+rel="stylesheet"', page.text
+    )
+    scripts = re.findall(r'<script[^>]+src="([^"]+)"', page.text)
+    assert any(href.endswith(".css") for href in stylesheets), page.text[:2000]
+    for href in {*stylesheets, *scripts}:
+        asset = httpx.get(href if href.startswith("http") else f"{base}{href}", timeout=10)
+        assert asset.status_code == 200, f"{href}: {asset.status_code}"
+        if href.endswith(".css"):
+            assert asset.headers["content-type"].startswith("text/css")
+            assert len(asset.content) > 100
 
 
 async def _call_with_sdk(url: str, token: str) -> tuple[list[str], object]:
