@@ -5,9 +5,9 @@ The contract:
 - A process that owns records (``ToolTask.owner``: a serving process running tasks in-process, a worker
   process running calls) *beats*: one daemon thread per process (``mcp-heartbeat``) records its owner id
   (``process.owner_id()``) every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the
-  queues it consumes (``consume``). It starts on the first ``owner()`` of a process (the first beat is made
-  before the owner id is handed out, so nobody can judge the owner of a record before it has beaten), from a
-  worker's process init, or with ``start()``. The request path pays one flag check; the heartbeat costs one
+  queues it consumes (``consume``). It starts when a worker process starts (``workers.tasks``: Celery's
+  signals), when a serving process starts sweeping (``workers.liveness.start_sweeping``), or else on the first
+  ``owner()`` of a process (its thread beats at once). The request path pays one flag check; the heartbeat costs one
   Redis round trip per interval per process, whatever the traffic.
 - ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS`` (or unknown). A
   lease, not a pid: an exited process that was not reaped yet (a zombie), a pid reused after a fast restart
@@ -153,6 +153,7 @@ class _Pulse:
         self.failing = False
         self.stopped = threading.Event()
         self.lock = threading.Lock()
+        self.first_beat_in_thread = False
         self.thread = threading.Thread(target=self._run, name="mcp-heartbeat", daemon=True)
 
     def beat_once(self) -> None:
@@ -172,6 +173,8 @@ class _Pulse:
 
     def _run(self) -> None:
         interval = float(mcp_settings.HEARTBEAT_INTERVAL_SECONDS)
+        if self.first_beat_in_thread:
+            self.beat_once()
         while not self.stopped.wait(interval):
             self.beat_once()
             now = time.monotonic()
@@ -203,9 +206,10 @@ def backend() -> Any:
     return _built
 
 
-def _running() -> _Pulse:
-    """This process's pulse, started (and its first beat made) if it is not running yet. A forked child (a
-    prefork pool process) starts its own: threads do not survive ``fork``."""
+def _running(*, beat_now: bool = True) -> _Pulse:
+    """This process's pulse, started (its first beat made here, or by its thread at once with ``beat_now=False``)
+    if it is not running yet. A forked child (a prefork pool process) starts its own: threads do not survive
+    ``fork``."""
     global _pulse
     pulse = _pulse
     if pulse is not None and pulse.pid == os.getpid():
@@ -213,7 +217,10 @@ def _running() -> _Pulse:
     with _lock:
         if _pulse is None or _pulse.pid != os.getpid():
             fresh = _Pulse(backend())
-            fresh.beat_once()
+            if beat_now:
+                fresh.beat_once()
+            else:
+                fresh.first_beat_in_thread = True
             fresh.thread.start()
             _pulse = fresh
         return _pulse
@@ -225,10 +232,11 @@ def start() -> None:
 
 
 def owner() -> str:
-    """This process's owner id for a record it is about to own; the process beats from now on."""
+    """This process's owner id for a record it is about to own; the process beats from now on (its first beat
+    made at once by the thread: this is called on request paths, which must not wait for Redis)."""
     pulse = _pulse
     if pulse is None or pulse.pid != os.getpid():
-        _running()
+        _running(beat_now=False)
     return owner_id()
 
 
@@ -272,6 +280,18 @@ def dead(owners: Iterable[str], *, timeout: float | None = None, pid_check: bool
     if pulse.backend.shared and healthy and asked - gone:
         gone |= set(pulse.backend.dead(asked - gone, limit))
     return gone
+
+
+def worker_queue() -> str | None:
+    """The Celery queue of worker calls when they go to workers that beat in a shared backend (with
+    ``REDIS_URL``), else ``None``: its consumers are not known here."""
+    if mcp_settings.WORKER_DISPATCH == "in_process" or not getattr(backend(), "shared", False):
+        return None
+    if mcp_settings.WORKER_QUEUE:
+        return str(mcp_settings.WORKER_QUEUE)
+    from celery import current_app
+
+    return str(current_app.conf.task_default_queue or "celery")
 
 
 def consumers(queue: str) -> int | None:

@@ -144,26 +144,12 @@ async def _check_redis() -> str:
 NO_WORKER = "none"
 
 
-def worker_queue() -> str | None:
-    """The Celery queue of worker calls when they go to workers that beat in a shared heartbeat backend (with
-    ``REDIS_URL``), else ``None``: nothing to report."""
-    from .. import heartbeat
-
-    if mcp_settings.WORKER_DISPATCH == "in_process" or not getattr(heartbeat.backend(), "shared", False):
-        return None
-    if mcp_settings.WORKER_QUEUE:
-        return str(mcp_settings.WORKER_QUEUE)
-    from celery import current_app
-
-    return str(current_app.conf.task_default_queue or "celery")
-
-
 async def _check_workers() -> str | tuple[str, dict[str, Any]]:
     """Whether a worker consumes the queue of worker calls: worker processes beating for it (``mcp_app.heartbeat``,
     one Redis round trip, no Celery inspect). ``none`` is down only with ``READYZ_REQUIRES_WORKER``."""
     from .. import heartbeat
 
-    queue = await asyncio.to_thread(worker_queue)
+    queue = await asyncio.to_thread(heartbeat.worker_queue)
     if queue is None:
         return SKIPPED
     count = await asyncio.to_thread(heartbeat.consumers, queue)

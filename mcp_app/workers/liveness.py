@@ -5,7 +5,8 @@ process and a worker that comes back can race without a call being answered twic
 
 - ``check(record, redispatch)``: what the awaiting runner does when its poll finds the record unsettled. A call
   ``queued`` for longer than ``WORKER_QUEUE_TIMEOUT_SECONDS`` (no worker took it) is failed with
-  ``NO_WORKER_MESSAGE``; a call ``working`` whose owner (the worker process that took it) stopped beating
+  ``no_worker_message()``, unless workers do consume its queue and it was not sent again yet: then its message
+  was most likely reserved by a worker that died before starting it, and it is sent again once (``resend``); a call ``working`` whose owner (the worker process that took it) stopped beating
   (``mcp_app.heartbeat``: ``HEARTBEAT_TIMEOUT_SECONDS``) is *lost*: with ``WORKER_LOST_CALLS = "requeue"`` and
   runs left (``WORKER_CALL_MAX_ATTEMPTS``) it is ``queued`` again under a new Celery id and sent again
   (``redispatch``: the awaiting request's own message); else failed with ``records.LOST_MESSAGE``. The lost
@@ -60,7 +61,7 @@ def check(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> boo
     if record.execution != records.WORKER:
         return False
     if record.status == ToolTask.Status.QUEUED:
-        return _overdue_in_queue(record) and expire(record)
+        return _overdue_in_queue(record) and (resend(record, redispatch) or expire(record))
     if record.status == ToolTask.Status.WORKING and record.owner:
         try:
             lost = record.owner in heartbeat.dead([record.owner])
@@ -74,6 +75,34 @@ def check(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> boo
 def _overdue_in_queue(record: ToolTask) -> bool:
     queued_since = record.updated_at or record.created_at
     return queued_since < timezone.now() - timedelta(seconds=float(mcp_settings.WORKER_QUEUE_TIMEOUT_SECONDS))
+
+
+RESENT_MESSAGE = "Sent again: no worker took it in time"
+
+
+def resend(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bool:
+    """A call no worker took in time although workers consume its queue: its message was most likely taken by a
+    worker that died before starting it (kombu's Redis transport restores such a message only after its
+    visibility timeout). Sent again once under a new Celery id (the old message, if it ever comes, is
+    superseded); whether it was."""
+    if redispatch is None or record.status_message == RESENT_MESSAGE:
+        return False
+    try:
+        queue = heartbeat.worker_queue()
+        if queue is None or not heartbeat.consumers(queue):
+            return False
+    except Exception:  # the heartbeat backend is unreachable: fail it as no worker took it
+        return False
+    where = {"status": ToolTask.Status.QUEUED, "celery_id": record.celery_id}
+    if not ToolTask.objects.transition(
+        record.pk, where=where, celery_id=str(uuid.uuid4()), status_message=RESENT_MESSAGE
+    ):
+        return False
+    logger.warning("worker call %s of %s sent again: no worker took it in time", record.task_id[:8], record.tool_name)
+    requeued = ToolTask.objects.filter(pk=record.pk).first()
+    if requeued is not None:
+        redispatch(requeued)
+    return True
 
 
 def expire(record: ToolTask) -> bool:
@@ -149,7 +178,7 @@ def sweep() -> dict[str, int]:
         unclaimed = ToolTask.objects.filter(
             execution=records.WORKER, status=ToolTask.Status.QUEUED, updated_at__lt=oldest
         )
-        counts["unclaimed calls"] = sum(expire(record) for record in unclaimed)
+        counts["unclaimed calls"] = sum(resend(record, _sweep_redispatch) or expire(record) for record in unclaimed)
         working = list(
             ToolTask.objects.filter(execution=records.WORKER, status=ToolTask.Status.WORKING).exclude(owner="")
         )
