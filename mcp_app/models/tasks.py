@@ -104,6 +104,15 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             updated_at=timezone.now(),
         )
 
+    def record_progress(self, pk: int, progress: float, total: float | None, message: str | None) -> bool:
+        """Keep a running call's latest progress (for the admin); a finished task is left as it ended."""
+        moved = (
+            self.filter(pk=pk)
+            .exclude(status__in=TERMINAL)
+            .update(progress=progress, progress_total=total, progress_message=(message or "")[:500])
+        )
+        return bool(moved)
+
     def delete_expired(self) -> int:
         count, _ = self.filter(expires_at__lte=timezone.now()).delete()
         return count
