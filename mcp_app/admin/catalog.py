@@ -22,6 +22,7 @@ from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool,
 from ..models.tenancy import python_tool_allowed
 from .base import TenantScopedAdmin
 from .http_tools import WebhookInline
+from .schema_form import python_schemas
 from .tryit import TryItMixin
 
 
@@ -31,21 +32,6 @@ def _allowed_python_tools(request: HttpRequest) -> list[str]:
         return names
     lists = list(permissions.editable_tenants(request.user).values_list("allowed_python_tools", flat=True))
     return [name for name in names if any(python_tool_allowed(allowed, name) for allowed in lists)]
-
-
-def python_schemas(tool: Tool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The input and output schemas a Python tool really has: derived by the registry from its type hints."""
-    registered = registry.get(tool.python_name or tool.name)
-    if registered is None:
-        return None, None
-    return registered.input_schema, registered.output_schema
-
-
-def effective_input_schema(tool: Tool) -> dict[str, Any]:
-    """The input schema clients see for ``tool`` (a Python tool's derived one, else the stored one)."""
-    if tool.kind == Tool.Kind.PYTHON:
-        return python_schemas(tool)[0] or {}
-    return tool.input_schema or {}
 
 
 def _schema_html(schema: dict[str, Any] | None) -> str:
