@@ -27,7 +27,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django import forms
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -86,8 +87,9 @@ class ArgumentsForm(TryItForm):
             self.fields["input_mode"].initial = "json"
         if self.is_bound and "input_mode" not in self.data:
             # A post without the mode (a script, an older page): raw JSON when it carries "arguments".
-            self.data = self.data.copy()
-            self.data["input_mode"] = "json" if "arguments" in self.data else "form"
+            data = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict
+            data["input_mode"] = "json" if "arguments" in data else "form"
+            self.data = data
 
     def clean_arguments(self) -> Any:
         value = self.cleaned_data.get("arguments")
@@ -159,7 +161,7 @@ class TryItMixin:
         return "prompts/get", {"name": obj.name, "arguments": data["arguments"]}
 
     # -- the page ------------------------------------------------------------------------------------------------
-    def try_it_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def try_it_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
         from ..transport.console import run_as
 
         obj = self.get_object(request, object_id)  # type: ignore[attr-defined]  # a ModelAdmin mixin; 404 across tenants

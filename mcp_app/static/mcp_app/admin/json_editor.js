@@ -30,6 +30,11 @@
     editor.setText(textarea.value.trim());
     check(textarea.value);
     container.jsonEditor = editor;
+    // Whatever set the editor's text (typing, a paste, a script), the form posts what the editor shows.
+    if (textarea.form) {
+      textarea.form.addEventListener("submit", function () { textarea.value = editor.getText(); }, true);
+      textarea.form.addEventListener("formdata", function (event) { event.formData.set(textarea.name, editor.getText()); });
+    }
   }
 
   function attachAll(root) {
