@@ -69,6 +69,8 @@ if _PROXY_SSL_HEADER:
 
 INSTALLED_APPS = [
     "daphne",
+    # The admin's theme (before django.contrib.admin: its templates win) and the JSON editor's assets.
+    "unfold",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -80,10 +82,22 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_json_widget",
     "mcp_app",
     "mcp_app.contrib.demo",
     "mcp_app.contrib.conformance",
 ]
+
+# The admin: django-unfold, branded, its sidebar grouped and its index a dashboard (mcp_app.admin.theme).
+UNFOLD = {
+    "SITE_TITLE": "mcp-host",
+    "SITE_HEADER": "mcp-host",
+    "SITE_SUBHEADER": "MCP servers, hosted",
+    "SITE_SYMBOL": "hub",
+    "SHOW_HISTORY": True,
+    "DASHBOARD_CALLBACK": "mcp_app.admin.dashboard.dashboard_callback",
+    "SIDEBAR": {"show_search": True, "navigation": "mcp_app.admin.theme.sidebar"},
+}
 
 # The API's views choose their own schema class; drf-spectacular's `check --deploy` (drf_spectacular.E001)
 # generates the whole schema with the project default, which must be its AutoSchema too.

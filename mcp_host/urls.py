@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from . import admin as _themed_auth_admin  # noqa: F401  (users and groups in the admin's theme)
 from .views import index
 
 urlpatterns = [

@@ -10,4 +10,11 @@ permissions say which pages exist for them; the membership's role says which ten
 or edit (admin, owner), and only owners manage memberships.
 """
 
+from django.contrib import admin as _admin
+
 from . import agents, apikeys, audit, catalog, runtime, servers, tenancy  # noqa: F401  (registration side effects)
+
+if _admin.site.index_template is None:
+    # The index is mcp-host's dashboard (admin.dashboard); unfold's own admin/index.html would win by app order.
+    _admin.site.index_template = "admin/mcp_app/index.html"
+    _admin.site.index_title = "Dashboard"

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
+from unfold.admin import TabularInline
 
 from .. import permissions
 from ..models import Agent, AgentToken
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldGroups
 
 
-class AgentTokenInline(TenantScopedInline, admin.TabularInline):
+class AgentTokenInline(TenantScopedInline, TabularInline):
     model = AgentToken
     extra = 0
     can_delete = False

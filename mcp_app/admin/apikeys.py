@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from unfold.admin import ModelAdmin
 
 from ..models import ApiKey
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ModelAdmin):
     list_display = ("__str__", "name", "user", "created_at", "expires_at", "revoked_at", "last_used_at")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
     list_select_related = ("user",)

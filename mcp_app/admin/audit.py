@@ -5,9 +5,10 @@ API): members see their tenants' calls, superusers everyone's; nobody adds, edit
 (retention is ``mcp_purge``'s job). Every filter offers only choices from the user's tenants. Arguments are shown
 as stored: already redacted (secret-looking keys) and bounded when they were written.
 
-The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per day, and per tool the number of
-calls, the error rate and the p50/p95 duration, computed by the database (``ToolCall.objects.usage``) and drawn
-as inline SVG on the server: no script, no CDN, works offline.
+The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per day (every day of the period, zeros
+included), and per tool the number of calls, the error rate and the p50/p95 duration, computed by the database
+(``ToolCall.objects.usage``) and drawn with Chart.js by unfold's chart component (the dashboard's charts,
+``admin.dashboard``): served with the admin's static files, no CDN.
 
 Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin.agents``).
 """
@@ -25,11 +26,10 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
 
 from .. import permissions
 from ..models import Agent, McpServer, Tenant, Tool, ToolCall
-from ..models.audit import Usage
+from . import dashboard
 from .base import TenantScopedAdmin
 
 permissions.register_tenant_path(
@@ -38,7 +38,7 @@ permissions.register_tenant_path(
 
 #: The grant fields of the token form, in order (the admin's token form shows them after the servers).
 GRANT_FIELDS = ("limit_to_grant", "granted_tools", "granted_resources", "granted_prompts", "read_only")
-USAGE_DAYS = (7, 30, 90)
+USAGE_DAYS = dashboard.USAGE_DAYS
 
 
 class _ScopedFilter(admin.SimpleListFilter):
@@ -190,7 +190,8 @@ class ToolCallAdmin(TenantScopedAdmin):
         tenant = _chosen_tenant(request, tenants)
         days = _chosen_days(request)
         now = timezone.now()
-        usage = ToolCall.objects.usage(tenant.pk, now - timedelta(days=days), now) if tenant else None
+        since = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        usage = ToolCall.objects.usage(tenant.pk, since, now) if tenant else None
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -200,8 +201,9 @@ class ToolCallAdmin(TenantScopedAdmin):
             "days": days,
             "day_choices": USAGE_DAYS,
             "usage": usage,
-            "calls_chart": calls_per_day_svg(usage) if usage else "",
-            "duration_chart": durations_svg(usage) if usage else "",
+            "calls_chart": dashboard.calls_chart(usage.every_day(since, now)) if usage else None,
+            "duration_chart": dashboard.durations_chart(usage.tools, limit=25) if usage else None,
+            "duration_height": dashboard.chart_height(min(len(usage.tools), 25)) if usage else 0,
             "changelist_url": reverse("admin:mcp_app_toolcall_changelist"),
         }
         return TemplateResponse(request, "admin/mcp_app/toolcall/usage.html", context)
@@ -220,78 +222,3 @@ def _chosen_tenant(request: HttpRequest, tenants: list[Tenant]) -> Tenant | None
 def _chosen_days(request: HttpRequest) -> int:
     raw = request.GET.get("days", "30")
     return int(raw) if raw.isdigit() and int(raw) in USAGE_DAYS else 30
-
-
-# ----------------------------------------------------------------------------------------- charts (SVG)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def calls_per_day_svg(usage: Usage, width: int = 720, height: int = 200) -> SafeString:
-    """Bars of calls per day (errors stacked in red), one per day that had calls, oldest first."""
-    days = usage.days
-    if not days:
-        return mark_safe('<p class="help">No calls in this period.</p>')
-    top = max(day.calls for day in days)
-    left, bottom, plot_height = 40, 30, height - 50
-    slot = (width - left - 10) / len(days)
-    bar = max(1.0, slot * 0.8)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" class="mcp-chart" aria-label="Calls per day">',
-        f'<text x="{left - 4}" y="20" text-anchor="end" font-size="10">{top}</text>',
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#999"/>',
-    ]
-    for index, day in enumerate(days):
-        x = left + index * slot
-        h = plot_height * day.calls / top
-        e = plot_height * day.errors / top
-        y = height - bottom - h
-        label = f"{day.day.isoformat()}: {day.calls} calls, {day.errors} errors"
-        parts.append(
-            f"<g><title>{_escape(label)}</title>"
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h - e:.1f}" fill="#417690"/>'
-            f'<rect x="{x:.1f}" y="{y + h - e:.1f}" width="{bar:.1f}" height="{e:.1f}" fill="#ba2121"/></g>'
-        )
-        if len(days) <= 31 and (index % max(1, len(days) // 8) == 0 or index == len(days) - 1):
-            parts.append(
-                f'<text x="{x + bar / 2:.1f}" y="{height - bottom + 14}" text-anchor="middle" font-size="10">'
-                f"{day.day.strftime('%m-%d')}</text>"
-            )
-    parts.append("</svg>")
-    return mark_safe("".join(parts))  # noqa: S308 (every interpolated text is escaped or numeric)
-
-
-def durations_svg(usage: Usage, width: int = 720) -> SafeString:
-    """Horizontal bars per tool: p50 (dark) and p95 (light) duration, with the error rate as text."""
-    tools = usage.tools[:25]
-    if not tools:
-        return mark_safe("")
-    row, left, right = 22, 180, 150
-    height = row * len(tools) + 20
-    top = max((tool.p95_ms or 0.0) for tool in tools) or 1.0
-    span = width - left - right
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" class="mcp-chart" aria-label="Duration per tool">'
-    ]
-    for index, tool in enumerate(tools):
-        y = 10 + index * row
-        p50 = tool.p50_ms or 0.0
-        p95 = tool.p95_ms or 0.0
-        name = _escape(tool.tool_name)
-        summary = _escape(
-            f"{tool.tool_name}: {tool.calls} calls, {tool.error_rate:.1%} errors, p50 {p50:.1f} ms, p95 {p95:.1f} ms"
-        )
-        parts.append(
-            f"<g><title>{summary}</title>"
-            f'<text x="{left - 6}" y="{y + 14}" text-anchor="end" font-size="11">{name}</text>'
-            f'<rect x="{left}" y="{y + 3}" width="{span * p95 / top:.1f}" height="14" fill="#79aec8"/>'
-            f'<rect x="{left}" y="{y + 3}" width="{span * p50 / top:.1f}" height="14" fill="#417690"/>'
-            f'<text x="{width - right + 6}" y="{y + 14}" font-size="11">'
-            f"{p50:.0f} / {p95:.0f} ms · {tool.error_rate:.0%} err</text></g>"
-        )
-    parts.append("</svg>")
-    return mark_safe("".join(parts))  # noqa: S308 (every interpolated text is escaped or numeric)

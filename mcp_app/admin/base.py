@@ -1,6 +1,7 @@
 """What every mcp_app ModelAdmin and inline shares: tenant scoping through ``mcp_app.permissions``.
 
-``TenantScopedAdmin`` (and ``TenantScopedInline``) make one ModelAdmin tenant-aware without logic of its own:
+``TenantScopedAdmin`` (an unfold ModelAdmin) and ``TenantScopedInline`` (mixed into unfold's inlines) make one
+ModelAdmin tenant-aware without logic of its own:
 
 - querysets (changelist, change form, delete, history, actions, search, autocomplete) go through
   ``scope_queryset``; another tenant's object is a 404, exactly like a missing one;
@@ -11,7 +12,7 @@
 - foreign-key and many-to-many choices of tenant-owned models are limited to the tenants the user edits;
   ``tenant`` offers the user's editable tenants and is preset (and hidden) when there is only one; the field
   that ties an object to its tenant is read-only once the object exists;
-- JSON fields get a formatted textarea; help texts are escaped, so ``/mcp/<server id>`` shows as written.
+- JSON fields get a JSON editor (``JSONEditor``) holding indented JSON; help texts are escaped, so ``/mcp/<server id>`` shows as written.
 
 Not owned here: the rules themselves (``mcp_app.permissions``), the domain verbs (the managers).
 """
@@ -23,41 +24,53 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
-from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 from django.utils.html import conditional_escape
+from unfold.admin import ModelAdmin
 
 from .. import permissions
 from ..models import Tenant
 
 
-class JSONTextarea(forms.Textarea):
-    """A monospace textarea sized to its (indented) content."""
+class JSONEditor(forms.Textarea):
+    """JSON edited in jsoneditor's code mode (django-json-widget's assets): syntax highlighting, folding and the
+    parse error marked at its line while typing. The value travels in a hidden textarea as typed, so invalid
+    JSON reaches the form field, which says where it went wrong (nothing typed is silently dropped)."""
+
+    template_name = "admin/mcp_app/widgets/json_editor.html"
+
+    class Media:
+        js = ("dist/jsoneditor.min.js", "mcp_app/admin/json_editor.js")
+        css = {"all": ("dist/jsoneditor.min.css", "mcp_app/admin/json_editor.css")}
 
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
-        super().__init__(
-            attrs={"class": "vLargeTextField mcp-json", "style": "font-family: monospace", **(attrs or {})}
-        )
+        super().__init__(attrs={"class": "vLargeTextField mcp-json", **(attrs or {})})
 
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super().get_context(name, value, attrs)
         lines = str(value or "").count("\n") + 1
-        context["widget"]["attrs"]["rows"] = max(3, min(lines + 1, 30))
+        context["widget"]["editor_height"] = 20 * max(4, min(lines + 2, 24))
         return context
+
+
+#: Kept for imports of the former name.
+JSONTextarea = JSONEditor
 
 
 class PrettyJSONField(forms.JSONField):
     """A JSON form field that shows its value indented and says where invalid JSON went wrong."""
 
-    widget = JSONTextarea
+    widget = JSONEditor
     default_error_messages = {"invalid": "Enter valid JSON: %(error)s"}
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, forms.fields.InvalidJSONInput):
             return value
+        if value is None:
+            return ""  # an empty editor, not the word null (an empty field saves as None again)
         return json.dumps(value, ensure_ascii=False, indent=2, cls=self.encoder)
 
     def to_python(self, value: Any) -> Any:
@@ -115,7 +128,7 @@ class _ScopedChoices:
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if isinstance(db_field, models.JSONField):
             kwargs.setdefault("form_class", PrettyJSONField)
-            kwargs.setdefault("widget", JSONTextarea)
+            kwargs.setdefault("widget", JSONEditor)
         formfield = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
         if formfield is not None and formfield.help_text:
             # The admin renders help texts as HTML; ours are plain text ("/mcp/<server id>").
@@ -138,7 +151,7 @@ def _somewhere(request: HttpRequest, model: type[models.Model], action: str) -> 
     return role is not None and bool(access.tenant_ids(role))
 
 
-class TenantScopedAdmin(_ScopedChoices, admin.ModelAdmin):
+class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
     """A ModelAdmin whose every page is limited to the user's tenants (see the module docstring).
 
     ``tenant_field``: the field tying a new object to its tenant (``tenant``, ``server``, ``agent``), read-only

@@ -7,11 +7,14 @@ model validates the choice again (registered, allowed for the tool's tenant). Sc
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
+from django.utils.html import format_html
+from unfold.widgets import UnfoldAdminSelectWidget
 
 from .. import permissions
 from ..definitions.registry import registry
@@ -19,6 +22,7 @@ from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool,
 from ..models.tenancy import python_tool_allowed
 from .base import TenantScopedAdmin
 from .http_tools import WebhookInline
+from .schema_form import python_schemas
 from .tryit import TryItMixin
 
 
@@ -30,24 +34,105 @@ def _allowed_python_tools(request: HttpRequest) -> list[str]:
     return [name for name in names if any(python_tool_allowed(allowed, name) for allowed in lists)]
 
 
+def _schema_html(schema: dict[str, Any] | None) -> str:
+    if schema is None:
+        return format_html('<span class="text-base-500">{}</span>', "none (not registered, or no structured output)")
+    return format_html(
+        '<pre class="mcp-derived-schema text-sm whitespace-pre-wrap break-all max-w-3xl">{}</pre>',
+        json.dumps(schema, indent=2, ensure_ascii=False),
+    )
+
+
+#: What each kind of tool is made of, besides the fields every tool has.
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    Tool.Kind.PYTHON: ("python_name", "derived_input_schema", "derived_output_schema"),
+    Tool.Kind.STATIC: (
+        "input_schema",
+        "output_schema",
+        "static_result",
+        "static_error",
+        "static_cases",
+        "static_delay_ms",
+        "static_progress_steps",
+    ),
+    Tool.Kind.HTTP: ("input_schema", "output_schema"),
+}
+_COMMON = ("tenant", "name", "title", "description", "kind", "task_support")
+
+
+def _shown_for(field: str) -> str:
+    """Unfold's Alpine condition for a kind's field on the add page (``kind`` is undefined where it is read-only:
+    the server already chose the fields)."""
+    kinds = [kind for kind, fields in KIND_FIELDS.items() if field in fields]
+    test = " || ".join(f"kind == '{kind}'" for kind in kinds)
+    return f"typeof kind === 'undefined' || {test}"
+
+
 @admin.register(Tool)
 class ToolAdmin(TryItMixin, TenantScopedAdmin):
+    """One page per kind: a tool shows only its kind's fields (the kind is fixed once the tool exists). The add
+    page offers every kind, each kind's fields shown only while it is the chosen one (``?kind=`` presets it).
+    A Python tool shows the schemas its registered function derives from its type hints, read-only."""
+
     list_display = ("name", "tenant", "kind", "title", "task_support", "updated_at")
     list_filter = ("kind", "task_support", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant",)
     search_fields = ("name", "title", "description", "tenant__slug")
-    readonly_fields = ("created_at", "updated_at")
-    fieldsets = (
-        (None, {"fields": ("tenant", "name", "title", "description", "kind", "task_support", "icons")}),
-        ("Schema", {"fields": ("input_schema", "output_schema", "annotations")}),
-        ("Python tools", {"fields": ("python_name",)}),
-        (
-            "Static tools",
-            {"fields": ("static_result", "static_error", "static_cases", "static_delay_ms", "static_progress_steps")},
-        ),
-        ("History", {"fields": ("created_at", "updated_at")}),
-    )
+    readonly_fields = ("created_at", "updated_at", "derived_input_schema", "derived_output_schema")
+    conditional_fields = {
+        field: _shown_for(field) for fields in KIND_FIELDS.values() for field in fields if "derived" not in field
+    }
     inlines = [WebhookInline]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
+        if obj is None:
+            kind = request.GET.get("kind")
+            chosen = KIND_FIELDS.get(kind, ()) if kind in KIND_FIELDS else None
+            editable = [
+                field
+                for field in dict.fromkeys(f for fields in KIND_FIELDS.values() for f in fields)
+                if "derived" not in field and (chosen is None or field in chosen)
+            ]
+            behaviour: tuple[str, ...] = tuple(editable)
+        else:
+            behaviour = KIND_FIELDS.get(obj.kind, ())
+        fieldsets: list[tuple[str | None, dict[str, Any]]] = [
+            (None, {"fields": _COMMON}),
+            ("Behaviour", {"fields": behaviour}),
+            ("Presentation", {"fields": ("annotations", "icons")}),
+        ]
+        if obj is not None:
+            fieldsets.append(("History", {"fields": ("created_at", "updated_at")}))
+        return fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Tool | None = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and "kind" not in fields:
+            fields.append("kind")  # another kind is another tool: its fields and its page differ
+        return fields
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        initial = super().get_changeform_initial_data(request)
+        if request.GET.get("kind") in KIND_FIELDS:
+            initial["kind"] = request.GET["kind"]
+        return initial
+
+    def get_inlines(self, request: HttpRequest, obj: Tool | None) -> Any:
+        # The webhook belongs to http tools only (on the add page it shows while "http" is chosen).
+        if obj is not None and obj.kind != Tool.Kind.HTTP:
+            return []
+        kind = request.GET.get("kind")
+        if obj is None and kind in KIND_FIELDS and kind != Tool.Kind.HTTP:
+            return []
+        return super().get_inlines(request, obj)
+
+    @admin.display(description="input schema (derived from type hints)")
+    def derived_input_schema(self, obj: Tool) -> str:
+        return _schema_html(python_schemas(obj)[0])
+
+    @admin.display(description="output schema (derived from type hints)")
+    def derived_output_schema(self, obj: Tool) -> str:
+        return _schema_html(python_schemas(obj)[1])
 
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "python_name":
@@ -55,6 +140,7 @@ class ToolAdmin(TryItMixin, TenantScopedAdmin):
                 label=db_field.verbose_name.capitalize(),
                 required=False,
                 choices=[("", "—"), *((name, name) for name in _allowed_python_tools(request))],
+                widget=UnfoldAdminSelectWidget,
                 help_text="For Python tools: the registered tool (@tool) to run; the operator decides which ones "
                 "each tenant may use.",
             )

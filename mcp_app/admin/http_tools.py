@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
+from unfold.admin import StackedInline
 
 from ..definitions.http_tools import parse_secret_headers
 from ..models import Tool, Webhook
@@ -98,7 +98,7 @@ class WebhookFormSet(BaseInlineFormSet):
             raise ValidationError("Only tools of kind http have a webhook; remove it or change the kind.")
 
 
-class WebhookInline(TenantScopedInline, admin.StackedInline):
+class WebhookInline(TenantScopedInline, StackedInline):
     model = Webhook
     form = WebhookForm
     formset = WebhookFormSet
@@ -106,6 +106,7 @@ class WebhookInline(TenantScopedInline, admin.StackedInline):
     min_num = 0
     max_num = 1
     fields = ("url", "method", "headers", "secret_headers", "clear_secret_headers", "timeout_seconds")
+    template = "admin/mcp_app/webhook_inline.html"  # shown while the add page's kind is http
     verbose_name = "webhook (http tools only)"
     verbose_name_plural = "webhook (http tools only)"
 

@@ -4,14 +4,21 @@ which also stops the work in whichever process runs it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path
 
 from ..models import McpSession, ToolTask
 from ..models.tasks import TERMINAL
 from ..services import cancel_task
 from .base import TenantScopedAdmin
+from .dashboard import running_calls
 
 
 @admin.register(McpSession)
@@ -41,20 +48,21 @@ class McpSessionAdmin(TenantScopedAdmin):
 
 @admin.register(ToolTask)
 class ToolTaskAdmin(TenantScopedAdmin):
+    """Durable records of tasks and worker calls. The list starts with the calls running now (progress as the tool
+    last reported it, start and elapsed time), a fragment that refreshes itself every 2 s (``running/``)."""
+
     read_only_model = True
     tenant_field = None
     list_display = (
         "__str__",
         "server",
         "agent",
-        "tool_name",
         "status",
+        "progress_display",
+        "started",
+        "elapsed",
         "execution",
-        "attempts",
-        "created_at",
-        "updated_at",
         "finished_at",
-        "expires_at",
     )
     list_filter = (
         "status",
@@ -67,6 +75,39 @@ class ToolTaskAdmin(TenantScopedAdmin):
     search_fields = ("task_id", "tool_name", "server__server_id", "agent__agent_id", "celery_id", "idempotency_key")
     exclude = ("request_state",)
     actions = ["cancel_tasks"]
+    list_before_template = "admin/mcp_app/tooltask/list_before.html"
+
+    def get_urls(self) -> list[Any]:
+        running = path("running/", self.admin_site.admin_view(self.running_view), name="mcp_app_tooltask_running")
+        return [running, *super().get_urls()]
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
+        extra = {"running": running_calls(request), "running_count": self._running(request).count()}
+        return super().changelist_view(request, {**(extra_context or {}), **extra})
+
+    def _running(self, request: HttpRequest) -> QuerySet[ToolTask]:
+        return self.get_queryset(request).exclude(status__in=TERMINAL)
+
+    def running_view(self, request: HttpRequest) -> HttpResponse:
+        """The running calls fragment (the list's and the dashboard's), scoped like every page of this admin."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {"running": running_calls(request), "running_count": self._running(request).count()}
+        return TemplateResponse(request, "admin/mcp_app/tooltask/running.html", context)
+
+    @admin.display(description="progress")
+    def progress_display(self, obj: ToolTask) -> str:
+        if obj.status in TERMINAL and obj.progress is None:
+            return "-"
+        return render_to_string("admin/mcp_app/tooltask/progress.html", {"task": obj})
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj: ToolTask) -> Any:
+        return obj.started_at or obj.created_at
+
+    @admin.display(description="elapsed")
+    def elapsed(self, obj: ToolTask) -> str:
+        return obj.elapsed_text
 
     @admin.action(description="Cancel selected tasks", permissions=["change"])
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[ToolTask]) -> None:

@@ -4,21 +4,26 @@ catalog, by autocomplete)."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 from django.utils.html import format_html
+from unfold.admin import TabularInline
+from unfold.widgets import UnfoldAdminTextareaWidget
 
 from ..models import McpServer, ServerPrompt, ServerResource, ServerTool
 from .base import TenantScopedAdmin, TenantScopedInline
 
 
-class ServerToolInline(TenantScopedInline, admin.TabularInline):
+class ServerToolInline(TenantScopedInline, TabularInline):
     model = ServerTool
     extra = 0
     fields = ("position", "tool", "enabled", "name_override", "description_override", "execution", "timeout_seconds")
     autocomplete_fields = ("tool",)
     ordering = ("position", "id")
+    # One line per binding: the row fits a 1,366 px window without scrolling sideways.
+    formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 1})}}
 
 
-class ServerResourceInline(TenantScopedInline, admin.TabularInline):
+class ServerResourceInline(TenantScopedInline, TabularInline):
     model = ServerResource
     extra = 0
     fields = ("position", "resource", "enabled")
@@ -26,7 +31,7 @@ class ServerResourceInline(TenantScopedInline, admin.TabularInline):
     ordering = ("position", "id")
 
 
-class ServerPromptInline(TenantScopedInline, admin.TabularInline):
+class ServerPromptInline(TenantScopedInline, TabularInline):
     model = ServerPrompt
     extra = 0
     fields = ("position", "prompt", "enabled")

@@ -15,6 +15,7 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest
+from unfold.admin import TabularInline
 
 from .. import permissions
 from ..models import Tenant, TenantMembership
@@ -70,7 +71,7 @@ class MembershipFormSet(forms.BaseInlineFormSet):
             raise forms.ValidationError("A tenant keeps at least one owner: make someone else owner first.")
 
 
-class TenantMembershipInline(TenantScopedInline, admin.TabularInline):
+class TenantMembershipInline(TenantScopedInline, TabularInline):
     model = TenantMembership
     form = MembershipForm
     formset = MembershipFormSet

@@ -1,30 +1,43 @@
 """ "Try it" on a tool, resource or prompt: run it from the admin, as an agent of the same tenant.
 
 The page (``<object id>/try/`` under the entry's admin) lets a member with the change role pick a server that
-exposes the entry and one of the tenant's usable agent tokens, give JSON arguments, and see what a client would
-see: the request sent, its notifications (progress, logs) and the result or error. The run goes through
-``mcp_app.transport.console``, i.e. the token's grant on the server and the protocol dispatcher, like a request
-on the wire; a token that may not use the server is refused with the wire's reason.
+exposes the entry (preselected: ``?server=<pk>``, else the first) and one of the tenant's usable agent tokens, give
+the arguments, and see what a client would see: the request sent, its notifications (progress, logs) and the
+result or error. The run goes through ``mcp_app.transport.console``, i.e. the token's grant on the server and the
+protocol dispatcher, like a request on the wire; a token that may not use the server is refused with the wire's
+reason.
+
+Arguments: a form built from the tool's input schema (a field per property: text, number, switch, choice; a JSON
+editor for objects and arrays), or raw JSON (``input_mode=json``; a post with ``arguments`` and no mode is raw
+JSON). Live progress: the page's script posts the same form with ``_stream=1`` and reads the answer as NDJSON
+lines, one per notification while the call runs, then the outcome's HTML; without script the page posts and
+shows everything at the end. Both are the same POST (CSRF token included) through the same checks.
 
 Viewers do not run anything (running a tool may have effects); another tenant's entry is a 404.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar, cast
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django import forms
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from unfold.widgets import UnfoldAdminSelectWidget, UnfoldAdminTextInputWidget
 
 from .. import permissions
 from ..models import AgentToken, McpServer, Prompt, Resource, ServerTool, Tool
 from .base import PrettyJSONField
+from .schema_form import ARG_PREFIX, arguments_from, effective_input_schema, schema_fields
 
 
 class TokenChoiceField(forms.ModelChoiceField):
@@ -34,25 +47,49 @@ class TokenChoiceField(forms.ModelChoiceField):
 
 
 class TryItForm(forms.Form):
-    server = forms.ModelChoiceField(queryset=McpServer.objects.none(), help_text="A server exposing this entry.")
+    server = forms.ModelChoiceField(
+        queryset=McpServer.objects.none(), help_text="A server exposing this entry.", widget=UnfoldAdminSelectWidget
+    )
     token = TokenChoiceField(
         queryset=AgentToken.objects.none(),
+        widget=UnfoldAdminSelectWidget,
         label="Agent",
         help_text="Run as this agent, with this token's server scope and grants.",
     )
 
-    def __init__(self, *args: Any, servers: QuerySet[McpServer], tokens: QuerySet[AgentToken], **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        servers: QuerySet[McpServer],
+        tokens: QuerySet[AgentToken],
+        server: McpServer | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         cast(forms.ModelChoiceField, self.fields["server"]).queryset = servers
         cast(forms.ModelChoiceField, self.fields["token"]).queryset = tokens
-        if servers.count() == 1:
-            self.fields["server"].initial = servers.first()
-        if tokens.count() == 1:
-            self.fields["token"].initial = tokens.first()
+        # Preselected: the server asked for (one of the choices), else the first; the first usable token.
+        self.fields["server"].initial = server or servers.first()
+        self.fields["token"].initial = tokens.first()
 
 
 class ArgumentsForm(TryItForm):
+    input_mode = forms.ChoiceField(
+        choices=[("form", "Form"), ("json", "JSON")], initial="form", required=False, widget=forms.RadioSelect
+    )
     arguments = PrettyJSONField(initial=dict, required=False, help_text="The arguments, as a JSON object.")
+
+    def __init__(self, *args: Any, schema: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema = schema or {}
+        self.fields.update(schema_fields(self.schema))
+        if not any(name.startswith(ARG_PREFIX) for name in self.fields):
+            self.fields["input_mode"].initial = "json"
+        if self.is_bound and "input_mode" not in self.data:
+            # A post without the mode (a script, an older page): raw JSON when it carries "arguments".
+            data = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict
+            data["input_mode"] = "json" if "arguments" in data else "form"
+            self.data = data
 
     def clean_arguments(self) -> Any:
         value = self.cleaned_data.get("arguments")
@@ -62,9 +99,25 @@ class ArgumentsForm(TryItForm):
             raise forms.ValidationError("Arguments are a JSON object.")
         return value
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("input_mode") == "form":
+            arguments, errors = arguments_from(self.schema, cleaned)
+            for name, message in errors.items():
+                self.add_error(name, message)
+            cleaned["arguments"] = arguments
+        return cleaned
+
+    def schema_field_names(self) -> list[str]:
+        return [name for name in self.fields if name.startswith(ARG_PREFIX)]
+
 
 class ResourceForm(TryItForm):
-    uri = forms.CharField(max_length=2000, help_text="The URI to read (for a template: with its variables filled).")
+    uri = forms.CharField(
+        max_length=2000,
+        widget=UnfoldAdminTextInputWidget,
+        help_text="The URI to read (for a template: with its variables filled).",
+    )
 
 
 class TryItMixin:
@@ -108,13 +161,13 @@ class TryItMixin:
         return "prompts/get", {"name": obj.name, "arguments": data["arguments"]}
 
     # -- the page ------------------------------------------------------------------------------------------------
-    def try_it_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+    def try_it_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
         from ..transport.console import run_as
 
         obj = self.get_object(request, object_id)  # type: ignore[attr-defined]  # a ModelAdmin mixin; 404 across tenants
         if not permissions.can_change(request.user, obj):
             raise PermissionDenied
-        servers = permissions.scope_queryset(request.user, self._servers(obj), permissions.ADMIN)
+        servers = permissions.scope_queryset(request.user, self._servers(obj), permissions.ADMIN).order_by("server_id")
         tokens = permissions.scope_queryset(
             request.user,
             AgentToken.objects.usable()
@@ -122,13 +175,25 @@ class TryItMixin:
             .select_related("agent"),
             permissions.ADMIN,
         ).order_by("agent__agent_id", "-created_at")
-        form_class = ResourceForm if isinstance(obj, Resource) else ArgumentsForm
-        initial: dict[str, Any] = {"uri": obj.uri} if isinstance(obj, Resource) else {"arguments": {}}
-        form = form_class(request.POST or None, initial=initial, servers=servers, tokens=tokens)
+        requested = request.GET.get("server", "")
+        server = servers.filter(pk=int(requested)).first() if requested.isdigit() else None
+        data = request.POST if request.method == "POST" else None
+        if isinstance(obj, Resource):
+            form: TryItForm = ResourceForm(
+                data, initial={"uri": obj.uri}, servers=servers, tokens=tokens, server=server
+            )
+        else:
+            schema = effective_input_schema(obj) if isinstance(obj, Tool) else _prompt_schema(obj)
+            form = ArgumentsForm(
+                data, initial={"arguments": {}}, servers=servers, tokens=tokens, server=server, schema=schema
+            )
         run = None
         if request.method == "POST" and form.is_valid():
             method, params = self._request(obj, form.cleaned_data["server"], form.cleaned_data)
-            run = async_to_sync(run_as)(form.cleaned_data["token"], form.cleaned_data["server"], method, params)
+            token, chosen = form.cleaned_data["token"], form.cleaned_data["server"]
+            if request.POST.get("_stream"):
+                return StreamingHttpResponse(_stream(token, chosen, method, params), content_type=NDJSON)
+            run = async_to_sync(run_as)(token, chosen, method, params)
         opts = self.model._meta
         context = {
             **self.admin_site.each_context(request),
@@ -141,8 +206,63 @@ class TryItMixin:
             "change_url": reverse(f"admin:mcp_app_{opts.model_name}_change", args=[obj.pk]),
             "no_servers": not servers.exists(),
             "no_tokens": not tokens.exists(),
+            "media": form.media,
         }
         return TemplateResponse(request, "admin/mcp_app/try_it.html", context)
+
+
+NDJSON = "application/x-ndjson"
+
+
+def _line(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n"
+
+
+async def _stream(token: AgentToken, server: McpServer, method: str, params: dict[str, Any]) -> AsyncIterator[bytes]:
+    """The run as NDJSON: ``{"type": "notification", "message": …}`` per notification as it happens, then
+    ``{"type": "outcome", "html": …}`` (the same outcome the page shows). A client that goes away cancels it."""
+    from ..transport.console import run_as
+
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def heard(message: dict[str, Any]) -> None:
+        await queue.put(message)
+
+    work = asyncio.ensure_future(run_as(token, server, method, params, on_notification=heard))
+    try:
+        yield _line({"type": "started", "request": json.loads(_dump(_request_of(method, params)))})
+        while not (work.done() and queue.empty()):
+            getter = asyncio.ensure_future(queue.get())
+            done, _pending = await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield _line({"type": "notification", "message": getter.result()})
+            else:
+                getter.cancel()
+        run = work.result()
+        html = await sync_to_async(render_to_string)(
+            "admin/mcp_app/try_it_outcome.html", {"run": run, "pretty": _pretty_run(run)}
+        )
+        yield _line({"type": "outcome", "html": html})
+    finally:
+        if not work.done():
+            work.cancel()
+
+
+def _request_of(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"method": method, "params": params}
+
+
+def _prompt_schema(prompt: Any) -> dict[str, Any]:
+    """A prompt's arguments as an object schema of strings (prompt arguments are strings)."""
+    arguments = getattr(prompt, "arguments", None) or []
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for argument in arguments if isinstance(arguments, list) else []:
+        if isinstance(argument, dict) and isinstance(argument.get("name"), str):
+            properties[argument["name"]] = {"type": "string", "description": argument.get("description", "")}
+            if argument.get("required"):
+                required.append(argument["name"])
+    return {"type": "object", "properties": properties, "required": required}
 
 
 def _dump(value: Any) -> str:

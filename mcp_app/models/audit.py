@@ -13,8 +13,9 @@ interpolation with window functions elsewhere (SQLite). ``delete_expired`` appli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.db import connection, models, transaction
@@ -50,6 +51,21 @@ class Usage:
     days: tuple[DailyUsage, ...]
     tools: tuple[ToolUsage, ...]
 
+    def every_day(self, since: datetime, until: datetime) -> tuple[DailyUsage, ...]:
+        """One entry per UTC day of ``[since, until]``, oldest first, days without calls as zeros: what a chart of
+        the period draws (``days`` holds only the days that had calls)."""
+        had = {day.day: day for day in self.days}
+        first, last = _utc_day(since), _utc_day(until)
+        count = (last - first).days + 1
+        return tuple(
+            had.get(day, DailyUsage(day=day, calls=0, errors=0))
+            for day in (first + timedelta(days=offset) for offset in range(max(count, 0)))
+        )
+
+
+def _utc_day(moment: datetime) -> date:
+    return moment.astimezone(UTC).date() if timezone.is_aware(moment) else moment.date()
+
 
 # Statuses counted as errors in usage figures (a protocol error, a tool's isError result, a timeout).
 ERROR_STATUSES = ("error", "tool_error", "timeout")
@@ -66,13 +82,23 @@ class ToolCallManager(models.Manager["ToolCall"]):
         cutoff = (now or timezone.now()) - timedelta(days=retention_days)
         return self.filter(started_at__lt=cutoff).count()
 
-    def usage(self, tenant_id: int, since: datetime, until: datetime | None = None) -> Usage:
-        """Calls per day and per-tool figures of one tenant's calls started in ``[since, until)``."""
+    def usage(self, tenant_id: int | Sequence[int] | None, since: datetime, until: datetime | None = None) -> Usage:
+        """Calls per day and per-tool figures of the calls started in ``[since, until)`` of one tenant, of several
+        (a sequence of ids: a member's tenants) or of all (``None``: the operator's view)."""
         until = until or timezone.now()
+        if tenant_id is not None and not isinstance(tenant_id, int):
+            ids = [int(pk) for pk in tenant_id]
+            if not ids:
+                return Usage(days=(), tools=())
+            tenant_sql, tenant_params = f"IN ({', '.join(['%s'] * len(ids))})", ids
+        elif tenant_id is None:
+            tenant_sql, tenant_params = "IS NOT NULL", []
+        else:
+            tenant_sql, tenant_params = "= %s", [tenant_id]
         table = connection.ops.quote_name(self.model._meta.db_table)
         ops = connection.ops
-        params = [tenant_id, ops.adapt_datetimefield_value(since), ops.adapt_datetimefield_value(until)]
-        where = "tenant_id = %s AND started_at >= %s AND started_at < %s"
+        params = [*tenant_params, ops.adapt_datetimefield_value(since), ops.adapt_datetimefield_value(until)]
+        where = f"tenant_id {tenant_sql} AND started_at >= %s AND started_at < %s"
         errors = ", ".join(f"'{status}'" for status in ERROR_STATUSES)
         if connection.vendor == "postgresql":
             # Days: one index-only range scan per day (the planner cannot see that the day of started_at follows
@@ -83,12 +109,13 @@ class ToolCallManager(models.Manager["ToolCall"]):
                 f"COUNT(c.started_at) FILTER (WHERE c.status IN ({errors})) "
                 "FROM generate_series(date_trunc('day', %s AT TIME ZONE 'UTC'), %s AT TIME ZONE 'UTC', "
                 "interval '1 day') AS d(day) "
-                f"JOIN {table} c ON c.tenant_id = %s "
+                f"JOIN {table} c ON c.tenant_id {tenant_sql} "
                 "AND c.started_at >= GREATEST(d.day AT TIME ZONE 'UTC', %s) "
                 "AND c.started_at < LEAST((d.day + interval '1 day') AT TIME ZONE 'UTC', %s) "
                 "GROUP BY d.day ORDER BY d.day"
             )
-            day_params = [params[1], params[2], tenant_id, params[1], params[2]]
+            since_param, until_param = params[-2], params[-1]
+            day_params = [since_param, until_param, *tenant_params, since_param, until_param]
             tool_sql = (
                 f"SELECT tool_name, COUNT(*), COUNT(*) FILTER (WHERE status IN ({errors})), "  # noqa: S608
                 "percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY duration_ms) "

@@ -104,6 +104,15 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             updated_at=timezone.now(),
         )
 
+    def record_progress(self, pk: int, progress: float, total: float | None, message: str | None) -> bool:
+        """Keep a running call's latest progress (for the admin); a finished task is left as it ended."""
+        moved = (
+            self.filter(pk=pk)
+            .exclude(status__in=TERMINAL)
+            .update(progress=progress, progress_total=total, progress_message=(message or "")[:500])
+        )
+        return bool(moved)
+
     def delete_expired(self) -> int:
         count, _ = self.filter(expires_at__lte=timezone.now()).delete()
         return count
@@ -159,6 +168,11 @@ class ToolTask(models.Model):
     started_at = models.DateTimeField("started", null=True, blank=True)
     finished_at = models.DateTimeField("finished", null=True, blank=True)
     deadline = models.DateTimeField("deadline", null=True, blank=True, help_text="Failed by the reaper past it.")
+    # The last progress the tool reported (ctx.report_progress), for the admin's view of running calls; written at
+    # most about once a second per call (``mcp_app.runtime.progress``), whether or not the client asked for it.
+    progress = models.FloatField("progress", null=True, blank=True)
+    progress_total = models.FloatField("progress total", null=True, blank=True)
+    progress_message = models.CharField("progress message", max_length=500, blank=True)
 
     objects = ToolTaskManager()
 
@@ -180,3 +194,29 @@ class ToolTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} task {self.task_id[:8]}… ({self.status})"
+
+    @property
+    def progress_percent(self) -> int | None:
+        """The reported progress as a whole percentage of its total (``None`` without a total)."""
+        if self.progress is None or not self.progress_total:
+            return None
+        return max(0, min(100, round(100 * self.progress / self.progress_total)))
+
+    @property
+    def elapsed_seconds(self) -> float:
+        """Seconds since the call started (or was created), up to its end when it finished."""
+        start = self.started_at or self.created_at
+        end = self.finished_at or timezone.now()
+        return max(0.0, (end - start).total_seconds())
+
+    @property
+    def elapsed_text(self) -> str:
+        """``elapsed_seconds`` for people: ``42 s``, ``3 min 05 s``, ``2 h 01 min``."""
+        seconds = int(self.elapsed_seconds)
+        if seconds < 60:
+            return f"{seconds} s"
+        minutes, seconds = divmod(seconds, 60)
+        if minutes < 60:
+            return f"{minutes} min {seconds:02d} s"
+        hours, minutes = divmod(minutes, 60)
+        return f"{hours} h {minutes:02d} min"

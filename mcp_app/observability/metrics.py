@@ -194,6 +194,18 @@ def exposition() -> tuple[bytes, str]:
     return _generate_latest(registry), CONTENT_TYPE_LATEST
 
 
+def open_streams() -> int:
+    """SSE responses open now: this process's, or every live process's in multiprocess mode (the admin's
+    dashboard shows it to operators)."""
+    registry: Any = REGISTRY
+    if multiprocess_dir():
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return int(registry.get_sample_value(f"{NAMESPACE}_sse_streams") or 0)
+
+
 _known_methods: frozenset[str] | None = None
 
 

@@ -66,13 +66,13 @@ from ..protocol import messages, versions
 from ..protocol.context import (
     InvalidToolArguments,
     LogReporter,
-    ProgressReporter,
     RequestContext,
     ToolCall,
     ToolDescriptor,
 )
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from .progress import RecordedProgress
 from .tasks import _background, _iso, _listen_for_cancel, _listeners, _running
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
@@ -329,7 +329,7 @@ class HandshakeTaskService:
         )
         task_call = ToolCall(
             request=request,
-            progress=ProgressReporter(call.progress.token, channel.emit),
+            progress=RecordedProgress(call.progress.token, channel.emit, task.pk),
             log=LogReporter(call.log.threshold, channel.emit),
             in_task=True,
         )

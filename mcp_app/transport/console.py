@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,16 @@ def _grant(token: AgentToken, server: McpServer) -> Any:
 
 
 async def run_as(
-    token: AgentToken, server: McpServer, method: str, params: dict[str, Any], *, time_limit: float = TIMEOUT_SECONDS
+    token: AgentToken,
+    server: McpServer,
+    method: str,
+    params: dict[str, Any],
+    *,
+    time_limit: float = TIMEOUT_SECONDS,
+    on_notification: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
 ) -> ConsoleRun:
-    """Send ``method`` with ``params`` to ``server`` as ``token``'s agent; collect notifications and response."""
+    """Send ``method`` with ``params`` to ``server`` as ``token``'s agent; collect notifications and response.
+    ``on_notification`` hears each notification as it is sent (the admin shows progress live with it)."""
     request_id = f"try-it-{secrets.token_hex(6)}"
     params = {**params, "_meta": {"progressToken": request_id}}
     run = ConsoleRun(request={"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -71,6 +79,8 @@ async def run_as(
 
     async def emit(message: dict[str, Any]) -> None:
         run.notifications.append(message)
+        if on_notification is not None:
+            await on_notification(message)
 
     ctx = grant.request_context(
         runner=services.get_runner(),  # the wire's runner, shared

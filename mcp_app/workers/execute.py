@@ -63,7 +63,6 @@ from ..protocol.context import (
     InvalidToolArguments,
     LogReporter,
     Principal,
-    ProgressReporter,
     RequestContext,
     ServerDescription,
     ToolCall,
@@ -71,6 +70,7 @@ from ..protocol.context import (
 )
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..runtime.progress import RecordedProgress
 from . import quotas, records
 
 logger = logging.getLogger("mcp_app.workers")
@@ -502,7 +502,8 @@ class WorkerCall:
         ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
         call = ToolCall(
             request=ctx,
-            progress=ProgressReporter(_TOKEN if info.get("progress") else None, emit),
+            # Sent to the client when it asked; always kept on the record for the admin's running calls.
+            progress=RecordedProgress(_TOKEN if info.get("progress") else None, emit, self.record_pk),
             log=LogReporter(info.get("log_level"), emit),
             input_responses=spec.get("input_responses") or info.get("input_responses") or None,
             request_state=spec.get("request_state") or info.get("request_state") or None,

@@ -9,9 +9,10 @@ import re
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.test import Client
 from django.urls import reverse
 
-from mcp_app.models import AgentToken, ServerTool, Tool
+from mcp_app.models import AgentToken, McpServer, ServerTool, Tool
 from mcp_app.protocol.errors import INVALID_PARAMS
 from tests.transport.helpers import call, rpc
 
@@ -136,3 +137,71 @@ def test_across_tenants_404_and_viewers_403(acme, globex, login, model):
         .content.decode()
     )
     assert try_url(globex[model]) in change
+
+
+# -- the form built from the input schema, the preselected server, live progress ------------------------------------
+
+
+def test_a_python_tools_form_is_built_from_its_derived_schema(transactional_db, globex, editor):
+    tool = Tool.objects.create(tenant=globex.tenant, name="add", kind="python")
+    ServerTool.objects.create(server=globex["mcpserver"], tool=tool, position=1)
+    page = editor.get(try_url(tool)).content.decode()
+    for name in ("arg__a", "arg__b"):
+        assert re.search(rf'<input type="number" name="{name}"[^>]*required|<input type="number" name="{name}"', page)
+    assert 'name="input_mode" value="form"' in page and "checked" in page
+    data = {"server": globex["mcpserver"].pk, "token": globex["agenttoken"].pk, "input_mode": "form"}
+    page = editor.post(try_url(tool), {**data, "arg__a": "2", "arg__b": "3"}).content.decode()
+    assert json.loads(block(page, "mcp-try-it-result"))["structuredContent"] == {"result": 5.0}
+    sent = json.loads(block(page, "mcp-try-it-request"))
+    assert sent["params"]["arguments"] == {"a": 2, "b": 3}
+    # A required argument left empty is the form's error; nothing runs.
+    response = editor.post(try_url(tool), {**data, "arg__a": "2", "arg__b": ""})
+    assert response.context["run"] is None
+    assert "This argument is required." in str(response.context["form"].errors["arg__b"])
+    # Raw JSON is still possible on the same page.
+    page = editor.post(try_url(tool), {**data, "input_mode": "json", "arguments": '{"a": 1, "b": 1}'}).content.decode()
+    assert json.loads(block(page, "mcp-try-it-result"))["structuredContent"] == {"result": 2.0}
+
+
+def test_the_server_is_preselected(globex, editor):
+    other = McpServer.objects.create(tenant=globex.tenant, server_id="globex-second", name="second")
+    ServerTool.objects.create(server=other, tool=globex["tool"], position=0)
+    form = editor.get(try_url(globex["tool"])).context["form"]
+    assert form["server"].value() is not None  # the first, without asking
+    form = editor.get(try_url(globex["tool"]), {"server": other.pk}).context["form"]
+    assert form["server"].value() == other.pk
+    assert form["token"].value() == globex["agenttoken"].pk
+
+
+STREAMED = pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume asynchronous iterators")
+
+
+@STREAMED
+def test_progress_is_streamed_while_the_call_runs(globex, editor):
+    tool = globex["tool"]
+    tool.static_delay_ms = 30
+    tool.static_progress_steps = 3
+    tool.save()
+    data = {"server": globex["mcpserver"].pk, "token": globex["agenttoken"].pk, "arguments": "{}", "_stream": "1"}
+    response = editor.post(try_url(tool), data)
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
+    events = [json.loads(line) for line in b"".join(response).splitlines()]  # the async stream, consumed
+    assert [event["type"] for event in events] == ["started", "notification", "notification", "notification", "outcome"]
+    progress = [event["message"]["params"]["progress"] for event in events if event["type"] == "notification"]
+    assert progress == sorted(progress) and len(progress) == 3
+    outcome = events[-1]["html"]
+    assert json.loads(block(outcome, "mcp-try-it-result")) == {"content": [{"type": "text", "text": "globex says hi"}]}
+
+
+@STREAMED
+def test_the_stream_keeps_the_pages_checks(acme, globex, login, editor):
+    data = {"server": globex["mcpserver"].pk, "token": globex["agenttoken"].pk, "arguments": "{}", "_stream": "1"}
+    # CSRF: the stream is the same POST, refused without the token.
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(globex.users["admin"])
+    assert strict.post(try_url(globex["tool"]), data).status_code == 403
+    # Another tenant's entry, a viewer, another tenant's token: as for the page.
+    assert editor.post(try_url(acme["tool"]), data).status_code == 404
+    assert login(globex.users["viewer"]).post(try_url(globex["tool"]), data).status_code == 403
+    response = editor.post(try_url(globex["tool"]), {**data, "token": acme["agenttoken"].pk})
+    assert response["Content-Type"].startswith("text/html") and response.context["run"] is None

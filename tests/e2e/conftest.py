@@ -205,3 +205,20 @@ def celery_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactor
 
     with running_worker(tmp_path_factory, pool="threads", concurrency=16, queue=SESSION_QUEUE) as worker:
         yield worker
+
+
+@pytest.fixture(scope="module")
+def styled_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """daphne as in production: DEBUG off, static files collected and served by WhiteNoise."""
+    root = Path(__file__).resolve().parents[2]
+    static_root = tmp_path_factory.mktemp("browser-static")
+    env = {key: value for key, value in os.environ.items() if key != "DEBUG"}
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+        cwd=root,
+        env={**env, "STATIC_ROOT": str(static_root)},
+        check=True,
+        timeout=120,
+    )
+    with _running_daphne(tmp_path_factory, {"DEBUG": "0", "STATIC_ROOT": str(static_root)}) as server:
+        yield server

@@ -1,0 +1,210 @@
+"""The admin index as a dashboard (unfold's ``DASHBOARD_CALLBACK``), and the charts it shares with the usage page.
+
+What it shows, for the period chosen (``?days=`` 7, 30 or 90) and, for a member of several tenants, optionally
+one tenant (``?tenant=<pk>``): calls and errors per UTC day with every day of the period drawn (days without calls
+as zeros), p50/p95 duration per tool, the top agents, the calls running now (durable records of worker calls and
+tasks, with their progress) and the open sessions. A tenant's staff see only their tenants' figures (every query
+goes through ``mcp_app.permissions``); operators (superusers) see every tenant's, and also the SSE streams open
+across the deployment (the ``mcp_sse_streams`` gauge).
+
+Charts are Chart.js, drawn by unfold's chart components from the JSON built here (``calls_chart``,
+``durations_chart``): no hand-built SVG. Figures come from ``ToolCall.objects.usage`` (the usage page's query).
+
+Not owned here: the figures' SQL (``mcp_app.models.audit``), who may see what (``mcp_app.permissions``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Count, Q
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+
+from .. import permissions
+from ..conf import mcp_settings
+from ..models import McpSession, Tenant, ToolCall, ToolTask
+from ..models.audit import ERROR_STATUSES, DailyUsage, ToolUsage
+from ..models.tasks import TERMINAL
+
+USAGE_DAYS = (7, 30, 90)
+DEFAULT_DAYS = 30
+TOP_AGENTS = 10
+RUNNING_SHOWN = 20
+_PRIMARY = "var(--color-primary-600)"
+_PRIMARY_LIGHT = "var(--color-primary-300)"
+_ERROR = "#dc2626"
+
+
+# -------------------------------------------------------------------------------------------- chart data (JSON)
+
+
+def _options(*, stacked: bool = False, horizontal: bool = False, unit: str = "") -> dict[str, Any]:
+    value_axis: dict[str, Any] = {"beginAtZero": True, "grid": {"color": "rgba(156,163,175,0.2)"}}
+    if unit:
+        value_axis["title"] = {"display": True, "text": unit}
+    category_axis: dict[str, Any] = {"grid": {"display": False}, "ticks": {"autoSkip": True, "maxRotation": 0}}
+    if stacked:
+        value_axis["stacked"] = category_axis["stacked"] = True
+    return {
+        "animation": False,
+        "responsive": True,
+        "maintainAspectRatio": False,
+        "indexAxis": "y" if horizontal else "x",
+        "plugins": {
+            "legend": {"display": True, "position": "top", "align": "end", "labels": {"usePointStyle": True}},
+            "tooltip": {"enabled": True},
+        },
+        "scales": {"x": value_axis, "y": category_axis} if horizontal else {"x": category_axis, "y": value_axis},
+    }
+
+
+def calls_chart(days: tuple[DailyUsage, ...]) -> dict[str, str]:
+    """Stacked bars per day (successful calls, errors); ``days`` holds every day of the period."""
+    data = {
+        "labels": [day.day.isoformat() for day in days],
+        "datasets": [
+            {
+                "label": "calls without error",
+                "data": [day.calls - day.errors for day in days],
+                "backgroundColor": _PRIMARY,
+            },
+            {"label": "errors", "data": [day.errors for day in days], "backgroundColor": _ERROR},
+        ],
+    }
+    return {"data": json.dumps(data), "options": json.dumps(_options(stacked=True))}
+
+
+def durations_chart(tools: tuple[ToolUsage, ...], limit: int = 15) -> dict[str, str]:
+    """Horizontal bars per tool: p50 and p95 duration (ms), the busiest tools first."""
+    shown = tools[:limit]
+    data = {
+        "labels": [tool.tool_name for tool in shown],
+        "datasets": [
+            {
+                "label": "p50 (ms)",
+                "data": [round(tool.p50_ms or 0.0, 1) for tool in shown],
+                "backgroundColor": _PRIMARY,
+            },
+            {
+                "label": "p95 (ms)",
+                "data": [round(tool.p95_ms or 0.0, 1) for tool in shown],
+                "backgroundColor": _PRIMARY_LIGHT,
+            },
+        ],
+    }
+    return {"data": json.dumps(data), "options": json.dumps(_options(horizontal=True, unit="ms"))}
+
+
+def chart_height(rows: int) -> int:
+    """Pixels for a horizontal bar chart of ``rows`` categories."""
+    return max(160, 60 + 34 * rows)
+
+
+# ------------------------------------------------------------------------------------------------- the figures
+
+
+def chosen_days(request: HttpRequest) -> int:
+    raw = request.GET.get("days", "")
+    return int(raw) if raw.isdigit() and int(raw) in USAGE_DAYS else DEFAULT_DAYS
+
+
+def _scope(request: HttpRequest) -> tuple[list[Tenant], Tenant | None, int | list[int] | None]:
+    """The tenants the user may see, the one chosen (``?tenant=``; another tenant's pk is ignored), and what
+    ``ToolCall.objects.usage`` takes: one id, the user's ids, or ``None`` for an operator's every tenant."""
+    tenants = list(permissions.scope_queryset(request.user, Tenant.objects.order_by("slug")))
+    raw = request.GET.get("tenant", "")
+    chosen = next((tenant for tenant in tenants if str(tenant.pk) == raw), None)
+    if chosen is not None:
+        return tenants, chosen, chosen.pk
+    if request.user.is_superuser:
+        return tenants, None, None
+    return tenants, None, [tenant.pk for tenant in tenants]
+
+
+def _scoped(request: HttpRequest, queryset: Any, chosen: Tenant | None) -> Any:
+    queryset = permissions.scope_queryset(request.user, queryset)
+    if chosen is not None:
+        path = permissions.tenant_path(queryset.model)
+        queryset = queryset.filter(**{"pk" if path == "pk" else path: chosen.pk})
+    return queryset
+
+
+def running_calls(request: HttpRequest, chosen: Tenant | None = None, limit: int = RUNNING_SHOWN) -> list[ToolTask]:
+    """The user's tenants' calls that run now (not finished), oldest first."""
+    queryset = _scoped(request, ToolTask.objects.exclude(status__in=TERMINAL), chosen)
+    return list(queryset.select_related("server", "agent", "server__tenant").order_by("created_at")[:limit])
+
+
+def may_see_dashboard(request: HttpRequest) -> bool:
+    return permissions.has_model_permission(request.user, "view", ToolCall)
+
+
+def dashboard(request: HttpRequest) -> dict[str, Any]:
+    """Everything the dashboard draws, scoped to what ``request.user`` may see."""
+    tenants, chosen, usage_scope = _scope(request)
+    days = chosen_days(request)
+    now = timezone.now()
+    since = now - timedelta(days=days - 1)
+    since = since.replace(hour=0, minute=0, second=0, microsecond=0)
+    usage = ToolCall.objects.usage(usage_scope, since, now)
+    every_day = usage.every_day(since, now)
+    calls = sum(day.calls for day in every_day)
+    errors = sum(day.errors for day in every_day)
+
+    agents = (
+        _scoped(request, ToolCall.objects.filter(started_at__gte=since, started_at__lt=now), chosen)
+        .values("agent_key", "tenant__slug")
+        .annotate(calls=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
+        .order_by("-calls", "agent_key")[:TOP_AGENTS]
+    )
+    running = _scoped(request, ToolTask.objects.exclude(status__in=TERMINAL), chosen)
+    idle = timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
+    sessions = _scoped(
+        request, McpSession.objects.filter(terminated_at__isnull=True, last_seen_at__gt=now - idle), chosen
+    )
+    figures: dict[str, Any] = {
+        "tenants": tenants,
+        "tenant": chosen,
+        "days": days,
+        "day_choices": USAGE_DAYS,
+        "since": since.date(),
+        "calls": calls,
+        "errors": errors,
+        "error_rate": (errors / calls) if calls else 0.0,
+        "calls_chart": calls_chart(every_day),
+        "tools": usage.tools,
+        "durations_chart": durations_chart(usage.tools),
+        "durations_height": chart_height(min(len(usage.tools), 15)),
+        "agents": list(agents),
+        "running_count": running.count(),
+        "running": running_calls(request, chosen),
+        "sessions_open": sessions.count(),
+        "streams_open": _open_streams() if request.user.is_superuser else None,
+        "operator": bool(request.user.is_superuser),
+        "tasks_url": reverse("admin:mcp_app_tooltask_changelist"),
+        "calls_url": reverse("admin:mcp_app_toolcall_changelist"),
+        "usage_url": reverse("admin:mcp_app_toolcall_usage"),
+    }
+    return figures
+
+
+def _open_streams() -> int | None:
+    """SSE responses open across the deployment (the ``mcp_sse_streams`` gauge; every process's when
+    ``PROMETHEUS_MULTIPROC_DIR`` is shared), ``None`` when it cannot be read."""
+    from ..observability.metrics import open_streams
+
+    try:
+        return open_streams()
+    except Exception:  # a metrics directory that cannot be read: the dashboard still renders
+        return None
+
+
+def dashboard_callback(request: HttpRequest, context: dict[str, Any]) -> dict[str, Any]:
+    """Unfold's hook for the index page: adds ``mcp_dashboard`` for users who may see tool calls."""
+    if may_see_dashboard(request):
+        context["mcp_dashboard"] = dashboard(request)
+    return context

@@ -1,0 +1,129 @@
+"""Form fields built from a tool's input schema (JSON Schema), for "Try it"; and the schema a tool really has.
+
+``schema_fields(schema)``: one Django form field per top-level property, named ``arg__<property>``: a text input
+(a choice for ``enum``), an integer or number input with the schema's bounds, a switch for booleans, and a JSON
+editor for anything else (objects, arrays, unions). Defaults become initial values, descriptions help texts.
+Every generated field is optional for Django (the same form also takes raw JSON); ``arguments_from`` builds the
+arguments object in form mode and reports missing required properties. The tool still validates its arguments
+against the full schema when it runs: this form is a convenience, not the check.
+
+``python_schemas(tool)``: a Python tool's input and output schemas as the registry derives them from type hints
+(the stored ``input_schema`` of a Python tool is not used); ``effective_input_schema`` is what clients see.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from unfold.widgets import (
+    UnfoldAdminIntegerFieldWidget,
+    UnfoldAdminSelectWidget,
+    UnfoldAdminTextInputWidget,
+    UnfoldBooleanSwitchWidget,
+)
+
+from ..definitions.registry import registry
+from ..models import Tool
+from .base import PrettyJSONField
+
+ARG_PREFIX = "arg__"
+_MISSING = object()
+
+
+def python_schemas(tool: Tool) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The input and output schemas a Python tool really has: derived by the registry from its type hints."""
+    registered = registry.get(tool.python_name or tool.name)
+    if registered is None:
+        return None, None
+    return registered.input_schema, registered.output_schema
+
+
+def effective_input_schema(tool: Tool) -> dict[str, Any]:
+    """The input schema clients see for ``tool`` (a Python tool's derived one, else the stored one)."""
+    if tool.kind == Tool.Kind.PYTHON:
+        return python_schemas(tool)[0] or {}
+    return tool.input_schema or {}
+
+
+def _kind(prop: dict[str, Any]) -> str | None:
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        concrete = [k for k in kind if k != "null"]
+        kind = concrete[0] if len(concrete) == 1 else None
+    return kind if isinstance(kind, str) else None
+
+
+def _field(name: str, prop: dict[str, Any], required: bool) -> forms.Field:
+    label = str(prop.get("title") or name)
+    help_text = str(prop.get("description") or "")
+    if required:
+        help_text = f"{help_text} (required)".strip()
+    options: dict[str, Any] = {"label": label, "help_text": help_text, "required": False}
+    if "default" in prop:
+        options["initial"] = prop["default"]
+    kind = _kind(prop)
+    enum = prop.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(value, str) for value in enum):
+        return forms.ChoiceField(
+            choices=[("", "—"), *((v, v) for v in enum)], widget=UnfoldAdminSelectWidget, **options
+        )
+    if kind == "string":
+        return forms.CharField(
+            max_length=prop.get("maxLength"), strip=False, widget=UnfoldAdminTextInputWidget, **options
+        )
+    if kind == "integer":
+        return forms.IntegerField(
+            min_value=prop.get("minimum"),
+            max_value=prop.get("maximum"),
+            widget=UnfoldAdminIntegerFieldWidget,
+            **options,
+        )
+    if kind == "number":
+        return forms.FloatField(
+            min_value=prop.get("minimum"),
+            max_value=prop.get("maximum"),
+            widget=UnfoldAdminIntegerFieldWidget,
+            **options,
+        )
+    if kind == "boolean":
+        return forms.BooleanField(widget=UnfoldBooleanSwitchWidget, **options)
+    return PrettyJSONField(**options)
+
+
+def schema_fields(schema: dict[str, Any]) -> dict[str, forms.Field]:
+    """A form field per top-level property of an object schema, in the schema's order."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}
+    required = set(schema.get("required") or [])
+    return {
+        f"{ARG_PREFIX}{name}": _field(name, prop if isinstance(prop, dict) else {}, name in required)
+        for name, prop in properties.items()
+    }
+
+
+def arguments_from(schema: dict[str, Any], cleaned: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The arguments object from the form's cleaned data (empty optional fields left out), and the errors of
+    required properties left empty (by field name)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return {}, {}
+    required = set(schema.get("required") or [])
+    arguments: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for name, prop in properties.items():
+        field = f"{ARG_PREFIX}{name}"
+        value = cleaned.get(field, _MISSING)
+        kind = _kind(prop) if isinstance(prop, dict) else None
+        empty = value is _MISSING or value is None or (value == "" and kind != "string")
+        if kind == "boolean":
+            empty = value is _MISSING
+        if kind == "string" and value == "" and name not in required:
+            empty = True
+        if empty:
+            if name in required:
+                errors[field] = "This argument is required."
+            continue
+        arguments[name] = value
+    return arguments, errors

@@ -1,0 +1,66 @@
+"""The admin's look on django-unfold: the sidebar, grouped by what a platform team runs.
+
+``sidebar(request)`` is unfold's ``SIDEBAR["navigation"]`` callable (settings: ``UNFOLD``). It is built from the
+admin site's own app list for the request, so it offers exactly the pages the user may open (the same
+permission checks as the index); mcp_app's models are grouped (Overview, Tenants, Servers, Catalog, Agents,
+Runtime), every other registered model (users and groups, another app's pages) follows under its app's name.
+
+Not owned here: who may see what (``mcp_app.permissions`` through each ModelAdmin), the dashboard
+(``mcp_app.admin.dashboard``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.urls import reverse
+
+#: mcp_app's groups: title, then (model name, icon) in order. Icons are Material Symbols names.
+GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("Tenants", (("tenant", "domain"), ("tenantmembership", "group"), ("apikey", "key"))),
+    (
+        "Servers",
+        (("mcpserver", "dns"), ("servertool", "link"), ("serverresource", "link"), ("serverprompt", "link")),
+    ),
+    ("Catalog", (("tool", "build"), ("resource", "description"), ("prompt", "chat"))),
+    ("Agents", (("agent", "smart_toy"), ("agenttoken", "token"))),
+    ("Runtime", (("tooltask", "pending_actions"), ("mcpsession", "cable"), ("toolcall", "receipt_long"))),
+)
+_OTHER_ICON = "folder"
+
+
+def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
+    """Unfold's navigation for this request: only pages the user may open."""
+    site = admin.site
+    models: dict[tuple[str, str], dict[str, Any]] = {}
+    others: list[dict[str, Any]] = []
+    for app in site.get_app_list(request):
+        if app["app_label"] != "mcp_app":
+            others.append(app)
+            continue
+        for model in app["models"]:
+            models[(app["app_label"], model["object_name"].lower())] = model
+
+    overview = [{"title": "Dashboard", "icon": "dashboard", "link": reverse("admin:index")}]
+    if ("mcp_app", "toolcall") in models:
+        overview.append({"title": "Usage", "icon": "bar_chart", "link": reverse("admin:mcp_app_toolcall_usage")})
+    navigation: list[dict[str, Any]] = [{"title": "Overview", "separator": False, "items": overview}]
+    for title, entries in GROUPS:
+        items = [
+            {"title": models[key]["name"], "icon": icon, "link": models[key]["admin_url"]}
+            for name, icon in entries
+            if (key := ("mcp_app", name)) in models and models[key].get("admin_url")
+        ]
+        if items:
+            navigation.append({"title": title, "separator": True, "collapsible": False, "items": items})
+    for app in others:
+        items = [
+            {"title": model["name"], "icon": _OTHER_ICON, "link": model["admin_url"]}
+            for model in app["models"]
+            if model.get("admin_url")
+        ]
+        if items:
+            navigation.append({"title": app["name"], "separator": True, "collapsible": True, "items": items})
+    return navigation
