@@ -142,6 +142,17 @@ DEFAULTS: dict[str, Any] = {
     # A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a
     # process that died (SIGKILL, OOM) frees itself at most this long after its last renewal.
     "WORKER_CALL_LEASE_SECONDS": 30.0,
+    # Request rates (mcp_app.limits.rates, docs/limits.md): requests per second and bursts per tenant, agent
+    # and tool (each tools/call draws from its tool's), unless the tenant, agent or tool sets its own rate_limit
+    # and rate_burst; a rate of 0 is unlimited. Over a rate: HTTP 429 with Retry-After, JSON-RPC -32011.
+    "RATE_LIMIT_PER_TENANT": 1000.0,
+    "RATE_BURST_PER_TENANT": 2000,
+    "RATE_LIMIT_PER_AGENT": 200.0,
+    "RATE_BURST_PER_AGENT": 400,
+    "RATE_LIMIT_PER_TOOL": 0.0,
+    "RATE_BURST_PER_TOOL": 100,
+    # Where the buckets live: LocalRates (one process, the embedded default) or RedisRates ({"url": ...}).
+    "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
     # Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
@@ -187,6 +198,13 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_QUOTAS": (dict,),
     "WORKER_CALL_LEASE_SECONDS": (int, float),
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
+    "RATE_LIMIT_PER_TENANT": (int, float),
+    "RATE_BURST_PER_TENANT": (int,),
+    "RATE_LIMIT_PER_AGENT": (int, float),
+    "RATE_BURST_PER_AGENT": (int,),
+    "RATE_LIMIT_PER_TOOL": (int, float),
+    "RATE_BURST_PER_TOOL": (int,),
+    "RATE_LIMITS": (dict,),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
     "SECRET_KEYS": (list, tuple),
@@ -273,6 +291,7 @@ class McpSettings:
         for key in ("WORKER_CALLS_PER_TENANT", "WORKER_CALLS_PER_AGENT"):
             if values[key] < 0:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative (0: unlimited).")
+        _check_limit_settings(values)
         if "BACKEND" not in values["INVALIDATION"]:
             raise ImproperlyConfigured("MCP_APP['INVALIDATION'] needs a BACKEND dotted path.")
         for key in (
@@ -306,6 +325,16 @@ class McpSettings:
 
     def reload(self) -> None:
         self._values = None
+
+
+def _check_limit_settings(values: dict[str, Any]) -> None:
+    for scope in ("TENANT", "AGENT", "TOOL"):
+        if values[f"RATE_LIMIT_PER_{scope}"] < 0:
+            raise ImproperlyConfigured(f"MCP_APP['RATE_LIMIT_PER_{scope}'] must not be negative (0: unlimited).")
+        if values[f"RATE_BURST_PER_{scope}"] < 1:
+            raise ImproperlyConfigured(f"MCP_APP['RATE_BURST_PER_{scope}'] must be at least 1.")
+    if "BACKEND" not in values["RATE_LIMITS"]:
+        raise ImproperlyConfigured("MCP_APP['RATE_LIMITS'] needs a BACKEND dotted path.")
 
 
 def _check_http_tool_settings(values: dict[str, Any]) -> None:

@@ -204,6 +204,9 @@ elif os.environ.get("MCP_INVALIDATION") == "database":
 if REDIS_URL:
     # Several processes: running worker calls are counted in Redis, so a tenant's limit holds across them all.
     MCP_APP["WORKER_QUOTAS"] = {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": {"url": REDIS_URL}}
+if REDIS_URL:
+    # Several processes: rate buckets, caps and failed-authentication counts hold across them all.
+    MCP_APP["RATE_LIMITS"] = {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}}
 if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
     MCP_APP["WRITE_BEHIND_INTERVAL_SECONDS"] = float(os.environ["MCP_WRITE_BEHIND_INTERVAL_SECONDS"])
 if os.environ.get("MCP_SSE_KEEPALIVE_SECONDS"):

@@ -41,6 +41,7 @@ class ToolAdmin(TryItMixin, TenantScopedAdmin):
         (None, {"fields": ("tenant", "name", "title", "description", "kind", "task_support", "icons")}),
         ("Schema", {"fields": ("input_schema", "output_schema", "annotations")}),
         ("Python tools", {"fields": ("python_name",)}),
+        ("Rate limit", {"fields": ("rate_limit", "rate_burst")}),
         (
             "Static tools",
             {"fields": ("static_result", "static_error", "static_cases", "static_delay_ms", "static_progress_steps")},

@@ -9,6 +9,8 @@ What the edge owns, in the order a request meets it:
 1. ``OPTIONS``: CORS preflight (``transport.cors``), decided from the cached server snapshot: no query, no hop;
 2. method (405 with ``Allow``), ``Host`` (421);
 3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches);
+   the rate limits of the tenant, agent and tools called (``mcp_app.limits.rates``: 429 with ``Retry-After``;
+   a POST is drawn once decoded, through ``_PostExchange.admit``, so its tools count too);
 4. ``Origin`` (403) and the CORS headers of every later answer;
 5. era routing of methods: a modern-only server answers GET and DELETE with 405;
 6. POST: ``Content-Type`` (415) and an empty body (400), then the body goes to ``protocol.serving.serve_post``
@@ -42,11 +44,12 @@ from ..caching.identity import CacheMiss
 from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
+from ..limits import rates
 from ..observability import logging as request_log
 from ..observability import metrics
 from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
-from ..protocol.errors import InvalidRequest, ProtocolError, ServiceUnavailable, error_response
+from ..protocol.errors import InvalidRequest, ProtocolError, RateLimited, ServiceUnavailable, error_response
 from . import cors, sse
 from .auth import AccessDenied, AccessGrant, admit
 from .backchannel import BackChannel
@@ -343,6 +346,13 @@ class McpConsumer(AsyncConsumer):
         if method == "POST":
             await self._serve_post(grant, body)
             return
+        try:
+            await rates.take(rates.request_buckets(grant.token))
+        except RateLimited as limited:
+            body = jsonrpc.encode(error_response(None, limited))
+            retry = (b"retry-after", str(limited.retry_after_seconds).encode())
+            await self.send_response(429, body, [*JSON_HEADERS, retry])
+            return
         if self._header("mcp-session-id") is not None and self._named_session is None:
             await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
             return
@@ -401,7 +411,7 @@ class McpConsumer(AsyncConsumer):
             self._streams = Streams(self.send, self._cors, self._membership)
             await self._streams.listen(grant.server.pk, answer.stream)
             return
-        extra: list[tuple[bytes, bytes]] = []
+        extra = [(name.encode(), value.encode()) for name, value in answer.headers]
         if answer.new_session is not None:
             raw = await database_sync_to_async(open_session)(
                 grant.server.pk, grant.token.agent_pk, answer.new_session.protocol_version, answer.new_session.params
@@ -488,6 +498,20 @@ class _PostExchange:
 
     def routed(self, era: str, payload: Any) -> None:
         request_log.bind(method=metrics.rpc_method(payload), era=era)
+
+    async def admit(self, payload: Any) -> None:
+        """Every message of the body draws one token from its tenant's and agent's buckets, and a ``tools/call``
+        one from its tool's (found in the grant's cached catalog): one round trip, no query."""
+        messages = payload if isinstance(payload, list) else [payload]
+        tools = []
+        for message in messages:
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                params = message.get("params")
+                name = params.get("name") if isinstance(params, dict) else None
+                tool = self._grant.catalog.tool(name) if isinstance(name, str) else None
+                if tool is not None:
+                    tools.append(tool)
+        await rates.take(rates.request_buckets(self._grant.token, tools=tools, cost=max(1, len(messages))))
 
     def context(self, route: serving.Route, **fields: Any) -> RequestContext:
         return self._consumer._context(self._grant, self._headers, route, **fields)
