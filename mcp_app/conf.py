@@ -153,6 +153,17 @@ DEFAULTS: dict[str, Any] = {
     "RATE_BURST_PER_TOOL": 100,
     # Where the buckets live: LocalRates (one process, the embedded default) or RedisRates ({"url": ...}).
     "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
+    # Caps (mcp_app.limits.caps): concurrent GET/listen streams and live sessions per tenant and per agent (0:
+    # unlimited); over a cap, 429 with Retry-After and JSON-RPC -32012. Stream slots are leases (counted with the
+    # WORKER_QUOTAS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves.
+    "STREAMS_PER_TENANT": 5000,
+    "STREAMS_PER_AGENT": 1000,
+    "SESSIONS_PER_TENANT": 10_000,
+    "SESSIONS_PER_AGENT": 1000,
+    "CAP_LEASE_SECONDS": 30.0,
+    # New streams are refused with 503 once fewer than this many file descriptors are left under the process's
+    # RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one.
+    "FD_RESERVE": 128,
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
     # Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
@@ -205,6 +216,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "RATE_LIMIT_PER_TOOL": (int, float),
     "RATE_BURST_PER_TOOL": (int,),
     "RATE_LIMITS": (dict,),
+    "STREAMS_PER_TENANT": (int,),
+    "STREAMS_PER_AGENT": (int,),
+    "SESSIONS_PER_TENANT": (int,),
+    "SESSIONS_PER_AGENT": (int,),
+    "CAP_LEASE_SECONDS": (int, float),
+    "FD_RESERVE": (int,),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
     "SECRET_KEYS": (list, tuple),
@@ -335,6 +352,11 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
             raise ImproperlyConfigured(f"MCP_APP['RATE_BURST_PER_{scope}'] must be at least 1.")
     if "BACKEND" not in values["RATE_LIMITS"]:
         raise ImproperlyConfigured("MCP_APP['RATE_LIMITS'] needs a BACKEND dotted path.")
+    for key in ("STREAMS_PER_TENANT", "STREAMS_PER_AGENT", "SESSIONS_PER_TENANT", "SESSIONS_PER_AGENT", "FD_RESERVE"):
+        if values[key] < 0:
+            raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative.")
+    if values["CAP_LEASE_SECONDS"] <= 0:
+        raise ImproperlyConfigured("MCP_APP['CAP_LEASE_SECONDS'] must be positive.")
 
 
 def _check_http_tool_settings(values: dict[str, Any]) -> None:

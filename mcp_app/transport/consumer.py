@@ -17,6 +17,8 @@ What the edge owns, in the order a request meets it:
    once and comes back as an ``Answer`` (status, payload, a stream to open, a session to open), which is
    written as JSON or, once the request has notified, as SSE (``transport.writer``);
 7. GET: the endpoint's description, or a stream (``transport.streams``); DELETE: session termination (204);
+   a GET or listen stream holds a slot of its tenant's and agent's stream caps, and a new session must fit
+   their session caps (``mcp_app.limits.caps``: 429), unless the process is short of file descriptors (503);
 8. failures: 503 with ``Retry-After`` while the channel layer or event store is unreachable (an error event on a
    stream that has started), 500 with a bare ``Internal error`` for anything else.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import deque
 from typing import Any
 from urllib.parse import parse_qs
@@ -44,7 +47,7 @@ from ..caching.identity import CacheMiss
 from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
-from ..limits import rates
+from ..limits import caps, rates
 from ..observability import logging as request_log
 from ..observability import metrics
 from ..protocol import jsonrpc, serving, versions
@@ -62,6 +65,7 @@ from .writer import JSON_HEADERS, ResponseWriter, send_body, start_response
 logger = logging.getLogger("mcp_app.transport")
 
 ALLOWED_METHODS = ("GET", "POST", "DELETE")
+CAP_RETRY_AFTER = b"5"  # seconds: when a stream or session slot frees depends on the caller, not on time
 
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
@@ -88,6 +92,7 @@ class McpConsumer(AsyncConsumer):
         self._named_session: DatabaseSession | None = None
         self._cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
         self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
+        self._slot: caps.Slot | None = None  # of a GET or listen stream (mcp_app.limits.caps)
         try:
             await self._run(receive)
         except StopConsumer:
@@ -241,6 +246,8 @@ class McpConsumer(AsyncConsumer):
         return None
 
     async def _cleanup(self) -> None:
+        if self._slot is not None:
+            await self._slot.release()
         if self._backchannel is not None:
             await self._backchannel.close()
         work = self._work
@@ -402,20 +409,25 @@ class McpConsumer(AsyncConsumer):
             session_named="mcp-session-id" in headers,
             session=self._named_session,
         )
+        exchange = _PostExchange(self, grant, headers)
         try:
-            answer = await serving.serve_post(body, request, _PostExchange(self, grant, headers))
+            answer = await serving.serve_post(body, request, exchange)
         finally:
             if self._backchannel is not None:
                 self._backchannel.release()
         if answer.stream is not None:
+            if not await self._hold_stream(grant, exchange.request_id):
+                return
             self._streams = Streams(self.send, self._cors, self._membership)
             await self._streams.listen(grant.server.pk, answer.stream)
             return
         extra = [(name.encode(), value.encode()) for name, value in answer.headers]
         if answer.new_session is not None:
-            raw = await database_sync_to_async(open_session)(
-                grant.server.pk, grant.token.agent_pk, answer.new_session.protocol_version, answer.new_session.params
-            )
+            try:
+                raw = await database_sync_to_async(_open_capped_session)(grant, answer.new_session)
+            except caps.CapacityExceeded as refused:
+                await self._over_capacity(refused, exchange.request_id)
+                return
             extra.append((b"mcp-session-id", raw.encode()))
         if self._writer is not None:
             await self._writer.finish(answer.status, answer.payload, extra)
@@ -479,13 +491,36 @@ class McpConsumer(AsyncConsumer):
             return
         self.put_nowait({"type": CANCEL_EVENT})
 
+    async def _hold_stream(self, grant: AccessGrant, request_id: str | int | None) -> bool:
+        """Take a stream slot (``mcp_app.limits.caps``), or answer the refusal and return ``False``."""
+        try:
+            self._slot = await caps.hold_stream(grant.token, uuid.uuid4().hex)
+        except caps.CapacityExceeded as refused:
+            await self._over_capacity(refused, request_id)
+            return False
+        return True
+
+    async def _over_capacity(self, refused: caps.CapacityExceeded, request_id: str | int | None) -> None:
+        """A cap of the caller: 429; the process short of file descriptors: 503. Both with ``Retry-After``."""
+        status, retry = (503, b"1") if refused.scope == "process" else (429, CAP_RETRY_AFTER)
+        body = jsonrpc.encode(error_response(request_id, refused))
+        await self.send_response(status, body, [*JSON_HEADERS, (b"retry-after", retry)])
+
     async def _serve_get(self, grant: AccessGrant, session: DatabaseSession | None) -> None:
         accept = self._header("accept") or ""
         if "text/event-stream" not in accept.lower():
             await self.send_response(200, jsonrpc.encode(endpoint_description(grant)), JSON_HEADERS)
             return
+        if not await self._hold_stream(grant, None):
+            return
         self._streams = Streams(self.send, self._cors, self._membership)
         await self._streams.serve_get(grant, session, self._headers())
+
+
+def _open_capped_session(grant: AccessGrant, new: serving.NewSession) -> str:
+    """Record a new session if its agent and tenant are under their session caps (one worker-thread call)."""
+    caps.check_sessions(grant.token.tenant_pk, grant.token.agent_pk)
+    return open_session(grant.server.pk, grant.token.agent_pk, new.protocol_version, dict(new.params))
 
 
 class _PostExchange:
@@ -495,9 +530,11 @@ class _PostExchange:
         self._consumer = consumer
         self._grant = grant
         self._headers = headers
+        self.request_id: str | int | None = None  # of a single request, for an answer the edge writes itself
 
     def routed(self, era: str, payload: Any) -> None:
         request_log.bind(method=metrics.rpc_method(payload), era=era)
+        self.request_id = jsonrpc.recover_id(payload)
 
     async def admit(self, payload: Any) -> None:
         """Every message of the body draws one token from its tenant's and agent's buckets, and a ``tools/call``
