@@ -164,6 +164,13 @@ DEFAULTS: dict[str, Any] = {
     # New streams are refused with 503 once fewer than this many file descriptors are left under the process's
     # RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one.
     "FD_RESERVE": 128,
+    # Brute force (mcp_app.limits.bruteforce): failed authentications per source address, per second and in a
+    # burst, before the address gets 429 instead of 401; how long an unknown token is refused without a query;
+    # at most one failure log line per this many seconds.
+    "AUTH_FAILURE_RATE": 1.0,
+    "AUTH_FAILURE_BURST": 20,
+    "AUTH_NEGATIVE_CACHE_SECONDS": 10.0,
+    "AUTH_FAILURE_LOG_INTERVAL_SECONDS": 10.0,
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
     # Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
@@ -222,6 +229,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "SESSIONS_PER_AGENT": (int,),
     "CAP_LEASE_SECONDS": (int, float),
     "FD_RESERVE": (int,),
+    "AUTH_FAILURE_RATE": (int, float),
+    "AUTH_FAILURE_BURST": (int,),
+    "AUTH_NEGATIVE_CACHE_SECONDS": (int, float),
+    "AUTH_FAILURE_LOG_INTERVAL_SECONDS": (int, float),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
     "SECRET_KEYS": (list, tuple),
@@ -355,6 +366,8 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
     for key in ("STREAMS_PER_TENANT", "STREAMS_PER_AGENT", "SESSIONS_PER_TENANT", "SESSIONS_PER_AGENT", "FD_RESERVE"):
         if values[key] < 0:
             raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative.")
+    if values["AUTH_FAILURE_RATE"] <= 0 or values["AUTH_FAILURE_BURST"] < 1:
+        raise ImproperlyConfigured("MCP_APP['AUTH_FAILURE_RATE'] must be positive and AUTH_FAILURE_BURST at least 1.")
     if values["CAP_LEASE_SECONDS"] <= 0:
         raise ImproperlyConfigured("MCP_APP['CAP_LEASE_SECONDS'] must be positive.")
 

@@ -8,7 +8,8 @@ What the edge owns, in the order a request meets it:
 
 1. ``OPTIONS``: CORS preflight (``transport.cors``), decided from the cached server snapshot: no query, no hop;
 2. method (405 with ``Allow``), ``Host`` (421);
-3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches);
+3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches); an
+   address that keeps failing authentication gets 429 instead (``mcp_app.limits.bruteforce``);
    the rate limits of the tenant, agent and tools called (``mcp_app.limits.rates``: 429 with ``Retry-After``;
    a POST is drawn once decoded, through ``_PostExchange.admit``, so its tools count too);
 4. ``Origin`` (403) and the CORS headers of every later answer;
@@ -47,7 +48,7 @@ from ..caching.identity import CacheMiss
 from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
-from ..limits import caps, rates
+from ..limits import bruteforce, caps, rates
 from ..observability import logging as request_log
 from ..observability import metrics
 from ..protocol import jsonrpc, serving, versions
@@ -325,6 +326,11 @@ class McpConsumer(AsyncConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         agent_id = (query.get("agentId") or [None])[0]
         server_id = self.scope["url_route"]["kwargs"]["server_id"]
+        address = bruteforce.client_address(self.scope)
+        throttled = bruteforce.blocked(address)
+        if throttled is not None:  # spent its failed authentications: no more lookups for a while
+            await self._rate_limited(throttled, None)
+            return
         try:
             # Who calls, which server, and (handshake era) which session: from the per-process caches, or in one
             # worker-thread call when this process has not seen them yet.
@@ -332,6 +338,12 @@ class McpConsumer(AsyncConsumer):
                 server_id, agent_id, self._header("authorization"), self._header("mcp-session-id")
             )
         except AccessDenied as denied:
+            if denied.status == 401:
+                bruteforce.log_failure(address, 401)
+                throttled = await bruteforce.failed(address)
+                if throttled is not None:
+                    await self._rate_limited(throttled, None)
+                    return
             challenge = denied.www_authenticate
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
             await self.send_error(denied.status, denied.message, headers=extra)
@@ -356,9 +368,7 @@ class McpConsumer(AsyncConsumer):
         try:
             await rates.take(rates.request_buckets(grant.token))
         except RateLimited as limited:
-            body = jsonrpc.encode(error_response(None, limited))
-            retry = (b"retry-after", str(limited.retry_after_seconds).encode())
-            await self.send_response(429, body, [*JSON_HEADERS, retry])
+            await self._rate_limited(limited, None)
             return
         if self._header("mcp-session-id") is not None and self._named_session is None:
             await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
@@ -370,6 +380,11 @@ class McpConsumer(AsyncConsumer):
             if session is not None:
                 await session.terminate()
             await self.send_response(204, b"", [])
+
+    async def _rate_limited(self, limited: RateLimited, request_id: str | int | None) -> None:
+        body = jsonrpc.encode(error_response(request_id, limited))
+        retry = (b"retry-after", str(limited.retry_after_seconds).encode())
+        await self.send_response(429, body, [*JSON_HEADERS, retry])
 
     async def _preflight(self, origin: str | None) -> None:
         """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods. The server's
