@@ -149,6 +149,35 @@ DEFAULTS: dict[str, Any] = {
     # A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a
     # process that died (SIGKILL, OOM) frees itself at most this long after its last renewal.
     "WORKER_CALL_LEASE_SECONDS": 30.0,
+    # Request rates (mcp_app.limits.rates, docs/limits.md): requests per second and bursts per tenant, agent
+    # and tool (each tools/call draws from its tool's), unless the tenant, agent or tool sets its own rate_limit
+    # and rate_burst; a rate of 0 is unlimited. Over a rate: HTTP 429 with Retry-After, JSON-RPC -32011.
+    "RATE_LIMIT_PER_TENANT": 1000.0,
+    "RATE_BURST_PER_TENANT": 2000,
+    "RATE_LIMIT_PER_AGENT": 200.0,
+    "RATE_BURST_PER_AGENT": 400,
+    "RATE_LIMIT_PER_TOOL": 0.0,
+    "RATE_BURST_PER_TOOL": 100,
+    # Where the buckets live: LocalRates (one process, the embedded default) or RedisRates ({"url": ...}).
+    "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
+    # Caps (mcp_app.limits.caps): concurrent GET/listen streams and live sessions per tenant and per agent (0:
+    # unlimited); over a cap, 429 with Retry-After and JSON-RPC -32012. Stream slots are leases (counted with the
+    # WORKER_QUOTAS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves.
+    "STREAMS_PER_TENANT": 5000,
+    "STREAMS_PER_AGENT": 1000,
+    "SESSIONS_PER_TENANT": 10_000,
+    "SESSIONS_PER_AGENT": 1000,
+    "CAP_LEASE_SECONDS": 30.0,
+    # New streams are refused with 503 once fewer than this many file descriptors are left under the process's
+    # RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one.
+    "FD_RESERVE": 128,
+    # Brute force (mcp_app.limits.bruteforce): failed authentications per source address, per second and in a
+    # burst, before the address gets 429 instead of 401; how long an unknown token is refused without a query;
+    # at most one failure log line per this many seconds.
+    "AUTH_FAILURE_RATE": 1.0,
+    "AUTH_FAILURE_BURST": 20,
+    "AUTH_NEGATIVE_CACHE_SECONDS": 10.0,
+    "AUTH_FAILURE_LOG_INTERVAL_SECONDS": 10.0,
     # How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds).
     "IDEMPOTENCY_TTL_SECONDS": 3600,
     # Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
@@ -212,6 +241,23 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_QUOTAS": (dict,),
     "WORKER_CALL_LEASE_SECONDS": (int, float),
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
+    "RATE_LIMIT_PER_TENANT": (int, float),
+    "RATE_BURST_PER_TENANT": (int,),
+    "RATE_LIMIT_PER_AGENT": (int, float),
+    "RATE_BURST_PER_AGENT": (int,),
+    "RATE_LIMIT_PER_TOOL": (int, float),
+    "RATE_BURST_PER_TOOL": (int,),
+    "RATE_LIMITS": (dict,),
+    "STREAMS_PER_TENANT": (int,),
+    "STREAMS_PER_AGENT": (int,),
+    "SESSIONS_PER_TENANT": (int,),
+    "SESSIONS_PER_AGENT": (int,),
+    "CAP_LEASE_SECONDS": (int, float),
+    "FD_RESERVE": (int,),
+    "AUTH_FAILURE_RATE": (int, float),
+    "AUTH_FAILURE_BURST": (int,),
+    "AUTH_NEGATIVE_CACHE_SECONDS": (int, float),
+    "AUTH_FAILURE_LOG_INTERVAL_SECONDS": (int, float),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
     "TRACING": (bool,),
@@ -321,6 +367,7 @@ class McpSettings:
         for key in ("WORKER_CALLS_PER_TENANT", "WORKER_CALLS_PER_AGENT"):
             if values[key] < 0:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative (0: unlimited).")
+        _check_limit_settings(values)
         if "BACKEND" not in values["INVALIDATION"]:
             raise ImproperlyConfigured("MCP_APP['INVALIDATION'] needs a BACKEND dotted path.")
         for key in (
@@ -359,6 +406,23 @@ class McpSettings:
 
     def reload(self) -> None:
         self._values = None
+
+
+def _check_limit_settings(values: dict[str, Any]) -> None:
+    for scope in ("TENANT", "AGENT", "TOOL"):
+        if values[f"RATE_LIMIT_PER_{scope}"] < 0:
+            raise ImproperlyConfigured(f"MCP_APP['RATE_LIMIT_PER_{scope}'] must not be negative (0: unlimited).")
+        if values[f"RATE_BURST_PER_{scope}"] < 1:
+            raise ImproperlyConfigured(f"MCP_APP['RATE_BURST_PER_{scope}'] must be at least 1.")
+    if "BACKEND" not in values["RATE_LIMITS"]:
+        raise ImproperlyConfigured("MCP_APP['RATE_LIMITS'] needs a BACKEND dotted path.")
+    for key in ("STREAMS_PER_TENANT", "STREAMS_PER_AGENT", "SESSIONS_PER_TENANT", "SESSIONS_PER_AGENT", "FD_RESERVE"):
+        if values[key] < 0:
+            raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative.")
+    if values["AUTH_FAILURE_RATE"] <= 0 or values["AUTH_FAILURE_BURST"] < 1:
+        raise ImproperlyConfigured("MCP_APP['AUTH_FAILURE_RATE'] must be positive and AUTH_FAILURE_BURST at least 1.")
+    if values["CAP_LEASE_SECONDS"] <= 0:
+        raise ImproperlyConfigured("MCP_APP['CAP_LEASE_SECONDS'] must be positive.")
 
 
 def _check_http_tool_settings(values: dict[str, Any]) -> None:

@@ -223,6 +223,9 @@ if REDIS_URL:
 if REDIS_URL:
     # Several processes: each one's heartbeat (and each worker's queues) in Redis, judged by all.
     MCP_APP["HEARTBEAT"] = {"BACKEND": "mcp_app.heartbeat.RedisHeartbeats", "OPTIONS": {"url": REDIS_URL}}
+if REDIS_URL:
+    # Several processes: rate buckets, caps and failed-authentication counts hold across them all.
+    MCP_APP["RATE_LIMITS"] = {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}}
 for _name in ("HEARTBEAT_INTERVAL_SECONDS", "HEARTBEAT_TIMEOUT_SECONDS", "WORKER_QUEUE_TIMEOUT_SECONDS"):
     if os.environ.get(f"MCP_{_name}"):
         MCP_APP[_name] = float(os.environ[f"MCP_{_name}"])

@@ -55,7 +55,7 @@ class AgentAdmin(TenantScopedAdmin):
     inlines = [AgentTokenInline]
 
     def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
-        fields = ["tenant", "agent_id", "name", "is_active", "max_worker_calls"]
+        fields = ["tenant", "agent_id", "name", "is_active", "max_worker_calls", "rate_limit", "rate_burst"]
         if obj is not None:
             fields.append("running_worker_calls")
         return (*fields, "created_at")

@@ -100,6 +100,7 @@ class ToolAdmin(TryItMixin, TenantScopedAdmin):
             (None, {"fields": _COMMON}),
             ("Behaviour", {"fields": behaviour}),
             ("Presentation", {"fields": ("annotations", "icons")}),
+            ("Rate limit", {"fields": ("rate_limit", "rate_burst")}),
         ]
         if obj is not None:
             fieldsets.append(("History", {"fields": ("created_at", "updated_at")}))

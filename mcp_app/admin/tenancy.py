@@ -22,7 +22,7 @@ from ..models import Tenant, TenantMembership
 from . import quotas
 from .base import TenantScopedAdmin, TenantScopedInline
 
-OPERATOR_FIELDS = ("slug", "is_active", "allowed_python_tools", "max_worker_calls")
+OPERATOR_FIELDS = ("slug", "is_active", "allowed_python_tools", "max_worker_calls", "rate_limit", "rate_burst")
 
 
 class UsernameField(forms.ModelChoiceField):
@@ -92,7 +92,7 @@ class TenantAdmin(TenantScopedAdmin):
     inlines = [TenantMembershipInline]
 
     def get_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
-        fields = ["slug", "name", "is_active", "allowed_python_tools", "max_worker_calls"]
+        fields = ["slug", "name", "is_active", "allowed_python_tools", "max_worker_calls", "rate_limit", "rate_burst"]
         if obj is not None:
             fields.append("running_worker_calls")
         return (*fields, "created_at")

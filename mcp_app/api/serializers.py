@@ -167,8 +167,18 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        # max_worker_calls is the operator's (superusers, in the admin): shown, never written here.
-        fields = ("id", "slug", "name", "is_active", "max_worker_calls", "created_at", "role")
+        # max_worker_calls and the rate limit are the operator's (superusers, in the admin): shown, never written here.
+        fields = (
+            "id",
+            "slug",
+            "name",
+            "is_active",
+            "max_worker_calls",
+            "rate_limit",
+            "rate_burst",
+            "created_at",
+            "role",
+        )
         read_only_fields = fields
 
     def get_role(self, tenant: Tenant) -> str | None:
@@ -269,6 +279,8 @@ class ToolSerializer(TenantOwnedSerializer):
             "static_progress_steps",
             "task_support",
             "icons",
+            "rate_limit",
+            "rate_burst",
             "created_at",
             "updated_at",
         )
@@ -323,7 +335,17 @@ class PromptSerializer(TenantOwnedSerializer):
 class AgentSerializer(TenantOwnedSerializer):
     class Meta:
         model = Agent
-        fields = ("id", "tenant", "agent_id", "name", "is_active", "max_worker_calls", "created_at")
+        fields = (
+            "id",
+            "tenant",
+            "agent_id",
+            "name",
+            "is_active",
+            "max_worker_calls",
+            "rate_limit",
+            "rate_burst",
+            "created_at",
+        )
         read_only_fields = ("created_at",)
         validators: list[Any] = []
 

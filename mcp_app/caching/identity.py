@@ -5,7 +5,8 @@ invalidation keys that must drop it (``mcp_app.invalidation``):
 
 - ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
   and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
-  to another), and the tenant's and agent's own limits of concurrent worker calls (``max_worker_calls``). Only
+  to another), and the tenant's and agent's own limits of concurrent worker calls (``max_worker_calls``) and rates
+  (``rate_limit``, ``rate_burst``). Only
   usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:``.
 - ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
   version. Tags: ``server:``, ``tenant:``.
@@ -120,6 +121,9 @@ class TokenEntry:
     # ``mcp_app.workers.quotas.limits_for`` turns them into effective limits without a query.
     tenant_max_worker_calls: int | None = None
     agent_max_worker_calls: int | None = None
+    # The tenant's and the agent's own (rate_limit, rate_burst) (``mcp_app.limits.rates``; None: the settings).
+    tenant_rate: tuple[float | None, int | None] = (None, None)
+    agent_rate: tuple[float | None, int | None] = (None, None)
     # The last-used stamp as this process knows it (stored value, then what it queued for writing).
     last_used_at: datetime | None = field(default=None, compare=False)
 
@@ -242,6 +246,8 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
             grant=token_grant(row),
             tenant_max_worker_calls=row.agent.tenant.max_worker_calls,
             agent_max_worker_calls=row.agent.max_worker_calls,
+            tenant_rate=(row.agent.tenant.rate_limit, row.agent.tenant.rate_burst),
+            agent_rate=(row.agent.rate_limit, row.agent.rate_burst),
             last_used_at=row.last_used_at,
         )
         tags = frozenset({f"token:{entry.pk}", f"agent:{entry.agent_pk}", f"tenant:{entry.tenant_pk}"})

@@ -72,6 +72,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
             timeout=float(binding.timeout_seconds) if binding.timeout_seconds else registered.timeout,
             target=PythonTarget(registered),
             ref=tool.pk,
+            rate_limit=(tool.rate_limit, tool.rate_burst),
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
     target: object
@@ -113,6 +114,7 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
         timeout=float(binding.timeout_seconds) if binding.timeout_seconds else None,
         target=target,
         ref=tool.pk,
+        rate_limit=(tool.rate_limit, tool.rate_burst),
     )
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from ..invalidation import publish
 from .catalog import Prompt, Resource, Tool
 from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager, CredentialQuerySet, credential_digest
+from .limits import rate_burst_field, rate_limit_field
 from .servers import McpServer
 from .tenancy import Tenant
 
@@ -62,6 +63,8 @@ class Agent(models.Model):
         blank=True,
         help_text="At most this many worker calls of this agent run at once; empty: the WORKER_CALLS_PER_AGENT setting.",
     )
+    rate_limit = rate_limit_field("agent")
+    rate_burst = rate_burst_field("agent")
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:

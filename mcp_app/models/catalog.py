@@ -16,6 +16,7 @@ from django.db import models
 from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages
 from ..definitions.registry import registry
 from ..definitions.static import validate_static_config
+from .limits import rate_burst_field, rate_limit_field
 from .servers import McpServer
 from .tenancy import Tenant
 
@@ -127,6 +128,8 @@ class Tool(models.Model):
         blank=True,
         help_text='Icons clients may show, e.g. [{"src": "https://example.com/t.png", "mimeType": "image/png"}].',
     )
+    rate_limit = rate_limit_field("tool")
+    rate_burst = rate_burst_field("tool")
     created_at = models.DateTimeField("created", auto_now_add=True)
     updated_at = models.DateTimeField("updated", auto_now=True)
 

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from ..definitions.registry import registry
+from .limits import rate_burst_field, rate_limit_field
 
 #: In ``Tenant.allowed_python_tools``: every registered tool.
 ALL_PYTHON_TOOLS = "*"
@@ -41,6 +42,8 @@ class Tenant(models.Model):
         help_text="At most this many worker calls of this tenant run at once; empty: the WORKER_CALLS_PER_TENANT "
         "setting. Set by the operator (superusers) only.",
     )
+    rate_limit = rate_limit_field("tenant")
+    rate_burst = rate_burst_field("tenant")
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:

@@ -9,6 +9,8 @@ Around the wrapped application (the MCP consumer) it:
 - echoes the request id as ``X-Request-ID`` on the response;
 - counts the response (``mcp_requests_total``), its duration, and open SSE responses (``mcp_sse_streams``);
 - writes one ``mcp_app.access`` line at the end: method, path (never the query string), status and duration;
+  of refusals that a flood repeats (401, 429) at most one line per second per process
+  (``REFUSAL_LOG_INTERVAL_SECONDS``), which counts the lines left out.
 - when tracing is on (``observability.tracing``), runs the application inside the ASGI instrumentation: an HTTP
   span continuing the request headers' ``traceparent``.
 
@@ -28,6 +30,24 @@ from . import metrics, tracing
 from .logging import RequestInfo, end_request, new_request_id, start_request
 
 access_logger = logging.getLogger("mcp_app.access")
+SAMPLED_STATUSES = frozenset({401, 429})
+REFUSAL_LOG_INTERVAL_SECONDS = 1.0
+_refusals = {"next": 0.0, "skipped": 0}  # one event loop per process writes it: no lock needed
+
+
+def _refusal_logged(status: int) -> int | None:
+    """For a sampled status: ``None`` to leave the line out, else how many were left out before it."""
+    if status not in SAMPLED_STATUSES:
+        return 0
+    now = time.monotonic()
+    if now < _refusals["next"]:
+        _refusals["skipped"] += 1
+        return None
+    _refusals["next"] = now + REFUSAL_LOG_INTERVAL_SECONDS
+    skipped, _refusals["skipped"] = int(_refusals["skipped"]), 0
+    return skipped
+
+
 _SSE = b"text/event-stream"
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,63}$")  # what an agent id can be; anything else is not logged
 
@@ -88,19 +108,21 @@ def instrument(app: Any) -> Any:
             seconds = time.perf_counter() - info.started
             rpc_method = info.method or "-"
             metrics.record_request(info.http_method, rpc_method, info.era or "-", status, seconds)
-            access_logger.info(
-                "%s %s %s %.1fms",
-                info.http_method,
-                info.path,
-                status or "-",
-                seconds * 1000,
-                extra={
-                    "status": status,
-                    "duration_ms": round(seconds * 1000, 2),
-                    "http_method": info.http_method,
-                    "path": info.path,
-                },
-            )
+            skipped = _refusal_logged(status)
+            if skipped is not None:
+                access_logger.info(
+                    "%s %s %s %.1fms" + (f" ({skipped} more {status} not logged)" if skipped else ""),
+                    info.http_method,
+                    info.path,
+                    status or "-",
+                    seconds * 1000,
+                    extra={
+                        "status": status,
+                        "duration_ms": round(seconds * 1000, 2),
+                        "http_method": info.http_method,
+                        "path": info.path,
+                    },
+                )
             end_request(token)
 
     return instrumented

@@ -77,6 +77,25 @@ WORKER_QUOTA_REFUSALS = Counter(
     ["scope"],
     namespace=NAMESPACE,
 )
+RATE_LIMITED = Counter(
+    "rate_limited",
+    "Requests refused with 429 because a rate limit was reached (mcp_app.limits.rates), by scope.",
+    ["scope"],
+    namespace=NAMESPACE,
+)
+CAP_REFUSALS = Counter(
+    "cap_refusals",
+    "Streams, sessions or tasks refused at a cap (mcp_app.limits.caps), by resource and scope (tenant, agent or "
+    "process: the file-descriptor guard).",
+    ["resource", "scope"],
+    namespace=NAMESPACE,
+)
+AUTH_FAILURES = Counter(
+    "auth_failures",
+    "Failed authentications at the MCP endpoint, by outcome: refused (401) or throttled (429).",
+    ["outcome"],
+    namespace=NAMESPACE,
+)
 CACHE_LOOKUPS = Counter(
     "cache_lookups",
     "Lookups in mcp_app's caches, by cache and result (hit or miss); hit rate = hit / (hit + miss).",
@@ -97,6 +116,10 @@ for _scope in ("tenant", "agent"):
     WORKER_QUOTA_REFUSALS.labels(scope=_scope)
 for _dependency in DEPENDENCIES:
     DEPENDENCY_ERRORS.labels(dependency=_dependency)
+for _scope in ("tenant", "agent", "tool"):
+    RATE_LIMITED.labels(scope=_scope)
+for _outcome in ("refused", "throttled"):
+    AUTH_FAILURES.labels(outcome=_outcome)
 
 
 def record_request(http_method: str, rpc_method: str, era: str, status: int, seconds: float) -> None:
@@ -132,6 +155,21 @@ def worker_call_lease(delta: int) -> None:
 def worker_quota_refused(scope: str) -> None:
     """A worker call was refused at its ``scope``'s limit ("tenant" or "agent")."""
     WORKER_QUOTA_REFUSALS.labels(scope=scope).inc()
+
+
+def rate_limited(scope: str) -> None:
+    """A request was refused at its ``scope``'s rate ("tenant", "agent" or "tool")."""
+    RATE_LIMITED.labels(scope=scope).inc()
+
+
+def cap_refused(resource: str, scope: str) -> None:
+    """A stream, session or task was refused at a cap of ``scope`` ("tenant", "agent" or "process")."""
+    CAP_REFUSALS.labels(resource=resource, scope=scope).inc()
+
+
+def auth_failed(outcome: str) -> None:
+    """A failed authentication, ``refused`` (401) or ``throttled`` (429)."""
+    AUTH_FAILURES.labels(outcome=outcome).inc()
 
 
 def record_cache(cache: str, hit: bool) -> None:

@@ -73,6 +73,8 @@ class ToolDescriptor:
     timeout: float | None = None  # seconds a call may run (None: the WORKER_CALL_TIMEOUT_SECONDS setting)
     target: Any = None
     ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
+    # The tool's own rate limit (requests per second, burst; either None: the setting's), for the edge.
+    rate_limit: tuple[float | None, int | None] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         schema = dict(self.input_schema)

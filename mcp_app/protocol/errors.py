@@ -22,6 +22,8 @@ URL_ELICITATION_REQUIRED = -32042
 # mcp-host's own (implementation-defined). -32020…-32099 are reserved for the spec from 2026-07-28 on, and
 # -32000…-32002 are taken by SDKs and earlier revisions, so it is -32010 in both eras.
 WORKER_QUOTA_EXCEEDED = -32010
+RATE_LIMITED = -32011  # HTTP 429 with Retry-After (mcp_app.limits.rates)
+CAPACITY_EXCEEDED = -32012  # a cap of concurrent streams, sessions or tasks (mcp_app.limits.caps)
 # MCP 2026-07-28
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
@@ -107,6 +109,49 @@ class QuotaExceeded(ProtocolError):
             "retry when one of them has finished",
             {"scope": scope, "limit": limit},
         )
+
+
+class RateLimited(ProtocolError):
+    """A request over its tenant's, agent's or tool's rate (``mcp_app.limits.rates``): HTTP 429 with
+    ``Retry-After`` in both eras. ``data``: ``scope`` ("tenant", "agent" or "tool"), ``retryAfterMs``, and the
+    limit (``rate`` per second, ``burst``)."""
+
+    code = RATE_LIMITED
+    default_message = "Rate limit exceeded"
+
+    def __init__(self, scope: str, retry_after_ms: int, rate: float, burst: int) -> None:
+        self.scope = scope
+        self.retry_after_ms = retry_after_ms
+        super().__init__(
+            f"Rate limit exceeded: this {scope} may send {rate:g} requests per second (bursts of {burst}); "
+            f"retry in {retry_after_ms} ms",
+            {"scope": scope, "retryAfterMs": retry_after_ms, "rate": rate, "burst": burst},
+        )
+
+    @property
+    def retry_after_seconds(self) -> int:
+        """The ``Retry-After`` header's value: whole seconds, rounded up."""
+        return max(1, -(-self.retry_after_ms // 1000))
+
+
+class CapacityExceeded(ProtocolError):
+    """A new stream, session or task over a cap of its tenant or agent, or a process short of file descriptors
+    (``mcp_app.limits.caps``). ``data``: ``resource``, ``scope`` ("tenant", "agent" or "process") and ``limit``.
+    Before a response starts, the edge answers 429 (a cap of the caller) or 503 (the process), with
+    ``Retry-After``."""
+
+    code = CAPACITY_EXCEEDED
+    default_message = "Too many concurrent streams"
+
+    def __init__(self, resource: str, scope: str, limit: int) -> None:
+        self.resource = resource
+        self.scope = scope
+        self.limit = limit
+        if scope == "process":
+            message = f"Service unavailable: this server process cannot open more {resource} now; retry shortly"
+        else:
+            message = f"Too many concurrent {resource}: this {scope} may hold at most {limit} at once"
+        super().__init__(message, {"resource": resource, "scope": scope, "limit": limit})
 
 
 class HeaderMismatch(ProtocolError):

@@ -5,7 +5,8 @@ then hands the raw body to ``serve_post`` once. Everything the protocol rules de
 order, and comes back as one ``Answer`` the edge writes without looking inside:
 
 1. decode (depth-limited) .................................................... 400 + -32700
-2. era: the ``_meta`` envelope or a stateless-era ``MCP-Protocol-Version`` is modern, anything else handshake era
+2. era: the ``_meta`` envelope or a stateless-era ``MCP-Protocol-Version`` is modern, anything else handshake era;
+   then the edge's rate limits (``Exchange.admit``), in both eras ......... 429 + -32011 + ``Retry-After``
 3. ``serve_modern``: a notification is 202; the envelope/header/version ladder (``protocol.modern``) and the
    client-metadata bounds refuse with the stateless status map (``protocol.statuses``); then dispatch, and the
    answer's status by the same map, or a stream to open (``subscriptions/listen``)
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 
 from . import jsonrpc, limits, modern, statuses, versions
 from .context import OpenStream, RequestContext, Session
-from .errors import InvalidParams, InvalidRequest, ProtocolError, error_response
+from .errors import InvalidParams, InvalidRequest, ProtocolError, RateLimited, error_response
 from .handlers import dispatcher
 
 
@@ -72,6 +73,7 @@ class Answer:
     payload: Any = None
     stream: OpenStream | None = None
     new_session: NewSession | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers (Retry-After of a 429)
 
 
 class Exchange(Protocol):
@@ -79,6 +81,10 @@ class Exchange(Protocol):
 
     def routed(self, era: str, payload: Any) -> None:
         """The era is known (for the request log)."""
+        ...
+
+    async def admit(self, payload: Any) -> None:
+        """Draw the decoded request from its rate limits; raises ``RateLimited`` when it must wait."""
         ...
 
     def context(self, route: Route, **fields: Any) -> RequestContext:
@@ -101,6 +107,14 @@ async def serve_post(body: bytes, request: PostRequest, exchange: Exchange) -> A
         return Answer(400, error_response(None, exc))
     is_modern = modern.is_modern(payload, request.headers.get(modern.HEADER_PROTOCOL_VERSION))
     exchange.routed(versions.MODERN if is_modern else versions.LEGACY, payload)
+    try:
+        await exchange.admit(payload)
+    except RateLimited as exc:
+        return Answer(
+            429,
+            error_response(jsonrpc.recover_id(payload), exc),
+            headers=(("retry-after", str(exc.retry_after_seconds)),),
+        )
     if is_modern:
         return await serve_modern(payload, request, exchange)
     return await serve_legacy(payload, request, exchange)

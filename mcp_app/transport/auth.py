@@ -15,7 +15,8 @@ The catalog of the returned grant is the token's view of the server's catalog: i
 prompts, read-only; ``mcp_app.catalog.grants``) is part of the cached token snapshot and of the catalog cache key.
 
 Unauthenticated callers learn nothing about which servers exist. The raw token is never logged; only its
-digest is looked up, and compared in constant time.
+digest is looked up, and compared in constant time. A token found unknown is refused without a query for a
+short while (``mcp_app.limits.bruteforce``, a negative cache).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..caching import identity, writebehind
 from ..caching.identity import CacheMiss, ServerEntry, SessionEntry, TokenEntry
 from ..catalog.resolver import resolve_catalog
 from ..conf import mcp_settings
+from ..limits import bruteforce
 from ..models.agents import TOKEN_SCHEME, token_digest
 from ..models.sessions import session_digest
 from ..protocol.context import Principal, RequestContext, ServerCatalog
@@ -105,11 +107,13 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 def _token(raw: str, *, load: bool) -> TokenEntry | None:
-    if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256:
+    if not raw.startswith(f"{TOKEN_SCHEME}_") or len(raw) > 256 or bruteforce.unknown(raw):
         return None
     digest = token_digest(raw)
     entry = identity.token(digest, load=load)
     if entry is None or not hmac.compare_digest(entry.digest, digest):
+        if load:
+            bruteforce.remember_unknown(raw)  # its next use is refused without a query (a negative cache)
         return None
     return entry
 

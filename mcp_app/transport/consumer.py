@@ -8,13 +8,18 @@ What the edge owns, in the order a request meets it:
 
 1. ``OPTIONS``: CORS preflight (``transport.cors``), decided from the cached server snapshot: no query, no hop;
 2. method (405 with ``Allow``), ``Host`` (421);
-3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches);
+3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches); an
+   address that keeps failing authentication gets 429 instead (``mcp_app.limits.bruteforce``);
+   the rate limits of the tenant, agent and tools called (``mcp_app.limits.rates``: 429 with ``Retry-After``;
+   a POST is drawn once decoded, through ``_PostExchange.admit``, so its tools count too);
 4. ``Origin`` (403) and the CORS headers of every later answer;
 5. era routing of methods: a modern-only server answers GET and DELETE with 405;
 6. POST: ``Content-Type`` (415) and an empty body (400), then the body goes to ``protocol.serving.serve_post``
    once and comes back as an ``Answer`` (status, payload, a stream to open, a session to open), which is
    written as JSON or, once the request has notified, as SSE (``transport.writer``);
 7. GET: the endpoint's description, or a stream (``transport.streams``); DELETE: session termination (204);
+   a GET or listen stream holds a slot of its tenant's and agent's stream caps, and a new session must fit
+   their session caps (``mcp_app.limits.caps``: 429), unless the process is short of file descriptors (503);
 8. failures: 503 with ``Retry-After`` while the channel layer or event store is unreachable (an error event on a
    stream that has started), 500 with a bare ``Internal error`` for anything else.
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import deque
 from typing import Any
 from urllib.parse import parse_qs
@@ -43,11 +49,12 @@ from ..caching.identity import CacheMiss
 from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
+from ..limits import bruteforce, caps, rates
 from ..observability import logging as request_log
 from ..observability import metrics, tracing
 from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
-from ..protocol.errors import InvalidRequest, JsonRpcId, ProtocolError, ServiceUnavailable, error_response
+from ..protocol.errors import InvalidRequest, JsonRpcId, ProtocolError, RateLimited, ServiceUnavailable, error_response
 from . import cors, sse
 from .auth import AccessDenied, AccessGrant, admit
 from .backchannel import BackChannel
@@ -60,6 +67,7 @@ from .writer import JSON_HEADERS, ResponseWriter, send_body, start_response
 logger = logging.getLogger("mcp_app.transport")
 
 ALLOWED_METHODS = ("GET", "POST", "DELETE")
+CAP_RETRY_AFTER = b"5"  # seconds: when a stream or session slot frees depends on the caller, not on time
 
 # Calls whose client went away but which go on (resumable handshake-era streams); referenced until done.
 _detached: set[asyncio.Task[None]] = set()
@@ -86,6 +94,7 @@ class McpConsumer(AsyncConsumer):
         self._named_session: DatabaseSession | None = None
         self._cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
         self._request_id: str | int | None = None  # of a POST request, for its answer if the stream must end
+        self._slot: caps.Slot | None = None  # of a GET or listen stream (mcp_app.limits.caps)
         try:
             await self._run(receive)
         except StopConsumer:
@@ -239,6 +248,8 @@ class McpConsumer(AsyncConsumer):
         return None
 
     async def _cleanup(self) -> None:
+        if self._slot is not None:
+            await self._slot.release()
         if self._backchannel is not None:
             await self._backchannel.close()
         work = self._work
@@ -333,6 +344,11 @@ class McpConsumer(AsyncConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         agent_id = (query.get("agentId") or [None])[0]
         server_id = self.scope["url_route"]["kwargs"]["server_id"]
+        address = bruteforce.client_address(self.scope)
+        throttled = bruteforce.blocked(address)
+        if throttled is not None:  # spent its failed authentications: no more lookups for a while
+            await self._rate_limited(throttled, None)
+            return
         try:
             # Who calls, which server, and (handshake era) which session: from the per-process caches, or in one
             # worker-thread call when this process has not seen them yet.
@@ -340,6 +356,12 @@ class McpConsumer(AsyncConsumer):
                 server_id, agent_id, self._header("authorization"), self._header("mcp-session-id")
             )
         except AccessDenied as denied:
+            if denied.status == 401:
+                bruteforce.log_failure(address, 401)
+                throttled = await bruteforce.failed(address)
+                if throttled is not None:
+                    await self._rate_limited(throttled, None)
+                    return
             challenge = denied.www_authenticate
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
             await self.send_error(denied.status, denied.message, headers=extra)
@@ -361,6 +383,11 @@ class McpConsumer(AsyncConsumer):
         if method == "POST":
             await self._serve_post(grant, body)
             return
+        try:
+            await rates.take(rates.request_buckets(grant.token))
+        except RateLimited as limited:
+            await self._rate_limited(limited, None)
+            return
         if self._header("mcp-session-id") is not None and self._named_session is None:
             await self.send_error(404, "Session not found: it expired or was terminated; initialize a new one.")
             return
@@ -371,6 +398,11 @@ class McpConsumer(AsyncConsumer):
             if session is not None:
                 await session.terminate()
             await self.send_response(204, b"", [])
+
+    async def _rate_limited(self, limited: RateLimited, request_id: JsonRpcId) -> None:
+        body = jsonrpc.encode(error_response(request_id, limited))
+        retry = (b"retry-after", str(limited.retry_after_seconds).encode())
+        await self.send_response(429, body, [*JSON_HEADERS, retry])
 
     async def _preflight(self, origin: str | None, canonical: str | None) -> None:
         """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods. The server's
@@ -413,20 +445,25 @@ class McpConsumer(AsyncConsumer):
             session_named="mcp-session-id" in headers,
             session=self._named_session,
         )
+        exchange = _PostExchange(self, grant, headers)
         try:
-            answer = await serving.serve_post(body, request, _PostExchange(self, grant, headers))
+            answer = await serving.serve_post(body, request, exchange)
         finally:
             if self._backchannel is not None:
                 self._backchannel.release()
         if answer.stream is not None:
+            if not await self._hold_stream(grant, exchange.request_id):
+                return
             self._streams = Streams(self.send, self._cors, self._membership)
             await self._streams.listen(grant.server.pk, answer.stream)
             return
-        extra: list[tuple[bytes, bytes]] = []
+        extra = [(name.encode(), value.encode()) for name, value in answer.headers]
         if answer.new_session is not None:
-            raw = await database_sync_to_async(open_session)(
-                grant.server.pk, grant.token.agent_pk, answer.new_session.protocol_version, answer.new_session.params
-            )
+            try:
+                raw = await database_sync_to_async(_open_capped_session)(grant, answer.new_session)
+            except caps.CapacityExceeded as refused:
+                await self._over_capacity(refused, exchange.request_id)
+                return
             extra.append((b"mcp-session-id", raw.encode()))
         if self._writer is not None:
             await self._writer.finish(answer.status, answer.payload, extra)
@@ -495,13 +532,36 @@ class McpConsumer(AsyncConsumer):
             return
         self.put_nowait({"type": CANCEL_EVENT})
 
+    async def _hold_stream(self, grant: AccessGrant, request_id: str | int | None) -> bool:
+        """Take a stream slot (``mcp_app.limits.caps``), or answer the refusal and return ``False``."""
+        try:
+            self._slot = await caps.hold_stream(grant.token, uuid.uuid4().hex)
+        except caps.CapacityExceeded as refused:
+            await self._over_capacity(refused, request_id)
+            return False
+        return True
+
+    async def _over_capacity(self, refused: caps.CapacityExceeded, request_id: str | int | None) -> None:
+        """A cap of the caller: 429; the process short of file descriptors: 503. Both with ``Retry-After``."""
+        status, retry = (503, b"1") if refused.scope == "process" else (429, CAP_RETRY_AFTER)
+        body = jsonrpc.encode(error_response(request_id, refused))
+        await self.send_response(status, body, [*JSON_HEADERS, (b"retry-after", retry)])
+
     async def _serve_get(self, grant: AccessGrant, session: DatabaseSession | None) -> None:
         accept = self._header("accept") or ""
         if "text/event-stream" not in accept.lower():
             await self.send_response(200, jsonrpc.encode(endpoint_description(grant)), JSON_HEADERS)
             return
+        if not await self._hold_stream(grant, None):
+            return
         self._streams = Streams(self.send, self._cors, self._membership)
         await self._streams.serve_get(grant, session, self._headers())
+
+
+def _open_capped_session(grant: AccessGrant, new: serving.NewSession) -> str:
+    """Record a new session if its agent and tenant are under their session caps (one worker-thread call)."""
+    caps.check_sessions(grant.token.tenant_pk, grant.token.agent_pk)
+    return open_session(grant.server.pk, grant.token.agent_pk, new.protocol_version, dict(new.params))
 
 
 class _PostExchange:
@@ -511,9 +571,25 @@ class _PostExchange:
         self._consumer = consumer
         self._grant = grant
         self._headers = headers
+        self.request_id: str | int | None = None  # of a single request, for an answer the edge writes itself
 
     def routed(self, era: str, payload: Any) -> None:
         request_log.bind(method=metrics.rpc_method(payload), era=era)
+        self.request_id = jsonrpc.recover_id(payload)
+
+    async def admit(self, payload: Any) -> None:
+        """Every message of the body draws one token from its tenant's and agent's buckets, and a ``tools/call``
+        one from its tool's (found in the grant's cached catalog): one round trip, no query."""
+        messages = payload if isinstance(payload, list) else [payload]
+        tools = []
+        for message in messages:
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                params = message.get("params")
+                name = params.get("name") if isinstance(params, dict) else None
+                tool = self._grant.catalog.tool(name) if isinstance(name, str) else None
+                if tool is not None:
+                    tools.append(tool)
+        await rates.take(rates.request_buckets(self._grant.token, tools=tools, cost=max(1, len(messages))))
 
     def context(self, route: serving.Route, **fields: Any) -> RequestContext:
         return self._consumer._context(self._grant, self._headers, route, **fields)

@@ -273,3 +273,26 @@ def test_an_agents_worker_call_limit_is_written_through_the_api_and_its_tenants_
     assert admin.get(tenant_url).json()["max_worker_calls"] == 5
     admin.patch(tenant_url, {"max_worker_calls": 500}, format="json")  # not the tenant's to raise
     assert Tenant.objects.get(pk=acme.tenant.pk).max_worker_calls == 5
+
+
+def test_rate_limits_of_agents_and_tools_are_written_through_the_api_and_a_tenants_is_only_shown(acme, admin):
+    from mcp_app.models import Tool
+
+    Tenant.objects.filter(pk=acme.tenant.pk).update(rate_limit=50.0)
+    url = f"/api/v1/agents/{acme.agent.pk}/"
+    assert admin.get(url).json()["rate_limit"] is None  # the RATE_LIMIT_PER_AGENT setting applies
+    changed = admin.patch(url, {"rate_limit": 2.5, "rate_burst": 5}, format="json")
+    assert changed.status_code == 200 and (changed.json()["rate_limit"], changed.json()["rate_burst"]) == (2.5, 5)
+    assert Agent.objects.get(pk=acme.agent.pk).rate_limit == 2.5
+    negative = admin.patch(url, {"rate_limit": -1, "rate_burst": 0}, format="json")
+    assert negative.status_code == 400 and {"rate_limit", "rate_burst"} <= set(negative.json()["error"]["fields"])
+
+    tool = Tool.objects.filter(tenant=acme.tenant).first()
+    tool_url = f"/api/v1/tools/{tool.pk}/"
+    assert admin.patch(tool_url, {"rate_limit": 1, "rate_burst": 2}, format="json").status_code == 200
+    assert Tool.objects.get(pk=tool.pk).rate_limit == 1
+
+    tenant_url = f"/api/v1/tenants/{acme.tenant.pk}/"
+    assert admin.get(tenant_url).json()["rate_limit"] == 50.0
+    admin.patch(tenant_url, {"rate_limit": 5000}, format="json")  # the operator's, not the tenant's
+    assert Tenant.objects.get(pk=acme.tenant.pk).rate_limit == 50.0

@@ -51,8 +51,14 @@ class RecordingExchange:
     routes: list[serving.Route] = field(default_factory=list)
     eras: list[str] = field(default_factory=list)
 
+    limited: Any = None  # a RateLimited for admit to raise
+
     def routed(self, era: str, payload: Any) -> None:
         self.eras.append(era)
+
+    async def admit(self, payload: Any) -> None:
+        if self.limited is not None:
+            raise self.limited
 
     def context(self, route: serving.Route, **fields: Any) -> RequestContext:
         self.routes.append(route)
@@ -230,3 +236,18 @@ async def test_no_channel_carries_nothing() -> None:
     await NO_CHANNEL.notify({"jsonrpc": "2.0", "method": "notifications/progress"})
     await NO_CHANNEL.deliver(1, {"result": {}})
     await NO_CHANNEL.cancel(1)
+
+
+@pytest.mark.parametrize("modern", [False, True])
+async def test_a_rate_limited_request_is_a_429_with_retry_after_in_both_eras(modern: bool) -> None:
+    from mcp_app.protocol.errors import RateLimited
+
+    exchange = RecordingExchange(limited=RateLimited("agent", 1500, 2.0, 4))
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
+    headers = {"mcp-protocol-version": "2026-07-28" if modern else "2025-06-18"}
+    answer = await serving.serve_post(orjson.dumps(message), post(headers), exchange)
+    assert (answer.status, answer.headers) == (429, (("retry-after", "2"),))
+    assert answer.payload["id"] == 9
+    assert answer.payload["error"]["code"] == -32011
+    assert answer.payload["error"]["data"] == {"scope": "agent", "retryAfterMs": 1500, "rate": 2.0, "burst": 4}
+    assert exchange.routes == []  # never dispatched

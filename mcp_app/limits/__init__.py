@@ -1,0 +1,12 @@
+"""Limits that keep one tenant or agent from starving the others, fleet-wide (docs/limits.md).
+
+- ``rates``: request rates per tenant, agent and tool (token buckets; 429 with ``Retry-After``);
+- ``caps``: concurrent streams, live sessions and running inline tasks per tenant and agent (leases), and the
+  process's guard on file descriptors (503 before they run out);
+- ``bruteforce``: failed authentication throttled per source address, a negative cache of unknown token prefixes,
+  sampled failure logs.
+
+Each has an in-process backend (the embedded default) and a Redis backend shared by every process
+(``mcp_host.settings`` chooses it whenever ``REDIS_URL`` is set). Limits come from the cached token snapshot and
+catalog (``mcp_app.caching.identity``, ``mcp_app.catalog``) and the settings: never a query on the request path.
+"""

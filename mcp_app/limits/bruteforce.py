@@ -1,0 +1,178 @@
+"""Brute force on the MCP endpoint: failed authentication throttled per source address, a negative cache of
+unknown tokens, and sampled failure logs (docs/limits.md).
+
+The contract:
+
+- ``await failed(address)``: a request from ``address`` failed authentication (401). It draws one token of the
+  address's failure bucket (``AUTH_FAILURE_RATE`` per second, bursts of ``AUTH_FAILURE_BURST``; the buckets of
+  ``mcp_app.limits.rates``, so in Redis the count is fleet-wide) and returns ``RateLimited`` (scope
+  ``"address"``) once the burst is spent, else ``None``. The address is then *blocked* in this process until
+  the bucket has room again: ``blocked(address)`` answers that from memory, so the edge refuses the address's
+  next requests with 429 before any authentication work (no lookup, no round trip). A process that has not
+  seen the address fail learns of the block at its first failure from it.
+- ``unknown(raw)`` / ``remember_unknown(raw)`` (sync): a token whose display prefix no token has, or whose digest
+  matches no usable token, is remembered for ``AUTH_NEGATIVE_CACHE_SECONDS``; ``transport.auth`` then refuses it
+  without a query. A token issued since is at most that late to be recognised only if its random 32-bit prefix
+  was guessed in that window.
+- ``log_failure(address, status)``: at most one log line per ``AUTH_FAILURE_LOG_INTERVAL_SECONDS`` per process,
+  counting the failures it stands for (the access log samples 401 and 429 the same way,
+  ``observability.asgi``).
+
+Behind a reverse proxy the address is the proxy's unless daphne is told to trust its headers
+(``--proxy-headers``; docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from ..conf import mcp_settings, on_reload
+from ..models.agents import TOKEN_SCHEME, token_digest
+from ..observability import metrics
+from ..protocol.errors import RateLimited
+from . import rates
+
+__all__ = ["blocked", "client_address", "failed", "log_failure", "remember_unknown", "unknown"]
+
+logger = logging.getLogger("mcp_app.limits.auth")
+
+MAX_ENTRIES = 50_000
+
+
+class _Expiring:
+    """A bounded, thread-safe map of keys to monotonic expiry times."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until: OrderedDict[str, float] = OrderedDict()
+
+    def remaining(self, key: str) -> float:
+        with self._lock:
+            until = self._until.get(key)
+            if until is None:
+                return 0.0
+            left = until - time.monotonic()
+            if left <= 0:
+                del self._until[key]
+                return 0.0
+            return left
+
+    def put(self, key: str, seconds: float) -> None:
+        with self._lock:
+            self._until[key] = time.monotonic() + seconds
+            self._until.move_to_end(key)
+            while len(self._until) > MAX_ENTRIES:
+                self._until.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
+_blocked = _Expiring()
+_unknown = _Expiring()
+
+
+def client_address(scope: dict[str, Any]) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
+
+
+def blocked(address: str) -> RateLimited | None:
+    """The refusal for an address that spent its failures, while its block lasts (memory only)."""
+    left = _blocked.remaining(address)
+    if not left:
+        return None
+    metrics.auth_failed("throttled")
+    return _refusal(int(left * 1000) + 1)
+
+
+def _limit() -> rates.Limit:
+    return rates.Limit(float(mcp_settings.AUTH_FAILURE_RATE), int(mcp_settings.AUTH_FAILURE_BURST))
+
+
+def _refusal(wait_ms: int) -> RateLimited:
+    limit = _limit()
+    return RateLimited("address", max(1, wait_ms), limit.rate, limit.burst)
+
+
+async def failed(address: str) -> RateLimited | None:
+    """Count a failed authentication of ``address``; the refusal once it is over its burst, see the docstring."""
+    try:
+        await rates.take([rates.Bucket("address", f"f:{address}", _limit())])
+    except RateLimited as refused:
+        _blocked.put(address, refused.retry_after_ms / 1000)
+        metrics.auth_failed("throttled")
+        return _refusal(refused.retry_after_ms)
+    metrics.auth_failed("refused")
+    return None
+
+
+def _prefix(raw: str) -> str | None:
+    scheme, _, rest = raw.partition("_")
+    prefix, _, secret = rest.partition("_")
+    return prefix if scheme == TOKEN_SCHEME and prefix and secret else None
+
+
+def unknown(raw: str) -> bool:
+    """Whether this raw token was found unknown within ``AUTH_NEGATIVE_CACHE_SECONDS`` (no query)."""
+    prefix = _prefix(raw)
+    if prefix is not None and _unknown.remaining(f"p:{prefix}"):
+        return True
+    return bool(_unknown.remaining(f"d:{token_digest(raw)}"))
+
+
+def remember_unknown(raw: str) -> None:
+    """Remember a token that matched no usable token (sync; one query for its prefix, on the failure path)."""
+    from ..models import AgentToken
+
+    seconds = float(mcp_settings.AUTH_NEGATIVE_CACHE_SECONDS)
+    if seconds <= 0:
+        return
+    prefix = _prefix(raw)
+    if prefix is not None and not AgentToken.objects.filter(prefix=prefix).exists():
+        _unknown.put(f"p:{prefix}", seconds)
+    else:
+        _unknown.put(f"d:{token_digest(raw)}", seconds)
+
+
+class _Sampler:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._suppressed = 0
+
+    def admit(self) -> int | None:
+        """``None`` to stay silent, else how many were suppressed before this one."""
+        with self._lock:
+            now = time.monotonic()
+            if now < self._next:
+                self._suppressed += 1
+                return None
+            self._next = now + float(mcp_settings.AUTH_FAILURE_LOG_INTERVAL_SECONDS)
+            suppressed, self._suppressed = self._suppressed, 0
+            return suppressed
+
+
+_failures = _Sampler()
+
+
+def log_failure(address: str, status: int) -> None:
+    suppressed = _failures.admit()
+    if suppressed is not None:
+        logger.warning(
+            "authentication failed from %s (%d); %d more failures not logged since the last line",
+            address,
+            status,
+            suppressed,
+        )
+
+
+@on_reload
+def reset() -> None:
+    _blocked.clear()
+    _unknown.clear()

@@ -1,0 +1,156 @@
+"""Caps of concurrent streams and live sessions per tenant and per agent, and the guard on file descriptors.
+
+The contract (docs/limits.md):
+
+- ``await hold_stream(token, slot_id) -> Slot``: a GET stream or a ``subscriptions/listen`` stream takes one
+  slot of its tenant's ``STREAMS_PER_TENANT`` and its agent's ``STREAMS_PER_AGENT`` (0: unlimited), or raises
+  ``CapacityExceeded`` (JSON-RPC -32012, ``data.scope`` "tenant" or "agent"; the edge answers 429 with
+  ``Retry-After``). Before that, ``descriptors_short()`` is asked: a process with fewer than ``FD_RESERVE`` file
+  descriptors left under its ``RLIMIT_NOFILE`` refuses new streams with ``CapacityExceeded`` of scope "process"
+  (503), so that requests of everyone else still find a descriptor. ``Slot.release()`` gives the slot back
+  (idempotent; the consumer's clean-up calls it however the stream ends).
+- ``check_sessions(tenant_pk, agent_pk)`` (sync, in the worker thread that records a new session): raises
+  ``CapacityExceeded`` when the agent already holds ``SESSIONS_PER_AGENT`` live sessions or its tenant
+  ``SESSIONS_PER_TENANT`` (not terminated, active within ``SESSION_IDLE_SECONDS``). Counted in the database
+  every process shares, so it holds fleet-wide and nothing can leak; two initializations racing for the last
+  slot may both pass (the count is not locked: a bound of the cap plus the concurrent initializations).
+
+**Slots are leases** of ``mcp_app.workers.quotas`` (its ``LocalQuotas`` / ``RedisQuotas`` backend, configured by
+``WORKER_QUOTAS``, under the key prefix ``mcp:cap:streams``): the check and the taking of a slot are one atomic
+step across processes, the holder renews its lease every third of ``CAP_LEASE_SECONDS``, and the slots of a
+process that died (SIGKILL, OOM) free themselves at most ``CAP_LEASE_SECONDS`` after its last renewal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import resource
+import threading
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from ..conf import mcp_settings, on_reload
+from ..observability import metrics
+from ..protocol.errors import CapacityExceeded, ServiceUnavailable
+
+__all__ = ["CapacityExceeded", "Slot", "check_sessions", "descriptors_short", "hold_stream"]
+
+logger = logging.getLogger("mcp_app.limits")
+
+STREAMS = "streams"
+SESSIONS = "sessions"
+
+
+class Slot:
+    """One held stream slot: renewed in the background, given back by ``release``."""
+
+    def __init__(self, backend: Any, slot_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
+        self._backend = backend
+        self.slot_id = slot_id
+        self._pks = (tenant_pk, agent_pk)
+        self._ttl = ttl
+        self._released = False
+        self._renewal = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while not self._released:
+            await asyncio.sleep(self._ttl / 3)
+            try:
+                if not await self._backend.renew(self.slot_id, *self._pks, self._ttl):
+                    logger.info("stream slot %s expired; no longer counted", self.slot_id)
+                    return
+            except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
+                logger.warning("could not renew the stream slot %s: %s", self.slot_id, error)
+
+    async def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self._renewal.cancel()
+        try:
+            await asyncio.shield(self._backend.release(self.slot_id, *self._pks))
+        except Exception as error:
+            logger.warning("could not release the stream slot %s (it expires by itself): %s", self.slot_id, error)
+
+
+def descriptors_short() -> bool:
+    """Whether this process has fewer than ``FD_RESERVE`` file descriptors left under its soft limit."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return False
+    return open_descriptors() >= soft - int(mcp_settings.FD_RESERVE)
+
+
+def open_descriptors() -> int:
+    """How many file descriptors this process holds (``/proc/self/fd``; elsewhere ``/dev/fd``)."""
+    for path in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError), os.scandir(path) as entries:
+            return sum(1 for _ in entries) - 1  # the directory's own descriptor
+    return 0
+
+
+async def hold_stream(token: Any, slot_id: str) -> Slot:
+    """Take a stream slot for ``token`` (a ``TokenEntry``), see the module docstring."""
+    if descriptors_short():
+        metrics.cap_refused(STREAMS, "process")
+        logger.warning("new stream refused: fewer than FD_RESERVE file descriptors left (RLIMIT_NOFILE)")
+        raise CapacityExceeded(STREAMS, "process", 0)
+    tenant_limit = max(0, int(mcp_settings.STREAMS_PER_TENANT))
+    agent_limit = max(0, int(mcp_settings.STREAMS_PER_AGENT))
+    backend = _backend(STREAMS)
+    ttl = float(mcp_settings.CAP_LEASE_SECONDS)
+    try:
+        refused = await backend.acquire(slot_id, token.tenant_pk, token.agent_pk, tenant_limit, agent_limit, ttl)
+    except Exception as error:
+        logger.warning("stream caps are unavailable: %s: %s", type(error).__name__, error)
+        metrics.record_dependency_error("redis")
+        raise ServiceUnavailable("Service unavailable: stream caps cannot be checked; retry shortly") from error
+    if refused is not None:
+        metrics.cap_refused(STREAMS, refused)
+        raise CapacityExceeded(STREAMS, refused, tenant_limit if refused == "tenant" else agent_limit)
+    return Slot(backend, slot_id, token.tenant_pk, token.agent_pk, ttl)
+
+
+def check_sessions(tenant_pk: int, agent_pk: int) -> None:
+    """Refuse a new session over a cap (sync; one query per cap that is set), see the module docstring."""
+    from ..models import McpSession
+
+    caps = (
+        ("agent", "agent_id", agent_pk, mcp_settings.SESSIONS_PER_AGENT),
+        ("tenant", "agent__tenant_id", tenant_pk, mcp_settings.SESSIONS_PER_TENANT),
+    )
+    since = timezone.now() - timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
+    for scope, field, pk, limit in caps:
+        if limit <= 0:
+            continue
+        live = McpSession.objects.filter(**{field: pk}, terminated_at__isnull=True, last_seen_at__gt=since)
+        if live.count() >= limit:
+            metrics.cap_refused(SESSIONS, scope)
+            raise CapacityExceeded(SESSIONS, scope, int(limit))
+
+
+_backends: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _backend(resource_name: str) -> Any:
+    """The lease backend of ``resource_name``: ``WORKER_QUOTAS``'s class and options under its own prefix."""
+    with _lock:
+        found = _backends.get(resource_name)
+        if found is None:
+            config = mcp_settings.WORKER_QUOTAS
+            options = {**config.get("OPTIONS", {}), "prefix": f"mcp:cap:{resource_name}"}
+            found = _backends[resource_name] = import_string(config["BACKEND"])(**options)
+        return found
+
+
+@on_reload
+def reset_caps() -> None:
+    with _lock:
+        _backends.clear()

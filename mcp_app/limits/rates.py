@@ -1,0 +1,239 @@
+"""Request rates per tenant, per agent and per tool: token buckets shared by every process (docs/limits.md).
+
+The contract:
+
+- ``limit_of(own_rate, own_burst, default_rate, default_burst) -> Limit | None``: the effective limit of one
+  scope. A tenant's, agent's or tool's own ``rate_limit`` (requests per second) wins over the setting
+  (``RATE_LIMIT_PER_TENANT`` / ``_AGENT`` / ``_TOOL``); 0 means unlimited (``None``). An empty ``rate_burst``
+  is the setting's burst when the rate is the setting's too, else twice the rate (at least 1).
+- ``request_buckets(token, tools=..., cost=...)``: the buckets one request draws from, from the cached token
+  snapshot and the catalog's tool descriptors (no query).
+- ``await take(buckets)``: draws ``cost`` tokens from every bucket at once, or from none: it raises
+  ``RateLimited`` (JSON-RPC -32011, ``data.scope``, ``data.retryAfterMs``; the edge answers HTTP 429 with
+  ``Retry-After``) naming the scope that must wait longest. An unreachable backend raises
+  ``ServiceUnavailable`` (503): a limit that cannot be checked is not silently lifted.
+
+**The algorithm** is GCRA, the token bucket kept as one number per bucket (its *theoretical arrival time*): a
+request of cost ``n`` is admitted when ``max(tat, now) + n/rate - now <= burst/rate``, and then moves ``tat``
+there. ``RedisRates`` runs that check for every bucket of a request, and the update of all of them, in one Lua
+script (one round trip, atomic across processes, Redis's own clock so the processes' clocks need not agree);
+each bucket is one string key that expires when the bucket is full again. ``LocalRates`` does the same in this
+process's memory, under a lock. pyrate-limiter (in the venv for schemathesis) was weighed: its Redis stores hold
+one bucket per key and round trip, so three scopes would be three round trips and not atomic together, and its
+state store reads the time from each client's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from ..conf import mcp_settings, on_reload
+from ..observability import metrics
+from ..protocol.errors import RateLimited, ServiceUnavailable
+
+__all__ = ["Bucket", "Limit", "LocalRates", "RateLimited", "RedisRates", "limit_of", "request_buckets", "take"]
+
+logger = logging.getLogger("mcp_app.limits")
+
+TENANT = "tenant"
+AGENT = "agent"
+TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    rate: float  # requests per second, > 0
+    burst: int  # requests that may arrive at once, >= 1
+
+    @property
+    def interval_ms(self) -> float:
+        return 1000.0 / self.rate
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    scope: str  # "tenant", "agent" or "tool"
+    key: str  # the bucket's name within its backend
+    limit: Limit
+    cost: int = 1
+
+
+def limit_of(own_rate: float | None, own_burst: int | None, default_rate: float, default_burst: int) -> Limit | None:
+    rate = float(default_rate if own_rate is None else own_rate)
+    if rate <= 0:
+        return None
+    if own_burst:
+        burst = int(own_burst)
+    elif own_rate is None:
+        burst = int(default_burst)
+    else:
+        burst = math.ceil(2 * rate)
+    return Limit(rate, max(1, burst))
+
+
+def request_buckets(token: Any, *, tools: Iterable[Any] = (), cost: int = 1) -> list[Bucket]:
+    """The buckets a request of ``token`` (a ``TokenEntry``) draws from: its tenant's, its agent's, and one per
+    tool it calls (``ToolDescriptor``; one token per call). Settings and cached snapshots only: no query."""
+    settings = mcp_settings
+    buckets: list[Bucket] = []
+    tenant_rate, tenant_burst = token.tenant_rate
+    tenant = limit_of(tenant_rate, tenant_burst, settings.RATE_LIMIT_PER_TENANT, settings.RATE_BURST_PER_TENANT)
+    if tenant is not None:
+        buckets.append(Bucket(TENANT, f"t:{token.tenant_pk}", tenant, cost))
+    agent_rate, agent_burst = token.agent_rate
+    agent = limit_of(agent_rate, agent_burst, settings.RATE_LIMIT_PER_AGENT, settings.RATE_BURST_PER_AGENT)
+    if agent is not None:
+        buckets.append(Bucket(AGENT, f"a:{token.agent_pk}", agent, cost))
+    counted: dict[int, int] = {}
+    limits: dict[int, Limit] = {}
+    for tool in tools:
+        if tool.ref is None:
+            continue
+        own_rate, own_burst = tool.rate_limit or (None, None)
+        limit = limit_of(own_rate, own_burst, settings.RATE_LIMIT_PER_TOOL, settings.RATE_BURST_PER_TOOL)
+        if limit is not None:
+            counted[tool.ref] = counted.get(tool.ref, 0) + 1
+            limits[tool.ref] = limit
+    buckets += [Bucket(TOOL, f"x:{ref}", limits[ref], count) for ref, count in counted.items()]
+    return buckets
+
+
+async def take(buckets: Sequence[Bucket]) -> None:
+    """Draw from every bucket or none; raise ``RateLimited`` (or ``ServiceUnavailable``), see the docstring."""
+    if not buckets:
+        return
+    try:
+        refused = await get_rates().take(buckets)
+    except Exception as error:
+        logger.warning("rate limits are unavailable: %s: %s", type(error).__name__, error)
+        metrics.record_dependency_error("redis")
+        raise ServiceUnavailable("Service unavailable: rate limits cannot be checked; retry shortly") from error
+    if refused is not None:
+        index, wait_ms = refused
+        bucket = buckets[index]
+        metrics.rate_limited(bucket.scope)
+        raise RateLimited(bucket.scope, max(1, math.ceil(wait_ms)), bucket.limit.rate, bucket.limit.burst)
+
+
+def _cost(bucket: Bucket) -> int:
+    return max(1, min(bucket.cost, bucket.limit.burst))  # a batch larger than the burst may still pass, alone
+
+
+class LocalRates:
+    """This process's memory, under a lock: the embedded default (each process counts its own requests)."""
+
+    MAX_BUCKETS = 100_000
+
+    def __init__(self, **options: Any) -> None:
+        self._lock = threading.Lock()
+        self._tats: dict[str, float] = {}
+
+    async def take(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+        return self.take_sync(buckets)
+
+    def take_sync(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+        with self._lock:
+            now = time.monotonic() * 1000.0
+            new: list[float] = []
+            refused: tuple[int, float] | None = None
+            for index, bucket in enumerate(buckets):
+                interval = bucket.limit.interval_ms
+                tat = max(self._tats.get(bucket.key, now), now) + interval * _cost(bucket)
+                over = tat - now - interval * bucket.limit.burst
+                if over > 0 and (refused is None or over > refused[1]):
+                    refused = (index, over)
+                new.append(tat)
+            if refused is not None:
+                return refused
+            for bucket, tat in zip(buckets, new, strict=True):
+                self._tats[bucket.key] = tat
+            if len(self._tats) > self.MAX_BUCKETS:  # full buckets are the same as absent ones
+                self._tats = {key: tat for key, tat in self._tats.items() if tat > now}
+            return None
+
+
+# KEYS: the buckets. ARGV: per bucket, interval (ms) / burst / cost. Returns {0, 0} when every bucket admits
+# the request (and then updates all of them), else {index (1-based) of the bucket that must wait longest, wait
+# in ms rounded up}. The time is Redis's own.
+TAKE_SCRIPT = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local tats = {}
+local refused, wait = 0, 0
+for i, key in ipairs(KEYS) do
+  local interval = tonumber(ARGV[3 * i - 2])
+  local burst = tonumber(ARGV[3 * i - 1])
+  local tat = tonumber(redis.call('GET', key) or '0')
+  if tat < now then tat = now end
+  tat = tat + interval * tonumber(ARGV[3 * i])
+  local over = tat - now - interval * burst
+  if over > 0 and over > wait then refused, wait = i, over end
+  tats[i] = tat
+end
+if refused > 0 then return {refused, math.ceil(wait)} end
+for i, key in ipairs(KEYS) do
+  redis.call('SET', key, string.format('%.3f', tats[i]), 'PX', math.ceil(tats[i] - now) + 1)
+end
+return {0, 0}
+"""
+
+
+class RedisRates:
+    """Buckets in Redis under ``prefix``, shared by every process that uses the same ``url``."""
+
+    def __init__(self, url: str, prefix: str = "mcp:rate", **_: Any) -> None:
+        self._url = url
+        self._prefix = prefix
+        self._clients: dict[int, Any] = {}
+
+    def _script(self) -> Any:
+        # redis.asyncio connections belong to the event loop that made them (as in workers.quotas).
+        loop = id(asyncio.get_running_loop())
+        script = self._clients.get(loop)
+        if script is None:
+            import redis.asyncio as redis
+
+            from ..channel_layer import redis_connection_options
+            from ..workers.quotas import SOCKET_TIMEOUT_SECONDS
+
+            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
+            script = self._clients[loop] = client.register_script(TAKE_SCRIPT)
+        return script
+
+    async def take(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+        args: list[Any] = []
+        for bucket in buckets:
+            args += [repr(bucket.limit.interval_ms), bucket.limit.burst, _cost(bucket)]
+        index, wait = await self._script()(keys=[f"{self._prefix}:{bucket.key}" for bucket in buckets], args=args)
+        return None if int(index) == 0 else (int(index) - 1, float(wait))
+
+
+_backend: Any = None
+_backend_lock = threading.Lock()
+
+
+def get_rates() -> Any:
+    """The configured backend (``MCP_APP["RATE_LIMITS"]``), built once per process."""
+    global _backend
+    with _backend_lock:
+        if _backend is None:
+            config = mcp_settings.RATE_LIMITS
+            _backend = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
+        return _backend
+
+
+@on_reload
+def reset_rates() -> None:
+    """Forget the backend (settings changed); a local backend's buckets go with it."""
+    global _backend
+    with _backend_lock:
+        _backend = None
