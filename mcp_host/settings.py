@@ -28,6 +28,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_app.channel_layer import redis_layer_config
+from mcp_app.oauth.provider import provider_settings
 from mcp_app.observability.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -78,6 +79,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "oauth2_provider",
     "mcp_app",
     "mcp_app.contrib.demo",
     "mcp_app.contrib.conformance",
@@ -233,6 +235,16 @@ if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):
     MCP_APP["SSE_RESUME_IDLE_SECONDS"] = float(os.environ["MCP_SSE_RESUME_IDLE_SECONDS"])
+
+# OAuth 2.1 for MCP clients (mcp_app.oauth, docs/oauth.md): DOT configured by mcp_app, lifetimes from the env.
+OAUTH2_PROVIDER = provider_settings(
+    access_token_seconds=int(os.environ.get("MCP_OAUTH_ACCESS_TOKEN_SECONDS") or 3600),
+    refresh_token_seconds=int(os.environ.get("MCP_OAUTH_REFRESH_TOKEN_SECONDS") or 30 * 86400),
+)
+if _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS"):
+    MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"] = _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS")
+if os.environ.get("MCP_OAUTH_REGISTRATIONS_PER_HOUR"):
+    MCP_APP["OAUTH_REGISTRATIONS_PER_HOUR"] = int(os.environ["MCP_OAUTH_REGISTRATIONS_PER_HOUR"])
 
 # One handler, on the root logger: each record and each traceback is written once (see observability.logging).
 _LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")

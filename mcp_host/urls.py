@@ -8,5 +8,8 @@ from .views import index
 urlpatterns = [
     path("", index, name="index"),
     path("admin/", admin.site.urls),
-    path("api/", include("mcp_app.api.urls")),  # /api/v1/…, /api/schema/, /api/docs/ (docs/api.md)
+    path("api/", include("mcp_app.api.urls")),
+    path(
+        "", include("mcp_app.oauth.urls")
+    ),  # OAuth 2.1: /.well-known/…, /oauth/… (docs/oauth.md)  # /api/v1/…, /api/schema/, /api/docs/ (docs/api.md)
 ]

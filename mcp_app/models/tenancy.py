@@ -41,6 +41,12 @@ class Tenant(models.Model):
         help_text="At most this many worker calls of this tenant run at once; empty: the WORKER_CALLS_PER_TENANT "
         "setting. Set by the operator (superusers) only.",
     )
+    oauth_dynamic_clients = models.BooleanField(
+        "OAuth dynamic clients",
+        default=True,
+        help_text="OAuth clients that registered themselves (RFC 7591 dynamic registration) may be authorized for "
+        "this tenant's servers. Off: only pre-registered clients and client ID metadata documents.",
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:

@@ -1,0 +1,71 @@
+"""The resource-server edge with OAuth access tokens, at the wire: metadata, challenges, audience binding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_app.models import AgentToken
+
+from ..transport.helpers import call, rpc
+from tests.oauth_flow import Issued, oauth, oauth_world  # noqa: F401  (fixtures)
+
+LIST = rpc("tools/list")
+
+
+async def test_oauth_token_calls_without_agent_id(oauth: Issued) -> None:
+    reply = await call(oauth, LIST)
+    assert reply.status == 200, reply.body
+    names = {tool["name"] for tool in reply.json()["result"]["tools"]}
+    assert "echo" in names
+    called = await call(oauth, rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    assert called.status == 200
+    assert called.json()["result"]["content"][0]["text"] == "hi"
+
+
+async def test_no_authorization_without_agent_id_is_401_with_metadata(oauth: Issued) -> None:
+    reply = await call(oauth, LIST, drop=("authorization",))
+    assert reply.status == 401
+    challenge = reply.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert f'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/{oauth.server.server_id}"' in challenge
+    assert "invalid_token" not in challenge
+
+
+async def test_bad_token_challenge_says_invalid_token(oauth: Issued) -> None:
+    reply = await call(oauth, LIST, headers={"authorization": "Bearer mcp_00000000_nope"})
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    assert "resource_metadata=" in reply.headers["www-authenticate"]
+
+
+async def test_agent_id_must_match(oauth: Issued, orm: Any) -> None:
+    token = await orm(lambda: AgentToken.objects.select_related("agent").get(oauth_consent__isnull=False))
+    ok = await call(oauth, LIST, query=f"agentId={token.agent.agent_id}")
+    assert ok.status == 200
+    other = await call(oauth, LIST, query="agentId=someone-else")
+    assert other.status == 403
+    assert 'error="insufficient_scope"' in other.headers["www-authenticate"]
+    assert "resource_metadata=" in other.headers["www-authenticate"]
+
+
+async def test_token_at_another_server_is_401(oauth: Issued, orm: Any, server_factory: Any) -> None:
+    same_tenant = await orm(server_factory, tenant=oauth.server.tenant)
+    reply = await call(oauth, LIST, path=f"/mcp/{same_tenant.server_id}")
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    elsewhere = await orm(server_factory)
+    assert (await call(oauth, LIST, path=f"/mcp/{elsewhere.server_id}")).status == 401
+
+
+async def test_oauth_off_server_refuses_oauth_tokens(oauth: Issued, orm: Any) -> None:
+    from mcp_app.models import McpServer
+
+    server = oauth.server
+    await orm(lambda: McpServer.objects.get(pk=server.pk).__class__.objects.filter(pk=server.pk).update(oauth_enabled=False))
+    from mcp_app.invalidation import publish
+
+    await orm(publish, f"server:{server.pk}")
+    reply = await call(oauth, LIST)
+    assert reply.status == 401
+    bare = await call(oauth, LIST, drop=("authorization",))
+    assert bare.status == 400  # as before OAuth: agentId first
