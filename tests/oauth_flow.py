@@ -86,8 +86,11 @@ class Issued:
 
 
 def token_request(client: Client, **data: Any) -> Any:
-    return client.post("/oauth/token/", data=urlencode({k: v for k, v in data.items() if v is not None}, doseq=True),
-                       content_type="application/x-www-form-urlencoded")
+    return client.post(
+        "/oauth/token/",
+        data=urlencode({k: v for k, v in data.items() if v is not None}, doseq=True),
+        content_type="application/x-www-form-urlencoded",
+    )
 
 
 def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None) -> Issued:
@@ -115,6 +118,18 @@ def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | 
     assert token.status_code == 200, token.content
     body = token.json()
     return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body)
+
+
+@pytest.fixture(autouse=True)
+def _registrations_not_counted() -> Any:
+    """Registrations of earlier tests (same address, same hour) do not count against this one's."""
+    from django.core.cache import cache
+
+    from mcp_app.oauth.views import registration_key
+
+    cache.delete(registration_key("127.0.0.1"))
+    yield
+    cache.delete(registration_key("127.0.0.1"))
 
 
 @pytest.fixture

@@ -184,7 +184,7 @@ class OAuthConsent(models.Model):
         """Revoke the mirrored tokens and delete DOT's access and refresh tokens for this consent's server."""
         from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-        self.tokens.revoke()  # type: ignore[attr-defined]
+        AgentToken.objects.filter(oauth_consent=self).revoke()
         suffix = f"/mcp/{self.server.server_id}"
 
         def bound_here(row: Any) -> bool:

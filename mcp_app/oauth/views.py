@@ -98,17 +98,22 @@ class AuthorizeView(AuthorizationView):
     login_url = reverse_lazy("oauth2_provider:login")
     server: McpServer | None = None
 
-    def _invalid_target(self, application: Any, redirect_uri: str | None, state: str | None) -> HttpResponse:
-        error = OAuthToolkitError(
-            error=CustomOAuth2Error(
-                error="invalid_target",
-                description="resource must be the URL of exactly one MCP server of this site, e.g. "
-                f"{resource_url(origin_of(self.request), '<server-id>')}.",
-                state=state,
-            ),
-            redirect_uri=redirect_uri,
+    def _error(self, application: Any, credentials: dict[str, Any], error: str, description: str) -> HttpResponse:
+        """Back to the client's (validated) redirect URI with an OAuth error."""
+        failure = OAuthToolkitError(
+            error=CustomOAuth2Error(error=error, description=description, state=credentials.get("state")),
+            redirect_uri=credentials.get("redirect_uri"),
         )
-        return self.error_response(error, application)
+        return self.error_response(failure, application)
+
+    def _invalid_target(self, application: Any, credentials: dict[str, Any]) -> HttpResponse:
+        example = resource_url(origin_of(self.request), "<server-id>")
+        return self._error(
+            application,
+            credentials,
+            "invalid_target",
+            f"resource must be the URL of exactly one MCP server of this site, e.g. {example}.",
+        )
 
     def _refusal(self, application: Any) -> str | None:
         server = self.server
@@ -133,10 +138,12 @@ class AuthorizeView(AuthorizationView):
         except OAuthToolkitError as error:
             return self.error_response(error, application=None)
         application = get_application_model().objects.get(client_id=credentials["client_id"])
+        if credentials.get("code_challenge_method") != "S256":
+            return self._error(application, credentials, "invalid_request", "PKCE with S256 is required.")
         resources = request.GET.getlist("resource")
         self.server = target_server(resources, origin_of(request))
         if self.server is None:
-            return self._invalid_target(application, credentials.get("redirect_uri"), credentials.get("state"))
+            return self._invalid_target(application, credentials)
         refusal = self._refusal(application)
         if refusal is not None:
             return self._refuse(refusal, application)
@@ -179,13 +186,18 @@ class AuthorizeView(AuthorizationView):
     def form_valid(self, form: ConsentForm) -> HttpResponse:  # type: ignore[override]
         application = get_application_model().objects.get(client_id=form.cleaned_data["client_id"])
         if self.server is None:
-            return self._invalid_target(application, form.cleaned_data["redirect_uri"], form.cleaned_data["state"])
+            return self._invalid_target(application, form.cleaned_data)
         refusal = self._refusal(application)
         if refusal is not None:
             return self._refuse(refusal, application)
         if form.cleaned_data.get("allow"):
             OAuthConsent.objects.record(self.request.user, application, self.server, **form.grant_kwargs())
         return super().form_valid(form)
+
+
+def registration_key(address: str) -> str:
+    """The cache key counting this hour's registrations from ``address``."""
+    return f"mcp-oauth-dcr:{address}:{int(time.time() // 3600)}"
 
 
 class OpenRegistration:
@@ -197,7 +209,7 @@ class OpenRegistration:
         limit = mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR
         if limit <= 0:
             return False
-        key = f"mcp-oauth-dcr:{request.META.get('REMOTE_ADDR', '')}:{int(time.time() // 3600)}"
+        key = registration_key(request.META.get("REMOTE_ADDR", ""))
         cache.add(key, 0, timeout=3600)
         try:
             count = cache.incr(key)

@@ -1,1 +1,1 @@
-from tests.oauth_flow import oauth, oauth_world  # noqa: F401  (fixtures)
+from tests.oauth_flow import _registrations_not_counted, oauth, oauth_world  # noqa: F401  (fixtures)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_app.models import AgentToken
+from tests.oauth_flow import Issued, _registrations_not_counted, oauth, oauth_world  # noqa: F401  (fixtures)
 
 from ..transport.helpers import call, rpc
-from tests.oauth_flow import Issued, oauth, oauth_world  # noqa: F401  (fixtures)
 
 LIST = rpc("tools/list")
 
@@ -27,7 +27,10 @@ async def test_no_authorization_without_agent_id_is_401_with_metadata(oauth: Iss
     assert reply.status == 401
     challenge = reply.headers["www-authenticate"]
     assert challenge.startswith("Bearer ")
-    assert f'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/{oauth.server.server_id}"' in challenge
+    assert (
+        f'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/{oauth.server.server_id}"'
+        in challenge
+    )
     assert "invalid_token" not in challenge
 
 
@@ -61,7 +64,9 @@ async def test_oauth_off_server_refuses_oauth_tokens(oauth: Issued, orm: Any) ->
     from mcp_app.models import McpServer
 
     server = oauth.server
-    await orm(lambda: McpServer.objects.get(pk=server.pk).__class__.objects.filter(pk=server.pk).update(oauth_enabled=False))
+    await orm(
+        lambda: McpServer.objects.get(pk=server.pk).__class__.objects.filter(pk=server.pk).update(oauth_enabled=False)
+    )
     from mcp_app.invalidation import publish
 
     await orm(publish, f"server:{server.pk}")
