@@ -184,7 +184,7 @@ def test_consent_creates_agent_and_is_remembered(client: Client, oauth_world: An
     assert AccessToken.objects.get(user=user).token == ""
     assert RefreshToken.objects.get(user=user).token == ""
     # Same client asks again: no consent page, straight back with a code.
-    verifier, challenge = pkce()
+    _verifier, challenge = pkce()
     again = client.get("/oauth/authorize/", authorize_params(issued.client_id, access.server.server_id, challenge))
     assert "code" in redirect_query(again)
     forced = client.get(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_app.models import AgentToken
-from tests.oauth_flow import Issued, _registrations_not_counted, oauth, oauth_world  # noqa: F401  (fixtures)
+from tests.oauth_flow import Issued
 
 from ..transport.helpers import call, rpc
 

@@ -1,1 +1,0 @@
-from tests.oauth_flow import _registrations_not_counted, oauth, oauth_world  # noqa: F401  (fixtures)
