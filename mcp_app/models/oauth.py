@@ -184,7 +184,7 @@ class OAuthConsent(models.Model):
         """Revoke the mirrored tokens and delete DOT's access and refresh tokens for this consent's server."""
         from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
-        AgentToken.objects.filter(oauth_consent=self).revoke()
+        AgentToken.objects.get_queryset().filter(oauth_consent=self).revoke()
         suffix = f"/mcp/{self.server.server_id}"
 
         def bound_here(row: Any) -> bool:
@@ -207,4 +207,4 @@ class OAuthConsent(models.Model):
 
 def revoke_mirror(digest: str) -> None:
     """The DOT access token with this digest is gone: its mirror stops working everywhere."""
-    AgentToken.objects.filter(digest=digest, oauth_consent__isnull=False).revoke()
+    AgentToken.objects.get_queryset().filter(digest=digest, oauth_consent__isnull=False).revoke()

@@ -41,6 +41,11 @@ from .resources import origin_of, resource_url
 from .validator import target_server
 
 
+def _person(request: HttpRequest) -> Any:
+    """The signed-in user (the views that call this require one)."""
+    return request.user
+
+
 def _admin_context(request: HttpRequest) -> dict[str, Any]:
     return dict(admin.site.each_context(request))
 
@@ -148,7 +153,7 @@ class AuthorizeView(AuthorizationView):
         if refusal is not None:
             return self._refuse(refusal, application)
         remembered = OAuthConsent.objects.filter(
-            user=request.user, application=application, server=self.server
+            user=_person(request), application=application, server=self.server
         ).exists()
         if remembered and "consent" not in request.GET.get("prompt", "").split():
             credentials["resource"] = resources
@@ -183,7 +188,7 @@ class AuthorizeView(AuthorizationView):
         )
         return context
 
-    def form_valid(self, form: ConsentForm) -> HttpResponse:  # type: ignore[override]
+    def form_valid(self, form: ConsentForm) -> HttpResponse:
         application = get_application_model().objects.get(client_id=form.cleaned_data["client_id"])
         if self.server is None:
             return self._invalid_target(application, form.cleaned_data)
@@ -218,11 +223,11 @@ class OpenRegistration:
         return count <= limit
 
 
-class ConsentListView(ListView):  # type: ignore[type-arg]
+class ConsentListView(ListView):
     template_name = "mcp_app/oauth/consents.html"
 
     def get_queryset(self) -> Any:
-        return OAuthConsent.objects.filter(user=self.request.user).select_related(
+        return OAuthConsent.objects.filter(user=_person(self.request)).select_related(
             "application", "server", "server__tenant"
         )
 
