@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mcp_app.models import AgentToken
 from tests.oauth_flow import Issued
+from tests.request_path import caches_ready, counting
 
-from ..transport.helpers import call, rpc
+from .helpers import call, rpc
+from .test_request_path import tool_call
 
 LIST = rpc("tools/list")
 
@@ -74,3 +78,30 @@ async def test_oauth_off_server_refuses_oauth_tokens(oauth: Issued, orm: Any) ->
     assert reply.status == 401
     bare = await call(oauth, LIST, drop=("authorization",))
     assert bare.status == 400  # as before OAuth: agentId first
+
+
+@pytest.mark.parametrize("mode", ["stateless", "modern"])
+async def test_a_warm_call_with_an_oauth_token_runs_no_query_and_no_hop(
+    mode: str, oauth_world: Any, orm: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """The same budget as agent tokens (``test_request_path``): the OAuth token resolves from the identity cache."""
+    from django.test import Client
+
+    from mcp_app.caching import writebehind
+    from tests.oauth_flow import run_flow
+
+    settings.MCP_APP = {**settings.MCP_APP, "WRITE_BEHIND_INTERVAL_SECONDS": 3600}
+    access, user = oauth_world
+    issued = await orm(run_flow, Client(), user, access.server)
+    await caches_ready()
+    body, headers = tool_call(mode, "echo", "warm")
+    with counting(monkeypatch) as cost:
+        cold = await call(issued, body, headers=headers)
+        assert cold.status == 200, cold.body
+        assert cost.queries and cost.hops[0] == "_admit", cost.hops
+        await orm(writebehind.flush)
+        cost.reset()
+        warm = await call(issued, body, headers=headers)
+        assert (cost.queries, cost.hops) == ([], ["_in_worker_thread"])  # one hop: echo is a sync tool
+    assert warm.status == 200
+    assert warm.json()["result"]["content"] == [{"type": "text", "text": "warm"}]
