@@ -69,9 +69,10 @@ CHANGES: dict[str, Callable[[Issued], None]] = {
 }
 
 
+@pytest.mark.usefixtures("shared_log")
 @pytest.mark.parametrize("change", list(CHANGES))
 async def test_an_oauth_revocation_reaches_every_process_within_a_second(
-    change: str, daphne_url: str, second_daphne: Any, live_oauth: Issued, shared_log: None
+    change: str, daphne_url: str, second_daphne: Any, live_oauth: Issued
 ) -> None:
     bases = (daphne_url, second_daphne.url)
     headers = {
