@@ -24,6 +24,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from mcp_app.protocol.versions import V2025_11_25, V2026_07_28
+from tests.cimd_server import REDIRECT as CIMD_REDIRECT
+from tests.cimd_server import CimdServer, cimd_server
 
 from .conftest import Daphne, running_daphne
 from .test_browser import _chromium
@@ -37,8 +39,22 @@ TOKEN_SECONDS = 3
 
 
 @pytest.fixture(scope="module")
-def oauth_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
-    with running_daphne(tmp_path_factory, {"MCP_OAUTH_ACCESS_TOKEN_SECONDS": str(TOKEN_SECONDS)}) as server:
+def documents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CimdServer]:
+    """Client ID metadata documents over HTTPS on loopback, with a test CA that daphne trusts."""
+    with cimd_server(tmp_path_factory.mktemp("cimd")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def oauth_daphne(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, documents: CimdServer
+) -> Iterator[Daphne]:
+    env = {
+        "MCP_OAUTH_ACCESS_TOKEN_SECONDS": str(TOKEN_SECONDS),
+        "SSL_CERT_FILE": str(documents.ca_path),
+        "MCP_OAUTH_CIMD_ALLOWED_NETWORKS": "127.0.0.1/32",
+    }
+    with running_daphne(tmp_path_factory, env) as server:
         yield server
 
 
@@ -70,8 +86,9 @@ class MemoryStorage:
 class Browser:
     """The person at the browser: signs in as alice and authorizes, once per authorization request."""
 
-    def __init__(self, page: Any) -> None:
+    def __init__(self, page: Any, redirect: str = REDIRECT) -> None:
         self.page = page
+        self.redirect = redirect
         self.visits = 0
         self.callback: asyncio.Future[str] | None = None
 
@@ -85,7 +102,7 @@ class Browser:
                 self.callback.set_result(route.request.url)
             await route.fulfill(status=200, body="You can close this window.")
 
-        await page.route(f"{REDIRECT}*", catch)
+        await page.route(f"{self.redirect}*", catch)
         await page.goto(url)
         if "/oauth/login/" in page.url:
             await page.fill("#id_username", "alice")
@@ -105,7 +122,7 @@ class Browser:
 def provider(base: str, storage: MemoryStorage, browser: Browser, **extra: Any) -> OAuthClientProvider:
     metadata = OAuthClientMetadata(
         client_name="SDK e2e",
-        redirect_uris=[REDIRECT],
+        redirect_uris=[browser.redirect],
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         token_endpoint_auth_method="none",
@@ -173,3 +190,28 @@ async def test_the_python_sdk_connects_with_oauth_in_both_eras(oauth_daphne: Dap
     assert again[2] == "hello legacy"
     assert browser.visits == 1
     assert storage.tokens.access_token != old
+
+
+async def test_the_python_sdk_connects_with_a_client_id_metadata_document(
+    oauth_daphne: Daphne, demo: Any, documents: CimdServer
+) -> None:
+    """No registration: the client's id is the HTTPS URL of its metadata document, which mcp-host fetches."""
+    from playwright.async_api import async_playwright
+
+    executable = _chromium()
+    base = oauth_daphne.url
+    storage = MemoryStorage()
+    client_id = documents.url("client", "sdk")
+    async with async_playwright() as playwright:
+        chromium = await playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        page = await chromium.new_page()
+        page.set_default_timeout(WAIT_SECONDS * 1000)
+        browser = Browser(page, redirect=CIMD_REDIRECT)
+        async with asyncio.timeout(WAIT_SECONDS * 2):
+            legacy = await use(base, provider(base, storage, browser, client_metadata_url=client_id), "legacy")
+            modern = await use(base, provider(base, storage, browser, client_metadata_url=client_id), "auto")
+        await chromium.close()
+    assert (legacy[0], modern[0]) == (V2025_11_25, V2026_07_28), oauth_daphne.stderr()[-3000:]
+    assert (legacy[2], modern[2]) == ("hello legacy", "hello auto")
+    assert storage.client is not None and storage.client.client_id == client_id
+    assert "/client/sdk.json" in documents.fetched
