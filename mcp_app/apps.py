@@ -17,6 +17,7 @@ class McpAppConfig(AppConfig):
         from .catalog import signals  # noqa: F401  (connects receivers)
         from .conf import mcp_settings
         from .definitions.registry import registry
+        from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
 
         registry.autodiscover(mcp_settings.TOOLS_MODULE)
 

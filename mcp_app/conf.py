@@ -94,6 +94,11 @@ DEFAULTS: dict[str, Any] = {
     # addresses ("10.1.0.0/16", "127.0.0.1"), optionally with a port ("127.0.0.1:8080", "[::1]:8080"), or host
     # names ("hooks.internal" / "hooks.internal:8443", matched on the URL's host). Empty: public addresses only.
     "HTTP_TOOL_ALLOWED_NETWORKS": [],
+    # OAuth (mcp_app.oauth): networks a client ID metadata document may be fetched from although netguard
+    # refuses them (loopback, private ranges); same syntax as HTTP_TOOL_ALLOWED_NETWORKS.
+    "OAUTH_CIMD_ALLOWED_NETWORKS": [],
+    # Dynamic client registrations (RFC 7591) accepted per source address and hour; 0: none.
+    "OAUTH_REGISTRATIONS_PER_HOUR": 20,
     # The longest timeout a tenant may give an http tool (seconds), and the default one.
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": 60.0,
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 10.0,
@@ -263,6 +268,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "TRACING": (bool,),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
+    "OAUTH_CIMD_ALLOWED_NETWORKS": (list, tuple),
+    "OAUTH_REGISTRATIONS_PER_HOUR": (int,),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_MAX_RESPONSE_BYTES": (int,),

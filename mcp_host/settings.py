@@ -30,6 +30,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_app.channel_layer import redis_layer_config
+from mcp_app.oauth.provider import provider_settings
 from mcp_app.observability.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -83,6 +84,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_json_widget",
+    "oauth2_provider",
     "mcp_app",
     "mcp_app.contrib.demo",
     "mcp_app.contrib.conformance",
@@ -262,6 +264,16 @@ if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):
 # (OTEL_SDK_DISABLED=true keeps them off); the SDK reads the other OTEL_* variables itself.
 _OTLP_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 MCP_APP["TRACING"] = _env_flag("MCP_TRACING", default=bool(_OTLP_ENDPOINT)) and not _env_flag("OTEL_SDK_DISABLED")
+
+# OAuth 2.1 for MCP clients (mcp_app.oauth, docs/oauth.md): DOT configured by mcp_app, lifetimes from the env.
+OAUTH2_PROVIDER = provider_settings(
+    access_token_seconds=int(os.environ.get("MCP_OAUTH_ACCESS_TOKEN_SECONDS") or 3600),
+    refresh_token_seconds=int(os.environ.get("MCP_OAUTH_REFRESH_TOKEN_SECONDS") or 30 * 86400),
+)
+if _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS"):
+    MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"] = _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS")
+if os.environ.get("MCP_OAUTH_REGISTRATIONS_PER_HOUR"):
+    MCP_APP["OAUTH_REGISTRATIONS_PER_HOUR"] = int(os.environ["MCP_OAUTH_REGISTRATIONS_PER_HOUR"])
 
 # One handler, on the root logger: each record and each traceback is written once (see observability.logging).
 _LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")

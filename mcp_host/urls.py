@@ -11,4 +11,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("mcp_app.api.urls")),  # /api/v1/…, /api/schema/, /api/docs/ (docs/api.md)
     path("api/auth/", include("rest_framework.urls")),  # sign in/out links of the browsable API
+    path("", include("mcp_app.oauth.urls")),  # OAuth 2.1: /.well-known/…, /oauth/… (docs/oauth.md)
 ]

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+# The OAuth flow's fixtures (oauth_world, oauth) for tests/oauth, tests/transport and tests/e2e.
+pytest_plugins = ["tests.oauth_flow"]
+
 REQUIRE_SERVICES = os.environ.get("MCP_REQUIRE_SERVICES") == "1"
 # The test process imports mcp_host.asgi (in-process transport tests): no periodic sweep of records there (it
 # would judge the tests' own records). The daphne processes of the end-to-end tests sweep (they drop this).

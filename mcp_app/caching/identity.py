@@ -126,6 +126,8 @@ class TokenEntry:
     agent_rate: tuple[float | None, int | None] = (None, None)
     # The last-used stamp as this process knows it (stored value, then what it queued for writing).
     last_used_at: datetime | None = field(default=None, compare=False)
+    # An OAuth access token's mirror (``mcp_app.models.oauth``): needs no ``agentId``, valid at its one server.
+    audience_bound: bool = False
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -146,6 +148,8 @@ class ServerEntry:
     sessions_required: bool
     catalog_version: int
     created_at: datetime
+    # Accepts and advertises OAuth access tokens (``McpServer.oauth_enabled``).
+    oauth_enabled: bool = True
 
     @classmethod
     def of(cls, row: McpServer) -> ServerEntry:
@@ -164,6 +168,7 @@ class ServerEntry:
             sessions_required=row.sessions_required,
             catalog_version=row.catalog_version,
             created_at=row.created_at,
+            oauth_enabled=row.oauth_enabled,
         )
 
     def description(self) -> ServerDescription:
@@ -249,6 +254,7 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
             tenant_rate=(row.agent.tenant.rate_limit, row.agent.tenant.rate_burst),
             agent_rate=(row.agent.rate_limit, row.agent.rate_burst),
             last_used_at=row.last_used_at,
+            audience_bound=row.oauth_consent_id is not None,
         )
         tags = frozenset({f"token:{entry.pk}", f"agent:{entry.agent_pk}", f"tenant:{entry.tenant_pk}"})
         tokens.put(digest, entry, tags, generation)

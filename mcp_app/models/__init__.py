@@ -5,6 +5,7 @@ from .apikeys import ApiKey
 from .audit import ToolCall
 from .caching import CacheInvalidation
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from .oauth import OAuthAgent, OAuthConsent
 from .servers import McpServer
 from .sessions import McpSession
 from .tasks import ToolTask
@@ -18,6 +19,8 @@ __all__ = [
     "CacheInvalidation",
     "McpServer",
     "McpSession",
+    "OAuthAgent",
+    "OAuthConsent",
     "Prompt",
     "Resource",
     "ServerPrompt",

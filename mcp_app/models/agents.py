@@ -194,6 +194,16 @@ class AgentToken(Credential):
     read_only = models.BooleanField(
         "read-only tools", default=False, help_text="Only tools annotated readOnlyHint: true are visible."
     )
+    # An OAuth access token's mirror (``mcp_app.models.oauth``): valid without ``agentId``, at its one server only.
+    oauth_consent = models.ForeignKey(
+        "mcp_app.OAuthConsent",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="tokens",
+        verbose_name="OAuth consent",
+    )
     # digest, created_at, expires_at, revoked_at, last_used_at: see Credential.
 
     objects = AgentTokenManager()

@@ -101,6 +101,18 @@ class McpServer(models.Model):
         help_text="Handshake era: refuse requests without an Mcp-Session-Id (400). Off: such requests are served "
         "statelessly.",
     )
+    oauth_enabled = models.BooleanField(
+        "OAuth",
+        default=True,
+        help_text="Accept OAuth 2.1 access tokens issued for this server and advertise them (RFC 9728). Off: only "
+        "agent tokens with ?agentId= work, as before OAuth.",
+    )
+    oauth_open_consent = models.BooleanField(
+        "anyone may consent",
+        default=False,
+        help_text="Let every signed-in user of the site authorize OAuth clients for this server. Off: only active "
+        "members of the server's tenant.",
+    )
     catalog_version = models.PositiveBigIntegerField(
         "catalog version", default=1, editable=False, help_text="Bumped on every catalog edit; caches key on it."
     )

@@ -44,6 +44,12 @@ class Tenant(models.Model):
     )
     rate_limit = rate_limit_field("tenant")
     rate_burst = rate_burst_field("tenant")
+    oauth_dynamic_clients = models.BooleanField(
+        "OAuth dynamic clients",
+        default=True,
+        help_text="OAuth clients that registered themselves (RFC 7591 dynamic registration) may be authorized for "
+        "this tenant's servers. Off: only pre-registered clients and client ID metadata documents.",
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
 
     class Meta:

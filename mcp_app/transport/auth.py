@@ -5,11 +5,18 @@ the session named by ``Mcp-Session-Id``).
 hop) and otherwise runs the same checks once in a worker thread, loading what was missing. It either returns an
 ``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
 
-1. ``agentId`` query parameter missing → 400
-2. ``Authorization`` missing → 401; malformed, unknown, expired or revoked token, inactive agent → 401
+1. ``Authorization`` missing → 401 (even without ``agentId``, so a client that knows only the URL discovers
+   OAuth; a server with OAuth off answers 400 without ``agentId``, as before); malformed, unknown, expired or
+   revoked token, inactive agent → 401 ``invalid_token``
+2. an agent token without ``agentId`` → 400; an OAuth access token needs none
 3. token of another agent than ``agentId`` (existing or not) → 403
-4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable)
+4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable); an OAuth
+   access token at any server but its own (its RFC 8707 audience), or at a server with OAuth off → 401
+   ``invalid_token``
 5. token not scoped to this server → 403
+
+Every 401 names the server's RFC 9728 metadata (``resource_metadata``, unless the server has OAuth off); the
+edge turns ``AccessDenied.challenge`` into the ``WWW-Authenticate`` header.
 
 The catalog of the returned grant is the token's view of the server's catalog: its grant (tools, resources,
 prompts, read-only; ``mcp_app.catalog.grants``) is part of the cached token snapshot and of the catalog cache key.
@@ -42,24 +49,34 @@ from ..workers.quotas import limits_for
 from .sessions import DatabaseSession, session_alive
 
 REALM = "mcp-host"
+OAUTH_SCOPE = "mcp"  # mcp_app.oauth.provider.SCOPE
 
 
 class AccessDenied(Exception):
-    def __init__(self, status: int, message: str, *, error: str | None = None) -> None:
+    def __init__(self, status: int, message: str, *, error: str | None = None, resource_metadata: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.error = error
+        # Whether the challenge names the server's RFC 9728 metadata (OAuth on, or a server nobody may learn of).
+        self.resource_metadata = resource_metadata
+
+    def challenge(self, metadata_url: str | None) -> str | None:
+        """The ``WWW-Authenticate`` value, naming ``metadata_url`` when this refusal advertises OAuth."""
+        if self.status not in (401, 403) or (self.status == 403 and not self.error):
+            return None
+        parts = [f'realm="{REALM}"']
+        if self.error:
+            parts.append(f'error="{self.error}"')
+        if self.status == 403 and self.error == "insufficient_scope":
+            parts.append(f'scope="{OAUTH_SCOPE}"')
+        if metadata_url and self.resource_metadata:
+            parts.append(f'resource_metadata="{metadata_url}"')
+        return "Bearer " + ", ".join(parts)
 
     @property
     def www_authenticate(self) -> str | None:
-        if self.status == 401:
-            if self.error:
-                return f'Bearer realm="{REALM}", error="{self.error}"'
-            return f'Bearer realm="{REALM}"'
-        if self.status == 403 and self.error:
-            return f'Bearer realm="{REALM}", error="{self.error}"'
-        return None
+        return self.challenge(None)
 
 
 @dataclass(frozen=True)
@@ -122,16 +139,24 @@ class _Recheck(Exception):
     """A refusal decided on cached snapshots: confirmed against the database before it is answered."""
 
 
+def _advertised(server_id: str, *, load: bool) -> bool:
+    """Whether refusals at ``server_id`` point to its OAuth metadata: OAuth on, or no such server (which an
+    unauthenticated caller must not be able to tell apart)."""
+    entry = identity.server(server_id, load=load)
+    return entry is None or entry.oauth_enabled
+
+
 def authorize(server_id: str, agent_id: str | None, authorization: str | None, *, load: bool = True) -> AccessGrant:
     """Check the request's credentials against this server; ``load=False`` raises ``CacheMiss`` instead of
     querying. A refusal that cached snapshots would give (wrong agent, server of another tenant, server out of
     scope) is confirmed on fresh rows first, so a snapshot that outlived its row never refuses a valid request;
     only expiry by time is refused from the cache alone."""
-    if not agent_id:
-        raise AccessDenied(400, "The agentId query parameter is required.")
     raw = bearer_token(authorization)
     if raw is None:
-        raise AccessDenied(401, "Authorization: Bearer <token> is required.")
+        advertised = _advertised(server_id, load=load)
+        if not agent_id and not advertised:
+            raise AccessDenied(400, "The agentId query parameter is required.")
+        raise AccessDenied(401, "Authorization: Bearer <token> is required.", resource_metadata=advertised)
     now = timezone.now()
     try:
         return _check(server_id, agent_id, raw, now, load=load, fresh=False)
@@ -144,19 +169,28 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None, *
         return _check(server_id, agent_id, raw, now, load=True, fresh=True)
 
 
-def _check(server_id: str, agent_id: str, raw: str, now: datetime, *, load: bool, fresh: bool) -> AccessGrant:
+def _check(server_id: str, agent_id: str | None, raw: str, now: datetime, *, load: bool, fresh: bool) -> AccessGrant:
     def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
         if not fresh:
             raise _Recheck
-        raise AccessDenied(status, message, error=error)
+        raise AccessDenied(
+            status, message, error=error, resource_metadata=status == 401 or error == "insufficient_scope"
+        )
 
     token = _token(raw, load=load) if raw else None
     if token is not None and token.expired(now):
         identity.tokens.discard(token.digest)
         token = None
     if token is None:
-        raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
-    if token.agent_id != agent_id:
+        raise AccessDenied(
+            401,
+            "The token is invalid, expired or revoked.",
+            error="invalid_token",
+            resource_metadata=_advertised(server_id, load=load),
+        )
+    if not agent_id and not token.audience_bound:
+        raise AccessDenied(400, "The agentId query parameter is required.")
+    if agent_id and token.agent_id != agent_id:
         refuse(403, "The token does not belong to this agent.", error="insufficient_scope")
     grant = _grant(token, server_id, load=load, refuse=refuse)
     writebehind.token_used(token, now)
@@ -166,6 +200,9 @@ def _check(server_id: str, agent_id: str, raw: str, now: datetime, *, load: bool
 def _grant(token: TokenEntry, server_id: str, *, load: bool, refuse: Any) -> AccessGrant:
     """Steps 4 and 5 for an authenticated token: the server, the scope and the token's view of the catalog."""
     server = identity.server(server_id, load=load)
+    if token.audience_bound and (server is None or server.pk not in token.servers or not server.oauth_enabled):
+        # An OAuth access token is valid at exactly the server it was issued for (RFC 8707).
+        refuse(401, "The token was not issued for this server.", error="invalid_token")
     if server is None:
         raise AccessDenied(404, "MCP server not found.")
     if server.tenant_id != token.tenant_pk:

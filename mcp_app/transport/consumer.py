@@ -42,6 +42,7 @@ import orjson
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
+from django.conf import settings
 
 from .. import services
 from ..caching import identity
@@ -50,6 +51,7 @@ from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
 from ..limits import bruteforce, caps, rates
+from ..oauth.resources import metadata_url
 from ..observability import logging as request_log
 from ..observability import metrics, tracing
 from ..protocol import jsonrpc, serving, versions
@@ -240,6 +242,15 @@ class McpConsumer(AsyncConsumer):
             headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
         return headers
 
+    def _origin(self) -> str:
+        """This request's origin as clients see it (the proxy's scheme header counts, as in Django); the Host
+        header was checked against ALLOWED_HOSTS already."""
+        scheme = self.scope.get("scheme") or "http"
+        proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+        if proxy and self._header(proxy[0].removeprefix("HTTP_").replace("_", "-").lower()) == proxy[1]:
+            scheme = "https"
+        return f"{scheme}://{self._header('host') or 'localhost'}"
+
     def _header(self, name: str) -> str | None:
         encoded = name.encode()
         for key, value in self.scope.get("headers", ()):
@@ -362,7 +373,7 @@ class McpConsumer(AsyncConsumer):
                 if throttled is not None:
                     await self._rate_limited(throttled, None)
                     return
-            challenge = denied.www_authenticate
+            challenge = denied.challenge(metadata_url(self._origin(), server_id))
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
             await self.send_error(denied.status, denied.message, headers=extra)
             return

@@ -24,7 +24,10 @@ async def test_missing_agent_id_is_400(access):
 async def test_missing_authorization_is_401_with_bearer_challenge(access):
     reply = await call(access, rpc("ping"), drop=("authorization",))
     assert reply.status == 401
-    assert reply.headers["www-authenticate"] == 'Bearer realm="mcp-host"'
+    # OAuth discovery (RFC 9728): the challenge names the server's protected-resource metadata.
+    assert reply.headers["www-authenticate"] == (
+        f'Bearer realm="mcp-host", resource_metadata="http://localhost/.well-known/oauth-protected-resource{access.path}"'
+    )
 
 
 @pytest.mark.parametrize(
@@ -121,9 +124,20 @@ async def test_server_of_another_tenant_is_404_not_403(access, make_access):
     assert reply.status == 404
 
 
-async def test_check_order_agent_id_before_authorization(access):
+async def test_check_order_authorization_before_agent_id(access):
+    """Issue 17: a client that knows only the URL gets the OAuth challenge, not a 400."""
+    reply = await call(access, rpc("ping"), query="", drop=("authorization",))
+    assert reply.status == 401
+    assert "resource_metadata=" in reply.headers["www-authenticate"]
+
+
+async def test_check_order_agent_id_first_when_oauth_is_off(make_access):
+    access = await make_access(oauth_enabled=False)
     reply = await call(access, rpc("ping"), query="", drop=("authorization",))
     assert reply.status == 400
+    plain = await call(access, rpc("ping"), drop=("authorization",))
+    assert plain.status == 401
+    assert plain.headers["www-authenticate"] == 'Bearer realm="mcp-host"'
 
 
 async def test_unauthenticated_caller_learns_nothing_about_servers(access):

@@ -1,0 +1,210 @@
+"""OAuth 2.1 state of mcp-host on top of django-oauth-toolkit's clients and tokens (``mcp_app.oauth``).
+
+- ``OAuthAgent``: the agent a person uses through one OAuth client in one tenant, one per (user, client, tenant),
+  created at the first consent. Everything agents have (sessions, tasks, audit, quotas) applies to it.
+- ``OAuthConsent``: what a person allowed a client to do on one server, remembered per (user, client, server):
+  the grant (all tools, read-only tools, or chosen tools, resources and prompts; ``CatalogGrant``).
+
+An issued access token is mirrored as an ``AgentToken`` of the consent's agent, scoped to exactly that server
+(the token's RFC 8707 audience), with the consent's grant, the access token's expiry and the same digest as
+DOT's ``token_checksum``: the request path resolves it like any agent token, from the identity cache. Revoking
+the access token, withdrawing the consent, deleting the client or deactivating the user revokes the mirrors
+(``OAuthConsent.objects.withdraw``, ``revoke_for``) and publishes their invalidation keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models, transaction
+
+from .agents import Agent, AgentToken
+from .catalog import Prompt, Resource, Tool
+from .servers import McpServer
+from .tenancy import Tenant
+
+# DOT's client model (not swapped: mcp-host uses DOT's own).
+APPLICATION_MODEL = "oauth2_provider.Application"
+
+
+class OAuthAgentManager(models.Manager["OAuthAgent"]):
+    def for_consent(self, user: Any, application: Any, tenant: Tenant) -> Agent:
+        """The agent of (user, client, tenant), created (active) on first use."""
+        link = self.filter(user=user, application=application, tenant=tenant).select_related("agent").first()
+        if link is not None:
+            return link.agent
+        base = f"oauth-{application.pk}-{user.pk}"
+        agent = Agent.objects.create(
+            tenant=tenant,
+            agent_id=base,
+            name=f"{(application.name or 'OAuth client')[:120]} for {user.get_username()}"[:200],
+        )
+        self.create(agent=agent, user=user, application=application, tenant=tenant)
+        return agent
+
+
+class OAuthAgent(models.Model):
+    """The agent behind one person's use of one OAuth client in one tenant."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="oauth", verbose_name="agent")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="oauth_agents", verbose_name="tenant")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_oauth_agents", verbose_name="user"
+    )
+    application = models.ForeignKey(
+        APPLICATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="mcp_agents",
+        verbose_name="OAuth client",
+        swappable=False,
+    )
+    created_at = models.DateTimeField("created", auto_now_add=True)
+
+    objects = OAuthAgentManager()
+
+    class Meta:
+        verbose_name = "OAuth agent"
+        verbose_name_plural = "OAuth agents"
+        constraints = [models.UniqueConstraint(fields=("tenant", "user", "application"), name="mcp_oauth_agent_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent.agent_id} ({self.tenant.slug})"
+
+
+class OAuthConsentQuerySet(models.QuerySet["OAuthConsent"]):
+    def withdraw(self) -> int:
+        """Withdraw these consents: their tokens (DOT's and the mirrors) stop working on every process."""
+        consents = list(self)
+        for consent in consents:
+            consent.withdraw()
+        return len(consents)
+
+
+class OAuthConsentManager(models.Manager["OAuthConsent"]):
+    def get_queryset(self) -> OAuthConsentQuerySet:
+        return OAuthConsentQuerySet(self.model, using=self._db)
+
+    def record(
+        self,
+        user: Any,
+        application: Any,
+        server: McpServer,
+        *,
+        read_only: bool = False,
+        tools: list[Tool] | None = None,
+        resources: list[Resource] | None = None,
+        prompts: list[Prompt] | None = None,
+    ) -> OAuthConsent:
+        """Remember (or replace) what ``user`` allows ``application`` on ``server``; creates the agent if needed.
+        Tokens issued under an earlier consent keep their grant until they expire or are refreshed."""
+        chosen = [*(tools or ()), *(resources or ()), *(prompts or ())]
+        if any(entry.tenant_id != server.tenant_id for entry in chosen):
+            raise ValueError("a consent can only grant catalog entries of the server's tenant")
+        with transaction.atomic():
+            agent = OAuthAgent.objects.for_consent(user, application, server.tenant)
+            limited = tools is not None or resources is not None or prompts is not None
+            consent, _ = self.update_or_create(
+                user=user,
+                application=application,
+                server=server,
+                defaults={"agent": agent, "read_only": read_only, "limit_to_grant": limited},
+            )
+            consent.granted_tools.set(tools or [])
+            consent.granted_resources.set(resources or [])
+            consent.granted_prompts.set(prompts or [])
+        return consent
+
+    def revoke_for(self, **filters: Any) -> None:
+        """Revoke the mirrored tokens of the consents matching ``filters`` (e.g. ``user=…``, ``application=…``):
+        used when a user is deactivated or a client deleted."""
+        for consent in self.filter(**filters):
+            consent.revoke_tokens()
+
+
+class OAuthConsent(models.Model):
+    """What one person allowed one OAuth client to use on one MCP server."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_oauth_consents", verbose_name="user"
+    )
+    application = models.ForeignKey(
+        APPLICATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="mcp_consents",
+        verbose_name="OAuth client",
+        swappable=False,
+    )
+    server = models.ForeignKey(
+        McpServer, on_delete=models.CASCADE, related_name="oauth_consents", verbose_name="MCP server"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="oauth_consents", verbose_name="agent")
+    limit_to_grant = models.BooleanField("limit to granted entries", default=False)
+    read_only = models.BooleanField("read-only tools", default=False)
+    granted_tools = models.ManyToManyField(Tool, related_name="+", blank=True, verbose_name="granted tools")
+    granted_resources = models.ManyToManyField(Resource, related_name="+", blank=True, verbose_name="granted resources")
+    granted_prompts = models.ManyToManyField(Prompt, related_name="+", blank=True, verbose_name="granted prompts")
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    objects = OAuthConsentManager()
+
+    class Meta:
+        verbose_name = "OAuth consent"
+        verbose_name_plural = "OAuth consents"
+        ordering = ("-updated_at",)
+        constraints = [
+            models.UniqueConstraint(fields=("user", "application", "server"), name="mcp_oauth_consent_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.application} on {self.server.server_id}"
+
+    def issue_token(self, digest: str, prefix: str, expires_at: Any) -> AgentToken:
+        """Mirror a DOT access token (by its digest) as an agent token bound to this consent's server and grant."""
+        limited = self.limit_to_grant
+        token = AgentToken.objects.create(
+            agent=self.agent,
+            name=f"OAuth: {self.application}"[:200],
+            prefix=prefix,
+            digest=digest,
+            expires_at=expires_at,
+            limit_to_grant=limited,
+            read_only=self.read_only,
+            oauth_consent=self,
+        )
+        token.servers.set([self.server])
+        if limited:
+            token.granted_tools.set(self.granted_tools.all())
+            token.granted_resources.set(self.granted_resources.all())
+            token.granted_prompts.set(self.granted_prompts.all())
+        return token
+
+    def revoke_tokens(self) -> None:
+        """Revoke the mirrored tokens and delete DOT's access and refresh tokens for this consent's server."""
+        from oauth2_provider.models import get_access_token_model, get_refresh_token_model
+
+        AgentToken.objects.get_queryset().filter(oauth_consent=self).revoke()
+        suffix = f"/mcp/{self.server.server_id}"
+
+        def bound_here(row: Any) -> bool:
+            return any(str(uri).endswith(suffix) for uri in (row.resource or ()))
+
+        mine = {"user": self.user, "application": self.application}
+        for refresh in get_refresh_token_model().objects.filter(revoked__isnull=True, **mine):
+            if bound_here(refresh):
+                refresh.revoke()  # deletes its access token too
+        for access in get_access_token_model().objects.filter(**mine):
+            if bound_here(access):
+                access.revoke()
+
+    def withdraw(self) -> None:
+        """Forget this consent: its tokens stop working on every process within the invalidation bound."""
+        with transaction.atomic():
+            self.revoke_tokens()
+            self.delete()
+
+
+def revoke_mirror(digest: str) -> None:
+    """The DOT access token with this digest is gone: its mirror stops working everywhere."""
+    AgentToken.objects.get_queryset().filter(digest=digest, oauth_consent__isnull=False).revoke()

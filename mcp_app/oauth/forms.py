@@ -1,0 +1,55 @@
+"""The consent form: DOT's ``AllowForm`` plus the grant the person chooses (the grant model agent tokens have)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from oauth2_provider.forms import AllowForm
+
+from ..models import McpServer, Prompt, Resource, Tool
+
+GRANT_CHOICES = [
+    ("all", "All of this server's tools, resources and prompts"),
+    ("read_only", "Read-only tools only (tools marked read-only), with all resources and prompts"),
+    ("chosen", "Only the tools, resources and prompts I choose below"),
+]
+
+
+class ConsentForm(AllowForm):
+    grant = forms.ChoiceField(choices=GRANT_CHOICES, initial="all", widget=forms.RadioSelect, required=False)
+    tools = forms.ModelMultipleChoiceField(
+        queryset=Tool.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    resources = forms.ModelMultipleChoiceField(
+        queryset=Resource.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    prompts = forms.ModelMultipleChoiceField(
+        queryset=Prompt.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+
+    def __init__(self, *args: Any, server: McpServer | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if server is not None:
+            tools = self.fields["tools"]
+            assert isinstance(tools, forms.ModelMultipleChoiceField)
+            tools.queryset = Tool.objects.filter(bindings__server=server).distinct()
+            resources = self.fields["resources"]
+            assert isinstance(resources, forms.ModelMultipleChoiceField)
+            resources.queryset = Resource.objects.filter(bindings__server=server).distinct()
+            prompts = self.fields["prompts"]
+            assert isinstance(prompts, forms.ModelMultipleChoiceField)
+            prompts.queryset = Prompt.objects.filter(bindings__server=server).distinct()
+
+    def grant_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``OAuthConsent.objects.record`` for the chosen grant."""
+        choice = self.cleaned_data.get("grant") or "all"
+        if choice == "read_only":
+            return {"read_only": True}
+        if choice == "chosen":
+            return {
+                "tools": list(self.cleaned_data.get("tools") or ()),
+                "resources": list(self.cleaned_data.get("resources") or ()),
+                "prompts": list(self.cleaned_data.get("prompts") or ()),
+            }
+        return {}

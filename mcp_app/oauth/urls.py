@@ -1,0 +1,41 @@
+"""URLs of the authorization server and the per-server resource metadata. Include at the site root:
+``path("", include("mcp_app.oauth.urls"))``. The namespace is DOT's (``oauth2_provider``), whose views reverse
+their siblings by it.
+
+/.well-known/oauth-authorization-server                     RFC 8414 metadata (issuer: the site's origin)
+/.well-known/oauth-protected-resource/mcp/<server_id>       RFC 9728 metadata of one MCP server
+/oauth/authorize/ /oauth/token/ /oauth/revoke/ /oauth/register/   the endpoints
+/oauth/login/                                               sign-in; /oauth/consents/ the person's consents
+"""
+
+from django.urls import path
+from oauth2_provider import views as dot
+
+from . import views
+
+app_name = "oauth2_provider"
+
+urlpatterns = [
+    path(
+        ".well-known/oauth-authorization-server",
+        dot.OAuthServerMetadataView.as_view(),
+        name="oauth-server-metadata",
+    ),
+    path(
+        ".well-known/oauth-protected-resource/mcp/<slug:server_id>",
+        views.ResourceMetadataView.as_view(),
+        name="oauth-resource-metadata",
+    ),
+    path("oauth/authorize/", views.AuthorizeView.as_view(), name="authorize"),
+    path("oauth/token/", dot.TokenView.as_view(), name="token"),
+    path("oauth/revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
+    path("oauth/register/", dot.DynamicClientRegistrationView.as_view(), name="dcr-register"),
+    path(
+        "oauth/register/<str:client_id>/",
+        dot.DynamicClientRegistrationManagementView.as_view(),
+        name="dcr-register-management",
+    ),
+    path("oauth/login/", views.LoginView.as_view(), name="login"),
+    path("oauth/consents/", views.consent_list, name="consents"),
+    path("oauth/consents/<int:pk>/withdraw/", views.withdraw_consent, name="consent-withdraw"),
+]

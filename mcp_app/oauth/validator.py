@@ -1,0 +1,87 @@
+"""DOT's request validator, extended with what an MCP authorization server must add (``OAUTH2_VALIDATOR_CLASS``).
+
+At the token endpoint (authorization code and refresh grants) the RFC 8707 ``resource`` is required and must
+name exactly one OAuth-enabled MCP server of this origin that the user has consented to for this client (a
+withdrawn consent, a deactivated user or a disabled server refuse a refresh). Each access token DOT saves is
+mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``): same digest, same expiry, the
+consent's grant, scoped to that one server. Access tokens look like agent tokens (``mcp_<prefix>_<secret>``,
+``access_token``) so the request path tells them apart only by their mirror.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauthlib.oauth2.rfc6749 import errors
+
+from ..models import AgentToken, McpServer, OAuthConsent
+from ..models.credentials import PREFIX_HEX_CHARS, credential_digest
+from .resources import server_id_of
+
+
+def access_token(request: Any, refresh_token: bool = False) -> str:
+    """DOT's ``ACCESS_TOKEN_GENERATOR``: an agent-token-shaped value (``mcp_<prefix>_<secret>``)."""
+    return AgentToken.objects.mint()[0]
+
+
+def _origin(request: Any) -> str:
+    http = HttpRequest()
+    http.META = dict(request.headers)
+    http.META.setdefault("SERVER_NAME", "localhost")
+    http.META.setdefault("SERVER_PORT", "80")
+    secure = bool(request.headers.get("X_DJANGO_OAUTH_TOOLKIT_SECURE"))
+    return f"{'https' if secure else 'http'}://{http.get_host()}"
+
+
+def target_server(resources: list[str], origin: str) -> McpServer | None:
+    """The one servable, OAuth-enabled server the ``resource`` indicators name, or ``None``."""
+    if len(resources) != 1:
+        return None
+    server_id = server_id_of(resources[0], origin)
+    if server_id is None:
+        return None
+    return McpServer.objects.servable().filter(server_id=server_id, oauth_enabled=True).select_related("tenant").first()
+
+
+class McpOAuth2Validator(OAuth2Validator):
+    def _check_and_set_request_resource(self, request: Any) -> None:
+        if request.grant_type in ("authorization_code", "refresh_token") and not getattr(request, "resource", None):
+            raise errors.CustomOAuth2Error(
+                error="invalid_target",
+                description="The resource parameter (RFC 8707) is required: the MCP server's URL.",
+                request=request,
+            )
+        super()._check_and_set_request_resource(request)
+        if request.grant_type not in ("authorization_code", "refresh_token"):
+            return
+        server = target_server(list(request.resource), _origin(request))
+        if server is None:
+            raise errors.CustomOAuth2Error(
+                error="invalid_target",
+                description="The resource must be the URL of exactly one MCP server of this site.",
+                request=request,
+            )
+        user = request.user
+        consent = (
+            OAuthConsent.objects.filter(user=user, application=request.client, server=server)
+            .select_related("agent", "application", "server")
+            .first()
+            if user is not None and user.is_active
+            else None
+        )
+        if consent is None or not consent.agent.is_active:
+            raise errors.InvalidGrantError(description="No consent for this client on this server.", request=request)
+        request.mcp_consent = consent
+
+    def _create_access_token(
+        self, expires: Any, request: Any, token: dict[str, Any], source_refresh_token: Any = None
+    ) -> Any:
+        created = super()._create_access_token(expires, request, token, source_refresh_token)
+        raw = token["access_token"]
+        consent: OAuthConsent | None = getattr(request, "mcp_consent", None)
+        if consent is not None:
+            prefix = raw.split("_")[1][:PREFIX_HEX_CHARS]
+            consent.issue_token(credential_digest(raw), prefix, expires)
+        return created

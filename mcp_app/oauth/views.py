@@ -1,0 +1,249 @@
+"""The authorization server's and the protected resources' HTTP views: DOT's, subclassed where mcp-host adds
+something.
+
+- ``ResourceMetadataView``: RFC 9728 metadata of one MCP server (404 for an unknown, disabled or OAuth-off one).
+- ``LoginView``: Django's sign-in with the admin's login template (so it follows the admin's theme).
+- ``AuthorizeView``: DOT's authorization endpoint. The ``resource`` must name exactly one OAuth-enabled server of
+  this site (else ``invalid_target``); the person must be allowed to consent (active member of the server's
+  tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
+  ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
+  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant.
+- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address.
+- ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.cache import cache
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse, reverse_lazy
+from django.views.decorators.http import require_POST
+from django.views.generic import ListView
+from oauth2_provider.exceptions import OAuthToolkitError
+from oauth2_provider.models import get_application_model
+from oauth2_provider.views import AuthorizationView
+from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
+
+from ..conf import mcp_settings
+from ..models import McpServer, OAuthConsent, TenantMembership
+from .forms import ConsentForm
+from .provider import SCOPE
+from .resources import origin_of, resource_url
+from .validator import target_server
+
+
+def _person(request: HttpRequest) -> Any:
+    """The signed-in user (the views that call this require one)."""
+    return request.user
+
+
+def _admin_context(request: HttpRequest) -> dict[str, Any]:
+    return dict(admin.site.each_context(request))
+
+
+class ResourceMetadataView(OAuthProtectedResourceMetadataView):
+    server: McpServer
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        server = McpServer.objects.servable().filter(server_id=kwargs["server_id"], oauth_enabled=True).first()
+        if server is None:
+            return JsonResponse({"error": "not_found"}, status=404)
+        self.server = server
+        return super().get(request, *args, **kwargs)
+
+    def get_resource(self, request: HttpRequest) -> str:
+        return resource_url(origin_of(request), self.server.server_id)
+
+    def get_authorization_servers(self, request: HttpRequest) -> list[str]:
+        return [origin_of(request)]
+
+    def get_scopes_supported(self) -> list[str]:
+        return [SCOPE]
+
+    def get_resource_name(self) -> str:
+        return self.server.title or self.server.name
+
+
+class LoginView(auth_views.LoginView):
+    """A plain username + password form (Django's ``authenticate()``), in the admin's login page."""
+
+    template_name = "mcp_app/oauth/login.html"
+    form_class = AuthenticationForm
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context.update(_admin_context(self.request))
+        context.update({"title": "Sign in to authorize an application", "app_path": self.request.get_full_path()})
+        return context
+
+
+def may_consent(user: Any, server: McpServer) -> bool:
+    """Who may authorize a client for ``server``: an active user who is a member of its tenant (any role), or
+    any active user where the server opens consent to everyone signed in."""
+    if not (user.is_authenticated and user.is_active):
+        return False
+    if server.oauth_open_consent:
+        return True
+    return TenantMembership.objects.filter(user=user, tenant_id=server.tenant_id).exists()
+
+
+class AuthorizeView(AuthorizationView):
+    template_name = "mcp_app/oauth/consent.html"
+    form_class = ConsentForm
+    login_url = reverse_lazy("oauth2_provider:login")
+    server: McpServer | None = None
+
+    def _error(self, application: Any, credentials: dict[str, Any], error: str, description: str) -> HttpResponse:
+        """Back to the client's (validated) redirect URI with an OAuth error."""
+        failure = OAuthToolkitError(
+            error=CustomOAuth2Error(error=error, description=description, state=credentials.get("state")),
+            redirect_uri=credentials.get("redirect_uri"),
+        )
+        return self.error_response(failure, application)
+
+    def _invalid_target(self, application: Any, credentials: dict[str, Any]) -> HttpResponse:
+        example = resource_url(origin_of(self.request), "<server-id>")
+        return self._error(
+            application,
+            credentials,
+            "invalid_target",
+            f"resource must be the URL of exactly one MCP server of this site, e.g. {example}.",
+        )
+
+    def _refusal(self, application: Any) -> str | None:
+        server = self.server
+        assert server is not None
+        if not may_consent(self.request.user, server):
+            return (
+                f"Your account is not a member of {server.tenant.name}, which owns the MCP server "
+                f"{server.server_id}: you cannot authorize applications for it."
+            )
+        if application.registration_source == "dcr" and not server.tenant.oauth_dynamic_clients:
+            return f"{server.tenant.name} accepts only pre-registered applications; this one registered itself."
+        return None
+
+    def _refuse(self, message: str, application: Any) -> HttpResponse:
+        context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
+        context["application"] = application
+        return render(self.request, "mcp_app/oauth/refused.html", context, status=403)
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            scopes, credentials = self.validate_authorization_request(request)
+        except OAuthToolkitError as error:
+            return self.error_response(error, application=None)
+        application = get_application_model().objects.get(client_id=credentials["client_id"])
+        if credentials.get("code_challenge_method") != "S256":
+            return self._error(application, credentials, "invalid_request", "PKCE with S256 is required.")
+        resources = request.GET.getlist("resource")
+        self.server = target_server(resources, origin_of(request))
+        if self.server is None:
+            return self._invalid_target(application, credentials)
+        refusal = self._refusal(application)
+        if refusal is not None:
+            return self._refuse(refusal, application)
+        remembered = OAuthConsent.objects.filter(
+            user=_person(request), application=application, server=self.server
+        ).exists()
+        if remembered and "consent" not in request.GET.get("prompt", "").split():
+            credentials["resource"] = resources
+            try:
+                uri, _headers, _body, _status = self.create_authorization_response(
+                    request=request, scopes=" ".join(scopes), credentials=credentials, allow=True
+                )
+            except OAuthToolkitError as error:
+                return self.error_response(error, application)
+            return self.redirect(uri, application)
+        return super().get(request, *args, **kwargs)
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        self.server = target_server(request.POST.get("resource", "").split(), origin_of(request))
+        return super().post(request, *args, **kwargs)
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        kwargs = super().get_form_kwargs()
+        kwargs["server"] = self.server
+        return kwargs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context.update(_admin_context(self.request))
+        application = context.get("application")
+        context.update(
+            {
+                "title": f"Authorize {application.name if application else 'an application'}",
+                "server": self.server,
+                "client_url": application.client_id if application and "://" in application.client_id else "",
+            }
+        )
+        return context
+
+    def form_valid(self, form: ConsentForm) -> HttpResponse:
+        application = get_application_model().objects.get(client_id=form.cleaned_data["client_id"])
+        if self.server is None:
+            return self._invalid_target(application, form.cleaned_data)
+        refusal = self._refusal(application)
+        if refusal is not None:
+            return self._refuse(refusal, application)
+        if form.cleaned_data.get("allow"):
+            OAuthConsent.objects.record(self.request.user, application, self.server, **form.grant_kwargs())
+        return super().form_valid(form)
+
+
+def registration_key(address: str) -> str:
+    """The cache key counting this hour's registrations from ``address``."""
+    return f"mcp-oauth-dcr:{address}:{int(time.time() // 3600)}"
+
+
+class OpenRegistration:
+    """DCR permission (``DCR_REGISTRATION_PERMISSION_CLASSES``): anyone may register a client, at most
+    ``OAUTH_REGISTRATIONS_PER_HOUR`` per source address and hour. Whether a self-registered client may be
+    authorized for a tenant's servers is that tenant's switch (``Tenant.oauth_dynamic_clients``)."""
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        limit = mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR
+        if limit <= 0:
+            return False
+        key = registration_key(request.META.get("REMOTE_ADDR", ""))
+        cache.add(key, 0, timeout=3600)
+        try:
+            count = cache.incr(key)
+        except ValueError:
+            count = 1
+        return count <= limit
+
+
+class ConsentListView(ListView):
+    template_name = "mcp_app/oauth/consents.html"
+
+    def get_queryset(self) -> Any:
+        return OAuthConsent.objects.filter(user=_person(self.request)).select_related(
+            "application", "server", "server__tenant"
+        )
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        context.update(_admin_context(self.request))
+        context["title"] = "Applications you authorized"
+        return context
+
+
+consent_list = login_required(ConsentListView.as_view(), login_url=reverse_lazy("oauth2_provider:login"))
+
+
+@login_required(login_url=reverse_lazy("oauth2_provider:login"))
+@require_POST
+def withdraw_consent(request: HttpRequest, pk: int) -> HttpResponse:
+    consent = get_object_or_404(OAuthConsent, pk=pk, user=request.user)
+    consent.withdraw()
+    return HttpResponseRedirect(reverse("oauth2_provider:consents"))

@@ -1,0 +1,154 @@
+"""An HTTPS server on 127.0.0.1 serving client ID metadata documents, with a certificate from a throwaway CA
+generated here (``cryptography``); point ``SSL_CERT_FILE`` at ``ca_path`` to trust it.
+
+Paths: ``/client/<name>.json`` a valid document whose ``client_id`` is its own URL (``Cache-Control: max-age=600``),
+``/big/<name>.json`` a document larger than any sane bound, ``/slow/<name>.json`` one that answers after
+``slow_seconds``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+REDIRECT = "http://127.0.0.1:47322/callback"
+
+
+def _pem(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """(CA certificate, server certificate for 127.0.0.1, server key), as PEM files."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcp-host test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return (
+        _pem(directory / "ca.pem", ca.public_bytes(serialization.Encoding.PEM)),
+        _pem(directory / "server.pem", cert.public_bytes(serialization.Encoding.PEM)),
+        _pem(
+            directory / "server.key",
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        ),
+    )
+
+
+@dataclass
+class CimdServer:
+    base: str
+    ca_path: Path
+    slow_seconds: float
+    fetched: list[str]
+
+    def url(self, kind: str, name: str) -> str:
+        return f"{self.base}/{kind}/{name}.json"
+
+
+def document(client_id: str, redirect_uri: str = REDIRECT) -> dict[str, Any]:
+    return {
+        "client_id": client_id,
+        "client_name": "CIMD test client",
+        "client_uri": "https://client.example/",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    }
+
+
+@contextmanager
+def cimd_server(directory: Path, slow_seconds: float = 3.0) -> Iterator[CimdServer]:
+    ca_path, cert_path, key_path = make_certificates(directory)
+    fetched: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            kind = self.path.split("/")[1]
+            url = f"https://127.0.0.1:{self.server.server_address[1]}{self.path}"
+            if kind == "slow":
+                time.sleep(slow_seconds)
+            if kind == "big":
+                body = json.dumps({**document(url), "padding": "x" * 100_000}).encode()
+            else:
+                body = json.dumps(document(url)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Cache-Control", "max-age=600")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield CimdServer(f"https://127.0.0.1:{server.server_address[1]}", ca_path, slow_seconds, fetched)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,286 @@
+"""The authorization server at the wire (Django's test client): metadata, PKCE, redirect URIs, resource
+indicators, consent, refresh rotation, revocation, registration."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from mcp_app.models import AgentToken, OAuthAgent, OAuthConsent
+from tests.oauth_flow import (
+    ORIGIN,
+    REDIRECT,
+    authorize_params,
+    pkce,
+    redirect_query,
+    register,
+    run_flow,
+    token_request,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_authorization_server_metadata(client: Client) -> None:
+    meta = client.get("/.well-known/oauth-authorization-server").json()
+    assert meta["issuer"] == ORIGIN
+    assert meta["authorization_endpoint"] == f"{ORIGIN}/oauth/authorize/"
+    assert meta["token_endpoint"] == f"{ORIGIN}/oauth/token/"
+    assert meta["revocation_endpoint"] == f"{ORIGIN}/oauth/revoke/"
+    assert meta["registration_endpoint"] == f"{ORIGIN}/oauth/register/"
+    assert meta["code_challenge_methods_supported"] == ["S256"]
+    assert meta["response_types_supported"] == ["code"]
+    assert set(meta["grant_types_supported"]) == {"authorization_code", "refresh_token"}
+    assert meta["client_id_metadata_document_supported"] is True
+    assert meta["authorization_response_iss_parameter_supported"] is True
+    assert "none" in meta["token_endpoint_auth_methods_supported"]
+
+
+def test_protected_resource_metadata(client: Client, oauth_world: Any) -> None:
+    access, _user = oauth_world
+    response = client.get(f"/.well-known/oauth-protected-resource/mcp/{access.server.server_id}")
+    assert response.status_code == 200
+    meta = response.json()
+    assert meta["resource"] == f"{ORIGIN}/mcp/{access.server.server_id}"
+    assert meta["authorization_servers"] == [ORIGIN]
+    assert meta["scopes_supported"] == ["mcp"]
+    assert meta["bearer_methods_supported"] == ["header"]
+    assert meta["resource_name"] == access.server.name
+    assert client.get("/.well-known/oauth-protected-resource/mcp/nope").status_code == 404
+    access.server.oauth_enabled = False
+    access.server.save()
+    assert client.get(f"/.well-known/oauth-protected-resource/mcp/{access.server.server_id}").status_code == 404
+
+
+def _authorize(client: Client, user: Any, server: Any, **extra: Any) -> Any:
+    registered = register(client)
+    client.force_login(user)
+    _verifier, challenge = pkce()
+    return client.get(
+        "/oauth/authorize/", authorize_params(registered["client_id"], server.server_id, challenge, **extra)
+    )
+
+
+def test_pkce_missing_is_refused(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    response = _authorize(client, user, access.server, code_challenge=None, code_challenge_method=None)
+    assert redirect_query(response)["error"] == "invalid_request"
+
+
+def test_pkce_plain_is_refused(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    response = _authorize(client, user, access.server, code_challenge="x" * 50, code_challenge_method="plain")
+    assert redirect_query(response)["error"] == "invalid_request"
+
+
+def test_wrong_verifier_is_refused(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    registered = register(client)
+    client.force_login(user)
+    _verifier, challenge = pkce()
+    page = client.get(
+        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, challenge)
+    )
+    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
+    code = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))["code"]
+    token = token_request(
+        client,
+        grant_type="authorization_code",
+        code=code,
+        redirect_uri=REDIRECT,
+        client_id=registered["client_id"],
+        code_verifier=pkce()[0],
+        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
+    )
+    assert token.status_code == 400
+    assert token.json()["error"] == "invalid_grant"
+
+
+def test_redirect_uri_mismatch_is_refused(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    response = _authorize(client, user, access.server, redirect_uri="http://127.0.0.1:33333/elsewhere")
+    assert response.status_code == 400  # never redirected to an unregistered URI
+    assert b"Mismatching redirect URI" in response.content or b"invalid_request" in response.content
+
+
+def test_loopback_redirect_on_any_port(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    response = _authorize(client, user, access.server, redirect_uri="http://127.0.0.1:45678/callback")
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("resource", [None, "http://testserver/mcp/other-server", "https://elsewhere.example/mcp/x"])
+def test_missing_or_foreign_resource_is_refused(client: Client, oauth_world: Any, resource: Any) -> None:
+    access, user = oauth_world
+    response = _authorize(client, user, access.server, resource=resource)
+    assert redirect_query(response)["error"] == "invalid_target"
+
+
+def test_token_endpoint_requires_the_resource(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    registered = register(client)
+    client.force_login(user)
+    verifier, challenge = pkce()
+    page = client.get(
+        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, challenge)
+    )
+    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
+    code = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))["code"]
+    base = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "client_id": registered["client_id"],
+        "code_verifier": verifier,
+    }
+    missing = token_request(client, **base)
+    assert missing.status_code == 400, missing.content[:3000]
+    assert json.loads(missing.content)["error"] == "invalid_target"
+
+
+def test_consent_by_an_outsider_is_refused(client: Client, oauth_world: Any, member_factory: Any) -> None:
+    access, _member = oauth_world
+    outsider = member_factory(is_staff=False)
+    response = _authorize(client, outsider, access.server)
+    assert response.status_code == 403
+    assert b"not a member" in response.content
+    assert not OAuthConsent.objects.exists()
+
+
+def test_open_consent_lets_any_signed_in_user(client: Client, oauth_world: Any, member_factory: Any) -> None:
+    access, _member = oauth_world
+    access.server.oauth_open_consent = True
+    access.server.save()
+    assert _authorize(client, member_factory(is_staff=False), access.server).status_code == 200
+
+
+def test_login_required_sends_to_login_page(client: Client, oauth_world: Any) -> None:
+    access, _user = oauth_world
+    registered = register(client)
+    response = client.get(
+        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
+    )
+    assert response.status_code == 302
+    assert response["Location"].startswith("/oauth/login/?next=")
+    page = client.get(response["Location"])
+    assert page.status_code == 200
+    assert b'name="username"' in page.content and b'name="password"' in page.content
+
+
+def test_consent_creates_agent_and_is_remembered(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    link = OAuthAgent.objects.get()
+    assert (link.user, link.tenant, link.application.client_id) == (user, access.tenant, issued.client_id)
+    mirror = AgentToken.objects.get(oauth_consent__isnull=False)
+    assert mirror.agent == link.agent and list(mirror.servers.all()) == [access.server]
+    assert issued.access_token.startswith("mcp_")
+    # Stored as digests only (DOT's hashed storage and the mirror).
+    from oauth2_provider.models import AccessToken, RefreshToken
+
+    assert AccessToken.objects.get(user=user).token == ""
+    assert RefreshToken.objects.get(user=user).token == ""
+    # Same client asks again: no consent page, straight back with a code.
+    _verifier, challenge = pkce()
+    again = client.get("/oauth/authorize/", authorize_params(issued.client_id, access.server.server_id, challenge))
+    assert "code" in redirect_query(again)
+    forced = client.get(
+        "/oauth/authorize/", authorize_params(issued.client_id, access.server.server_id, challenge, prompt="consent")
+    )
+    assert forced.status_code == 200
+
+
+def test_read_only_grant_is_bound_into_the_token(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    run_flow(client, user, access.server, grant={"grant": "read_only"})
+    assert AgentToken.objects.get(oauth_consent__isnull=False).read_only
+
+
+def test_refresh_rotates_and_old_tokens_stop(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    refreshed = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=issued.refresh_token,
+        client_id=issued.client_id,
+        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
+    )
+    assert refreshed.status_code == 200, refreshed.content
+    body = refreshed.json()
+    assert body["refresh_token"] != issued.refresh_token
+    assert not AgentToken.objects.authenticate(issued.access_token)
+    assert AgentToken.objects.authenticate(body["access_token"])
+    reused = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=issued.refresh_token,
+        client_id=issued.client_id,
+        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
+    )
+    assert reused.status_code == 400
+
+
+def test_revocation_endpoint_revokes_the_mirror(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    response = client.post("/oauth/revoke/", {"token": issued.access_token, "client_id": issued.client_id})
+    assert response.status_code == 200
+    assert not AgentToken.objects.authenticate(issued.access_token)
+
+
+def test_withdrawing_consent_and_deactivating_users_revoke(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    OAuthConsent.objects.get().withdraw()
+    assert not AgentToken.objects.authenticate(issued.access_token)
+    refreshed = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=issued.refresh_token,
+        client_id=issued.client_id,
+        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
+    )
+    assert refreshed.status_code == 400
+    second = run_flow(Client(), user, access.server)
+    user.is_active = False
+    user.save()
+    assert not AgentToken.objects.authenticate(second.access_token)
+
+
+def test_deleting_the_client_revokes(client: Client, oauth_world: Any) -> None:
+    from oauth2_provider.models import Application
+
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    Application.objects.filter(client_id=issued.client_id).get().delete()
+    assert not AgentToken.objects.authenticate(issued.access_token)
+
+
+def test_dynamic_clients_per_tenant_switch(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    access.tenant.oauth_dynamic_clients = False
+    access.tenant.save()
+    response = _authorize(client, user, access.server)
+    assert response.status_code == 403
+    assert b"pre-registered" in response.content
+
+
+def test_registration_is_rate_limited(client: Client) -> None:
+    from django.core.cache import cache
+
+    from mcp_app.conf import mcp_settings
+    from mcp_app.oauth.views import registration_key
+
+    cache.set(registration_key("127.0.0.1"), mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR - 1, timeout=60)
+    register(client)  # the last one this hour
+    response = client.post(
+        "/oauth/register/",
+        data={"client_name": "x", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"},
+        content_type="application/json",
+    )
+    assert response.status_code in (401, 403)
+    assert response.json()["error"] == "access_denied"

@@ -1,0 +1,146 @@
+"""OAuth test helpers and fixtures: the authorization server driven with Django's test client, the MCP edge with the real consumer.
+
+``oauth`` runs the whole authorization-code + PKCE flow in process (dynamic registration, sign-in, consent,
+token) and returns the issued tokens; tests then call ``/mcp/<server_id>`` with the access token, no agentId.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from django.test import Client
+
+ORIGIN = "http://testserver"
+REDIRECT = "http://127.0.0.1:33333/callback"
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+def register(client: Client, redirect_uris: list[str] | None = None, name: str = "Test client") -> dict[str, Any]:
+    response = client.post(
+        "/oauth/register/",
+        data={
+            "client_name": name,
+            "redirect_uris": redirect_uris or [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def authorize_params(client_id: str, server_id: str, challenge: str, **extra: Any) -> dict[str, Any]:
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "st4te",
+        "scope": "mcp",
+        "resource": f"{ORIGIN}/mcp/{server_id}",
+    }
+    params.update(extra)
+    return {key: value for key, value in params.items() if value is not None}
+
+
+def redirect_query(response: Any) -> dict[str, str]:
+    assert response.status_code == 302, (response.status_code, response.content[:500])
+    location = response["Location"]
+    return {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
+
+
+@dataclass
+class Issued:
+    client_id: str
+    access_token: str
+    refresh_token: str
+    server: Any
+    user: Any
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    # The transport helpers' "access" protocol: no agentId in the URL.
+    @property
+    def raw_token(self) -> str:
+        return self.access_token
+
+    @property
+    def path(self) -> str:
+        return f"/mcp/{self.server.server_id}"
+
+    query = ""
+
+
+def token_request(client: Client, **data: Any) -> Any:
+    return client.post(
+        "/oauth/token/",
+        data=urlencode({k: v for k, v in data.items() if v is not None}, doseq=True),
+        content_type="application/x-www-form-urlencoded",
+    )
+
+
+def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None) -> Issued:
+    registered = register(client)
+    client.force_login(user)
+    verifier, challenge = pkce()
+    params = authorize_params(registered["client_id"], server.server_id, challenge)
+    page = client.get("/oauth/authorize/", params)
+    assert page.status_code == 200, page.content[:800]
+    form = dict(page.context["form"].initial)
+    form.update({"allow": "Authorize", "grant": "all"})
+    form.update(grant or {})
+    done = client.post("/oauth/authorize/", {k: v for k, v in form.items() if v is not None})
+    query = redirect_query(done)
+    assert query["iss"] == ORIGIN
+    token = token_request(
+        client,
+        grant_type="authorization_code",
+        code=query["code"],
+        redirect_uri=REDIRECT,
+        client_id=registered["client_id"],
+        code_verifier=verifier,
+        resource=f"{ORIGIN}/mcp/{server.server_id}",
+    )
+    assert token.status_code == 200, token.content
+    body = token.json()
+    return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body)
+
+
+@pytest.fixture(autouse=True)
+def _registrations_not_counted() -> Any:
+    """Registrations of earlier tests (same address, same hour) do not count against this one's."""
+    from django.core.cache import cache
+
+    from mcp_app.oauth.views import registration_key
+
+    cache.delete(registration_key("127.0.0.1"))
+    yield
+    cache.delete(registration_key("127.0.0.1"))
+
+
+@pytest.fixture
+def oauth_world(transactional_db: Any, access_factory: Callable[..., Any], member_factory: Callable[..., Any]) -> Any:
+    """A server with the demo tools, and a person who is a member of its tenant."""
+    access = access_factory()
+    user = member_factory((access.tenant, "viewer"), is_staff=False)
+    return access, user
+
+
+@pytest.fixture
+def oauth(oauth_world: Any) -> Issued:
+    access, user = oauth_world
+    return run_flow(Client(), user, access.server)
