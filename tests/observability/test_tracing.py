@@ -337,3 +337,40 @@ async def test_a_streamed_answer_is_traced_to_its_end(access: Any, spans: InMemo
     # The ASGI instrumentation's HTTP attributes (the older names unless OTEL_SEMCONV_STABILITY_OPT_IN=http).
     assert http.attributes is not None and http.attributes["http.status_code"] == 200
     assert trace_id(named(spans, "execute_tool progress_demo")) == TRACE_ID
+
+
+async def test_no_argument_value_reaches_a_span(access: Any, spans: InMemorySpanExporter, tool_factory: Any) -> None:
+    """The error of an invalid argument quotes its value to the client; the spans say only the code."""
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
+    await database_sync_to_async(tool_factory)(
+        access.server, "counter", input_schema=schema, static_result={"content": []}, position=9
+    )
+    reply = await call(access, rpc("tools/call", {"name": "counter", "arguments": {"count": "value-7c1e"}}))
+    assert reply.json()["error"]["code"] == -32602 and "value-7c1e" in reply.json()["error"]["message"]
+
+    request, tool = named(spans, "tools/call counter"), named(spans, "execute_tool counter")
+    assert request.attributes is not None and tool.attributes is not None
+    assert request.attributes["error.type"] == "-32602" and tool.attributes["error.type"] == "invalid_arguments"
+    assert request.status.status_code == tool.status.status_code == StatusCode.ERROR
+    exported = [
+        (span.name, dict(span.attributes or {}), span.status.description, [event.name for event in span.events])
+        for span in spans.get_finished_spans()
+    ]
+    assert "value-7c1e" not in json.dumps(exported)
+    assert all(not span.events for span in spans.get_finished_spans())
+
+
+def test_an_unsupported_exporter_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_app.observability import otel
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    with pytest.raises(ImproperlyConfigured, match="'zipkin' is not supported"):
+        otel._exporters()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with pytest.raises(ImproperlyConfigured, match="'http/json' is not supported"):
+        otel._exporters()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    assert otel._exporters() == []
