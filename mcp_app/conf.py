@@ -112,6 +112,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": "",
     # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
     "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
+    # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
+    # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
+    "TRACING": False,
     # How changes reach the per-process caches of other processes (see mcp_app.invalidation):
     # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
     "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
@@ -149,9 +152,6 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_DISPATCH": "auto",
     # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
     "WORKER_QUEUE": "",
-    # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
-    # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
-    "TRACING": False,
 }
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -192,7 +192,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
-    "TRACING": (bool,),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
@@ -209,6 +208,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "AUDIT_MAX_ITEMS": (int,),
     "METRICS_TOKEN": (str,),
     "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
+    "TRACING": (bool,),
     "INVALIDATION": (dict,),
     "INVALIDATION_STALENESS_SECONDS": (int, float),
     "IDENTITY_CACHE_SIZE": (int,),
