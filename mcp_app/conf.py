@@ -124,6 +124,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": "",
     # Longest time each /readyz dependency probe may take (seconds) before it counts as down.
     "HEALTH_CHECK_TIMEOUT_SECONDS": 2.0,
+    # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
+    # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
+    "TRACING": False,
     # How changes reach the per-process caches of other processes (see mcp_app.invalidation):
     # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
     "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
@@ -190,9 +193,6 @@ DEFAULTS: dict[str, Any] = {
     "WORKER_DISPATCH": "auto",
     # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
     "WORKER_QUEUE": "",
-    # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
-    # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
-    "TRACING": False,
     # Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
     # (seconds) in HEARTBEAT (LocalHeartbeats: one process; RedisHeartbeats {"url": ...}: shared), and counts as
     # dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are re-queued or failed, its tasks failed). The
@@ -265,7 +265,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "AUTH_FAILURE_LOG_INTERVAL_SECONDS": (int, float),
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
-    "TRACING": (bool,),
     "SECRET_KEYS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "OAUTH_CIMD_ALLOWED_NETWORKS": (list, tuple),

@@ -158,18 +158,20 @@ class Tracing:
             attributes=attributes,
             links=links,
         )
-        with trace.use_span(span, end_on_exit=True):
-            result = await answer()
+        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            try:
+                result = await answer()
+            except BaseException as error:  # the transport's 503, or a cancellation
+                _failed(span, _outcome_of(error))
+                raise
             if isinstance(result, dict) and isinstance(result.get("error"), dict):
                 code = str(result["error"].get("code"))
-                span.set_attribute(ERROR_TYPE, code)
                 span.set_attribute(RPC_RESPONSE_STATUS_CODE, code)
-                span.set_status(Status(StatusCode.ERROR, str(result["error"].get("message", ""))[:200]))
+                _failed(span, code)  # no description: an error's message may quote an argument's value
             elif (
                 isinstance(result, dict) and isinstance(result.get("result"), dict) and result["result"].get("isError")
             ):
-                span.set_attribute(ERROR_TYPE, "tool_error")
-                span.set_status(Status(StatusCode.ERROR))
+                _failed(span, "tool_error")
             return result
 
     # Tool runs --------------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 """OpenTelemetry across processes: a client's trace, named in ``params._meta.traceparent``, continues in daphne and on
 the Celery worker that runs the tool.
 
-The test starts its own daphne and its own Celery worker (prefork, one pool process, on a queue of their own), both
-exporting with the real OTLP/HTTP exporter to a collector the test runs on 127.0.0.1 (``tests.otlp_collector``):
-tracing is switched on the way a deployment does it, by setting ``OTEL_EXPORTER_OTLP_ENDPOINT``. The worker's
-``execute_tool`` span must carry the client's trace id and hang, through the Celery task's spans, under daphne's MCP
-request span, which hangs under the client's span.
+The test starts its own daphne and its own Celery worker (prefork with one pool process, or a thread pool, on a
+queue of their own), both exporting with the real OTLP/HTTP exporter to a collector the test runs on 127.0.0.1
+(``tests.otlp_collector``): tracing is switched on the way a deployment does it, by setting
+``OTEL_EXPORTER_OTLP_ENDPOINT``. The worker's ``execute_tool`` span must carry the client's trace id and hang,
+through the Celery task's spans, under daphne's MCP request span, which hangs under the client's span.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def ancestry(collector: Collector, span: Span) -> list[Span]:
     return chain
 
 
+@pytest.mark.parametrize("pool", ["prefork", "threads"])
 async def test_the_worker_continues_the_trace_named_in_meta(
-    traced_access: Access, otlp_collector: Collector, tmp_path_factory: pytest.TempPathFactory
+    pool: str, traced_access: Access, otlp_collector: Collector, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     require_broker()
     access = traced_access
@@ -55,6 +56,7 @@ async def test_the_worker_continues_the_trace_named_in_meta(
     with (
         running_worker(
             tmp_path_factory,
+            pool=pool,
             concurrency=1,
             queue=queue,
             extra_env={"MCP_WORKER_QUEUE": queue, **otlp_collector.environment("mcp-host-worker")},
@@ -72,7 +74,9 @@ async def test_the_worker_continues_the_trace_named_in_meta(
             )
         assert reply.status_code == 200, reply.text
         result = orjson.loads(reply.content)["result"]["structuredContent"]
-        assert result["pid"] not in (server.process.pid, worker.process.pid)  # a pool process of the worker ran it
+        # The worker ran it: a pool process (prefork), or the worker's own process (threads).
+        assert result["pid"] != server.process.pid
+        assert (result["pid"] != worker.process.pid) == (pool == "prefork")
 
         tool = otlp_collector.wait_for(
             lambda span: span.name == "execute_tool worker_heap", "the worker's tool span", timeout=WAIT

@@ -280,3 +280,97 @@ def test_tracing_on_without_opentelemetry_says_which_extra_to_install() -> None:
     assert probe.returncode != 0
     assert "ImproperlyConfigured" in probe.stderr
     assert "pip install 'mcp-host[otel]'" in probe.stderr
+
+
+async def test_a_session_is_named_by_its_key_never_by_its_id(access: Any, spans: InMemorySpanExporter) -> None:
+    init = await call(
+        access,
+        rpc(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        ),
+    )
+    session_id = init.headers["mcp-session-id"]
+    session = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+    assert (await call(access, rpc("notifications/initialized", id=None), headers=session)).status == 202
+    spans.clear()
+    reply = await call(access, rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}}), headers=session)
+    assert reply.status == 200, reply.body
+
+    request = named(spans, "tools/call echo")
+    assert request.attributes is not None
+    key = request.attributes["mcp.session.id"]
+    assert isinstance(key, str) and key and key != session_id
+    recorded = json.dumps([dict(span.attributes or {}) for span in spans.get_finished_spans()])
+    assert session_id not in recorded
+
+
+async def test_each_request_of_a_batch_has_its_own_span(access: Any, spans: InMemorySpanExporter) -> None:
+    batch = [
+        rpc("tools/call", {"name": "echo", "arguments": {"text": "one"}}, id=1),
+        rpc("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}, id=2),
+    ]
+    reply = await call(access, batch, headers={"mcp-protocol-version": "2025-03-26"})
+    assert reply.status == 200 and len(reply.json()) == 2, reply.body
+
+    http = named(spans, "POST /mcp/{server_id}")
+    for name, request_id in (("echo", "1"), ("add", "2")):
+        request = named(spans, f"tools/call {name}")
+        assert parent_of(request) == span_id(http)
+        assert request.attributes is not None and request.attributes["jsonrpc.request.id"] == request_id
+        assert parent_of(named(spans, f"execute_tool {name}")) == span_id(request)
+
+
+async def test_a_streamed_answer_is_traced_to_its_end(access: Any, spans: InMemorySpanExporter) -> None:
+    params = {
+        "name": "progress_demo",
+        "arguments": {"steps": 3},
+        "_meta": {"progressToken": "p", "traceparent": TRACEPARENT},
+    }
+    reply = await call(access, rpc("tools/call", params, id=4))
+    assert reply.status == 200 and reply.content_type is not None and reply.content_type.startswith("text/event-stream")
+    messages = reply.sse_messages()
+    assert [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"] == [1, 2, 3]
+    assert messages[-1]["result"]["content"] == [{"type": "text", "text": "Completed 3 steps."}]
+
+    http = named(spans, "POST /mcp/{server_id}")
+    # The ASGI instrumentation's HTTP attributes (the older names unless OTEL_SEMCONV_STABILITY_OPT_IN=http).
+    assert http.attributes is not None and http.attributes["http.status_code"] == 200
+    assert trace_id(named(spans, "execute_tool progress_demo")) == TRACE_ID
+
+
+async def test_no_argument_value_reaches_a_span(access: Any, spans: InMemorySpanExporter, tool_factory: Any) -> None:
+    """The error of an invalid argument quotes its value to the client; the spans say only the code."""
+    schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
+    await database_sync_to_async(tool_factory)(
+        access.server, "counter", input_schema=schema, static_result={"content": []}, position=9
+    )
+    reply = await call(access, rpc("tools/call", {"name": "counter", "arguments": {"count": "value-7c1e"}}))
+    assert reply.json()["error"]["code"] == -32602 and "value-7c1e" in reply.json()["error"]["message"]
+
+    request, tool = named(spans, "tools/call counter"), named(spans, "execute_tool counter")
+    assert request.attributes is not None and tool.attributes is not None
+    assert request.attributes["error.type"] == "-32602" and tool.attributes["error.type"] == "invalid_arguments"
+    assert request.status.status_code == tool.status.status_code == StatusCode.ERROR
+    exported = [
+        (span.name, dict(span.attributes or {}), span.status.description, [event.name for event in span.events])
+        for span in spans.get_finished_spans()
+    ]
+    assert "value-7c1e" not in json.dumps(exported)
+    assert all(not span.events for span in spans.get_finished_spans())
+
+
+def test_an_unsupported_exporter_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_app.observability import otel
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    with pytest.raises(ImproperlyConfigured, match="'zipkin' is not supported"):
+        otel._exporters()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with pytest.raises(ImproperlyConfigured, match="'http/json' is not supported"):
+        otel._exporters()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    assert otel._exporters() == []
