@@ -283,6 +283,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "AUDIT_MAX_ITEMS": (int,),
     "METRICS_TOKEN": (str,),
     "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
+    "TRACING": (bool,),
     "HEARTBEAT": (dict,),
     "HEARTBEAT_INTERVAL_SECONDS": (int, float),
     "HEARTBEAT_TIMEOUT_SECONDS": (int, float),
