@@ -176,6 +176,10 @@ DEFAULTS: dict[str, Any] = {
     "SESSIONS_PER_TENANT": 10_000,
     "SESSIONS_PER_AGENT": 1000,
     "CAP_LEASE_SECONDS": 30.0,
+    # Tasks (either era) running inline, in the serving processes, per agent and per tenant (0: unlimited); a
+    # call that would become one more is answered JSON-RPC -32012 (counted in the database, as sessions are).
+    "INLINE_TASKS_PER_TENANT": 1000,
+    "INLINE_TASKS_PER_AGENT": 100,
     # New streams are refused with 503 once fewer than this many file descriptors are left under the process's
     # RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one.
     "FD_RESERVE": 128,
@@ -258,6 +262,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "SESSIONS_PER_TENANT": (int,),
     "SESSIONS_PER_AGENT": (int,),
     "CAP_LEASE_SECONDS": (int, float),
+    "INLINE_TASKS_PER_TENANT": (int,),
+    "INLINE_TASKS_PER_AGENT": (int,),
     "FD_RESERVE": (int,),
     "AUTH_FAILURE_RATE": (int, float),
     "AUTH_FAILURE_BURST": (int,),
@@ -423,7 +429,15 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
             raise ImproperlyConfigured(f"MCP_APP['RATE_BURST_PER_{scope}'] must be at least 1.")
     if "BACKEND" not in values["RATE_LIMITS"]:
         raise ImproperlyConfigured("MCP_APP['RATE_LIMITS'] needs a BACKEND dotted path.")
-    for key in ("STREAMS_PER_TENANT", "STREAMS_PER_AGENT", "SESSIONS_PER_TENANT", "SESSIONS_PER_AGENT", "FD_RESERVE"):
+    for key in (
+        "STREAMS_PER_TENANT",
+        "STREAMS_PER_AGENT",
+        "SESSIONS_PER_TENANT",
+        "SESSIONS_PER_AGENT",
+        "INLINE_TASKS_PER_TENANT",
+        "INLINE_TASKS_PER_AGENT",
+        "FD_RESERVE",
+    ):
         if values[key] < 0:
             raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative.")
     if values["AUTH_FAILURE_RATE"] <= 0 or values["AUTH_FAILURE_BURST"] < 1:

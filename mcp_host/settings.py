@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_json_widget",
     "oauth2_provider",
+    "axes",
     "mcp_app",
     "mcp_app.contrib.demo",
     "mcp_app.contrib.conformance",
@@ -115,7 +116,20 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: answers a locked-out login with 429.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Brute force on logins (docs/limits.md): django-axes counts failed Django authenticate() calls (the admin's login
+# and any other login form built on it), per client address, in the database every process shares; after
+# AXES_FAILURE_LIMIT failures the address gets 429 for AXES_COOLOFF_TIME hours. A success resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("MCP_LOGIN_FAILURE_LIMIT", "10"))
+AXES_COOLOFF_TIME = 0.25
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # no row per successful login
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "mcp_host.urls"
 ASGI_APPLICATION = "mcp_host.asgi.application"

@@ -1,8 +1,9 @@
 """Limits that keep one tenant or agent from starving the others, fleet-wide (docs/limits.md).
 
 - ``rates``: request rates per tenant, agent and tool (token buckets; 429 with ``Retry-After``);
-- ``caps``: concurrent streams, live sessions and running inline tasks per tenant and agent (leases), and the
-  process's guard on file descriptors (503 before they run out);
+- ``caps``: concurrent streams (leases) and live sessions per tenant and agent, and the process's guard on file
+  descriptors (503 before they run out); running inline tasks are capped where their rows are written
+  (``ToolTask.objects.check_inline_cap``);
 - ``bruteforce``: failed authentication throttled per source address, a negative cache of unknown token prefixes,
   sampled failure logs.
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import models, router
 from django.utils import timezone
 
-from ..protocol.errors import InternalError
+from ..protocol.errors import CapacityExceeded, InternalError
 from ..protocol.versions import HANDSHAKE_VERSIONS
 from . import statements
 from .agents import Agent
@@ -38,7 +38,11 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         **state: Any,
     ) -> ToolTask:
         """A new task of an agent on a server, given as instances or as primary keys (the request path holds no
-        model instances, only cached snapshots)."""
+        model instances, only cached snapshots). A ``working`` task run inline is refused with
+        ``CapacityExceeded`` (-32012) when its agent or tenant already runs ``INLINE_TASKS_PER_AGENT`` /
+        ``_PER_TENANT`` of them (docs/limits.md)."""
+        if state.get("status") == "working" and state.get("execution", "inline") == "inline":
+            self.check_inline_cap(agent.pk if agent is not None else agent_id)
         return self.create(
             task_id=secrets.token_urlsafe(24),
             # Instances when given (they stay loaded on the new row), else primary keys.
@@ -50,6 +54,20 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             expires_at=timezone.now() + timedelta(milliseconds=ttl_ms),
             **state,
         )
+
+    def check_inline_cap(self, agent_pk: Any) -> None:
+        """Raise ``CapacityExceeded`` if the agent or its tenant runs as many inline tasks as it may (one query
+        per cap that is set, on the cold path that creates a task row anyway)."""
+        from ..conf import mcp_settings
+
+        running = self.filter(status="working", execution="inline", client_task=True, expires_at__gt=timezone.now())
+        tenant = Agent.objects.filter(pk=agent_pk).values("tenant_id")[:1]
+        for scope, rows, limit in (
+            ("agent", running.filter(agent_id=agent_pk), mcp_settings.INLINE_TASKS_PER_AGENT),
+            ("tenant", running.filter(agent__tenant_id=models.Subquery(tenant)), mcp_settings.INLINE_TASKS_PER_TENANT),
+        ):
+            if limit > 0 and rows.count() >= limit:
+                raise CapacityExceeded("inline tasks", scope, int(limit))
 
     def visible_to(self, task_id: str, *, server_id: int, agent_id: int) -> ToolTask | None:
         """The caller's own, unexpired task, or ``None`` (authorization is checked on every call)."""

@@ -43,7 +43,7 @@ from ..protocol.context import (
     ToolRunner,
     discard,
 )
-from ..protocol.errors import INVALID_PARAMS, InternalError, ProtocolError
+from ..protocol.errors import INVALID_PARAMS, CapacityExceeded, InternalError, ProtocolError
 from .mrtr import PARK
 
 logger = logging.getLogger("mcp_app.runtime.tasks")
@@ -325,7 +325,11 @@ async def call_maybe_as_task(
         task = await service.create(tool, arguments, call, **_outcome_fields(outcome))
         return create_result(task)
     converted = True
-    task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING, owner=owner_id())
+    try:
+        task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING, owner=owner_id())
+    except CapacityExceeded:
+        work.cancel()  # over the inline-task cap of its agent or tenant: the call does not go on unseen
+        raise
     follow(task, work)
     return create_result(task)
 

@@ -128,9 +128,15 @@ async def test_a_listen_stream_takes_a_slot_too(
 async def test_the_1001st_stream_of_an_agent_is_refused_at_the_default_cap_while_another_tenant_is_served(
     make_access: Callable[..., Awaitable[Any]], unthrottled: None
 ) -> None:
+    from django.conf import settings
+
     from mcp_app.conf import mcp_settings
 
     assert mcp_settings.STREAMS_PER_AGENT == 1000
+    if settings.REDIS_URL:
+        # 1,000 streams through the Redis layer in one test process take minutes on CI's machine; the caps are
+        # taken the same way there, at a smaller cap (the tests above), and at the default on the embedded run.
+        pytest.skip("at the default cap on the embedded run only")
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 4096:
         pytest.skip("in process, 1,000 streams need no descriptor each, but the Redis pool may; raise ulimit -n")

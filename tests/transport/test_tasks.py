@@ -148,3 +148,25 @@ async def test_tasks_are_invisible_to_other_agents(make_access, orm, agent_facto
         error_of(await task(intruder, method, created["taskId"], **extra), 400, INVALID_PARAMS)
     fresh_gate.gate.release.set()
     await settled()
+
+
+async def test_an_agent_over_its_inline_task_cap_is_refused_and_its_call_stopped_while_another_tenant_is_served(
+    make_access, fresh_gate, settings
+):
+    """Issue 19: 300 one-hour tasks of one agent were accepted. Over INLINE_TASKS_PER_AGENT the call that would
+    become one more task is answered -32012 (and its work cancelled); another tenant's agent is not affected."""
+    from mcp_app.protocol.errors import CAPACITY_EXCEEDED
+
+    settings.MCP_APP = {**settings.MCP_APP, "INLINE_TASKS_PER_AGENT": 2}
+    access = await make_access(tools=("gated_job",))
+    neighbour = await make_access(tools=("gated_job",))
+    for _ in range(2):
+        assert result_of(await call_tool(access, "gated_job"))["resultType"] == "task"
+    error = error_of(await call_tool(access, "gated_job"), 200, CAPACITY_EXCEEDED)
+    assert error["data"] == {"resource": "inline tasks", "scope": "agent", "limit": 2}
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    assert result_of(await call_tool(neighbour, "gated_job"))["resultType"] == "task"
+    fresh_gate.gate.release.set()
+    await settled()
+    assert result_of(await call_tool(access, "gated_job"))["resultType"] in ("task", "complete")
+    await settled()
