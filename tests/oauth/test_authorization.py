@@ -284,3 +284,13 @@ def test_registration_is_rate_limited(client: Client) -> None:
     )
     assert response.status_code in (401, 403)
     assert response.json()["error"] == "access_denied"
+
+
+def test_plain_http_redirect_only_on_loopback(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    registered = register(client, redirect_uris=["http://client.example/callback"])
+    client.force_login(user)
+    params = authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
+    params["redirect_uri"] = "http://client.example/callback"
+    response = client.get("/oauth/authorize/", params)
+    assert response.status_code == 400  # never redirected over plain http to a non-loopback host
