@@ -10,4 +10,4 @@ permissions say which pages exist for them; the membership's role says which ten
 or edit (admin, owner), and only owners manage memberships.
 """
 
-from . import agents, apikeys, audit, catalog, runtime, servers, tenancy  # noqa: F401  (registration side effects)
+from . import agents, apikeys, audit, catalog, oauth, runtime, servers, tenancy  # noqa: F401  (registration side effects)

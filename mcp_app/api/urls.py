@@ -1,7 +1,8 @@
 """URLs of the API. A project mounts them with ``path("api/", include("mcp_app.api.urls"))``, which gives:
 
 - ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
-  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``);
+  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``, ``oauth-consents``,
+  ``oauth-agents``);
 - ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
 """
 
@@ -35,6 +36,8 @@ router.register("tokens", views.AgentTokenViewSet, basename="token")
 router.register("sessions", views.McpSessionViewSet, basename="session")
 router.register("tool-calls", views.ToolCallViewSet, basename="tool-call")
 router.register("api-keys", views.ApiKeyViewSet, basename="api-key")
+router.register("oauth-consents", views.OAuthConsentViewSet, basename="oauth-consent")
+router.register("oauth-agents", views.OAuthAgentViewSet, basename="oauth-agent")
 
 urlpatterns = [
     path("v1/", include(router.urls)),

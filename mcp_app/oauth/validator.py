@@ -58,6 +58,19 @@ class McpOAuth2Validator(OAuth2Validator):
             return False
         return bool(super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs))
 
+    def validate_refresh_token(self, refresh_token: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
+        """DOT's checks, and the access token it was issued with must not have been revoked as an agent token
+        (the admin's or the API's revoke action on the mirror): revoking it ends the whole grant."""
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        previous = getattr(request, "refresh_token_instance", None)
+        access = getattr(previous, "access_token", None)
+        if access is not None and access.token_checksum:
+            revoked = AgentToken.objects.filter(digest=access.token_checksum, revoked_at__isnull=False)
+            if revoked.exists():
+                return False
+        return True
+
     def _check_and_set_request_resource(self, request: Any) -> None:
         if request.grant_type in ("authorization_code", "refresh_token") and not getattr(request, "resource", None):
             raise errors.CustomOAuth2Error(
