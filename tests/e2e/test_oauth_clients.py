@@ -114,7 +114,7 @@ class Browser:
             await page.fill("#id_password", PASSWORD)
             await page.click("input[type=submit]")
         await page.wait_for_selector("#authorizationForm")
-        assert "not verified" in await page.content()
+        assert "Not verified" in await page.content()
         await page.click("input[name=allow]")
 
     async def callback_handler(self) -> AuthorizationCodeResult:
