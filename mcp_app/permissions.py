@@ -59,6 +59,8 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.tooltask": "server__tenant",
     "mcp_app.webhook": "tool__tenant",
     "mcp_app.toolcall": "tenant",
+    "mcp_app.oauthconsent": "server__tenant",
+    "mcp_app.oauthagent": "tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.
@@ -67,6 +69,9 @@ DEFAULT_ROLES: dict[str, str | None] = {"view": VIEWER, "add": ADMIN, "change": 
 ROLES: dict[str, dict[str, str | None]] = {
     "mcp_app.tenant": {"view": VIEWER, "add": None, "change": OWNER, "delete": None},
     "mcp_app.tenantmembership": {"view": VIEWER, "add": OWNER, "change": OWNER, "delete": OWNER},
+    # Made by people consenting (mcp_app.oauth); tenant admins read and withdraw them, nobody edits them.
+    "mcp_app.oauthconsent": {"view": VIEWER, "add": None, "change": ADMIN, "delete": ADMIN},
+    "mcp_app.oauthagent": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
 
 ACTIONS = ("view", "add", "change", "delete")

@@ -284,6 +284,9 @@ OAUTH2_PROVIDER = provider_settings(
     access_token_seconds=int(os.environ.get("MCP_OAUTH_ACCESS_TOKEN_SECONDS") or 3600),
     refresh_token_seconds=int(os.environ.get("MCP_OAUTH_REFRESH_TOKEN_SECONDS") or 30 * 86400),
 )
+# DOT warns that http redirect URIs are allowed: they are, for loopback hosts only (RFC 8252 native clients;
+# mcp_app.oauth.validator refuses http anywhere else).
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 if _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS"):
     MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"] = _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS")
 if os.environ.get("MCP_OAUTH_REGISTRATIONS_PER_HOUR"):

@@ -23,7 +23,9 @@ def run_demo(*args: str) -> str:
 def test_json_output_is_exactly_one_object():
     output = run_demo("--json", "--base-url", "http://example.test:9000/")
     access = json.loads(output)
-    assert set(access) == {"url", "server_id", "agent_id", "token"}
+    assert set(access) == {"url", "server_id", "agent_id", "token", "oauth"}
+    assert access["oauth"]["url"] == "http://example.test:9000/mcp/demo"
+    assert access["oauth"]["username"] == "demo"
     assert access["url"] == "http://example.test:9000/mcp/demo?agentId=demo-agent"
     assert access["server_id"] == "demo" and access["agent_id"] == "demo-agent"
     assert output.strip().count("\n") == 0
@@ -102,3 +104,16 @@ def test_human_output_names_url_agent_and_token():
     last = run_demo().strip().splitlines()[-1]
     assert last.startswith("export TOKEN=mcp_")
     assert last != f"export TOKEN={token}"  # a new run without a token file replaced it
+
+
+@pytest.mark.django_db
+def test_the_demo_person_can_sign_in_and_consent(client):
+    """make run prints the OAuth URL and the demo user's password once; the user is a member of the demo
+    tenant, so it may consent for OAuth clients of the demo server."""
+    from mcp_app.models import TenantMembership
+
+    first = json.loads(run_demo("--json"))["oauth"]
+    assert first["password"]
+    assert client.login(username="demo", password=first["password"])
+    assert TenantMembership.objects.filter(user__username="demo", tenant__slug="demo").exists()
+    assert json.loads(run_demo("--json"))["oauth"]["password"] is None  # printed once

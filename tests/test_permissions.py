@@ -23,8 +23,9 @@ from mcp_app.permissions import (
 PERSONAL_MODELS = {"mcp_app.apikey"}  # personal API keys (mcp_app.admin.apikeys, mcp_app.api.views.ApiKeyViewSet)
 
 
-#: Models that belong to no tenant: the cross-process cache-invalidation log (infrastructure, never shown).
-NOT_TENANT_OWNED = {"mcp_app.cacheinvalidation"}
+#: Models that belong to no tenant: the cross-process cache-invalidation log (infrastructure, never shown), and
+#: what OAuth clients (site-wide, mcp_app.oauth) state about themselves, shown only on the consent page.
+NOT_TENANT_OWNED = {"mcp_app.cacheinvalidation", "mcp_app.oauthclientprofile"}
 
 
 def test_every_model_of_the_app_has_a_tenant_path():

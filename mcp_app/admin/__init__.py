@@ -12,7 +12,7 @@ or edit (admin, owner), and only owners manage memberships.
 
 from django.contrib import admin as _admin
 
-from . import agents, apikeys, audit, catalog, runtime, servers, tenancy  # noqa: F401  (registration side effects)
+from . import agents, apikeys, audit, catalog, oauth, runtime, servers, tenancy  # noqa: F401  (registration side effects)
 
 if _admin.site.index_template is None:
     # The index is mcp-host's dashboard (admin.dashboard); unfold's own admin/index.html would win by app order.

@@ -25,6 +25,8 @@ from ..models import (
     ApiKey,
     McpServer,
     McpSession,
+    OAuthAgent,
+    OAuthConsent,
     Prompt,
     Resource,
     ServerPrompt,
@@ -605,3 +607,45 @@ class ErrorSerializer(serializers.Serializer):
     """The body of every error response."""
 
     error = ErrorDetailSerializer()
+
+
+class OAuthConsentSerializer(serializers.ModelSerializer):
+    """What a person allowed an OAuth client on one server (made on the consent page; withdrawn here)."""
+
+    tenant = serializers.IntegerField(source="server.tenant_id", read_only=True)
+    username = serializers.CharField(source="user.get_username", read_only=True)
+    client_id = serializers.CharField(source="application.client_id", read_only=True)
+    client_name = serializers.CharField(source="application.name", read_only=True)
+
+    class Meta:
+        model = OAuthConsent
+        fields = (
+            "id",
+            "tenant",
+            "server",
+            "agent",
+            "username",
+            "client_id",
+            "client_name",
+            "limit_to_grant",
+            "read_only",
+            "granted_tools",
+            "granted_resources",
+            "granted_prompts",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class OAuthAgentSerializer(serializers.ModelSerializer):
+    """The agent of one person using one OAuth client in a tenant."""
+
+    username = serializers.CharField(source="user.get_username", read_only=True)
+    client_id = serializers.CharField(source="application.client_id", read_only=True)
+    client_name = serializers.CharField(source="application.name", read_only=True)
+
+    class Meta:
+        model = OAuthAgent
+        fields = ("id", "tenant", "agent", "username", "client_id", "client_name", "created_at")
+        read_only_fields = fields

@@ -2,7 +2,8 @@
 
 - ``/api/v1/``     the API root (links to every resource list);
 - ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
-  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``);
+  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``, ``oauth-consents``,
+  ``oauth-agents``);
 - ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
 """
 
@@ -36,6 +37,8 @@ router.register("tokens", views.AgentTokenViewSet, basename="token")
 router.register("sessions", views.McpSessionViewSet, basename="session")
 router.register("tool-calls", views.ToolCallViewSet, basename="tool-call")
 router.register("api-keys", views.ApiKeyViewSet, basename="api-key")
+router.register("oauth-consents", views.OAuthConsentViewSet, basename="oauth-consent")
+router.register("oauth-agents", views.OAuthAgentViewSet, basename="oauth-agent")
 
 urlpatterns = [
     path("v1/", include(router.urls)),

@@ -31,6 +31,8 @@ from ..models import (
     ApiKey,
     McpServer,
     McpSession,
+    OAuthAgent,
+    OAuthConsent,
     Prompt,
     Resource,
     ServerPrompt,
@@ -334,3 +336,37 @@ class ApiRootView(ApiViewMixin, routers.APIRootView):
 
     permission_classes = (permissions.IsAuthenticated,)
     schema = None  # type: ignore[assignment]
+
+
+@extend_schema_view(list=document(summary="OAuth consents given for your servers"))
+class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Consents are given on the consent page (docs/oauth.md); here they are read and withdrawn."""
+
+    queryset = OAuthConsent.objects.all()
+    serializer_class = serializers.OAuthConsentSerializer
+    ordering_fields = ("id", "created_at", "updated_at")
+    action_permissions = {"withdraw": "change"}
+
+    def get_queryset(self) -> models.QuerySet[OAuthConsent]:
+        return (
+            scope(self.queryset.all(), self.request.user)
+            .select_related("server", "user", "application")
+            .prefetch_related("granted_tools", "granted_resources", "granted_prompts")
+            .order_by("pk")
+        )
+
+    @document(request=None, responses={204: None}, summary="Withdraw the consent: its tokens stop working")
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request: Request, pk: str | None = None) -> Response:
+        self.get_object().withdraw()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema_view(list=document(summary="OAuth agents of your tenants (one per person and client)"))
+class OAuthAgentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = OAuthAgent.objects.all()
+    serializer_class = serializers.OAuthAgentSerializer
+    ordering_fields = ("id", "created_at")
+
+    def get_queryset(self) -> models.QuerySet[OAuthAgent]:
+        return scope(self.queryset.all(), self.request.user).select_related("user", "application").order_by("pk")

@@ -5,7 +5,7 @@ from .apikeys import ApiKey
 from .audit import ToolCall
 from .caching import CacheInvalidation
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
-from .oauth import OAuthAgent, OAuthConsent
+from .oauth import OAuthAgent, OAuthClientProfile, OAuthConsent
 from .servers import McpServer
 from .sessions import McpSession
 from .tasks import ToolTask
@@ -20,6 +20,7 @@ __all__ = [
     "McpServer",
     "McpSession",
     "OAuthAgent",
+    "OAuthClientProfile",
     "OAuthConsent",
     "Prompt",
     "Resource",

@@ -72,6 +72,40 @@ class OAuthAgent(models.Model):
         return f"{self.agent.agent_id} ({self.tenant.slug})"
 
 
+class OAuthClientProfileManager(models.Manager["OAuthClientProfile"]):
+    def remember(self, client_id: str, metadata: Any) -> None:
+        """Keep what a client says about itself (RFC 7591 registration or metadata document): only http(s) URLs."""
+        if not isinstance(metadata, dict):
+            return
+
+        def url(key: str) -> str:
+            value = metadata.get(key)
+            ok = isinstance(value, str) and value.startswith(("https://", "http://")) and len(value) <= 500
+            return value if ok else ""  # type: ignore[return-value]
+
+        self.update_or_create(
+            client_id=client_id[:255], defaults={"client_uri": url("client_uri"), "logo_uri": url("logo_uri")}
+        )
+
+
+class OAuthClientProfile(models.Model):
+    """What an OAuth client states about itself (home page, logo), shown on the consent page as not verified."""
+
+    client_id = models.CharField("client id", max_length=255, unique=True)
+    client_uri = models.URLField("client URL", max_length=500, blank=True)
+    logo_uri = models.URLField("logo URL", max_length=500, blank=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    objects = OAuthClientProfileManager()
+
+    class Meta:
+        verbose_name = "OAuth client profile"
+        verbose_name_plural = "OAuth client profiles"
+
+    def __str__(self) -> str:
+        return self.client_id
+
+
 class OAuthConsentQuerySet(models.QuerySet["OAuthConsent"]):
     def withdraw(self) -> int:
         """Withdraw these consents: their tokens (DOT's and the mirrors) stop working on every process."""

@@ -13,6 +13,7 @@ system's trust store (``SSL_CERT_FILE`` may name another bundle).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from oauth2_provider import cimd
 
@@ -31,7 +32,15 @@ def _resolve_and_validate(hostname: str, port: int) -> list[str]:
 
 class NetguardMetadataFetcher(cimd.SafeMetadataFetcher):
     """DOT's fetcher with netguard's address check (installed when this module is imported, i.e. when DOT loads
-    the fetcher named by ``CIMD_METADATA_FETCHER``: DOT's ``fetch`` resolves through a module-level function)."""
+    the fetcher named by ``CIMD_METADATA_FETCHER``: DOT's ``fetch`` resolves through a module-level function).
+    What the document says about the client (its URL, its logo) is kept for the consent page."""
+
+    def fetch(self, client_id: str) -> Any:
+        metadata, max_age = super().fetch(client_id)
+        from ..models import OAuthClientProfile
+
+        OAuthClientProfile.objects.remember(client_id, metadata)
+        return metadata, max_age
 
 
 cimd._resolve_and_validate = _resolve_and_validate

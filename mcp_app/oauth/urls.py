@@ -29,7 +29,7 @@ urlpatterns = [
     path("oauth/authorize/", views.AuthorizeView.as_view(), name="authorize"),
     path("oauth/token/", dot.TokenView.as_view(), name="token"),
     path("oauth/revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
-    path("oauth/register/", dot.DynamicClientRegistrationView.as_view(), name="dcr-register"),
+    path("oauth/register/", views.RegistrationView.as_view(), name="dcr-register"),
     path(
         "oauth/register/<str:client_id>/",
         dot.DynamicClientRegistrationManagementView.as_view(),

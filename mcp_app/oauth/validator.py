@@ -11,6 +11,7 @@ consent's grant, scoped to that one server. Access tokens look like agent tokens
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.http import HttpRequest
 from oauth2_provider.oauth2_validators import OAuth2Validator
@@ -45,7 +46,31 @@ def target_server(resources: list[str], origin: str) -> McpServer | None:
     return McpServer.objects.servable().filter(server_id=server_id, oauth_enabled=True).select_related("tenant").first()
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
 class McpOAuth2Validator(OAuth2Validator):
+    def validate_redirect_uri(self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any) -> bool:
+        """DOT's exact matching (loopback: any port, RFC 8252), and plain ``http`` only for loopback hosts: the
+        reason ``http`` is among ``ALLOWED_REDIRECT_URI_SCHEMES`` (native clients listen on loopback)."""
+        parts = urlsplit(redirect_uri)
+        if parts.scheme == "http" and (parts.hostname or "") not in LOOPBACK_HOSTS:
+            return False
+        return bool(super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs))
+
+    def validate_refresh_token(self, refresh_token: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
+        """DOT's checks, and the access token it was issued with must not have been revoked as an agent token
+        (the admin's or the API's revoke action on the mirror): revoking it ends the whole grant."""
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        previous = getattr(request, "refresh_token_instance", None)
+        access = getattr(previous, "access_token", None)
+        if access is not None and access.token_checksum:
+            revoked = AgentToken.objects.filter(digest=access.token_checksum, revoked_at__isnull=False)
+            if revoked.exists():
+                return False
+        return True
+
     def _check_and_set_request_resource(self, request: Any) -> None:
         if request.grant_type in ("authorization_code", "refresh_token") and not getattr(request, "resource", None):
             raise errors.CustomOAuth2Error(

@@ -14,6 +14,7 @@ something.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -29,12 +30,12 @@ from django.views.decorators.http import require_POST
 from django.views.generic import ListView
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
-from oauth2_provider.views import AuthorizationView
+from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
 from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from ..conf import mcp_settings
-from ..models import McpServer, OAuthConsent, TenantMembership
+from ..models import McpServer, OAuthClientProfile, OAuthConsent, TenantMembership
 from .forms import ConsentForm
 from .provider import SCOPE
 from .resources import origin_of, resource_url
@@ -184,6 +185,9 @@ class AuthorizeView(AuthorizationView):
                 "title": f"Authorize {application.name if application else 'an application'}",
                 "server": self.server,
                 "client_url": application.client_id if application and "://" in application.client_id else "",
+                "profile": OAuthClientProfile.objects.filter(client_id=application.client_id).first()
+                if application
+                else None,
             }
         )
         return context
@@ -203,6 +207,21 @@ class AuthorizeView(AuthorizationView):
 def registration_key(address: str) -> str:
     """The cache key counting this hour's registrations from ``address``."""
     return f"mcp-oauth-dcr:{address}:{int(time.time() // 3600)}"
+
+
+class RegistrationView(DynamicClientRegistrationView):
+    """DOT's RFC 7591 endpoint; what the client says about itself (URL, logo) is kept for the consent page."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 201:
+            try:
+                registered = json.loads(response.content)
+                stated = json.loads(request.body)
+            except ValueError:
+                return response
+            OAuthClientProfile.objects.remember(str(registered.get("client_id", "")), stated)
+        return response
 
 
 class OpenRegistration:

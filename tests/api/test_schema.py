@@ -42,6 +42,11 @@ EXPECTED_PATHS = {
     "/api/v1/api-keys/",
     "/api/v1/api-keys/{id}/",
     "/api/v1/api-keys/{id}/revoke/",
+    "/api/v1/oauth-consents/",
+    "/api/v1/oauth-consents/{id}/",
+    "/api/v1/oauth-consents/{id}/withdraw/",
+    "/api/v1/oauth-agents/",
+    "/api/v1/oauth-agents/{id}/",
 }
 
 

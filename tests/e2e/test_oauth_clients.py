@@ -2,7 +2,8 @@
 ``/mcp/demo`` (no agentId, no token). It discovers the protected-resource and authorization-server metadata,
 registers itself (RFC 7591), and sends the person to the authorization endpoint, where headless chromium
 (Playwright) signs in and consents; then ``tools/list`` and ``tools/call`` in the handshake era and in
-2026-07-28. Access tokens live 3 seconds on this daphne: once expired, the next connection refreshes (no
+2026-07-28. The same with a client ID metadata document served over HTTPS on loopback (a test CA daphne
+trusts), and with the TypeScript SDK's OAuth client. Access tokens live 3 seconds on this daphne: once expired, the next connection refreshes (no
 browser) and the old token is refused.
 
 Chromium missing: skipped, except under ``MCP_REQUIRE_SERVICES=1`` (CI), where it fails.
@@ -11,8 +12,12 @@ Chromium missing: skipped, except under ``MCP_REQUIRE_SERVICES=1`` (CI), where i
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -109,7 +114,7 @@ class Browser:
             await page.fill("#id_password", PASSWORD)
             await page.click("input[type=submit]")
         await page.wait_for_selector("#authorizationForm")
-        assert "not verified" in await page.content()
+        assert "Not verified" in await page.content()
         await page.click("input[name=allow]")
 
     async def callback_handler(self) -> AuthorizationCodeResult:
@@ -215,3 +220,63 @@ async def test_the_python_sdk_connects_with_a_client_id_metadata_document(
     assert (legacy[2], modern[2]) == ("hello legacy", "hello auto")
     assert storage.client is not None and storage.client.client_id == client_id
     assert "/client/sdk.json" in documents.fetched
+
+
+def test_the_typescript_sdk_connects_with_oauth(oauth_daphne: Daphne, demo: Any) -> None:
+    """``ts_oauth_client.mjs``: the TypeScript SDK's OAuth client (dynamic registration, PKCE, resource); this
+    test is the person at the browser (headless chromium) and hands the redirect back to it."""
+    from playwright.sync_api import sync_playwright
+
+    from .node_tools import any_node, package_dir
+
+    executable = _chromium()
+    node, sdk = any_node(), package_dir("@modelcontextprotocol/sdk")
+    redirect = "http://127.0.0.1:47323/callback"
+    env = {
+        **os.environ,
+        "MCP_TS_SDK_DIR": str(sdk),
+        "MCP_URL": f"{oauth_daphne.url}/mcp/demo",
+        "MCP_REDIRECT": redirect,
+    }
+    script = Path(__file__).with_name("ts_oauth_client.mjs")
+    process = subprocess.Popen(
+        [node, str(script)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stdin is not None
+        first = json.loads(process.stdout.readline() or "{}")
+        assert "authorize" in first, process.stderr.read() if process.stderr else ""
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+            page = chromium.new_page()
+            page.set_default_timeout(WAIT_SECONDS * 1000)
+            seen: list[str] = []
+
+            def catch(route: Any) -> None:
+                seen.append(route.request.url)
+                route.fulfill(status=200, body="done")
+
+            page.route(f"{redirect}*", catch)
+            page.goto(first["authorize"])
+            page.fill("#id_username", "alice")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_selector("#authorizationForm")
+            page.click("input[name=allow]")
+            deadline = time.monotonic() + WAIT_SECONDS
+            while not seen:
+                assert time.monotonic() < deadline, "no redirect back to the client"
+                page.wait_for_timeout(50)
+            chromium.close()
+        assert "iss=" in seen[0]
+        process.stdin.write(seen[0] + "\n")
+        process.stdin.flush()
+        out, err = process.communicate(timeout=WAIT_SECONDS * 2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    result = json.loads(out.strip().splitlines()[-1])["result"]
+    assert result["text"] == "hello typescript"
+    assert "echo" in result["tools"]
+    assert result["authorizations"] == 1 and result["clientId"]

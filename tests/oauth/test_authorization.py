@@ -284,3 +284,36 @@ def test_registration_is_rate_limited(client: Client) -> None:
     )
     assert response.status_code in (401, 403)
     assert response.json()["error"] == "access_denied"
+
+
+def test_plain_http_redirect_only_on_loopback(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    registered = register(client, redirect_uris=["http://client.example/callback"])
+    client.force_login(user)
+    params = authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
+    params["redirect_uri"] = "http://client.example/callback"
+    response = client.get("/oauth/authorize/", params)
+    assert response.status_code == 400  # never redirected over plain http to a non-loopback host
+
+
+def test_consent_page_shows_what_the_client_says_marked_not_verified(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    response = client.post(
+        "/oauth/register/",
+        data={
+            "client_name": "Shiny client",
+            "client_uri": "https://shiny.example/",
+            "logo_uri": "https://shiny.example/logo.png",
+            "redirect_uris": [REDIRECT],
+            "token_endpoint_auth_method": "none",
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 201
+    client.force_login(user)
+    params = authorize_params(response.json()["client_id"], access.server.server_id, pkce()[1])
+    page = client.get("/oauth/authorize/", params).content.decode()
+    assert "Shiny client" in page and 'href="https://shiny.example/"' in page
+    assert 'src="https://shiny.example/logo.png"' in page
+    assert "Not verified" in page
+    assert access.server.server_id in page and access.tenant.name in page

@@ -42,7 +42,8 @@ def test_a_document_on_an_allowed_loopback_is_used(
     url = documents.url("client", secrets.token_hex(4))
     page = _authorize(client, user, access.server, url)
     assert page.status_code == 200, page.content[:500]
-    assert b"CIMD test client" in page.content and b"not verified" in page.content
+    assert b"CIMD test client" in page.content and b"Not verified" in page.content
+    assert b"https://client.example/" in page.content
     # Cached by its Cache-Control: a second authorization does not fetch again.
     assert _authorize(client, user, access.server, url).status_code == 200
     assert documents.fetched.count(url.removeprefix(documents.base)) == 1

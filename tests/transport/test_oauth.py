@@ -105,3 +105,10 @@ async def test_a_warm_call_with_an_oauth_token_runs_no_query_and_no_hop(
         assert (cost.queries, cost.hops) == ([], ["_in_worker_thread"])  # one hop: echo is a sync tool
     assert warm.status == 200
     assert warm.json()["result"]["content"] == [{"type": "text", "text": "warm"}]
+
+
+async def test_a_token_of_another_tenant_is_401_at_its_server(oauth: Issued, make_access: Any) -> None:
+    foreign = await make_access()
+    reply = await call(oauth, LIST, path=foreign.path)
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]

@@ -8,6 +8,7 @@ tokens.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -24,15 +25,46 @@ DEMO_INSTRUCTIONS = (
 )
 
 
+DEMO_USERNAME = "demo"
+
+
 @dataclass(frozen=True)
 class DemoAccess:
     url: str
     server_id: str
     agent_id: str
     token: str
+    # OAuth: the URL an OAuth client needs (no agentId), and the demo person who signs in and consents. The
+    # password is known only when this run created the user (it is printed once, never stored in clear).
+    oauth_url: str = ""
+    username: str = DEMO_USERNAME
+    password: str | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        return {"url": self.url, "server_id": self.server_id, "agent_id": self.agent_id, "token": self.token}
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "url": self.url,
+            "server_id": self.server_id,
+            "agent_id": self.agent_id,
+            "token": self.token,
+            "oauth": {"url": self.oauth_url, "username": self.username, "password": self.password},
+        }
+
+
+def _demo_user(tenant: Tenant) -> str | None:
+    """The demo person, a member of the demo tenant who may consent for OAuth clients; the password when this
+    call created the user, else ``None``."""
+    from django.contrib.auth import get_user_model
+
+    from mcp_app.models import TenantMembership
+
+    users = get_user_model()
+    user = users.objects.filter(username=DEMO_USERNAME).first()
+    password = None
+    if user is None:
+        password = secrets.token_urlsafe(12)
+        user = users.objects.create_user(username=DEMO_USERNAME, password=password)
+    TenantMembership.objects.get_or_create(tenant=tenant, user=user, defaults={"role": TenantMembership.Role.VIEWER})
+    return password
 
 
 def _ensure_server(tenant: Tenant, server_id: str, **defaults: object) -> McpServer:
@@ -92,4 +124,11 @@ def ensure_demo(base_url: str, reuse: str | None = None) -> DemoAccess:
     agent, _ = Agent.objects.get_or_create(tenant=tenant, agent_id="demo-agent", defaults={"name": "Demo agent"})
     raw = _demo_token(agent, servers, reuse)
     url = f"{base_url.rstrip('/')}/mcp/{server.server_id}?agentId={agent.agent_id}"
-    return DemoAccess(url=url, server_id=server.server_id, agent_id=agent.agent_id, token=raw)
+    return DemoAccess(
+        url=url,
+        server_id=server.server_id,
+        agent_id=agent.agent_id,
+        token=raw,
+        oauth_url=f"{base_url.rstrip('/')}/mcp/{server.server_id}",
+        password=_demo_user(tenant),
+    )

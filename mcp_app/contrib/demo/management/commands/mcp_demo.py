@@ -54,6 +54,14 @@ class Command(BaseCommand):
                     f"  Agent id: {access.agent_id}",
                     f"  Token   : {access.token}",
                     f"  Also    : {access.url.replace('/mcp/demo?', '/mcp/demo-modern?')}  (2026-07-28 only)",
+                    "OAuth clients (Claude, ChatGPT, VS Code, Cursor, MCP Inspector; docs/oauth.md):",
+                    f"  URL     : {access.oauth_url}",
+                    f"  Sign in : {access.username} / "
+                    + (
+                        f"{access.password}  (shown this once; reset with manage.py changepassword {access.username})"
+                        if access.password
+                        else f"(password shown when created; reset with manage.py changepassword {access.username})"
+                    ),
                     "Connect with header  Authorization: Bearer <token>; paste this line into your shell:",
                     f"export TOKEN={access.token}",
                 ]
