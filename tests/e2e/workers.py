@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import REQUIRE_SERVICES
 
-READY_TIMEOUT_SECONDS = 30.0
+READY_TIMEOUT_SECONDS = 60.0  # a bound, not a wait (start-up on a loaded machine)
 STOP_TIMEOUT_SECONDS = 15.0
 
 
