@@ -9,8 +9,10 @@ The contract:
   signals), when a serving process starts sweeping (``workers.liveness.start_sweeping``), or else on the first
   ``owner()`` of a process (its thread beats at once). The request path pays one flag check; the heartbeat costs one
   Redis round trip per interval per process, whatever the traffic.
-- ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS`` (or unknown). A
-  lease, not a pid: an exited process that was not reaped yet (a zombie), a pid reused after a fast restart
+- ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS``. An owner that never
+  beat in this backend (a process that does not share it, e.g. the embedded default next to a Redis deployment
+  on one database; or one forgotten after a day or lost with a Redis restart) is not judged by it: only by the
+  pid check below, and by its record's deadline or TTL. A lease, not a pid: an exited process that was not reaped yet (a zombie), a pid reused after a fast restart
   and a process on another host are all judged alike. Nobody is judged while this process's own beats have
   not succeeded for a whole timeout (after a Redis outage or restart every beat is stale: the others get one
   timeout to beat again first); then ``dead`` answers an empty set.
@@ -88,7 +90,7 @@ local oldest = now - tonumber(ARGV[1])
 local dead = {}
 for i = 2, #ARGV do
   local seen = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if (not seen) or tonumber(seen) < oldest then dead[#dead + 1] = ARGV[i] end
+  if seen and tonumber(seen) < oldest then dead[#dead + 1] = ARGV[i] end
 end
 return dead
 """
