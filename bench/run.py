@@ -153,6 +153,8 @@ def base_env(tmp: Path, db: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "mcp_host.settings")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    # One agent drives every request: the default rates (200/s per agent) would measure the limiter's 429s.
+    env["MCP_RATE_LIMIT_PER_TENANT"] = env["MCP_RATE_LIMIT_PER_AGENT"] = "0"
     if db == "sqlite":
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)

@@ -66,6 +66,9 @@ def _env() -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         "MCP_WORKER_QUEUE": QUEUE,
         "MCP_CHANNEL_PREFIX": QUEUE,
+        # One agent drives every call: the default rates (200/s per agent) would measure the limiter's 429s.
+        "MCP_RATE_LIMIT_PER_TENANT": "0",
+        "MCP_RATE_LIMIT_PER_AGENT": "0",
     }
     if not env.get("DATABASE_URL") or not env.get("REDIS_URL"):
         sys.exit("bench.workers needs DATABASE_URL (PostgreSQL) and REDIS_URL (the Celery broker)")

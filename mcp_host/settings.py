@@ -242,7 +242,14 @@ if REDIS_URL:
 if REDIS_URL:
     # Several processes: rate buckets, caps and failed-authentication counts hold across them all.
     MCP_APP["RATE_LIMITS"] = {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}}
-for _name in ("HEARTBEAT_INTERVAL_SECONDS", "HEARTBEAT_TIMEOUT_SECONDS", "WORKER_QUEUE_TIMEOUT_SECONDS"):
+# Rates per second (0: unlimited; the fields on tenants, agents and tools override them, docs/limits.md).
+for _name in (
+    "HEARTBEAT_INTERVAL_SECONDS",
+    "HEARTBEAT_TIMEOUT_SECONDS",
+    "WORKER_QUEUE_TIMEOUT_SECONDS",
+    "RATE_LIMIT_PER_TENANT",
+    "RATE_LIMIT_PER_AGENT",
+):
     if os.environ.get(f"MCP_{_name}"):
         MCP_APP[_name] = float(os.environ[f"MCP_{_name}"])
 if os.environ.get("MCP_WRITE_BEHIND_INTERVAL_SECONDS"):
