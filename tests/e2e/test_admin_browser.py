@@ -98,6 +98,14 @@ def _shot(page: Any, folder: Path, name: str) -> None:
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
+def _save(page: Any) -> None:
+    """Save and continue editing; the next page says it was saved."""
+    with page.expect_navigation():
+        page.click("button[name=_continue]")
+    page.wait_for_load_state("load")
+    assert "was changed successfully" in page.locator("#main").inner_text()
+
+
 def _visible(page: Any, selector: str) -> bool:
     locator = page.locator(selector)
     return locator.count() > 0 and locator.first.is_visible()
@@ -145,8 +153,7 @@ def test_a_tenants_staff_walks_the_new_admin(styled_daphne: Daphne, worlds: dict
         assert page.locator(".mcp-webhook-inline").count() == 0
         page.fill("#id_title", "Countdown on a worker")
         _shot(page, folder, "02-tool-python")
-        page.click("button[name=_continue]")
-        assert "was changed successfully" in page.locator("#main").inner_text()
+        _save(page)
 
         page.goto(f"{base}/admin/mcp_app/tool/{static.pk}/change/")
         for field in ("static_result", "static_error", "static_cases", "input_schema"):
@@ -158,8 +165,7 @@ def test_a_tenants_staff_walks_the_new_admin(styled_daphne: Daphne, worlds: dict
             '\'{"content": [{"type": "text", "text": "edited in the browser"}]}\')'
         )
         _shot(page, folder, "03-tool-static")
-        page.click("button[name=_continue]")
-        assert "was changed successfully" in page.locator("#main").inner_text()
+        _save(page)
         saved = json.loads(page.locator("#id_static_result").input_value())  # the page as stored, reloaded
         assert saved == {"content": [{"type": "text", "text": "edited in the browser"}]}
 
@@ -168,8 +174,7 @@ def test_a_tenants_staff_walks_the_new_admin(styled_daphne: Daphne, worlds: dict
         assert not _visible(page, "#id_python_name") and not _visible(page, "[data-for=id_static_result]")
         page.fill("#id_title", "Notify the team")
         _shot(page, folder, "04-tool-http")
-        page.click("button[name=_continue]")
-        assert "was changed successfully" in page.locator("#main").inner_text()
+        _save(page)
 
         # The add page: the chosen kind decides which fields show.
         page.goto(f"{base}/admin/mcp_app/tool/add/")
