@@ -17,7 +17,11 @@ class UserAdmin(BaseUserAdmin, ModelAdmin):
     add_form = UserCreationForm
     change_password_form = AdminPasswordChangeForm
 
+    class Media:
+        css = {"all": ("mcp_app/admin/admin.css",)}  # the permission pickers fit the window
+
 
 @admin.register(Group)
 class GroupAdmin(BaseGroupAdmin, ModelAdmin):
-    pass
+    class Media:
+        css = {"all": ("mcp_app/admin/admin.css",)}

@@ -30,6 +30,9 @@ class ApiKeyAdmin(ModelAdmin):
     readonly_fields = ("user", "prefix", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_keys"]
 
+    class Media:
+        css = {"all": ("mcp_app/admin/admin.css",)}
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApiKey]:
         queryset = super().get_queryset(request)
         return queryset if request.user.is_superuser else queryset.filter(user_id=request.user.pk)

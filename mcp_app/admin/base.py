@@ -162,6 +162,9 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
     tenant_field: str | None = "tenant"
     read_only_model = False
 
+    class Media:
+        css = {"all": ("mcp_app/admin/admin.css",)}  # mcp-host's layout rules (widths, dashboard, progress)
+
     # -- querysets ----------------------------------------------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return permissions.scope_queryset(request.user, super().get_queryset(request))

@@ -13,13 +13,14 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 from unfold.admin import StackedInline
+from unfold.widgets import UnfoldAdminTextareaWidget, UnfoldBooleanSwitchWidget
 
 from ..definitions.http_tools import parse_secret_headers
 from ..models import Tool, Webhook
 from .base import TenantScopedInline
 
 
-class WriteOnlyTextarea(forms.Textarea):
+class WriteOnlyTextarea(UnfoldAdminTextareaWidget):
     """A textarea that never renders a value: what was typed is not sent back, even with form errors."""
 
     def format_value(self, value: Any) -> None:
@@ -35,7 +36,9 @@ class WebhookForm(forms.ModelForm):
         help_text="One 'Name: value' per line, e.g. 'Authorization: Bearer …'. Stored encrypted and never shown "
         "again; leave empty to keep the current ones, type new ones to replace them all.",
     )
-    clear_secret_headers = forms.BooleanField(label="remove all secret headers", required=False)
+    clear_secret_headers = forms.BooleanField(
+        label="remove all secret headers", required=False, widget=UnfoldBooleanSwitchWidget
+    )
 
     class Meta:
         model = Webhook

@@ -112,7 +112,7 @@ def test_a_tenant_admin_runs_their_tenant_from_the_browser(styled_daphne: Daphne
         page.fill("#id_description", "Tomorrow's weather.")
         _set_json(page, "input_schema", {"type": "object", "properties": {"city": {"type": "string"}}})
         _set_json(page, "static_result", {"content": [{"type": "text", "text": "sunny"}]})
-        page.click("input[name=_save]")
+        page.click("[name=_save]")
         assert "was added successfully" in _saved(page)
 
         # Bound to the server, picked by autocomplete.
@@ -120,7 +120,7 @@ def test_a_tenant_admin_runs_their_tenant_from_the_browser(styled_daphne: Daphne
         _pick_autocomplete(page, "server", "globex-server")
         _pick_autocomplete(page, "tool", "forecast")
         page.fill("#id_position", "1")
-        page.click("input[name=_save]")
+        page.click("[name=_save]")
         assert "was added successfully" in _saved(page)
 
         # A token limited to that one tool, from the agent's page; the raw value is shown once.
@@ -130,7 +130,7 @@ def test_a_tenant_admin_runs_their_tenant_from_the_browser(styled_daphne: Daphne
         _choose(page, "servers", str(globex["server"]))
         page.check("#id_limit_to_grant")
         _choose(page, "granted_tools", "forecast (globex)")
-        page.click("input[name=_save]")
+        page.click("[name=_save]")
         raw_token = page.locator("#mcp-new-token").inner_text().strip()
         assert raw_token.startswith("mcp_")
         page.reload()
