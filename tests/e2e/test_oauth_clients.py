@@ -32,8 +32,8 @@ from mcp_app.protocol.versions import V2025_11_25, V2026_07_28
 from tests.cimd_server import REDIRECT as CIMD_REDIRECT
 from tests.cimd_server import CimdServer, cimd_server
 
+from .browser import chromium as _chromium
 from .conftest import Daphne, running_daphne
-from .test_browser import _chromium
 
 pytestmark = pytest.mark.e2e
 
