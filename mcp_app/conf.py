@@ -45,8 +45,15 @@ DEFAULTS: dict[str, Any] = {
     # Largest encoded clientInfo + capabilities a client may declare (initialize, the 2026-07-28 _meta), in
     # bytes; larger declarations are refused with -32602 instead of being stored.
     "MAX_CLIENT_INFO_BYTES": 16 * 1024,
+    # Largest request id and _meta.progressToken (encoded, in bytes) a client may send: the server repeats them in
+    # every answer, progress notification and stored event. Beyond it: -32602 (a token) or -32600 (an id).
+    "MAX_ECHOED_BYTES": 1024,
     # Seconds between keep-alive comments on idle SSE streams.
     "SSE_KEEPALIVE_SECONDS": 25.0,
+    # A handshake-era tool call on a session that has sent nothing for this long opens its SSE stream (headers,
+    # the priming event, then keep-alives), so a proxy's read timeout never cuts a silent call; a call with a
+    # progress token opens it at once.
+    "SSE_OPEN_AFTER_SECONDS": 1.0,
     # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
     "TOKEN_LAST_USED_INTERVAL_SECONDS": 60,
     # Origins accepted on every server in addition to each server's own allowed origins (also for CORS).
@@ -162,7 +169,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "REQUEST_DEADLINE_SECONDS": (int, float),
     "MAX_JSON_DEPTH": (int,),
     "MAX_CLIENT_INFO_BYTES": (int,),
+    "MAX_ECHOED_BYTES": (int,),
     "SSE_KEEPALIVE_SECONDS": (int, float),
+    "SSE_OPEN_AFTER_SECONDS": (int, float),
     "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
     "ALLOWED_ORIGINS": (list, tuple),
     "CORS_MAX_AGE_SECONDS": (int,),
