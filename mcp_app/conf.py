@@ -37,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REQUEST_LINE_BYTES": 8 * 1024,
     "MAX_HEADER_BYTES": 16 * 1024,
     "REQUEST_DEADLINE_SECONDS": 30.0,
+    # daphne (EDGE_LIMITS): a connection that neither received nor sent a byte for this long is closed (a client
+    # slowly reading a long answer is not idle), and one with more than MAX_PENDING_BYTES written but unread is
+    # ended with an SSE error event, then aborted.
+    "IDLE_TIMEOUT_SECONDS": 60.0,
+    "MAX_PENDING_BYTES": 8 * 1024 * 1024,
     # Largest JSON-RPC batch (array) accepted in one POST.
     "MAX_BATCH_SIZE": 50,
     # Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it).
@@ -167,6 +172,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_REQUEST_LINE_BYTES": (int,),
     "MAX_HEADER_BYTES": (int,),
     "REQUEST_DEADLINE_SECONDS": (int, float),
+    "IDLE_TIMEOUT_SECONDS": (int, float),
+    "MAX_PENDING_BYTES": (int,),
     "MAX_JSON_DEPTH": (int,),
     "MAX_CLIENT_INFO_BYTES": (int,),
     "MAX_ECHOED_BYTES": (int,),
