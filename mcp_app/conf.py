@@ -37,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REQUEST_LINE_BYTES": 8 * 1024,
     "MAX_HEADER_BYTES": 16 * 1024,
     "REQUEST_DEADLINE_SECONDS": 30.0,
+    # daphne (EDGE_LIMITS): a connection that neither received nor sent a byte for this long is closed (a client
+    # slowly reading a long answer is not idle), and one with more than MAX_PENDING_BYTES written but unread is
+    # ended with an SSE error event, then aborted.
+    "IDLE_TIMEOUT_SECONDS": 60.0,
+    "MAX_PENDING_BYTES": 8 * 1024 * 1024,
     # Largest JSON-RPC batch (array) accepted in one POST.
     "MAX_BATCH_SIZE": 50,
     # Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it).
@@ -45,8 +50,15 @@ DEFAULTS: dict[str, Any] = {
     # Largest encoded clientInfo + capabilities a client may declare (initialize, the 2026-07-28 _meta), in
     # bytes; larger declarations are refused with -32602 instead of being stored.
     "MAX_CLIENT_INFO_BYTES": 16 * 1024,
+    # Largest request id and _meta.progressToken (encoded, in bytes) a client may send: the server repeats them in
+    # every answer, progress notification and stored event. Beyond it: -32602 (a token) or -32600 (an id).
+    "MAX_ECHOED_BYTES": 1024,
     # Seconds between keep-alive comments on idle SSE streams.
     "SSE_KEEPALIVE_SECONDS": 25.0,
+    # A handshake-era tool call on a session that has sent nothing for this long opens its SSE stream (headers,
+    # the priming event, then keep-alives), so a proxy's read timeout never cuts a silent call; a call with a
+    # progress token opens it at once.
+    "SSE_OPEN_AFTER_SECONDS": 1.0,
     # A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path.
     "TOKEN_LAST_USED_INTERVAL_SECONDS": 60,
     # REST API throttling (DRF's throttles, mcp_app.api.throttling): requests per personal API key and per user
@@ -220,9 +232,13 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "MAX_REQUEST_LINE_BYTES": (int,),
     "MAX_HEADER_BYTES": (int,),
     "REQUEST_DEADLINE_SECONDS": (int, float),
+    "IDLE_TIMEOUT_SECONDS": (int, float),
+    "MAX_PENDING_BYTES": (int,),
     "MAX_JSON_DEPTH": (int,),
     "MAX_CLIENT_INFO_BYTES": (int,),
+    "MAX_ECHOED_BYTES": (int,),
     "SSE_KEEPALIVE_SECONDS": (int, float),
+    "SSE_OPEN_AFTER_SECONDS": (int, float),
     "TOKEN_LAST_USED_INTERVAL_SECONDS": (int, float),
     "API_RATE_PER_KEY": (str, type(None)),
     "API_RATE_PER_USER": (str, type(None)),

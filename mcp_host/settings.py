@@ -277,6 +277,10 @@ if os.environ.get("MCP_WORKER_QUEUE"):
     MCP_APP["WORKER_QUEUE"] = os.environ["MCP_WORKER_QUEUE"]
 if os.environ.get("MCP_WORKER_DISPATCH"):
     MCP_APP["WORKER_DISPATCH"] = os.environ["MCP_WORKER_DISPATCH"]
+if os.environ.get("MCP_IDLE_TIMEOUT_SECONDS"):
+    MCP_APP["IDLE_TIMEOUT_SECONDS"] = float(os.environ["MCP_IDLE_TIMEOUT_SECONDS"])
+if os.environ.get("MCP_MAX_PENDING_BYTES"):
+    MCP_APP["MAX_PENDING_BYTES"] = int(os.environ["MCP_MAX_PENDING_BYTES"])
 if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):

@@ -483,6 +483,7 @@ class RequestContext:
     log_level: str | None = None
     cache_ttl_ms: int = 0
     page_size: int = 100
+    max_echoed_bytes: int = 1024  # the largest request id or progress token echoed back (see ``dispatcher``)
     session: Session | None = None
     # The back-channel to the client (server-to-client requests, their answers, cancellation, SEP-1699).
     outbound: Outbound = NO_CHANNEL

@@ -86,6 +86,16 @@ def _progress_token(params: dict[str, Any]) -> str | int | None:
     return None
 
 
+def _check_echoed(name: str, value: str | int | None, max_bytes: int) -> None:
+    """Refuse (-32602) a client value the server repeats in what it sends (every progress notification, the
+    event store): its size must not multiply the memory one request can take."""
+    if isinstance(value, str) and len(value.encode()) > max_bytes:
+        raise InvalidParams(
+            f"Invalid params: {name} takes {len(value.encode())} bytes; at most {max_bytes} are accepted",
+            {"maxBytes": max_bytes},
+        )
+
+
 class Dispatcher:
     """A method table plus the JSON-RPC rules for single messages and batches."""
 
@@ -149,6 +159,12 @@ class Dispatcher:
         return None
 
     async def _answer(self, request: Request, ctx: RequestContext) -> dict[str, Any]:
+        if isinstance(request.id, str) and len(request.id.encode()) > ctx.max_echoed_bytes:
+            # Every answer and event repeats the id: one too long to echo is refused without it.
+            return error_response(
+                None,
+                InvalidRequest(f"Invalid Request: the id takes more than {ctx.max_echoed_bytes} bytes"),
+            )
         if ctx.tracer is not None:
             return await ctx.tracer.trace(
                 request.method, request.id, request.params, ctx, lambda: self._respond(request, ctx)
@@ -165,10 +181,12 @@ class Dispatcher:
                 params = {}
             elif not isinstance(params, dict):
                 raise InvalidParams("Invalid params: params must be an object")
+            token = _progress_token(params)
+            _check_echoed("_meta.progressToken", token, ctx.max_echoed_bytes)
             message_ctx = MessageContext(
                 request=ctx,
                 request_id=request.id,
-                progress=ProgressReporter(_progress_token(params), ctx.emit),
+                progress=ProgressReporter(token, ctx.emit),
                 log=LogReporter(_log_threshold(ctx), ctx.emit),
             )
             result = await handler(params, message_ctx)

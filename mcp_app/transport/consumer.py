@@ -213,6 +213,8 @@ class McpConsumer(AsyncConsumer):
         self._work.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._work
+        if self._writer is not None:
+            await self._writer.settle()
         if self._writer is not None and self._writer.streaming:
             self._writer.discard()
             await send_body(self.send, b"")
@@ -261,6 +263,8 @@ class McpConsumer(AsyncConsumer):
     async def _cleanup(self) -> None:
         if self._slot is not None:
             await self._slot.release()
+        if self._writer is not None:
+            self._writer.stop_timers()
         if self._backchannel is not None:
             await self._backchannel.close()
         work = self._work
@@ -291,6 +295,9 @@ class McpConsumer(AsyncConsumer):
         except Exception as exc:
             metrics.record_exception(exc)
             logger.exception("unhandled error serving %s %s", self.scope.get("method"), self.scope.get("path"))
+            if self._writer is not None:
+                await self._writer.settle()
+                self._writer.stop_timers()
             if not self._response_started:
                 await self.send_response(
                     500,
@@ -316,6 +323,8 @@ class McpConsumer(AsyncConsumer):
         """The channel layer or event store failed: a 503 before the response started, else end the stream with
         an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits forever)."""
         error = ServiceUnavailable()
+        if self._writer is not None:
+            await self._writer.settle()
         if not self._response_started:
             body = jsonrpc.encode(error_response(self._readable_id(), error))
             await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
@@ -494,6 +503,7 @@ class McpConsumer(AsyncConsumer):
             "protocol_version": route.protocol_version,
             "headers": headers,
             "tracer": tracing.active(),  # None (untraced) unless MCP_APP["TRACING"] is on
+            "max_echoed_bytes": mcp_settings.MAX_ECHOED_BYTES,
         }
         if route.era == versions.MODERN:
             self._writer = ResponseWriter(self.send, cors=self._cors, allow_stream=allow_stream)
@@ -579,6 +589,7 @@ class _PostExchange:
     """The ``protocol.serving.Exchange`` of one POST: the request log, and contexts built by the consumer."""
 
     def __init__(self, consumer: McpConsumer, grant: AccessGrant, headers: dict[str, str]) -> None:
+        self._payload: Any = None
         self._consumer = consumer
         self._grant = grant
         self._headers = headers
@@ -587,6 +598,7 @@ class _PostExchange:
     def routed(self, era: str, payload: Any) -> None:
         request_log.bind(method=metrics.rpc_method(payload), era=era)
         self.request_id = jsonrpc.recover_id(payload)
+        self._payload = payload
 
     async def admit(self, payload: Any) -> None:
         """Every message of the body draws one token from its tenant's and agent's buckets, and a ``tools/call``
@@ -603,4 +615,30 @@ class _PostExchange:
         await rates.take(rates.request_buckets(self._grant.token, tools=tools, cost=max(1, len(messages))))
 
     def context(self, route: serving.Route, **fields: Any) -> RequestContext:
-        return self._consumer._context(self._grant, self._headers, route, **fields)
+        ctx = self._consumer._context(self._grant, self._headers, route, **fields)
+        writer = self._consumer._writer
+        if route.era == versions.LEGACY and writer is not None:
+            delay = opening_delay(self._payload, fields.get("session") is not None)
+            if delay is not None:
+                writer.open_soon(delay)
+        return ctx
+
+
+def opening_delay(payload: Any, on_session: bool) -> float | None:
+    """When a handshake-era POST opens its SSE stream before any notification (``None``: only then): at once
+    for a tool call with a progress token (its client waits for progress), after ``SSE_OPEN_AFTER_SECONDS`` for
+    any other tool call on a session. Either way a silent call sends its headers and first bytes (the priming
+    event) long before a proxy's read timeout, and keep-alives after (``ResponseWriter.open_soon``)."""
+    calls = [
+        message
+        for message in (payload if isinstance(payload, list) else [payload])
+        if isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message
+    ]
+    if not calls:
+        return None
+    for message in calls:
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and meta.get("progressToken") is not None:
+            return 0.0
+    return float(mcp_settings.SSE_OPEN_AFTER_SECONDS) if on_session else None

@@ -16,6 +16,18 @@ answered with a JSON-RPC error body and ``Connection: close``:
   request line or header ended by a bare LF, instead of waiting for a line end that never comes (a 408);
 - **408** when a request is not fully received ``REQUEST_DEADLINE_SECONDS`` after its first byte.
 
+Two bounds on what daphne writes:
+
+- **Idle timeout that counts inactivity** (``IDLE_TIMEOUT_SECONDS``): Twisted restarts its idle timer when a
+  response ends and then closes (and 15 s later aborts) the connection although a slow reader is still draining
+  the end of a long answer: it lost the end without an error. Here the timer is reset as long as the client keeps
+  reading; only a connection that neither sent nor read anything for the whole period is closed.
+- **Bytes pending per connection** (``MAX_PENDING_BYTES``): what the client has not read yet stays in daphne's
+  memory. Beyond the bound the connection is ended with an SSE ``event: error`` (for a slow reader that will read
+  it) and aborted ``LINGER_SECONDS`` later (for one that never reads); further writes are dropped. The
+  application hears ``http.disconnect`` as for any client that went away (a resumable stream's call goes on and
+  its events wait in the event store).
+
 ``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
 ``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
 against (``SUPPORTED_TWISTED``, ``SUPPORTED_DAPHNE``) and the private attributes it uses, and refuses (logging
@@ -57,7 +69,16 @@ CHANNEL_INTERNALS = (
 )
 # What may start a request line: a method is a token (RFC 9110 §5.6.2); a CR may precede it (a stray CRLF).
 _REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\r")
-CHANNEL_METHODS = ("lineReceived", "lineLengthExceeded", "allHeadersReceived", "allContentReceived", "rawDataReceived")
+CHANNEL_METHODS = (
+    "lineReceived",
+    "lineLengthExceeded",
+    "allHeadersReceived",
+    "allContentReceived",
+    "rawDataReceived",
+    "timeoutConnection",
+    "writeSequence",
+    "resetTimeout",
+)
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -73,6 +94,12 @@ def error_response(status: int, message: str) -> bytes:
         len(body),
     )
     return head + body
+
+
+PENDING_ERROR = (
+    b'event: error\ndata: {"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"The client did not read '
+    b'its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."}}\n\n'
+)
 
 
 def _channel_class() -> type:
@@ -91,6 +118,62 @@ def _channel_class() -> type:
         _mcp_deadline: Any = None
 
         _mcp_discarded = 0
+        _mcp_written = 0  # bytes handed to the transport
+        _mcp_sent_at_timeout = 0  # bytes the client had read when the idle timer last fired
+        _mcp_cut = False
+
+        def connectionMade(self) -> None:
+            self.timeOut = float(mcp_settings.IDLE_TIMEOUT_SECONDS)
+            self.abortTimeout = LINGER_SECONDS
+            super().connectionMade()
+
+        def _mcp_pending(self) -> int:
+            """Bytes written but not yet taken by the kernel (the client is not reading); 0 if unknown (TLS)."""
+            transport = self.transport
+            try:
+                return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+            except (AttributeError, TypeError):
+                return 0
+
+        def write(self, data: bytes) -> None:
+            if self._mcp_cut:
+                return
+            super().write(data)
+            self._mcp_written += len(data)
+            self._mcp_check_pending()
+
+        def writeSequence(self, sequence: Any) -> None:
+            if self._mcp_cut:
+                return
+            sequence = list(sequence)
+            super().writeSequence(sequence)
+            self._mcp_written += sum(len(part) for part in sequence)
+            self._mcp_check_pending()
+
+        def _mcp_check_pending(self) -> None:
+            if self._mcp_pending() <= mcp_settings.MAX_PENDING_BYTES:
+                return
+            request = self.requests[0] if self.requests else None
+            if request is None or not getattr(request, "chunked", False):
+                return  # a JSON answer is bounded by its own size; streams are what grows without end
+            logger.warning(
+                "a client is not reading its answer: %d bytes pending, connection ended", self._mcp_pending()
+            )
+            self._mcp_cut = True  # from now on the application's writes are dropped
+            if request.startedWriting:
+                # One more chunk of the response under way, past the override (which drops writes now).
+                super().write(b"%x\r\n%s\r\n" % (len(PENDING_ERROR), PENDING_ERROR))
+            self.transport.loseConnection()
+            self._mcp_linger = self.callLater(LINGER_SECONDS, self.transport.abortConnection)
+
+        def timeoutConnection(self) -> None:
+            # Idle means nothing received and nothing read: a client still draining a long answer is not idle.
+            sent = self._mcp_written - self._mcp_pending()
+            if self._mcp_pending() > 0 and sent > self._mcp_sent_at_timeout:
+                self._mcp_sent_at_timeout = sent
+                self.resetTimeout()
+                return
+            super().timeoutConnection()
 
         def _mcp_refuse(self, status: int, message: str) -> None:
             if self._mcp_refused:

@@ -133,11 +133,13 @@ class MemoryEventStore(EventStore):
 
 
 class RedisEventStore(EventStore):
-    """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL."""
+    """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL, holding at most
+    ``max_events`` (the oldest dropped first, in the same round trip as the append)."""
 
-    def __init__(self, url: str, prefix: str = "mcp:events", **_: Any) -> None:
+    def __init__(self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, **_: Any) -> None:
         import redis.asyncio as redis
 
+        self._max_events = max_events
         self._url = url
         self._prefix = prefix
         self._clients: dict[int, Any] = {}
@@ -164,6 +166,7 @@ class RedisEventStore(EventStore):
         client = self._client()
         async with client.pipeline(transaction=False) as pipe:
             pipe.zadd(key, {orjson.dumps([sequence, message]): sequence for sequence, message in events})
+            pipe.zremrangebyrank(key, 0, -(self._max_events + 1))  # the oldest go first beyond the bound
             pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
             await pipe.execute()
 

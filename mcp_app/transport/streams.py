@@ -146,7 +146,11 @@ class Streams:
         # Bytes at once: the client learns now that it is resumed (headers alone are not flushed by daphne).
         await self._body(sse.comment("resumed"))
         last = after
-        for sequence, message in await get_event_store().after(stream_id, after):
+        kept = await get_event_store().after(stream_id, after)
+        if kept and kept[0][0] > after + 1:
+            # The store's bound dropped the oldest events: say so rather than replay with a silent gap.
+            await self._body(sse.comment(f"events {after + 1}-{kept[0][0] - 1} of this stream were dropped"))
+        for sequence, message in kept:
             await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
             last = sequence
             if is_final(message):

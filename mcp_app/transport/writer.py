@@ -12,6 +12,7 @@ to the response head, and knows nothing of the consumer that serves the request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -92,6 +93,11 @@ class ResponseWriter:
         self._flushing = False  # a flush is storing or sending: the next one waits for it
         self._failure: BaseException | None = None
         self._starting: asyncio.Event | None = None  # set once the (one) start is over, whatever its outcome
+        self._open_timer: asyncio.TimerHandle | None = None  # open_soon's timer (a handle, not a task: cheap)
+        self._opener: asyncio.Task[None] | None = None  # open_soon's start, once the timer fired
+        self._keeper: asyncio.Task[None] | None = None  # keep-alive comments of a started POST stream
+        self._sent_at = 0.0  # loop time of the last bytes sent
+        self.ended = False  # the body is over (or handed to the edge): nothing more is written
 
     @property
     def resumable(self) -> bool:
@@ -113,6 +119,67 @@ class ResponseWriter:
             await self._start(first)
         finally:
             self._starting.set()
+
+    def open_soon(self, delay: float) -> None:
+        """Start the stream ``delay`` seconds from now (0: at once) unless the answer comes first: a call that
+        is silent for that long still gets its headers and first bytes (the priming event of a resumable
+        2025-11-25 stream, else a comment), so a proxy's read timeout does not cut it; keep-alive comments
+        follow every ``SSE_KEEPALIVE_SECONDS`` while it stays silent."""
+        if not self._allow_stream or self._starting is not None or self._open_timer is not None:
+            return
+        if delay <= 0:
+            self._open_now()
+        else:
+            self._open_timer = asyncio.get_running_loop().call_later(delay, self._open_now)
+
+    def _open_now(self) -> None:
+        self._open_timer = None
+        if self._opener is None:
+            self._opener = asyncio.ensure_future(self._open())
+
+    async def _open(self) -> None:
+        if self._starting is None and not self.ended and not self.disconnected:
+            try:
+                await self.start(b"" if self._priming and self.resumable else sse.comment("open"))
+            except ServiceUnavailable as error:
+                self._failure = error  # the next event or the answer raises it, as for a failed flush
+
+    async def settle(self) -> None:
+        """Before the edge ends the response itself: no start of ``open_soon`` may begin after this returns,
+        and one under way has finished (``streaming`` tells whether the head went out)."""
+        if self._open_timer is not None:
+            self._open_timer.cancel()
+            self._open_timer = None
+        opener, self._opener = self._opener, None
+        if opener is not None and not opener.done():
+            if self._starting is None:
+                opener.cancel()
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(opener)
+
+    def stop_timers(self) -> None:
+        """No more keep-alives or delayed start (the response ended, or the client went away)."""
+        if self._open_timer is not None:
+            self._open_timer.cancel()
+            self._open_timer = None
+        for task in (self._opener, self._keeper):
+            if task is not None and not task.done() and task is not asyncio.current_task():
+                if task is self._opener and self._starting is not None:
+                    continue  # a start under way completes (``settle`` waits for it)
+                task.cancel()
+        self._keeper = None
+
+    async def _keep_alive(self) -> None:
+        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+        loop = asyncio.get_running_loop()
+        while not self.ended and not self.disconnected:
+            await asyncio.sleep(max(0.0, self._sent_at + interval - loop.time()))
+            if self.ended or self.disconnected:
+                return
+            if loop.time() - self._sent_at >= interval and self._failure is None:
+                self._queue(sse.comment("keep-alive"))
+                self._sent_at = loop.time()
 
     @property
     def started(self) -> bool:
@@ -136,6 +203,9 @@ class ResponseWriter:
                 head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
         if head:
             self._queue(head)
+        self._sent_at = asyncio.get_running_loop().time()
+        if self._kind == POST_STREAM:
+            self._keeper = asyncio.ensure_future(self._keep_alive())
 
     async def close_stream(self) -> bool:
         """End the response stream now while the call goes on (SEP-1699): it starts the stream if need be (so
@@ -167,6 +237,10 @@ class ResponseWriter:
         self._queue(sse.event(message, event_id=f"{self.stream_id}.{self.sequence}"))
 
     async def finish(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await self.settle()
+        self.stop_timers()
+        if self._failure is not None and not self.streaming:
+            raise ServiceUnavailable() from self._failure
         if self.streaming:
             if payload is not None:
                 await self.event(payload)
@@ -182,6 +256,8 @@ class ResponseWriter:
         """Drop what is not sent yet: the edge ends the response itself (a cancelled call, a lost layer)."""
         self._pending.clear()
         self._unstored.clear()
+        self.ended = True
+        self.stop_timers()
         if self._flusher is not None and not self._flushing:
             self._flusher.cancel()
             self._flusher = None
@@ -231,7 +307,11 @@ class ResponseWriter:
                     except LAYER_ERRORS as error:
                         raise ServiceUnavailable() from error
                 done = not self._pending and not self._unstored
+                if last and done:
+                    self.ended = True
+                    self.stop_timers()
                 if not self.disconnected and (data or (last and done)):
+                    self._sent_at = asyncio.get_running_loop().time()
                     await send_body(self._send, data, more_body=not (last and done))
                 if done:
                     return

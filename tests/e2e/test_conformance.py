@@ -7,7 +7,8 @@ no option for HTTP headers, so ``conformance_headers.mjs`` (a ``node --import`` 
 token to every request and puts ``?agentId=`` back where the CLI drops the query.
 
 The target is the ``conformance`` server that ``mcp_app.contrib.conformance.setup.ensure_conformance`` creates,
-with the daphne fixture's origin allowed (the DNS-rebinding probe sends it). What is asserted:
+whose allowed origins do not list the daphne fixture's (the DNS-rebinding probe sends that origin to that host:
+a same-origin request, served unlisted). What is asserted:
 
 - ``--requirements 2026-07-28``: every scenario on the stateless wire, the 37 scored ones and the extension
   (tasks) and pending ones too, passes: no FAILURE check anywhere, and the CLI exits 0.
@@ -91,10 +92,13 @@ class Target:
 
 @pytest.fixture
 def conformance_target(transactional_db: None, daphne: Daphne, agent_factory: Any, token_factory: Any) -> Target:
-    """The ``conformance`` server, allowing daphne's origin, and a fresh agent token scoped to it (committed)."""
+    """The ``conformance`` server and a fresh agent token scoped to it (committed). Its allowed origins do not
+    list daphne's: the suite's DNS-rebinding probe sends daphne's own origin, which passes as same-origin."""
     from mcp_app.contrib.conformance.setup import ensure_conformance
 
-    server = ensure_conformance(extra_origins=[daphne.url])
+    server = ensure_conformance()
+    server.allowed_origins = ["https://console.example"]  # no loopback origin listed, daphne's least of all
+    server.save(update_fields=["allowed_origins"])
     agent = agent_factory(tenant=server.tenant, agent_id="conformance-agent")
     _token, raw = token_factory(agent=agent, servers=[server])
     return Target(

@@ -55,3 +55,13 @@ def test_the_redis_store_removes_keys_left_without_an_expiry():
     finally:
         client.delete(f"{prefix}:orphan", f"{prefix}:live")
         client.close()
+
+
+async def test_the_redis_store_keeps_the_newest_events_of_a_stream_only():
+    import secrets
+
+    from tests.conftest import require_redis
+
+    store = RedisEventStore(require_redis(), prefix=f"test-bound-{secrets.token_hex(4)}", max_events=2)
+    await store.append_many("s", [(n, {"n": n}) for n in range(1, 6)])
+    assert await store.after("s", 0) == [(4, {"n": 4}), (5, {"n": 5})]

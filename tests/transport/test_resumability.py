@@ -201,3 +201,33 @@ async def test_a_tool_closing_its_stream_mid_call_is_resumed_by_last_event_id(ma
         "id": 1,
         "result": {"content": [{"type": "text", "text": "Reconnection test completed"}]},
     }
+
+
+async def test_a_resume_past_events_the_store_dropped_says_so(make_access, fresh_gate):
+    from django.test import override_settings
+
+    from mcp_app.transport.eventstore import reset_event_store
+
+    with override_settings(
+        MCP_APP={
+            "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {"max_events": 1}}
+        }
+    ):
+        reset_event_store()
+        access = await make_access(tools=("progress_then_wait",))
+        session_id = await open_session(access)
+        comm, seen = await start_call(access, session_id)
+        await comm.send_input({"type": "http.disconnect"})
+        await comm.wait(timeout=5)
+        fresh_gate.gate.release.set()
+        from mcp_app.transport import consumer
+
+        await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
+        reply = await call(
+            access,
+            method="GET",
+            headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": seen[0][0]},
+        )
+    reset_event_store()
+    assert b"events 1-2 of this stream were dropped" in reply.body
+    assert events(reply.body)[-1][1]["result"]["content"][0]["text"] == "finished"

@@ -1,0 +1,221 @@
+"""Bounded memory against a real daphne process (issue 19, item 1): client values the server echoes are
+bounded (a 4 MB ``progressToken`` is refused with -32602, a 4 KB id with -32600) in both eras."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
+from tests.conftest import Access
+from tests.transport.test_modern import modern_body, routing_headers
+
+from .conftest import _daphne_command, _database_url, _free_port
+from .test_redis_outage import _wait_for_port
+from .test_two_processes import endpoint, headers
+
+pytestmark = pytest.mark.e2e
+
+WAIT = 30.0
+FOUR_MB = 4_000_000  # under the 4 MiB body limit: the token itself is what is refused
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=WAIT) as client:
+        yield client
+
+
+def progress_call(token: str, request_id: int | str = 5) -> dict:
+    params = {"name": "progress_demo", "arguments": {"steps": 3}, "_meta": {"progressToken": token}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def test_a_4_mb_progress_token_is_refused_with_invalid_params(
+    daphne_url: str, live_access: Access, http: httpx.AsyncClient
+) -> None:
+    url = endpoint(daphne_url, live_access)
+    refused = await http.post(url, json=progress_call("t" * FOUR_MB), headers=headers(live_access))
+    assert refused.headers["content-type"] == "application/json"  # no stream was opened for it
+    error = refused.json()
+    assert error["id"] == 5 and error["error"]["code"] == INVALID_PARAMS
+    assert error["error"]["data"] == {"maxBytes": 1024}
+    assert len(refused.content) < 1024  # not echoed
+    served = await http.post(url, json=progress_call("t" * 1024), headers=headers(live_access))
+    assert "notifications/progress" in served.text
+
+
+async def test_an_id_too_long_to_echo_is_refused_without_it(
+    daphne_url: str, live_access: Access, http: httpx.AsyncClient
+) -> None:
+    url = endpoint(daphne_url, live_access)
+    refused = await http.post(url, json=progress_call("p", request_id="i" * 4096), headers=headers(live_access))
+    error = refused.json()
+    assert error["id"] is None and error["error"]["code"] == INVALID_REQUEST
+    assert len(refused.content) < 1024
+
+
+async def test_the_bound_holds_on_the_stateless_wire_too(
+    daphne_url: str, live_access: Access, http: httpx.AsyncClient
+) -> None:
+    body = modern_body(
+        "tools/call", {"name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": "t" * 5000}}
+    )
+    refused = await http.post(
+        endpoint(daphne_url, live_access), json=body, headers={**headers(live_access), **routing_headers(body)}
+    )
+    error = refused.json()
+    assert error["error"]["code"] == INVALID_PARAMS and len(refused.content) < 2048
+
+
+# Raw sockets against daphne processes of their own: a client that never reads, and one that reads slowly.
+
+BIG_TEXT = 3 * 1024 * 1024  # an answer larger than the kernel's socket buffers with a small receive window
+
+
+@contextlib.contextmanager
+def own_daphne(tmp_path: Path, **settings_env: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    from django.conf import settings
+    from django.db import connection
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH")}
+    env.update({"DJANGO_SETTINGS_MODULE": "tests.e2e.daphne_settings", **settings_env})
+    env["DATABASE_URL"] = _database_url(connection.settings_dict)
+    if not settings.REDIS_URL:
+        env.pop("REDIS_URL", None)
+        env["MCP_INVALIDATION"] = "database"
+    port = _free_port()
+    log = (tmp_path / "daphne.log").open("wb")
+    process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
+    try:
+        _wait_for_port(port, process, "daphne")
+        yield port, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def big_echo_request(access: Access, port: int) -> bytes:
+    """A tool call with a progress token (so the answer is an SSE stream) whose answer is ``BIG_TEXT`` long."""
+    body = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "x" * BIG_TEXT}, "_meta": {"progressToken": "p"}},
+        }
+    )
+    head = (
+        f"POST /mcp/{access.server.server_id}?{access.query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {access.raw_token}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def small_window_socket(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)  # before connect: the window stays small
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_clients_that_never_read_keep_daphnes_growth_bounded(live_access: Access, tmp_path: Path) -> None:
+    """Two rounds of 12 clients that send a call and never read its 3 MiB answer (and never close). The first
+    round raises daphne's RSS to its working size (request bodies, decoding, encoding); the second must not
+    raise it much further: each unread answer is dropped at the bound, not kept for a client that never reads."""
+    clients = 12
+    with own_daphne(tmp_path, MCP_MAX_PENDING_BYTES=str(1024 * 1024)) as (port, process):
+        held: list[socket.socket] = []
+        rss = []
+        for _round in range(2):
+            sockets = [small_window_socket(port) for _ in range(clients)]
+            for sock in sockets:
+                sock.sendall(big_echo_request(live_access, port))
+            deadline = time.monotonic() + 60
+            ended = 0
+            for sock in sockets:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                ended += _ended_by_server(sock)
+            assert ended == clients  # every unread connection was ended by the server
+            held += sockets  # still open on this side: nothing is released by the client going away
+            rss.append(rss_bytes(process.pid))
+        for sock in held:
+            sock.close()
+    growth = rss[1] - rss[0]
+    # Unbounded, the second round alone would pin 12 x 3 MiB = 36 MiB of unsent answers (measured bounded: ~16 MiB
+    # of allocator churn from decoding and encoding twelve 3 MiB bodies).
+    assert growth < 24 * 1024 * 1024, f"daphne grew by {growth / 2**20:.1f} MiB in the second round"
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    sock.settimeout(WAIT)
+    data = b""
+    with contextlib.suppress(ConnectionResetError):  # the warm-up answer (3 MiB) is over the 1 MiB bound too
+        while b"\r\n0\r\n\r\n" not in data[-16:]:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def _ended_by_server(sock: socket.socket) -> int:
+    """Wait (bounded by the socket's timeout) until the server has ended this connection, then 1 (else 0). The
+    data read on the way is the server's last word, read only now: it gave up on this client long before."""
+    tail = b""
+    try:
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            tail = (tail + chunk)[-4096:]
+    except ConnectionResetError:
+        return 1
+    except TimeoutError:
+        return 0
+    return 1
+
+
+def test_a_slow_reader_gets_the_end_of_a_long_answer(live_access: Access, tmp_path: Path) -> None:
+    """Idle timeout of 1 s: Twisted would restart it at the end of the response, then close the connection
+    under a client still reading; here it counts inactivity, so the answer is drained to the end."""
+    with own_daphne(tmp_path, MCP_IDLE_TIMEOUT_SECONDS="1") as (port, _process):
+        sock = small_window_socket(port)
+        sock.sendall(big_echo_request(live_access, port))
+        sock.settimeout(WAIT)
+        data = b""
+        started = time.monotonic()
+        while True:
+            chunk = sock.recv(64 * 1024)
+            if not chunk:
+                break
+            data += chunk
+            if data.endswith(b"\r\n0\r\n\r\n"):
+                break
+            time.sleep(0.1)  # the slow reader: ~640 KB/s, several idle periods to read the whole answer
+        seconds = time.monotonic() - started
+        sock.close()
+    assert seconds > 3, f"read too fast ({seconds:.1f} s) to prove anything"
+    assert data.endswith(b"\r\n0\r\n\r\n"), f"cut after {len(data)} bytes and {seconds:.1f} s"
+    assert b'"id":1,"result"' in data
