@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -219,3 +220,72 @@ def test_a_slow_reader_gets_the_end_of_a_long_answer(live_access: Access, tmp_pa
     assert seconds > 3, f"read too fast ({seconds:.1f} s) to prove anything"
     assert data.endswith(b"\r\n0\r\n\r\n"), f"cut after {len(data)} bytes and {seconds:.1f} s"
     assert b'"id":1,"result"' in data
+
+
+FLOOD_STEPS = 20_000  # x ~1.1 KB: ~22 MB of progress, far more than the kernel's buffers and MAX_PENDING_BYTES
+
+
+def flood_request(access: Access, port: int) -> bytes:
+    body = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "progress_flood",
+                "arguments": {"steps": FLOOD_STEPS, "pad": 1000},
+                "_meta": {"progressToken": "flood"},
+            },
+        }
+    )
+    head = (
+        f"POST /mcp/{access.server.server_id}?{access.query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {access.raw_token}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def test_a_slow_consumer_gets_the_latest_progress_and_the_answer(
+    access_factory: Any, transactional_db: None, tmp_path: Path
+) -> None:
+    """A tool reports progress 20,000 times (~22 MB) to a client reading at ~1 MB/s. Queued whole, the backlog
+    would pass MAX_PENDING_BYTES (8 MiB) and the connection be ended before the answer; coalesced, each
+    progress still unsent is replaced by the newer one: the client gets far fewer, the last of them the latest,
+    then the answer."""
+    access = access_factory(tools=("progress_flood",))
+    with own_daphne(tmp_path) as (port, _process):
+        sock = small_window_socket(port)
+        sock.sendall(flood_request(access, port))
+        sock.settimeout(WAIT * 4)
+        received = bytearray()
+        while not received.endswith(b"\r\n0\r\n\r\n"):
+            chunk = sock.recv(64 * 1024)
+            if not chunk:
+                break
+            received += chunk
+            time.sleep(0.05)  # the slow consumer: at most ~1.3 MB/s
+        sock.close()
+    data = bytes(received)
+    assert b"MAX_PENDING_BYTES" not in data, "the slow consumer was cut off"
+    assert data.endswith(b"\r\n0\r\n\r\n"), f"cut after {len(data)} bytes"
+    messages = [orjson.loads(line[6:]) for line in _unchunk(data).split(b"\n") if line.startswith(b"data: {")]
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert messages[-1]["id"] == 1 and messages[-1]["result"]["content"][0]["text"] == f"flooded {FLOOD_STEPS}"
+    assert progress == sorted(progress), "progress went backwards"
+    assert progress[-1] == FLOOD_STEPS, "the latest progress was lost"
+    assert len(progress) < FLOOD_STEPS // 2, f"{len(progress)} of {FLOOD_STEPS} progress events: not coalesced"
+
+
+def _unchunk(data: bytes) -> bytes:
+    """The body of a chunked HTTP/1.1 response (head included in ``data``)."""
+    _head, _, rest = data.partition(b"\r\n\r\n")
+    body = b""
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        body += rest[:size]
+        rest = rest[size + 2 :]
+    return body
