@@ -153,6 +153,12 @@ async def progress_flood(ctx: ToolContext, steps: int = 100, pad: int = 1000) ->
 
 
 @tool
+async def big_answer(size: int) -> str:
+    """An answer ``size`` characters long: larger than any request may be (MAX_BODY_BYTES) when need be."""
+    return "x" * size
+
+
+@tool
 async def async_echo(text: str) -> str:
     """Return the text, from a coroutine (no thread hop to run it)."""
     return text
