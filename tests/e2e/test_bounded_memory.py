@@ -1,5 +1,7 @@
 """Bounded memory against a real daphne process (issue 19, item 1): client values the server echoes are
-bounded (a 4 MB ``progressToken`` is refused with -32602, a 4 KB id with -32600) in both eras."""
+bounded (a 4 MB ``progressToken`` is refused with -32602, a 4 KB id with -32600) in both eras; an unread answer
+is cut at MAX_PENDING_BYTES; a slow reader gets the end of an answer larger than the kernel's buffers; a slow
+consumer's superseded progress notifications are coalesced (latest wins)."""
 
 from __future__ import annotations
 
