@@ -282,6 +282,8 @@ def _channel_class() -> type:
             if self._mcp_holding(chunk):
                 if chunk is None:
                     self._mcp_hold(None, b"".join(sequence), False)
+                elif PROGRESS_METHOD not in chunk:  # nothing to coalesce: held whole, not copied event by event
+                    self._mcp_hold(None, chunk, True)
                 else:
                     for event in sse_events(chunk):
                         self._mcp_hold(progress_key(event), event, True)
