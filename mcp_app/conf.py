@@ -85,6 +85,8 @@ DEFAULTS: dict[str, Any] = {
     # Where SSE events of session streams are kept for Last-Event-ID resumption, and for how long.
     "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
     "EVENT_STORE_TTL_SECONDS": 3600,
+    # Bytes of events kept per stream (the oldest dropped first; the newest event is always kept).
+    "EVENT_STORE_MAX_BYTES": 1024 * 1024,
     # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
     "SSE_RETRY_MS": 1000,
     # A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
@@ -253,6 +255,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "CLIENT_REQUEST_TIMEOUT_SECONDS": (int, float),
     "EVENT_STORE": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
+    "EVENT_STORE_MAX_BYTES": (int,),
     "SSE_RETRY_MS": (int,),
     "SSE_RESUME_IDLE_SECONDS": (int, float),
     "TASK_IMMEDIATE_SECONDS": (int, float),
@@ -368,6 +371,7 @@ class McpSettings:
             "MAX_REQUEST_LINE_BYTES",
             "IDENTITY_CACHE_SIZE",
             "WRITE_BEHIND_MAX_PENDING",
+            "EVENT_STORE_MAX_BYTES",
         ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")

@@ -143,6 +143,22 @@ async def gated_job() -> str:
 
 
 @tool
+async def progress_flood(ctx: ToolContext, steps: int = 100, pad: int = 1000) -> str:
+    """Report progress ``steps`` times, each message ``pad`` bytes long, as fast as the loop turns: more than a
+    slow consumer can take."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"{step:>{pad}}")
+        await asyncio.sleep(0)  # each its own write, as a tool that reports over time would
+    return f"flooded {steps}"
+
+
+@tool
+async def big_answer(size: int) -> str:
+    """An answer ``size`` characters long: larger than any request may be (MAX_BODY_BYTES) when need be."""
+    return "x" * size
+
+
+@tool
 async def async_echo(text: str) -> str:
     """Return the text, from a coroutine (no thread hop to run it)."""
     return text

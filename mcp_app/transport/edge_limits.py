@@ -27,6 +27,11 @@ Two bounds on what daphne writes:
   it) and aborted ``LINGER_SECONDS`` later (for one that never reads); further writes are dropped. The
   application hears ``http.disconnect`` as for any client that went away (a resumable stream's call goes on and
   its events wait in the event store).
+- **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (its buffer
+  is full: the client is not keeping up), the response's chunks are held by the channel instead of queuing in the
+  transport, and a ``notifications/progress`` for a progress token replaces the one of that token still held
+  (latest wins, at the newest one's place). Every other event, comment and byte is kept, in order. The held
+  bytes count as pending and leave, in order, when the transport asks for more (``resumeProducing``).
 
 ``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
 ``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
@@ -77,6 +82,9 @@ CHANNEL_METHODS = (
     "rawDataReceived",
     "timeoutConnection",
     "writeSequence",
+    "writeHeaders",
+    "pauseProducing",
+    "resumeProducing",
     "resetTimeout",
 )
 
@@ -102,6 +110,53 @@ PENDING_ERROR = (
 )
 
 
+PROGRESS_METHOD = b'"method":"notifications/progress"'
+
+
+def sse_events(body: bytes) -> list[bytes]:
+    """``body`` cut after each blank line (the end of an SSE event); joined again they are ``body``."""
+    parts = body.split(b"\n\n")
+    events = [part + b"\n\n" for part in parts[:-1]]
+    if parts[-1]:
+        events.append(parts[-1])
+    return events
+
+
+def progress_key(event: bytes) -> bytes | None:
+    """The progress token (as JSON) of an SSE event carrying a ``notifications/progress``, else ``None``."""
+    if PROGRESS_METHOD not in event or not event.endswith(b"\n\n"):
+        return None
+    for line in event.split(b"\n"):
+        if line.startswith(b"data: "):
+            try:
+                message = orjson.loads(line[6:])
+            except orjson.JSONDecodeError:
+                return None
+            if isinstance(message, dict) and message.get("method") == "notifications/progress":
+                params = message.get("params")
+                if isinstance(params, dict) and "progressToken" in params:
+                    return orjson.dumps(params["progressToken"])
+            return None
+    return None
+
+
+def _chunk_body(sequence: list[bytes]) -> bytes | None:
+    """The data of one chunk as Twisted's ``Request.write`` frames it (``toChunk``), else ``None``."""
+    if len(sequence) == 4 and sequence[1] == sequence[3] == b"\r\n" and len(sequence[0]) <= 16:
+        return sequence[2]
+    return None
+
+
+class _Collector:
+    """Stands in for the transport while Twisted writes a response head that must wait its turn."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def writeSequence(self, parts: list[bytes]) -> None:
+        self.parts.extend(parts)
+
+
 def _channel_class() -> type:
     from twisted.web import http
 
@@ -121,22 +176,99 @@ def _channel_class() -> type:
         _mcp_written = 0  # bytes handed to the transport
         _mcp_sent_at_timeout = 0  # bytes the client had read when the idle timer last fired
         _mcp_cut = False
+        _mcp_backlog = False  # the transport paused this channel: the client is not keeping up
+        _mcp_held_bytes = 0
 
         def connectionMade(self) -> None:
+            # What the backlog holds back, in order: (progress key or None, bytes, whether they are chunk data).
+            self._mcp_held: list[tuple[bytes | None, bytes, bool]] = []
             self.timeOut = float(mcp_settings.IDLE_TIMEOUT_SECONDS)
             self.abortTimeout = LINGER_SECONDS
             super().connectionMade()
 
-        def _mcp_pending(self) -> int:
-            """Bytes written but not yet taken by the kernel (the client is not reading); 0 if unknown (TLS)."""
+        def _mcp_unsent(self) -> int:
+            """Bytes written to the transport but not yet taken by the kernel; 0 if unknown (TLS)."""
             transport = self.transport
             try:
-                return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+                return int(len(transport.dataBuffer) - transport.offset + transport._tempDataLen)
             except (AttributeError, TypeError):
                 return 0
 
+        def _mcp_pending(self) -> int:
+            """Bytes the client has not read yet that daphne holds: the transport's and the backlog's."""
+            unsent = self._mcp_unsent()
+            return unsent + self._mcp_held_bytes
+
+        # Coalescing for a slow consumer (module docstring) --------------------------------------------------
+
+        def pauseProducing(self) -> None:
+            self._mcp_backlog = True
+            super().pauseProducing()
+
+        def resumeProducing(self) -> None:
+            self._mcp_backlog = False
+            super().resumeProducing()
+            self._mcp_release()
+
+        def _mcp_hold(self, key: bytes | None, data: bytes, chunk: bool) -> None:
+            if key is not None:
+                for index, (held_key, held, _chunk) in enumerate(self._mcp_held):
+                    if held_key == key:  # superseded: the newest progress of this token takes its turn at the end
+                        del self._mcp_held[index]
+                        self._mcp_held_bytes -= len(held)
+                        break
+            self._mcp_held.append((key, data, chunk))
+            self._mcp_held_bytes += len(data)
+
+        def _mcp_release(self) -> None:
+            held, self._mcp_held = self._mcp_held, []
+            self._mcp_held_bytes = 0
+            if not held or self._mcp_cut:
+                return
+            parts: list[bytes] = []
+            chunk: list[bytes] = []
+            for _key, data, is_chunk in [*held, (None, b"", False)]:
+                if is_chunk:
+                    chunk.append(data)
+                    continue
+                if chunk:
+                    body = b"".join(chunk)
+                    parts += [b"%x\r\n" % len(body), body, b"\r\n"]
+                    chunk = []
+                if data:
+                    parts.append(data)
+            super().writeSequence(parts)
+            self._mcp_written += sum(len(part) for part in parts)
+            self._mcp_check_pending()
+
+        def _mcp_holding(self, chunk: bytes | None) -> bool:
+            """Hold these bytes back: something is held already (order), or a stream's chunk meets a backlog."""
+            if self._mcp_held:
+                return True
+            if chunk is None or not self._mcp_backlog:
+                return False
+            request = self.requests[0] if self.requests else None
+            return request is not None and bool(getattr(request, "chunked", False))
+
+        def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
+            if self._mcp_held:  # a pipelined request's answer: after what is held
+                channel: Any = self  # the transport swapped for a moment: its type is not the transport's
+                transport, collected = channel.transport, _Collector()
+                channel.transport = collected
+                try:
+                    super().writeHeaders(version, code, reason, headers)
+                finally:
+                    channel.transport = transport
+                self._mcp_hold(None, b"".join(collected.parts), False)
+                return
+            super().writeHeaders(version, code, reason, headers)
+
         def write(self, data: bytes) -> None:
             if self._mcp_cut:
+                return
+            if self._mcp_holding(None):
+                self._mcp_hold(None, data, False)
+                self._mcp_check_pending()
                 return
             super().write(data)
             self._mcp_written += len(data)
@@ -146,6 +278,17 @@ def _channel_class() -> type:
             if self._mcp_cut:
                 return
             sequence = list(sequence)
+            chunk = _chunk_body(sequence)
+            if self._mcp_holding(chunk):
+                if chunk is None:
+                    self._mcp_hold(None, b"".join(sequence), False)
+                elif PROGRESS_METHOD not in chunk:  # nothing to coalesce: held whole, not copied event by event
+                    self._mcp_hold(None, chunk, True)
+                else:
+                    for event in sse_events(chunk):
+                        self._mcp_hold(progress_key(event), event, True)
+                self._mcp_check_pending()
+                return
             super().writeSequence(sequence)
             self._mcp_written += sum(len(part) for part in sequence)
             self._mcp_check_pending()
@@ -160,6 +303,7 @@ def _channel_class() -> type:
                 "a client is not reading its answer: %d bytes pending, connection ended", self._mcp_pending()
             )
             self._mcp_cut = True  # from now on the application's writes are dropped
+            self._mcp_held, self._mcp_held_bytes = [], 0
             if request.startedWriting:
                 # One more chunk of the response under way, past the override (which drops writes now).
                 super().write(b"%x\r\n%s\r\n" % (len(PENDING_ERROR), PENDING_ERROR))
@@ -168,7 +312,7 @@ def _channel_class() -> type:
 
         def timeoutConnection(self) -> None:
             # Idle means nothing received and nothing read: a client still draining a long answer is not idle.
-            sent = self._mcp_written - self._mcp_pending()
+            sent = self._mcp_written - self._mcp_unsent()
             if self._mcp_pending() > 0 and sent > self._mcp_sent_at_timeout:
                 self._mcp_sent_at_timeout = sent
                 self.resetTimeout()

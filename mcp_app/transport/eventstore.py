@@ -2,7 +2,9 @@
 
 Every event sent on a session's stream gets the id ``<stream id>.<sequence>``; the stream id starts with a
 prefix of the session key, so a client can only resume streams of its own session. The store keeps each
-stream's events for ``EVENT_STORE_TTL_SECONDS``. ``MemoryEventStore`` serves one process (the embedded
+stream's events for ``EVENT_STORE_TTL_SECONDS``, at most ``max_events`` of them (an ``OPTIONS`` entry) and at most
+``EVENT_STORE_MAX_BYTES`` of them (the size of each event as stored, its JSON; an ``OPTIONS`` entry ``max_bytes``
+overrides it): the oldest are dropped first, the newest event is always kept. ``MemoryEventStore`` serves one process (the embedded
 default); ``RedisEventStore`` serves every process (configure it whenever more than one daphne runs).
 
 Stores are chosen with ``MCP_APP["EVENT_STORE"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``.
@@ -80,13 +82,22 @@ class EventStore:
         raise NotImplementedError
 
 
-class MemoryEventStore(EventStore):
-    """Per-process store, bounded in streams and in events per stream."""
+def _max_bytes(max_bytes: int | None) -> int:
+    return int(mcp_settings.EVENT_STORE_MAX_BYTES if max_bytes is None else max_bytes)
 
-    def __init__(self, max_streams: int = 10_000, max_events: int = 1_000, **_: Any) -> None:
-        self._streams: OrderedDict[str, list[tuple[int, Any]]] = OrderedDict()
+
+class MemoryEventStore(EventStore):
+    """Per-process store, bounded in streams, and in events and bytes per stream."""
+
+    def __init__(
+        self, max_streams: int = 10_000, max_events: int = 1_000, max_bytes: int | None = None, **_: Any
+    ) -> None:
+        # Per stream: its events as (sequence, message, size), and the sum of their sizes.
+        self._streams: OrderedDict[str, list[tuple[int, Any, int]]] = OrderedDict()
+        self._bytes: dict[str, int] = {}
         self._max_streams = max_streams
         self._max_events = max_events
+        self._max_bytes = _max_bytes(max_bytes)
         self._lock = threading.Lock()
         self._marks: OrderedDict[str, float] = OrderedDict()
         self._touched: dict[str, float] = {}
@@ -111,6 +122,7 @@ class MemoryEventStore(EventStore):
             for stream_id in [] if dry_run else stale:
                 self._streams.pop(stream_id, None)
                 self._touched.pop(stream_id, None)
+                self._bytes.pop(stream_id, None)
         return len(stale)
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
@@ -121,25 +133,61 @@ class MemoryEventStore(EventStore):
             stored = self._streams.setdefault(stream_id, [])
             self._touched[stream_id] = time.monotonic()
             self._streams.move_to_end(stream_id)
-            stored.extend(events)
-            del stored[: -self._max_events]
+            total = self._bytes.get(stream_id, 0)
+            for sequence, message in events:
+                size = len(orjson.dumps([sequence, message]))
+                stored.append((sequence, message, size))
+                total += size
+            drop = 0
+            while len(stored) - drop > 1 and (len(stored) - drop > self._max_events or total > self._max_bytes):
+                total -= stored[drop][2]
+                drop += 1
+            del stored[:drop]
+            self._bytes[stream_id] = total
             while len(self._streams) > self._max_streams:
                 evicted, _ = self._streams.popitem(last=False)
                 self._touched.pop(evicted, None)
+                self._bytes.pop(evicted, None)
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         with self._lock:
-            return [event for event in self._streams.get(stream_id, ()) if event[0] > sequence]
+            return [
+                (number, message) for number, message, _size in self._streams.get(stream_id, ()) if number > sequence
+            ]
+
+
+# KEYS: the stream's sorted set, its byte count. ARGV: max events, max bytes, TTL, then (sequence, event) pairs.
+# Adds the events, then drops the oldest while over either bound (the newest one stays), all in one round trip.
+_APPEND = """
+local total = tonumber(redis.call('GET', KEYS[2]) or '0')
+for i = 4, #ARGV, 2 do
+  if redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then total = total + #ARGV[i + 1] end
+end
+local count = redis.call('ZCARD', KEYS[1])
+local max_events, max_bytes = tonumber(ARGV[1]), tonumber(ARGV[2])
+while count > 1 and (count > max_events or total > max_bytes) do
+  local oldest = redis.call('ZPOPMIN', KEYS[1])
+  total = total - #oldest[1]
+  count = count - 1
+end
+redis.call('SET', KEYS[2], total, 'EX', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return total
+"""
 
 
 class RedisEventStore(EventStore):
     """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL, holding at most
-    ``max_events`` (the oldest dropped first, in the same round trip as the append)."""
+    ``max_events`` and ``max_bytes`` (the oldest dropped first, in the same round trip as the append: a Lua script
+    that also keeps the stream's byte count in a key of its own)."""
 
-    def __init__(self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, **_: Any) -> None:
+    def __init__(
+        self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, max_bytes: int | None = None, **_: Any
+    ) -> None:
         import redis.asyncio as redis
 
         self._max_events = max_events
+        self._max_bytes = _max_bytes(max_bytes)
         self._url = url
         self._prefix = prefix
         self._clients: dict[int, Any] = {}
@@ -163,12 +211,10 @@ class RedisEventStore(EventStore):
 
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]]) -> None:
         key = f"{self._prefix}:{stream_id}"
-        client = self._client()
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, {orjson.dumps([sequence, message]): sequence for sequence, message in events})
-            pipe.zremrangebyrank(key, 0, -(self._max_events + 1))  # the oldest go first beyond the bound
-            pipe.expire(key, int(mcp_settings.EVENT_STORE_TTL_SECONDS))
-            await pipe.execute()
+        arguments: list[Any] = [self._max_events, self._max_bytes, max(1, int(mcp_settings.EVENT_STORE_TTL_SECONDS))]
+        for sequence, message in events:
+            arguments += [sequence, orjson.dumps([sequence, message])]
+        await self._client().eval(_APPEND, 2, key, f"{key}:bytes", *arguments)
 
     async def check(self) -> None:
         await self._client().ping()

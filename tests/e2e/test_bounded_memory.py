@@ -1,5 +1,7 @@
 """Bounded memory against a real daphne process (issue 19, item 1): client values the server echoes are
-bounded (a 4 MB ``progressToken`` is refused with -32602, a 4 KB id with -32600) in both eras."""
+bounded (a 4 MB ``progressToken`` is refused with -32602, a 4 KB id with -32600) in both eras; an unread answer
+is cut at MAX_PENDING_BYTES; a slow reader gets the end of an answer larger than the kernel's buffers; a slow
+consumer's superseded progress notifications are coalesced (latest wins)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -197,25 +200,116 @@ def _ended_by_server(sock: socket.socket) -> int:
     return 1
 
 
-def test_a_slow_reader_gets_the_end_of_a_long_answer(live_access: Access, tmp_path: Path) -> None:
-    """Idle timeout of 1 s: Twisted would restart it at the end of the response, then close the connection
-    under a client still reading; here it counts inactivity, so the answer is drained to the end."""
-    with own_daphne(tmp_path, MCP_IDLE_TIMEOUT_SECONDS="1") as (port, _process):
+SLOW_ANSWER = 24 * 1024 * 1024  # far more than the kernel's buffers take (tcp_wmem's maximum is 4 MiB here)
+
+
+def test_a_slow_reader_gets_the_end_of_a_long_answer(
+    access_factory: Any, transactional_db: None, tmp_path: Path
+) -> None:
+    """Idle timeout of 1 s and a 24 MiB answer to a client with a 16 KiB receive buffer reading steadily for far
+    longer than that: most of the answer still waits in daphne when the response ends. Twisted would restart its
+    idle timer there, close the connection 1 s later and abort it LINGER_SECONDS after that, cutting the reader
+    off; here the timer counts inactivity, so the answer is drained to its end."""
+    access = access_factory(tools=("big_answer",))
+    body = orjson.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "big_answer", "arguments": {"size": SLOW_ANSWER}},
+        }
+    )
+    settings = {"MCP_IDLE_TIMEOUT_SECONDS": "1", "MCP_MAX_PENDING_BYTES": str(4 * SLOW_ANSWER)}
+    with own_daphne(tmp_path, **settings) as (port, _process):
         sock = small_window_socket(port)
-        sock.sendall(big_echo_request(live_access, port))
+        sock.sendall(raw_post(access, port, body))
         sock.settimeout(WAIT)
-        data = b""
+        received = bytearray()
         started = time.monotonic()
-        while True:
+        with contextlib.suppress(ConnectionResetError):  # the cut, without the fix: asserted below
+            while not complete(received):
+                chunk = sock.recv(64 * 1024)
+                if not chunk:
+                    break
+                received += chunk
+                time.sleep(0.01)  # the slow reader: at most 32 KiB (the window) every 10 ms
+        seconds = time.monotonic() - started
+        sock.close()
+    assert seconds > 3, f"read too fast ({seconds:.1f} s) to outlast the idle timeout and the linger"
+    assert complete(received), f"cut after {len(received)} bytes and {seconds:.1f} s"
+    assert len(received) > SLOW_ANSWER and b'"id":1,"result"' in received
+
+
+def complete(response: bytes | bytearray) -> bool:
+    """The whole response is in: as many body bytes as its Content-Length says, or a chunked body's last chunk
+    (a call that stays silent for SSE_OPEN_AFTER_SECONDS gets a stream, else a JSON answer)."""
+    head, found, _body = bytes(response[:4096]).partition(b"\r\n\r\n")
+    if not found:
+        return False
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return len(response) - len(head) - 4 >= int(line.split(b":")[1])
+    return response.endswith(b"\r\n0\r\n\r\n")
+
+
+def raw_post(access: Access, port: int, body: bytes) -> bytes:
+    head = (
+        f"POST /mcp/{access.server.server_id}?{access.query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {access.raw_token}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+FLOOD_STEPS = 20_000  # x ~1.1 KB: ~22 MB of progress, far more than the kernel's buffers and MAX_PENDING_BYTES
+
+
+def flood_request(access: Access, port: int) -> bytes:
+    arguments = {"steps": FLOOD_STEPS, "pad": 1000}
+    params = {"name": "progress_flood", "arguments": arguments, "_meta": {"progressToken": "flood"}}
+    return raw_post(access, port, orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+
+
+def test_a_slow_consumer_gets_the_latest_progress_and_the_answer(
+    access_factory: Any, transactional_db: None, tmp_path: Path
+) -> None:
+    """A tool reports progress 20,000 times (~22 MB) to a client reading at ~1 MB/s. Queued whole, the backlog
+    would pass MAX_PENDING_BYTES (8 MiB) and the connection be ended before the answer; coalesced, each
+    progress still unsent is replaced by the newer one: the client gets far fewer, the last of them the latest,
+    then the answer."""
+    access = access_factory(tools=("progress_flood",))
+    with own_daphne(tmp_path) as (port, _process):
+        sock = small_window_socket(port)
+        sock.sendall(flood_request(access, port))
+        sock.settimeout(WAIT * 4)
+        received = bytearray()
+        while not received.endswith(b"\r\n0\r\n\r\n"):
             chunk = sock.recv(64 * 1024)
             if not chunk:
                 break
-            data += chunk
-            if data.endswith(b"\r\n0\r\n\r\n"):
-                break
-            time.sleep(0.1)  # the slow reader: ~640 KB/s, several idle periods to read the whole answer
-        seconds = time.monotonic() - started
+            received += chunk
+            time.sleep(0.05)  # the slow consumer: at most ~1.3 MB/s
         sock.close()
-    assert seconds > 3, f"read too fast ({seconds:.1f} s) to prove anything"
-    assert data.endswith(b"\r\n0\r\n\r\n"), f"cut after {len(data)} bytes and {seconds:.1f} s"
-    assert b'"id":1,"result"' in data
+    data = bytes(received)
+    assert b"MAX_PENDING_BYTES" not in data, "the slow consumer was cut off"
+    assert data.endswith(b"\r\n0\r\n\r\n"), f"cut after {len(data)} bytes"
+    messages = [orjson.loads(line[6:]) for line in _unchunk(data).split(b"\n") if line.startswith(b"data: {")]
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert messages[-1]["id"] == 1 and messages[-1]["result"]["content"][0]["text"] == f"flooded {FLOOD_STEPS}"
+    assert progress == sorted(progress), "progress went backwards"
+    assert progress[-1] == FLOOD_STEPS, "the latest progress was lost"
+    assert len(progress) < FLOOD_STEPS // 2, f"{len(progress)} of {FLOOD_STEPS} progress events: not coalesced"
+
+
+def _unchunk(data: bytes) -> bytes:
+    """The body of a chunked HTTP/1.1 response (head included in ``data``)."""
+    _head, _, rest = data.partition(b"\r\n\r\n")
+    body = b""
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        body += rest[:size]
+        rest = rest[size + 2 :]
+    return body

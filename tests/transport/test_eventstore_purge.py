@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import orjson
 import pytest
 from django.test import override_settings
 
@@ -65,3 +66,46 @@ async def test_the_redis_store_keeps_the_newest_events_of_a_stream_only():
     store = RedisEventStore(require_redis(), prefix=f"test-bound-{secrets.token_hex(4)}", max_events=2)
     await store.append_many("s", [(n, {"n": n}) for n in range(1, 6)])
     assert await store.after("s", 0) == [(4, {"n": 4}), (5, {"n": 5})]
+
+
+HUNDRED_KB = "x" * 100_000
+
+
+async def test_a_session_call_of_100_kb_events_no_longer_pins_megabytes_in_redis():
+    """Issue 19's figure: one session call whose events carried 100 KB each pinned 11.6 MB in Redis for an hour.
+    116 such events (11.6 MB) now leave at most the default ``EVENT_STORE_MAX_BYTES`` (1 MiB) in the stream's key,
+    the newest ones, dropped oldest first in the append's own round trip."""
+    import secrets
+
+    import redis
+
+    from mcp_app.conf import mcp_settings
+    from tests.conftest import require_redis
+
+    url = require_redis()
+    prefix = f"test-bytes-{secrets.token_hex(4)}"
+    store = RedisEventStore(url, prefix=prefix)
+    for n in range(1, 117):
+        await store.append_many("s", [(n, {"progress": n, "message": HUNDRED_KB})])
+    kept = await store.after("s", 0)
+    client = redis.Redis.from_url(url)
+    try:
+        pinned = client.memory_usage(f"{prefix}:s") or 0
+        counted = int(client.get(f"{prefix}:s:bytes") or 0)
+        assert client.ttl(f"{prefix}:s") > 0 and client.ttl(f"{prefix}:s:bytes") > 0
+    finally:
+        client.delete(f"{prefix}:s", f"{prefix}:s:bytes")
+        client.close()
+    assert [n for n, _ in kept] == list(range(117 - len(kept), 117))  # the newest, in order
+    assert counted == sum(len(orjson.dumps([n, m])) for n, m in kept) <= mcp_settings.EVENT_STORE_MAX_BYTES
+    assert pinned < 1.2 * mcp_settings.EVENT_STORE_MAX_BYTES, f"{pinned} bytes pinned"
+
+
+async def test_the_memory_store_is_bounded_in_bytes_per_stream_too():
+    store = MemoryEventStore(max_bytes=250_000)
+    for n in range(1, 11):
+        await store.append_many("s", [(n, {"message": HUNDRED_KB})])
+    assert [n for n, _ in await store.after("s", 0)] == [9, 10]
+    store = MemoryEventStore(max_bytes=1)  # the newest event is always kept
+    await store.append_many("s", [(1, {"message": HUNDRED_KB}), (2, {"message": HUNDRED_KB})])
+    assert [n for n, _ in await store.after("s", 0)] == [2]

@@ -6,6 +6,7 @@ import asyncio
 import re
 
 import orjson
+import pytest
 
 from .helpers import call, communicator, rpc
 
@@ -213,6 +214,42 @@ async def test_a_resume_past_events_the_store_dropped_says_so(make_access, fresh
             "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {"max_events": 1}}
         }
     ):
+        reset_event_store()
+        access = await make_access(tools=("progress_then_wait",))
+        session_id = await open_session(access)
+        comm, seen = await start_call(access, session_id)
+        await comm.send_input({"type": "http.disconnect"})
+        await comm.wait(timeout=5)
+        fresh_gate.gate.release.set()
+        from mcp_app.transport import consumer
+
+        await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
+        reply = await call(
+            access,
+            method="GET",
+            headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": seen[0][0]},
+        )
+    reset_event_store()
+    assert b"events 1-2 of this stream were dropped" in reply.body
+    assert events(reply.body)[-1][1]["result"]["content"][0]["text"] == "finished"
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_a_resume_past_events_the_byte_bound_dropped_says_so(make_access, fresh_gate, backend):
+    """The byte bound (``max_bytes``; 1 byte here: only the newest event stays) drops the oldest events first, in
+    memory and in Redis, and a resume past them says so."""
+    import secrets
+
+    from django.test import override_settings
+
+    from mcp_app.transport.eventstore import reset_event_store
+    from tests.conftest import require_redis
+
+    store: dict = {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {"max_bytes": 1}}
+    if backend == "redis":
+        options = {"url": require_redis(), "prefix": f"test-bytes-{secrets.token_hex(4)}", "max_bytes": 1}
+        store = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": options}
+    with override_settings(MCP_APP={"EVENT_STORE": store}):
         reset_event_store()
         access = await make_access(tools=("progress_then_wait",))
         session_id = await open_session(access)
