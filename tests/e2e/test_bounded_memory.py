@@ -144,14 +144,14 @@ def rss_bytes(pid: int) -> int:
 
 
 def test_clients_that_never_read_keep_daphnes_growth_bounded(live_access: Access, tmp_path: Path) -> None:
-    """Two rounds of 12 clients that send a call and never read its 3 MiB answer (and never close). The first
-    round raises daphne's RSS to its working size (request bodies, decoding, encoding); the second must not
-    raise it much further: each unread answer is dropped at the bound, not kept for a client that never reads."""
-    clients = 12
+    """Rounds of 12 clients that send a call and never read its 3 MiB answer (and never close). The first round
+    raises daphne's RSS to its working size (request bodies, decoding, encoding); the next three must not raise it
+    much further: each unread answer is dropped at the bound, not kept for a client that never reads."""
+    clients, rounds = 12, 4
     with own_daphne(tmp_path, MCP_MAX_PENDING_BYTES=str(1024 * 1024)) as (port, process):
         held: list[socket.socket] = []
         rss = []
-        for _round in range(2):
+        for _round in range(rounds):
             sockets = [small_window_socket(port) for _ in range(clients)]
             for sock in sockets:
                 sock.sendall(big_echo_request(live_access, port))
@@ -165,10 +165,11 @@ def test_clients_that_never_read_keep_daphnes_growth_bounded(live_access: Access
             rss.append(rss_bytes(process.pid))
         for sock in held:
             sock.close()
-    growth = rss[1] - rss[0]
-    # Unbounded, the second round alone would pin 12 x 3 MiB = 36 MiB of unsent answers (measured bounded: ~16 MiB
-    # of allocator churn from decoding and encoding twelve 3 MiB bodies).
-    assert growth < 24 * 1024 * 1024, f"daphne grew by {growth / 2**20:.1f} MiB in the second round"
+    growth = rss[-1] - rss[0]
+    # Unbounded, the last three rounds would pin 3 x 12 x 3 MiB = 108 MiB of unsent answers. Bounded, what remains
+    # is the allocator's churn from decoding and encoding the bodies, which does not add up from round to round
+    # (measured 16 to 51 MiB between two rounds on a loaded machine): half the unbounded figure separates the two.
+    assert growth < 54 * 1024 * 1024, f"daphne grew by {growth / 2**20:.1f} MiB over rounds 2 to {rounds}"
 
 
 def _read_all(sock: socket.socket) -> bytes:

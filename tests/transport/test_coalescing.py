@@ -81,7 +81,9 @@ async def test_a_session_stream_is_stored_in_one_call_before_any_byte_is_sent(
     found = events(reply.body)
     assert len(found) == 7  # priming, five steps, the answer
     assert unstored_when_sent == []
-    assert appends == [6]  # one store call for the burst (one Redis round trip), not one per event
+    # The burst is stored in batches (one Redis round trip each), not one call per event: the stream opens at once
+    # for a progress token, so the answer may follow the progress burst in a call of its own.
+    assert sum(appends) == 6 and len(appends) <= 2, appends
 
 
 async def test_a_resumed_stream_gets_every_event_after_the_id_it_names(access: Any) -> None:
