@@ -114,6 +114,9 @@ def test_the_demo_person_can_sign_in_and_consent(client):
 
     first = json.loads(run_demo("--json"))["oauth"]
     assert first["password"]
-    assert client.login(username="demo", password=first["password"])
+    from django.http import HttpRequest
+
+    # django-axes checks every authenticate() per address, so it needs the request (its documented test idiom).
+    assert client.login(request=HttpRequest(), username="demo", password=first["password"])
     assert TenantMembership.objects.filter(user__username="demo", tenant__slug="demo").exists()
     assert json.loads(run_demo("--json"))["oauth"]["password"] is None  # printed once

@@ -34,6 +34,8 @@ RESOURCES = (
     "sessions",
     "tool-calls",
     "api-keys",
+    "oauth-consents",
+    "oauth-agents",
 )
 # What Chromium sends for a page it navigates to.
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"

@@ -15,7 +15,7 @@ import pytest
 from channels.testing import HttpCommunicator
 
 from mcp_app.protocol.errors import RATE_LIMITED
-from tests.request_path import counting
+from tests.request_path import caches_ready, counting
 
 from .helpers import Reply, call, header_list, rpc
 
@@ -93,6 +93,7 @@ async def test_a_wrong_token_is_refused_from_the_negative_cache_without_a_databa
     make_access: Callable[..., Awaitable[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     access = await make_access(tools=("echo",))
+    await caches_ready()  # the server's snapshot is cached once invalidations are followed (the 401 names it)
     unknown_prefix = wrong_token(0xABCDEF)
     known_prefix = f"mcp_{access.token.prefix}_wrong-secret"  # a real token's prefix, a wrong secret
     for token in (unknown_prefix, known_prefix):
