@@ -112,7 +112,7 @@ class Browser:
         if "/oauth/login/" in page.url:
             await page.fill("#id_username", "alice")
             await page.fill("#id_password", PASSWORD)
-            await page.click("input[type=submit]")
+            await page.click("form button[type=submit], form input[type=submit]")
         await page.wait_for_selector("#authorizationForm")
         assert "Not verified" in await page.content()
         await page.click("input[name=allow]")
@@ -260,7 +260,7 @@ def test_the_typescript_sdk_connects_with_oauth(oauth_daphne: Daphne, demo: Any)
             page.goto(first["authorize"])
             page.fill("#id_username", "alice")
             page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
+            page.click("form button[type=submit], form input[type=submit]")
             page.wait_for_selector("#authorizationForm")
             page.click("input[name=allow]")
             deadline = time.monotonic() + WAIT_SECONDS
