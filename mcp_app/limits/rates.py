@@ -10,8 +10,9 @@ The contract:
   snapshot and the catalog's tool descriptors (no query).
 - ``await take(buckets)``: draws ``cost`` tokens from every bucket at once, or from none: it raises
   ``RateLimited`` (JSON-RPC -32011, ``data.scope``, ``data.retryAfterMs``; the edge answers HTTP 429 with
-  ``Retry-After``) naming the scope that must wait longest. An unreachable backend raises
-  ``ServiceUnavailable`` (503): a limit that cannot be checked is not silently lifted.
+  ``Retry-After``) naming the scope that must wait longest. While the shared backend is unreachable, this
+  process's own buckets (``LocalRates``) decide: the limits still hold for each process's requests, calls that
+  need no Redis are still served, and the outage is logged (once per ``OUTAGE_LOG_INTERVAL_SECONDS``) and counted.
 
 **The algorithm** is GCRA, the token bucket kept as one number per bucket (its *theoretical arrival time*): a
 request of cost ``n`` is admitted when ``max(tat, now) + n/rate - now <= burst/rate``, and then moves ``tat``
@@ -38,7 +39,7 @@ from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings, on_reload
 from ..observability import metrics
-from ..protocol.errors import RateLimited, ServiceUnavailable
+from ..protocol.errors import RateLimited
 
 __all__ = ["Bucket", "Limit", "LocalRates", "RateLimited", "RedisRates", "limit_of", "request_buckets", "take"]
 
@@ -108,20 +109,37 @@ def request_buckets(token: Any, *, tools: Iterable[Any] = (), cost: int = 1) -> 
 
 
 async def take(buckets: Sequence[Bucket]) -> None:
-    """Draw from every bucket or none; raise ``RateLimited`` (or ``ServiceUnavailable``), see the docstring."""
+    """Draw from every bucket or none; raise ``RateLimited``, see the module docstring."""
     if not buckets:
         return
     try:
         refused = await get_rates().take(buckets)
     except Exception as error:
-        logger.warning("rate limits are unavailable: %s: %s", type(error).__name__, error)
+        # Not silently lifted, not a 503 for every call: this process's own buckets hold the limits meanwhile.
         metrics.record_dependency_error("redis")
-        raise ServiceUnavailable("Service unavailable: rate limits cannot be checked; retry shortly") from error
+        _log_outage(error)
+        refused = _fallback.take_sync(buckets)
     if refused is not None:
         index, wait_ms = refused
         bucket = buckets[index]
         metrics.rate_limited(bucket.scope)
         raise RateLimited(bucket.scope, max(1, math.ceil(wait_ms)), bucket.limit.rate, bucket.limit.burst)
+
+
+OUTAGE_LOG_INTERVAL_SECONDS = 10.0
+_last_outage_log = 0.0
+
+
+def _log_outage(error: Exception) -> None:
+    global _last_outage_log
+    now = time.monotonic()
+    if now - _last_outage_log >= OUTAGE_LOG_INTERVAL_SECONDS:
+        _last_outage_log = now
+        logger.warning(
+            "rate limits: the shared backend is unavailable (%s: %s); this process's own buckets decide meanwhile",
+            type(error).__name__,
+            error,
+        )
 
 
 def _cost(bucket: Bucket) -> int:
@@ -217,6 +235,7 @@ class RedisRates:
         return None if int(index) == 0 else (int(index) - 1, float(wait))
 
 
+_fallback = LocalRates()  # this process's buckets while the shared backend is unreachable
 _backend: Any = None
 _backend_lock = threading.Lock()
 
