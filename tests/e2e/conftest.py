@@ -12,7 +12,9 @@ Not owned here: the domain factories (``tests/conftest.py``) and anything about 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -86,14 +88,21 @@ class Daphne:
         return self.stderr_path.read_text(errors="replace")
 
 
+def _limit_nofile(soft: int) -> None:
+    """In a forked child before exec: lower its soft descriptor limit (the hard limit stays)."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 @contextlib.contextmanager
 def _running_daphne(
-    tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None
+    tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None, *, nofile: int | None = None
 ) -> Iterator[Daphne]:
     """Start daphne on a free port against the test database (and Redis, when configured); stop it after
     (SIGTERM, as a process manager does).
 
-    ``extra_env`` is applied last (e.g. another ``REDIS_URL``, ``MCP_LOG_FORMAT``)."""
+    ``extra_env`` is applied last (e.g. another ``REDIS_URL``, ``MCP_LOG_FORMAT``). ``nofile``: daphne's soft
+    ``RLIMIT_NOFILE`` (``ulimit -n``), set in the child only: this process may hold more descriptors than that."""
     from django.conf import settings
     from django.db import connection
 
@@ -120,7 +129,14 @@ def _running_daphne(
     logs = tmp_path_factory.mktemp("daphne")
     stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stdout, stderr=stderr)
+        process = subprocess.Popen(
+            _daphne_command(port),
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            preexec_fn=None if nofile is None else functools.partial(_limit_nofile, nofile),
+        )
     server = Daphne(url=f"http://127.0.0.1:{port}", process=process, stderr_path=stderr_path)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS

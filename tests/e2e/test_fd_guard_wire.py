@@ -1,9 +1,9 @@
 """The file-descriptor guard at the wire, with a real daphne started under a low ``ulimit -n`` (issue 19: under the
 common 1,024-descriptor limit one agent holding ~1,000 GET streams made 93 of 93 requests of another tenant fail).
 
-daphne runs with a soft ``RLIMIT_NOFILE`` of 256 (inherited: the limit is lowered in this process only while
-daphne is started). One agent opens GET streams until the process answers 503 (``-32012``, scope ``process``):
-it must, well before the descriptors run out, and every call of another tenant must still be served.
+daphne runs with a soft ``RLIMIT_NOFILE`` of 256 (set in the daphne process only, before it execs). One agent
+opens GET streams until the process answers 503 (``-32012``, scope ``process``): it must, well before the
+descriptors run out, and every call of another tenant must still be served.
 """
 
 from __future__ import annotations
@@ -32,17 +32,9 @@ def low_nofile_daphne(
     from . import conftest
 
     monkeypatch.setattr(conftest, "READY_TIMEOUT_SECONDS", 60.0)  # a daphne of its own, started on a busy machine
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (DAPHNE_NOFILE, hard))
-    restored = False
-    try:
-        with running_daphne(tmp_path_factory) as server:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-            restored = True
-            yield server
-    finally:
-        if not restored:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    # The limit is set in daphne's process only: this one may already hold more descriptors than that.
+    with running_daphne(tmp_path_factory, nofile=DAPHNE_NOFILE) as server:
+        yield server
 
 
 def headers(access: Access, **extra: str) -> dict[str, str]:
