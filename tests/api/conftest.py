@@ -182,3 +182,21 @@ def world_factory(
 @pytest.fixture
 def two_tenants(world_factory: Callable[[str], TenantWorld]) -> tuple[TenantWorld, TenantWorld]:
     return world_factory("acme"), world_factory("globex")
+
+
+# Every tenant-scoped resource list of /api/v1/ (the isolation matrix walks them; the API root lists them).
+ENDPOINTS = (
+    "tenants",
+    "memberships",
+    "servers",
+    "tools",
+    "resources",
+    "prompts",
+    "server-tools",
+    "server-resources",
+    "server-prompts",
+    "agents",
+    "tokens",
+    "sessions",
+    "tool-calls",
+)

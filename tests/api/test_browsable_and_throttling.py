@@ -19,24 +19,9 @@ from rest_framework.test import APIClient
 
 from mcp_app.models import ApiKey
 
-RESOURCES = (
-    "tenants",
-    "memberships",
-    "servers",
-    "tools",
-    "resources",
-    "prompts",
-    "server-tools",
-    "server-resources",
-    "server-prompts",
-    "agents",
-    "tokens",
-    "sessions",
-    "tool-calls",
-    "api-keys",
-    "oauth-consents",
-    "oauth-agents",
-)
+from .conftest import ENDPOINTS
+
+RESOURCES = (*ENDPOINTS, "api-keys", "oauth-consents", "oauth-agents")
 # What Chromium sends for a page it navigates to.
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 

@@ -22,23 +22,8 @@ from mcp_app.models import (
     Tool,
 )
 
-from .conftest import ROLES
+from .conftest import ENDPOINTS, ROLES
 
-ENDPOINTS = (
-    "tenants",
-    "memberships",
-    "servers",
-    "tools",
-    "resources",
-    "prompts",
-    "server-tools",
-    "server-resources",
-    "server-prompts",
-    "agents",
-    "tokens",
-    "sessions",
-    "tool-calls",
-)
 READ_ONLY = ("tenants", "sessions", "tool-calls")
 WRITABLE = tuple(e for e in ENDPOINTS if e not in READ_ONLY)
 ACTIONS = {"tokens": "revoke", "sessions": "terminate"}

@@ -214,21 +214,7 @@ async def test_a_resume_past_events_the_store_dropped_says_so(make_access, fresh
             "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {"max_events": 1}}
         }
     ):
-        reset_event_store()
-        access = await make_access(tools=("progress_then_wait",))
-        session_id = await open_session(access)
-        comm, seen = await start_call(access, session_id)
-        await comm.send_input({"type": "http.disconnect"})
-        await comm.wait(timeout=5)
-        fresh_gate.gate.release.set()
-        from mcp_app.transport import consumer
-
-        await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
-        reply = await call(
-            access,
-            method="GET",
-            headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": seen[0][0]},
-        )
+        reply = await _resume_after_the_first_event(make_access, fresh_gate)
     reset_event_store()
     assert b"events 1-2 of this stream were dropped" in reply.body
     assert events(reply.body)[-1][1]["result"]["content"][0]["text"] == "finished"
@@ -250,21 +236,27 @@ async def test_a_resume_past_events_the_byte_bound_dropped_says_so(make_access, 
         options = {"url": require_redis(), "prefix": f"test-bytes-{secrets.token_hex(4)}", "max_bytes": 1}
         store = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": options}
     with override_settings(MCP_APP={"EVENT_STORE": store}):
-        reset_event_store()
-        access = await make_access(tools=("progress_then_wait",))
-        session_id = await open_session(access)
-        comm, seen = await start_call(access, session_id)
-        await comm.send_input({"type": "http.disconnect"})
-        await comm.wait(timeout=5)
-        fresh_gate.gate.release.set()
-        from mcp_app.transport import consumer
-
-        await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
-        reply = await call(
-            access,
-            method="GET",
-            headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": seen[0][0]},
-        )
+        reply = await _resume_after_the_first_event(make_access, fresh_gate)
     reset_event_store()
     assert b"events 1-2 of this stream were dropped" in reply.body
     assert events(reply.body)[-1][1]["result"]["content"][0]["text"] == "finished"
+
+
+async def _resume_after_the_first_event(make_access, fresh_gate):
+    """A call whose client went away after its first event; once it finished, a GET resumes after that event."""
+    from mcp_app.transport import consumer
+    from mcp_app.transport.eventstore import reset_event_store
+
+    reset_event_store()
+    access = await make_access(tools=("progress_then_wait",))
+    session_id = await open_session(access)
+    comm, seen = await start_call(access, session_id)
+    await comm.send_input({"type": "http.disconnect"})
+    await comm.wait(timeout=5)
+    fresh_gate.gate.release.set()
+    await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
+    return await call(
+        access,
+        method="GET",
+        headers={"accept": "text/event-stream", "mcp-session-id": session_id, "last-event-id": seen[0][0]},
+    )
