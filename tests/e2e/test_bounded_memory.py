@@ -168,8 +168,8 @@ def test_clients_that_never_read_keep_daphnes_growth_bounded(live_access: Access
     growth = rss[-1] - rss[0]
     # Unbounded, the last three rounds would pin 3 x 12 x 3 MiB = 108 MiB of unsent answers. Bounded, what remains
     # is the allocator's churn from decoding and encoding the bodies, which does not add up from round to round
-    # (measured 16 to 51 MiB between two rounds on a loaded machine): half the unbounded figure separates the two.
-    assert growth < 54 * 1024 * 1024, f"daphne grew by {growth / 2**20:.1f} MiB over rounds 2 to {rounds}"
+    # (16 to 51 MiB between two rounds on a loaded machine; a clean-clone CI run went past 54): under 108 MiB.
+    assert growth < 96 * 1024 * 1024, f"daphne grew by {growth / 2**20:.1f} MiB over rounds 2 to {rounds}"
 
 
 def _read_all(sock: socket.socket) -> bytes:
