@@ -72,6 +72,8 @@ CHANNEL_INTERNALS = (
     "line_mode",
     "_buffer",
 )
+# The buffers of Twisted's transports (``abstract.FileDescriptor``) that hold what is written but not yet sent.
+TRANSPORT_BUFFERS = ("dataBuffer", "offset", "_tempDataBuffer", "_tempDataLen")
 # What may start a request line: a method is a token (RFC 9110 §5.6.2); a CR may precede it (a stray CRLF).
 _REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\r")
 CHANNEL_METHODS = (
@@ -414,6 +416,17 @@ def _channel_class() -> type:
             if linger is not None and linger.active():
                 linger.cancel()
             super().connectionLost(reason)
+            self._mcp_drop_unsent()
+
+        def _mcp_drop_unsent(self) -> None:
+            """Free what a lost connection never sent, now. Twisted leaves it on the transport, which the channel,
+            the request and the application reference in a cycle: an aborted unread answer would stay in memory
+            until the garbage collector's next full pass (tens of MiB under a client that never reads)."""
+            self._mcp_held, self._mcp_held_bytes = [], 0
+            transport = self.transport
+            if all(hasattr(transport, name) for name in TRANSPORT_BUFFERS):
+                transport.dataBuffer, transport.offset = b"", 0
+                transport._tempDataBuffer, transport._tempDataLen = [], 0
 
     return LimitedHTTPChannel
 
