@@ -5,6 +5,10 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist; each has its own test database and Redis database, see tests/parallel.py). Most
+# tests wait on real processes and sockets, so two processes overlap well even on two cores; 0 runs in one process.
+TEST_PROCESSES ?= 2
+XDIST := $(if $(filter 0,$(TEST_PROCESSES)),,-n $(TEST_PROCESSES) --dist loadfile)
 # The Node packages of the end-to-end tests live outside the work tree, installed once per lock file.
 NPM_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mcp-host/npm
 NODE_DIR := tests/e2e/node
@@ -72,11 +76,11 @@ beat: install
 ## The whole suite against the configured services (DATABASE_URL / REDIS_URL), then, when services are
 ## configured, the transport and end-to-end tests once more on the embedded defaults (SQLite, in-memory layer).
 test: install-dev npm-tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then $(MAKE) --no-print-directory test-embedded; fi
 
 test-embedded: install-dev
-	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest tests/transport tests/e2e $(PYTEST_ARGS)
+	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest $(XDIST) tests/transport tests/e2e $(PYTEST_ARGS)
 
 ## Ruff, formatting, migrations in sync, the import layers (import-linter contracts in pyproject.toml) and the
 ## type checker (mypy with the Django and DRF plugins; strict on protocol/ and catalog/).

@@ -18,8 +18,10 @@ ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 async def settled() -> None:
     """Wait (bounded) until the background work of every task in this process has ended and been recorded."""
+    loop = asyncio.get_running_loop()
     for _ in range(3):
-        pending = list(task_runtime._background)
+        # Work left by an earlier test whose event loop has closed can never end: not ours to wait for.
+        pending = [work for work in task_runtime._background if work.get_loop() is loop]
         if not pending:
             return
         await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=5)
