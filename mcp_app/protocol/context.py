@@ -319,9 +319,12 @@ class LogReporter:
 
 
 @dataclass(slots=True)
-class ToolCall:
-    """What a runner gets besides the arguments: who calls, how to report back, and (2026-07-28 multi-round
-    trips) the client's answers to earlier input requests with the state the server handed out."""
+class CallContext:
+    """The context of one call a runner serves (``tools/call``, ``resources/read``, ``prompts/get``): what it gets
+    besides the arguments: who calls, how to report back, and (2026-07-28 multi-round trips) the client's answers
+    to earlier input requests with the state the server handed out.
+
+    Not the audit log's ``ToolCall`` (``mcp_app.models``), the row a finished ``tools/call`` leaves behind."""
 
     request: RequestContext
     progress: ProgressReporter
@@ -349,17 +352,19 @@ class ToolCall:
 class ToolRunner(Protocol):
     """Runs what a catalog entry points at. Implementations live in the runtime layer."""
 
-    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Run ``tool`` and return a wire ``CallToolResult``; raise ``InvalidToolArguments`` on bad input."""
         ...
 
     async def read_resource(
-        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         """Return a wire ``ReadResourceResult`` for ``uri`` (``variables`` filled from a template)."""
         ...
 
-    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+    async def get_prompt(
+        self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
+    ) -> dict[str, Any]:
         """Return a wire ``GetPromptResult`` (or an input-required result)."""
         ...
 
@@ -408,7 +413,7 @@ class HandshakeTasks(Protocol):
         self,
         tool: ToolDescriptor,
         arguments: dict[str, Any],
-        call: ToolCall,
+        call: CallContext,
         *,
         ttl_ms: int | None,
         request_id: str | int,

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import PRODUCT_NAME, __version__
 from . import modern, versions
-from .context import LogReporter, OpenStream, ProgressReporter, RequestContext, ToolCall
+from .context import CallContext, LogReporter, OpenStream, ProgressReporter, RequestContext
 from .errors import (
     InternalError,
     InvalidParams,
@@ -40,7 +40,7 @@ class MessageContext:
     progress: ProgressReporter
     log: LogReporter
 
-    def call(self, params: dict[str, Any]) -> ToolCall:
+    def call(self, params: dict[str, Any]) -> CallContext:
         """What a runner gets for this request, with the answers of a multi-round trip (``inputResponses``,
         ``requestState``) checked for shape."""
         input_responses = params.get("inputResponses")
@@ -49,7 +49,7 @@ class MessageContext:
         request_state = params.get("requestState")
         if request_state is not None and not isinstance(request_state, str):
             raise InvalidParams('Invalid params: "requestState" must be a string')
-        return ToolCall(
+        return CallContext(
             request=self.request,
             progress=self.progress,
             log=self.log,

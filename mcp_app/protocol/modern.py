@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import versions
-from .context import LOG_LEVELS, ToolCall, ToolDescriptor
+from .context import LOG_LEVELS, CallContext, ToolDescriptor
 from .errors import HeaderMismatch, InvalidParams, InvalidRequest, UnsupportedProtocolVersion
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
@@ -34,7 +34,7 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 
-def runs_as_task(tool: ToolDescriptor, call: ToolCall) -> bool:
+def runs_as_task(tool: ToolDescriptor, call: CallContext) -> bool:
     """Whether a ``tools/call`` of ``tool`` follows the 2026 task rules (the runtime's ``call_maybe_as_task``):
     the tool may run as a task, the call is not one already, tasks are served here, and the client declared the
     tasks extension."""

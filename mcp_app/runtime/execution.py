@@ -28,10 +28,10 @@ from ..definitions.prompts import fill_placeholders, render_static_prompt
 from ..definitions.static import StaticBehaviour
 from ..observability import metrics, tracing
 from ..protocol.context import (
+    CallContext,
     InvalidToolArguments,
     PromptDescriptor,
     ResourceDescriptor,
-    ToolCall,
     ToolDescriptor,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
@@ -141,7 +141,7 @@ def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
 class Runner:
     """Runs tool calls in the serving process (the embedded default)."""
 
-    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Run the call and record its duration and outcome (``mcp_tool_call_duration_seconds``), in an
         ``execute_tool`` span when tracing is on (here, or on the worker that runs a worker call)."""
         tracer = tracing.active()
@@ -149,7 +149,9 @@ class Runner:
             return await tracer.tool_call(tool, call, self._measured_call(tool, arguments, call))
         return await self._measured_call(tool, arguments, call)
 
-    async def _measured_call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _measured_call(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
+    ) -> dict[str, Any]:
         started = time.perf_counter()
         outcome = "exception"
         try:
@@ -168,7 +170,7 @@ class Runner:
         finally:
             metrics.record_tool_call(tool.name, outcome, time.perf_counter() - started)
 
-    async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         if runs_as_task(tool, call):
             from .tasks import call_maybe_as_task
 
@@ -196,7 +198,7 @@ class Runner:
                 )
         return result
 
-    async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         target = tool.target
         if isinstance(target, StaticTarget):
             errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
@@ -213,7 +215,7 @@ class Runner:
         raise TypeError(f"tool {tool.name!r} has no runnable target")
 
     async def _call_python(
-        self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: ToolCall
+        self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: CallContext
     ) -> dict[str, Any]:
         try:
             # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
@@ -248,7 +250,7 @@ class Runner:
             return _error_result(f"Tool {tool.name} failed with an internal error", "INTERNAL_ERROR", "internal_error")
 
     async def read_resource(
-        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         target = resource.target
         content: dict[str, Any] = {"uri": uri}
@@ -271,7 +273,9 @@ class Runner:
             return {"contents": [content]}
         raise TypeError(f"resource {resource.uri!r} has no readable target")
 
-    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+    async def get_prompt(
+        self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
+    ) -> dict[str, Any]:
         target = prompt.target
         result: dict[str, Any] = {}
         if prompt.description:
@@ -341,7 +345,7 @@ async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
 
 
 async def _answer_in_band(
-    registered: RegisteredTool, kwargs: dict[str, Any], call: ToolCall, needed: InputRequired
+    registered: RegisteredTool, kwargs: dict[str, Any], call: CallContext, needed: InputRequired
 ) -> dict[str, Any]:
     """Ask the client each of ``needed``'s requests; return the tool's arguments for the next round."""
     context = kwargs.get(registered.context_parameter) if registered.context_parameter else None
@@ -355,7 +359,7 @@ async def _answer_in_band(
     return kwargs
 
 
-def _context(call: ToolCall, state: Any) -> ToolContext:
+def _context(call: CallContext, state: Any) -> ToolContext:
     principal = call.request.principal
     return ToolContext(
         server_id=call.request.server.server_id,
@@ -371,7 +375,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
     )
 
 
-async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: ToolCall, state: Any) -> Any:
+async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: CallContext, state: Any) -> Any:
     if registered.context_parameter:
         kwargs[registered.context_parameter] = _context(call, state)
     if registered.is_coroutine:

@@ -64,10 +64,10 @@ from ..observability import metrics
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages, versions
 from ..protocol.context import (
+    CallContext,
     InvalidToolArguments,
     LogReporter,
     RequestContext,
-    ToolCall,
     ToolDescriptor,
 )
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
@@ -300,7 +300,7 @@ class HandshakeTaskService:
         self,
         tool: ToolDescriptor,
         arguments: dict[str, Any],
-        call: ToolCall,
+        call: CallContext,
         *,
         ttl_ms: int | None,
         request_id: str | int,
@@ -327,7 +327,7 @@ class HandshakeTaskService:
             emit=channel.emit,
             outbound=_TaskOutbound(self._session_key, task, channel) if self._session_key is not None else NO_CHANNEL,
         )
-        task_call = ToolCall(
+        task_call = CallContext(
             request=request,
             progress=RecordedProgress(call.progress.token, channel.emit, task.pk),
             log=LogReporter(call.log.threshold, channel.emit),

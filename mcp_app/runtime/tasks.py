@@ -35,10 +35,10 @@ from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
 from ..protocol.context import (
+    CallContext,
     LogReporter,
     ProgressReporter,
     RequestContext,
-    ToolCall,
     ToolDescriptor,
     ToolRunner,
     discard,
@@ -173,7 +173,7 @@ class TaskService:
         assert self._ctx is not None
         tool = self._ctx.catalog.tool(task.tool_name)
         request = dataclasses.replace(self._ctx, emit=discard, client_capabilities=task.client_capabilities or {})
-        call = ToolCall(
+        call = CallContext(
             request=request,
             progress=ProgressReporter(None, discard),
             log=LogReporter(None, discard),
@@ -188,7 +188,9 @@ class TaskService:
             work = asyncio.ensure_future(self._runner.call_tool(tool, dict(task.arguments), call))
         follow(task, work)
 
-    async def create(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall, **fields: Any) -> ToolTask:
+    async def create(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, **fields: Any
+    ) -> ToolTask:
         return await database_sync_to_async(ToolTask.objects.create_task)(
             server_id=self._server_pk,
             agent_id=self._agent_pk,
@@ -285,7 +287,7 @@ def create_result(task: ToolTask) -> dict[str, Any]:
 
 
 async def call_maybe_as_task(
-    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall
+    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
 ) -> dict[str, Any]:
     """Run a task-capable call for a declaring client; see the module docstring for the decision."""
     service = call.request.tasks
@@ -298,7 +300,7 @@ async def call_maybe_as_task(
         if not converted:
             await emit(message)
 
-    task_call = ToolCall(
+    task_call = CallContext(
         request=dataclasses.replace(call.request, emit=gated),
         progress=ProgressReporter(call.progress.token, gated),
         log=LogReporter(call.log.threshold, gated),

@@ -52,7 +52,7 @@ from .. import __version__
 from ..conf import mcp_settings
 from ..netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
 from ..observability import tracing
-from ..protocol.context import ToolCall
+from ..protocol.context import CallContext
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
 
@@ -169,7 +169,9 @@ def _where(url: str) -> str:
     return parts.netloc or url
 
 
-async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+async def call_webhook(
+    target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: CallContext
+) -> dict[str, Any]:
     """Send one call to ``target`` and return the ``CallToolResult`` (``isError`` for every failure)."""
     from ..definitions.http_tools import SecretHeadersUnavailable, open_secret_headers
 

@@ -60,12 +60,12 @@ from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
 from ..protocol.context import (
+    CallContext,
     InvalidToolArguments,
     LogReporter,
     Principal,
     RequestContext,
     ServerDescription,
-    ToolCall,
     ToolRunner,
 )
 from ..protocol.errors import InvalidParams, ProtocolError
@@ -500,7 +500,7 @@ class WorkerCall:
         deadline = float(spec["deadline"])
         ctx.emit = emit
         ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
-        call = ToolCall(
+        call = CallContext(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
             progress=RecordedProgress(_TOKEN if info.get("progress") else None, emit, self.record_pk),

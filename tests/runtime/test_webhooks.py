@@ -14,6 +14,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_app.protocol.context import (
+    CallContext,
     InvalidToolArguments,
     LogReporter,
     Principal,
@@ -21,7 +22,6 @@ from mcp_app.protocol.context import (
     RequestContext,
     ServerCatalog,
     ServerDescription,
-    ToolCall,
     ToolDescriptor,
     discard,
 )
@@ -43,7 +43,7 @@ def tool(url: str, *, output_schema: Any = None, **target: Any) -> ToolDescripto
     )
 
 
-def tool_call() -> ToolCall:
+def tool_call() -> CallContext:
     request = RequestContext(
         server=ServerDescription(server_id="srv-1", name="srv"),
         catalog=ServerCatalog(),
@@ -51,7 +51,7 @@ def tool_call() -> ToolCall:
         protocol_version="2025-06-18",
         principal=Principal(tenant="acme", agent_id="bot-7"),
     )
-    return ToolCall(request=request, progress=ProgressReporter(None, discard), log=LogReporter(None, discard))
+    return CallContext(request=request, progress=ProgressReporter(None, discard), log=LogReporter(None, discard))
 
 
 async def run(descriptor: ToolDescriptor, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
