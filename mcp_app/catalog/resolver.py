@@ -27,7 +27,7 @@ from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, 
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
 from ..observability import metrics
-from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
+from ..protocol.descriptors import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
 from ..runtime.execution import (
     FunctionTarget,
     PythonTarget,

@@ -46,7 +46,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .. import __version__
-from ..protocol.context import CallContext, InvalidToolArguments, RequestContext, ToolDescriptor
+from ..protocol.context import CallContext, InvalidToolArguments, RequestContext
+from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import ProtocolError
 
 try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import PRODUCT_NAME, __version__
 from . import modern, versions
-from .context import CallContext, LogReporter, OpenStream, ProgressReporter, RequestContext
+from .context import CallContext, OpenStream, RequestContext
 from .errors import (
     InternalError,
     InvalidParams,
@@ -27,6 +27,7 @@ from .errors import (
     error_response,
 )
 from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
+from .reporters import LogReporter, ProgressReporter
 
 logger = logging.getLogger("mcp_app.protocol")
 

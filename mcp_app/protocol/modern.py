@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import versions
-from .context import LOG_LEVELS, CallContext, ToolDescriptor
+from .context import CallContext
+from .descriptors import ToolDescriptor
 from .errors import HeaderMismatch, InvalidParams, InvalidRequest, UnsupportedProtocolVersion
+from .reporters import LOG_LEVELS
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"

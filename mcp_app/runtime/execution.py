@@ -27,13 +27,8 @@ from ..definitions.context import InputRequired, ToolContext, ToolError, ToolRes
 from ..definitions.prompts import fill_placeholders, render_static_prompt
 from ..definitions.static import StaticBehaviour
 from ..observability import metrics, tracing
-from ..protocol.context import (
-    CallContext,
-    InvalidToolArguments,
-    PromptDescriptor,
-    ResourceDescriptor,
-    ToolDescriptor,
-)
+from ..protocol.context import CallContext, InvalidToolArguments
+from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..protocol.versions import LEGACY

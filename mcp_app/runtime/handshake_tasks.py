@@ -63,15 +63,11 @@ from ..models.tasks import TERMINAL
 from ..observability import metrics
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages, versions
-from ..protocol.context import (
-    CallContext,
-    InvalidToolArguments,
-    LogReporter,
-    RequestContext,
-    ToolDescriptor,
-)
+from ..protocol.context import CallContext, InvalidToolArguments, RequestContext
+from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.reporters import LogReporter
 from .progress import RecordedProgress
 from .tasks import _background, _iso, _listen_for_cancel, _listeners, _running
 

@@ -34,16 +34,10 @@ from ..events import TASK_CANCEL_EVENT, task_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
-from ..protocol.context import (
-    CallContext,
-    LogReporter,
-    ProgressReporter,
-    RequestContext,
-    ToolDescriptor,
-    ToolRunner,
-    discard,
-)
+from ..protocol.context import CallContext, RequestContext, ToolRunner
+from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import INVALID_PARAMS, CapacityExceeded, InternalError, ProtocolError
+from ..protocol.reporters import LogReporter, ProgressReporter, discard
 from .mrtr import PARK
 
 logger = logging.getLogger("mcp_app.runtime.tasks")

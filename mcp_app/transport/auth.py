@@ -43,7 +43,8 @@ from ..conf import mcp_settings
 from ..limits import bruteforce
 from ..models.agents import TOKEN_SCHEME, token_digest
 from ..models.sessions import session_digest
-from ..protocol.context import Principal, RequestContext, ServerCatalog
+from ..protocol.context import Principal, RequestContext
+from ..protocol.descriptors import ServerCatalog
 from ..runtime.audit import request_audit
 from ..workers.quotas import limits_for
 from .sessions import DatabaseSession, session_alive

@@ -59,17 +59,11 @@ from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT,
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
-from ..protocol.context import (
-    CallContext,
-    InvalidToolArguments,
-    LogReporter,
-    Principal,
-    RequestContext,
-    ServerDescription,
-    ToolRunner,
-)
+from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
+from ..protocol.descriptors import ServerDescription
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.reporters import LogReporter
 from ..runtime.progress import RecordedProgress
 from . import quotas, records
 

@@ -59,18 +59,11 @@ from ..events import (
 )
 from ..models import ToolTask
 from ..protocol import versions
-from ..protocol.context import (
-    CallContext,
-    InvalidToolArguments,
-    LogReporter,
-    Principal,
-    ProgressReporter,
-    PromptDescriptor,
-    ResourceDescriptor,
-    ToolDescriptor,
-)
+from ..protocol.context import CallContext, InvalidToolArguments, Principal
+from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
+from ..protocol.reporters import LogReporter, ProgressReporter
 from ..runtime.execution import (
     PythonTarget,
     Runner,

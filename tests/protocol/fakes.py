@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_app.protocol.context import CallContext, InvalidToolArguments, ToolDescriptor
+from mcp_app.protocol.context import CallContext, InvalidToolArguments
+from mcp_app.protocol.descriptors import ToolDescriptor
 
 ABSENT: Any = object()
 

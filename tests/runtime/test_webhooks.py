@@ -13,18 +13,9 @@ import orjson
 import pytest
 from django.test import override_settings
 
-from mcp_app.protocol.context import (
-    CallContext,
-    InvalidToolArguments,
-    LogReporter,
-    Principal,
-    ProgressReporter,
-    RequestContext,
-    ServerCatalog,
-    ServerDescription,
-    ToolDescriptor,
-    discard,
-)
+from mcp_app.protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext
+from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription, ToolDescriptor
+from mcp_app.protocol.reporters import LogReporter, ProgressReporter, discard
 from mcp_app.runtime import webhooks
 from mcp_app.runtime.execution import Runner
 from mcp_app.runtime.webhooks import HttpTarget

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from mcp_app import services
-from mcp_app.protocol.context import CallContext, ToolDescriptor
+from mcp_app.protocol.context import CallContext
+from mcp_app.protocol.descriptors import ToolDescriptor
 from mcp_app.protocol.ports import NO_CHANNEL
 
 from .helpers import call, rpc

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import handshake_tasks, versions
-from ..context import LOG_LEVELS, RequestContext
+from ..context import RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
 from ..modern import TASKS_EXTENSION
+from ..reporters import LOG_LEVELS
 from .base import dispatcher
 
 LEGACY_ONLY = (versions.LEGACY,)
