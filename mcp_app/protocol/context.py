@@ -145,9 +145,10 @@ class RequestTracer(Protocol):
         ...
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Everything the handlers need for one HTTP request."""
+    """Everything the handlers need for one HTTP request. Frozen: a handler or runner that needs a variant (another
+    log level, another emit) makes one with ``dataclasses.replace``."""
 
     server: ServerDescription
     catalog: ServerCatalog

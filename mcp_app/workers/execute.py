@@ -43,7 +43,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -492,8 +492,8 @@ class WorkerCall:
             await relay.notify(message)
 
         deadline = float(spec["deadline"])
-        ctx.emit = emit
-        ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
+        outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
+        ctx = replace(ctx, emit=emit, outbound=outbound)
         call = CallContext(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
