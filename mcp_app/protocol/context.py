@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .descriptors import PromptDescriptor, ResourceDescriptor, ServerCatalog, ServerDescription, ToolDescriptor
-from .ports import NO_CHANNEL, CallAudit, Outbound, Session, Tasks
+from .errors import MethodNotFound
+from .ports import NO_AUDIT, NO_CHANNEL, NO_TASKS, CallAudit, Outbound, Session, Tasks
 from .reporters import Emit, LogReporter, ProgressReporter, discard
 from .versions import LEGACY
 
@@ -99,6 +100,12 @@ class HandshakeTasks(Protocol):
     """The caller's 2025-11-25 experimental tasks (``handshake_tasks``); every verb is scoped to the calling agent
     on this server (and to the token's grant), so another agent's or tenant's task id is unknown (``None``)."""
 
+    @property
+    def available(self) -> bool:
+        """``False``: no 2025-11-25 tasks are served here (``NO_HANDSHAKE_TASKS``): the capability is not
+        advertised and the ``tasks/*`` methods are not found."""
+        ...
+
     async def start(
         self,
         tool: ToolDescriptor,
@@ -127,6 +134,41 @@ class HandshakeTasks(Protocol):
     async def cancel(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """Cancel a task that is not terminal (raises -32602 for a terminal one); the cancelled ``Task``."""
         ...
+
+
+class NoHandshakeTasks:
+    """The ``HandshakeTasks`` port of requests that serve no 2025-11-25 tasks (the stateless era, the console)."""
+
+    available = False
+
+    async def start(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        call: CallContext,
+        *,
+        ttl_ms: int | None,
+        request_id: str | int,
+    ) -> dict[str, Any]:
+        raise MethodNotFound("Method not found: tasks are not served here")
+
+    async def get(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
+        return None
+
+    async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
+        return None
+
+    async def list(self, ctx: RequestContext, cursor: Any) -> dict[str, Any]:
+        return {"tasks": []}
+
+    async def cancel(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NO_HANDSHAKE_TASKS"
+
+
+NO_HANDSHAKE_TASKS: HandshakeTasks = NoHandshakeTasks()
 
 
 class RequestTracer(Protocol):
@@ -167,9 +209,9 @@ class RequestContext:
     session: Session | None = None
     # The back-channel to the client (server-to-client requests, their answers, cancellation, SEP-1699).
     outbound: Outbound = NO_CHANNEL
-    tasks: Tasks | None = None
-    handshake_tasks: HandshakeTasks | None = None  # 2025-11-25 experimental tasks (handshake era only)
-    audit: CallAudit | None = None
+    tasks: Tasks = NO_TASKS
+    handshake_tasks: HandshakeTasks = NO_HANDSHAKE_TASKS  # 2025-11-25 experimental tasks (handshake era only)
+    audit: CallAudit = NO_AUDIT
     tracer: RequestTracer | None = None  # None: tracing is off
 
     def client_declares(self, capability: str) -> bool:

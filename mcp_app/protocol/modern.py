@@ -44,7 +44,7 @@ def runs_as_task(tool: ToolDescriptor, call: CallContext) -> bool:
     return (
         tool.task_support != "forbidden"
         and not call.in_task
-        and ctx.tasks is not None
+        and ctx.tasks.available
         and ctx.client_declares_extension(TASKS_EXTENSION)
     )
 

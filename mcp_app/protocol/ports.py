@@ -5,6 +5,10 @@
 - ``Tasks``: the caller's durable tasks of the 2026-07-28 extension (the runtime).
 - ``CallAudit``: the audit log of ``tools/call`` (the runtime).
 
+A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``,
+and ``context.NO_HANDSHAKE_TASKS``), never ``None``: callers ask the port (``can_request``, ``available``)
+instead of testing for ``None``.
+
 The ports whose signatures take a request or call context (``ToolRunner``, ``HandshakeTasks``,
 ``RequestTracer``) live beside those contexts in ``context``: their types refer to each other, and no import
 cycle is allowed, not even one for type checking only. The composition root (``mcp_app.services``) chooses the
@@ -119,6 +123,12 @@ class Session(Protocol):
 class Tasks(Protocol):
     """The caller's durable tasks (2026-07-28 tasks extension); every verb is scoped to the calling agent."""
 
+    @property
+    def available(self) -> bool:
+        """``False``: no tasks are served here (``NO_TASKS``): the extension is not advertised, calls never
+        become tasks, and every task id is unknown."""
+        ...
+
     async def get(self, task_id: str) -> dict[str, Any] | None:
         """The task as ``tasks/get`` shows it, or ``None`` if the caller has no such task."""
         ...
@@ -146,3 +156,47 @@ class CallAudit(Protocol):
         error_message: str = "",
         cancelled: bool = False,
     ) -> None: ...
+
+
+class NoTasks:
+    """The ``Tasks`` port of requests that serve no durable tasks: every task id is unknown."""
+
+    available = False
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        return None
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
+        return False
+
+    async def cancel(self, task_id: str) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NO_TASKS"
+
+
+NO_TASKS: Tasks = NoTasks()
+
+
+class NoAudit:
+    """The ``CallAudit`` port of requests that are not audited (auditing off, the admin's console, tests)."""
+
+    def record_call(
+        self,
+        params: Mapping[str, Any],
+        request_id: str | int,
+        started: float,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error_code: int | None = None,
+        error_message: str = "",
+        cancelled: bool = False,
+    ) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NO_AUDIT"
+
+
+NO_AUDIT: CallAudit = NoAudit()

@@ -273,6 +273,8 @@ def _withheld_tools(ctx: RequestContext) -> set[str]:
 class HandshakeTaskService:
     """The ``HandshakeTasks`` port for one handshake-era request: the caller's 2025-11-25 tasks on one server."""
 
+    available = True
+
     def __init__(self, server_pk: int, agent_pk: int, session_key: str | None) -> None:
         self._server_pk = server_pk
         self._agent_pk = agent_pk

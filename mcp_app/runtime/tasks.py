@@ -101,6 +101,8 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
 class TaskService:
     """The ``Tasks`` port for one request: the caller's tasks on one server."""
 
+    available = True
+
     def __init__(self, server_pk: int, agent_pk: int, runner: ToolRunner) -> None:
         self._server_pk = server_pk
         self._agent_pk = agent_pk
