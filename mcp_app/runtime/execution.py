@@ -1,7 +1,8 @@
 """The inline tool runner: validate arguments, invoke the tool, turn what it returns into a ``CallToolResult``.
 
-Targets are what the catalog resolves a tool to: a ``PythonTarget`` (a registered function), a
-``StaticTarget`` (a canned answer) or an ``HttpTarget`` (a tenant's webhook, see ``runtime.webhooks``). Arguments are validated before anything runs. A ``ToolError`` becomes an
+Targets (``definitions.targets``) are what the catalog resolves a tool to: a ``PythonTarget`` (a registered
+function), a ``StaticTarget`` (a canned answer) or an ``HttpTarget`` (a tenant's webhook, run by
+``runtime.webhooks``). Arguments are validated before anything runs. A ``ToolError`` becomes an
 ``isError`` result with its message; any other exception is logged and becomes an ``isError`` result with a
 generic message, so no internals leak to the client.
 """
@@ -14,7 +15,6 @@ import functools
 import logging
 import math
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -25,7 +25,14 @@ from jsonschema import Draft202012Validator
 
 from ..definitions.context import InputRequired, ToolContext, ToolError, ToolResult
 from ..definitions.prompts import fill_placeholders, render_static_prompt
-from ..definitions.static import StaticBehaviour
+from ..definitions.targets import (
+    FunctionTarget,
+    HttpTarget,
+    PythonTarget,
+    StaticPromptTarget,
+    StaticResourceTarget,
+    StaticTarget,
+)
 from ..observability import metrics, tracing
 from ..protocol.context import CallContext, InvalidToolArguments
 from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
@@ -33,45 +40,12 @@ from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..protocol.versions import LEGACY
 from .mrtr import input_required_result, verify_state
-from .webhooks import HttpTarget, call_webhook
+from .webhooks import call_webhook
 
 if TYPE_CHECKING:
     from ..definitions.registry import RegisteredFunction, RegisteredTool
 
 logger = logging.getLogger("mcp_app.runtime")
-
-
-@dataclass(frozen=True)
-class PythonTarget:
-    registered: RegisteredTool
-
-
-@dataclass(frozen=True)
-class StaticResourceTarget:
-    text: str
-    blob: str
-
-
-@dataclass(frozen=True)
-class StaticPromptTarget:
-    messages: tuple[dict[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class FunctionTarget:
-    """A prompt or resource produced by a function registered in code."""
-
-    registered: RegisteredFunction
-
-
-@dataclass(frozen=True)
-class StaticTarget:
-    input_schema: dict[str, Any]
-    behaviour: StaticBehaviour
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 def _text(text: str) -> dict[str, Any]:

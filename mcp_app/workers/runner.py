@@ -48,6 +48,7 @@ from django.utils import timezone
 
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
+from ..definitions.targets import HttpTarget, PythonTarget, StaticTarget
 from ..events import (
     STOP_EVENT,
     TASK_CANCEL_EVENT,
@@ -65,14 +66,11 @@ from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..protocol.reporters import LogReporter, ProgressReporter
 from ..runtime.execution import (
-    PythonTarget,
     Runner,
-    StaticTarget,
     _describe_schema_error,
     _describe_validation_error,
 )
 from ..runtime.mrtr import PARK
-from ..runtime.webhooks import HttpTarget
 from . import liveness, quotas, records
 from .admission import admit
 from .dispatch import broker_configured

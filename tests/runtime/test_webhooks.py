@@ -13,12 +13,12 @@ import orjson
 import pytest
 from django.test import override_settings
 
+from mcp_app.definitions.targets import HttpTarget
 from mcp_app.protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext
 from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription, ToolDescriptor
 from mcp_app.protocol.reporters import LogReporter, ProgressReporter, discard
 from mcp_app.runtime import webhooks
 from mcp_app.runtime.execution import Runner
-from mcp_app.runtime.webhooks import HttpTarget
 from tests.webhook_server import BIG_TOTAL, WebhookServer, running_server, self_signed_certificate
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
