@@ -6,18 +6,29 @@
 - ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
 - ``cancel_task(task)``: cancel any durable record from synchronous code (the admin), worker calls included.
 - ``handshake_task_service(...)``: the ``HandshakeTasks`` port (2025-11-25 tasks) of one handshake-era request.
+- ``request_context(server, token, catalog, era=..., protocol_version=..., ...)``: the ``RequestContext`` of one
+  request, with the ports of its era: the runner, the audit log and the tracer for every request; the caller's
+  durable tasks (bound to the context) in the 2026-07-28 era; the 2025-11-25 tasks in the handshake era.
 
-Nothing else constructs a runner at module level. The transport and the admin's console ask here; tests may
-``set_runner`` a fake and ``set_runner(None)`` to go back to the default.
+Nothing else constructs a runner at module level or decides which port a request gets. The transport and the
+admin's console ask here, and bring only what the transport owns (headers, the response's ``emit``, the
+back-channel, the session); tests may ``set_runner`` a fake and ``set_runner(None)`` to go back to the default.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .protocol.context import ToolRunner
+from .conf import mcp_settings
+from .observability import tracing
+from .protocol import versions
+from .protocol.context import Principal, RequestContext, ToolRunner
+from .protocol.descriptors import ServerCatalog
+from .runtime.audit import request_audit
+from .workers.quotas import limits_for
 
 if TYPE_CHECKING:
+    from .caching.identity import ServerEntry, TokenEntry
     from .models import ToolTask
     from .runtime.handshake_tasks import HandshakeTaskService
     from .runtime.tasks import TaskService
@@ -61,3 +72,54 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
     from .workers.runner import cancel_record
 
     return cancel_record(task, message)
+
+
+def request_context(
+    server: ServerEntry,
+    token: TokenEntry,
+    catalog: ServerCatalog,
+    *,
+    era: str,
+    protocol_version: str,
+    durable_tasks: bool = True,
+    **fields: Any,
+) -> RequestContext:
+    """The handlers' context for one request of ``token``'s agent on ``server`` (cached snapshots: no query),
+    wired for its era. ``fields`` are what the transport owns (``headers``, ``emit``, ``outbound``, ``session``,
+    ...); ``durable_tasks=False`` leaves out the task ports of both eras (the admin's console runs no tasks)."""
+    ports: dict[str, Any] = {
+        "runner": get_runner(),
+        "tracer": tracing.active(),  # None (untraced) unless MCP_APP["TRACING"] is on
+        # Buffers one record per tools/call in memory (no query); written off the path. NO_AUDIT when off.
+        "audit": request_audit(server, token, era, protocol_version),
+    }
+    tasks = None
+    if era == versions.MODERN:
+        ports["cache_ttl_ms"] = mcp_settings.CACHE_TTL_MS
+        if durable_tasks:
+            ports["tasks"] = tasks = task_service(server.pk, token.agent_pk)
+    elif durable_tasks:
+        session = fields.get("session")
+        ports["handshake_tasks"] = handshake_task_service(
+            server.pk, token.agent_pk, session.key if session is not None else None
+        )
+    ctx = RequestContext(
+        server=server.description(),
+        catalog=catalog,
+        protocol_version=protocol_version,
+        era=era,
+        principal=Principal(
+            tenant=server.tenant_slug,
+            agent_id=token.agent_id,
+            tenant_pk=token.tenant_pk,
+            agent_pk=token.agent_pk,
+            worker_call_limits=limits_for(token),
+        ),
+        page_size=mcp_settings.PAGE_SIZE,
+        max_echoed_bytes=mcp_settings.MAX_ECHOED_BYTES,
+        **ports,
+        **fields,
+    )
+    if tasks is not None:
+        tasks.bind(ctx)  # the service hides the tasks of tools outside this context's view
+    return ctx

@@ -80,8 +80,11 @@ print(json.dumps(results))
 AGAINST_THE_CONTRACTS = [
     ("protocol is a pure core", "mcp_app.protocol.handlers.tools", "django.db"),
     ("protocol is a pure core", "mcp_app.protocol.context", "mcp_app.conf"),
+    ("protocol, inside", "mcp_app.protocol.descriptors", "mcp_app.protocol.context"),
+    ("protocol, inside", "mcp_app.protocol.ports", "mcp_app.protocol.reporters"),
     ("layers", "mcp_app.models.catalog", "mcp_app.catalog.resolver"),
-    ("layers", "mcp_app.runtime.execution", "mcp_app.catalog.grants"),
+    ("layers", "mcp_app.catalog.resolver", "mcp_app.runtime.execution"),
+    ("layers", "mcp_app.definitions.targets", "mcp_app.runtime.webhooks"),
     ("layers", "mcp_app.definitions.registry", "mcp_app.models.catalog"),
     ("layers", "mcp_app.caching.identity", "mcp_app.runtime.audit"),
     ("layers", "mcp_app.api.views", "mcp_app.admin.base"),

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import invalidation
 from ..conf import mcp_settings
-from ..protocol.context import ServerDescription
+from ..protocol.descriptors import ServerDescription
 
 if TYPE_CHECKING:
     from ..models.agents import CatalogGrant

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..conf import mcp_settings
 from ..models.agents import CatalogGrant
-from ..protocol.context import ServerCatalog, ToolDescriptor
+from ..protocol.descriptors import ServerCatalog, ToolDescriptor
 
 _views: OrderedDict[tuple[Any, ...], ServerCatalog] = OrderedDict()
 _lock = threading.Lock()

@@ -23,19 +23,19 @@ from ..conf import mcp_settings
 from ..definitions.prompts import template_pattern
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
-from ..models.agents import CatalogGrant
-from ..models.tenancy import python_tool_allowed
-from ..observability import metrics
-from ..protocol.context import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
-from ..runtime.execution import (
+from ..definitions.targets import (
     FunctionTarget,
+    HttpTarget,
     PythonTarget,
     StaticPromptTarget,
     StaticResourceTarget,
     StaticTarget,
 )
-from ..runtime.webhooks import HttpTarget
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
+from ..models.agents import CatalogGrant
+from ..models.tenancy import python_tool_allowed
+from ..observability import metrics
+from ..protocol.descriptors import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
 from .grants import granted_catalog
 
 logger = logging.getLogger("mcp_app.catalog")

@@ -4,10 +4,13 @@
 - ``context``: the API a tool is written against (``ToolContext``, ``ToolResult``, ``ToolError``, ...);
 - ``static``: the behaviour of ``static`` tools (canned results, cases, delays) and its validation;
 - ``http_tools``: the configuration rules of ``http`` tools and the handling of their secret headers;
-- ``prompts``: prompt templates (placeholders, arguments, messages) and their validation.
+- ``prompts``: prompt templates (placeholders, arguments, messages) and their validation;
+- ``targets``: what the catalog resolves an entry to and a runner runs (``PythonTarget``, ``StaticTarget``,
+  ``HttpTarget``, ...).
 
 The models validate against these (a python tool names a registered function, a static tool's configuration is
-well formed), the catalog resolves entries to them and the runtime runs them; so they import nothing of
-``models``, ``catalog``, ``runtime`` or anything above (an import-linter contract in ``make lint``). Only
+well formed), the catalog resolves entries to their targets and the runtime runs them (so the catalog and the
+runtime meet here, and neither imports the other for it). So these modules import nothing of ``models``,
+``catalog``, ``runtime`` or anything above (an import-linter contract in ``make lint``). Only
 ``protocol``, ``conf``, ``crypto`` and ``netguard`` lie below.
 """

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.context import LogReporter, ProgressReporter
 from ..protocol.ports import NO_CHANNEL, Outbound
+from ..protocol.reporters import LogReporter, ProgressReporter
 
 
 class ToolError(Exception):

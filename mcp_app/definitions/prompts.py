@@ -42,9 +42,13 @@ def validate_prompt_messages(messages: Any) -> None:
             raise ValueError("Each prompt message needs one content block with a known type.")
 
 
+def _fill_text(text: str, arguments: Mapping[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda match: arguments.get(match.group(1), match.group(0)), text)
+
+
 def _fill(value: Any, arguments: Mapping[str, str]) -> Any:
     if isinstance(value, str):
-        return _PLACEHOLDER.sub(lambda match: arguments.get(match.group(1), match.group(0)), value)
+        return _fill_text(value, arguments)
     if isinstance(value, list):
         return [_fill(item, arguments) for item in value]
     if isinstance(value, dict):
@@ -54,7 +58,7 @@ def _fill(value: Any, arguments: Mapping[str, str]) -> Any:
 
 def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
     """``text`` with each ``{name}`` that ``values`` knows replaced; other braces are left alone."""
-    return _fill(text, values)
+    return _fill_text(text, values)
 
 
 def render_static_prompt(messages: Sequence[Mapping[str, Any]], arguments: Mapping[str, str]) -> list[dict[str, Any]]:

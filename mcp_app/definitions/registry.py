@@ -42,7 +42,8 @@ class _SchemaWithoutTitles(GenerateJsonSchema):
 def _json_schema(adapter_or_model: Any) -> dict[str, Any]:
     if isinstance(adapter_or_model, type) and issubclass(adapter_or_model, pydantic.BaseModel):
         return adapter_or_model.model_json_schema(schema_generator=_SchemaWithoutTitles)
-    return adapter_or_model.json_schema(schema_generator=_SchemaWithoutTitles)
+    schema: dict[str, Any] = adapter_or_model.json_schema(schema_generator=_SchemaWithoutTitles)
+    return schema
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from .. import __version__
-from ..protocol.context import InvalidToolArguments, RequestContext, ToolCall, ToolDescriptor
+from ..protocol.context import CallContext, InvalidToolArguments, RequestContext
+from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import ProtocolError
 
 try:
@@ -176,7 +177,9 @@ class Tracing:
 
     # Tool runs --------------------------------------------------------------------------------------------
 
-    async def tool_call(self, tool: ToolDescriptor, call: ToolCall, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    async def tool_call(
+        self, tool: ToolDescriptor, call: CallContext, run: Awaitable[dict[str, Any]]
+    ) -> dict[str, Any]:
         """Await ``run`` (the tool's run) inside an ``execute_tool`` span, current while it runs."""
         ctx = call.request
         attributes = {

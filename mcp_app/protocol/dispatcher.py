@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import PRODUCT_NAME, __version__
 from . import modern, versions
-from .context import LogReporter, OpenStream, ProgressReporter, RequestContext, ToolCall
+from .context import CallContext, OpenStream, RequestContext
 from .errors import (
     InternalError,
     InvalidParams,
@@ -27,6 +27,7 @@ from .errors import (
     error_response,
 )
 from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
+from .reporters import LogReporter, ProgressReporter
 
 logger = logging.getLogger("mcp_app.protocol")
 
@@ -40,7 +41,7 @@ class MessageContext:
     progress: ProgressReporter
     log: LogReporter
 
-    def call(self, params: dict[str, Any]) -> ToolCall:
+    def call(self, params: dict[str, Any]) -> CallContext:
         """What a runner gets for this request, with the answers of a multi-round trip (``inputResponses``,
         ``requestState``) checked for shape."""
         input_responses = params.get("inputResponses")
@@ -49,7 +50,7 @@ class MessageContext:
         request_state = params.get("requestState")
         if request_state is not None and not isinstance(request_state, str):
             raise InvalidParams('Invalid params: "requestState" must be a string')
-        return ToolCall(
+        return CallContext(
             request=self.request,
             progress=self.progress,
             log=self.log,

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import versions
-from .context import LOG_LEVELS, ToolCall, ToolDescriptor
+from .context import CallContext
+from .descriptors import ToolDescriptor
 from .errors import HeaderMismatch, InvalidParams, InvalidRequest, UnsupportedProtocolVersion
+from .reporters import LOG_LEVELS
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -34,7 +36,7 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 
-def runs_as_task(tool: ToolDescriptor, call: ToolCall) -> bool:
+def runs_as_task(tool: ToolDescriptor, call: CallContext) -> bool:
     """Whether a ``tools/call`` of ``tool`` follows the 2026 task rules (the runtime's ``call_maybe_as_task``):
     the tool may run as a task, the call is not one already, tasks are served here, and the client declared the
     tasks extension."""
@@ -42,7 +44,7 @@ def runs_as_task(tool: ToolDescriptor, call: ToolCall) -> bool:
     return (
         tool.task_support != "forbidden"
         and not call.in_task
-        and ctx.tasks is not None
+        and ctx.tasks.available
         and ctx.client_declares_extension(TASKS_EXTENSION)
     )
 

@@ -1,4 +1,18 @@
-"""The ports the protocol core talks through to reach the client outside one request/response exchange.
+"""The ports of the protocol core: the interfaces through which handlers reach what lies outside ``protocol/``.
+
+- ``Outbound``: the client, outside one request/response exchange.
+- ``Session``: a handshake-era session's negotiated state and the verbs that change it (the transport).
+- ``Tasks``: the caller's durable tasks of the 2026-07-28 extension (the runtime).
+- ``CallAudit``: the audit log of ``tools/call`` (the runtime).
+
+A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``,
+and ``context.NO_HANDSHAKE_TASKS``), never ``None``: callers ask the port (``can_request``, ``available``)
+instead of testing for ``None``.
+
+The ports whose signatures take a request or call context (``ToolRunner``, ``HandshakeTasks``,
+``RequestTracer``) live beside those contexts in ``context``: their types refer to each other, and no import
+cycle is allowed, not even one for type checking only. The composition root (``mcp_app.services``) chooses the
+implementations; nothing here touches a database.
 
 ``Outbound`` is the back-channel of one HTTP request: notifications on its response stream, server-to-client
 requests (``sampling/createMessage``, ``elicitation/create``, ``roots/list``) and their answers, cancellation of
@@ -13,6 +27,7 @@ layer), or when a request is allowed (the handlers decide by capability and era)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from .errors import InternalError
@@ -83,3 +98,105 @@ class NoChannel(SendOnly):
 
 
 NO_CHANNEL: Outbound = NoChannel()
+
+
+class Session(Protocol):
+    """A handshake-era session as the handlers see it: its negotiated state and the verbs that change it."""
+
+    key: str
+    protocol_version: str
+    log_level: str | None
+    subscriptions: frozenset[str]
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        """What the client declared in its ``initialize``."""
+        ...
+
+    async def set_log_level(self, level: str) -> None: ...
+
+    async def subscribe(self, uri: str) -> None: ...
+
+    async def unsubscribe(self, uri: str) -> None: ...
+
+
+class Tasks(Protocol):
+    """The caller's durable tasks (2026-07-28 tasks extension); every verb is scoped to the calling agent."""
+
+    @property
+    def available(self) -> bool:
+        """``False``: no tasks are served here (``NO_TASKS``): the extension is not advertised, calls never
+        become tasks, and every task id is unknown."""
+        ...
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        """The task as ``tasks/get`` shows it, or ``None`` if the caller has no such task."""
+        ...
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
+        """Record answers to outstanding input requests (resuming the task once all are in)."""
+        ...
+
+    async def cancel(self, task_id: str) -> bool:
+        """Cancel a task that is not terminal yet (a terminal one is left as it is)."""
+        ...
+
+
+class CallAudit(Protocol):
+    """Records each ``tools/call`` with its outcome; implementations must not block (the runtime buffers)."""
+
+    def record_call(
+        self,
+        params: Mapping[str, Any],
+        request_id: str | int,
+        started: float,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error_code: int | None = None,
+        error_message: str = "",
+        cancelled: bool = False,
+    ) -> None: ...
+
+
+class NoTasks:
+    """The ``Tasks`` port of requests that serve no durable tasks: every task id is unknown."""
+
+    available = False
+
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        return None
+
+    async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
+        return False
+
+    async def cancel(self, task_id: str) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NO_TASKS"
+
+
+NO_TASKS: Tasks = NoTasks()
+
+
+class NoAudit:
+    """The ``CallAudit`` port of requests that are not audited (auditing off, the admin's console, tests)."""
+
+    def record_call(
+        self,
+        params: Mapping[str, Any],
+        request_id: str | int,
+        started: float,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error_code: int | None = None,
+        error_message: str = "",
+        cancelled: bool = False,
+    ) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NO_AUDIT"
+
+
+NO_AUDIT: CallAudit = NoAudit()

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import jsonrpc, limits, modern, statuses, versions
-from .context import OpenStream, RequestContext, Session
+from .context import OpenStream, RequestContext
 from .errors import InvalidParams, InvalidRequest, ProtocolError, RateLimited, error_response
 from .handlers import dispatcher
+from .ports import Session
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from django.utils.crypto import salted_hmac
 from ..conf import mcp_settings
 from ..models import Agent, McpServer, Tenant
 from ..models.audit import ToolCall as ToolCallRecord
+from ..protocol.ports import NO_AUDIT, CallAudit
 
 logger = logging.getLogger("mcp_app.audit")
 
@@ -366,11 +367,11 @@ class RequestAudit:
         )
 
 
-def request_audit(server: Any, token: Any, era: str, protocol_version: str) -> RequestAudit | None:
+def request_audit(server: Any, token: Any, era: str, protocol_version: str) -> CallAudit:
     """The audit port for one request of ``token`` (the request path's cached ``TokenEntry``) on ``server`` (its
-    ``ServerEntry``), or ``None`` when auditing is off. Reads only the snapshots' attributes: no query."""
+    ``ServerEntry``), or ``NO_AUDIT`` when auditing is off. Reads only the snapshots' attributes: no query."""
     if not mcp_settings.AUDIT_ENABLED:
-        return None
+        return NO_AUDIT
     caller = Caller(
         tenant_id=server.tenant_id,
         server_pk=server.pk,

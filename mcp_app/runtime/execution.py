@@ -1,7 +1,8 @@
 """The inline tool runner: validate arguments, invoke the tool, turn what it returns into a ``CallToolResult``.
 
-Targets are what the catalog resolves a tool to: a ``PythonTarget`` (a registered function), a
-``StaticTarget`` (a canned answer) or an ``HttpTarget`` (a tenant's webhook, see ``runtime.webhooks``). Arguments are validated before anything runs. A ``ToolError`` becomes an
+Targets (``definitions.targets``) are what the catalog resolves a tool to: a ``PythonTarget`` (a registered
+function), a ``StaticTarget`` (a canned answer) or an ``HttpTarget`` (a tenant's webhook, run by
+``runtime.webhooks``). Arguments are validated before anything runs. A ``ToolError`` becomes an
 ``isError`` result with its message; any other exception is logged and becomes an ``isError`` result with a
 generic message, so no internals leak to the client.
 """
@@ -14,7 +15,6 @@ import functools
 import logging
 import math
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -25,58 +25,27 @@ from jsonschema import Draft202012Validator
 
 from ..definitions.context import InputRequired, ToolContext, ToolError, ToolResult
 from ..definitions.prompts import fill_placeholders, render_static_prompt
-from ..definitions.static import StaticBehaviour
-from ..observability import metrics, tracing
-from ..protocol.context import (
-    InvalidToolArguments,
-    PromptDescriptor,
-    ResourceDescriptor,
-    ToolCall,
-    ToolDescriptor,
+from ..definitions.targets import (
+    FunctionTarget,
+    HttpTarget,
+    PythonTarget,
+    StaticPromptTarget,
+    StaticResourceTarget,
+    StaticTarget,
 )
+from ..observability import metrics, tracing
+from ..protocol.context import CallContext, InvalidToolArguments
+from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..protocol.versions import LEGACY
 from .mrtr import input_required_result, verify_state
-from .webhooks import HttpTarget, call_webhook
+from .webhooks import call_webhook
 
 if TYPE_CHECKING:
     from ..definitions.registry import RegisteredFunction, RegisteredTool
 
 logger = logging.getLogger("mcp_app.runtime")
-
-
-@dataclass(frozen=True)
-class PythonTarget:
-    registered: RegisteredTool
-
-
-@dataclass(frozen=True)
-class StaticResourceTarget:
-    text: str
-    blob: str
-
-
-@dataclass(frozen=True)
-class StaticPromptTarget:
-    messages: tuple[dict[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class FunctionTarget:
-    """A prompt or resource produced by a function registered in code."""
-
-    registered: RegisteredFunction
-
-
-@dataclass(frozen=True)
-class StaticTarget:
-    input_schema: dict[str, Any]
-    behaviour: StaticBehaviour
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -141,7 +110,7 @@ def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
 class Runner:
     """Runs tool calls in the serving process (the embedded default)."""
 
-    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Run the call and record its duration and outcome (``mcp_tool_call_duration_seconds``), in an
         ``execute_tool`` span when tracing is on (here, or on the worker that runs a worker call)."""
         tracer = tracing.active()
@@ -149,7 +118,9 @@ class Runner:
             return await tracer.tool_call(tool, call, self._measured_call(tool, arguments, call))
         return await self._measured_call(tool, arguments, call)
 
-    async def _measured_call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _measured_call(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
+    ) -> dict[str, Any]:
         started = time.perf_counter()
         outcome = "exception"
         try:
@@ -168,7 +139,7 @@ class Runner:
         finally:
             metrics.record_tool_call(tool.name, outcome, time.perf_counter() - started)
 
-    async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         if runs_as_task(tool, call):
             from .tasks import call_maybe_as_task
 
@@ -196,7 +167,7 @@ class Runner:
                 )
         return result
 
-    async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         target = tool.target
         if isinstance(target, StaticTarget):
             errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
@@ -213,7 +184,7 @@ class Runner:
         raise TypeError(f"tool {tool.name!r} has no runnable target")
 
     async def _call_python(
-        self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: ToolCall
+        self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: CallContext
     ) -> dict[str, Any]:
         try:
             # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
@@ -248,7 +219,7 @@ class Runner:
             return _error_result(f"Tool {tool.name} failed with an internal error", "INTERNAL_ERROR", "internal_error")
 
     async def read_resource(
-        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         target = resource.target
         content: dict[str, Any] = {"uri": uri}
@@ -271,7 +242,9 @@ class Runner:
             return {"contents": [content]}
         raise TypeError(f"resource {resource.uri!r} has no readable target")
 
-    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+    async def get_prompt(
+        self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
+    ) -> dict[str, Any]:
         target = prompt.target
         result: dict[str, Any] = {}
         if prompt.description:
@@ -341,7 +314,7 @@ async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
 
 
 async def _answer_in_band(
-    registered: RegisteredTool, kwargs: dict[str, Any], call: ToolCall, needed: InputRequired
+    registered: RegisteredTool, kwargs: dict[str, Any], call: CallContext, needed: InputRequired
 ) -> dict[str, Any]:
     """Ask the client each of ``needed``'s requests; return the tool's arguments for the next round."""
     context = kwargs.get(registered.context_parameter) if registered.context_parameter else None
@@ -355,7 +328,7 @@ async def _answer_in_band(
     return kwargs
 
 
-def _context(call: ToolCall, state: Any) -> ToolContext:
+def _context(call: CallContext, state: Any) -> ToolContext:
     principal = call.request.principal
     return ToolContext(
         server_id=call.request.server.server_id,
@@ -371,7 +344,7 @@ def _context(call: ToolCall, state: Any) -> ToolContext:
     )
 
 
-async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: ToolCall, state: Any) -> Any:
+async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: CallContext, state: Any) -> Any:
     if registered.context_parameter:
         kwargs[registered.context_parameter] = _context(call, state)
     if registered.is_coroutine:

@@ -63,15 +63,11 @@ from ..models.tasks import TERMINAL
 from ..observability import metrics
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages, versions
-from ..protocol.context import (
-    InvalidToolArguments,
-    LogReporter,
-    RequestContext,
-    ToolCall,
-    ToolDescriptor,
-)
+from ..protocol.context import CallContext, InvalidToolArguments, RequestContext
+from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.reporters import LogReporter
 from .progress import RecordedProgress
 from .tasks import _background, _iso, _listen_for_cancel, _listeners, _running
 
@@ -277,6 +273,8 @@ def _withheld_tools(ctx: RequestContext) -> set[str]:
 class HandshakeTaskService:
     """The ``HandshakeTasks`` port for one handshake-era request: the caller's 2025-11-25 tasks on one server."""
 
+    available = True
+
     def __init__(self, server_pk: int, agent_pk: int, session_key: str | None) -> None:
         self._server_pk = server_pk
         self._agent_pk = agent_pk
@@ -300,7 +298,7 @@ class HandshakeTaskService:
         self,
         tool: ToolDescriptor,
         arguments: dict[str, Any],
-        call: ToolCall,
+        call: CallContext,
         *,
         ttl_ms: int | None,
         request_id: str | int,
@@ -327,7 +325,7 @@ class HandshakeTaskService:
             emit=channel.emit,
             outbound=_TaskOutbound(self._session_key, task, channel) if self._session_key is not None else NO_CHANNEL,
         )
-        task_call = ToolCall(
+        task_call = CallContext(
             request=request,
             progress=RecordedProgress(call.progress.token, channel.emit, task.pk),
             log=LogReporter(call.log.threshold, channel.emit),

@@ -13,7 +13,7 @@ from typing import Any
 from django.core import signing
 
 from ..definitions.context import InputRequired
-from ..protocol.context import ToolCall
+from ..protocol.context import CallContext
 from ..protocol.errors import InvalidParams, MissingRequiredClientCapability
 from ..protocol.versions import MODERN
 
@@ -28,17 +28,17 @@ REQUIRED_CAPABILITY = {
 }
 
 
-def _salt(call: ToolCall, tool_name: str) -> str:
+def _salt(call: CallContext, tool_name: str) -> str:
     principal = call.request.principal
     agent = f"{principal.tenant}/{principal.agent_id}" if principal else "-"
     return f"mcp_app.mrtr:{call.request.server.server_id}:{agent}:{tool_name}"
 
 
-def sign_state(call: ToolCall, tool_name: str, state: Any) -> str:
+def sign_state(call: CallContext, tool_name: str, state: Any) -> str:
     return signing.dumps({"s": state}, salt=_salt(call, tool_name), compress=True)
 
 
-def verify_state(call: ToolCall, tool_name: str) -> Any:
+def verify_state(call: CallContext, tool_name: str) -> Any:
     """The tool's state from a retry, or ``None`` on a first call; forged or expired state is -32602."""
     if call.request_state is None:
         return None
@@ -51,7 +51,7 @@ def verify_state(call: ToolCall, tool_name: str) -> Any:
     return payload.get("s")
 
 
-def input_required_result(call: ToolCall, tool_name: str, needed: InputRequired) -> dict[str, Any]:
+def input_required_result(call: CallContext, tool_name: str, needed: InputRequired) -> dict[str, Any]:
     """The wire ``InputRequiredResult``; refuses to ask for what the client cannot answer."""
     if call.request.era != MODERN:
         return {

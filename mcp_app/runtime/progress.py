@@ -7,7 +7,7 @@ row, whether or not the client asked: the first report at once, then at most one
 failed write is logged and never fails the call. Used where a call has its record before it runs: worker calls
 (``mcp_app.workers.execute``) and handshake-era tasks.
 
-Not owned here: the wire notification (``mcp_app.protocol.context.ProgressReporter``), the admin's display.
+Not owned here: the wire notification (``mcp_app.protocol.reporters.ProgressReporter``), the admin's display.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from ..models import ToolTask
-from ..protocol.context import ProgressReporter
+from ..protocol.reporters import ProgressReporter
 
 logger = logging.getLogger("mcp_app.runtime")
 

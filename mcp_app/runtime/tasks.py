@@ -34,16 +34,10 @@ from ..events import TASK_CANCEL_EVENT, task_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
-from ..protocol.context import (
-    LogReporter,
-    ProgressReporter,
-    RequestContext,
-    ToolCall,
-    ToolDescriptor,
-    ToolRunner,
-    discard,
-)
+from ..protocol.context import CallContext, RequestContext, ToolRunner
+from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import INVALID_PARAMS, CapacityExceeded, InternalError, ProtocolError
+from ..protocol.reporters import LogReporter, ProgressReporter, discard
 from .mrtr import PARK
 
 logger = logging.getLogger("mcp_app.runtime.tasks")
@@ -106,6 +100,8 @@ def _outcome_fields(outcome: Any) -> dict[str, Any]:
 
 class TaskService:
     """The ``Tasks`` port for one request: the caller's tasks on one server."""
+
+    available = True
 
     def __init__(self, server_pk: int, agent_pk: int, runner: ToolRunner) -> None:
         self._server_pk = server_pk
@@ -173,7 +169,7 @@ class TaskService:
         assert self._ctx is not None
         tool = self._ctx.catalog.tool(task.tool_name)
         request = dataclasses.replace(self._ctx, emit=discard, client_capabilities=task.client_capabilities or {})
-        call = ToolCall(
+        call = CallContext(
             request=request,
             progress=ProgressReporter(None, discard),
             log=LogReporter(None, discard),
@@ -188,7 +184,9 @@ class TaskService:
             work = asyncio.ensure_future(self._runner.call_tool(tool, dict(task.arguments), call))
         follow(task, work)
 
-    async def create(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall, **fields: Any) -> ToolTask:
+    async def create(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, **fields: Any
+    ) -> ToolTask:
         return await database_sync_to_async(ToolTask.objects.create_task)(
             server_id=self._server_pk,
             agent_id=self._agent_pk,
@@ -285,7 +283,7 @@ def create_result(task: ToolTask) -> dict[str, Any]:
 
 
 async def call_maybe_as_task(
-    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall
+    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
 ) -> dict[str, Any]:
     """Run a task-capable call for a declaring client; see the module docstring for the decision."""
     service = call.request.tasks
@@ -298,7 +296,7 @@ async def call_maybe_as_task(
         if not converted:
             await emit(message)
 
-    task_call = ToolCall(
+    task_call = CallContext(
         request=dataclasses.replace(call.request, emit=gated),
         progress=ProgressReporter(call.progress.token, gated),
         log=LogReporter(call.log.threshold, gated),

@@ -39,20 +39,19 @@ import ssl
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpcore
 import httpx
 import orjson
-from jsonschema import Draft202012Validator
 
 from .. import __version__
 from ..conf import mcp_settings
+from ..definitions.targets import HttpTarget
 from ..netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
 from ..observability import tracing
-from ..protocol.context import ToolCall
+from ..protocol.context import CallContext
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
 
@@ -66,23 +65,6 @@ _CONTENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "resource": (),
     "resource_link": ("uri", "name"),
 }
-
-
-@dataclass(frozen=True)
-class HttpTarget:
-    """A resolved http tool. ``secret_headers`` stays encrypted until a request is sent (and is not in repr)."""
-
-    url: str
-    method: str
-    input_schema: dict[str, Any]
-    headers: tuple[tuple[str, str], ...] = ()
-    # None: the operator's default; either way bounded by the operator's maximum when the call is made.
-    timeout_seconds: float | None = None
-    secret_headers: str = field(default="", repr=False)
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
@@ -169,7 +151,9 @@ def _where(url: str) -> str:
     return parts.netloc or url
 
 
-async def call_webhook(target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+async def call_webhook(
+    target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: CallContext
+) -> dict[str, Any]:
     """Send one call to ``target`` and return the ``CallToolResult`` (``isError`` for every failure)."""
     from ..definitions.http_tools import SecretHeadersUnavailable, open_secret_headers
 

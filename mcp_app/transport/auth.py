@@ -36,16 +36,15 @@ from typing import Any, NoReturn
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from .. import services
 from ..caching import identity, writebehind
 from ..caching.identity import CacheMiss, ServerEntry, SessionEntry, TokenEntry
 from ..catalog.resolver import resolve_catalog
-from ..conf import mcp_settings
 from ..limits import bruteforce
 from ..models.agents import TOKEN_SCHEME, token_digest
 from ..models.sessions import session_digest
-from ..protocol.context import Principal, RequestContext, ServerCatalog
-from ..runtime.audit import request_audit
-from ..workers.quotas import limits_for
+from ..protocol.context import RequestContext
+from ..protocol.descriptors import ServerCatalog
 from .sessions import DatabaseSession, session_alive
 
 REALM = "mcp-host"
@@ -93,24 +92,11 @@ class AccessGrant:
     def agent_id(self) -> str:
         return self.token.agent_id
 
-    def request_context(self, **fields: Any) -> RequestContext:
-        """The handlers' context for one request under this grant (the consumer and the admin's console). Built
-        from the cached snapshots: no query."""
-        server = self.server
-        return RequestContext(
-            server=server.description(),
-            catalog=self.catalog,
-            principal=Principal(
-                tenant=self.tenant_slug,
-                agent_id=self.agent_id,
-                tenant_pk=self.token.tenant_pk,
-                agent_pk=self.token.agent_pk,
-                worker_call_limits=limits_for(self.token),
-            ),
-            page_size=mcp_settings.PAGE_SIZE,
-            # Audit hook: buffers one record per tools/call in memory (no query); written off the path.
-            audit=request_audit(server, self.token, fields["era"], fields["protocol_version"]),
-            **fields,
+    def request_context(self, *, era: str, protocol_version: str, **fields: Any) -> RequestContext:
+        """The handlers' context for one request under this grant (the consumer and the admin's console), wired
+        by the composition root (``services.request_context``). Built from the cached snapshots: no query."""
+        return services.request_context(
+            self.server, self.token, self.catalog, era=era, protocol_version=protocol_version, **fields
         )
 
 

@@ -21,7 +21,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from .. import services
 from ..models import AgentToken, McpServer
 from ..protocol import versions
 from ..protocol.handlers import dispatcher
@@ -83,11 +82,7 @@ async def run_as(
             await on_notification(message)
 
     ctx = grant.request_context(
-        runner=services.get_runner(),  # the wire's runner, shared
-        emit=emit,
-        protocol_version=PROTOCOL_VERSION,
-        era=versions.LEGACY,
-        headers={},
+        era=versions.LEGACY, protocol_version=PROTOCOL_VERSION, durable_tasks=False, emit=emit, headers={}
     )
     try:
         run.response = await asyncio.wait_for(dispatcher.dispatch(run.request, ctx, max_batch_size=1), time_limit)

@@ -25,7 +25,7 @@ What the edge owns, in the order a request meets it:
 
 Not here: JSON-RPC rules and which status carries an answer (``protocol.serving``, ``protocol.statuses``), the
 back-channel of server-to-client requests and cancellation (``transport.backchannel``), stream replay and
-keep-alives (``transport.streams``), which runner and task service serve a call (``mcp_app.services``).
+keep-alives (``transport.streams``), the runner and the ports of each era (``mcp_app.services.request_context``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from django.conf import settings
 
-from .. import services
 from ..caching import identity
 from ..caching.identity import CacheMiss
 from ..channel_layer import LAYER_ERRORS, layer_health
@@ -53,7 +52,7 @@ from ..events import CANCEL_EVENT
 from ..limits import bruteforce, caps, rates
 from ..oauth.resources import metadata_url
 from ..observability import logging as request_log
-from ..observability import metrics, tracing
+from ..observability import metrics
 from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
 from ..protocol.errors import InvalidRequest, JsonRpcId, ProtocolError, RateLimited, ServiceUnavailable, error_response
@@ -498,26 +497,15 @@ class McpConsumer(AsyncConsumer):
         """The request's context once the protocol has routed it: its response writer, and for a handshake-era
         request its back-channel (cancellable from now on when it has an id)."""
         allow_stream = accepts(headers.get("accept"), "text/event-stream")
-        common = {
-            "runner": services.get_runner(),
-            "protocol_version": route.protocol_version,
-            "headers": headers,
-            "tracer": tracing.active(),  # None (untraced) unless MCP_APP["TRACING"] is on
-            "max_echoed_bytes": mcp_settings.MAX_ECHOED_BYTES,
-        }
         if route.era == versions.MODERN:
             self._writer = ResponseWriter(self.send, cors=self._cors, allow_stream=allow_stream)
-            tasks = services.task_service(grant.server.pk, grant.token.agent_pk)
-            ctx = grant.request_context(
-                **common,
+            return grant.request_context(
                 era=versions.MODERN,
+                protocol_version=route.protocol_version,
+                headers=headers,
                 emit=self._writer.notify,
-                cache_ttl_ms=mcp_settings.CACHE_TTL_MS,
-                tasks=tasks,
                 **fields,
             )
-            tasks.bind(ctx)
-            return ctx
         session = fields.get("session")
         writer = ResponseWriter(
             self.send,
@@ -529,15 +517,12 @@ class McpConsumer(AsyncConsumer):
         self._writer = writer
         scope = session.key if session is not None else f"t{grant.token.pk}"
         self._backchannel = BackChannel(scope, writer, self._membership, self._cancel_soon)
-        handshake_tasks = services.handshake_task_service(
-            grant.server.pk, grant.token.agent_pk, session.key if session is not None else None
-        )
         ctx = grant.request_context(
-            **common,
             era=versions.LEGACY,
+            protocol_version=route.protocol_version,
+            headers=headers,
             emit=writer.notify,
             outbound=self._backchannel,
-            handshake_tasks=handshake_tasks,
             **fields,
         )
         if route.request_id is not None:

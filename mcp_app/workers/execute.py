@@ -43,7 +43,7 @@ import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -59,17 +59,11 @@ from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT,
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
-from ..protocol.context import (
-    InvalidToolArguments,
-    LogReporter,
-    Principal,
-    RequestContext,
-    ServerDescription,
-    ToolCall,
-    ToolRunner,
-)
+from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
+from ..protocol.descriptors import ServerDescription
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.reporters import LogReporter
 from ..runtime.progress import RecordedProgress
 from . import quotas, records
 
@@ -498,9 +492,9 @@ class WorkerCall:
             await relay.notify(message)
 
         deadline = float(spec["deadline"])
-        ctx.emit = emit
-        ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
-        call = ToolCall(
+        outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
+        ctx = replace(ctx, emit=emit, outbound=outbound)
+        call = CallContext(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
             progress=RecordedProgress(_TOKEN if info.get("progress") else None, emit, self.record_pk),

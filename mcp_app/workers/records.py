@@ -29,7 +29,8 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
-from ..protocol.context import Principal, ServerDescription
+from ..protocol.context import Principal
+from ..protocol.descriptors import ServerDescription
 from ..protocol.errors import InternalError, ProtocolError
 from ..runtime.mrtr import PARK
 

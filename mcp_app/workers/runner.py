@@ -48,6 +48,7 @@ from django.utils import timezone
 
 from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
+from ..definitions.targets import HttpTarget, PythonTarget, StaticTarget
 from ..events import (
     STOP_EVENT,
     TASK_CANCEL_EVENT,
@@ -59,27 +60,17 @@ from ..events import (
 )
 from ..models import ToolTask
 from ..protocol import versions
-from ..protocol.context import (
-    InvalidToolArguments,
-    LogReporter,
-    Principal,
-    ProgressReporter,
-    PromptDescriptor,
-    ResourceDescriptor,
-    ToolCall,
-    ToolDescriptor,
-)
+from ..protocol.context import CallContext, InvalidToolArguments, Principal
+from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
+from ..protocol.reporters import LogReporter, ProgressReporter
 from ..runtime.execution import (
-    PythonTarget,
     Runner,
-    StaticTarget,
     _describe_schema_error,
     _describe_validation_error,
 )
 from ..runtime.mrtr import PARK
-from ..runtime.webhooks import HttpTarget
 from . import liveness, quotas, records
 from .admission import admit
 from .dispatch import broker_configured
@@ -100,7 +91,7 @@ POLL_MAX_SECONDS = 5.0
 _local_work: set[asyncio.Task[Any]] = set()
 
 
-def idempotency_key(call: ToolCall) -> str:
+def idempotency_key(call: CallContext) -> str:
     value = (call.meta or {}).get(IDEMPOTENCY_META)
     if value is None:
         return ""
@@ -313,7 +304,7 @@ async def _undispatched(
         await _withdraw(task_id, local=not celery)
 
 
-def _info(call: ToolCall) -> dict[str, Any]:
+def _info(call: CallContext) -> dict[str, Any]:
     """What the worker needs to know of the request besides the record."""
     return {
         "era": call.request.era,
@@ -383,14 +374,16 @@ class WorkerRunner:
         self.inline = inline or Runner()
 
     async def read_resource(
-        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
+        self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         return await self.inline.read_resource(resource, uri, variables, call)
 
-    async def get_prompt(self, prompt: PromptDescriptor, arguments: dict[str, str], call: ToolCall) -> dict[str, Any]:
+    async def get_prompt(
+        self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
+    ) -> dict[str, Any]:
         return await self.inline.get_prompt(prompt, arguments, call)
 
-    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         principal = call.request.principal
         if (
             tool.execution != "worker"
@@ -404,7 +397,7 @@ class WorkerRunner:
         started = await self.start(tool, arguments, call)
         return await self.wait(started, call)
 
-    async def start(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> _Started:
+    async def start(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> _Started:
         """Record (or find, or re-queue) the call, listen to its events, dispatch it."""
         validate(tool, arguments)
         key = idempotency_key(call)
@@ -469,7 +462,7 @@ class WorkerRunner:
         redispatch = functools.partial(_send, info=info, served=served) if celery else None
         return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease, redispatch=redispatch)
 
-    async def wait(self, started: _Started, call: ToolCall, *, cancel_on_exit: bool = True) -> dict[str, Any]:
+    async def wait(self, started: _Started, call: CallContext, *, cancel_on_exit: bool = True) -> dict[str, Any]:
         """Relay the call's events until its record settles; return or raise its outcome."""
         record = started.record
         try:
@@ -519,18 +512,18 @@ class WorkerRunner:
             _keep(asyncio.ensure_future(started.leave()))  # stop listening off the answer's path
 
     @staticmethod
-    def _event_result(outcome: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    def _event_result(outcome: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """The outcome carried by ``done``: what ``records.outcome_of`` would read back from the record."""
         if outcome.get("resultType") != "input_required":
             outcome = {key: value for key, value in outcome.items() if key != "resultType"}
         return outcome if call.in_task else records.strip_internal(dict(outcome))
 
     @staticmethod
-    def _result(record: ToolTask, call: ToolCall) -> dict[str, Any]:
+    def _result(record: ToolTask, call: CallContext) -> dict[str, Any]:
         outcome = records.outcome_of(record)
         return outcome if call.in_task else records.strip_internal(outcome)
 
-    async def _answer(self, event: dict[str, Any], call: ToolCall) -> None:
+    async def _answer(self, event: dict[str, Any], call: CallContext) -> None:
         method = str(event.get("method"))
         raw = event.get("params")
         params: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -546,7 +539,7 @@ class WorkerRunner:
         else:
             await layer.send(reply, message)
 
-    async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """``call_maybe_as_task`` for a worker tool: the worker call's record is the task (one row)."""
         from ..runtime.tasks import create_result, follow
 
@@ -587,7 +580,7 @@ class WorkerRunner:
         return create_result(task)
 
 
-def _detaches(call: ToolCall) -> bool:
+def _detaches(call: CallContext) -> bool:
     """A closed stream of a 2026 call with an idempotency key does not cancel it (the client will re-issue)."""
     return call.request.era == versions.MODERN and bool((call.meta or {}).get(IDEMPOTENCY_META))
 
@@ -603,7 +596,7 @@ def _become_task(record_pk: int) -> ToolTask:
     return ToolTask.objects.get(pk=record_pk)
 
 
-async def _relay(message: dict[str, Any], call: ToolCall) -> None:
+async def _relay(message: dict[str, Any], call: CallContext) -> None:
     """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
     raw = message.get("params")
     params: dict[str, Any] = raw if isinstance(raw, dict) else {}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mcp_app.catalog.resolver import resolve_catalog
+from mcp_app.definitions.targets import HttpTarget
 from mcp_app.models import McpServer, Tool, Webhook
-from mcp_app.runtime.webhooks import HttpTarget
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 OUTPUT = {"type": "object", "properties": {"temp": {"type": "number"}}}

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from mcp_app.protocol.context import RequestContext, ServerCatalog, ServerDescription, ToolDescriptor
+from mcp_app.protocol.context import RequestContext
+from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription, ToolDescriptor
 from mcp_app.protocol.handlers import dispatcher
 
 from .fakes import ABSENT, TOOLS, Emitted, FakeRunner

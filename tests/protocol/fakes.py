@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mcp_app.protocol.context import InvalidToolArguments, ToolCall, ToolDescriptor
+from mcp_app.protocol.context import CallContext, InvalidToolArguments
+from mcp_app.protocol.descriptors import ToolDescriptor
 
 ABSENT: Any = object()
 
@@ -27,12 +28,12 @@ class FakeRunner:
     """Answers each call with a text block naming the tool, unless told to reject, fail or report progress."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, dict[str, Any], ToolCall]] = []
+        self.calls: list[tuple[str, dict[str, Any], CallContext]] = []
         self.reject: str | None = None
         self.error: Exception | None = None
         self.progress: Sequence[float] = ()
 
-    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         self.calls.append((tool.name, arguments, call))
         if self.reject is not None:
             raise InvalidToolArguments(self.reject)

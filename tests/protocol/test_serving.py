@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from mcp_app.protocol import serving
-from mcp_app.protocol.context import RequestContext, ServerCatalog, ServerDescription
+from mcp_app.protocol.context import RequestContext
+from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription
 from mcp_app.protocol.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from mcp_app.protocol.context import RequestContext, ToolDescriptor
+from mcp_app.protocol.context import RequestContext
+from mcp_app.protocol.descriptors import ToolDescriptor
 from mcp_app.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS
 
 from .fakes import ABSENT, Emitted, FakeRunner

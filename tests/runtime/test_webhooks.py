@@ -13,21 +13,12 @@ import orjson
 import pytest
 from django.test import override_settings
 
-from mcp_app.protocol.context import (
-    InvalidToolArguments,
-    LogReporter,
-    Principal,
-    ProgressReporter,
-    RequestContext,
-    ServerCatalog,
-    ServerDescription,
-    ToolCall,
-    ToolDescriptor,
-    discard,
-)
+from mcp_app.definitions.targets import HttpTarget
+from mcp_app.protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext
+from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription, ToolDescriptor
+from mcp_app.protocol.reporters import LogReporter, ProgressReporter, discard
 from mcp_app.runtime import webhooks
 from mcp_app.runtime.execution import Runner
-from mcp_app.runtime.webhooks import HttpTarget
 from tests.webhook_server import BIG_TOTAL, WebhookServer, running_server, self_signed_certificate
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
@@ -43,7 +34,7 @@ def tool(url: str, *, output_schema: Any = None, **target: Any) -> ToolDescripto
     )
 
 
-def tool_call() -> ToolCall:
+def tool_call() -> CallContext:
     request = RequestContext(
         server=ServerDescription(server_id="srv-1", name="srv"),
         catalog=ServerCatalog(),
@@ -51,7 +42,7 @@ def tool_call() -> ToolCall:
         protocol_version="2025-06-18",
         principal=Principal(tenant="acme", agent_id="bot-7"),
     )
-    return ToolCall(request=request, progress=ProgressReporter(None, discard), log=LogReporter(None, discard))
+    return CallContext(request=request, progress=ProgressReporter(None, discard), log=LogReporter(None, discard))
 
 
 async def run(descriptor: ToolDescriptor, arguments: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from mcp_app import services
-from mcp_app.protocol.context import ToolCall, ToolDescriptor
+from mcp_app.protocol.context import CallContext
+from mcp_app.protocol.descriptors import ToolDescriptor
 from mcp_app.protocol.ports import NO_CHANNEL
 
 from .helpers import call, rpc
@@ -21,7 +22,7 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, bool]] = []
 
-    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
+    async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         self.calls.append((tool.name, call.request.era, call.outbound is not NO_CHANNEL))
         return {"content": [{"type": "text", "text": f"swapped {tool.name}"}]}
 

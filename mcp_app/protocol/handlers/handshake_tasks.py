@@ -24,7 +24,7 @@ from .lifecycle import LEGACY_ONLY
 
 def _service(message: MessageContext, method: str) -> HandshakeTasks:
     ctx = message.request
-    if ctx.handshake_tasks is None or not handshake_tasks.has_tasks(ctx.protocol_version):
+    if not ctx.handshake_tasks.available or not handshake_tasks.has_tasks(ctx.protocol_version):
         raise MethodNotFound(f"Method not found: {method}")
     return ctx.handshake_tasks
 

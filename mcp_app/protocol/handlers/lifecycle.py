@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import handshake_tasks, versions
-from ..context import LOG_LEVELS, RequestContext
+from ..context import RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
 from ..modern import TASKS_EXTENSION
+from ..reporters import LOG_LEVELS
 from .base import dispatcher
 
 LEGACY_ONLY = (versions.LEGACY,)
@@ -38,7 +39,7 @@ async def initialize(params: dict[str, Any], message: MessageContext) -> dict[st
     if ctx.server.title:
         info["title"] = ctx.server.title
     capabilities = server_capabilities(ctx)
-    if ctx.handshake_tasks is not None and handshake_tasks.has_tasks(version):
+    if ctx.handshake_tasks.available and handshake_tasks.has_tasks(version):
         capabilities["tasks"] = handshake_tasks.server_capability()  # 2025-11-25 experimental tasks
     result: dict[str, Any] = {
         "protocolVersion": version,
@@ -65,7 +66,7 @@ async def discover(params: dict[str, Any], message: MessageContext) -> dict[str,
     ctx = message.request
     capabilities = server_capabilities(ctx)
     # Extensions are advertised only to clients that declare them.
-    if ctx.client_declares_extension(TASKS_EXTENSION) and ctx.tasks is not None:
+    if ctx.client_declares_extension(TASKS_EXTENSION) and ctx.tasks.available:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
     result: dict[str, Any] = {
         "supportedVersions": versions.newest_first(ctx.server.protocol_versions),

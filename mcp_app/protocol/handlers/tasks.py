@@ -36,8 +36,7 @@ def _unknown(task_id: str) -> InvalidParams:
 @dispatcher.request("tasks/get", eras=MODERN_ONLY)
 async def get_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     task_id = _task_id(params, message)
-    tasks = message.request.tasks
-    task = await tasks.get(task_id) if tasks is not None else None
+    task = await message.request.tasks.get(task_id)
     if task is None:
         raise _unknown(task_id)
     return {"resultType": "complete", **task}
@@ -49,8 +48,7 @@ async def update_task(params: dict[str, Any], message: MessageContext) -> dict[s
     responses = params.get("inputResponses")
     if not isinstance(responses, dict):
         raise InvalidParams('Invalid params: "inputResponses" must be an object')
-    tasks = message.request.tasks
-    if tasks is None or not await tasks.update(task_id, responses):
+    if not await message.request.tasks.update(task_id, responses):
         raise _unknown(task_id)
     return {"resultType": "complete"}
 
@@ -58,7 +56,6 @@ async def update_task(params: dict[str, Any], message: MessageContext) -> dict[s
 @dispatcher.request("tasks/cancel", eras=MODERN_ONLY)
 async def cancel_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     task_id = _task_id(params, message)
-    tasks = message.request.tasks
-    if tasks is None or not await tasks.cancel(task_id):
+    if not await message.request.tasks.cancel(task_id):
         raise _unknown(task_id)
     return {"resultType": "complete"}

@@ -36,9 +36,7 @@ async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[st
 def _serves_tasks(ctx: RequestContext) -> bool:
     """2025-11-25 experimental tasks: that revision, in the handshake era, with a task service."""
     return (
-        ctx.era == versions.LEGACY
-        and ctx.handshake_tasks is not None
-        and handshake_tasks.has_tasks(ctx.protocol_version)
+        ctx.era == versions.LEGACY and ctx.handshake_tasks.available and handshake_tasks.has_tasks(ctx.protocol_version)
     )
 
 
@@ -46,8 +44,6 @@ def _serves_tasks(ctx: RequestContext) -> bool:
 async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     """Every call is recorded with the request's audit port, whatever its outcome (errors included)."""
     audit = message.request.audit
-    if audit is None:
-        return await _call_tool(params, message)
     started = time.time()
     try:
         result = await _call_tool(params, message)
@@ -99,7 +95,6 @@ async def _call_tool(params: dict[str, Any], message: MessageContext) -> dict[st
             )
     call = message.call(params)
     if as_task:
-        assert ctx.handshake_tasks is not None
         return await ctx.handshake_tasks.start(tool, arguments, call, ttl_ms=ttl_ms, request_id=message.request_id)
     try:
         return await ctx.runner.call_tool(tool, arguments, call)

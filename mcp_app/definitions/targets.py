@@ -1,0 +1,75 @@
+"""What the catalog resolves an entry to, and a runner runs: the targets of tools, resources and prompts.
+
+- ``PythonTarget``: a tool registered in code (``registry``); ``FunctionTarget``: a prompt or resource
+  produced by a registered function;
+- ``StaticTarget``: a ``static`` tool's canned answers (``static``), with its compiled argument validator;
+- ``HttpTarget``: a tenant's webhook (``http_tools``); its secret headers stay encrypted until a request is sent;
+- ``StaticResourceTarget`` and ``StaticPromptTarget``: a resource's stored content, a prompt's stored messages.
+
+Plain frozen data: ``catalog.resolver`` builds them from the database rows, ``runtime.execution`` (inline) and
+``runtime.webhooks`` (http) run them, and a ``ToolDescriptor`` carries one as its opaque ``target``. Nothing here
+runs anything or touches a database.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jsonschema import Draft202012Validator
+
+from .static import StaticBehaviour
+
+if TYPE_CHECKING:
+    from .registry import RegisteredFunction, RegisteredTool
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    registered: RegisteredTool
+
+
+@dataclass(frozen=True)
+class FunctionTarget:
+    """A prompt or resource produced by a function registered in code."""
+
+    registered: RegisteredFunction
+
+
+@dataclass(frozen=True)
+class StaticTarget:
+    input_schema: dict[str, Any]
+    behaviour: StaticBehaviour
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    """A resolved http tool. ``secret_headers`` stays encrypted until a request is sent (and is not in repr)."""
+
+    url: str
+    method: str
+    input_schema: dict[str, Any]
+    headers: tuple[tuple[str, str], ...] = ()
+    # None: the operator's default; either way bounded by the operator's maximum when the call is made.
+    timeout_seconds: float | None = None
+    secret_headers: str = field(default="", repr=False)
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@dataclass(frozen=True)
+class StaticResourceTarget:
+    text: str
+    blob: str
+
+
+@dataclass(frozen=True)
+class StaticPromptTarget:
+    messages: tuple[dict[str, Any], ...]
