@@ -28,7 +28,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import Access
-from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
+from tests.helpers import close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 # A bound, not a wait (start-up on a loaded 2-core machine can pass 20 s); MCP_E2E_READY_TIMEOUT_SECONDS sets it.
 READY_TIMEOUT_SECONDS = float(os.environ.get("MCP_E2E_READY_TIMEOUT_SECONDS") or 60.0)

@@ -20,7 +20,7 @@ import pytest
 
 from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
 from tests.conftest import Access
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import modern_body, routing_headers
 
 from .conftest import _daphne_command, _database_url, _free_port
 from .test_redis_outage import _wait_for_port

@@ -23,7 +23,7 @@ import pytest
 from tests.e2e.conftest import KEEPALIVE_SECONDS, _daphne_command, _database_url, _free_port
 from tests.e2e.test_redis_outage import _wait_for_port
 from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import modern_body, routing_headers
 
 pytestmark = pytest.mark.e2e
 

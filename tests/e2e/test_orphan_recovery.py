@@ -25,7 +25,7 @@ import pytest
 from tests.e2e import test_crash_recovery as crash
 from tests.e2e.test_crash_recovery import TASKS, _task_call
 from tests.e2e.test_two_processes import endpoint, headers
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import modern_body, routing_headers
 
 pytestmark = pytest.mark.e2e
 

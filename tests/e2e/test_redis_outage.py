@@ -38,7 +38,7 @@ from tests.e2e.conftest import (
     _port_open,
 )
 from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import modern_body, routing_headers
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from tests.transport.helpers import call
+from tests.helpers import call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,10 +20,7 @@ from django.utils.crypto import salted_hmac
 from mcp_app.models import ToolCall
 from mcp_app.protocol.errors import INVALID_PARAMS
 from mcp_app.runtime.audit import audit_log
-
-from .helpers import call, communicator, rpc
-from .test_modern import MODERN, modern_call, result_of
-from .test_tasks import DECLARING, settled
+from tests.helpers import DECLARING, MODERN, call, communicator, modern_call, result_of, rpc, settled
 
 LEGACY_VERSION = "2025-06-18"
 

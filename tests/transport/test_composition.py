@@ -11,8 +11,7 @@ import pytest
 from mcp_app import services
 from mcp_app.protocol.context import ToolCall, ToolDescriptor
 from mcp_app.protocol.ports import NO_CHANNEL
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 
 class RecordingRunner:

@@ -12,9 +12,7 @@ import pytest
 from mcp_app.definitions.registry import registry
 from mcp_app.models import ServerTool, ToolTask
 from mcp_app.workers import runner as worker_runner
-
-from .helpers import call, rpc
-from .test_modern import result_of
+from tests.helpers import call, result_of, rpc
 
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
 
@@ -81,7 +79,7 @@ async def test_the_same_idempotency_key_runs_the_tool_once(make_access, orm, tmp
 
 
 async def _keyed(access: Any, arguments: dict[str, Any], meta: dict[str, Any], request_id: int) -> Any:
-    from .test_modern import modern_body, prepared_headers, send
+    from tests.helpers import modern_body, prepared_headers, send
 
     body = modern_body("tools/call", {"name": "worker_job", "arguments": arguments}, id=request_id)
     body["params"]["_meta"].update(meta)
@@ -100,7 +98,7 @@ async def test_concurrent_calls_with_one_key_attach_to_one_run(make_access, orm,
 
 
 async def test_a_2026_client_gets_the_worker_calls_progress_and_result(make_access, tmp_path):
-    from .test_modern import modern_body, prepared_headers, send
+    from tests.helpers import modern_body, prepared_headers, send
 
     access = await make_access(tools=("worker_job",))
     body = modern_body("tools/call", {"name": "worker_job", "arguments": {"steps": 2}}, id=3)
@@ -126,7 +124,7 @@ async def test_the_demo_servers_expose_the_countdown_worker_tool(transactional_d
 
 
 async def test_countdown_reports_each_step_and_returns_the_steps_done(make_access):
-    from .test_modern import modern_body, prepared_headers, send
+    from tests.helpers import modern_body, prepared_headers, send
 
     access = await make_access(tools=("countdown",))
     body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 3, "interval_ms": 0}}, id=1)
@@ -143,7 +141,7 @@ async def test_countdown_reports_each_step_and_returns_the_steps_done(make_acces
 
 
 async def test_a_closed_stream_cancels_the_countdown_before_it_finishes(make_access, orm):
-    from .test_modern import close_stream, modern_body, open_stream
+    from tests.helpers import close_stream, modern_body, open_stream
 
     access = await make_access(tools=("countdown",))
     body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 500, "interval_ms": 10}}, id=1)

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from mcp_app.models import ToolTask
 from mcp_app.workers import execute, records
 from tests.conftest import require_redis
-from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
+from tests.helpers import close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 pytestmark = pytest.mark.django_db
 
