@@ -337,6 +337,17 @@ async def task(access: Any, method: str, task_id: str, capabilities: Any = DECLA
     return await modern_call(access, method, {"taskId": task_id, **params}, capabilities=capabilities)
 
 
+async def worker_work_ended() -> None:
+    """Wait (bounded) until the in-process work of every worker call (``WORKER_DISPATCH`` in-process) has ended."""
+    from mcp_app.workers import runner
+
+    for _ in range(3):
+        pending = list(runner._local_work)
+        if not pending:
+            return
+        await asyncio.wait(pending, timeout=WAIT_SECONDS)
+
+
 # ------------------------------------------------------------------------------------------- waiting
 
 
@@ -413,10 +424,4 @@ async def worker_calls_drained() -> Any:
     """After the test, wait (bounded) for the in-process work of worker calls to end in this test's event loop:
     a receive on the channel layer left pending when the loop closes would break the next test's loop."""
     yield
-    from mcp_app.workers import runner
-
-    for _ in range(3):
-        pending = list(runner._local_work)
-        if not pending:
-            return
-        await asyncio.wait(pending, timeout=WAIT_SECONDS)
+    await worker_work_ended()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -200,17 +199,6 @@ def flusher() -> Iterator[Any]:
     audit_log.autostart = False
 
 
-def wait_written(expected: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    with audit_log.flushed:
-        while audit_log.written < expected:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            audit_log.flushed.wait(remaining)
-    return True
-
-
 async def test_the_flusher_writes_within_its_interval(make_access: Any, orm: Any, flusher: Any) -> None:
     """The loss bound: a record waits in memory at most one flush interval (1 s by default) before it is
     committed, so a crash loses at most the last second of records."""
@@ -220,7 +208,7 @@ async def test_the_flusher_writes_within_its_interval(make_access: Any, orm: Any
     assert interval <= 1.0
     access = await make_access(tools=("echo",))
     await legacy_call(access, "echo", {"text": "hi"})
-    assert await asyncio.to_thread(wait_written, 1, interval + 2.0)
+    assert await asyncio.to_thread(audit_log.wait_written, 1, interval + 2.0)
     assert audit_log.last_lag_seconds is not None
     assert audit_log.last_lag_seconds <= interval + 0.5  # the wait, plus the time the INSERT itself took
     assert await orm(ToolCall.objects.count) == 1

@@ -11,7 +11,6 @@ import pytest
 
 from mcp_app.definitions.registry import registry
 from mcp_app.models import ServerTool, ToolTask
-from mcp_app.workers import runner as worker_runner
 from tests.helpers import call, result_of, rpc
 
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
@@ -141,7 +140,7 @@ async def test_countdown_reports_each_step_and_returns_the_steps_done(make_acces
 
 
 async def test_a_closed_stream_cancels_the_countdown_before_it_finishes(make_access, orm):
-    from tests.helpers import close_stream, modern_body, open_stream
+    from tests.helpers import close_stream, modern_body, open_stream, wait_until, worker_work_ended
 
     access = await make_access(tools=("countdown",))
     body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 500, "interval_ms": 10}}, id=1)
@@ -150,11 +149,12 @@ async def test_a_closed_stream_cancels_the_countdown_before_it_finishes(make_acc
     first = await comm.receive_output(timeout=5)
     assert b"notifications/progress" in first["body"]
     await close_stream(comm)
-    deadline = asyncio.get_running_loop().time() + 5
-    record = await orm(ToolTask.objects.get, server=access.server)
-    while record.status in ("queued", "working") and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.02)
+
+    async def settled_record() -> Any:
         record = await orm(ToolTask.objects.get, server=access.server)
+        return None if record.status in ("queued", "working") else record
+
+    record = await wait_until(settled_record, what="the countdown's record leaving queued/working")
     assert record.status == "cancelled" and record.result is None
     # The in-process work has ended (the tool saw ctx.cancelled or was cancelled): nothing is left running.
-    await asyncio.wait_for(asyncio.gather(*list(worker_runner._local_work), return_exceptions=True), 5)
+    await worker_work_ended()
