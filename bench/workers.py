@@ -21,8 +21,9 @@ Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates 
    worker, PostgreSQL + Redis), and the two ratios issue 16 sets targets for: dispatch overhead median / round
    trip median (target <= 2) and CPU per worker call, all processes / CPU per round trip (target <= 3).
 
-Prints a markdown table; ``--json-out`` also writes the raw figures. Every wait is bounded; children are stopped
-(SIGTERM, then SIGKILL) at the end.
+Prints a markdown table; ``--json-out`` also writes the raw figures; ``--profile DIR`` samples daphne and the
+worker with py-spy (on-CPU stacks, folded, ``DIR/daphne.folded`` and ``DIR/worker.folded``) while the worker
+calls' latency is measured. Every wait is bounded; children are stopped (SIGTERM, then SIGKILL) at the end.
 
     DATABASE_URL=postgres://…/bench REDIS_URL=redis://127.0.0.1:6379/5 python -m bench.workers
 """
@@ -247,6 +248,33 @@ def _round_trips(app: Any, samples: int) -> list[float]:
     return out
 
 
+@contextlib.contextmanager
+def _profiled(pids: dict[str, int], out: Path | None) -> Iterator[None]:
+    """Sample each of ``pids`` with py-spy (on-CPU stacks, folded) into ``out/<name>.folded`` meanwhile."""
+    if out is None:
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    samplers = [
+        subprocess.Popen(
+            [
+                *(str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking"),
+                *("--output", str(out / f"{name}.folded")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in pids.items()
+    ]
+    try:
+        yield
+    finally:
+        for sampler in samplers:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            sampler.wait(timeout=STOP_TIMEOUT_S)
+
+
 def _body(request_id: int, arguments: dict[str, Any], progress: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -360,6 +388,7 @@ def main() -> None:
     parser.add_argument("--pool", default="threads")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--json-out")
+    parser.add_argument("--profile", type=Path, help="write py-spy profiles of daphne and the worker here")
     args = parser.parse_args()
     env = _env()
     _manage(env, "migrate", "--noinput")
@@ -385,11 +414,12 @@ def main() -> None:
         _set_execution(env, "")  # the tool's default: worker
         with _workers(env, Path(tmp), 1, args.pool, args.concurrency) as workers:
             asyncio.run(_warm(url, token, args.concurrency))
-            samples, cpu = _per_call(
-                {"daphne": [daphne], "worker": workers},
-                calls,
-                lambda: asyncio.run(_latencies(url, token, args.samples)),
-            )
+            with _profiled({"daphne": daphne, "worker": workers[0]}, args.profile):
+                samples, cpu = _per_call(
+                    {"daphne": [daphne], "worker": workers},
+                    calls,
+                    lambda: asyncio.run(_latencies(url, token, args.samples)),
+                )
             results["worker"] = {**_quantiles(samples), **cpu}
             results["worker_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
             app = _celery_app(env)
