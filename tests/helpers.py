@@ -5,23 +5,27 @@ What lives here and nowhere else: ``call``/``communicator``/``rpc`` (one request
 (a handshake-era session), the 2026-07-28 envelope and routing headers (``modern_body``, ``modern_call``), the
 tasks extension's declaration (``DECLARING``), ``settled`` (every task's background work ended), one bounded
 ``wait_until`` (async and blocking), and the fixtures the wire tests share (``access``, ``make_access``, ``orm``,
-``worker_calls_drained``; conftests import them). Test modules import helpers from here, never from another test
+``worker_calls_drained``; conftests import them), and for the end-to-end tests against a real daphne the URL,
+headers, ``initialize`` body and SSE frame readers. Test modules import helpers from here, never from another test
 module; a helper that a second module needs moves here.
 
 Not here: pytest-django's database fixtures and the factories (``tests/conftest.py``), helper servers
-(``tests/webhook_server.py``, ``tests/oauth_flow.py``, ...), the real-daphne harness (``tests/e2e/``).
+(``tests/webhook_server.py``, ``tests/oauth_flow.py``, ...), starting daphne and Celery workers
+(``tests/e2e/conftest.py``, ``tests/e2e/workers.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from channels.db import database_sync_to_async
@@ -425,3 +429,118 @@ async def worker_calls_drained() -> Any:
     a receive on the channel layer left pending when the loop closes would break the next test's loop."""
     yield
     await worker_work_ended()
+
+
+# ----------------------------------------------------------------------- a real daphne, over httpx (e2e)
+
+READ_TIMEOUT_SECONDS = 10.0  # the bound of a read from a real daphne's stream
+
+
+def needs_shared_layer() -> None:
+    """Skip (or fail under ``MCP_REQUIRE_SERVICES=1``) a test that crosses processes without a shared layer."""
+    from django.conf import settings
+
+    from tests.conftest import REQUIRE_SERVICES
+
+    if not settings.REDIS_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
+        pytest.skip("crossing processes needs a shared channel layer (set REDIS_URL)")
+
+
+def endpoint(base: str, access: Any, server_id: str | None = None) -> str:
+    """The MCP URL of ``access``'s server (or ``server_id``) on the daphne at ``base``."""
+    return f"{base}/mcp/{server_id or access.server.server_id}?{access.query}"
+
+
+def auth_headers(access: Any, **extra: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {access.raw_token}", **extra}
+
+
+def post_headers(access: Any, **extra: str) -> dict[str, str]:
+    """What a client POSTs with: the token, JSON, and both answer types accepted."""
+    return auth_headers(
+        access, **{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **extra}
+    )
+
+
+def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """A 2025-11-25 ``initialize`` request (client info ``e2e`` 1) declaring ``capabilities``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "e2e", "version": "1"},
+        },
+    }
+
+
+async def data_messages(lines: Any) -> Any:
+    """The JSON-RPC messages of an event stream's lines as they arrive (priming events skipped)."""
+    async for line in lines:
+        if line.startswith("data: ") and line[len("data: ") :].strip():
+            yield orjson.loads(line[len("data: ") :])
+
+
+async def admin_session(http: httpx.AsyncClient, base: str, credentials: tuple[str, str]) -> str:
+    """Log in to the admin of the daphne at ``base``; return the CSRF token for the forms that follow."""
+    page = await http.get(f"{base}/admin/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    form = {"username": credentials[0], "password": credentials[1], "csrfmiddlewaretoken": token, "next": "/admin/"}
+    logged_in = await http.post(f"{base}/admin/login/?next=/admin/", data=form)
+    assert logged_in.status_code == 302, logged_in.text[:500]
+    return http.cookies["csrftoken"]
+
+
+def demo_tenant_token(server: Any) -> tuple[str, str]:
+    """An agent of ``server``'s tenant and a raw token for it (ORM; call it from a sync context)."""
+    from mcp_app.models import Agent, AgentToken
+
+    agent, _ = Agent.objects.get_or_create(tenant=server.tenant, agent_id="two-process-agent", defaults={"name": "e2e"})
+    _token, raw = AgentToken.objects.issue_token(agent, servers=[server])
+    return agent.agent_id, raw
+
+
+@dataclass
+class SseFrame:
+    """One server-sent event: its comment lines, its joined ``data:`` lines and its id."""
+
+    comments: list[str] = field(default_factory=list)
+    data: str | None = None
+    event_id: str | None = None
+
+    @property
+    def message(self) -> Any:
+        assert self.data is not None, f"frame has no data: {self}"
+        return json.loads(self.data)
+
+
+def parse_frame(raw: str) -> SseFrame:
+    frame = SseFrame()
+    data: list[str] = []
+    for line in raw.split("\n"):
+        if line.startswith(":"):
+            frame.comments.append(line[1:].strip())
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "id":
+            frame.event_id = value
+    frame.data = "\n".join(data) if data else None
+    return frame
+
+
+async def sse_frames(response: httpx.Response) -> AsyncIterator[SseFrame]:
+    """The frames of an event stream as they arrive (a frame ends at a blank line)."""
+    buffer = ""
+    async for chunk in response.aiter_text():
+        buffer = (buffer + chunk).replace("\r\n", "\n")
+        while "\n\n" in buffer:
+            raw, buffer = buffer.split("\n\n", 1)
+            yield parse_frame(raw)
+    assert not buffer.strip(), f"stream ended inside a frame: {buffer!r}"

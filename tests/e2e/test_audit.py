@@ -14,9 +14,9 @@ from channels.db import database_sync_to_async
 from mcp_app.conf import mcp_settings
 from mcp_app.models import ToolCall
 from tests.conftest import Access
+from tests.helpers import endpoint, post_headers
 
 from .conftest import _running_daphne
-from .test_wire import endpoint, post_headers
 
 pytestmark = pytest.mark.e2e
 

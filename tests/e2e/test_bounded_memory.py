@@ -20,11 +20,11 @@ import pytest
 
 from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
 from tests.conftest import Access
-from tests.helpers import modern_body, routing_headers
+from tests.helpers import endpoint, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 from .conftest import _daphne_command, _database_url, _free_port
 from .test_redis_outage import _wait_for_port
-from .test_two_processes import endpoint, headers
 
 pytestmark = pytest.mark.e2e
 

@@ -22,8 +22,8 @@ import pytest
 
 from tests.e2e.conftest import KEEPALIVE_SECONDS, _daphne_command, _database_url, _free_port
 from tests.e2e.test_redis_outage import _wait_for_port
-from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.helpers import modern_body, routing_headers
+from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

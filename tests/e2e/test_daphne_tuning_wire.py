@@ -7,9 +7,10 @@ import httpx
 import pytest
 
 from tests.conftest import Access
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
 from .conftest import _running_daphne
-from .test_two_processes import endpoint, headers
 
 pytestmark = pytest.mark.e2e
 

@@ -17,8 +17,8 @@ import pytest
 from channels.db import database_sync_to_async
 
 from tests.conftest import REQUIRE_SERVICES, Access
-
-from .test_two_processes import endpoint, headers, initialize
+from tests.helpers import endpoint, initialize
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

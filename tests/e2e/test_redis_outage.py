@@ -37,8 +37,8 @@ from tests.e2e.conftest import (
     _free_port,
     _port_open,
 )
-from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.helpers import modern_body, routing_headers
+from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

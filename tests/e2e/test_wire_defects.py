@@ -22,8 +22,8 @@ from mcp_app.protocol.errors import INVALID_REQUEST
 from tests.conftest import Access
 from tests.e2e.conftest import _daphne_command, _database_url, _free_port
 from tests.e2e.test_redis_outage import _wait_for_port
-
-from .test_two_processes import endpoint, headers
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
