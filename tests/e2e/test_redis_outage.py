@@ -15,7 +15,6 @@ fails under ``MCP_REQUIRE_SERVICES=1``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import subprocess
@@ -31,11 +30,10 @@ import pytest
 from tests.conftest import REQUIRE_SERVICES, Access
 from tests.e2e.conftest import (
     KEEPALIVE_SECONDS,
-    READY_TIMEOUT_SECONDS,
-    _daphne_command,
-    _database_url,
-    _free_port,
-    _port_open,
+    daphne_command,
+    database_url,
+    free_port,
+    wait_for_port,
 )
 from tests.helpers import endpoint, initialize, modern_body, routing_headers
 from tests.helpers import post_headers as headers
@@ -44,16 +42,6 @@ pytestmark = pytest.mark.e2e
 
 FAST_SECONDS = 3.0
 WAIT = 10.0
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while not _port_open(port):
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} did not listen on {port}")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            code = process.wait(timeout=0.05)
-            pytest.fail(f"{what} exited with {code} before listening")
 
 
 class OwnRedis:
@@ -66,7 +54,7 @@ class OwnRedis:
                 pytest.fail("redis-server is needed for the outage test")
             pytest.skip("redis-server is not installed")
         self.binary = binary
-        self.port = _free_port()
+        self.port = free_port()
         self.tmp = tmp
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -79,7 +67,7 @@ class OwnRedis:
         self.process = subprocess.Popen(
             [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        _wait_for_port(self.port, self.process, "redis-server")
+        wait_for_port(self.port, self.process, "redis-server")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -95,19 +83,19 @@ def outage(transactional_db: None, tmp_path: Path) -> Iterator[tuple[OwnRedis, s
 
     redis = OwnRedis(tmp_path)
     redis.start()
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH")},
         "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
-        "DATABASE_URL": _database_url(connection.settings_dict),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "REDIS_URL": redis.url,
         "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
         "PYTHONUNBUFFERED": "1",
     }
     stderr = (tmp_path / "daphne.log").open("wb")
-    daphne = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stderr, stderr=stderr)
+    daphne = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stderr, stderr=stderr)
     try:
-        _wait_for_port(port, daphne, "daphne")
+        wait_for_port(port, daphne, "daphne")
         yield redis, f"http://127.0.0.1:{port}"
     finally:
         daphne.terminate()
