@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import Access
+from tests.conftest import REQUIRE_SERVICES, Access
 from tests.helpers import close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 # A bound, not a wait (start-up on a loaded 2-core machine can pass 20 s); MCP_E2E_READY_TIMEOUT_SECONDS sets it.
@@ -36,6 +37,9 @@ STOP_TIMEOUT_SECONDS = 10.0
 KEEPALIVE_SECONDS = "0.2"
 # The Celery queue of this test session's worker calls: another test run on the same Redis never takes them.
 SESSION_QUEUE = f"tests-{os.getpid()}"
+# How soon a change reaches every process (tests of invalidation across processes), and the call that shows it.
+BOUND_SECONDS = 1.0
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
 
 
 def free_port() -> int:
@@ -85,6 +89,38 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> Non
         with contextlib.suppress(subprocess.TimeoutExpired):
             code = process.wait(timeout=0.05)
             pytest.fail(f"{what} exited with {code} before listening")
+
+
+class OwnRedis:
+    """A private redis-server that the test may stop and start on the same port."""
+
+    def __init__(self, tmp: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            if REQUIRE_SERVICES:
+                pytest.fail("redis-server is needed for the outage test")
+            pytest.skip("redis-server is not installed")
+        self.binary = binary
+        self.port = free_port()
+        self.tmp = tmp
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(
+            [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for_port(self.port, self.process, "redis-server")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+            self.process = None
 
 
 @dataclass
@@ -247,3 +283,10 @@ def styled_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactor
     )
     with running_daphne(tmp_path_factory, {"DEBUG": "0", "STATIC_ROOT": str(static_root)}) as server:
         yield server
+
+
+@pytest.fixture
+def shared_log(settings: Any) -> None:
+    """This process publishes where the daphne processes follow (``_publish_where_daphne_follows`` sets it up)."""
+    if not settings.REDIS_URL and REQUIRE_SERVICES:
+        pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")

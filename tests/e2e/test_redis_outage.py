@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,9 +26,10 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import REQUIRE_SERVICES, Access
+from tests.conftest import Access
 from tests.e2e.conftest import (
     KEEPALIVE_SECONDS,
+    OwnRedis,
     daphne_command,
     database_url,
     free_port,
@@ -42,38 +42,6 @@ pytestmark = pytest.mark.e2e
 
 FAST_SECONDS = 3.0
 WAIT = 10.0
-
-
-class OwnRedis:
-    """A private redis-server that the test may stop and start on the same port."""
-
-    def __init__(self, tmp: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            if REQUIRE_SERVICES:
-                pytest.fail("redis-server is needed for the outage test")
-            pytest.skip("redis-server is not installed")
-        self.binary = binary
-        self.port = free_port()
-        self.tmp = tmp
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self.process = subprocess.Popen(
-            [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        wait_for_port(self.port, self.process, "redis-server")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=WAIT)
-            self.process = None
 
 
 @pytest.fixture
