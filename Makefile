@@ -80,7 +80,7 @@ test: install-dev npm-tools
 	@if [ -n "$$DATABASE_URL$$REDIS_URL" ]; then $(MAKE) --no-print-directory test-embedded; fi
 
 test-embedded: install-dev
-	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest $(XDIST) tests/transport tests/e2e $(PYTEST_ARGS)
+	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest $(XDIST) tests/transport tests/interaction tests/e2e $(PYTEST_ARGS)
 
 ## Ruff, formatting, migrations in sync, the import layers (import-linter contracts in pyproject.toml) and the
 ## type checker (mypy with the Django and DRF plugins; strict on protocol/ and catalog/).

@@ -14,10 +14,16 @@ Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates 
    worker: time from sending to the first progress notification, and the mean gap between consecutive ones (the
    cost of relaying one notification worker -> Redis -> daphne -> client, as the inline gap is the tool's own);
 3. throughput: ``--calls`` concurrent ``countdown(steps=10, interval_ms=100)`` (a 1 s call each) with 1 worker
-   and with 2 workers (``--pool``, ``--concurrency`` each): wall time, calls per second, all answered once.
+   and with 2 workers (``--pool``, ``--concurrency`` each): wall time, calls per second, all answered once;
+4. the floor the worker path stands on, in the same run and against the same worker: ``--samples`` bare Celery
+   round trips (Celery's built-in no-op ``celery.accumulate`` through the same broker and queue, ``apply_async``
+   to its result from the result backend), their median latency and CPU per round trip (this process, the
+   worker, PostgreSQL + Redis), and the two ratios issue 16 sets targets for: dispatch overhead median / round
+   trip median (target <= 2) and CPU per worker call, all processes / CPU per round trip (target <= 3).
 
-Prints a markdown table; ``--json-out`` also writes the raw figures. Every wait is bounded; children are stopped
-(SIGTERM, then SIGKILL) at the end.
+Prints a markdown table; ``--json-out`` also writes the raw figures; ``--profile DIR`` samples daphne and the
+worker with py-spy (on-CPU stacks, folded, ``DIR/daphne.folded`` and ``DIR/worker.folded``) while the worker
+calls' latency is measured. Every wait is bounded; children are stopped (SIGTERM, then SIGKILL) at the end.
 
     DATABASE_URL=postgres://…/bench REDIS_URL=redis://127.0.0.1:6379/5 python -m bench.workers
 """
@@ -210,6 +216,65 @@ def _per_call(groups: dict[str, list[int]], calls: int, run: Any) -> tuple[Any, 
     return outcome, {f"{key}_cpu_ms": (after[key] - before[key]) / calls * 1000 for key in before}
 
 
+NOOP_TASK = "celery.accumulate"  # registered on every Celery app; returns its arguments: a no-op
+
+
+def _celery_app(env: dict[str, str]) -> Any:
+    """The project's Celery app (``mcp_host.celery``) configured from the same settings and environment as the
+    children: the same broker, transport, serializer and result backend the worker calls use."""
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from mcp_host.celery import app
+
+    return app
+
+
+def _round_trips(app: Any, samples: int) -> list[float]:
+    """``samples`` sequential no-op tasks on the bench's queue, each timed from ``apply_async`` to its result
+    (after ten unmeasured ones that open the connections)."""
+    out = []
+    for n in range(samples + 10):
+        started = time.perf_counter()
+        result = app.send_task(NOOP_TASK, args=(n,), queue=QUEUE)
+        value = result.get(timeout=30)
+        elapsed = time.perf_counter() - started
+        result.forget()
+        if list(value) != [n]:
+            sys.exit(f"the no-op task answered {value!r}")
+        if n >= 10:
+            out.append(elapsed)
+    return out
+
+
+@contextlib.contextmanager
+def _profiled(pids: dict[str, int], out: Path | None) -> Iterator[None]:
+    """Sample each of ``pids`` with py-spy (on-CPU stacks, folded) into ``out/<name>.folded`` meanwhile."""
+    if out is None:
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    samplers = [
+        subprocess.Popen(
+            [
+                *(str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking"),
+                *("--output", str(out / f"{name}.folded")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in pids.items()
+    ]
+    try:
+        yield
+    finally:
+        for sampler in samplers:
+            sampler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            sampler.wait(timeout=STOP_TIMEOUT_S)
+
+
 def _body(request_id: int, arguments: dict[str, Any], progress: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -323,6 +388,7 @@ def main() -> None:
     parser.add_argument("--pool", default="threads")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--json-out")
+    parser.add_argument("--profile", type=Path, help="write py-spy profiles of daphne and the worker here")
     args = parser.parse_args()
     env = _env()
     _manage(env, "migrate", "--noinput")
@@ -348,13 +414,19 @@ def main() -> None:
         _set_execution(env, "")  # the tool's default: worker
         with _workers(env, Path(tmp), 1, args.pool, args.concurrency) as workers:
             asyncio.run(_warm(url, token, args.concurrency))
-            samples, cpu = _per_call(
-                {"daphne": [daphne], "worker": workers},
-                calls,
-                lambda: asyncio.run(_latencies(url, token, args.samples)),
-            )
+            with _profiled({"daphne": daphne, "worker": workers[0]}, args.profile):
+                samples, cpu = _per_call(
+                    {"daphne": [daphne], "worker": workers},
+                    calls,
+                    lambda: asyncio.run(_latencies(url, token, args.samples)),
+                )
             results["worker"] = {**_quantiles(samples), **cpu}
             results["worker_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
+            app = _celery_app(env)
+            own = time.process_time()
+            samples, cpu = _per_call({"worker": workers}, calls, lambda: _round_trips(app, args.samples))
+            cpu["bench_cpu_ms"] = (time.process_time() - own) / calls * 1000
+            results["celery_round_trip"] = {**_quantiles(samples), **cpu}
             results["throughput_1"] = asyncio.run(_throughput(url, token, args.calls))
         with _workers(env, Path(tmp), 2, args.pool, args.concurrency):
             results["throughput_2"] = asyncio.run(_throughput(url, token, args.calls))
@@ -386,6 +458,30 @@ def main() -> None:
             f"| {t['calls']} concurrent 1 s calls, {workers} worker(s) | | {t['wall_s']:.2f} s wall, "
             f"{t['calls_per_s']:.1f} calls/s |"
         )
+    floor = results["celery_round_trip"]
+    overhead = worker["median_ms"] - inline["median_ms"]
+    worker_cpu = worker["daphne_cpu_ms"] + worker["worker_cpu_ms"] + worker["services_cpu_ms"]
+    floor_cpu = floor["bench_cpu_ms"] + floor["worker_cpu_ms"] + floor["services_cpu_ms"]
+    results["ratios"] = {
+        "dispatch_overhead_per_round_trip": overhead / floor["median_ms"],
+        "worker_call_cpu_per_round_trip_cpu": worker_cpu / floor_cpu,
+    }
+    print(
+        f"| bare Celery round trip (no-op task, apply_async to result), median / p99 | | "
+        f"{floor['median_ms']:.2f} ms / {floor['p99_ms']:.2f} ms |"
+    )
+    print(
+        f"| CPU per round trip: caller, worker, PostgreSQL + Redis | | {floor['bench_cpu_ms']:.2f} ms, "
+        f"{floor['worker_cpu_ms']:.2f} ms, {floor['services_cpu_ms']:.2f} ms (all: {floor_cpu:.2f} ms) |"
+    )
+    print(
+        f"| dispatch overhead median / round trip median (target <= 2) | | "
+        f"{overhead:.2f} / {floor['median_ms']:.2f} = {results['ratios']['dispatch_overhead_per_round_trip']:.2f} |"
+    )
+    print(
+        f"| CPU per worker call, all processes / per round trip (target <= 3) | | {worker_cpu:.2f} / "
+        f"{floor_cpu:.2f} = {results['ratios']['worker_call_cpu_per_round_trip_cpu']:.2f} |"
+    )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2))
 

@@ -38,9 +38,10 @@ from typing import Any
 import orjson
 import pytest
 
+from mcp_app.protocol.modern import NAME_FIELDS
+
 MODERN_VERSION = "2026-07-28"
 LEGACY_VERSION = "2025-11-25"
-_ROUTED_NAMES = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class McpTestClient:
             merged["mcp-session-id"] = self.session_id
         if self.era == "modern" and isinstance(message, dict) and "method" in message:
             merged["mcp-method"] = message["method"]
-            routed = _ROUTED_NAMES.get(message["method"])
+            routed = NAME_FIELDS.get(message["method"])  # Mcp-Name: tools/call, ..., tasks/get, tasks/cancel
             if routed and isinstance(message.get("params"), dict) and routed in message["params"]:
                 merged["mcp-name"] = str(message["params"][routed])
         merged.update(headers or {})

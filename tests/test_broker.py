@@ -140,7 +140,7 @@ def test_a_kept_client_publishes_again_once_redis_is_back(tmp_path: Any) -> None
     """Redis restarted (a private redis-server: all its keys gone) under a channel that kept its client: once a
     consumer has declared its queue again (as Celery's worker does when it reconnects), the next publish, retried
     as Celery retries it, reconnects through the kept client's pool and is delivered."""
-    from tests.e2e.test_redis_outage import OwnRedis
+    from tests.e2e.conftest import OwnRedis
 
     server = OwnRedis(tmp_path)
     server.start()

@@ -209,6 +209,19 @@ class AuditLog:
     def pending(self) -> int:
         return len(self._pending) + len(self._retry)
 
+    def wait_written(self, count: int, timeout: float) -> bool:
+        """Block until at least ``count`` rows have been written since start (by the flusher thread or a
+        ``flush``), for at most ``timeout`` seconds; return whether they were. Waits on the flush's notification,
+        not by polling; for callers that must know records reached the database without flushing themselves."""
+        deadline = time.monotonic() + timeout
+        with self.flushed:
+            while self.written < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.flushed.wait(remaining)
+        return True
+
     def flush(self) -> int:
         """Write everything buffered; returns how many rows were written. Safe to call from any thread."""
         with self._lock:

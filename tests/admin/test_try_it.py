@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from mcp_app.models import AgentToken, McpServer, ServerTool, Tool
 from mcp_app.protocol.errors import INVALID_PARAMS
-from tests.transport.helpers import call, rpc
+from tests.helpers import call, rpc
 
 
 def try_url(obj) -> str:

@@ -1,7 +1,7 @@
 """The transport fixtures (committed rows, the ORM from async tests), for the caches tested at the wire."""
 
-from tests.transport.conftest import (  # noqa: F401  (re-exported fixtures)
-    _close_connections_of_async_threads,
+from tests.helpers import (  # noqa: F401  (fixtures)
+    close_connections_of_async_threads,
     make_access,
     orm,
 )

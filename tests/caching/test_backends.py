@@ -16,8 +16,8 @@ import pytest
 
 from mcp_app import invalidation
 from mcp_app.models import AgentToken, CacheInvalidation
+from tests.helpers import call, rpc
 from tests.request_path import counting, wait_caches_ready
-from tests.transport.helpers import call, rpc
 
 ECHO = rpc("tools/call", {"name": "async_echo", "arguments": {"text": "hi"}})
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from mcp_app.caching import identity, writebehind
 from mcp_app.models import AgentToken
+from tests.helpers import wait_until_blocking
 from tests.request_path import wait_caches_ready
 
 
@@ -32,10 +33,10 @@ def test_the_background_thread_writes_what_the_path_queued(transactional_db: Non
     now = timezone.now()
     writebehind.token_used(entry_of(token), now)
     writebehind._wake.set()  # the thread may be waiting out a longer interval from an earlier test
-    deadline = time.monotonic() + 5
-    while AgentToken.objects.get(pk=token.pk).last_used_at is None:
-        assert time.monotonic() < deadline, "the write-behind thread did not write the stamp"
-        time.sleep(0.02)
+    wait_until_blocking(
+        lambda: AgentToken.objects.get(pk=token.pk).last_used_at is not None,
+        what="the write-behind thread writing the stamp",
+    )
     assert AgentToken.objects.get(pk=token.pk).last_used_at == now
 
 

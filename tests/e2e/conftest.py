@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,8 +28,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import Access
-from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
+from tests.conftest import REQUIRE_SERVICES, Access
+from tests.helpers import close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 # A bound, not a wait (start-up on a loaded 2-core machine can pass 20 s); MCP_E2E_READY_TIMEOUT_SECONDS sets it.
 READY_TIMEOUT_SECONDS = float(os.environ.get("MCP_E2E_READY_TIMEOUT_SECONDS") or 60.0)
@@ -36,15 +37,18 @@ STOP_TIMEOUT_SECONDS = 10.0
 KEEPALIVE_SECONDS = "0.2"
 # The Celery queue of this test session's worker calls: another test run on the same Redis never takes them.
 SESSION_QUEUE = f"tests-{os.getpid()}"
+# How soon a change reaches every process (tests of invalidation across processes), and the call that shows it.
+BOUND_SECONDS = 1.0
+CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _database_url(settings_dict: dict[str, Any]) -> str:
+def database_url(settings_dict: dict[str, Any]) -> str:
     """A DATABASE_URL naming the database this test process uses (after pytest-django renamed it)."""
     engine = settings_dict["ENGINE"]
     name = str(settings_dict["NAME"])
@@ -62,18 +66,61 @@ def _database_url(settings_dict: dict[str, Any]) -> str:
     raise RuntimeError(f"e2e tests do not know how to hand database engine {engine!r} to daphne")
 
 
-def _daphne_command(port: int) -> list[str]:
+def daphne_command(port: int) -> list[str]:
     daphne = Path(sys.executable).with_name("daphne")
     launcher = [str(daphne)] if daphne.exists() else [sys.executable, "-m", "daphne"]
     return [*launcher, "-b", "127.0.0.1", "-p", str(port), "-v", "1", "mcp_host.asgi:application"]
 
 
-def _port_open(port: int) -> bool:
+def port_open(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True
     except OSError:
         return False
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    """Wait (bounded) until ``process`` listens on ``port``; fail the test if it exits or the bound passes."""
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while not port_open(port):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what} did not listen on {port}")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = process.wait(timeout=0.05)
+            pytest.fail(f"{what} exited with {code} before listening")
+
+
+class OwnRedis:
+    """A private redis-server that the test may stop and start on the same port."""
+
+    def __init__(self, tmp: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            if REQUIRE_SERVICES:
+                pytest.fail("redis-server is needed for the outage test")
+            pytest.skip("redis-server is not installed")
+        self.binary = binary
+        self.port = free_port()
+        self.tmp = tmp
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(
+            [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for_port(self.port, self.process, "redis-server")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+            self.process = None
 
 
 @dataclass
@@ -95,7 +142,7 @@ def _limit_nofile(soft: int) -> None:
 
 
 @contextlib.contextmanager
-def _running_daphne(
+def running_daphne(
     tmp_path_factory: pytest.TempPathFactory, extra_env: dict[str, str] | None = None, *, nofile: int | None = None
 ) -> Iterator[Daphne]:
     """Start daphne on a free port against the test database (and Redis, when configured); stop it after
@@ -106,14 +153,14 @@ def _running_daphne(
     from django.conf import settings
     from django.db import connection
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ}
     for stale in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_INVALIDATION", "MCP_LIVENESS_SWEEP"):
         env.pop(stale, None)
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "tests.e2e.daphne_settings",
-            "DATABASE_URL": _database_url(connection.settings_dict),
+            "DATABASE_URL": database_url(connection.settings_dict),
             "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
             "PYTHONUNBUFFERED": "1",
             # Worker calls of this test session go to a queue of its own (see ``celery_worker``).
@@ -130,7 +177,7 @@ def _running_daphne(
     stdout_path, stderr_path = logs / "stdout.log", logs / "stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            _daphne_command(port),
+            daphne_command(port),
             cwd=settings.BASE_DIR,
             env=env,
             stdout=stdout,
@@ -140,7 +187,7 @@ def _running_daphne(
     server = Daphne(url=f"http://127.0.0.1:{port}", process=process, stderr_path=stderr_path)
     try:
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-        while not _port_open(port):
+        while not port_open(port):
             if time.monotonic() >= deadline:
                 pytest.fail(f"daphne did not listen on port {port} in {READY_TIMEOUT_SECONDS}s:\n{server.stderr()}")
             try:
@@ -159,13 +206,10 @@ def _running_daphne(
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
 
 
-running_daphne = _running_daphne  # for tests that need a daphne of their own (other settings)
-
-
 @pytest.fixture(autouse=True)
 def _publish_where_daphne_follows(settings: Any) -> None:
     """Changes this test process makes through the ORM must reach the daphne processes' caches: without Redis
-    they follow the database log (see ``_running_daphne``), so this process publishes there too."""
+    they follow the database log (see ``running_daphne``), so this process publishes there too."""
     if not settings.REDIS_URL:
         settings.MCP_APP = {
             **settings.MCP_APP,
@@ -175,14 +219,14 @@ def _publish_where_daphne_follows(settings: Any) -> None:
 
 @pytest.fixture(scope="session")
 def daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
-    with _running_daphne(tmp_path_factory) as server:
+    with running_daphne(tmp_path_factory) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def second_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
     """Another process serving the same database and channel layer: what a load balancer spreads clients over."""
-    with _running_daphne(tmp_path_factory) as server:
+    with running_daphne(tmp_path_factory) as server:
         yield server
 
 
@@ -237,5 +281,12 @@ def styled_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactor
         check=True,
         timeout=120,
     )
-    with _running_daphne(tmp_path_factory, {"DEBUG": "0", "STATIC_ROOT": str(static_root)}) as server:
+    with running_daphne(tmp_path_factory, {"DEBUG": "0", "STATIC_ROOT": str(static_root)}) as server:
         yield server
+
+
+@pytest.fixture
+def shared_log(settings: Any) -> None:
+    """This process publishes where the daphne processes follow (``_publish_where_daphne_follows`` sets it up)."""
+    if not settings.REDIS_URL and REQUIRE_SERVICES:
+        pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")

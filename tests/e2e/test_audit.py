@@ -14,9 +14,9 @@ from channels.db import database_sync_to_async
 from mcp_app.conf import mcp_settings
 from mcp_app.models import ToolCall
 from tests.conftest import Access
+from tests.helpers import endpoint, post_headers
 
-from .conftest import _running_daphne
-from .test_wire import endpoint, post_headers
+from .conftest import running_daphne
 
 pytestmark = pytest.mark.e2e
 
@@ -71,7 +71,7 @@ async def test_daphne_writes_each_call_within_the_flush_interval(daphne_url: str
 
 async def test_a_clean_shutdown_writes_what_is_buffered(live_access: Access, tmp_path_factory: Any) -> None:
     names = {f"shutdown-{index}" for index in range(3)}
-    with _running_daphne(tmp_path_factory) as server:
+    with running_daphne(tmp_path_factory) as server:
         async with httpx.AsyncClient(timeout=10) as client:
             for name in sorted(names):
                 await call_echo(client, server.url, live_access, name)

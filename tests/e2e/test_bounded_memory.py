@@ -20,11 +20,10 @@ import pytest
 
 from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
 from tests.conftest import Access
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import endpoint, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
-from .conftest import _daphne_command, _database_url, _free_port
-from .test_redis_outage import _wait_for_port
-from .test_two_processes import endpoint, headers
+from .conftest import daphne_command, database_url, free_port, wait_for_port
 
 pytestmark = pytest.mark.e2e
 
@@ -92,15 +91,15 @@ def own_daphne(tmp_path: Path, **settings_env: str) -> Iterator[tuple[int, subpr
 
     env = {k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH")}
     env.update({"DJANGO_SETTINGS_MODULE": "tests.e2e.daphne_settings", **settings_env})
-    env["DATABASE_URL"] = _database_url(connection.settings_dict)
+    env["DATABASE_URL"] = database_url(connection.settings_dict)
     if not settings.REDIS_URL:
         env.pop("REDIS_URL", None)
         env["MCP_INVALIDATION"] = "database"
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "daphne.log").open("wb")
-    process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
+    process = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
     try:
-        _wait_for_port(port, process, "daphne")
+        wait_for_port(port, process, "daphne")
         yield port, process
     finally:
         process.terminate()

@@ -20,10 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import KEEPALIVE_SECONDS, _daphne_command, _database_url, _free_port
-from tests.e2e.test_redis_outage import _wait_for_port
-from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.e2e.conftest import KEEPALIVE_SECONDS, daphne_command, database_url, free_port, wait_for_port
+from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +40,7 @@ def launch(transactional_db: None, tmp_path: Path) -> Iterator[Callable[[], tupl
     started: list[subprocess.Popen[bytes]] = []
 
     def start() -> tuple[subprocess.Popen[bytes], str]:
-        port = _free_port()
+        port = free_port()
         env = {
             **{
                 k: v
@@ -49,7 +48,7 @@ def launch(transactional_db: None, tmp_path: Path) -> Iterator[Callable[[], tupl
                 if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_LIVENESS_SWEEP")
             },
             "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
-            "DATABASE_URL": _database_url(connection.settings_dict),
+            "DATABASE_URL": database_url(connection.settings_dict),
             "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
             "MCP_SSE_RESUME_IDLE_SECONDS": str(RESUME_IDLE_SECONDS),
             "PYTHONUNBUFFERED": "1",
@@ -57,9 +56,9 @@ def launch(transactional_db: None, tmp_path: Path) -> Iterator[Callable[[], tupl
         if settings.REDIS_URL:
             env["REDIS_URL"] = settings.REDIS_URL
         log = (tmp_path / f"daphne-{len(started)}.log").open("wb")
-        process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
+        process = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
         started.append(process)
-        _wait_for_port(port, process, "daphne")
+        wait_for_port(port, process, "daphne")
         return process, f"http://127.0.0.1:{port}"
 
     yield start

@@ -7,9 +7,10 @@ import httpx
 import pytest
 
 from tests.conftest import Access
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
-from .conftest import _running_daphne
-from .test_two_processes import endpoint, headers
+from .conftest import running_daphne
 
 pytestmark = pytest.mark.e2e
 
@@ -28,7 +29,7 @@ def call(request_id: int, text: str) -> dict[str, object]:
 def test_the_levers_are_applied_and_the_wire_is_unchanged(
     live_access: Access, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    with _running_daphne(tmp_path_factory, {"MCP_DAPHNE_TUNING": "1"}) as server:
+    with running_daphne(tmp_path_factory, {"MCP_DAPHNE_TUNING": "1"}) as server:
         url = endpoint(server.url, live_access)
         with httpx.Client(timeout=10, headers={**headers(live_access), "MCP-Protocol-Version": "2025-11-25"}) as client:
             # Many requests on one keep-alive connection: each finished request is reaped before the next.

@@ -14,8 +14,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from tests.e2e.conftest import _daphne_command, _database_url, _free_port
-from tests.e2e.test_redis_outage import _wait_for_port
+from tests.e2e.conftest import daphne_command, database_url, free_port, wait_for_port
 
 # The daphne of ``edge`` serves requests from the test database: have pytest-django create it even when only
 # these tests run (it sets up only the databases that the selected tests declare).
@@ -30,17 +29,17 @@ def edge(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     from django.conf import settings
     from django.db import connection
 
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL")},
         "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
-        "DATABASE_URL": _database_url(connection.settings_dict),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "MCP_REQUEST_DEADLINE_SECONDS": str(DEADLINE_SECONDS),
     }
     log = (tmp_path_factory.mktemp("edge") / "daphne.log").open("wb")
-    process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
+    process = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
     try:
-        _wait_for_port(port, process, "daphne")
+        wait_for_port(port, process, "daphne")
         yield port
     finally:
         process.terminate()

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Access
-
-from .test_two_processes import endpoint, headers
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

@@ -37,7 +37,7 @@ import pytest
 from mcp_app.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_app.protocol.versions import V2025_11_25
 from tests.conftest import Access
-from tests.e2e.test_wire import READ_TIMEOUT_SECONDS, SseFrame, auth_headers, endpoint, post_headers, sse_frames
+from tests.helpers import READ_TIMEOUT_SECONDS, SseFrame, auth_headers, endpoint, post_headers, sse_frames
 
 pytestmark = pytest.mark.e2e
 
@@ -198,7 +198,7 @@ class Session:
 
 
 def _frames(text: str) -> list[SseFrame]:
-    from tests.e2e.test_wire import parse_frame
+    from tests.helpers import parse_frame
 
     return [parse_frame(raw) for raw in text.replace("\r\n", "\n").split("\n\n") if raw.strip()]
 

@@ -21,15 +21,8 @@ import httpx
 import pytest
 
 from tests.conftest import Access
-from tests.e2e.test_two_processes import (
-    _demo_tenant_token,
-    admin_session,
-    data_messages,
-    endpoint,
-    headers,
-    initialize,
-    needs_shared_layer,
-)
+from tests.helpers import admin_session, data_messages, demo_tenant_token, endpoint, initialize, needs_shared_layer
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
@@ -54,7 +47,7 @@ def idle_setup(transactional_db: None, access_factory: Any, tool_factory: Any) -
     )
     get_user_model().objects.create_superuser("idle-operator", "idle@example.test", "a-long-test-password")
     conformance = ensure_conformance()
-    agent_id, raw = _demo_tenant_token(conformance)
+    agent_id, raw = demo_tenant_token(conformance)
     binding = ServerTool.objects.select_related("tool").get(server=access.server, tool__name="echo")
     return {"access": access, "conformance": conformance, "agent_id": agent_id, "raw": raw, "binding": binding}
 

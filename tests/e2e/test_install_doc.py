@@ -33,7 +33,7 @@ import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import _free_port, _port_open
+from tests.e2e.conftest import free_port, port_open
 
 pytestmark = pytest.mark.e2e
 
@@ -126,7 +126,7 @@ def test_install_doc_in_a_fresh_venv(tmp_path: Path) -> None:
     token = re.search(r"Token   : (mcp_\S+)", bootstrap)[1]  # type: ignore[index]
     assert url == "http://127.0.0.1:8000/mcp/shop?agentId=support-bot"
 
-    port = _free_port()
+    port = free_port()
     logs = tmp_path / "daphne.log"
     with logs.open("wb") as log:
         daphne = subprocess.Popen(
@@ -135,7 +135,7 @@ def test_install_doc_in_a_fresh_venv(tmp_path: Path) -> None:
         )  # fmt: skip
     try:
         deadline = time.monotonic() + WAIT_SECONDS
-        while not _port_open(port):
+        while not port_open(port):
             if daphne.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the project's daphne did not start:\n{logs.read_text()}")
             try:

@@ -16,14 +16,12 @@ import httpx
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import REQUIRE_SERVICES, Access
-
-from .test_two_processes import endpoint, headers, initialize
+from tests.conftest import Access
+from tests.e2e.conftest import BOUND_SECONDS, CALL
+from tests.helpers import endpoint, initialize
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
-
-BOUND_SECONDS = 1.0
-CALL = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
 
 
 def edit(model_name: str, pk: int, **fields: Any) -> None:
@@ -84,13 +82,6 @@ CHANGES: dict[str, tuple[Callable[[Access], None], Callable[[httpx.Response], bo
     "tool unbound from the catalog": (unbind_echo, unknown_tool),
     "session terminated": (terminate, status_is(404)),
 }
-
-
-@pytest.fixture
-def shared_log(settings: Any) -> None:
-    """This process publishes where the daphne processes follow (``tests/e2e/conftest.py`` sets it up)."""
-    if not settings.REDIS_URL and REQUIRE_SERVICES:
-        pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
 
 
 @pytest.mark.parametrize("change", list(CHANGES))

@@ -17,7 +17,7 @@ from django.test import Client
 
 from tests.oauth_flow import Issued, run_flow
 
-from .test_invalidation_across_processes import BOUND_SECONDS, CALL, shared_log  # noqa: F401  (fixture)
+from .conftest import BOUND_SECONDS, CALL
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import REQUIRE_SERVICES, Access
-from tests.e2e.conftest import Daphne, _free_port, _port_open, _running_daphne
+from tests.e2e.conftest import Daphne, free_port, port_open, running_daphne
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +34,7 @@ class OwnRedis:
     def __init__(self, binary: str, workdir: Path) -> None:
         self.binary = binary
         self.workdir = workdir
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -47,7 +47,7 @@ class OwnRedis:
             [*command, "--dir", str(self.workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         deadline = time.monotonic() + WAIT_SECONDS
-        while not _port_open(self.port):
+        while not port_open(self.port):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 pytest.fail(f"redis-server did not listen on port {self.port}")
             try:
@@ -61,7 +61,7 @@ class OwnRedis:
             self.process.wait(timeout=10)
         self.process = None
         deadline = time.monotonic() + WAIT_SECONDS
-        while _port_open(self.port):
+        while port_open(self.port):
             assert time.monotonic() < deadline, "redis-server kept listening after it was stopped"
             time.sleep(0.05)  # bounded: waiting for the kernel to close the listening socket
 
@@ -99,7 +99,7 @@ def _ops_env(own_redis: OwnRedis, metrics_dir: Path) -> dict[str, str]:
 def ops_daphne(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, own_redis: OwnRedis, metrics_dir: Path
 ) -> Iterator[Daphne]:
-    with _running_daphne(tmp_path_factory, _ops_env(own_redis, metrics_dir)) as server:
+    with running_daphne(tmp_path_factory, _ops_env(own_redis, metrics_dir)) as server:
         yield server
 
 
@@ -107,7 +107,7 @@ def ops_daphne(
 def ops_daphne_two(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, own_redis: OwnRedis, metrics_dir: Path
 ) -> Iterator[Daphne]:
-    with _running_daphne(tmp_path_factory, _ops_env(own_redis, metrics_dir)) as server:
+    with running_daphne(tmp_path_factory, _ops_env(own_redis, metrics_dir)) as server:
         yield server
 
 

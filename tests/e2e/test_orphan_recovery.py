@@ -24,8 +24,8 @@ import pytest
 
 from tests.e2e import test_crash_recovery as crash
 from tests.e2e.test_crash_recovery import TASKS, _task_call
-from tests.e2e.test_two_processes import endpoint, headers
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import endpoint, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from tests.conftest import Access
-
-from .test_two_processes import endpoint, headers, initialize
+from tests.helpers import endpoint, initialize
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

@@ -15,9 +15,7 @@ fails under ``MCP_REQUIRE_SERVICES=1``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,64 +26,22 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import REQUIRE_SERVICES, Access
+from tests.conftest import Access
 from tests.e2e.conftest import (
     KEEPALIVE_SECONDS,
-    READY_TIMEOUT_SECONDS,
-    _daphne_command,
-    _database_url,
-    _free_port,
-    _port_open,
+    OwnRedis,
+    daphne_command,
+    database_url,
+    free_port,
+    wait_for_port,
 )
-from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
 FAST_SECONDS = 3.0
 WAIT = 10.0
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while not _port_open(port):
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{what} did not listen on {port}")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            code = process.wait(timeout=0.05)
-            pytest.fail(f"{what} exited with {code} before listening")
-
-
-class OwnRedis:
-    """A private redis-server that the test may stop and start on the same port."""
-
-    def __init__(self, tmp: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            if REQUIRE_SERVICES:
-                pytest.fail("redis-server is needed for the outage test")
-            pytest.skip("redis-server is not installed")
-        self.binary = binary
-        self.port = _free_port()
-        self.tmp = tmp
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self.process = subprocess.Popen(
-            [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _wait_for_port(self.port, self.process, "redis-server")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(timeout=WAIT)
-            self.process = None
 
 
 @pytest.fixture
@@ -95,19 +51,19 @@ def outage(transactional_db: None, tmp_path: Path) -> Iterator[tuple[OwnRedis, s
 
     redis = OwnRedis(tmp_path)
     redis.start()
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH")},
         "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
-        "DATABASE_URL": _database_url(connection.settings_dict),
+        "DATABASE_URL": database_url(connection.settings_dict),
         "REDIS_URL": redis.url,
         "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
         "PYTHONUNBUFFERED": "1",
     }
     stderr = (tmp_path / "daphne.log").open("wb")
-    daphne = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stderr, stderr=stderr)
+    daphne = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=stderr, stderr=stderr)
     try:
-        _wait_for_port(port, daphne, "daphne")
+        wait_for_port(port, daphne, "daphne")
         yield redis, f"http://127.0.0.1:{port}"
     finally:
         daphne.terminate()

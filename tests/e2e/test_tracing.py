@@ -20,9 +20,10 @@ import pytest
 
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
-from tests.e2e.test_two_processes import endpoint, headers
 from tests.e2e.test_workers import WAIT, modern_tool_call, quiesce
 from tests.e2e.workers import require_broker, running_worker
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 from tests.otlp_collector import Collector, Span, otlp_collector_fixture  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e

@@ -9,60 +9,19 @@ The last two need a channel layer shared across processes (Redis): without ``RED
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
-from tests.conftest import REQUIRE_SERVICES, Access
+from tests.conftest import Access
+from tests.helpers import admin_session, data_messages, demo_tenant_token, endpoint, initialize, needs_shared_layer
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
 WAIT = 10.0
-
-
-def needs_shared_layer() -> None:
-    from django.conf import settings
-
-    if not settings.REDIS_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
-        pytest.skip("crossing processes needs a shared channel layer (set REDIS_URL)")
-
-
-def endpoint(base: str, access: Access, server_id: str | None = None) -> str:
-    return f"{base}/mcp/{server_id or access.server.server_id}?agentId={access.agent.agent_id}"
-
-
-def headers(access: Access, **extra: str) -> dict[str, str]:
-    return {
-        "Authorization": f"Bearer {access.raw_token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        **extra,
-    }
-
-
-def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": capabilities,
-            "clientInfo": {"name": "e2e", "version": "1"},
-        },
-    }
-
-
-async def data_messages(lines: Any) -> Any:
-    async for line in lines:
-        if line.startswith("data: ") and line[len("data: ") :].strip():
-            yield orjson.loads(line[len("data: ") :])
 
 
 async def test_a_session_opened_on_one_process_is_served_and_ended_by_the_other(
@@ -101,15 +60,6 @@ def admin_login(transactional_db: None, live_access: Access) -> tuple[str, str]:
 
     get_user_model().objects.create_superuser("operator", "operator@example.test", "a-long-test-password")
     return "operator", "a-long-test-password"
-
-
-async def admin_session(http: httpx.AsyncClient, base: str, credentials: tuple[str, str]) -> str:
-    page = await http.get(f"{base}/admin/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    form = {"username": credentials[0], "password": credentials[1], "csrfmiddlewaretoken": token, "next": "/admin/"}
-    logged_in = await http.post(f"{base}/admin/login/?next=/admin/", data=form)
-    assert logged_in.status_code == 302, logged_in.text[:500]
-    return http.cookies["csrftoken"]
 
 
 async def test_an_admin_edit_on_one_process_reaches_a_stream_on_the_other(
@@ -154,7 +104,7 @@ async def test_a_sampling_answer_posted_to_one_process_reaches_the_tool_waiting_
     from mcp_app.contrib.conformance.setup import ensure_conformance
 
     server = await database_sync_to_async(ensure_conformance)()
-    token_raw = await database_sync_to_async(_demo_tenant_token)(server)
+    token_raw = await database_sync_to_async(demo_tenant_token)(server)
     call = {
         "jsonrpc": "2.0",
         "id": 5,
@@ -190,11 +140,3 @@ async def test_a_sampling_answer_posted_to_one_process_reaches_the_tool_waiting_
             final = await anext(messages)
     assert final["id"] == 5
     assert final["result"]["content"][0]["text"] == "LLM response: Paris"
-
-
-def _demo_tenant_token(server: Any) -> tuple[str, str]:
-    from mcp_app.models import Agent, AgentToken
-
-    agent, _ = Agent.objects.get_or_create(tenant=server.tenant, agent_id="two-process-agent", defaults={"name": "e2e"})
-    _token, raw = AgentToken.objects.issue_token(agent, servers=[server])
-    return agent.agent_id, raw

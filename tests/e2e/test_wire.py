@@ -11,11 +11,8 @@ Not covered here: protocol rules that need no network (``tests/protocol``) and t
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 import pytest
@@ -25,72 +22,18 @@ from mcp_app.conf import mcp_settings
 from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
 from mcp_app.protocol.versions import HANDSHAKE_VERSIONS, V2024_11_05, V2025_11_25
 from tests.conftest import REQUIRE_SERVICES, Access
+from tests.helpers import READ_TIMEOUT_SECONDS, SseFrame, auth_headers, endpoint, post_headers, sse_frames
 
 pytestmark = pytest.mark.e2e
 
-READ_TIMEOUT_SECONDS = 10.0
 ACCEPT_BOTH = "application/json, text/event-stream"
 # What the SDK's mode="auto" probes with; this server speaks the handshake era only.
 STATELESS_ERA_VERSION = "2026-07-28"
 
 
-@dataclass
-class SseFrame:
-    """One server-sent event: its comment lines, its joined ``data:`` lines and its id."""
-
-    comments: list[str] = field(default_factory=list)
-    data: str | None = None
-    event_id: str | None = None
-
-    @property
-    def message(self) -> Any:
-        assert self.data is not None, f"frame has no data: {self}"
-        return json.loads(self.data)
-
-
-def parse_frame(raw: str) -> SseFrame:
-    frame = SseFrame()
-    data: list[str] = []
-    for line in raw.split("\n"):
-        if line.startswith(":"):
-            frame.comments.append(line[1:].strip())
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "id":
-            frame.event_id = value
-    frame.data = "\n".join(data) if data else None
-    return frame
-
-
-async def sse_frames(response: httpx.Response) -> AsyncIterator[SseFrame]:
-    """The frames of an event stream as they arrive (a frame ends at a blank line)."""
-    buffer = ""
-    async for chunk in response.aiter_text():
-        buffer = (buffer + chunk).replace("\r\n", "\n")
-        while "\n\n" in buffer:
-            raw, buffer = buffer.split("\n\n", 1)
-            yield parse_frame(raw)
-    assert not buffer.strip(), f"stream ended inside a frame: {buffer!r}"
-
-
 async def next_frame(frames: AsyncIterator[SseFrame]) -> SseFrame:
     async with asyncio.timeout(READ_TIMEOUT_SECONDS):
         return await anext(frames)
-
-
-def endpoint(base_url: str, access: Access, server_id: str | None = None) -> str:
-    return f"{base_url}/mcp/{server_id or access.server.server_id}?{access.query}"
-
-
-def auth_headers(access: Access, **extra: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {access.raw_token}", **extra}
-
-
-def post_headers(access: Access, **extra: str) -> dict[str, str]:
-    return auth_headers(access, **{"Content-Type": "application/json", "Accept": ACCEPT_BOTH, **extra})
 
 
 @pytest.fixture

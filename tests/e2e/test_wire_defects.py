@@ -20,10 +20,9 @@ import pytest
 
 from mcp_app.protocol.errors import INVALID_REQUEST
 from tests.conftest import Access
-from tests.e2e.conftest import _daphne_command, _database_url, _free_port
-from tests.e2e.test_redis_outage import _wait_for_port
-
-from .test_two_processes import endpoint, headers
+from tests.e2e.conftest import daphne_command, database_url, free_port, wait_for_port
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
@@ -149,16 +148,16 @@ def test_an_edit_from_another_process_is_seen_without_a_restart(
         for key, value in os.environ.items()
         if key not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "MCP_INVALIDATION", "DJANGO_SETTINGS_MODULE")
     }
-    env["DATABASE_URL"] = _database_url(connection.settings_dict)
+    env["DATABASE_URL"] = database_url(connection.settings_dict)
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
     else:
         env.pop("REDIS_URL", None)
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "daphne.log").open("wb")
-    process = subprocess.Popen(_daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
+    process = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
     try:
-        _wait_for_port(port, process, "daphne")
+        wait_for_port(port, process, "daphne")
         url = endpoint(f"http://127.0.0.1:{port}", live_access)
         with httpx.Client(timeout=WAIT) as http:
             for _ in range(2):  # cached now: the token, the server, its catalog

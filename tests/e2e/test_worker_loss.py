@@ -26,9 +26,10 @@ import pytest
 from mcp_app.models import ToolTask
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
-from tests.e2e.test_two_processes import endpoint, headers
 from tests.e2e.test_workers import WAIT, job, lines, modern_tool_call, orm, quiesce, wait_for_line
 from tests.e2e.workers import require_broker, running_worker
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

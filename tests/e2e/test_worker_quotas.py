@@ -29,10 +29,11 @@ from django.conf import settings as django_settings
 from mcp_app.models import Tenant, Tool, ToolTask, Webhook
 from mcp_app.protocol.errors import WORKER_QUOTA_EXCEEDED
 from tests.conftest import Access
+from tests.helpers import admin_session, endpoint
+from tests.helpers import post_headers as headers
 from tests.webhook_server import WebhookServer, running_server
 
 from .conftest import Daphne, running_daphne
-from .test_two_processes import admin_session, endpoint, headers
 
 pytestmark = pytest.mark.e2e
 

@@ -24,8 +24,8 @@ import pytest
 from mcp_app.models import ToolTask
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
-from tests.e2e.test_two_processes import endpoint, headers, initialize
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 

@@ -6,9 +6,10 @@ import httpx
 import pytest
 
 from tests.conftest import Access
+from tests.helpers import endpoint
+from tests.helpers import post_headers as headers
 
-from .conftest import _running_daphne
-from .test_two_processes import endpoint, headers
+from .conftest import running_daphne
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,7 @@ def test_a_stopped_process_writes_what_it_had_queued(
     from mcp_app.models import AgentToken
 
     # The writer would wait an hour: only the flush at exit can write the stamp.
-    with _running_daphne(tmp_path_factory, {"MCP_WRITE_BEHIND_INTERVAL_SECONDS": "3600"}) as server:
+    with running_daphne(tmp_path_factory, {"MCP_WRITE_BEHIND_INTERVAL_SECONDS": "3600"}) as server:
         reply = httpx.post(endpoint(server.url, live_access), json=CALL, headers=headers(live_access), timeout=10)
         assert reply.status_code == 200
         assert AgentToken.objects.get(pk=live_access.token.pk).last_used_at is None  # queued, not written

@@ -70,7 +70,7 @@ def running_worker(
     from django.conf import settings
     from django.db import connection
 
-    from tests.e2e.conftest import _database_url
+    from tests.e2e.conftest import database_url
 
     redis_url = require_broker()
     env = {**os.environ}
@@ -79,7 +79,7 @@ def running_worker(
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "tests.e2e.daphne_settings",
-            "DATABASE_URL": _database_url(connection.settings_dict),
+            "DATABASE_URL": database_url(connection.settings_dict),
             "REDIS_URL": redis_url,
             "PYTHONUNBUFFERED": "1",
         }

@@ -13,5 +13,5 @@ def access(transactional_db: Any, access_factory: Callable[..., Any]) -> Any:
     return access_factory()
 
 
-from tests.transport.conftest import _close_connections_of_async_threads  # noqa: E402, F401  (same clean-up here)
+from tests.helpers import close_connections_of_async_threads  # noqa: E402, F401  (same clean-up here)
 from tests.webhook_server import webhook_server  # noqa: E402, F401  (fixture: a real HTTP server on 127.0.0.1)

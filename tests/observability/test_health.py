@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from tests.transport.helpers import call
+from tests.helpers import call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,9 +37,9 @@ async def test_readyz_names_each_dependency(access: Any) -> None:
 
 async def test_readyz_is_503_when_a_dependency_is_unreachable(access: Any) -> None:
     # A port nothing listens on: the cache (and the Redis probe) fail, the database is still fine.
-    from tests.e2e.conftest import _free_port
+    from tests.e2e.conftest import free_port
 
-    dead = f"redis://127.0.0.1:{_free_port()}/0"
+    dead = f"redis://127.0.0.1:{free_port()}/0"
     caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": dead}}
     with override_settings(CACHES=caches, MCP_APP={"HEALTH_CHECK_TIMEOUT_SECONDS": 2}):
         reply = await call(access, method="GET", path="/readyz", query="", drop=("authorization",))

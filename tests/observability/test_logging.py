@@ -108,7 +108,7 @@ class _Collect(logging.Handler):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(access: object) -> None:
-    from tests.transport.helpers import call, rpc
+    from tests.helpers import call, rpc
 
     collect = _Collect()
     collect.addFilter(RequestContextFilter())

@@ -13,7 +13,7 @@ import pytest
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.transport.helpers import call, rpc
+from tests.helpers import call, rpc
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,8 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcp_app.models import Tool, Webhook
-from tests.transport.helpers import call, rpc
-from tests.transport.test_modern import modern_body, routing_headers
+from tests.helpers import call, modern_body, routing_headers, rpc
 from tests.webhook_server import WebhookServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

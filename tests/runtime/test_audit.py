@@ -155,3 +155,14 @@ def test_a_forked_child_starts_with_an_empty_buffer_and_its_own_flusher(caller: 
     audit_log.append(pending(caller))
     audit_log._after_fork()  # what os.register_at_fork runs in the child
     assert audit_log.pending() == 0 and audit_log._thread is None
+
+
+def test_wait_written_returns_once_the_rows_are_written_and_false_after_its_bound(caller: Caller) -> None:
+    """The flusher thread waking a waiter is tests/interaction/audit (a thread needs committed rows)."""
+    assert audit_log.wait_written(0, 0.0)  # nothing asked for: at once
+    before = time.monotonic()
+    assert not audit_log.wait_written(1, 0.05)  # nothing written: the bound, then False
+    assert time.monotonic() - before >= 0.05
+    audit_log.append(pending(caller))
+    assert audit_log.flush() == 1
+    assert audit_log.wait_written(1, 0.0)

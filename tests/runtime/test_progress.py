@@ -11,7 +11,7 @@ from django.utils import timezone
 from mcp_app.models import ToolTask
 from mcp_app.runtime import progress as progress_module
 from mcp_app.runtime.progress import RecordedProgress
-from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
+from tests.helpers import close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

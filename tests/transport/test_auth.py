@@ -8,8 +8,7 @@ import pytest
 from django.utils import timezone
 
 from mcp_app.models import Agent, AgentToken, McpServer, Tenant
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 WHOAMI = rpc("tools/call", {"name": "whoami", "arguments": {}})
 

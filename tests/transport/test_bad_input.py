@@ -12,9 +12,7 @@ from django.test import override_settings
 
 from mcp_app.models import McpSession
 from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST
-
-from .helpers import call, rpc
-from .test_modern import modern_call
+from tests.helpers import call, modern_call, rpc
 
 
 def nested(depth: int, leaf: object = 1) -> bytes:

@@ -7,9 +7,7 @@ the batch that notifies during that wait must join the same start, not start the
 from __future__ import annotations
 
 from tests.conftest import require_redis
-
-from .helpers import call, rpc
-from .test_resumability import events, open_session
+from tests.helpers import call, events, open_session, rpc
 
 
 def progress(token: str, request_id: int) -> dict:

@@ -15,9 +15,8 @@ import pytest
 from channels.testing import HttpCommunicator
 
 from mcp_app.protocol.errors import RATE_LIMITED
+from tests.helpers import Reply, call, header_list, rpc
 from tests.request_path import caches_ready, counting
-
-from .helpers import Reply, call, header_list, rpc
 
 # Fresh addresses each run: on Redis a bucket outlives the test by its refill time.
 ADDRESSES = {

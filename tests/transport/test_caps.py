@@ -16,9 +16,7 @@ import pytest
 from channels.testing import HttpCommunicator
 
 from mcp_app.protocol.errors import CAPACITY_EXCEEDED
-
-from .helpers import call, communicator, rpc
-from .test_modern import modern_body, routing_headers
+from tests.helpers import call, communicator, modern_body, routing_headers, rpc
 
 LEGACY = "2025-11-25"
 GET_STREAM = {"accept": "text/event-stream", "mcp-protocol-version": LEGACY}

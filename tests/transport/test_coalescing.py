@@ -17,9 +17,7 @@ import orjson
 import pytest
 
 from mcp_app.transport import eventstore, writer
-
-from .helpers import call, communicator, rpc, sse_messages
-from .test_resumability import events, open_session
+from tests.helpers import call, communicator, events, open_session, rpc, sse_messages
 
 
 def progress(steps: int) -> dict[str, Any]:

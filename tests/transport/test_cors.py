@@ -6,8 +6,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_app.models import McpServer
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 APP = "https://app.example"
 EVIL = "https://evil.example"

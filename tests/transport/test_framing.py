@@ -7,8 +7,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_app.protocol.errors import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR
-
-from .helpers import call, communicator, rpc
+from tests.helpers import call, communicator, rpc
 
 
 async def test_invalid_json_is_parse_error_with_400(access):

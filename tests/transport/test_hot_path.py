@@ -17,10 +17,8 @@ import pytest
 from channels.layers import get_channel_layer
 
 from mcp_app.conf import mcp_settings
+from tests.helpers import call, open_session, tool_call
 from tests.request_path import caches_ready
-
-from .helpers import call
-from .test_request_path import open_session, tool_call
 
 
 @contextmanager
@@ -68,7 +66,7 @@ async def test_a_warm_plain_call_subscribes_to_nothing_and_runs_in_two_tasks(
     await caches_ready()
     extra: dict[str, str] = {}
     if mode == "session":
-        extra["mcp-session-id"] = await open_session(access)
+        extra["mcp-session-id"] = await open_session(access, initialized=True)
     body, headers = tool_call(mode, "async_echo", "hot")
     assert (await call(access, body, headers={**headers, **extra})).status == 200  # warm the caches
     with layer_calls(monkeypatch) as subscribed, tasks_created() as created:
@@ -92,10 +90,10 @@ async def test_an_idle_get_stream_makes_no_queue_of_its_own(
     (before: two, the consumer's event queue and the resumed-stream queue). The layer's and daphne's are theirs."""
     import sys
 
-    from .helpers import communicator
+    from tests.helpers import communicator
 
     access = await make_access(tools=("async_echo",))
-    session_id = await open_session(access)
+    session_id = await open_session(access, initialized=True)
     comm = communicator(access, method="GET", headers={"accept": "text/event-stream", "mcp-session-id": session_id})
     made_by: list[str] = []
     original = asyncio.Queue.__init__

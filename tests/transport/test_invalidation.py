@@ -14,9 +14,8 @@ import pytest
 from django.utils import timezone
 
 from mcp_app.models import Agent, AgentToken, McpServer, McpSession, ServerTool, Tenant
+from tests.helpers import call, open_session, rpc
 from tests.request_path import caches_ready, counting
-
-from .helpers import call, rpc
 
 LEGACY = "2025-11-25"
 ECHO = rpc("tools/call", {"name": "async_echo", "arguments": {"text": "hi"}})
@@ -115,13 +114,6 @@ async def test_a_catalog_edit_changes_what_the_next_call_sees(warm: Any, orm: An
     assert listed.json()["result"]["tools"] == []
     called = await call(warm, ECHO)
     assert called.json()["error"]["code"] == -32602
-
-
-async def open_session(access: Any) -> str:
-    body = rpc(
-        "initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    )
-    return (await call(access, body)).headers["mcp-session-id"]
 
 
 async def test_a_terminated_session_is_404_at_once(warm: Any, orm: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,7 @@ import pytest
 import mcp_app
 from mcp_app.protocol.errors import METHOD_NOT_FOUND
 from mcp_app.protocol.versions import HANDSHAKE_VERSIONS
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 
 async def test_initialize_without_version_answers_first_revision(make_access):

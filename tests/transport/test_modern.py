@@ -34,161 +34,33 @@ from mcp_app.protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
 )
 from tests.conftest import Access
+from tests.helpers import (
+    ABSENT,
+    CLIENT_INFO,
+    MODERN,
+    TASKS,
+    Reply,
+    assert_no_session,
+    call,
+    close_stream,
+    communicator,
+    envelope,
+    error_of,
+    modern_body,
+    modern_call,
+    open_stream,
+    result_of,
+    routing_headers,
+    rpc,
+    send,
+    sse_data,
+)
+from tests.helpers import modern_call_tool as call_tool
 
-from .helpers import Reply, call, communicator, rpc
-
-MODERN = "2026-07-28"
 HANDSHAKE_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 MODERN_ONLY_CODES = {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
-TASKS = "io.modelcontextprotocol/tasks"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-CLIENT_INFO = {"name": "modern-tests", "version": "1.0.0"}
-ABSENT = object()
-
-# Which body field each method's Mcp-Name header mirrors.
-NAME_FIELDS = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
-
-
-# --------------------------------------------------------------------------------------------- helpers
-
-
-def envelope(
-    *,
-    version: Any = MODERN,
-    capabilities: Any = None,
-    client_info: Any = CLIENT_INFO,
-    log_level: str | None = None,
-) -> dict[str, Any]:
-    """The request ``_meta`` envelope; pass ``ABSENT`` to leave a key out."""
-    meta: dict[str, Any] = {}
-    if version is not ABSENT:
-        meta["io.modelcontextprotocol/protocolVersion"] = version
-    if capabilities is not ABSENT:
-        meta["io.modelcontextprotocol/clientCapabilities"] = {} if capabilities is None else capabilities
-    if client_info is not ABSENT:
-        meta["io.modelcontextprotocol/clientInfo"] = client_info
-    if log_level is not None:
-        meta["io.modelcontextprotocol/logLevel"] = log_level
-    return meta
-
-
-def modern_body(method: str, params: dict[str, Any] | None = None, *, id: int | str = 1, **meta: Any) -> dict:
-    """A JSON-RPC request whose ``params._meta`` carries the envelope (merged with any ``_meta`` in ``params``)."""
-    params = dict(params or {})
-    params["_meta"] = {**envelope(**meta), **params.get("_meta", {})}
-    return rpc(method, params, id=id)
-
-
-def routing_headers(body: dict[str, Any]) -> dict[str, str]:
-    """The headers a conformant client derives from the body."""
-    params = body.get("params") or {}
-    version = (params.get("_meta") or {}).get("io.modelcontextprotocol/protocolVersion")
-    headers = {"mcp-method": body["method"]}
-    if isinstance(version, str):
-        headers["mcp-protocol-version"] = version
-    name_field = NAME_FIELDS.get(body["method"])
-    if name_field is not None and isinstance(params.get(name_field), str):
-        headers["mcp-name"] = params[name_field]
-    return headers
-
-
-def assert_no_session(headers: dict[str, str]) -> None:
-    assert "mcp-session-id" not in headers, "the stateless revision never mints or echoes Mcp-Session-Id"
-
-
-async def send(access: Any, body: Any = None, **kwargs: Any) -> Reply:
-    """``helpers.call`` plus the module-wide rule: no response carries a session id."""
-    reply = await call(access, body, **kwargs)
-    assert_no_session(reply.headers)
-    return reply
-
-
-def prepared_headers(body: dict[str, Any], headers_override: dict[str, str | None] | None) -> tuple[dict, tuple]:
-    headers = routing_headers(body)
-    drop: list[str] = []
-    for name, value in (headers_override or {}).items():
-        if value is None:
-            headers.pop(name.lower(), None)
-            drop.append(name.lower())
-        else:
-            headers[name.lower()] = value
-    return headers, tuple(drop)
-
-
-async def modern_call(
-    access: Any,
-    method: str,
-    params: dict[str, Any] | None = None,
-    *,
-    id: int | str = 1,
-    headers_override: dict[str, str | None] | None = None,
-    capabilities: Any = None,
-    client_info: Any = CLIENT_INFO,
-    version: Any = MODERN,
-    log_level: str | None = None,
-) -> Reply:
-    """POST one stateless request with derived routing headers; ``headers_override`` values of ``None`` remove."""
-    body = modern_body(
-        method, params, id=id, version=version, capabilities=capabilities, client_info=client_info, log_level=log_level
-    )
-    headers, drop = prepared_headers(body, headers_override)
-    return await send(access, body, headers=headers, drop=drop)
-
-
-async def call_tool(access: Any, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any) -> Reply:
-    params: dict[str, Any] = {"name": name}
-    if arguments is not None:
-        params["arguments"] = arguments
-    return await modern_call(access, "tools/call", params, **kwargs)
-
-
-def error_of(reply: Reply, status: int, code: int) -> dict[str, Any]:
-    assert reply.status == status, reply.body
-    assert reply.content_type == "application/json"
-    body = reply.json()
-    assert "result" not in body, body
-    assert body["error"]["code"] == code, body
-    return body["error"]
-
-
-def result_of(reply: Reply) -> dict[str, Any]:
-    assert reply.status == 200, reply.body
-    body = reply.json()
-    assert "error" not in body, body
-    return body["result"]
-
-
-def sse_data(frame: dict[str, Any]) -> Any:
-    body = frame["body"]
-    assert body.startswith(b"data: ") and body.endswith(b"\n\n"), body
-    return orjson.loads(body[len(b"data: ") :])
-
-
-async def open_stream(access: Any, body: dict[str, Any]) -> Any:
-    """Start a streaming request (``subscriptions/listen``); returns the communicator after the 200 headers."""
-    headers, _drop = prepared_headers(body, None)
-    comm = communicator(access, body, headers=headers)
-    await comm.send_input({"type": "http.request", "body": comm.body})
-    start = await comm.receive_output(timeout=5)
-    assert start["type"] == "http.response.start"
-    response_headers = {key.decode().lower(): value.decode() for key, value in start["headers"]}
-    assert_no_session(response_headers)
-    assert start["status"] == 200
-    assert response_headers["content-type"].startswith("text/event-stream")
-    return comm
-
-
-async def close_stream(comm: Any) -> None:
-    await comm.send_input({"type": "http.disconnect"})
-    await comm.wait(timeout=5)
 
 
 @pytest.fixture

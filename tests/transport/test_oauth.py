@@ -7,11 +7,9 @@ from typing import Any
 import pytest
 
 from mcp_app.models import AgentToken
+from tests.helpers import call, rpc, tool_call
 from tests.oauth_flow import Issued
 from tests.request_path import caches_ready, counting
-
-from .helpers import call, rpc
-from .test_request_path import tool_call
 
 LIST = rpc("tools/list")
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import call, open_session, tool_call
 from tests.request_path import caches_ready, counting
-
-from .helpers import call, rpc
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -22,30 +21,6 @@ MODERN = "2026-07-28"
 def writer_idle(settings: Any) -> None:
     """The off-path writer keeps to its own schedule; nothing it could flush is pending while we count."""
     settings.MCP_APP = {**settings.MCP_APP, "WRITE_BEHIND_INTERVAL_SECONDS": 3600}
-
-
-async def open_session(access: Any) -> str:
-    body = rpc(
-        "initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    )
-    reply = await call(access, body)
-    assert reply.status == 200
-    session_id = reply.headers["mcp-session-id"]
-    initialized = await call(access, rpc("notifications/initialized", id=None), headers={"mcp-session-id": session_id})
-    assert initialized.status == 202
-    return session_id
-
-
-def tool_call(mode: str, name: str, text: str) -> tuple[dict[str, Any], dict[str, str]]:
-    if mode == "modern":
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-        }
-        body = rpc("tools/call", {"name": name, "arguments": {"text": text}, "_meta": meta})
-        return body, {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": name}
-    return rpc("tools/call", {"name": name, "arguments": {"text": text}}), {"mcp-protocol-version": LEGACY}
 
 
 @pytest.mark.parametrize("mode", ["stateless", "session", "modern"])
@@ -67,7 +42,7 @@ async def test_a_warm_tool_call_runs_no_query_and_hops_only_to_run_a_sync_tool(
     await caches_ready()
     extra: dict[str, str] = {}
     if mode == "session":
-        extra["mcp-session-id"] = await open_session(access)
+        extra["mcp-session-id"] = await open_session(access, initialized=True)
     body, headers = tool_call(mode, tool, "warm")
     with counting(monkeypatch) as cost:
         cold = await call(access, body, headers={**headers, **extra})
@@ -91,7 +66,7 @@ async def test_a_warm_request_still_records_use_off_the_path(
 
     access = await make_access(tools=("async_echo",))
     await caches_ready()
-    session_id = await open_session(access)
+    session_id = await open_session(access, initialized=True)
     body, headers = tool_call("session", "async_echo", "x")
     await call(access, body, headers={**headers, "mcp-session-id": session_id})
     with counting(monkeypatch) as cost:

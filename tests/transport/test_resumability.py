@@ -3,32 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
-import orjson
 import pytest
 
-from .helpers import call, communicator, rpc
-
-EVENT = re.compile(r"id: (?P<id>\S+)\n(?:retry: (?P<retry>\d+)\n)?data: (?P<data>.*)")
-
-
-def events(body: bytes) -> list[tuple[str, object]]:
-    found = []
-    for block in body.decode().split("\n\n"):
-        match = EVENT.match(block)
-        if match:
-            data = match["data"].strip()
-            found.append((match["id"], orjson.loads(data) if data else None))
-    return found
-
-
-async def open_session(access, version="2025-11-25") -> str:
-    init = rpc(
-        "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-    )
-    return (await call(access, init)).headers["mcp-session-id"]
-
+from tests.helpers import call, communicator, events, open_session, rpc
 
 PROGRESS = {"name": "progress_demo", "arguments": {"steps": 2}, "_meta": {"progressToken": "p"}}
 

@@ -7,8 +7,7 @@ import logging
 from django.test import override_settings
 
 from mcp_app.models import McpServer
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 CALL_ECHO = rpc("tools/call", {"name": "echo", "arguments": {"text": "x"}})
 

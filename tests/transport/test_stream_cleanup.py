@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .helpers import communicator
+from tests.helpers import communicator
 
 
 async def test_a_closed_get_stream_logs_no_clean_up_error(access, caplog):

@@ -8,8 +8,7 @@ import orjson
 from django.test import override_settings
 
 from mcp_app.models import ServerTool
-
-from .helpers import call, communicator, rpc
+from tests.helpers import call, communicator, rpc
 
 PROGRESS_CALL = rpc(
     "tools/call", {"name": "progress_demo", "arguments": {"steps": 3}, "_meta": {"progressToken": "tok-1"}}, id=5

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from django.conf import settings as django_settings
 from mcp_app.protocol.errors import WORKER_QUOTA_EXCEEDED, QuotaExceeded
 from mcp_app.workers import quotas
 from tests.conftest import REQUIRE_SERVICES
+from tests.helpers import wait_until_blocking
 
 WAIT_SECONDS = 10.0
 
@@ -70,15 +71,6 @@ def running(tenant: int | None = None, agent: int | None = None) -> int:
         tenants=[tenant] if tenant is not None else [], agents=[agent] if agent is not None else []
     )
     return tenants[tenant] if tenant is not None else agents[agent]  # type: ignore[index]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = WAIT_SECONDS) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 async def test_a_tenant_gets_at_most_its_limit_and_a_released_slot_admits_the_next_call(backend_name: str) -> None:
@@ -200,7 +192,7 @@ async def test_a_lease_not_renewed_expires_and_frees_its_slot(backend_name: str,
     started = time.monotonic()
     with pytest.raises(QuotaExceeded):
         await take("next", limits=(1, 0))
-    assert await asyncio.to_thread(wait_until, lambda: running(tenant=1) == 0)
+    assert await asyncio.to_thread(wait_until_blocking, lambda: running(tenant=1) == 0)
     assert time.monotonic() - started >= short_lease * 0.8, "the slot must be held until the lease expires"
     lease = await take("next", limits=(1, 0))
     await lease.release()
@@ -342,7 +334,7 @@ def test_the_slots_of_a_process_killed_with_sigkill_free_themselves(settings: An
     finally:
         if holder.poll() is None:
             holder.kill()
-    assert wait_until(lambda: running(tenant=1) == 0), "the dead process's slots never came back"
+    wait_until_blocking(lambda: running(tenant=1) == 0, what="the dead process's slots coming back")
     assert time.monotonic() - killed <= ttl + 1.0
     assert quotas.get_quotas().acquire_sync("after", 1, 10, 2, 0, 30.0) is None
     quotas.release_call("after")
@@ -360,6 +352,6 @@ async def test_a_lease_renewed_from_another_process_outlives_its_first_expiry(
         assert await asyncio.to_thread(quotas.renew_call, "kept")
         assert running(tenant=1) == 1
         await asyncio.sleep(short_lease / 3)
-    assert await asyncio.to_thread(wait_until, lambda: running(tenant=1) == 0)  # no longer renewed: it expires
+    assert await asyncio.to_thread(wait_until_blocking, lambda: running(tenant=1) == 0)  # no longer renewed: it expires
     assert not await asyncio.to_thread(quotas.renew_call, "kept"), "an expired lease is not brought back"
     assert not await asyncio.to_thread(quotas.renew_call, "never-admitted")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,10 @@ from django.test.utils import CaptureQueriesContext
 from mcp_app.models import ToolTask
 from mcp_app.workers import execute, records
 from tests.conftest import require_redis
-from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
+from tests.helpers import (
+    close_connections_of_async_threads,  # noqa: F401  (same clean-up here)
+    wait_until_blocking,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -203,10 +205,12 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
             )
         )
         worker.start()
-        deadline = time.monotonic() + 10
-        while "c step 2" not in (trace.read_text() if trace.exists() else ""):
-            assert time.monotonic() < deadline, "the tool did not start"
-            time.sleep(0.01)
+        wait_until_blocking(
+            lambda: "c step 2" in (trace.read_text() if trace.exists() else ""),
+            timeout=10,
+            interval=0.01,
+            what="the tool starting",
+        )
         records.cancel(record.pk)
 
         async def cancel() -> None:

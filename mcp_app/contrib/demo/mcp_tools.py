@@ -49,14 +49,14 @@ async def progress_demo(
     return f"Completed {steps} steps."
 
 
-@tool(title="Countdown (on a worker)", annotations=READ_ONLY, execution="worker", timeout=600)
+@tool(title="Countdown (on a worker)", annotations=READ_ONLY, execution="worker", timeout=600, task_support="optional")
 async def countdown(
     ctx: ToolContext,
     steps: Annotated[int, Field(ge=1, le=10_000, description="How many steps to count down.")] = 10,
     interval_ms: Annotated[int, Field(ge=0, le=60_000, description="Pause between steps, in milliseconds.")] = 1000,
 ) -> int:
     """Count down on a Celery worker, reporting progress at each step; stops early when cancelled. Returns the
-    number of steps done."""
+    number of steps done. A client that declares tasks gets a task for a countdown that does not finish at once."""
     done = 0
     for step in range(1, steps + 1):
         if ctx.cancelled:

@@ -21,7 +21,7 @@ from mcp_app.protocol.versions import MODERN_VERSIONS
 DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo", "countdown")
 DEMO_INSTRUCTIONS = (
     "Demo server of mcp-host. Tools: echo (returns text), add (sums two numbers), get_time (current UTC time), "
-    "progress_demo (reports progress), countdown (a long call on a worker: progress, cancellation)."
+    "progress_demo (reports progress), countdown (a long call on a worker: progress, cancellation, tasks)."
 )
 
 

@@ -12,8 +12,7 @@ from mcp_app import services
 from mcp_app.protocol.context import CallContext
 from mcp_app.protocol.descriptors import ToolDescriptor
 from mcp_app.protocol.ports import NO_CHANNEL
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 
 class RecordingRunner:

@@ -22,10 +22,7 @@ import pytest
 from mcp_app.models import AgentToken, McpSession, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
 from mcp_app.protocol.handlers import dispatcher
 from tests.conftest import Access
-
-from .helpers import Reply, call, rpc
-from .test_modern import modern_body, routing_headers
-from .test_tasks import DECLARING, settled
+from tests.helpers import DECLARING, Reply, call, modern_body, routing_headers, rpc, settled
 
 LEGACY_VERSION = "2025-11-25"
 LEGACY_METHODS = sorted(dispatcher.methods("legacy"))
@@ -311,7 +308,7 @@ async def test_a_limited_token_cannot_see_its_agents_task_of_an_ungranted_tool(s
 
 
 async def test_their_catalog_edits_never_reach_our_listeners(sides: Any, orm: Any) -> None:
-    from .helpers import communicator
+    from tests.helpers import communicator
 
     ours, theirs = sides
     body = modern_body("subscriptions/listen", PLAIN_PARAMS["subscriptions/listen"], capabilities=DECLARING)

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from mcp_app.protocol.errors import RATE_LIMITED
+from tests.helpers import call, rpc
 from tests.request_path import caches_ready, counting
-
-from .helpers import call, rpc
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"

@@ -6,8 +6,7 @@ import pytest
 from django.test import override_settings
 
 from mcp_app.protocol.errors import INVALID_PARAMS
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 
 def text(value):

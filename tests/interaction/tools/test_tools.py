@@ -7,8 +7,7 @@ import pytest
 
 from mcp_app.models import McpServer, ServerTool, Tool
 from mcp_app.protocol.errors import INVALID_PARAMS
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc
 
 
 def tool_call(name, arguments=None, id=1):

@@ -9,17 +9,7 @@ import orjson
 import pytest
 
 from mcp_app.transport import cancellation
-
-from .helpers import call, communicator, rpc
-
-
-async def open_session(access, capabilities) -> str:
-    init = rpc(
-        "initialize",
-        {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}},
-    )
-    reply = await call(access, init)
-    return reply.headers["mcp-session-id"]
+from tests.helpers import call, communicator, open_session, rpc
 
 
 async def read_event(comm) -> dict:
@@ -33,7 +23,7 @@ async def read_event(comm) -> dict:
 
 async def test_elicitation_goes_out_on_the_call_stream_and_the_answer_comes_back_by_post(make_access):
     access = await make_access(tools=("ask_name",))
-    session_id = await open_session(access, {"elicitation": {}})
+    session_id = await open_session(access, capabilities={"elicitation": {}})
     headers = {"mcp-session-id": session_id}
     comm = communicator(access, rpc("tools/call", {"name": "ask_name", "arguments": {}}, id=11), headers=headers)
     await comm.send_input({"type": "http.request", "body": comm.body})
@@ -56,8 +46,8 @@ async def test_elicitation_goes_out_on_the_call_stream_and_the_answer_comes_back
 
 async def test_an_answer_from_another_session_does_not_reach_the_call(make_access):
     access = await make_access(tools=("ask_name",))
-    session_id = await open_session(access, {"elicitation": {}})
-    intruder = await open_session(access, {"elicitation": {}})
+    session_id = await open_session(access, capabilities={"elicitation": {}})
+    intruder = await open_session(access, capabilities={"elicitation": {}})
     comm = communicator(
         access, rpc("tools/call", {"name": "ask_name", "arguments": {}}, id=12), headers={"mcp-session-id": session_id}
     )
@@ -75,7 +65,7 @@ async def test_an_answer_from_another_session_does_not_reach_the_call(make_acces
 
 async def test_client_error_answer_is_a_tool_error(make_access):
     access = await make_access(tools=("ask_name",))
-    session_id = await open_session(access, {"elicitation": {}})
+    session_id = await open_session(access, capabilities={"elicitation": {}})
     comm = communicator(
         access, rpc("tools/call", {"name": "ask_name", "arguments": {}}, id=13), headers={"mcp-session-id": session_id}
     )
@@ -92,7 +82,7 @@ async def test_client_error_answer_is_a_tool_error(make_access):
 
 async def test_without_the_capability_the_tool_fails_without_asking(make_access):
     access = await make_access(tools=("ask_name",))
-    session_id = await open_session(access, {})
+    session_id = await open_session(access, capabilities={})
     reply = await call(
         access, rpc("tools/call", {"name": "ask_name", "arguments": {}}), headers={"mcp-session-id": session_id}
     )
@@ -126,7 +116,7 @@ async def cancelled_response(comm) -> None:
 
 async def test_notifications_cancelled_stops_a_call_that_listens(make_access, fresh_gate, listening):
     access = await make_access(tools=("wait_for_release",))
-    session_id = await open_session(access, {})
+    session_id = await open_session(access, capabilities={})
     headers = {"mcp-session-id": session_id}
     comm = communicator(
         access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-1"), headers=headers
@@ -145,7 +135,7 @@ async def test_a_cancellation_in_the_first_moments_of_a_call_is_not_lost(
     # The call would join its group only after a minute: the notice must reach it without the channel layer.
     monkeypatch.setattr(cancellation, "CANCEL_WATCH_DELAY_SECONDS", 60.0)
     access = await make_access(tools=("wait_for_release",))
-    session_id = await open_session(access, {})
+    session_id = await open_session(access, capabilities={})
     headers = {"mcp-session-id": session_id}
     comm = communicator(
         access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-3"), headers=headers
@@ -162,7 +152,7 @@ async def test_a_cancellation_in_the_first_moments_of_a_call_is_not_lost(
 async def test_a_cancellation_that_arrives_before_its_call_still_stops_it(make_access, fresh_gate, listening):
     """The notice overtakes its request (two connections; another process): it waits for the call."""
     access = await make_access(tools=("wait_for_release",))
-    session_id = await open_session(access, {})
+    session_id = await open_session(access, capabilities={})
     headers = {"mcp-session-id": session_id}
     cancel = rpc("notifications/cancelled", {"requestId": "job-4"}, id=None)
     assert (await call(access, cancel, headers=headers)).status == 202
@@ -176,8 +166,8 @@ async def test_a_cancellation_that_arrives_before_its_call_still_stops_it(make_a
 
 async def test_cancelling_another_clients_request_id_does_nothing(make_access, fresh_gate, listening):
     access = await make_access(tools=("wait_for_release",))
-    owner = await open_session(access, {})
-    other = await open_session(access, {})
+    owner = await open_session(access, capabilities={})
+    other = await open_session(access, capabilities={})
     comm = communicator(
         access,
         rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-2"),
@@ -202,7 +192,7 @@ async def test_cancelling_another_clients_request_id_does_nothing(make_access, f
 async def test_a_tool_returning_input_required_is_served_in_band_in_the_handshake_era(make_access):
     """One tool, both eras: its InputRequired becomes real server-to-client requests on a 2025 session."""
     access = await make_access(tools=("confirm_action",))
-    session_id = await open_session(access, {"elicitation": {}})
+    session_id = await open_session(access, capabilities={"elicitation": {}})
     headers = {"mcp-session-id": session_id}
     comm = communicator(
         access, rpc("tools/call", {"name": "confirm_action", "arguments": {"action": "deploy"}}, id=21), headers=headers

@@ -17,9 +17,8 @@ from mcp_app.caching import identity
 from mcp_app.models import Agent, AgentToken, ServerTool, Tenant
 from mcp_app.protocol.errors import WORKER_QUOTA_EXCEEDED
 from mcp_app.workers import quotas
-
-from .helpers import Reply, call, communicator, rpc
-from .test_modern import call_tool, error_of, result_of
+from tests.helpers import Reply, call, communicator, error_of, result_of, rpc
+from tests.helpers import modern_call_tool as call_tool
 
 # Worker calls run in this process here (no Celery worker in these tests): admission is the same either way.
 pytestmark = pytest.mark.usefixtures("worker_calls_drained")
@@ -190,7 +189,7 @@ async def test_with_the_quota_backend_unreachable_a_worker_call_is_refused_with_
 async def test_a_call_that_became_a_task_keeps_its_slot_until_its_work_ends(
     make_access: Callable[..., Awaitable[Any]], orm: Any, fresh_gate: Any
 ) -> None:
-    from .test_tasks import DECLARING, settled
+    from tests.helpers import DECLARING, settled
 
     access = await make_access(tools=("gated_job", "record"))
     await orm(bind_as_worker, access.server, "gated_job", "record")

@@ -13,8 +13,7 @@ from django.utils import timezone
 from mcp_app.models import AgentToken, McpServer, McpSession, Resource, ServerResource
 from mcp_app.models.sessions import session_digest
 from mcp_app.protocol.errors import INVALID_REQUEST
-
-from .helpers import call, communicator, rpc, sse_messages
+from tests.helpers import call, communicator, open_session, rpc, sse_messages
 
 VISIBLE_ASCII = re.compile(r"^[\x21-\x7e]+$")
 
@@ -23,12 +22,6 @@ def initialize(version: str = "2025-11-25") -> dict:
     return rpc(
         "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     )
-
-
-async def open_session(access, version: str = "2025-11-25") -> str:
-    reply = await call(access, initialize(version))
-    assert reply.status == 200
-    return reply.headers["mcp-session-id"]
 
 
 async def test_initialize_mints_a_visible_ascii_session_id_stored_as_a_digest(access, orm):

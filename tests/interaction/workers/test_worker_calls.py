@@ -11,10 +11,7 @@ import pytest
 
 from mcp_app.definitions.registry import registry
 from mcp_app.models import ServerTool, ToolTask
-from mcp_app.workers import runner as worker_runner
-
-from .helpers import call, rpc
-from .test_modern import result_of
+from tests.helpers import call, result_of, rpc
 
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
 
@@ -81,7 +78,7 @@ async def test_the_same_idempotency_key_runs_the_tool_once(make_access, orm, tmp
 
 
 async def _keyed(access: Any, arguments: dict[str, Any], meta: dict[str, Any], request_id: int) -> Any:
-    from .test_modern import modern_body, prepared_headers, send
+    from tests.helpers import modern_body, prepared_headers, send
 
     body = modern_body("tools/call", {"name": "worker_job", "arguments": arguments}, id=request_id)
     body["params"]["_meta"].update(meta)
@@ -100,7 +97,7 @@ async def test_concurrent_calls_with_one_key_attach_to_one_run(make_access, orm,
 
 
 async def test_a_2026_client_gets_the_worker_calls_progress_and_result(make_access, tmp_path):
-    from .test_modern import modern_body, prepared_headers, send
+    from tests.helpers import modern_body, prepared_headers, send
 
     access = await make_access(tools=("worker_job",))
     body = modern_body("tools/call", {"name": "worker_job", "arguments": {"steps": 2}}, id=3)
@@ -126,7 +123,7 @@ async def test_the_demo_servers_expose_the_countdown_worker_tool(transactional_d
 
 
 async def test_countdown_reports_each_step_and_returns_the_steps_done(make_access):
-    from .test_modern import modern_body, prepared_headers, send
+    from tests.helpers import modern_body, prepared_headers, send
 
     access = await make_access(tools=("countdown",))
     body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 3, "interval_ms": 0}}, id=1)
@@ -143,7 +140,7 @@ async def test_countdown_reports_each_step_and_returns_the_steps_done(make_acces
 
 
 async def test_a_closed_stream_cancels_the_countdown_before_it_finishes(make_access, orm):
-    from .test_modern import close_stream, modern_body, open_stream
+    from tests.helpers import close_stream, modern_body, open_stream, wait_until, worker_work_ended
 
     access = await make_access(tools=("countdown",))
     body = modern_body("tools/call", {"name": "countdown", "arguments": {"steps": 500, "interval_ms": 10}}, id=1)
@@ -152,11 +149,12 @@ async def test_a_closed_stream_cancels_the_countdown_before_it_finishes(make_acc
     first = await comm.receive_output(timeout=5)
     assert b"notifications/progress" in first["body"]
     await close_stream(comm)
-    deadline = asyncio.get_running_loop().time() + 5
-    record = await orm(ToolTask.objects.get, server=access.server)
-    while record.status in ("queued", "working") and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.02)
+
+    async def settled_record() -> Any:
         record = await orm(ToolTask.objects.get, server=access.server)
+        return None if record.status in ("queued", "working") else record
+
+    record = await wait_until(settled_record, what="the countdown's record leaving queued/working")
     assert record.status == "cancelled" and record.result is None
     # The in-process work has ended (the tool saw ctx.cancelled or was cancelled): nothing is left running.
-    await asyncio.wait_for(asyncio.gather(*list(worker_runner._local_work), return_exceptions=True), 5)
+    await worker_work_ended()

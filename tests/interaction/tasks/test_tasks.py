@@ -7,34 +7,10 @@ import asyncio
 import re
 
 from mcp_app.protocol.errors import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
-from mcp_app.runtime import tasks as task_runtime
+from tests.helpers import DECLARING, TASKS, error_of, modern_call, result_of, settled, task
+from tests.helpers import task_call_tool as call_tool
 
-from .test_modern import error_of, modern_call, result_of
-
-TASKS = "io.modelcontextprotocol/tasks"
-DECLARING = {"elicitation": {}, "extensions": {TASKS: {}}}
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
-
-
-async def settled() -> None:
-    """Wait (bounded) until the background work of every task in this process has ended and been recorded."""
-    loop = asyncio.get_running_loop()
-    for _ in range(3):
-        # Work left by an earlier test whose event loop has closed can never end: not ours to wait for.
-        pending = [work for work in task_runtime._background if work.get_loop() is loop]
-        if not pending:
-            return
-        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=5)
-
-
-async def call_tool(access, name, arguments=None, capabilities=DECLARING, **params):
-    return await modern_call(
-        access, "tools/call", {"name": name, "arguments": arguments or {}, **params}, capabilities=capabilities
-    )
-
-
-async def task(access, method, task_id, capabilities=DECLARING, **params):
-    return await modern_call(access, method, {"taskId": task_id, **params}, capabilities=capabilities)
 
 
 async def test_discover_advertises_the_extension_only_to_declaring_clients(access):

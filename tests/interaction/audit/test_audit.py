@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,10 +19,7 @@ from django.utils.crypto import salted_hmac
 from mcp_app.models import ToolCall
 from mcp_app.protocol.errors import INVALID_PARAMS
 from mcp_app.runtime.audit import audit_log
-
-from .helpers import call, communicator, rpc
-from .test_modern import MODERN, modern_call, result_of
-from .test_tasks import DECLARING, settled
+from tests.helpers import DECLARING, MODERN, call, communicator, modern_call, result_of, rpc, settled
 
 LEGACY_VERSION = "2025-06-18"
 
@@ -203,17 +199,6 @@ def flusher() -> Iterator[Any]:
     audit_log.autostart = False
 
 
-def wait_written(expected: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    with audit_log.flushed:
-        while audit_log.written < expected:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            audit_log.flushed.wait(remaining)
-    return True
-
-
 async def test_the_flusher_writes_within_its_interval(make_access: Any, orm: Any, flusher: Any) -> None:
     """The loss bound: a record waits in memory at most one flush interval (1 s by default) before it is
     committed, so a crash loses at most the last second of records."""
@@ -223,7 +208,7 @@ async def test_the_flusher_writes_within_its_interval(make_access: Any, orm: Any
     assert interval <= 1.0
     access = await make_access(tools=("echo",))
     await legacy_call(access, "echo", {"text": "hi"})
-    assert await asyncio.to_thread(wait_written, 1, interval + 2.0)
+    assert await asyncio.to_thread(audit_log.wait_written, 1, interval + 2.0)
     assert audit_log.last_lag_seconds is not None
     assert audit_log.last_lag_seconds <= interval + 0.5  # the wait, plus the time the INSERT itself took
     assert await orm(ToolCall.objects.count) == 1

@@ -17,10 +17,7 @@ import pytest
 from mcp_app.models import AgentToken, Prompt, Resource, ServerPrompt, ServerResource, Tool
 from mcp_app.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from tests.conftest import Access
-
-from .helpers import call, rpc
-from .test_modern import error_of, modern_call, result_of
-from .test_tasks import DECLARING, settled
+from tests.helpers import DECLARING, call, error_of, modern_call, result_of, rpc, settled
 
 LEGACY_VERSION = "2025-11-25"
 TEXT = {"content": [{"type": "text", "text": "ok"}]}
@@ -345,8 +342,7 @@ def test_an_unlimited_token_costs_no_query_for_its_grant(
 
 
 async def test_listeners_never_hear_of_updates_to_withheld_resources(granted: Granted, orm: Any) -> None:
-    from .helpers import communicator, sse_messages
-    from .test_modern import modern_body, routing_headers
+    from tests.helpers import communicator, modern_body, routing_headers, sse_messages
 
     uris = ["res://a", "res://b", "res://zzz"]  # granted, withheld, unknown
     body = modern_body("subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})

@@ -12,21 +12,11 @@ from typing import Any
 
 from mcp_app.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_app.runtime import tasks as task_runtime
-
-from .helpers import call, rpc
+from tests.helpers import call, rpc, settled
 
 V = "2025-11-25"
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 RELATED = "io.modelcontextprotocol/related-task"
-
-
-async def settled() -> None:
-    """Wait (bounded) until the background work of every task in this process has ended and been recorded."""
-    for _ in range(3):
-        pending = list(task_runtime._background)
-        if not pending:
-            return
-        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=5)
 
 
 class Session:

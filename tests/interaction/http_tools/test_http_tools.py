@@ -13,13 +13,8 @@ from django.test import override_settings
 
 from mcp_app.models import Tool, Webhook
 from mcp_app.protocol.errors import INVALID_PARAMS
+from tests.helpers import call, modern_call, modern_call_tool, result_of, rpc, settled, task, task_call_tool
 from tests.webhook_server import WebhookServer
-
-from .helpers import call, rpc
-from .test_modern import call_tool as modern_call_tool
-from .test_modern import modern_call, result_of
-from .test_tasks import call_tool as task_call_tool
-from .test_tasks import settled, task
 
 LEGACY_VERSION = "2025-06-18"
 SECRET = "Bearer wire-secret-91c2"
