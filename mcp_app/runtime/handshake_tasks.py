@@ -36,22 +36,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import secrets
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, receive_forever
+from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription
 from ..conf import mcp_settings
 from ..events import (
     BROADCAST_EVENT,
     REPLY_EVENT,
-    TASK_CANCEL_EVENT,
     TASK_STATUS_EVENT,
     reply_group,
     session_group,
@@ -60,20 +59,19 @@ from ..events import (
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
-from ..observability import metrics
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages, versions
 from ..protocol.context import (
-    InvalidToolArguments,
     LogReporter,
     RequestContext,
     ToolCall,
     ToolDescriptor,
 )
-from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
+from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
+from . import durable
 from .progress import RecordedProgress
-from .tasks import _background, _iso, _listen_for_cancel, _listeners, _running
+from .tasks import iso
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
 
@@ -96,50 +94,16 @@ def task_state(task: ToolTask) -> wire.TaskState:
         task_id=task.task_id,
         status=task.status,
         status_message=task.status_message,
-        created_at=_iso(task.created_at),
-        last_updated_at=_iso(task.updated_at),
+        created_at=iso(task.created_at),
+        last_updated_at=iso(task.updated_at),
         ttl_ms=task.ttl_ms,
         poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS),
     )
 
 
-def _first_text(result: dict[str, Any]) -> str:
-    for block in result.get("content") or ():
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            return block["text"]
-    return ""
-
-
 def outcome_fields(tool_name: str, outcome: Any) -> dict[str, Any]:
-    """How a finished call settles its 2025-11-25 task (see the module docstring)."""
-    finished = {"finished_at": timezone.now()}
-    if isinstance(outcome, InvalidToolArguments):
-        # 2025-11-25 reports invalid arguments in the result (SEP-1303), so the task keeps that result.
-        text = f"Invalid arguments for tool {tool_name}: {outcome}"
-        outcome = {"content": [{"type": "text", "text": text}], "isError": True}
-    if isinstance(outcome, ProtocolError):
-        return {
-            **finished,
-            "status": ToolTask.Status.FAILED,
-            "error": outcome.to_wire(),
-            "status_message": outcome.message[:500],
-        }
-    if isinstance(outcome, BaseException):
-        return {
-            **finished,
-            "status": ToolTask.Status.FAILED,
-            "error": InternalError().to_wire(),
-            "status_message": "Internal error",
-        }
-    if outcome.get("resultType") == "input_required":
-        # A tool asking for input the stateless way, where no session can carry the question.
-        text = f"Tool {tool_name} needs input from the client, which this task has no session to ask for"
-        outcome = {"content": [{"type": "text", "text": text}], "isError": True}
-    result = {key: value for key, value in outcome.items() if key != "resultType"}
-    if result.get("isError"):
-        message = f"Tool execution failed: {_first_text(result)}".rstrip(": ")
-        return {**finished, "status": ToolTask.Status.FAILED, "result": result, "status_message": message[:500]}
-    return {**finished, "status": ToolTask.Status.COMPLETED, "result": result, "status_message": ""}
+    """How a finished call settles its 2025-11-25 task (see the module docstring; ``durable.columns``)."""
+    return durable.columns(outcome, handshake=True, tool_name=tool_name)
 
 
 async def _group_send(group: str, event: dict[str, Any]) -> None:
@@ -185,42 +149,12 @@ async def _announce(task_pk: int, channel: _SessionChannel) -> None:
 
 
 def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: _SessionChannel) -> None:
-    """Settle a 2025-11-25 ``task`` from ``work`` when it ends; ``tasks/cancel`` (or the admin) from any process
-    stops it through the task group, as for 2026 tasks."""
-    _running[task.task_id] = work
-    _background.add(work)
-    metrics.worker_call("running", 1)
-    listener = asyncio.ensure_future(_listen_for_cancel(task.task_id, work))
-    _listeners.add(listener)
-    listener.add_done_callback(_listeners.discard)
+    """Settle a 2025-11-25 ``task`` from ``work`` when it ends, and tell its session (``durable.follow``)."""
 
-    async def settle(done: asyncio.Task[Any]) -> None:
-        if done.cancelled():
-            # tasks/cancel (or the admin) recorded ``cancelled`` first; a shutdown leaves the record for orphan
-            # recovery, and says nothing.
-            current = await _reload(task.pk)
-            if current is not None and current.status == ToolTask.Status.CANCELLED:
-                await _announce(task.pk, channel)
-            return
-        outcome = done.exception() or done.result()
-        if isinstance(outcome, BaseException) and not isinstance(outcome, ProtocolError | InvalidToolArguments):
-            logger.error("task %s of tool %s failed", task.task_id[:8], task.tool_name, exc_info=outcome)
-        moved = await sync_to_async(ToolTask.objects.transition, thread_sensitive=True)(
-            task.pk, **outcome_fields(task.tool_name, outcome)
-        )
-        if moved:
-            await _announce(task.pk, channel)
+    async def announce() -> None:
+        await _announce(task.pk, channel)
 
-    def on_done(done: asyncio.Task[Any]) -> None:
-        metrics.worker_call("running", -1)
-        _running.pop(task.task_id, None)
-        _background.discard(done)
-        listener.cancel()
-        settler = asyncio.ensure_future(settle(done))
-        _background.add(settler)
-        settler.add_done_callback(_background.discard)
-
-    work.add_done_callback(on_done)
+    durable.follow(task, work, columns=functools.partial(outcome_fields, task.tool_name), announce=announce)
 
 
 class _StatusWatch:
@@ -229,27 +163,20 @@ class _StatusWatch:
     def __init__(self, task_id: str) -> None:
         self.changed = asyncio.Event()
         self._group = task_group(task_id)
-        self._layer: Any = None
-        self._channel: str | None = None
-        self._pump: asyncio.Task[None] | None = None
+        self._subscription: Subscription | None = None
 
     async def __aenter__(self) -> _StatusWatch:
         layer = get_channel_layer()
         if layer is not None:
             try:
-                self._channel = await layer.new_channel()
-                await layer.group_add(self._group, self._channel)
-                self._layer = layer
-                self._pump = asyncio.ensure_future(self._receive())
+                self._subscription = await LayerMessaging(layer).subscribe(self._group, on_message=self._heard)
             except LAYER_ERRORS as error:  # no events: the waiter re-reads the record on its own schedule
                 logger.info("tasks/result waits without status events: %s", type(error).__name__)
         return self
 
-    async def _receive(self) -> None:
-        assert self._channel is not None
-        async for message in receive_forever(self._layer, self._channel):
-            if message.get("type") == TASK_STATUS_EVENT:
-                self.changed.set()
+    def _heard(self, message: dict[str, Any]) -> None:
+        if message.get("type") == TASK_STATUS_EVENT:
+            self.changed.set()
 
     async def wait(self) -> None:
         """Until a status event arrives, or ``RESULT_RECHECK_SECONDS`` have passed."""
@@ -258,12 +185,8 @@ class _StatusWatch:
         self.changed.clear()
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.wait({self._pump})  # unlike awaiting it, never swallows this task's own cancellation
-        if self._layer is not None and self._channel is not None:
-            with contextlib.suppress(*LAYER_ERRORS):
-                await self._layer.group_discard(self._group, self._channel)
+        if self._subscription is not None:
+            await self._subscription.close()
 
 
 def _withheld_tools(ctx: RequestContext) -> set[str]:
@@ -378,25 +301,13 @@ class HandshakeTaskService:
         task = await self._find(ctx, task_id)
         if task is None:
             return None
-        moved = False
-        if task.status not in TERMINAL:
-            moved = await database_sync_to_async(ToolTask.objects.transition)(
-                task.pk,
-                status=ToolTask.Status.CANCELLED,
-                status_message="The task was cancelled by request.",
-                finished_at=timezone.now(),
-            )
+        moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
         if not moved:
             current = await _reload(task.pk)
             status = current.status if current is not None else task.status
             raise InvalidParams(
                 f"Cannot cancel task: already in terminal status '{status}'", {"taskId": task_id, "status": status}
             )
-        local = _running.get(task_id)
-        if local is not None:
-            local.cancel()
-        else:
-            await _group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
         await _group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
         current = await _reload(task.pk)
         return wire.task(task_state(current if current is not None else task))
@@ -409,14 +320,6 @@ def _resume(pk: int) -> bool:
             status=ToolTask.Status.WORKING, status_message="", updated_at=timezone.now()
         )
     )
-
-
-async def _reply(layer: Any, channel: str, request_id: str) -> dict[str, Any]:
-    async for message in receive_forever(layer, channel):
-        if message.get("type") == REPLY_EVENT and message.get("id") == request_id:
-            answer = message.get("answer")
-            return answer if isinstance(answer, dict) else {"result": {}}
-    raise AssertionError("unreachable")  # receive_forever never ends by itself
 
 
 __all__ = ["HandshakeTaskService", "follow_handshake", "granted_ttl", "outcome_fields", "task_state"]
@@ -443,24 +346,31 @@ class _TaskOutbound(SendOnly):
         if layer is None:
             return {"error": InternalError("No channel can carry this request to the client").to_wire()}
         request_id = f"mcp-host-{secrets.token_hex(12)}"
-        group = reply_group(session_key, request_id)
-        listener = await layer.new_channel()
-        await layer.group_add(group, listener)  # listen before asking: the answer may come back at once
-        try:
+        answers = Correlator()
+
+        def heard(message: dict[str, Any]) -> bool:
+            if message.get("type") == REPLY_EVENT and message.get("id") == request_id:
+                answer = message.get("answer")
+                return answers.resolve(request_id, answer if isinstance(answer, dict) else {"result": {}})
+            return False
+
+        # Listen before asking: the answer may come back at once.
+        subscription = await LayerMessaging(layer).subscribe(reply_group(session_key, request_id), on_message=heard)
+
+        async def send() -> None:
             moved = await database_sync_to_async(ToolTask.objects.transition)(
                 task.pk, status=ToolTask.Status.INPUT_REQUIRED, status_message="Waiting for input"
             )
             if moved:
                 await _announce(task.pk, channel)
             await channel.send(messages.request(request_id, method, wire.with_related_task(params, task.task_id)))
-            return await asyncio.wait_for(
-                _reply(layer, listener, request_id), timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS
+
+        try:
+            return await answers.ask(
+                request_id, send, method=method, within=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS
             )
-        except TimeoutError:
-            return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
         finally:
-            with contextlib.suppress(*LAYER_ERRORS):
-                await layer.group_discard(group, listener)
+            await subscription.close()
             resumed = await database_sync_to_async(_resume)(task.pk)
             if resumed:
                 await _announce(task.pk, channel)

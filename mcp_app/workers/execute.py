@@ -40,7 +40,6 @@ import itertools
 import logging
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,8 +53,8 @@ from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
 from ..caching.identity import ServerEntry
-from ..channel_layer import LAYER_ERRORS, receive_forever
-from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
+from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..observability import metrics
@@ -81,46 +80,6 @@ _TOKEN = 0
 ASK_TIMEOUT_SECONDS = 300.0
 
 
-class LocalBus:
-    """The events of worker calls that run in this process (no broker), and their cancellation: the same shapes
-    as on the channel layer. ``send`` may be called from any thread (the admin's cancel runs in one)."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, dict[asyncio.Queue[dict[str, Any]], asyncio.AbstractEventLoop]] = defaultdict(dict)
-        self._lock = threading.Lock()
-
-    def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        with self._lock:
-            self.groups[group][queue] = asyncio.get_running_loop()
-        return queue
-
-    def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        with self._lock:
-            members = self.groups.get(group)
-            if members is not None:
-                members.pop(queue, None)
-                if not members:
-                    self.groups.pop(group, None)
-
-    def send(self, group: str, message: dict[str, Any]) -> None:
-        with self._lock:
-            members = list(self.groups.get(group, {}).items())
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        for queue, loop in members:
-            if loop is running:
-                queue.put_nowait(message)
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(queue.put_nowait, message)
-
-
-local_bus = LocalBus()
-LOCAL_PREFIX = "local."  # reply channels on the local bus
-
-
 def own_layer() -> Any:
     """A channel layer of this call's own, for a call on a Celery worker: the process-wide layer keeps receive
     state bound to one event loop, while each call there runs in an event loop of its own (several at once with
@@ -140,24 +99,21 @@ async def close_layer(layer: Any) -> None:
 
 
 class Relay:
-    """The worker side of one call's events."""
+    """The worker side of one call's events: published to the call's event group, and the answers to its
+    requests (request/reply on a subscription of its own, ``channel_layer.Correlator``)."""
 
     def __init__(self, task_id: str, layer: Any = ...) -> None:
         self.group = worker_group(task_id)
         self.layer = get_channel_layer() if layer is ... else layer
-        self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.bus = messaging(self.layer)
+        self._answers = Correlator()
         self._ids = itertools.count(1)
-        self._channel: str | None = None
-        self._local_queue: asyncio.Queue[dict[str, Any]] | None = None
-        self._pump: asyncio.Task[None] | None = None
+        self._subscription: Subscription | None = None
 
     async def publish(self, event: dict[str, Any]) -> None:
         message = {"type": WORKER_EVENT, "group": self.group, **event}
-        if self.layer is None:
-            local_bus.send(self.group, message)
-            return
         try:
-            await self.layer.group_send(self.group, message)
+            await self.bus.group_send(self.group, message)
         except LAYER_ERRORS as error:  # the call goes on; its outcome is in the record
             logger.warning("could not relay a worker event (%s): %s", type(error).__name__, error)
 
@@ -166,79 +122,24 @@ class Relay:
 
     async def ask(self, method: str, params: dict[str, Any], *, within: float) -> dict[str, Any]:
         """A server-to-client request, carried by whichever process awaits the call; its answer comes back."""
-        reply = await self._reply_address()
+        if self._subscription is None:
+            self._subscription = await self.bus.subscribe(on_message=self._answer, stop_by_message=True)
+        reply = self._subscription.address
         request_id = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._answers[request_id] = future
-        try:
-            await self.publish(
-                {"kind": "request", "id": request_id, "method": method, "params": params, "reply": reply}
-            )
-            return await asyncio.wait_for(future, within)
-        except TimeoutError:
-            return {"error": {"code": -32001, "message": f"The client did not answer {method} in time"}}
-        finally:
-            self._answers.pop(request_id, None)
-
-    async def _reply_address(self) -> str:
-        if self._channel is not None:
-            return self._channel
-        if self.layer is None:
-            self._channel = f"{LOCAL_PREFIX}{id(self)}"
-            self._local_queue = local_bus.join(self._channel)
-            self._pump = asyncio.ensure_future(self._pump_local())
-        else:
-            self._channel = await self.layer.new_channel()
-            self._pump = asyncio.ensure_future(self._pump_layer())
-        return self._channel
+        event = {"kind": "request", "id": request_id, "method": method, "params": params, "reply": reply}
+        return await self._answers.ask(request_id, lambda: self.publish(event), method=method, within=within)
 
     def _answer(self, message: dict[str, Any]) -> None:
-        if message.get("type") != WORKER_ANSWER:
-            return
-        future = self._answers.get(int(message.get("id", 0)))
-        if future is not None and not future.done():
+        if message.get("type") == WORKER_ANSWER:
             answer = message.get("answer")
-            future.set_result(answer if isinstance(answer, dict) else {"error": {"code": -32603, "message": "?"}})
-
-    async def _pump_layer(self) -> None:
-        assert self.layer is not None and self._channel is not None
-        async for message in receive_forever(self.layer, self._channel):
-            if message.get("type") == STOP_EVENT:
-                return
-            self._answer(message)
-
-    async def _pump_local(self) -> None:
-        assert self._local_queue is not None
-        while True:
-            self._answer(await self._local_queue.get())
+            self._answers.resolve(
+                int(message.get("id", 0)),
+                answer if isinstance(answer, dict) else {"error": {"code": -32603, "message": "?"}},
+            )
 
     async def close(self) -> None:
-        if self._pump is not None:
-            if self.layer is not None and self._channel is not None:
-                await stop_receiving(self.layer, self._channel, self._pump)
-            else:
-                self._pump.cancel()
-                await asyncio.wait({self._pump})  # never swallows this task's own cancellation
-        if self._local_queue is not None and self._channel is not None:
-            local_bus.leave(self._channel, self._local_queue)
-
-
-STOP_WAIT_SECONDS = 2.0
-
-
-async def stop_receiving(layer: Any, channel: str, receiver: asyncio.Task[Any]) -> None:
-    """End a receive loop on ``channel`` that returns on ``STOP_EVENT``: send it one, wait (bounded), and only
-    then cancel (see ``events.STOP_EVENT``)."""
-    if receiver.done():
-        return
-    with contextlib.suppress(*LAYER_ERRORS):
-        await layer.send(channel, {"type": STOP_EVENT})
-    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-        await asyncio.wait_for(asyncio.shield(receiver), STOP_WAIT_SECONDS)
-    if not receiver.done():
-        receiver.cancel()
-        with contextlib.suppress(BaseException):
-            await receiver
+        if self._subscription is not None:
+            await self._subscription.close()
 
 
 class CancelListener:
@@ -248,77 +149,49 @@ class CancelListener:
     ``RECEIVE_AFTER_SECONDS``, so a short call never pays for receiving), else on a new channel it adds to the
     group itself."""
 
-    def __init__(self, task_id: str, on_cancel: Any, layer: Any = ..., *, channel: str | None = None) -> None:
+    def __init__(self, task_id: str, on_cancel: Callable[[], None], layer: Any = ..., *, channel: str | None = None):
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
-        self.layer = get_channel_layer() if layer is ... else layer
-        self.channel: str | None = None
-        # Whether the receive loop has started (on an enrolled channel: RECEIVE_AFTER_SECONDS late).
-        self.receiving = False
-        self._enrolled = channel
-        self.task = asyncio.ensure_future(self._run())
+        self.bus = messaging(get_channel_layer() if layer is ... else layer)
+        self.subscription: Subscription | None = None
+        self._enrolled = channel if isinstance(self.bus, LayerMessaging) else None
+        self.task = asyncio.ensure_future(self._subscribe())
 
-    async def _run(self) -> None:
+    async def _subscribe(self) -> None:
         group = task_group(self.task_id)
-        if self.layer is None:
-            queue = local_bus.join(group)
-            self.joined.set()
-            try:
-                while not self._ends(await queue.get()):
-                    pass
-            finally:
-                local_bus.leave(group, queue)
-            return
-        if self._enrolled is not None:
-            self.channel = self._enrolled
-        else:
-            try:
-                self.channel = await self.layer.new_channel()
-                await self.layer.group_add(group, self.channel)
-            except LAYER_ERRORS as error:
-                logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
-                self.joined.set()
-                return
-        self.joined.set()
         try:
             if self._enrolled is not None:
                 # Most calls end before they could hear anything, and receiving costs round trips (four per
                 # message, its own stop message included): the enrolled channel holds what is sent to it until it
                 # is received, so receiving starts only once the call has run for RECEIVE_AFTER_SECONDS.
-                await asyncio.sleep(RECEIVE_AFTER_SECONDS)
-            self.receiving = True
-            async for message in receive_forever(self.layer, self.channel):
-                if self._ends(message):
-                    return
+                self.subscription = await self.bus.subscribe(
+                    channel=self._enrolled,
+                    on_message=self._ends,
+                    receive_after=RECEIVE_AFTER_SECONDS,
+                    stop_by_message=True,
+                )
+                self.subscription.adopt(group)
+            else:
+                self.subscription = await self.bus.subscribe(group, on_message=self._ends, stop_by_message=True)
+        except LAYER_ERRORS as error:
+            logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
         finally:
-            with contextlib.suppress(*LAYER_ERRORS):
-                await self.layer.group_discard(group, self.channel)
+            self.joined.set()
 
     def _ends(self, message: dict[str, Any]) -> bool:
-        """Whether ``message`` ends the listening: a cancellation (heard: ``on_cancel``), or ``STOP_EVENT``."""
+        """Whether ``message`` ends the listening: a cancellation (heard: ``on_cancel``)."""
         if message.get("type") == TASK_CANCEL_EVENT:
             self.on_cancel()
             return True
-        return message.get("type") == STOP_EVENT
+        return False
 
     async def close(self) -> None:
-        if self.layer is None or self.channel is None:
-            if self.layer is None and not self.task.done():
-                local_bus.send(task_group(self.task_id), {"type": STOP_EVENT})
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self.task), STOP_WAIT_SECONDS)
-            if not self.task.done():
-                self.task.cancel()
-            return
-        if not self.receiving:
-            # Nothing is in flight on the layer before the first receive: cancel the wait (the group is left all
-            # the same), with no stop message to send and receive.
+        if not self.task.done():
             self.task.cancel()
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self.task), STOP_WAIT_SECONDS)
-            return
-        await stop_receiving(self.layer, self.channel, self.task)
+            await asyncio.wait({self.task})
+        if self.subscription is not None:
+            await self.subscription.close()
 
 
 @functools.cache
@@ -542,7 +415,7 @@ class WorkerCall:
     def settle(self, outcome: Any) -> bool:
         """Store the outcome (``None``: cancelled); returns whether the stored outcome is the record's."""
         if outcome is None:
-            records.cancel(self.record_pk)
+            ToolTask.objects.cancel(self.record_pk)
             return False
         return records.store(self.record_pk, outcome, celery_id=self.celery_id)
 
@@ -741,14 +614,3 @@ def done_event(outcome: Any) -> dict[str, Any]:
         if size <= MAX_EVENT_OUTCOME_BYTES:
             return {"kind": "done", "result": outcome}
     return {"kind": "done"}
-
-
-async def tell_worker(task_id: str) -> None:
-    """Tell the call ``task_id`` to stop, wherever it runs: in this process (the local bus) or on a worker (the
-    channel layer)."""
-    local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    with contextlib.suppress(*LAYER_ERRORS):
-        await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})

@@ -14,7 +14,7 @@ process and a worker that comes back can race without a call being answered twic
   hour by default, or when a worker starts), is superseded by then and skipped. Returns whether it moved.
 - ``sweep()``: the same for every worker call, awaited or not (a lost call's owner must have been silent for
   ``SWEEP_GRACE_SECONDS`` more, so that an awaiting process re-sends it with its own message first), and
-  ``runtime.tasks.recover_orphaned_tasks`` (in-process tasks whose process is gone): periodic, not only at
+  ``runtime.durable.recover_orphaned_tasks`` (in-process tasks whose process is gone): periodic, not only at
   start-up.
 - ``start_sweeping()``: a serving process runs ``sweep`` every ``LIVENESS_SWEEP_SECONDS`` on its heartbeat
   thread (``mcp_host.asgi`` calls it); without a broker only the orphan recovery runs.
@@ -168,7 +168,7 @@ def _sweep_redispatch(record: ToolTask) -> None:
 def sweep() -> dict[str, int]:
     """Recover what dead processes left: orphaned in-process tasks, and (with a broker) worker calls that no
     worker took in time or whose worker is gone. Counts by kind; never raises."""
-    from ..runtime.tasks import recover_orphaned_tasks
+    from ..runtime.durable import recover_orphaned_tasks
 
     counts = {"orphaned tasks": recover_orphaned_tasks(quiet=True), "unclaimed calls": 0, "lost calls": 0}
     if not broker_configured():

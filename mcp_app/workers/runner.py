@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import functools
 import logging
@@ -41,16 +40,13 @@ from typing import Any
 
 import orjson
 import pydantic
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, receive_forever
+from ..channel_layer import LAYER_ERRORS, Subscription, messaging
 from ..conf import mcp_settings
 from ..events import (
-    STOP_EVENT,
-    TASK_CANCEL_EVENT,
     WORKER_ANSWER,
     WORKER_EVENT,
     task_group,
@@ -71,6 +67,7 @@ from ..protocol.context import (
 )
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
+from ..runtime import durable
 from ..runtime.execution import (
     PythonTarget,
     Runner,
@@ -85,7 +82,7 @@ from .admission import admit
 from .dispatch import broker_configured
 from .dispatch import message as _message
 from .dispatch import send as _send
-from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving, tell_worker
+from .execute import execute
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -147,17 +144,9 @@ async def _release(lease: quotas.Lease | None) -> None:
 
 
 async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
-    """Join ``group``; its events arrive on the queue until ``leave()``. ``local``: the call runs in this process
-    (no broker), its events travel on the process-local bus; else they come through this event loop's ``_Inbox``."""
-    layer = None if local else get_channel_layer()
-    if layer is None:
-        queue = local_bus.join(group)
-
-        async def leave_local() -> None:
-            local_bus.leave(group, queue)
-
-        return queue, leave_local
-    inbox = _inbox(layer)
+    """Join ``group``; its events arrive on the queue until ``leave()``, through this event loop's ``_Inbox``:
+    on the in-process bus when the call runs in this process (``local``: no broker), else on the channel layer."""
+    inbox = _inbox(None if local else get_channel_layer())
     queue = await inbox.join(group)
 
     async def leave() -> None:
@@ -167,45 +156,52 @@ async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, A
 
 
 class _Inbox:
-    """The one channel on which an event loop of this process hears the events of the worker calls it awaits:
-    the wait of a call joins the call's event group (``events.worker_group``) with it, and one receive loop hands
-    each event to the waits of the group the event names (``group``: every ``execute.Relay`` event says it). So a
-    call costs a join and a leave (one round trip each), not a receive loop of its own, started and then stopped
-    with a message through Redis and back. An event that names no group (a worker of an older version) reaches
-    nobody: its waits read the record on their back-off instead."""
+    """The one subscription on which an event loop of this process hears the events of the worker calls it
+    awaits: the wait of a call joins the call's event group (``events.worker_group``) with it, and its one receive
+    loop hands each event to the waits of the group the event names (``group``: every ``execute.Relay`` event
+    says it). So a call costs a join and a leave (one round trip each), not a receive loop of its own, started
+    and then stopped with a message through Redis and back. An event that names no group (a worker of an older
+    version) reaches nobody: its waits read the record on their back-off instead."""
 
     def __init__(self, layer: Any) -> None:
         self.layer = layer
-        self.channel: str | None = None
+        self.subscription: Subscription | None = None
         self.waits: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
-        self.pump: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
+
+    async def _subscription(self) -> Subscription:
+        if self.subscription is not None and not self.subscription.ended.is_set():
+            return self.subscription
+        async with self._starting:  # many first joins at once: one subscription
+            if self.subscription is not None and not self.subscription.ended.is_set():
+                return self.subscription
+            subscription = await messaging(self.layer).subscribe(on_message=self._hand, stop_by_message=True)
+            if self.subscription is not None:
+                logger.error("the receive loop of worker events ended; starting another")
+                for group in self.waits:
+                    await subscription.join(group)
+            self.subscription = subscription
+            return subscription
 
     async def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
-        if self.channel is None:
-            channel = await self.layer.new_channel()
-            self.channel = self.channel or channel  # two first joins at once keep one channel
-        if self.pump is None or self.pump.done():
-            if self.pump is not None and not self.pump.cancelled() and self.pump.exception() is not None:
-                logger.error("the receive loop of worker events failed; restarting it", exc_info=self.pump.exception())
-            # A context of its own: it outlives the request that happens to start it (and its log context).
-            loop = asyncio.get_running_loop()
-            self.pump = loop.create_task(self._receive(self.channel), context=contextvars.Context())
+        subscription = await self._subscription()
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
         try:
-            await self.layer.group_add(group, self.channel)
+            await subscription.join(group)
         except BaseException:
             self._forget(group, queue)
             raise
         return queue
 
     async def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        if not self._forget(group, queue) or self.channel is None:
+        subscription = self.subscription
+        if not self._forget(group, queue) or subscription is None:
             return  # another wait of this process still follows the call
         with contextlib.suppress(*LAYER_ERRORS):
-            await self.layer.group_discard(group, self.channel)
+            await subscription.leave(group)
             if group in self.waits:  # joined again while leaving: stay a member
-                await self.layer.group_add(group, self.channel)
+                await subscription.join(group)
 
     def _forget(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> bool:
         """Drop one wait; whether it was the group's last here."""
@@ -218,25 +214,29 @@ class _Inbox:
         del self.waits[group]
         return True
 
-    async def _receive(self, channel: str) -> None:
-        async for message in receive_forever(self.layer, channel):
-            if message.get("type") == STOP_EVENT:
-                return
-            for queue in self.waits.get(str(message.get("group")), ()):
-                queue.put_nowait(message)
+    def _hand(self, message: dict[str, Any]) -> None:
+        for queue in self.waits.get(str(message.get("group")), ()):
+            queue.put_nowait(message)
 
     async def close(self) -> None:
-        if self.pump is not None and self.channel is not None:
-            await stop_receiving(self.layer, self.channel, self.pump)
-        self.pump = None
+        if self.subscription is not None:
+            await self.subscription.close()
+        self.subscription = None
 
 
-# Each event loop's inbox (daphne has one loop; tests make one per test).
+# Each event loop's inboxes (daphne has one loop; tests make one per test): on the channel layer, and on the
+# in-process bus.
 _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+_local_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
 
 
 def _inbox(layer: Any) -> _Inbox:
     loop = asyncio.get_running_loop()
+    if layer is None:
+        local = _local_inboxes.get(loop)
+        if local is None:
+            local = _local_inboxes[loop] = _Inbox(None)
+        return local
     inbox = _inboxes.get(loop)
     if inbox is None or inbox.layer is not layer:
         if inbox is not None:  # the layer was replaced (settings changed): its receive loop ends
@@ -246,10 +246,12 @@ def _inbox(layer: Any) -> _Inbox:
 
 
 async def close_inbox() -> None:
-    """End this event loop's receive loop of worker events (before the loop closes: tests, a shutdown)."""
-    inbox = _inboxes.pop(asyncio.get_running_loop(), None)
-    if inbox is not None:
-        await inbox.close()
+    """End this event loop's receive loops of worker events (before the loop closes: tests, a shutdown)."""
+    loop = asyncio.get_running_loop()
+    for inboxes in (_inboxes, _local_inboxes):
+        inbox = inboxes.pop(loop, None)
+        if inbox is not None:
+            await inbox.close()
 
 
 def _keep(work: asyncio.Task[Any]) -> None:
@@ -342,20 +344,6 @@ def _requeue_and_dispatch(
     if record is not None and celery:
         _send(record, info, served)
     return record
-
-
-def cancel_record(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
-    """Cancel any durable record from synchronous code (the admin): the task rules of ``runtime.tasks``, and for
-    a worker call its in-process run (the local bus) and its Celery message (revoked: a worker that has not
-    started it skips it). Returns whether it moved."""
-    from ..runtime.tasks import cancel_task
-
-    moved = cancel_task(task, message)
-    if moved and task.execution == records.WORKER:
-        local_bus.send(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
-        if task.celery_id:
-            revoke_celery_task(task.celery_id)
-    return moved
 
 
 def revoke_celery_task(celery_id: str) -> None:
@@ -473,7 +461,7 @@ class WorkerRunner:
         """Relay the call's events until its record settles; return or raise its outcome."""
         record = started.record
         try:
-            if records.settled(record):
+            if durable.settled(record):
                 return self._result(record, call)
             poll = POLL_FIRST_SECONDS
             while True:
@@ -483,7 +471,7 @@ class WorkerRunner:
                     current = await database_sync_to_async(records.load)(record.pk)
                     if current is None:
                         raise InternalError("The call's record is gone") from None
-                    if records.settled(current):
+                    if durable.settled(current):
                         return self._result(current, call)
                     if started.redispatch is not None and await database_sync_to_async(liveness.check)(
                         current, started.redispatch
@@ -506,7 +494,7 @@ class WorkerRunner:
                         error = event["error"]
                         raise ProtocolError(str(error.get("message")), error.get("data"), code=int(error["code"]))
                     current = await database_sync_to_async(records.load)(record.pk)
-                    if current is not None and records.settled(current):
+                    if current is not None and durable.settled(current):
                         return self._result(current, call)
         except asyncio.CancelledError:
             if cancel_on_exit and not (started.detachable and _detaches(call)):
@@ -520,15 +508,15 @@ class WorkerRunner:
 
     @staticmethod
     def _event_result(outcome: dict[str, Any], call: ToolCall) -> dict[str, Any]:
-        """The outcome carried by ``done``: what ``records.outcome_of`` would read back from the record."""
+        """The outcome carried by ``done``: what ``durable.outcome_of`` would read back from the record."""
         if outcome.get("resultType") != "input_required":
             outcome = {key: value for key, value in outcome.items() if key != "resultType"}
-        return outcome if call.in_task else records.strip_internal(dict(outcome))
+        return outcome if call.in_task else durable.strip_internal(dict(outcome))
 
     @staticmethod
     def _result(record: ToolTask, call: ToolCall) -> dict[str, Any]:
-        outcome = records.outcome_of(record)
-        return outcome if call.in_task else records.strip_internal(outcome)
+        outcome = durable.outcome_of(record)
+        return outcome if call.in_task else durable.strip_internal(outcome)
 
     async def _answer(self, event: dict[str, Any], call: ToolCall) -> None:
         method = str(event.get("method"))
@@ -540,11 +528,7 @@ class WorkerRunner:
             answer = await call.outbound.request(method, params)
         reply = str(event.get("reply") or "")
         message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
-        layer = get_channel_layer()
-        if layer is None or reply.startswith(LOCAL_PREFIX):
-            local_bus.send(reply, message)
-        else:
-            await layer.send(reply, message)
+        await messaging(address=reply).send(reply, message)
 
     async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         """``call_maybe_as_task`` for a worker tool: the worker call's record is the task (one row)."""
@@ -621,11 +605,15 @@ async def _relay(message: dict[str, Any], call: ToolCall) -> None:
 
 
 async def cancel_call(record: ToolTask, message: str = "Cancelled by the client") -> bool:
-    """Cancel a worker call from the serving process: mark it cancelled, revoke its Celery task, tell the worker."""
-    moved = await database_sync_to_async(records.cancel)(record.pk, message)
-    # Whoever marked it cancelled first (tasks/cancel, the admin), the worker is told and the task revoked here
-    # too: both are idempotent, and a worker that already heard just ignores it.
+    """Cancel a worker call from the serving process (``durable.cancel``: marked cancelled, the worker told, its
+    Celery task revoked)."""
+    return await durable.cancel(record, message)
+
+
+def _revoke(record: ToolTask) -> None:
     if record.celery_id:
-        await sync_to_async(revoke_celery_task, thread_sensitive=False)(record.celery_id)
-    await tell_worker(record.task_id)
-    return moved
+        revoke_celery_task(record.celery_id)
+
+
+# Cancelling a worker call also revokes its Celery message (a worker that has not started it skips it).
+durable.stop_with(records.WORKER, _revoke)

@@ -7,7 +7,7 @@ import asyncio
 import re
 
 from mcp_app.protocol.errors import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
-from mcp_app.runtime import tasks as task_runtime
+from mcp_app.runtime import durable
 
 from .test_modern import error_of, modern_call, result_of
 
@@ -19,7 +19,7 @@ ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 async def settled() -> None:
     """Wait (bounded) until the background work of every task in this process has ended and been recorded."""
     for _ in range(3):
-        pending = list(task_runtime._background)
+        pending = list(durable.lifecycle._background)
         if not pending:
             return
         await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=5)

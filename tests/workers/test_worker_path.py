@@ -133,7 +133,7 @@ def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any
 def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None:
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
-    assert records.cancel(record.pk)
+    assert ToolTask.objects.cancel(record.pk)
     assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "terminal"
     record.refresh_from_db()
     assert (record.status, record.attempts, record.started_at) == ("cancelled", 0, None)
@@ -207,7 +207,7 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
         while "c step 2" not in (trace.read_text() if trace.exists() else ""):
             assert time.monotonic() < deadline, "the tool did not start"
             time.sleep(0.01)
-        records.cancel(record.pk)
+        ToolTask.objects.cancel(record.pk)
 
         async def cancel() -> None:
             sender = execute.own_layer()
@@ -382,8 +382,10 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         only_b, leave_b = await runner._listen(b, local=False)
         second_a, leave_second_a = await runner._listen(a, local=False)
         inbox = runner._inboxes[asyncio.get_running_loop()]
-        assert inbox.channel and "!" in inbox.channel
-        assert await members(a) == await members(b) == [inbox.channel.encode()]
+        assert inbox.subscription is not None
+        channel = inbox.subscription.address
+        assert "!" in channel
+        assert await members(a) == await members(b) == [channel.encode()]
         await execute.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
         await sender.group_send(a, {"type": WORKER_EVENT, "kind": "notify", "message": {"n": "no group"}})
         await sender.group_send(b, {"type": WORKER_EVENT, "group": b, "kind": "notify", "message": {"n": 2}})
@@ -393,16 +395,16 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         assert await heard(second_a) == [1, 3]
         assert await heard(only_b) == [2]
         await leave_first_a()
-        assert await members(a) == [inbox.channel.encode()]  # the other wait of the call still listens
+        assert await members(a) == [channel.encode()]  # the other wait of the call still listens
         await leave_second_a()
         await leave_b()
         assert await members(a) == await members(b) == []
-        pump = inbox.pump
-        assert pump is not None and not pump.done()
+        subscription = inbox.subscription
+        assert not subscription.ended.is_set()
     finally:
         await runner.close_inbox()
         await sender.close_pools()
-    assert pump.done() and asyncio.get_running_loop() not in runner._inboxes
+    assert subscription.ended.is_set() and asyncio.get_running_loop() not in runner._inboxes
 
 
 @pytest.mark.services
@@ -417,13 +419,15 @@ async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkey
     require_redis()
     request = contextvars.ContextVar("request", default="none")
     seen: list[str] = []
-    receive = runner._Inbox._receive
+    from mcp_app import channel_layer
 
-    async def probed(inbox: Any, channel: str) -> None:
+    receive = channel_layer._LayerSubscription._run
+
+    async def probed(subscription: Any, receive_after: float) -> None:
         seen.append(request.get())
-        await receive(inbox, channel)
+        await receive(subscription, receive_after)
 
-    monkeypatch.setattr(runner._Inbox, "_receive", probed)
+    monkeypatch.setattr(channel_layer._LayerSubscription, "_run", probed)
     request.set("tenant-a request")
     try:
         _queue, leave = await runner._listen(worker_group(records.new_task_id()), local=False)
