@@ -138,7 +138,7 @@ def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
     return {"content": [_text(orjson.dumps(data).decode())]}
 
 
-class Runner:
+class InlineRunner:
     """Runs tool calls in the serving process (the embedded default)."""
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
@@ -199,14 +199,10 @@ class Runner:
     async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         target = tool.target
         if isinstance(target, StaticTarget):
-            errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
-            if errors:
-                raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            validate_arguments(tool, arguments)
             return await target.behaviour.answer(arguments, call.progress.report)
         if isinstance(target, HttpTarget):
-            errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
-            if errors:
-                raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            validate_arguments(tool, arguments)
             return await call_webhook(target, tool.name, arguments, call)
         if isinstance(target, PythonTarget):
             return await self._call_python(tool, target.registered, arguments, call)
@@ -215,12 +211,7 @@ class Runner:
     async def _call_python(
         self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: ToolCall
     ) -> dict[str, Any]:
-        try:
-            # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
-            # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
-            model = registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
-        except pydantic.ValidationError as exc:
-            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
+        model = _validated(registered, arguments)
         kwargs = {name: getattr(model, name) for name in type(model).model_fields}
         state = verify_state(call, tool.name)
         if registered.context_parameter:
@@ -379,6 +370,31 @@ async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: 
     return await run_sync(registered.function, **kwargs)
 
 
+def validate_arguments(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:
+    """Check ``arguments`` against the tool's input schema, as the inline runner does before it runs a call and
+    the routing runner before it records or queues one; raises ``InvalidToolArguments`` with every problem."""
+    target = tool.target
+    if isinstance(target, PythonTarget):
+        _validated(target.registered, arguments)
+    elif isinstance(target, StaticTarget | HttpTarget):
+        errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
+        if errors:
+            raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+
+
+def _validated(registered: RegisteredTool, arguments: dict[str, Any]) -> pydantic.BaseModel:
+    try:
+        # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
+        # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
+        return registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
+    except pydantic.ValidationError as exc:
+        raise InvalidToolArguments(_describe_validation_error(exc)) from exc
+
+
 def _describe_schema_error(error: Any) -> str:
     location = ".".join(str(part) for part in error.absolute_path) or "arguments"
     return f"{location}: {error.message}"
+
+
+# The former name, kept for projects that import it.
+Runner = InlineRunner

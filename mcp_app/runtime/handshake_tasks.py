@@ -137,7 +137,8 @@ class _SessionChannel:
 
 
 async def _reload(pk: int) -> ToolTask | None:
-    return await database_sync_to_async(lambda: ToolTask.objects.filter(pk=pk).first())()
+    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.filter(pk=pk).first)()
+    return task
 
 
 async def _announce(task_pk: int, channel: _SessionChannel) -> None:
@@ -217,7 +218,10 @@ class HandshakeTaskService:
         return tasks.exclude(tool_name__in=withheld) if withheld else tasks
 
     async def _find(self, ctx: RequestContext, task_id: str) -> ToolTask | None:
-        return await database_sync_to_async(lambda: self._visible(ctx).filter(task_id=task_id).first())()
+        task: ToolTask | None = await database_sync_to_async(
+            lambda: self._visible(ctx).filter(task_id=task_id).first()
+        )()
+        return task
 
     async def start(
         self,

@@ -46,7 +46,7 @@ logger = logging.getLogger("mcp_app.runtime.tasks")
 
 def iso(moment: Any) -> str:
     """A timestamp as the task wire forms write it (UTC, ``Z``)."""
-    return moment.isoformat().replace("+00:00", "Z")
+    return str(moment.isoformat()).replace("+00:00", "Z")
 
 
 def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
@@ -146,7 +146,7 @@ class TaskService:
         follow(task, work)
 
     async def create(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall, **fields: Any) -> ToolTask:
-        return await database_sync_to_async(ToolTask.objects.create_task)(
+        task: ToolTask = await database_sync_to_async(ToolTask.objects.create_task)(
             server_id=self._server_pk,
             agent_id=self._agent_pk,
             tool_name=tool.name,
@@ -155,6 +155,7 @@ class TaskService:
             client_capabilities=dict(call.request.client_capabilities),
             **fields,
         )
+        return task
 
 
 async def _gone(name: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 ``admit(principal, call_id)`` takes the slot (``mcp_app.workers.quotas.acquire``, with the limits carried by
 the request's ``Principal``: no query) or raises ``QuotaExceeded`` (-32010), so a refused call never runs. The
-routing runner (``workers.runner.WorkerRunner.start``) is the single caller: it admits before the durable record
+routing runner (``workers.runner.RoutingRunner.start``) is the single caller: it admits before the durable record
 exists and gives the slot back when the call settles; the worker and the reaper give it back too when the
 serving process no longer waits (``quotas.release_call``). Inline tools are never counted.
 

@@ -7,7 +7,7 @@ the record (``records.take``: one conditional UPDATE; when it does not move, ``r
 terminal, superseded, a lost worker's redelivery); build the call's context from the message alone
 (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its catalog revision, the
 agent; the catalog from this process's cache at that revision) and ``info`` (era, log level, whether progress
-was asked for and whether server-to-client requests can be carried); run the tool with the inline ``Runner``
+was asked for and whether server-to-client requests can be carried); run the tool with the ``InlineRunner``
 (validation, output checks and error results as inline); store the outcome (``records.store``); announce
 ``done``; give the quota slot back. Listening before taking means a cancellation
 recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
@@ -19,7 +19,7 @@ the process's main thread, or its one database thread for a thread pool; the oth
 Both return only after the outcome is stored; the Celery task acknowledges its message after that.
 
 Events travel on the channel layer to ``events.worker_group(task_id)``, where every process awaiting the call
-listens (``runner.WorkerRunner``), each naming that group (``group``: a process hears the events of all the
+listens (``runner.RoutingRunner``), each naming that group (``group``: a process hears the events of all the
 calls it awaits on one channel): ``notify`` (a progress or log notification), ``request`` (elicitation or
 sampling: the awaiting process asks the client and answers on this call's own channel) and ``done`` (the outcome
 is stored: read the record). Where no channel layer exists, a process-local bus carries the same events.
@@ -197,9 +197,9 @@ class CancelListener:
 @functools.cache
 def _inline_runner() -> ToolRunner:
     """The inline runner a worker runs its calls with: one per process, not one per call."""
-    from ..runtime.execution import Runner
+    from ..runtime.execution import InlineRunner
 
-    return Runner()
+    return InlineRunner()
 
 
 @dataclass(frozen=True)

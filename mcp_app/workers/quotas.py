@@ -87,7 +87,7 @@ def limits_for(holder: Any) -> tuple[int, int]:
     settings: no query."""
     limits = getattr(holder, "worker_call_limits", None)
     if limits is not None:
-        return limits
+        return (int(limits[0]), int(limits[1]))
     token = getattr(holder, "token", holder)
     return (
         _effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
@@ -203,7 +203,8 @@ def renew_call(call_id: str) -> bool:
 
 def running_calls(*, tenants: Iterable[int] = (), agents: Iterable[int] = ()) -> tuple[dict[int, int], dict[int, int]]:
     """How many calls hold a slot now, per tenant pk and per agent pk (sync; one round trip)."""
-    return get_quotas().running(list(tenants), list(agents))
+    counts: tuple[dict[int, int], dict[int, int]] = get_quotas().running(list(tenants), list(agents))
+    return counts
 
 
 class LocalQuotas:
@@ -289,7 +290,10 @@ class LocalQuotas:
     def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]:
         with self._lock:
             now = time.monotonic()
-            count = lambda scope, pk: sum(1 for e in self._sets.get((scope, pk), {}).values() if e > now)  # noqa: E731
+
+            def count(scope: str, pk: int) -> int:
+                return sum(1 for expiry in self._sets.get((scope, pk), {}).values() if expiry > now)
+
             return {pk: count(TENANT, pk) for pk in tenants}, {pk: count(AGENT, pk) for pk in agents}
 
 

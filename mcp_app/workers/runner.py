@@ -1,6 +1,6 @@
 """The routing runner (seams §1): worker tools run on a Celery worker, everything else inline.
 
-``WorkerRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
+``RoutingRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
 
 1. the arguments are validated here (a bad call is refused before anything is recorded or queued);
 2. the durable record (``ToolTask``, ``execution="worker"``, ``queued``) is created before dispatch, with its
@@ -38,8 +38,6 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-import pydantic
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.utils import timezone
@@ -56,7 +54,6 @@ from ..events import (
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.context import (
-    InvalidToolArguments,
     LogReporter,
     Principal,
     ProgressReporter,
@@ -68,15 +65,8 @@ from ..protocol.context import (
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..runtime import durable
-from ..runtime.execution import (
-    PythonTarget,
-    Runner,
-    StaticTarget,
-    _describe_schema_error,
-    _describe_validation_error,
-)
+from ..runtime.execution import InlineRunner, validate_arguments
 from ..runtime.mrtr import PARK
-from ..runtime.webhooks import HttpTarget
 from . import liveness, quotas, records
 from .admission import admit
 from .dispatch import broker_configured
@@ -106,20 +96,6 @@ def idempotency_key(call: ToolCall) -> str:
             f"Invalid params: _meta {IDEMPOTENCY_META} must be a string of 1 to {MAX_KEY_LENGTH} characters"
         )
     return value
-
-
-def validate(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:
-    """The inline runner's argument checks, before anything is recorded."""
-    target = tool.target
-    if isinstance(target, PythonTarget):
-        try:
-            target.registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
-        except pydantic.ValidationError as exc:
-            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
-    elif isinstance(target, StaticTarget | HttpTarget):
-        errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
-        if errors:
-            raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
 
 
 @dataclass
@@ -364,11 +340,11 @@ def _local_done(work: asyncio.Task[Any]) -> None:
         logger.error("an in-process worker call failed", exc_info=work.exception())
 
 
-class WorkerRunner:
+class RoutingRunner:
     """``ToolRunner`` that routes worker tools to the workers and delegates the rest to the inline runner."""
 
-    def __init__(self, inline: Runner | None = None) -> None:
-        self.inline = inline or Runner()
+    def __init__(self, inline: InlineRunner | None = None) -> None:
+        self.inline = inline or InlineRunner()
 
     async def read_resource(
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: ToolCall
@@ -394,7 +370,7 @@ class WorkerRunner:
 
     async def start(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> _Started:
         """Record (or find, or re-queue) the call, listen to its events, dispatch it."""
-        validate(tool, arguments)
+        validate_arguments(tool, arguments)
         key = idempotency_key(call)
         ctx = call.request
         assert ctx.server.pk is not None and ctx.principal is not None and ctx.principal.agent_pk is not None
@@ -569,6 +545,10 @@ class WorkerRunner:
         task = await database_sync_to_async(_become_task)(started.record.pk)
         follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
         return create_result(task)
+
+
+# The former name, kept for projects that import it.
+WorkerRunner = RoutingRunner
 
 
 def _detaches(call: ToolCall) -> bool:

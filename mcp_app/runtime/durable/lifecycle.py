@@ -161,7 +161,7 @@ async def cancel(record: ToolTask, message: str = "Cancelled by the client") -> 
     """Cancel ``record`` and stop its work wherever it runs; returns whether the record moved (a terminal one
     stays as it is). A worker call is stopped even when someone else recorded the cancellation first: every
     stop is idempotent, and a worker that heard one already ignores the next."""
-    moved = await database_sync_to_async(ToolTask.objects.cancel)(record.pk, message)
+    moved: bool = await database_sync_to_async(ToolTask.objects.cancel)(record.pk, message)
     if _stops(record, moved):
         await stop(record)
     return moved
