@@ -43,7 +43,7 @@ from ..protocol import versions
 from ..protocol.errors import InternalError
 from . import quotas, records
 from .dispatch import broker_configured, send
-from .execute import Relay
+from .relay import Relay
 
 logger = logging.getLogger("mcp_app.workers")
 

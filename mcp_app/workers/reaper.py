@@ -17,8 +17,8 @@ from ..models import ToolTask
 from ..protocol.errors import RequestTimeout
 from ..runtime import durable
 from . import quotas
-from .execute import Relay
 from .records import WORKER, store
+from .relay import Relay
 
 DEADLINE_MESSAGE = "The call did not finish before its deadline"
 # What ``durable.stop`` reads of a record.

@@ -10,7 +10,7 @@
 3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
    code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
 4. its events are awaited on ``events.worker_group(task_id)`` (joined with the one channel of this event loop's
-   ``_Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
+   ``Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
    progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
    real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
    when the outcome is stored; the record is also re-read on a bounded back-off, so a lost event never hangs;
@@ -30,32 +30,26 @@ For a 2026 client that declared the tasks extension, a task-capable worker tool 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, Subscription, messaging
+from ..channel_layer import messaging
 from ..conf import mcp_settings
 from ..events import (
     WORKER_ANSWER,
     WORKER_EVENT,
-    task_group,
-    worker_cancel_channel,
     worker_group,
 )
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.context import (
     LogReporter,
-    Principal,
     ProgressReporter,
     PromptDescriptor,
     ResourceDescriptor,
@@ -68,11 +62,12 @@ from ..runtime import durable
 from ..runtime.execution import InlineRunner, validate_arguments
 from ..runtime.mrtr import PARK
 from . import liveness, quotas, records
-from .admission import admit
-from .dispatch import broker_configured
+from .admission import listen_and_admit, release, undispatched
+from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
 from .dispatch import message as _message
 from .dispatch import send as _send
 from .execute import execute
+from .inbox import listen
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -114,224 +109,10 @@ class _Started:
     redispatch: Any = None
 
 
-async def _release(lease: quotas.Lease | None) -> None:
-    if lease is not None:
-        await lease.release()
-
-
-async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
-    """Join ``group``; its events arrive on the queue until ``leave()``, through this event loop's ``_Inbox``:
-    on the in-process bus when the call runs in this process (``local``: no broker), else on the channel layer."""
-    inbox = _inbox(None if local else get_channel_layer())
-    queue = await inbox.join(group)
-
-    async def leave() -> None:
-        await inbox.leave(group, queue)
-
-    return queue, leave
-
-
-class _Inbox:
-    """The one subscription on which an event loop of this process hears the events of the worker calls it
-    awaits: the wait of a call joins the call's event group (``events.worker_group``) with it, and its one receive
-    loop hands each event to the waits of the group the event names (``group``: every ``execute.Relay`` event
-    says it). So a call costs a join and a leave (one round trip each), not a receive loop of its own, started
-    and then stopped with a message through Redis and back. An event that names no group (a worker of an older
-    version) reaches nobody: its waits read the record on their back-off instead."""
-
-    def __init__(self, layer: Any) -> None:
-        self.layer = layer
-        self.subscription: Subscription | None = None
-        self.waits: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
-        self._starting = asyncio.Lock()
-
-    async def _subscription(self) -> Subscription:
-        if self.subscription is not None and not self.subscription.ended.is_set():
-            return self.subscription
-        async with self._starting:  # many first joins at once: one subscription
-            if self.subscription is not None and not self.subscription.ended.is_set():
-                return self.subscription
-            subscription = await messaging(self.layer).subscribe(on_message=self._hand, stop_by_message=True)
-            if self.subscription is not None:
-                logger.error("the receive loop of worker events ended; starting another")
-                for group in self.waits:
-                    await subscription.join(group)
-            self.subscription = subscription
-            return subscription
-
-    async def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
-        subscription = await self._subscription()
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
-        try:
-            await subscription.join(group)
-        except BaseException:
-            self._forget(group, queue)
-            raise
-        return queue
-
-    async def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        subscription = self.subscription
-        if not self._forget(group, queue) or subscription is None:
-            return  # another wait of this process still follows the call
-        with contextlib.suppress(*LAYER_ERRORS):
-            await subscription.leave(group)
-            if group in self.waits:  # joined again while leaving: stay a member
-                await subscription.join(group)
-
-    def _forget(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> bool:
-        """Drop one wait; whether it was the group's last here."""
-        waits = self.waits.get(group)
-        if waits is None:
-            return False
-        waits.discard(queue)
-        if waits:
-            return False
-        del self.waits[group]
-        return True
-
-    def _hand(self, message: dict[str, Any]) -> None:
-        for queue in self.waits.get(str(message.get("group")), ()):
-            queue.put_nowait(message)
-
-    async def close(self) -> None:
-        if self.subscription is not None:
-            await self.subscription.close()
-        self.subscription = None
-
-
-# Each event loop's inboxes (daphne has one loop; tests make one per test): on the channel layer, and on the
-# in-process bus.
-_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
-_local_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
-
-
-def _inbox(layer: Any) -> _Inbox:
-    loop = asyncio.get_running_loop()
-    if layer is None:
-        local = _local_inboxes.get(loop)
-        if local is None:
-            local = _local_inboxes[loop] = _Inbox(None)
-        return local
-    inbox = _inboxes.get(loop)
-    if inbox is None or inbox.layer is not layer:
-        if inbox is not None:  # the layer was replaced (settings changed): its receive loop ends
-            _keep(asyncio.ensure_future(inbox.close()))
-        inbox = _inboxes[loop] = _Inbox(layer)
-    return inbox
-
-
-async def close_inbox() -> None:
-    """End this event loop's receive loops of worker events (before the loop closes: tests, a shutdown)."""
-    loop = asyncio.get_running_loop()
-    for inboxes in (_inboxes, _local_inboxes):
-        inbox = inboxes.pop(loop, None)
-        if inbox is not None:
-            await inbox.close()
-
-
 def _keep(work: asyncio.Task[Any]) -> None:
     """Reference background work of this module until it is done."""
     _local_work.add(work)
     work.add_done_callback(_local_work.discard)
-
-
-async def _listen_and_admit(
-    task_id: str, principal: Principal, *, local: bool
-) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
-    """``_listen`` to the new call's events, ``admit`` it and (on a worker) ``_enrol`` its cancellation channel,
-    all at the same time; on failure of one, the others are undone and the failure raised (a refusal first)."""
-    joined, admitted, enrolled = await asyncio.gather(
-        _listen(worker_group(task_id), local=local),
-        admit(principal, task_id),
-        _enrol(task_id, local=local),
-        return_exceptions=True,
-    )
-    failed = [outcome for outcome in (admitted, joined, enrolled) if isinstance(outcome, BaseException)]
-    if failed:
-        if not isinstance(joined, BaseException):
-            await joined[1]()
-        if not isinstance(admitted, BaseException):
-            await _release(admitted)
-        if not isinstance(enrolled, BaseException):
-            await _withdraw(task_id, local=local)
-        raise failed[0]
-    queue, leave = joined
-    return queue, leave, admitted
-
-
-async def _enrol(task_id: str, *, local: bool) -> None:
-    """Make the worker's cancellation channel (``events.worker_cancel_channel``) a member of the call's task
-    group before the call is dispatched: every ``tasks/cancel``, admin cancel and reaper verdict sent to that
-    group then waits there for the worker, which needs no round trip of its own to join (it leaves the group when
-    the call ends). Nothing to do for a call that runs in this process (the local bus)."""
-    layer = None if local else get_channel_layer()
-    if layer is not None:
-        await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
-
-
-async def _withdraw(task_id: str, *, local: bool) -> None:
-    """Undo ``_enrol`` for a call that was not dispatched after all (refused, failed, or attached to another)."""
-    layer = None if local else get_channel_layer()
-    if layer is not None:
-        with contextlib.suppress(*LAYER_ERRORS):
-            await layer.group_discard(task_group(task_id), worker_cancel_channel(task_id))
-
-
-async def _undispatched(
-    task_id: str, lease: quotas.Lease | None, leave: Any, celery: bool, error: BaseException | None = None
-) -> None:
-    """What ``_listen_and_admit`` took for a call that was not dispatched, given back: its slot, its event group
-    and its enrolled cancellation channel. A request cancelled while dispatching keeps the channel enrolled: its
-    call may have been dispatched by then (the database thread goes on), and must stay cancellable; the layer's
-    group expiry removes it otherwise."""
-    await _release(lease)
-    await leave()
-    if not isinstance(error, asyncio.CancelledError):
-        await _withdraw(task_id, local=not celery)
-
-
-def _info(call: ToolCall) -> dict[str, Any]:
-    """What the worker needs to know of the request besides the record."""
-    return {
-        "era": call.request.era,
-        "log_level": call.log.threshold,
-        "progress": call.progress.enabled,
-        "can_ask": call.outbound.can_request,
-        "in_task": call.in_task,
-        "input_responses": dict(call.input_responses) if call.input_responses else None,
-        "request_state": call.request_state,
-    }
-
-
-def _create_and_dispatch(
-    task_id: str, fields: dict[str, Any], info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
-) -> tuple[ToolTask, bool]:
-    record, created = records.create(task_id=task_id, **fields)
-    if created and celery:
-        _send(record, info, served)
-    return record, created
-
-
-def _requeue_and_dispatch(
-    task_id: str, timeout: float, info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
-) -> ToolTask | None:
-    record = records.requeue(task_id, timeout=timeout)
-    if record is not None and celery:
-        _send(record, info, served)
-    return record
-
-
-def revoke_celery_task(celery_id: str) -> None:
-    """Revoke a dispatched call's Celery task (a worker that has not started it skips it); never raises."""
-    if not broker_configured():
-        return
-    from celery import current_app
-
-    try:
-        current_app.control.revoke(celery_id)
-    except Exception as error:  # the record is cancelled already; a worker that starts it skips it
-        logger.warning("could not revoke Celery task %s: %s", celery_id, error)
 
 
 def _local_done(work: asyncio.Task[Any]) -> None:
@@ -375,21 +156,19 @@ class RoutingRunner:
         ctx = call.request
         assert ctx.server.pk is not None and ctx.principal is not None and ctx.principal.agent_pk is not None
         timeout = records.timeout_of(tool.timeout)
-        info = _info(call)
+        info = request_info(call)
         served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
         if call.task_id:
             # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
-            queue, leave, lease = await _listen_and_admit(call.task_id, ctx.principal, local=not celery)
+            queue, leave, lease = await listen_and_admit(call.task_id, ctx.principal, local=not celery)
             try:
-                record = await database_sync_to_async(_requeue_and_dispatch)(
-                    call.task_id, timeout, info, served, celery
-                )
+                record = await database_sync_to_async(requeue_and_dispatch)(call.task_id, timeout, info, served, celery)
             except BaseException as error:
-                await _undispatched(call.task_id, lease, leave, celery, error)
+                await undispatched(call.task_id, lease, leave, celery, error)
                 raise
             if record is None:
-                await _undispatched(call.task_id, lease, leave, celery)
+                await undispatched(call.task_id, lease, leave, celery)
                 raise InvalidParams("The task is no longer running")
             created = True
         else:
@@ -409,19 +188,19 @@ class RoutingRunner:
             # The slot is given back when the call settles: by ``wait`` here, or by whoever settles the record
             # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires. The
             # call's event group is joined meanwhile (both are a round trip to Redis).
-            queue, leave, lease = await _listen_and_admit(task_id, ctx.principal, local=not celery)
+            queue, leave, lease = await listen_and_admit(task_id, ctx.principal, local=not celery)
             try:
-                record, created = await database_sync_to_async(_create_and_dispatch)(
+                record, created = await database_sync_to_async(create_and_dispatch)(
                     task_id, fields, info, served, celery
                 )
             except BaseException as error:
-                await _undispatched(task_id, lease, leave, celery, error)
+                await undispatched(task_id, lease, leave, celery, error)
                 raise
             if not created:
                 # Attach to the existing call (same idempotency key), which holds its own slot.
-                await _undispatched(task_id, lease, leave, celery)
+                await undispatched(task_id, lease, leave, celery)
                 lease = None
-                queue, leave = await _listen(worker_group(record.task_id), local=not celery)
+                queue, leave = await listen(worker_group(record.task_id), local=not celery)
                 record = await database_sync_to_async(records.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
@@ -479,7 +258,7 @@ class RoutingRunner:
                 started.lease = None  # the call goes on without us: whoever settles it gives the slot back
             raise
         finally:
-            await _release(started.lease)
+            await release(started.lease)
             _keep(asyncio.ensure_future(started.leave()))  # stop listening off the answer's path
 
     @staticmethod

@@ -15,7 +15,9 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import ToolTask
-from mcp_app.workers import execute, records
+from mcp_app.workers import admission, dispatch, execute, records, relay
+from mcp_app.workers import call as worker_call
+from mcp_app.workers import inbox as worker_inbox
 from tests.conftest import require_redis
 from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
@@ -30,7 +32,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[str, Any]]:
-    """A record and the message a serving process sends for it (``runner._message``)."""
+    """A record and the message a serving process sends for it (``dispatch.message``)."""
     record, _ = records.create(
         task_id=records.new_task_id(),
         server_pk=access.server.pk,
@@ -46,7 +48,7 @@ def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[st
     message = {**info, "task_id": record.task_id}
     if with_call:  # what the serving process knows of the call, here read from the record's own relations
         loaded = ToolTask.objects.select_related("agent", "server", "server__tenant").get(pk=record.pk)
-        message["call"] = execute._loaded_spec(loaded)
+        message["call"] = worker_call._loaded_spec(loaded)
     return record, message
 
 
@@ -175,13 +177,12 @@ class _Recording:
 def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     access_factory: Any, tmp_path: Any, enrolled: bool
 ) -> None:
-    """The dispatcher enrols the call's cancellation channel in its task group (``runner._enrol``): the worker
+    """The dispatcher enrols the call's cancellation channel in its task group (``admission.enrol``): the worker
     joins nothing itself, a ``tasks/cancel`` sent to the group stops the tool mid-run, and the worker takes its
     channel out of the group when the call ends. A message without the channel (an older dispatcher) has the
     worker join the group on a channel of its own, with the same outcome."""
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
-    from mcp_app.workers import runner
 
     require_redis()
     access = access_factory(tools=("worker_job",))
@@ -191,11 +192,11 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     if enrolled:
         message["cancel_channel"] = worker_cancel_channel(record.task_id)
     group = task_group(record.task_id)
-    layer = _Recording(execute.own_layer())
+    layer = _Recording(relay.own_layer())
     loop = asyncio.new_event_loop()
     try:
         if enrolled:
-            loop.run_until_complete(runner._enrol(record.task_id, local=False))
+            loop.run_until_complete(admission.enrol(record.task_id, local=False))
         states: list[str] = []
         worker = threading.Thread(
             target=lambda: states.append(
@@ -210,7 +211,7 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
         ToolTask.objects.cancel(record.pk)
 
         async def cancel() -> None:
-            sender = execute.own_layer()
+            sender = relay.own_layer()
             await sender.group_send(group, {"type": TASK_CANCEL_EVENT})
             await sender.close_pools()
 
@@ -220,7 +221,7 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     finally:
         execute._database_thread().submit(connections.close_all).result(timeout=10)
         if not loop.is_closed():
-            loop.run_until_complete(execute.close_layer(layer.layer))
+            loop.run_until_complete(relay.close_layer(layer.layer))
             loop.close()
     lines = trace.read_text().splitlines()
     assert "c stopped" in lines and "c finished" not in lines and len(lines) < 50
@@ -244,13 +245,12 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
     cancellation sent before the worker receives waits in the channel and stops the tool once it does."""
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
-    from mcp_app.workers import runner
 
     require_redis()
     if not cancelled_first:
         # "Short" is relative to the delay: a one-step call takes 40-140 ms on a loaded machine (its database
         # writes), so the delay is made long enough that the call surely ends within it, whatever the load.
-        monkeypatch.setattr(execute, "RECEIVE_AFTER_SECONDS", 30.0)
+        monkeypatch.setattr(relay, "RECEIVE_AFTER_SECONDS", 30.0)
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     trace = tmp_path / "trace"
@@ -259,15 +259,15 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
     channel = worker_cancel_channel(record.task_id)
     message["cancel_channel"] = channel
     group = task_group(record.task_id)
-    layer = _Recording(execute.own_layer())
+    layer = _Recording(relay.own_layer())
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(runner._enrol(record.task_id, local=False))
+        loop.run_until_complete(admission.enrol(record.task_id, local=False))
         if cancelled_first:
             loop.run_until_complete(layer.layer.group_send(group, {"type": TASK_CANCEL_EVENT}))
         state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
     finally:
-        loop.run_until_complete(execute.close_layer(layer.layer))
+        loop.run_until_complete(relay.close_layer(layer.layer))
         loop.close()
     lines = trace.read_text().splitlines()
     assert layer.left == [(group, channel)] and layer.joined == []
@@ -294,8 +294,6 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
 
     import redis
 
-    from mcp_app.workers import runner
-
     require_redis()
     queue = f"argsrepr-test-{uuid.uuid4().hex[:8]}"
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUEUE": queue}
@@ -305,7 +303,7 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     record.arguments = {"api_key": "sk-live-do-not-show", "steps": 1}
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
-        runner._send(record, {"era": "modern"}, served)
+        dispatch.send(record, {"era": "modern"}, served)
         queued = broker.lrange(queue, 0, -1)
         assert len(queued) == 1
         envelope = json.loads(queued[0])
@@ -330,25 +328,24 @@ async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatc
     from mcp_app.events import task_group, worker_group
     from mcp_app.protocol.context import Principal
     from mcp_app.protocol.errors import QuotaExceeded
-    from mcp_app.workers import runner
 
     require_redis()
 
     async def refuse(principal: Any, call_id: str) -> None:
         raise QuotaExceeded("tenant", 0)
 
-    monkeypatch.setattr(runner, "admit", refuse)
+    monkeypatch.setattr(admission, "admit", refuse)
     layer = get_channel_layer()
     task_id = records.new_task_id()
     principal = Principal(tenant="t", agent_id="a", tenant_pk=1, agent_pk=1)
     try:
         with pytest.raises(QuotaExceeded):
-            await runner._listen_and_admit(task_id, principal, local=False)
+            await admission.listen_and_admit(task_id, principal, local=False)
         connection = layer.connection(0)
         assert await connection.zrange(layer._group_key(task_group(task_id)), 0, -1) == []
         assert await connection.zrange(layer._group_key(worker_group(task_id)), 0, -1) == []
     finally:
-        await runner.close_inbox()
+        await worker_inbox.close_inbox()
 
 
 @pytest.mark.services
@@ -359,11 +356,10 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
     from channels.layers import get_channel_layer
 
     from mcp_app.events import WORKER_EVENT, worker_group
-    from mcp_app.workers import runner
 
     require_redis()
     layer = get_channel_layer()
-    sender = execute.own_layer()
+    sender = relay.own_layer()
     connection = layer.connection(0)
     call_a, call_b = records.new_task_id(), records.new_task_id()
     a, b = worker_group(call_a), worker_group(call_b)
@@ -378,15 +374,15 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         return got
 
     try:
-        first_a, leave_first_a = await runner._listen(a, local=False)
-        only_b, leave_b = await runner._listen(b, local=False)
-        second_a, leave_second_a = await runner._listen(a, local=False)
-        inbox = runner._inboxes[asyncio.get_running_loop()]
+        first_a, leave_first_a = await worker_inbox.listen(a, local=False)
+        only_b, leave_b = await worker_inbox.listen(b, local=False)
+        second_a, leave_second_a = await worker_inbox.listen(a, local=False)
+        inbox = worker_inbox._inboxes[asyncio.get_running_loop()]
         assert inbox.subscription is not None
         channel = inbox.subscription.address
         assert "!" in channel
         assert await members(a) == await members(b) == [channel.encode()]
-        await execute.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
+        await relay.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
         await sender.group_send(a, {"type": WORKER_EVENT, "kind": "notify", "message": {"n": "no group"}})
         await sender.group_send(b, {"type": WORKER_EVENT, "group": b, "kind": "notify", "message": {"n": 2}})
         await sender.group_send(a, {"type": WORKER_EVENT, "group": a, "kind": "notify", "message": {"n": 3}})
@@ -402,9 +398,9 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         subscription = inbox.subscription
         assert not subscription.ended.is_set()
     finally:
-        await runner.close_inbox()
+        await worker_inbox.close_inbox()
         await sender.close_pools()
-    assert subscription.ended.is_set() and asyncio.get_running_loop() not in runner._inboxes
+    assert subscription.ended.is_set() and asyncio.get_running_loop() not in worker_inbox._inboxes
 
 
 @pytest.mark.services
@@ -414,7 +410,6 @@ async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkey
     import contextvars
 
     from mcp_app.events import worker_group
-    from mcp_app.workers import runner
 
     require_redis()
     request = contextvars.ContextVar("request", default="none")
@@ -430,12 +425,12 @@ async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkey
     monkeypatch.setattr(channel_layer._LayerSubscription, "_run", probed)
     request.set("tenant-a request")
     try:
-        _queue, leave = await runner._listen(worker_group(records.new_task_id()), local=False)
+        _queue, leave = await worker_inbox.listen(worker_group(records.new_task_id()), local=False)
         for _ in range(100):
             if seen:
                 break
             await asyncio.sleep(0.01)
         await leave()
     finally:
-        await runner.close_inbox()
+        await worker_inbox.close_inbox()
     assert seen == ["none"]
