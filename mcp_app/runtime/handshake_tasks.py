@@ -14,7 +14,7 @@ settlement and cross-process cancellation as the 2026-07-28 extension (``runtime
 - ``get``/``list``: the caller's own tasks of the handshake era, unexpired, and not of a tool outside the token's
   grant; anything else is unknown. ``list`` pages newest first with an opaque cursor.
 - ``result``: waits until the task is terminal (woken by a status event on the task's channel-layer group, and
-  re-reading the record at least every ``RESULT_RECHECK_SECONDS`` so a lost event or another process's update
+  re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS`` so a lost event or another process's update
   costs at most that), then answers what the call answered: the result with related-task ``_meta``, or the
   error. A cancelled task answers -32603 "Task was cancelled" (the call has no answer of its own).
 - ``cancel``: a non-terminal task becomes ``cancelled`` before the answer, and its work is stopped in whichever
@@ -34,33 +34,25 @@ that process).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
-import secrets
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription
 from ..conf import mcp_settings
 from ..events import (
-    BROADCAST_EVENT,
-    REPLY_EVENT,
     TASK_STATUS_EVENT,
-    reply_group,
-    session_group,
     task_group,
 )
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
 from ..protocol import handshake_tasks as wire
-from ..protocol import messages, versions
+from ..protocol import versions
 from ..protocol.context import (
     LogReporter,
     RequestContext,
@@ -68,15 +60,13 @@ from ..protocol.context import (
     ToolDescriptor,
 )
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
-from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.ports import NO_CHANNEL
 from . import durable
 from .progress import RecordedProgress
-from .tasks import iso
+from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
 
-# tasks/result re-reads the record at least this often while it waits (a missed status event costs this much).
-RESULT_RECHECK_SECONDS = 2.0
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
 MIN_TTL_MS = 1_000
 
@@ -89,105 +79,18 @@ def granted_ttl(requested: int | None) -> int:
     return max(min(requested, ceiling), min(MIN_TTL_MS, ceiling))
 
 
-def task_state(task: ToolTask) -> wire.TaskState:
-    return wire.TaskState(
-        task_id=task.task_id,
-        status=task.status,
-        status_message=task.status_message,
-        created_at=iso(task.created_at),
-        last_updated_at=iso(task.updated_at),
-        ttl_ms=task.ttl_ms,
-        poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS),
-    )
-
-
 def outcome_fields(tool_name: str, outcome: Any) -> dict[str, Any]:
     """How a finished call settles its 2025-11-25 task (see the module docstring; ``durable.columns``)."""
     return durable.columns(outcome, handshake=True, tool_name=tool_name)
 
 
-async def _group_send(group: str, event: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        await layer.group_send(group, event)
-    except LAYER_ERRORS as error:  # a notification is best effort; the record stays the source of truth
-        logger.info("could not publish to %s: %s", group, type(error).__name__)
-
-
-class _SessionChannel:
-    """The streams of one handshake-era session, as seen by a task's background work."""
-
-    def __init__(self, session_key: str | None, task_id: str) -> None:
-        self.session_key = session_key
-        self.task_id = task_id
-
-    async def send(self, message: dict[str, Any]) -> None:
-        if self.session_key is not None:
-            await _group_send(session_group(self.session_key), {"type": BROADCAST_EVENT, "message": message})
-
-    async def emit(self, message: dict[str, Any]) -> None:
-        """A notification of the task's call (progress, log), with the related-task ``_meta``."""
-        params = message.get("params")
-        await self.send({**message, "params": wire.with_related_task(params or {}, self.task_id)})
-
-    async def status(self, task: ToolTask) -> None:
-        await self.send(wire.status_notification(task_state(task)))
-
-
-async def _reload(pk: int) -> ToolTask | None:
-    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.filter(pk=pk).first)()
-    return task
-
-
-async def _announce(task_pk: int, channel: _SessionChannel) -> None:
-    """After a status change: wake ``tasks/result`` waiters, and tell the session (``notifications/tasks/status``)."""
-    await _group_send(task_group(channel.task_id), {"type": TASK_STATUS_EVENT})
-    task = await _reload(task_pk)
-    if task is not None:
-        await channel.status(task)
-
-
-def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: _SessionChannel) -> None:
+def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: SessionChannel) -> None:
     """Settle a 2025-11-25 ``task`` from ``work`` when it ends, and tell its session (``durable.follow``)."""
 
-    async def announce() -> None:
-        await _announce(task.pk, channel)
+    async def tell_session() -> None:
+        await announce(task.pk, channel)
 
-    durable.follow(task, work, columns=functools.partial(outcome_fields, task.tool_name), announce=announce)
-
-
-class _StatusWatch:
-    """Wakes a waiter when a task's status event arrives on its group (in any process)."""
-
-    def __init__(self, task_id: str) -> None:
-        self.changed = asyncio.Event()
-        self._group = task_group(task_id)
-        self._subscription: Subscription | None = None
-
-    async def __aenter__(self) -> _StatusWatch:
-        layer = get_channel_layer()
-        if layer is not None:
-            try:
-                self._subscription = await LayerMessaging(layer).subscribe(self._group, on_message=self._heard)
-            except LAYER_ERRORS as error:  # no events: the waiter re-reads the record on its own schedule
-                logger.info("tasks/result waits without status events: %s", type(error).__name__)
-        return self
-
-    def _heard(self, message: dict[str, Any]) -> None:
-        if message.get("type") == TASK_STATUS_EVENT:
-            self.changed.set()
-
-    async def wait(self) -> None:
-        """Until a status event arrives, or ``RESULT_RECHECK_SECONDS`` have passed."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout=RESULT_RECHECK_SECONDS)
-        self.changed.clear()
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        if self._subscription is not None:
-            await self._subscription.close()
+    durable.follow(task, work, columns=functools.partial(outcome_fields, task.tool_name), announce=tell_session)
 
 
 def _withheld_tools(ctx: RequestContext) -> set[str]:
@@ -247,12 +150,12 @@ class HandshakeTaskService:
             request_id=str(request_id)[:200],
             started_at=timezone.now(),
         )
-        channel = _SessionChannel(self._session_key, task.task_id)
+        channel = SessionChannel(self._session_key, task.task_id)
         # The request that created the task is answered now: the call reports to the session's streams instead.
         request = dataclasses.replace(
             ctx,
             emit=channel.emit,
-            outbound=_TaskOutbound(self._session_key, task, channel) if self._session_key is not None else NO_CHANNEL,
+            outbound=TaskOutbound(self._session_key, task, channel) if self._session_key is not None else NO_CHANNEL,
         )
         task_call = ToolCall(
             request=request,
@@ -271,7 +174,7 @@ class HandshakeTaskService:
     async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         task = await self._find(ctx, task_id)
         if task is not None and task.status not in TERMINAL:
-            async with _StatusWatch(task_id) as watch:  # listening first: a change after the next read is heard
+            async with StatusWatch(task_id) as watch:  # listening first: a change after the next read is heard
                 task = await self._find(ctx, task_id)
                 while task is not None and task.status not in TERMINAL:
                     await watch.wait()
@@ -307,74 +210,14 @@ class HandshakeTaskService:
             return None
         moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
         if not moved:
-            current = await _reload(task.pk)
+            current = await reload_task(task.pk)
             status = current.status if current is not None else task.status
             raise InvalidParams(
                 f"Cannot cancel task: already in terminal status '{status}'", {"taskId": task_id, "status": status}
             )
-        await _group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
-        current = await _reload(task.pk)
+        await group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
+        current = await reload_task(task.pk)
         return wire.task(task_state(current if current is not None else task))
 
 
-def _resume(pk: int) -> bool:
-    """An answered task goes back to ``working`` (only from ``input_required``: never out of a terminal status)."""
-    return bool(
-        ToolTask.objects.filter(pk=pk, status=ToolTask.Status.INPUT_REQUIRED).update(
-            status=ToolTask.Status.WORKING, status_message="", updated_at=timezone.now()
-        )
-    )
-
-
 __all__ = ["HandshakeTaskService", "follow_handshake", "granted_ttl", "outcome_fields", "task_state"]
-
-
-class _TaskOutbound(SendOnly):
-    """The ``Outbound`` of a task's call: notifications and server-to-client requests go to the session's
-    streams, with related-task ``_meta``; the task is ``input_required`` until the answer arrives (at whichever
-    process the client posts it). The request that created the task is answered, so nothing else is reachable."""
-
-    can_request = True
-
-    def __init__(self, session_key: str, task: ToolTask, channel: _SessionChannel) -> None:
-        self._session_key = session_key
-        self._task = task
-        self._channel = channel
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        await self._channel.emit(message)
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        task, channel, session_key = self._task, self._channel, self._session_key
-        layer = get_channel_layer()
-        if layer is None:
-            return {"error": InternalError("No channel can carry this request to the client").to_wire()}
-        request_id = f"mcp-host-{secrets.token_hex(12)}"
-        answers = Correlator()
-
-        def heard(message: dict[str, Any]) -> bool:
-            if message.get("type") == REPLY_EVENT and message.get("id") == request_id:
-                answer = message.get("answer")
-                return answers.resolve(request_id, answer if isinstance(answer, dict) else {"result": {}})
-            return False
-
-        # Listen before asking: the answer may come back at once.
-        subscription = await LayerMessaging(layer).subscribe(reply_group(session_key, request_id), on_message=heard)
-
-        async def send() -> None:
-            moved = await database_sync_to_async(ToolTask.objects.transition)(
-                task.pk, status=ToolTask.Status.INPUT_REQUIRED, status_message="Waiting for input"
-            )
-            if moved:
-                await _announce(task.pk, channel)
-            await channel.send(messages.request(request_id, method, wire.with_related_task(params, task.task_id)))
-
-        try:
-            return await answers.ask(
-                request_id, send, method=method, within=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS
-            )
-        finally:
-            await subscription.close()
-            resumed = await database_sync_to_async(_resume)(task.pk)
-            if resumed:
-                await _announce(task.pk, channel)

@@ -1,7 +1,9 @@
 """How an event loop of the serving process hears the events of the worker calls it awaits: one subscription
 per event loop (``Inbox``; on the channel layer, or the in-process bus for calls run in this process), whose
 receive loop hands each event to the waits of the call it names. ``listen(group)`` joins a call's event group
-and gives the wait its queue and a ``leave``; ``close_inbox`` ends the loop's subscriptions.
+and gives the wait its queue and a ``leave``; ``close_inbox`` ends the loop's subscriptions. What a call's
+events carry is passed on to its client as the request's own: ``pass_on`` (notifications, with the request's
+progress token and log threshold) and ``answer`` (a server-to-client request asked, its answer sent back).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Subscription, messaging
+from ..events import WORKER_ANSWER
+from ..protocol.context import ToolCall
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -131,3 +135,35 @@ async def close_inbox() -> None:
         inbox = inboxes.pop(loop, None)
         if inbox is not None:
             await inbox.close()
+
+
+async def pass_on(message: dict[str, Any], call: ToolCall) -> None:
+    """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
+    raw = message.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    method = message.get("method")
+    if method == "notifications/progress":
+        progress = params.get("progress")
+        if isinstance(progress, int | float):
+            await call.progress.report(progress, params.get("total"), params.get("message"))
+    elif method == "notifications/message":
+        level = params.get("level")
+        if isinstance(level, str) and call.log.allows(level):
+            await call.log.log(level, params.get("data"), params.get("logger"))
+    elif isinstance(method, str):
+        await call.request.emit(message)
+
+
+async def answer(event: dict[str, Any], call: ToolCall) -> None:
+    """A worker's server-to-client request, asked of the client through the call's own ``Outbound``; the answer
+    goes back to the worker's reply address."""
+    method = str(event.get("method"))
+    raw = event.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if not call.outbound.can_request:
+        answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
+    else:
+        answer = await call.outbound.request(method, params)
+    reply = str(event.get("reply") or "")
+    message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
+    await messaging(address=reply).send(reply, message)

@@ -236,3 +236,14 @@ def store(record_pk: int, outcome: Any, *, celery_id: str | None = None, where: 
 
 def load(record_pk: int) -> ToolTask | None:
     return ToolTask.objects.filter(pk=record_pk).first()
+
+
+def become_task(record_pk: int) -> ToolTask:
+    """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
+    from datetime import timedelta
+
+    ttl = mcp_settings.TASK_TTL_MS
+    ToolTask.objects.filter(pk=record_pk).update(
+        client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl)
+    )
+    return ToolTask.objects.get(pk=record_pk)

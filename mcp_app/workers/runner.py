@@ -37,12 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.utils import timezone
 
-from ..channel_layer import messaging
 from ..conf import mcp_settings
 from ..events import (
-    WORKER_ANSWER,
     WORKER_EVENT,
     worker_group,
 )
@@ -61,7 +58,7 @@ from ..protocol.modern import runs_as_task
 from ..runtime import durable
 from ..runtime.execution import InlineRunner, validate_arguments
 from ..runtime.mrtr import PARK
-from . import liveness, quotas, records
+from . import inbox, liveness, quotas, records
 from .admission import listen_and_admit, release, undispatched
 from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
 from .dispatch import message as _message
@@ -239,9 +236,9 @@ class RoutingRunner:
                     continue
                 kind = event.get("kind")
                 if kind == "notify":
-                    await _relay(event.get("message") or {}, call)
+                    await inbox.pass_on(event.get("message") or {}, call)
                 elif kind == "request":
-                    await self._answer(event, call)
+                    await inbox.answer(event, call)
                 elif kind == "done":
                     if "result" in event and isinstance(event["result"], dict):
                         return self._event_result(event["result"], call)
@@ -272,18 +269,6 @@ class RoutingRunner:
     def _result(record: ToolTask, call: ToolCall) -> dict[str, Any]:
         outcome = durable.outcome_of(record)
         return outcome if call.in_task else durable.strip_internal(outcome)
-
-    async def _answer(self, event: dict[str, Any], call: ToolCall) -> None:
-        method = str(event.get("method"))
-        raw = event.get("params")
-        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        if not call.outbound.can_request:
-            answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
-        else:
-            answer = await call.outbound.request(method, params)
-        reply = str(event.get("reply") or "")
-        message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
-        await messaging(address=reply).send(reply, message)
 
     async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: ToolCall) -> dict[str, Any]:
         """``call_maybe_as_task`` for a worker tool: the worker call's record is the task (one row)."""
@@ -317,11 +302,11 @@ class RoutingRunner:
                 if isinstance(outcome, dict):
                     outcome.pop(PARK, None)
                 return outcome  # type: ignore[return-value]
-            task = await database_sync_to_async(_become_task)(started.record.pk)
+            task = await database_sync_to_async(records.become_task)(started.record.pk)
             return create_result(task)
         converted = True
         started.detachable = False
-        task = await database_sync_to_async(_become_task)(started.record.pk)
+        task = await database_sync_to_async(records.become_task)(started.record.pk)
         follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
         return create_result(task)
 
@@ -333,34 +318,6 @@ WorkerRunner = RoutingRunner
 def _detaches(call: ToolCall) -> bool:
     """A closed stream of a 2026 call with an idempotency key does not cancel it (the client will re-issue)."""
     return call.request.era == versions.MODERN and bool((call.meta or {}).get(IDEMPOTENCY_META))
-
-
-def _become_task(record_pk: int) -> ToolTask:
-    """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
-    from datetime import timedelta
-
-    ttl = mcp_settings.TASK_TTL_MS
-    ToolTask.objects.filter(pk=record_pk).update(
-        client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl)
-    )
-    return ToolTask.objects.get(pk=record_pk)
-
-
-async def _relay(message: dict[str, Any], call: ToolCall) -> None:
-    """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
-    raw = message.get("params")
-    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    method = message.get("method")
-    if method == "notifications/progress":
-        progress = params.get("progress")
-        if isinstance(progress, int | float):
-            await call.progress.report(progress, params.get("total"), params.get("message"))
-    elif method == "notifications/message":
-        level = params.get("level")
-        if isinstance(level, str) and call.log.allows(level):
-            await call.log.log(level, params.get("data"), params.get("logger"))
-    elif isinstance(method, str):
-        await call.request.emit(message)
 
 
 async def cancel_call(record: ToolTask, message: str = "Cancelled by the client") -> bool:
