@@ -202,3 +202,14 @@ def test_no_module_imports_another_modules_private_names():
     """A leading underscore says "this module's own": no other module of mcp_app imports it (make it public,
     with a name that says what it is, or move it where both can use it)."""
     assert _private_imports() == []
+
+
+def test_every_module_of_workers_and_runtime_stays_under_350_lines():
+    """A module that grows past this holds more than one job: cut it by job (docs/workers.md lists them)."""
+    root = Path(__file__).resolve().parent.parent / "mcp_app"
+    sizes = {
+        str(path.relative_to(root)): len(path.read_text().splitlines())
+        for part in ("workers", "runtime")
+        for path in (root / part).rglob("*.py")
+    }
+    assert {name: size for name, size in sizes.items() if size >= 350} == {}
