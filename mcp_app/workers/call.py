@@ -37,6 +37,7 @@ from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
 from ..runtime.progress import RecordedProgress
 from . import quotas, records
+from .message import WorkerMessage
 from .relay import CancelListener, Relay
 
 logger = logging.getLogger("mcp_app.workers")
@@ -65,7 +66,7 @@ class _CatalogKey:
     created_at: datetime
 
 
-def _context(spec: dict[str, Any], info: dict[str, Any]) -> RequestContext:
+def _context(spec: dict[str, Any], info: WorkerMessage) -> RequestContext:
     """The call's context from the Celery message alone (``records.call_spec``): no query, and the catalog from
     this process's cache at the revision the client was served."""
     from ..catalog.resolver import resolve_catalog
@@ -89,7 +90,7 @@ def _context(spec: dict[str, Any], info: dict[str, Any]) -> RequestContext:
         catalog=resolve_catalog(key),
         runner=_inline_runner(),
         protocol_version=str(spec["protocol_version"]),
-        era=str(info.get("era") or "legacy"),
+        era=info.era,
         principal=Principal(
             tenant=str(server["tenant_slug"]),
             agent_id=str(spec["agent_id"]),
@@ -97,7 +98,7 @@ def _context(spec: dict[str, Any], info: dict[str, Any]) -> RequestContext:
             agent_pk=int(spec["agent_pk"]),
         ),
         client_capabilities=dict(spec.get("client_capabilities") or {}),
-        log_level=info.get("log_level"),
+        log_level=info.log_level,
     )
 
 
@@ -121,13 +122,13 @@ class WorkerCall:
     """One run of a worker call: what ``_steps`` drives. Its synchronous methods touch the database and its
     coroutines the event loop, never both."""
 
-    def __init__(self, record_pk: int, celery_id: str, info: dict[str, Any], layer: Any) -> None:
+    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, layer: Any) -> None:
         self.record_pk = record_pk
         self.celery_id = celery_id
         self.info = info
         self.layer = layer
-        self.spec: dict[str, Any] | None = info.get("call") if isinstance(info.get("call"), dict) else None
-        self.task_id: str | None = str(info["task_id"]) if info.get("task_id") else None
+        self.spec: dict[str, Any] | None = info.call
+        self.task_id: str | None = info.task_id
         self.record: ToolTask | None = None
         self.ctx: RequestContext | None = None
         self.flag = threading.Event()
@@ -147,10 +148,7 @@ class WorkerCall:
         call's task group: nothing to wait for; else once this worker has joined the group)."""
         if self.task_id is None:
             return
-        enrolled = self.info.get("cancel_channel")
-        self.listener = CancelListener(
-            self.task_id, self.cancel, self.layer, channel=str(enrolled) if enrolled else None
-        )
+        self.listener = CancelListener(self.task_id, self.cancel, self.layer, channel=self.info.cancel_channel)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
 
@@ -171,6 +169,7 @@ class WorkerCall:
             self.task_id = record.task_id
         if verdict == "run" and record is not None:
             self.spec = _loaded_spec(record)
+            self.info = self.info.with_call(self.spec)
             self.ctx = _context(self.spec, self.info)
             self.began = time.monotonic()
         return verdict
@@ -203,15 +202,15 @@ class WorkerCall:
 
         deadline = float(spec["deadline"])
         ctx.emit = emit
-        ctx.outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
+        ctx.outbound = _WorkerOutbound(relay, deadline) if info.can_ask else NO_CHANNEL
         call = ToolCall(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
-            progress=RecordedProgress(_TOKEN if info.get("progress") else None, emit, self.record_pk),
-            log=LogReporter(info.get("log_level"), emit),
-            input_responses=spec.get("input_responses") or info.get("input_responses") or None,
-            request_state=spec.get("request_state") or info.get("request_state") or None,
-            in_task=bool(info.get("in_task")),
+            progress=RecordedProgress(_TOKEN if info.progress else None, emit, self.record_pk),
+            log=LogReporter(info.log_level, emit),
+            input_responses=info.input_responses,
+            request_state=info.request_state,
+            in_task=info.in_task,
             cancelled=self.flag.is_set,
         )
         name = str(spec["tool_name"])

@@ -12,6 +12,9 @@ its worker died). Sync functions.
 - ``revoke_celery_task(celery_id)``: keep a dispatched message from running.
 """
 
+from __future__ import annotations
+
+import dataclasses
 import logging
 from typing import Any
 
@@ -25,6 +28,7 @@ from ..protocol.context import (
 )
 from ..protocol.errors import InternalError
 from . import records
+from .message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -41,16 +45,16 @@ def broker_configured() -> bool:
     return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
 
 
-def message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
-    """What the worker is handed with the record's pk: ``info``, the task id, the cancellation channel enrolled for
-    it (``admission.enrol``) and the call (``records.call_spec``)."""
-    described = {**info, "task_id": record.task_id, "cancel_channel": worker_cancel_channel(record.task_id)}
+def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    """What the worker is handed with the record's pk (``WorkerMessage``, as JSON): ``info``, the task id, the
+    cancellation channel enrolled for it (``admission.enrol``) and the call (``records.call_spec``)."""
+    described = dataclasses.replace(info, task_id=record.task_id, cancel_channel=worker_cancel_channel(record.task_id))
     if served is not None:
-        described["call"] = records.call_spec(record, server=served[0], agent_id=served[1])
-    return described
+        described = described.with_call(records.call_spec(record, server=served[0], agent_id=served[1]))
+    return described.to_wire()
 
 
-def send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
+def send(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> None:
     from .tasks import run_tool_call
 
     body = message(record, info, served)
@@ -72,21 +76,21 @@ def send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], s
         raise InternalError("The worker queue is unreachable; retry shortly") from error
 
 
-def request_info(call: ToolCall) -> dict[str, Any]:
+def request_info(call: ToolCall) -> WorkerMessage:
     """What the worker needs to know of the request besides the record."""
-    return {
-        "era": call.request.era,
-        "log_level": call.log.threshold,
-        "progress": call.progress.enabled,
-        "can_ask": call.outbound.can_request,
-        "in_task": call.in_task,
-        "input_responses": dict(call.input_responses) if call.input_responses else None,
-        "request_state": call.request_state,
-    }
+    return WorkerMessage(
+        era=call.request.era,
+        log_level=call.log.threshold,
+        progress=call.progress.enabled,
+        can_ask=call.outbound.can_request,
+        in_task=call.in_task,
+        input_responses=dict(call.input_responses) if call.input_responses else None,
+        request_state=call.request_state,
+    )
 
 
 def create_and_dispatch(
-    task_id: str, fields: dict[str, Any], info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
+    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
 ) -> tuple[ToolTask, bool]:
     record, created = records.create(task_id=task_id, **fields)
     if created and celery:
@@ -95,7 +99,7 @@ def create_and_dispatch(
 
 
 def requeue_and_dispatch(
-    task_id: str, timeout: float, info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
+    task_id: str, timeout: float, info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
 ) -> ToolTask | None:
     record = records.requeue(task_id, timeout=timeout)
     if record is not None and celery:

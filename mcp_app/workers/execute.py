@@ -48,6 +48,7 @@ from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
 from .call import WorkerCall, outcome_is_final
+from .message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -123,11 +124,12 @@ class _Stepper:
             self.step, self.state = None, str(end.value)
 
 
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
+async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, layer: Any = ...) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
     loop (no broker: the serving process); returns what happened: "stored", "cancelled", or why it did not run.
     ``layer``: the channel layer to use (default: the process's)."""
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, info, get_channel_layer() if layer is ... else layer))
+    message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, get_channel_layer() if layer is ... else layer))
     while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Sync):
@@ -142,13 +144,19 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
 
 
 def execute_in_thread(
-    loop: asyncio.AbstractEventLoop, record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any
+    loop: asyncio.AbstractEventLoop,
+    record_pk: int,
+    celery_id: str,
+    info: dict[str, Any] | WorkerMessage,
+    *,
+    layer: Any,
 ) -> str:
     """``execute`` in a Celery worker thread, between turns of the thread's own event ``loop`` (which runs the
     other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
     one connection per process either way); a thread of a thread pool hands them to the process's one database
     thread instead, so that 50 threads do not hold 50 connections."""
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, info, layer))
+    message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, layer))
     here = threading.current_thread() is threading.main_thread()
     while (step := stepper.step) is not None:
         try:

@@ -43,6 +43,7 @@ from ..protocol import versions
 from ..protocol.errors import InternalError
 from . import quotas, records
 from .dispatch import broker_configured, send
+from .message import WorkerMessage
 from .relay import Relay
 
 logger = logging.getLogger("mcp_app.workers")
@@ -153,16 +154,7 @@ def _settled(record: ToolTask) -> None:
 def _sweep_redispatch(record: ToolTask) -> None:
     """Re-send a lost call nobody re-sent: the call is loaded by the worker (the message names no call), its
     notifications and server-to-client requests are not carried (its awaiting process, if any, is gone too)."""
-    info = {
-        "era": versions.era_of(record.protocol_version),
-        "log_level": None,
-        "progress": False,
-        "can_ask": False,
-        "in_task": record.client_task,
-        "input_responses": None,
-        "request_state": None,
-    }
-    send(record, info, None)
+    send(record, WorkerMessage(era=versions.era_of(record.protocol_version), in_task=record.client_task), None)
 
 
 def sweep() -> dict[str, int]:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
@@ -18,6 +19,7 @@ from mcp_app.models import ToolTask
 from mcp_app.workers import admission, dispatch, execute, records, relay
 from mcp_app.workers import call as worker_call
 from mcp_app.workers import inbox as worker_inbox
+from mcp_app.workers.message import VERSION, WorkerMessage
 from tests.conftest import require_redis
 from tests.transport.conftest import _close_connections_of_async_threads  # noqa: F401  (same clean-up here)
 
@@ -130,6 +132,36 @@ def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any
     assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
     record.refresh_from_db()
     assert record.status == "completed" and record.result["structuredContent"]["done"] == 2
+
+
+def test_a_message_of_the_older_shape_still_runs(access_factory: Any, loop: Any) -> None:
+    """A message queued by a version before ``WorkerMessage`` (no ``version`` key: the dict the serving process
+    used to merge by hand) still runs the call to its stored outcome."""
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    assert "version" not in message
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    record.refresh_from_db()
+    assert record.status == "completed"
+
+
+def test_the_worker_message_is_read_back_as_written_and_in_its_older_shape() -> None:
+    spec = {"task_id": "t1", "tool_name": "echo", "input_responses": {"a": {"action": "accept"}}}
+    current = WorkerMessage(era="modern", progress=True, can_ask=True, cancel_channel="c!1").with_call(spec)
+    wire = current.to_wire()
+    assert wire["version"] == VERSION
+    assert WorkerMessage.from_wire(orjson.loads(orjson.dumps(wire))) == current
+    assert current.task_id == "t1" and current.input_responses == {"a": {"action": "accept"}}
+    # Version 1: the answers at the top level (a resumed task's), no call, no version.
+    older = {"era": "modern", "log_level": "info", "task_id": "t2", "input_responses": {"b": {}}, "request_state": "s"}
+    read = WorkerMessage.from_wire(older)
+    assert (read.task_id, read.log_level, read.input_responses, read.request_state, read.call) == (
+        "t2",
+        "info",
+        {"b": {}},
+        "s",
+        None,
+    )
 
 
 def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None:
@@ -303,7 +335,7 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     record.arguments = {"api_key": "sk-live-do-not-show", "steps": 1}
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
-        dispatch.send(record, {"era": "modern"}, served)
+        dispatch.send(record, WorkerMessage(era="modern"), served)
         queued = broker.lrange(queue, 0, -1)
         assert len(queued) == 1
         envelope = json.loads(queued[0])
