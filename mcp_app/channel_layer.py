@@ -1,4 +1,5 @@
-"""Living with the channel layer: connection options for Redis, receive loops that survive it, and its health.
+"""Living with the channel layer: connection options for Redis, receive loops that survive it, its health, and
+the one messaging primitive every cross-process conversation of the app is written with.
 
 Contract:
 
@@ -21,16 +22,33 @@ Contract:
   needs the layer with a fast 503 while Redis is down, and notices by itself (the next successful operation)
   when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
 
+- ``Messaging`` (``messaging(layer)``): where subscriptions live and messages travel, on the channel layer
+  (``LayerMessaging``) or, without one or for a call run in this process, on the in-process bus (``local_bus``):
+  the same shapes, the same behaviour. ``subscribe(*groups)`` gives a ``Subscription``: a channel of its own
+  (``address``), a member of groups it can ``join`` and ``leave``, whose messages go to an ``on_message``
+  callback (returning True ends the receiving) or are read with a bound (``receive(within)``); ``close`` ends
+  its receive loop (by a ``STOP`` message to itself where cancelling a blocked receive would cost more) and
+  leaves its groups. Every listener of the app is one.
+- ``Correlator``: request/reply. An answer is awaited under its correlation key, after the wait is in place and
+  the request sent; a client that does not answer in time gets the one timeout answer (``timeout_answer``,
+  -32001). Every server-to-client request of the app (the back-channel, 2025-11-25 tasks, worker calls) uses it.
+
 Not owned here: group names and event types (``events.py``), what a message means (the consumer, the tasks).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import itertools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
+
+from .protocol.errors import RequestTimeout
 
 logger = logging.getLogger("mcp_app.channel_layer")
 
@@ -170,3 +188,337 @@ async def receive_forever(
         layer_health.succeeded()
         delay = BACKOFF_FIRST_SECONDS
         yield message
+
+
+# The messaging primitive ----------------------------------------------------------------------------------------
+#
+# Every cross-process conversation of the app is one of two shapes, written here once:
+#
+# - a *subscription*: a channel of its own that joins groups (and leaves them), whose messages are handed to a
+#   callback or received with a bound (``Subscription``); the channel is also an address others ``send`` to;
+# - a *request/reply*: an answer awaited under a correlation key, with one timeout answer (``Correlator``).
+#
+# ``Messaging`` says where subscriptions live: on the channel layer (``LayerMessaging``) or, where no layer
+# exists or a call runs in this process, on the in-process bus (``local_bus``). Both behave the same to their
+# users; ``messaging(layer)`` picks one.
+
+Message = dict[str, Any]
+# ``on_message`` returns True to end the subscription's receiving (e.g. a cancellation heard once).
+OnMessage = Callable[[Message], bool | None]
+STOP = "mcp.stop"  # events.STOP_EVENT: ends a receive loop on its own channel (see ``Subscription.close``)
+STOP_WAIT_SECONDS = 2.0
+
+
+class Subscription:
+    """A channel of one's own, a member of ``groups``: messages go to ``on_message`` (called on the loop that
+    subscribed), else into a queue read by ``receive(timeout)``. ``address`` is where ``send`` reaches it."""
+
+    address: str
+
+    def __init__(self, on_message: OnMessage | None) -> None:
+        self._on_message = on_message
+        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.groups: list[str] = []
+        self.ended = asyncio.Event()
+
+    def _deliver(self, message: Message) -> bool:
+        """Hand one message over; whether receiving ends with it."""
+        if self.ended.is_set():
+            return True
+        if message.get("type") == STOP:
+            self.ended.set()
+            return True
+        if self._on_message is None:
+            self._queue.put_nowait(message)
+            return False
+        if self._on_message(message):
+            self.ended.set()
+            return True
+        return False
+
+    async def receive(self, within: float | None = None) -> Message | None:
+        """The next message (without ``on_message``), or ``None`` after ``within`` seconds."""
+        try:
+            return await asyncio.wait_for(self._queue.get(), within)
+        except TimeoutError:
+            return None
+
+    def adopt(self, group: str) -> None:
+        """The channel was made a member of ``group`` by someone else (no round trip): leave it on ``close``."""
+        if group not in self.groups:
+            self.groups.append(group)
+
+    async def join(self, group: str) -> None:
+        raise NotImplementedError
+
+    async def leave(self, group: str) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+
+class LocalBus:
+    """The in-process implementation: groups of subscriptions of this process, the same message shapes as on
+    the channel layer. ``group_send`` may be called from any thread (the admin's cancel runs in one)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[_LocalSubscription, asyncio.AbstractEventLoop]] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    async def subscribe(
+        self,
+        *groups: str,
+        channel: str | None = None,
+        on_message: OnMessage | None = None,
+        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+        receive_after: float = 0.0,
+        stop_by_message: bool = False,
+    ) -> Subscription:
+        subscription = _LocalSubscription(self, channel or f"{LOCAL_PREFIX}{next(self._ids)}", on_message)
+        subscription.add(subscription.address)
+        for group in groups:
+            await subscription.join(group)
+        return subscription
+
+    async def send(self, address: str, message: Message) -> None:
+        self.deliver(address, message)
+
+    async def group_send(self, group: str, message: Message) -> None:
+        self.deliver(group, message)
+
+    def deliver(self, group: str, message: Message) -> None:
+        """``group_send`` from synchronous code, on any thread."""
+        with self._lock:
+            members = list(self.groups.get(group, {}).items())
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for subscription, loop in members:
+            if loop is running:
+                subscription.take(message)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(subscription.take, message)
+
+    def _add(self, group: str, subscription: _LocalSubscription) -> None:
+        with self._lock:
+            self.groups.setdefault(group, {})[subscription] = asyncio.get_running_loop()
+
+    def _discard(self, group: str, subscription: _LocalSubscription) -> None:
+        with self._lock:
+            members = self.groups.get(group)
+            if members is not None:
+                members.pop(subscription, None)
+                if not members:
+                    self.groups.pop(group, None)
+
+
+LOCAL_PREFIX = "local."  # the addresses of subscriptions on the in-process bus
+
+
+class _LocalSubscription(Subscription):
+    def __init__(self, bus: LocalBus, address: str, on_message: OnMessage | None) -> None:
+        super().__init__(on_message)
+        self._bus = bus
+        self.address = address
+
+    def add(self, group: str) -> None:
+        self._bus._add(group, self)
+
+    def take(self, message: Message) -> None:
+        if self._deliver(message):
+            self._leave_all()
+
+    async def join(self, group: str) -> None:
+        if not self.ended.is_set():
+            self._bus._add(group, self)
+            if group not in self.groups:
+                self.groups.append(group)
+
+    async def leave(self, group: str) -> None:
+        if group in self.groups:
+            self.groups.remove(group)
+        self._bus._discard(group, self)
+
+    def _leave_all(self) -> None:
+        for group in [*self.groups, self.address]:
+            self._bus._discard(group, self)
+        self.groups.clear()
+
+    async def close(self) -> None:
+        self.ended.set()
+        self._leave_all()
+
+
+local_bus = LocalBus()
+
+
+class LayerMessaging:
+    """The channel-layer implementation of ``Messaging``."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+
+    async def subscribe(
+        self,
+        *groups: str,
+        channel: str | None = None,
+        on_message: OnMessage | None = None,
+        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+        receive_after: float = 0.0,
+        stop_by_message: bool = False,
+    ) -> Subscription:
+        """A new channel (or ``channel``, one already enrolled in groups), a member of ``groups``; receiving
+        starts ``receive_after`` seconds from now (what is sent meanwhile waits in the channel). ``close``
+        ends the receive loop with a ``STOP`` message to itself when ``stop_by_message`` (a blocked receive of
+        channels-redis is not reliably cancellable), else by cancelling it. Layer errors are raised."""
+        address = channel if channel is not None else await self.layer.new_channel()
+        subscription = _LayerSubscription(self.layer, address, on_message, on_error, stop_by_message)
+        try:
+            for group in groups:
+                await subscription.join(group)
+        except BaseException:
+            await subscription.close()
+            raise
+        subscription.start(receive_after)
+        return subscription
+
+    async def send(self, address: str, message: Message) -> None:
+        await self.layer.send(address, message)
+
+    async def group_send(self, group: str, message: Message) -> None:
+        await self.layer.group_send(group, message)
+
+
+class _LayerSubscription(Subscription):
+    def __init__(
+        self,
+        layer: Any,
+        address: str,
+        on_message: OnMessage | None,
+        on_error: Callable[[BaseException], Awaitable[None]] | None,
+        stop_by_message: bool,
+    ) -> None:
+        super().__init__(on_message)
+        self._layer = layer
+        self.address = address
+        self._on_error = on_error
+        self._stop_by_message = stop_by_message
+        self.receiving = False
+        self._pump: asyncio.Task[None] | None = None
+
+    def start(self, receive_after: float = 0.0) -> None:
+        # A context of its own: the loop outlives the request that happens to start it (and its log context).
+        loop = asyncio.get_running_loop()
+        self._pump = loop.create_task(self._run(receive_after), context=contextvars.Context())
+
+    async def _run(self, receive_after: float) -> None:
+        if receive_after:
+            await asyncio.sleep(receive_after)
+        self.receiving = True
+        try:
+            async for message in receive_forever(self._layer, self.address, on_error=self._on_error):
+                if self._deliver(message):
+                    return
+        finally:
+            self.ended.set()
+
+    async def join(self, group: str) -> None:
+        await self._layer.group_add(group, self.address)
+        if group not in self.groups:
+            self.groups.append(group)
+
+    async def leave(self, group: str) -> None:
+        if group in self.groups:
+            self.groups.remove(group)
+        await self._layer.group_discard(group, self.address)
+
+    async def close(self) -> None:
+        """End the receive loop (bounded) and leave every group; failures to leave are logged, never raised
+        (membership expires with the layer's ``group_expiry``)."""
+        pump = self._pump
+        if pump is not None and not pump.done():
+            if self._stop_by_message and self.receiving:
+                with contextlib.suppress(*LAYER_ERRORS):
+                    await self._layer.send(self.address, {"type": STOP})
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(pump), STOP_WAIT_SECONDS)
+            if not pump.done():
+                pump.cancel()
+                await asyncio.wait({pump})  # unlike awaiting it, never swallows this task's own cancellation
+        if pump is not None and pump.done() and not pump.cancelled() and pump.exception() is not None:
+            logger.error("a receive loop failed", exc_info=pump.exception())
+        self.ended.set()
+        for group in self.groups:
+            try:
+                await self._layer.group_discard(group, self.address)
+            except LAYER_ERRORS as error:
+                logger.info("could not leave group %s: %s", group, type(error).__name__)
+            except Exception:
+                logger.warning("could not leave group %s", group, exc_info=True)
+        self.groups.clear()
+
+
+class Messaging(Protocol):
+    """Where subscriptions live and messages travel: the channel layer or the in-process bus."""
+
+    async def subscribe(
+        self,
+        *groups: str,
+        channel: str | None = None,
+        on_message: OnMessage | None = None,
+        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+        receive_after: float = 0.0,
+        stop_by_message: bool = False,
+    ) -> Subscription: ...
+
+    async def send(self, address: str, message: Message) -> None: ...
+
+    async def group_send(self, group: str, message: Message) -> None: ...
+
+
+def messaging(layer: Any = ..., *, address: str = "") -> Messaging:
+    """The channel layer ``layer`` (default: the process's) as ``Messaging``; the in-process bus without one,
+    or for an ``address`` on it."""
+    if address.startswith(LOCAL_PREFIX):
+        return local_bus
+    if layer is ...:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+    return local_bus if layer is None else LayerMessaging(layer)
+
+
+def timeout_answer(method: str) -> Message:
+    """The one answer that stands in for a client's that did not come in time (-32001)."""
+    return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
+
+
+class Correlator:
+    """Request/reply: answers awaited by correlation key, with one timeout answer (``timeout_answer``)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Any, asyncio.Future[Message]] = {}
+
+    async def ask(self, key: Any, send: Callable[[], Awaitable[Any]], *, method: str, within: float | None) -> Message:
+        """``send`` the request (after the wait for its answer is in place), then its answer, or the timeout
+        answer after ``within`` seconds."""
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            await send()
+            return await asyncio.wait_for(future, within)
+        except TimeoutError:
+            return timeout_answer(method)
+        finally:
+            self._pending.pop(key, None)
+
+    def resolve(self, key: Any, answer: Message) -> bool:
+        """The answer of ``key`` arrived; whether somebody awaited it."""
+        future = self._pending.get(key)
+        if future is None or future.done():
+            return False
+        future.set_result(answer)
+        return True

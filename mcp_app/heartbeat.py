@@ -24,7 +24,7 @@ Backends (``MCP_APP["HEARTBEAT"]``): ``LocalHeartbeats`` (the embedded default: 
 this host is judged by its pid, a zombie counting as dead, one on another host never) and ``RedisHeartbeats``
 (``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need not agree).
 
-Not owned here: what is done about a dead owner (``runtime.tasks.recover_orphaned_tasks``,
+Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``,
 ``workers.liveness``).
 """
 

@@ -69,9 +69,10 @@ def handshake_task_service(server_pk: int, agent_pk: int, session_key: str | Non
 def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
     """Cancel a durable record (a task of either era, or a worker call) from synchronous code, wherever it runs:
     the admin's cancel action. Returns whether it moved (a terminal record stays as it is)."""
-    from .workers.runner import cancel_record
+    from .runtime import durable
+    from .workers import runner  # noqa: F401  (registers how a worker call is stopped: its Celery message revoked)
 
-    return cancel_record(task, message)
+    return durable.cancel_now(task, message)
 
 
 def request_context(

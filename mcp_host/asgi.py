@@ -21,7 +21,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mcp_app.conf import mcp_settings  # noqa: E402
-from mcp_app.runtime.tasks import recover_orphaned_tasks  # noqa: E402
+from mcp_app.runtime.durable import recover_orphaned_tasks  # noqa: E402
 from mcp_app.transport import daphne_tuning, edge_limits  # noqa: E402
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
 from mcp_app.workers.liveness import start_sweeping  # noqa: E402

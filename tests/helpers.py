@@ -318,15 +318,9 @@ DECLARING = {"elicitation": {}, "extensions": {TASKS: {}}}  # 2026-07-28 client 
 
 async def settled() -> None:
     """Wait (bounded) until the background work of every task in this process has ended and been recorded."""
-    from mcp_app.runtime import tasks as task_runtime
+    from mcp_app.runtime import durable
 
-    loop = asyncio.get_running_loop()
-    for _ in range(3):
-        # Work left by an earlier test whose event loop has closed can never end: not ours to wait for.
-        pending = [work for work in task_runtime._background if work.get_loop() is loop]
-        if not pending:
-            return
-        await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), timeout=WAIT_SECONDS)
+    await durable.drain(WAIT_SECONDS)
 
 
 async def task_call_tool(

@@ -1,4 +1,5 @@
-"""``receive_forever``: a receive loop that survives the layer going away and ends when its task is cancelled.
+"""``receive_forever``: a receive loop that survives the layer going away and ends when its task is cancelled;
+the messaging primitive built on it (subscriptions, request/reply) on both its implementations.
 
 The race the last tests pin down was seen in CI: a ``tasks/result`` waiter tore its status listener down while the
 status event arrived; redis-py returned that reply and dropped the ``CancelledError``, and the listener sat in the
@@ -120,3 +121,67 @@ async def test_listeners_cancelled_while_their_message_arrives_end_at_once_on_re
             await asyncio.wait([listener], timeout=10)
     await layer.close_pools()
     assert slow == [], f"cancelled listeners still receiving after 2 s in attempts {slow}"
+
+
+# The messaging primitive: one behaviour on the in-process bus and on the channel layer.
+
+
+async def _primitive_behaves(bus: Any) -> None:
+    from mcp_app.channel_layer import Correlator
+
+    subscription = await bus.subscribe("g.one")
+    try:
+        assert await subscription.receive(within=0.05) is None  # bounded: nothing came
+        await bus.group_send("g.one", {"type": "x", "n": 1})
+        await bus.send(subscription.address, {"type": "x", "n": 2})
+        got = [await subscription.receive(within=5), await subscription.receive(within=5)]
+        assert sorted(message["n"] for message in got) == [1, 2]
+        await subscription.leave("g.one")
+        await bus.group_send("g.one", {"type": "x", "n": 3})
+        assert await subscription.receive(within=0.2) is None
+    finally:
+        await subscription.close()
+
+    answers = Correlator()
+    heard: list[dict[str, Any]] = []
+
+    def on_message(message: dict[str, Any]) -> bool:
+        heard.append(message)
+        return answers.resolve(message["id"], message["answer"])
+
+    replies = await bus.subscribe("g.reply", on_message=on_message)
+    try:
+
+        async def answered() -> None:
+            await bus.group_send("g.reply", {"type": "r", "id": "a", "answer": {"result": {"ok": True}}})
+
+        assert await answers.ask("a", answered, method="m", within=5) == {"result": {"ok": True}}
+        await asyncio.wait_for(replies.ended.wait(), 5)  # on_message returned True: receiving ended
+
+        async def unanswered() -> None:
+            pass
+
+        timed_out = await answers.ask("b", unanswered, method="sampling/createMessage", within=0.05)
+        assert timed_out["error"]["code"] == -32001
+        assert timed_out["error"]["message"] == "The client did not answer sampling/createMessage in time"
+    finally:
+        await replies.close()
+
+
+async def test_the_messaging_primitive_on_the_in_process_bus() -> None:
+    from mcp_app.channel_layer import local_bus
+
+    before = set(local_bus.groups)  # the bus is the process's: other tests' calls may still be members
+    await _primitive_behaves(local_bus)
+    assert set(local_bus.groups) <= before  # every subscription of this test left every group
+
+
+@pytest.mark.services
+async def test_the_messaging_primitive_on_redis() -> None:
+    from mcp_app.channel_layer import LayerMessaging
+
+    layer = _redis_layer()
+    try:
+        await _primitive_behaves(LayerMessaging(layer))
+    finally:
+        await layer.close_pools()

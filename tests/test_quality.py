@@ -171,3 +171,48 @@ def test_managers_build_no_model_instances_from_hand_written_sql():
     assert offenders == {"audit.py": ["cursor("], "statements.py": ["cursor("]}
     statements = (models_dir / "statements.py").read_text()
     assert "SELECT" not in statements.upper() and "from_db" not in statements
+
+
+def _private_imports() -> list[str]:
+    """``from x import _y`` where ``x`` is another module of mcp_app (relative or absolute; inside functions too)."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted((root / "mcp_app").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if not (source == "mcp_app" or source.startswith("mcp_app.")):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: from {source} import {alias.name}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A leading underscore says "this module's own": no other module of mcp_app imports it (make it public,
+    with a name that says what it is, or move it where both can use it)."""
+    assert _private_imports() == []
+
+
+def test_every_module_of_workers_and_runtime_stays_under_350_lines():
+    """A module that grows past this holds more than one job: cut it by job (docs/workers.md lists them)."""
+    root = Path(__file__).resolve().parent.parent / "mcp_app"
+    sizes = {
+        str(path.relative_to(root)): len(path.read_text().splitlines())
+        for part in ("workers", "runtime")
+        for path in (root / part).rglob("*.py")
+    }
+    assert {name: size for name, size in sizes.items() if size >= 350} == {}

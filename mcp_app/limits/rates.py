@@ -221,7 +221,7 @@ class RedisRates:
             import redis.asyncio as redis
 
             from ..channel_layer import redis_connection_options
-            from ..workers.quotas import SOCKET_TIMEOUT_SECONDS
+            from ..workers.redis_quotas import SOCKET_TIMEOUT_SECONDS
 
             client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
             script = self._clients[loop] = client.register_script(TAKE_SCRIPT)

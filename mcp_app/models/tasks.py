@@ -1,8 +1,12 @@
-"""Durable tool-call tasks of the 2026-07-28 tasks extension (``io.modelcontextprotocol/tasks``).
+"""The table of every durable tool call (``ToolTask``): 2026-07-28 tasks (``io.modelcontextprotocol/tasks``),
+2025-11-25 tasks, and worker calls (``execution="worker"``, ``client_task`` when the client also knows it as a
+task).
 
-A task is created, and stored, before the client hears of it; it belongs to the server and the agent that
-created it and is invisible to anyone else. Statuses: ``working`` and ``input_required`` move; ``completed``,
-``failed`` and ``cancelled`` are terminal and never change again (every transition is a conditional UPDATE).
+A record is created, and stored, before the client hears of it; it belongs to the server and the agent that
+created it and is invisible to anyone else. Statuses: ``queued`` (a worker call not taken yet), ``working`` and
+``input_required`` move; ``completed``, ``failed`` and ``cancelled`` are terminal and never change again (every
+transition is a conditional UPDATE, ``transition``). The manager holds the record's verbs; how an outcome maps to
+the columns and how running work lives, is settled and is cancelled is the runtime's (``runtime.durable``).
 """
 
 from __future__ import annotations
@@ -99,6 +103,13 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             using=router.db_for_write(self.model),
         )
         return bool(moved)
+
+    def cancel(self, pk: int, message: str = "Cancelled by the client") -> bool:
+        """Mark a task ``cancelled`` unless it is terminal; returns whether it moved. Stopping its work is the
+        runtime's (``runtime.durable.cancel``, which calls this)."""
+        return self.transition(
+            pk, status=ToolTask.Status.CANCELLED, status_message=message[:500], finished_at=timezone.now()
+        )
 
     def fail_orphaned(self, is_dead: Callable[[str], bool]) -> int:
         """Fail the ``working`` tasks whose owning process died (``is_dead(owner)``): their work is gone, and

@@ -19,11 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import pydantic
-from asgiref.sync import SyncToAsync
-from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 
-from ..definitions.context import InputRequired, ToolContext, ToolError, ToolResult
+from ..definitions.context import InputRequired, ToolError, ToolResult
 from ..definitions.prompts import fill_placeholders, render_static_prompt
 from ..definitions.targets import (
     FunctionTarget,
@@ -39,11 +37,12 @@ from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDes
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..protocol.versions import LEGACY
+from .invocation import answer_in_band, invoke, run_tool, tool_context
 from .mrtr import input_required_result, verify_state
 from .webhooks import call_webhook
 
 if TYPE_CHECKING:
-    from ..definitions.registry import RegisteredFunction, RegisteredTool
+    from ..definitions.registry import RegisteredTool
 
 logger = logging.getLogger("mcp_app.runtime")
 
@@ -107,7 +106,7 @@ def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
     return {"content": [_text(orjson.dumps(data).decode())]}
 
 
-class Runner:
+class InlineRunner:
     """Runs tool calls in the serving process (the embedded default)."""
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
@@ -170,14 +169,10 @@ class Runner:
     async def _call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         target = tool.target
         if isinstance(target, StaticTarget):
-            errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
-            if errors:
-                raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            validate_arguments(tool, arguments)
             return await target.behaviour.answer(arguments, call.progress.report)
         if isinstance(target, HttpTarget):
-            errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
-            if errors:
-                raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            validate_arguments(tool, arguments)
             return await call_webhook(target, tool.name, arguments, call)
         if isinstance(target, PythonTarget):
             return await self._call_python(tool, target.registered, arguments, call)
@@ -186,18 +181,13 @@ class Runner:
     async def _call_python(
         self, tool: ToolDescriptor, registered: RegisteredTool, arguments: dict[str, Any], call: CallContext
     ) -> dict[str, Any]:
-        try:
-            # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
-            # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
-            model = registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
-        except pydantic.ValidationError as exc:
-            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
+        model = _validated(registered, arguments)
         kwargs = {name: getattr(model, name) for name in type(model).model_fields}
         state = verify_state(call, tool.name)
         if registered.context_parameter:
-            kwargs[registered.context_parameter] = _context(call, state)
+            kwargs[registered.context_parameter] = tool_context(call, state)
         try:
-            value = await _run(registered, kwargs)
+            value = await run_tool(registered, kwargs)
             rounds = 0
             while isinstance(value, InputRequired) and call.request.era == LEGACY and call.outbound.can_request:
                 # Handshake era: carry the tool's input requests out as server-to-client requests on this call's
@@ -205,8 +195,8 @@ class Runner:
                 rounds += 1
                 if rounds > MAX_INPUT_ROUNDS:
                     raise ToolError(f"Tool {tool.name} asked for input more than {MAX_INPUT_ROUNDS} times")
-                kwargs = await _answer_in_band(registered, kwargs, call, value)
-                value = await _run(registered, kwargs)
+                kwargs = await answer_in_band(registered, kwargs, call, value)
+                value = await run_tool(registered, kwargs)
             if isinstance(value, InputRequired):
                 return input_required_result(call, tool.name, value)
             return python_result(registered, value)
@@ -232,7 +222,7 @@ class Runner:
                 content["text"] = fill_placeholders(target.text, variables) if resource.is_template else target.text
             return {"contents": [content]}
         if isinstance(target, FunctionTarget):
-            value = await _invoke(target.registered, dict(variables), call, None)
+            value = await invoke(target.registered, dict(variables), call, None)
             if isinstance(value, bytes):
                 content["blob"] = base64.b64encode(value).decode()
             elif isinstance(value, str):
@@ -259,7 +249,7 @@ class Runner:
                 raise InvalidParams(f"Unknown argument(s) for prompt {prompt.name}: {', '.join(unknown)}")
             salt_name = f"prompt:{prompt.name}"
             state = verify_state(call, salt_name)
-            value = await _invoke(target.registered, dict(arguments), call, state)
+            value = await invoke(target.registered, dict(arguments), call, state)
             if isinstance(value, InputRequired):
                 return input_required_result(call, salt_name, value)
             if isinstance(value, str):
@@ -285,73 +275,31 @@ def _schema_validator(schema_json: bytes) -> Draft202012Validator:
     return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
-    """Run a sync tool with Django's connection hygiene around it, as a request handler would have: the worker
-    thread's connections may have outlived ``CONN_MAX_AGE`` or broken since the thread last ran a tool."""
-    close_old_connections()
+def validate_arguments(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:
+    """Check ``arguments`` against the tool's input schema, as the inline runner does before it runs a call and
+    the routing runner before it records or queues one; raises ``InvalidToolArguments`` with every problem."""
+    target = tool.target
+    if isinstance(target, PythonTarget):
+        _validated(target.registered, arguments)
+    elif isinstance(target, StaticTarget | HttpTarget):
+        errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
+        if errors:
+            raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+
+
+def _validated(registered: RegisteredTool, arguments: dict[str, Any]) -> pydantic.BaseModel:
     try:
-        return function(**kwargs)
-    finally:
-        close_old_connections()
-
-
-# One wrapper for every call: building a SyncToAsync (functools.update_wrapper, coroutine checks) per call was
-# 2-3 % of the server's CPU under load (py-spy, docs/performance.md). Its __call__ keeps no state on the instance.
-_in_a_worker_thread = SyncToAsync(_in_worker_thread, thread_sensitive=False)
-
-
-async def run_sync(function: Any, **kwargs: Any) -> Any:
-    """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
-    after), so a tool that uses the ORM never inherits a dead connection with persistent connections on. The
-    only thread hop of a warm call."""
-    return await _in_a_worker_thread(function, kwargs)
-
-
-async def _run(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
-    if registered.is_coroutine:
-        return await registered.function(**kwargs)
-    return await run_sync(registered.function, **kwargs)
-
-
-async def _answer_in_band(
-    registered: RegisteredTool, kwargs: dict[str, Any], call: CallContext, needed: InputRequired
-) -> dict[str, Any]:
-    """Ask the client each of ``needed``'s requests; return the tool's arguments for the next round."""
-    context = kwargs.get(registered.context_parameter) if registered.context_parameter else None
-    if not isinstance(context, ToolContext):
-        raise ToolError(f"Tool {registered.name} asked for input but takes no ToolContext to receive it")
-    answers: dict[str, Any] = {}
-    for key, request in needed.requests.items():
-        answers[key] = await context.request(str(request.get("method")), dict(request.get("params") or {}))
-    context.input_responses = answers
-    context.state = needed.state
-    return kwargs
-
-
-def _context(call: CallContext, state: Any) -> ToolContext:
-    principal = call.request.principal
-    return ToolContext(
-        server_id=call.request.server.server_id,
-        tenant=principal.tenant if principal else None,
-        agent_id=principal.agent_id if principal else None,
-        _progress=call.progress,
-        _log=call.log,
-        input_responses=dict(call.input_responses or {}),
-        state=state,
-        client_capabilities=dict(call.request.client_capabilities),
-        _outbound=call.outbound,
-        _cancelled=call.cancelled,
-    )
-
-
-async def _invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: CallContext, state: Any) -> Any:
-    if registered.context_parameter:
-        kwargs[registered.context_parameter] = _context(call, state)
-    if registered.is_coroutine:
-        return await registered.function(**kwargs)
-    return await run_sync(registered.function, **kwargs)
+        # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
+        # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
+        return registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
+    except pydantic.ValidationError as exc:
+        raise InvalidToolArguments(_describe_validation_error(exc)) from exc
 
 
 def _describe_schema_error(error: Any) -> str:
     location = ".".join(str(part) for part in error.absolute_path) or "arguments"
     return f"{location}: {error.message}"
+
+
+# The former name, kept for projects that import it.
+Runner = InlineRunner

@@ -14,7 +14,7 @@ settlement and cross-process cancellation as the 2026-07-28 extension (``runtime
 - ``get``/``list``: the caller's own tasks of the handshake era, unexpired, and not of a tool outside the token's
   grant; anything else is unknown. ``list`` pages newest first with an opaque cursor.
 - ``result``: waits until the task is terminal (woken by a status event on the task's channel-layer group, and
-  re-reading the record at least every ``RESULT_RECHECK_SECONDS`` so a lost event or another process's update
+  re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS`` so a lost event or another process's update
   costs at most that), then answers what the call answered: the result with related-task ``_meta``, or the
   error. A cancelled task answers -32603 "Task was cancelled" (the call has no answer of its own).
 - ``cancel``: a non-terminal task becomes ``cancelled`` before the answer, and its work is stopped in whichever
@@ -34,47 +34,36 @@ that process).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
+import functools
 import logging
-import secrets
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
 from ..events import (
-    BROADCAST_EVENT,
-    REPLY_EVENT,
-    TASK_CANCEL_EVENT,
     TASK_STATUS_EVENT,
-    reply_group,
-    session_group,
     task_group,
 )
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
-from ..observability import metrics
 from ..protocol import handshake_tasks as wire
-from ..protocol import messages, versions
-from ..protocol.context import CallContext, InvalidToolArguments, RequestContext
+from ..protocol import versions
+from ..protocol.context import CallContext, RequestContext
 from ..protocol.descriptors import ToolDescriptor
-from ..protocol.errors import InternalError, InvalidParams, ProtocolError, RequestTimeout
-from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.errors import InternalError, InvalidParams, ProtocolError
+from ..protocol.ports import NO_CHANNEL
 from ..protocol.reporters import LogReporter
+from . import durable
 from .progress import RecordedProgress
-from .tasks import _background, _iso, _listen_for_cancel, _listeners, _running
+from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
 
-# tasks/result re-reads the record at least this often while it waits (a missed status event costs this much).
-RESULT_RECHECK_SECONDS = 2.0
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
 MIN_TTL_MS = 1_000
 
@@ -87,179 +76,18 @@ def granted_ttl(requested: int | None) -> int:
     return max(min(requested, ceiling), min(MIN_TTL_MS, ceiling))
 
 
-def task_state(task: ToolTask) -> wire.TaskState:
-    return wire.TaskState(
-        task_id=task.task_id,
-        status=task.status,
-        status_message=task.status_message,
-        created_at=_iso(task.created_at),
-        last_updated_at=_iso(task.updated_at),
-        ttl_ms=task.ttl_ms,
-        poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS),
-    )
-
-
-def _first_text(result: dict[str, Any]) -> str:
-    for block in result.get("content") or ():
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            return block["text"]
-    return ""
-
-
 def outcome_fields(tool_name: str, outcome: Any) -> dict[str, Any]:
-    """How a finished call settles its 2025-11-25 task (see the module docstring)."""
-    finished = {"finished_at": timezone.now()}
-    if isinstance(outcome, InvalidToolArguments):
-        # 2025-11-25 reports invalid arguments in the result (SEP-1303), so the task keeps that result.
-        text = f"Invalid arguments for tool {tool_name}: {outcome}"
-        outcome = {"content": [{"type": "text", "text": text}], "isError": True}
-    if isinstance(outcome, ProtocolError):
-        return {
-            **finished,
-            "status": ToolTask.Status.FAILED,
-            "error": outcome.to_wire(),
-            "status_message": outcome.message[:500],
-        }
-    if isinstance(outcome, BaseException):
-        return {
-            **finished,
-            "status": ToolTask.Status.FAILED,
-            "error": InternalError().to_wire(),
-            "status_message": "Internal error",
-        }
-    if outcome.get("resultType") == "input_required":
-        # A tool asking for input the stateless way, where no session can carry the question.
-        text = f"Tool {tool_name} needs input from the client, which this task has no session to ask for"
-        outcome = {"content": [{"type": "text", "text": text}], "isError": True}
-    result = {key: value for key, value in outcome.items() if key != "resultType"}
-    if result.get("isError"):
-        message = f"Tool execution failed: {_first_text(result)}".rstrip(": ")
-        return {**finished, "status": ToolTask.Status.FAILED, "result": result, "status_message": message[:500]}
-    return {**finished, "status": ToolTask.Status.COMPLETED, "result": result, "status_message": ""}
+    """How a finished call settles its 2025-11-25 task (see the module docstring; ``durable.columns``)."""
+    return durable.columns(outcome, handshake=True, tool_name=tool_name)
 
 
-async def _group_send(group: str, event: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        await layer.group_send(group, event)
-    except LAYER_ERRORS as error:  # a notification is best effort; the record stays the source of truth
-        logger.info("could not publish to %s: %s", group, type(error).__name__)
+def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: SessionChannel) -> None:
+    """Settle a 2025-11-25 ``task`` from ``work`` when it ends, and tell its session (``durable.follow``)."""
 
+    async def tell_session() -> None:
+        await announce(task.pk, channel)
 
-class _SessionChannel:
-    """The streams of one handshake-era session, as seen by a task's background work."""
-
-    def __init__(self, session_key: str | None, task_id: str) -> None:
-        self.session_key = session_key
-        self.task_id = task_id
-
-    async def send(self, message: dict[str, Any]) -> None:
-        if self.session_key is not None:
-            await _group_send(session_group(self.session_key), {"type": BROADCAST_EVENT, "message": message})
-
-    async def emit(self, message: dict[str, Any]) -> None:
-        """A notification of the task's call (progress, log), with the related-task ``_meta``."""
-        params = message.get("params")
-        await self.send({**message, "params": wire.with_related_task(params or {}, self.task_id)})
-
-    async def status(self, task: ToolTask) -> None:
-        await self.send(wire.status_notification(task_state(task)))
-
-
-async def _reload(pk: int) -> ToolTask | None:
-    return await database_sync_to_async(lambda: ToolTask.objects.filter(pk=pk).first())()
-
-
-async def _announce(task_pk: int, channel: _SessionChannel) -> None:
-    """After a status change: wake ``tasks/result`` waiters, and tell the session (``notifications/tasks/status``)."""
-    await _group_send(task_group(channel.task_id), {"type": TASK_STATUS_EVENT})
-    task = await _reload(task_pk)
-    if task is not None:
-        await channel.status(task)
-
-
-def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: _SessionChannel) -> None:
-    """Settle a 2025-11-25 ``task`` from ``work`` when it ends; ``tasks/cancel`` (or the admin) from any process
-    stops it through the task group, as for 2026 tasks."""
-    _running[task.task_id] = work
-    _background.add(work)
-    metrics.worker_call("running", 1)
-    listener = asyncio.ensure_future(_listen_for_cancel(task.task_id, work))
-    _listeners.add(listener)
-    listener.add_done_callback(_listeners.discard)
-
-    async def settle(done: asyncio.Task[Any]) -> None:
-        if done.cancelled():
-            # tasks/cancel (or the admin) recorded ``cancelled`` first; a shutdown leaves the record for orphan
-            # recovery, and says nothing.
-            current = await _reload(task.pk)
-            if current is not None and current.status == ToolTask.Status.CANCELLED:
-                await _announce(task.pk, channel)
-            return
-        outcome = done.exception() or done.result()
-        if isinstance(outcome, BaseException) and not isinstance(outcome, ProtocolError | InvalidToolArguments):
-            logger.error("task %s of tool %s failed", task.task_id[:8], task.tool_name, exc_info=outcome)
-        moved = await sync_to_async(ToolTask.objects.transition, thread_sensitive=True)(
-            task.pk, **outcome_fields(task.tool_name, outcome)
-        )
-        if moved:
-            await _announce(task.pk, channel)
-
-    def on_done(done: asyncio.Task[Any]) -> None:
-        metrics.worker_call("running", -1)
-        _running.pop(task.task_id, None)
-        _background.discard(done)
-        listener.cancel()
-        settler = asyncio.ensure_future(settle(done))
-        _background.add(settler)
-        settler.add_done_callback(_background.discard)
-
-    work.add_done_callback(on_done)
-
-
-class _StatusWatch:
-    """Wakes a waiter when a task's status event arrives on its group (in any process)."""
-
-    def __init__(self, task_id: str) -> None:
-        self.changed = asyncio.Event()
-        self._group = task_group(task_id)
-        self._layer: Any = None
-        self._channel: str | None = None
-        self._pump: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> _StatusWatch:
-        layer = get_channel_layer()
-        if layer is not None:
-            try:
-                self._channel = await layer.new_channel()
-                await layer.group_add(self._group, self._channel)
-                self._layer = layer
-                self._pump = asyncio.ensure_future(self._receive())
-            except LAYER_ERRORS as error:  # no events: the waiter re-reads the record on its own schedule
-                logger.info("tasks/result waits without status events: %s", type(error).__name__)
-        return self
-
-    async def _receive(self) -> None:
-        assert self._channel is not None
-        async for message in receive_forever(self._layer, self._channel):
-            if message.get("type") == TASK_STATUS_EVENT:
-                self.changed.set()
-
-    async def wait(self) -> None:
-        """Until a status event arrives, or ``RESULT_RECHECK_SECONDS`` have passed."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout=RESULT_RECHECK_SECONDS)
-        self.changed.clear()
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.wait({self._pump})  # unlike awaiting it, never swallows this task's own cancellation
-        if self._layer is not None and self._channel is not None:
-            with contextlib.suppress(*LAYER_ERRORS):
-                await self._layer.group_discard(self._group, self._channel)
+    durable.follow(task, work, columns=functools.partial(outcome_fields, task.tool_name), announce=tell_session)
 
 
 def _withheld_tools(ctx: RequestContext) -> set[str]:
@@ -292,7 +120,10 @@ class HandshakeTaskService:
         return tasks.exclude(tool_name__in=withheld) if withheld else tasks
 
     async def _find(self, ctx: RequestContext, task_id: str) -> ToolTask | None:
-        return await database_sync_to_async(lambda: self._visible(ctx).filter(task_id=task_id).first())()
+        task: ToolTask | None = await database_sync_to_async(
+            lambda: self._visible(ctx).filter(task_id=task_id).first()
+        )()
+        return task
 
     async def start(
         self,
@@ -318,12 +149,12 @@ class HandshakeTaskService:
             request_id=str(request_id)[:200],
             started_at=timezone.now(),
         )
-        channel = _SessionChannel(self._session_key, task.task_id)
+        channel = SessionChannel(self._session_key, task.task_id)
         # The request that created the task is answered now: the call reports to the session's streams instead.
         request = dataclasses.replace(
             ctx,
             emit=channel.emit,
-            outbound=_TaskOutbound(self._session_key, task, channel) if self._session_key is not None else NO_CHANNEL,
+            outbound=TaskOutbound(self._session_key, task, channel) if self._session_key is not None else NO_CHANNEL,
         )
         task_call = CallContext(
             request=request,
@@ -342,7 +173,7 @@ class HandshakeTaskService:
     async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         task = await self._find(ctx, task_id)
         if task is not None and task.status not in TERMINAL:
-            async with _StatusWatch(task_id) as watch:  # listening first: a change after the next read is heard
+            async with StatusWatch(task_id) as watch:  # listening first: a change after the next read is heard
                 task = await self._find(ctx, task_id)
                 while task is not None and task.status not in TERMINAL:
                     await watch.wait()
@@ -376,89 +207,16 @@ class HandshakeTaskService:
         task = await self._find(ctx, task_id)
         if task is None:
             return None
-        moved = False
-        if task.status not in TERMINAL:
-            moved = await database_sync_to_async(ToolTask.objects.transition)(
-                task.pk,
-                status=ToolTask.Status.CANCELLED,
-                status_message="The task was cancelled by request.",
-                finished_at=timezone.now(),
-            )
+        moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
         if not moved:
-            current = await _reload(task.pk)
+            current = await reload_task(task.pk)
             status = current.status if current is not None else task.status
             raise InvalidParams(
                 f"Cannot cancel task: already in terminal status '{status}'", {"taskId": task_id, "status": status}
             )
-        local = _running.get(task_id)
-        if local is not None:
-            local.cancel()
-        else:
-            await _group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
-        await _group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
-        current = await _reload(task.pk)
+        await group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
+        current = await reload_task(task.pk)
         return wire.task(task_state(current if current is not None else task))
 
 
-def _resume(pk: int) -> bool:
-    """An answered task goes back to ``working`` (only from ``input_required``: never out of a terminal status)."""
-    return bool(
-        ToolTask.objects.filter(pk=pk, status=ToolTask.Status.INPUT_REQUIRED).update(
-            status=ToolTask.Status.WORKING, status_message="", updated_at=timezone.now()
-        )
-    )
-
-
-async def _reply(layer: Any, channel: str, request_id: str) -> dict[str, Any]:
-    async for message in receive_forever(layer, channel):
-        if message.get("type") == REPLY_EVENT and message.get("id") == request_id:
-            answer = message.get("answer")
-            return answer if isinstance(answer, dict) else {"result": {}}
-    raise AssertionError("unreachable")  # receive_forever never ends by itself
-
-
 __all__ = ["HandshakeTaskService", "follow_handshake", "granted_ttl", "outcome_fields", "task_state"]
-
-
-class _TaskOutbound(SendOnly):
-    """The ``Outbound`` of a task's call: notifications and server-to-client requests go to the session's
-    streams, with related-task ``_meta``; the task is ``input_required`` until the answer arrives (at whichever
-    process the client posts it). The request that created the task is answered, so nothing else is reachable."""
-
-    can_request = True
-
-    def __init__(self, session_key: str, task: ToolTask, channel: _SessionChannel) -> None:
-        self._session_key = session_key
-        self._task = task
-        self._channel = channel
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        await self._channel.emit(message)
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        task, channel, session_key = self._task, self._channel, self._session_key
-        layer = get_channel_layer()
-        if layer is None:
-            return {"error": InternalError("No channel can carry this request to the client").to_wire()}
-        request_id = f"mcp-host-{secrets.token_hex(12)}"
-        group = reply_group(session_key, request_id)
-        listener = await layer.new_channel()
-        await layer.group_add(group, listener)  # listen before asking: the answer may come back at once
-        try:
-            moved = await database_sync_to_async(ToolTask.objects.transition)(
-                task.pk, status=ToolTask.Status.INPUT_REQUIRED, status_message="Waiting for input"
-            )
-            if moved:
-                await _announce(task.pk, channel)
-            await channel.send(messages.request(request_id, method, wire.with_related_task(params, task.task_id)))
-            return await asyncio.wait_for(
-                _reply(layer, listener, request_id), timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS
-            )
-        except TimeoutError:
-            return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
-        finally:
-            with contextlib.suppress(*LAYER_ERRORS):
-                await layer.group_discard(group, listener)
-            resumed = await database_sync_to_async(_resume)(task.pk)
-            if resumed:
-                await _announce(task.pk, channel)

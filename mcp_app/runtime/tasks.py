@@ -18,39 +18,29 @@ the task rules, not the other way round).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
-from ..events import TASK_CANCEL_EVENT, task_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
-from ..observability import metrics
 from ..protocol.context import CallContext, RequestContext, ToolRunner
 from ..protocol.descriptors import ToolDescriptor
-from ..protocol.errors import INVALID_PARAMS, CapacityExceeded, InternalError, ProtocolError
+from ..protocol.errors import INVALID_PARAMS, CapacityExceeded, ProtocolError
 from ..protocol.reporters import LogReporter, ProgressReporter, discard
+from . import durable
 from .mrtr import PARK
 
 logger = logging.getLogger("mcp_app.runtime.tasks")
 
-# Work of tasks running in this process, by task id (cancellation) and as a set (kept alive until settled),
-# and the listeners for cancellations from other processes.
-_running: dict[str, asyncio.Task[Any]] = {}
-_background: set[asyncio.Task[Any]] = set()
-_listeners: set[asyncio.Task[Any]] = set()
 
-
-def _iso(moment: Any) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+def iso(moment: Any) -> str:
+    """A timestamp as the task wire forms write it (UTC, ``Z``)."""
+    return str(moment.isoformat()).replace("+00:00", "Z")
 
 
 def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
@@ -58,8 +48,8 @@ def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
         "taskId": task.task_id,
         # A worker call not started yet is "queued" in the record; the protocol knows it as working.
         "status": ToolTask.Status.WORKING if task.status == ToolTask.Status.QUEUED else task.status,
-        "createdAt": _iso(task.created_at),
-        "lastUpdatedAt": _iso(task.updated_at),
+        "createdAt": iso(task.created_at),
+        "lastUpdatedAt": iso(task.updated_at),
         "ttlMs": task.ttl_ms,
         "pollIntervalMs": mcp_settings.TASK_POLL_INTERVAL_MS,
     }
@@ -73,29 +63,6 @@ def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
         elif task.status == ToolTask.Status.FAILED and task.error is not None:
             wire["error"] = task.error
     return wire
-
-
-def _outcome_fields(outcome: Any) -> dict[str, Any]:
-    """How a finished call settles its task."""
-    if isinstance(outcome, ProtocolError):
-        return {"status": ToolTask.Status.FAILED, "error": outcome.to_wire(), "status_message": outcome.message}
-    if isinstance(outcome, BaseException):
-        return {
-            "status": ToolTask.Status.FAILED,
-            "error": InternalError().to_wire(),
-            "status_message": "Internal error",
-        }
-    if outcome.get("resultType") == "input_required":
-        outcome.pop(PARK, None)
-        return {
-            "status": ToolTask.Status.INPUT_REQUIRED,
-            "input_requests": outcome.get("inputRequests") or {},
-            "request_state": outcome.get("requestState") or "",
-            "input_responses": {},
-            "status_message": "Waiting for input",
-        }
-    result = {key: value for key, value in outcome.items() if key != "resultType"}
-    return {"status": ToolTask.Status.COMPLETED, "result": result, "status_message": ""}
 
 
 class TaskService:
@@ -126,17 +93,7 @@ class TaskService:
         task = await database_sync_to_async(self._visible)(task_id)
         if task is None:
             return False
-        moved = await database_sync_to_async(ToolTask.objects.transition)(
-            task.pk, status=ToolTask.Status.CANCELLED, status_message="Cancelled by the client"
-        )
-        if moved:
-            local = _running.get(task_id)
-            if local is not None:
-                local.cancel()
-            else:
-                layer = get_channel_layer()
-                if layer is not None:
-                    await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
+        await durable.cancel(task, "Cancelled by the client")
         return True
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
@@ -187,7 +144,7 @@ class TaskService:
     async def create(
         self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, **fields: Any
     ) -> ToolTask:
-        return await database_sync_to_async(ToolTask.objects.create_task)(
+        task: ToolTask = await database_sync_to_async(ToolTask.objects.create_task)(
             server_id=self._server_pk,
             agent_id=self._agent_pk,
             tool_name=tool.name,
@@ -196,6 +153,7 @@ class TaskService:
             client_capabilities=dict(call.request.client_capabilities),
             **fields,
         )
+        return task
 
 
 async def _gone(name: str) -> dict[str, Any]:
@@ -203,79 +161,8 @@ async def _gone(name: str) -> dict[str, Any]:
 
 
 def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
-    """Settle ``task`` from ``work`` when it ends, and let ``tasks/cancel`` from any process stop it."""
-    _running[task.task_id] = work
-    _background.add(work)
-    metrics.worker_call("running", 1)
-    listener = asyncio.ensure_future(_listen_for_cancel(task.task_id, work))
-    _listeners.add(listener)
-    listener.add_done_callback(_listeners.discard)
-
-    def settle(done: asyncio.Task[Any]) -> None:
-        metrics.worker_call("running", -1)
-        _running.pop(task.task_id, None)
-        _background.discard(done)
-        listener.cancel()
-        if done.cancelled():
-            return  # cancelled: tasks/cancel already recorded the terminal state
-        outcome = done.exception() or done.result()
-        if isinstance(outcome, BaseException) and not isinstance(outcome, ProtocolError):
-            logger.error("task %s of tool %s failed", task.task_id[:8], task.tool_name, exc_info=outcome)
-        settler = asyncio.ensure_future(
-            sync_to_async(ToolTask.objects.transition, thread_sensitive=True)(task.pk, **_outcome_fields(outcome))
-        )
-        _background.add(settler)
-        settler.add_done_callback(_background.discard)
-
-    work.add_done_callback(settle)
-
-
-def _is_cancelled(task_id: str) -> bool:
-    return ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED).exists()
-
-
-async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    group = task_group(task_id)
-    delay = 0.05
-    while True:  # join, retrying while the layer is down: tasks/cancel from other processes must reach the work
-        try:
-            channel = await layer.new_channel()
-            await layer.group_add(group, channel)
-            break
-        except LAYER_ERRORS:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    try:
-        # A cancellation sent before the join (tasks/cancel, the admin) reached nobody: the record, changed
-        # before any such message is sent, says so.
-        if await database_sync_to_async(_is_cancelled)(task_id):
-            work.cancel()
-            return
-        async for message in receive_forever(layer, channel):
-            if message.get("type") == TASK_CANCEL_EVENT:
-                work.cancel()
-                return
-    finally:
-        with contextlib.suppress(*LAYER_ERRORS):
-            await layer.group_discard(group, channel)
-
-
-def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
-    """Cancel a task from outside a request (synchronous code): mark it cancelled and stop its work in whichever
-    serving process runs it. Returns whether it moved (a terminal task stays as it is). Worker calls need more
-    (the worker, the Celery message): ``mcp_app.services.cancel_task`` is the entry point for any record."""
-    from asgiref.sync import async_to_sync
-
-    moved = ToolTask.objects.transition(task.pk, status=ToolTask.Status.CANCELLED, status_message=message)
-    if moved:
-        layer = get_channel_layer()
-        if layer is not None:
-            # Every running task listens on its group, in this process too (see ``follow``).
-            async_to_sync(layer.group_send)(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
-    return moved
+    """Settle the 2026 ``task`` from ``work`` when it ends (``durable.follow``)."""
+    durable.follow(task, work, columns=durable.columns)
 
 
 def create_result(task: ToolTask) -> dict[str, Any]:
@@ -320,7 +207,7 @@ async def call_maybe_as_task(
             if tool.task_support == "optional":
                 return result
             outcome = result
-        task = await service.create(tool, arguments, call, **_outcome_fields(outcome))
+        task = await service.create(tool, arguments, call, **durable.columns(outcome))
         return create_result(task)
     converted = True
     try:
@@ -330,30 +217,3 @@ async def call_maybe_as_task(
         raise
     follow(task, work)
     return create_result(task)
-
-
-def recover_orphaned_tasks(*, quiet: bool = False) -> int:
-    """Fail the ``working`` tasks of processes that died (kill -9, OOM, a crash): judged by their heartbeat
-    (``mcp_app.heartbeat.dead``: a lease, so an exited but unreaped process, a pid reused after a fast restart
-    and a process on another host count as dead), and at once for a process of this host that is gone. Called
-    when a process starts (``mcp_host.asgi``) and periodically (``workers.liveness.start_sweeping``). Returns
-    how many were failed; never raises (a database that is not migrated yet or unreachable, or an unreachable
-    heartbeat backend, is logged, at debug level when ``quiet``, and skipped)."""
-    from .. import heartbeat
-
-    judged: dict[str, bool] = {}
-
-    def is_dead(owner: str) -> bool:
-        if owner not in judged:
-            judged[owner] = owner in heartbeat.dead([owner])
-        return judged[owner]
-
-    try:
-        failed = ToolTask.objects.fail_orphaned(is_dead)
-    except Exception as error:  # not migrated yet, or no database at import time: nothing to recover from
-        level = logging.DEBUG if quiet else logging.WARNING
-        logger.log(level, "could not recover the tasks of dead processes: %s: %s", type(error).__name__, error)
-        return 0
-    if failed:
-        logger.warning("failed %d task(s) whose process had died", failed)
-    return failed

@@ -6,7 +6,7 @@
 - ``request``: a server-to-client request (sampling, elicitation, roots) with an id of its own
   (``mcp-host-<hex>``). The call joins the reply group of that id *before* the request goes out, because the
   client may answer on any process; the answer arrives as a ``mcp.reply`` event (``reply``), or, after
-  ``CLIENT_REQUEST_TIMEOUT_SECONDS``, a -32001 error object stands in for it;
+  ``CLIENT_REQUEST_TIMEOUT_SECONDS``, the timeout answer of ``channel_layer.Correlator`` (-32001) stands in for it;
 - ``deliver``: a client's answer that reached *this* request, sent to the reply group of its id;
 - ``cancel``: ``notifications/cancelled`` from the client, for one of its running requests, wherever it runs
   (``transport.cancellation``);
@@ -31,11 +31,10 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS, layer_health
+from ..channel_layer import LAYER_ERRORS, Correlator, layer_health
 from ..conf import mcp_settings
 from ..events import REPLY_EVENT, call_group, reply_group
 from ..protocol import messages
-from ..protocol.errors import RequestTimeout
 from . import cancellation
 from .membership import Membership
 from .writer import ResponseWriter
@@ -55,7 +54,7 @@ class BackChannel:
         self._writer = writer
         self._membership = membership
         self._on_cancel = on_cancel
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._answers = Correlator()
         self._group: str | None = None
         self._watch: asyncio.Task[None] | None = None
         self._watch_timer: asyncio.TimerHandle | None = None
@@ -67,18 +66,18 @@ class BackChannel:
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         request_id = f"mcp-host-{secrets.token_hex(12)}"
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
         group = reply_group(self._scope, request_id)
-        try:
+
+        async def send() -> None:
             # Listen before asking: the answer may reach another process and come back at once.
             await self._membership.join(group)
             await self._writer.notify(messages.request(request_id, method, params))
-            return await asyncio.wait_for(future, timeout=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS)
-        except TimeoutError:
-            return {"error": RequestTimeout(f"The client did not answer {method} in time").to_wire()}
+
+        try:
+            return await self._answers.ask(
+                request_id, send, method=method, within=mcp_settings.CLIENT_REQUEST_TIMEOUT_SECONDS
+            )
         finally:
-            self._pending.pop(request_id, None)
             await self._membership.leave(group)
 
     async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
@@ -98,9 +97,7 @@ class BackChannel:
 
     def reply(self, message: dict[str, Any]) -> None:
         """A ``mcp.reply`` event: the client's answer to one of this call's requests."""
-        future = self._pending.get(message["id"])
-        if future is not None and not future.done():
-            future.set_result(message["answer"])
+        self._answers.resolve(message["id"], message["answer"])
 
     def watch(self, request_id: str | int) -> None:
         """Make the call of ``request_id`` cancellable, here at once and from other processes soon."""

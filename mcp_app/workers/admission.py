@@ -2,17 +2,34 @@
 
 ``admit(principal, call_id)`` takes the slot (``mcp_app.workers.quotas.acquire``, with the limits carried by
 the request's ``Principal``: no query) or raises ``QuotaExceeded`` (-32010), so a refused call never runs. The
-routing runner (``workers.runner.WorkerRunner.start``) is the single caller: it admits before the durable record
+routing runner (``workers.runner.RoutingRunner.start``) is the single caller: it admits before the durable record
 exists and gives the slot back when the call settles; the worker and the reaper give it back too when the
 serving process no longer waits (``quotas.release_call``). Inline tools are never counted.
+
+``listen_and_admit(task_id, principal, local=...)`` does it while the call's event group is joined and (on a
+worker) its cancellation channel enrolled in its task group (``enrol``), all at once; ``undispatched`` gives
+back what it took for a call that was not dispatched after all.
 
 Not owned here: how calls run (``workers.runner``, ``workers.execute``), the lease semantics (``quotas``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from ..channel_layer import LAYER_ERRORS
+from ..events import (
+    task_group,
+    worker_cancel_channel,
+    worker_group,
+)
 from ..protocol.context import Principal
 from . import quotas
+from .inbox import listen
 
 
 async def admit(principal: Principal | None, call_id: str) -> quotas.Lease | None:
@@ -28,3 +45,63 @@ async def admit(principal: Principal | None, call_id: str) -> quotas.Lease | Non
         tenant_limit=tenant_limit,
         agent_limit=agent_limit,
     )
+
+
+async def release(lease: quotas.Lease | None) -> None:
+    if lease is not None:
+        await lease.release()
+
+
+async def listen_and_admit(
+    task_id: str, principal: Principal, *, local: bool
+) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
+    """``_listen`` to the new call's events, ``admit`` it and (on a worker) ``enrol`` its cancellation channel,
+    all at the same time; on failure of one, the others are undone and the failure raised (a refusal first)."""
+    joined, admitted, enrolled = await asyncio.gather(
+        listen(worker_group(task_id), local=local),
+        admit(principal, task_id),
+        enrol(task_id, local=local),
+        return_exceptions=True,
+    )
+    failed = [outcome for outcome in (admitted, joined, enrolled) if isinstance(outcome, BaseException)]
+    if failed:
+        if not isinstance(joined, BaseException):
+            await joined[1]()
+        if not isinstance(admitted, BaseException):
+            await release(admitted)
+        if not isinstance(enrolled, BaseException):
+            await withdraw(task_id, local=local)
+        raise failed[0]
+    queue, leave = joined
+    return queue, leave, admitted
+
+
+async def enrol(task_id: str, *, local: bool) -> None:
+    """Make the worker's cancellation channel (``events.worker_cancel_channel``) a member of the call's task
+    group before the call is dispatched: every ``tasks/cancel``, admin cancel and reaper verdict sent to that
+    group then waits there for the worker, which needs no round trip of its own to join (it leaves the group when
+    the call ends). Nothing to do for a call that runs in this process (the local bus)."""
+    layer = None if local else get_channel_layer()
+    if layer is not None:
+        await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
+
+
+async def withdraw(task_id: str, *, local: bool) -> None:
+    """Undo ``enrol`` for a call that was not dispatched after all (refused, failed, or attached to another)."""
+    layer = None if local else get_channel_layer()
+    if layer is not None:
+        with contextlib.suppress(*LAYER_ERRORS):
+            await layer.group_discard(task_group(task_id), worker_cancel_channel(task_id))
+
+
+async def undispatched(
+    task_id: str, lease: quotas.Lease | None, leave: Any, celery: bool, error: BaseException | None = None
+) -> None:
+    """What ``listen_and_admit`` took for a call that was not dispatched, given back: its slot, its event group
+    and its enrolled cancellation channel. A request cancelled while dispatching keeps the channel enrolled: its
+    call may have been dispatched by then (the database thread goes on), and must stay cancellable; the layer's
+    group expiry removes it otherwise."""
+    await release(lease)
+    await leave()
+    if not isinstance(error, asyncio.CancelledError):
+        await withdraw(task_id, local=not celery)

@@ -6,18 +6,27 @@
 
 Used by the routing runner (``runner``: a new call, a resumed task) and by ``liveness`` (a call re-queued after
 its worker died). Sync functions.
+
+- ``request_info(call)``: what the worker needs of the request besides the record;
+- ``create_and_dispatch``/``requeue_and_dispatch``: record (or re-queue) a call and send it;
+- ``revoke_celery_task(celery_id)``: keep a dispatched message from running.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 from ..conf import mcp_settings
-from ..events import worker_cancel_channel
+from ..events import (
+    worker_cancel_channel,
+)
 from ..models import ToolTask
+from ..protocol.context import CallContext
 from ..protocol.errors import InternalError
 from . import records
+from .message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -34,16 +43,16 @@ def broker_configured() -> bool:
     return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
 
 
-def message(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
-    """What the worker is handed with the record's pk: ``info``, the task id, the cancellation channel enrolled for
-    it (``runner._enrol``) and the call (``records.call_spec``)."""
-    described = {**info, "task_id": record.task_id, "cancel_channel": worker_cancel_channel(record.task_id)}
+def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    """What the worker is handed with the record's pk (``WorkerMessage``, as JSON): ``info``, the task id, the
+    cancellation channel enrolled for it (``admission.enrol``) and the call (``records.call_spec``)."""
+    described = dataclasses.replace(info, task_id=record.task_id, cancel_channel=worker_cancel_channel(record.task_id))
     if served is not None:
-        described["call"] = records.call_spec(record, server=served[0], agent_id=served[1])
-    return described
+        described = described.with_call(records.call_spec(record, server=served[0], agent_id=served[1]))
+    return described.to_wire()
 
 
-def send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], str] | None) -> None:
+def send(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> None:
     from .tasks import run_tool_call
 
     body = message(record, info, served)
@@ -63,3 +72,46 @@ def send(record: ToolTask, info: dict[str, Any], served: tuple[dict[str, Any], s
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
         records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
         raise InternalError("The worker queue is unreachable; retry shortly") from error
+
+
+def request_info(call: CallContext) -> WorkerMessage:
+    """What the worker needs to know of the request besides the record."""
+    return WorkerMessage(
+        era=call.request.era,
+        log_level=call.log.threshold,
+        progress=call.progress.enabled,
+        can_ask=call.outbound.can_request,
+        in_task=call.in_task,
+        input_responses=dict(call.input_responses) if call.input_responses else None,
+        request_state=call.request_state,
+    )
+
+
+def create_and_dispatch(
+    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
+) -> tuple[ToolTask, bool]:
+    record, created = records.create(task_id=task_id, **fields)
+    if created and celery:
+        send(record, info, served)
+    return record, created
+
+
+def requeue_and_dispatch(
+    task_id: str, timeout: float, info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
+) -> ToolTask | None:
+    record = records.requeue(task_id, timeout=timeout)
+    if record is not None and celery:
+        send(record, info, served)
+    return record
+
+
+def revoke_celery_task(celery_id: str) -> None:
+    """Revoke a dispatched call's Celery task (a worker that has not started it skips it); never raises."""
+    if not broker_configured():
+        return
+    from celery import current_app
+
+    try:
+        current_app.control.revoke(celery_id)
+    except Exception as error:  # the record is cancelled already; a worker that starts it skips it
+        logger.warning("could not revoke Celery task %s: %s", celery_id, error)

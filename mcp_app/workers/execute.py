@@ -7,7 +7,7 @@ the record (``records.take``: one conditional UPDATE; when it does not move, ``r
 terminal, superseded, a lost worker's redelivery); build the call's context from the message alone
 (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its catalog revision, the
 agent; the catalog from this process's cache at that revision) and ``info`` (era, log level, whether progress
-was asked for and whether server-to-client requests can be carried); run the tool with the inline ``Runner``
+was asked for and whether server-to-client requests can be carried); run the tool with the ``InlineRunner``
 (validation, output checks and error results as inline); store the outcome (``records.store``); announce
 ``done``; give the quota slot back. Listening before taking means a cancellation
 recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
@@ -19,7 +19,7 @@ the process's main thread, or its one database thread for a thread pool; the oth
 Both return only after the outcome is stored; the Celery task acknowledges its message after that.
 
 Events travel on the channel layer to ``events.worker_group(task_id)``, where every process awaiting the call
-listens (``runner.WorkerRunner``), each naming that group (``group``: a process hears the events of all the
+listens (``runner.RoutingRunner``), each naming that group (``group``: a process hears the events of all the
 calls it awaits on one channel): ``notify`` (a progress or log notification), ``request`` (elicitation or
 sampling: the awaiting process asks the client and answers on this call's own channel) and ``done`` (the outcome
 is stored: read the record). Where no channel layer exists, a process-local bus carries the same events.
@@ -34,355 +34,23 @@ Past its deadline a call is failed (-32001) the same way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import itertools
 import logging
 import threading
-import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
-from ..caching.identity import ServerEntry
-from ..channel_layer import LAYER_ERRORS, receive_forever
-from ..events import STOP_EVENT, TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
-from ..heartbeat import owner as owner_id
-from ..models import ToolTask
-from ..observability import metrics
-from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
-from ..protocol.descriptors import ServerDescription
-from ..protocol.errors import InvalidParams, ProtocolError
-from ..protocol.ports import NO_CHANNEL, SendOnly
-from ..protocol.reporters import LogReporter
-from ..runtime.progress import RecordedProgress
-from . import quotas, records
+from .call import WorkerCall, outcome_is_final
+from .message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
-
-# A placeholder progress token on the worker side: the awaiting process reports with the client's own.
-_TOKEN = 0
-# A call's requests to the client wait at most this long for an answer (and never past the deadline).
-ASK_TIMEOUT_SECONDS = 300.0
-
-
-class LocalBus:
-    """The events of worker calls that run in this process (no broker), and their cancellation: the same shapes
-    as on the channel layer. ``send`` may be called from any thread (the admin's cancel runs in one)."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, dict[asyncio.Queue[dict[str, Any]], asyncio.AbstractEventLoop]] = defaultdict(dict)
-        self._lock = threading.Lock()
-
-    def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        with self._lock:
-            self.groups[group][queue] = asyncio.get_running_loop()
-        return queue
-
-    def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        with self._lock:
-            members = self.groups.get(group)
-            if members is not None:
-                members.pop(queue, None)
-                if not members:
-                    self.groups.pop(group, None)
-
-    def send(self, group: str, message: dict[str, Any]) -> None:
-        with self._lock:
-            members = list(self.groups.get(group, {}).items())
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        for queue, loop in members:
-            if loop is running:
-                queue.put_nowait(message)
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(queue.put_nowait, message)
-
-
-local_bus = LocalBus()
-LOCAL_PREFIX = "local."  # reply channels on the local bus
-
-
-def own_layer() -> Any:
-    """A channel layer of this call's own, for a call on a Celery worker: the process-wide layer keeps receive
-    state bound to one event loop, while each call there runs in an event loop of its own (several at once with
-    a thread pool). ``None`` when no layer is configured."""
-    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
-
-    if get_channel_layer() is None:
-        return None
-    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-
-
-async def close_layer(layer: Any) -> None:
-    close = getattr(layer, "close_pools", None)
-    if close is not None:
-        with contextlib.suppress(Exception):
-            await close()
-
-
-class Relay:
-    """The worker side of one call's events."""
-
-    def __init__(self, task_id: str, layer: Any = ...) -> None:
-        self.group = worker_group(task_id)
-        self.layer = get_channel_layer() if layer is ... else layer
-        self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._ids = itertools.count(1)
-        self._channel: str | None = None
-        self._local_queue: asyncio.Queue[dict[str, Any]] | None = None
-        self._pump: asyncio.Task[None] | None = None
-
-    async def publish(self, event: dict[str, Any]) -> None:
-        message = {"type": WORKER_EVENT, "group": self.group, **event}
-        if self.layer is None:
-            local_bus.send(self.group, message)
-            return
-        try:
-            await self.layer.group_send(self.group, message)
-        except LAYER_ERRORS as error:  # the call goes on; its outcome is in the record
-            logger.warning("could not relay a worker event (%s): %s", type(error).__name__, error)
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        await self.publish({"kind": "notify", "message": message})
-
-    async def ask(self, method: str, params: dict[str, Any], *, within: float) -> dict[str, Any]:
-        """A server-to-client request, carried by whichever process awaits the call; its answer comes back."""
-        reply = await self._reply_address()
-        request_id = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._answers[request_id] = future
-        try:
-            await self.publish(
-                {"kind": "request", "id": request_id, "method": method, "params": params, "reply": reply}
-            )
-            return await asyncio.wait_for(future, within)
-        except TimeoutError:
-            return {"error": {"code": -32001, "message": f"The client did not answer {method} in time"}}
-        finally:
-            self._answers.pop(request_id, None)
-
-    async def _reply_address(self) -> str:
-        if self._channel is not None:
-            return self._channel
-        if self.layer is None:
-            self._channel = f"{LOCAL_PREFIX}{id(self)}"
-            self._local_queue = local_bus.join(self._channel)
-            self._pump = asyncio.ensure_future(self._pump_local())
-        else:
-            self._channel = await self.layer.new_channel()
-            self._pump = asyncio.ensure_future(self._pump_layer())
-        return self._channel
-
-    def _answer(self, message: dict[str, Any]) -> None:
-        if message.get("type") != WORKER_ANSWER:
-            return
-        future = self._answers.get(int(message.get("id", 0)))
-        if future is not None and not future.done():
-            answer = message.get("answer")
-            future.set_result(answer if isinstance(answer, dict) else {"error": {"code": -32603, "message": "?"}})
-
-    async def _pump_layer(self) -> None:
-        assert self.layer is not None and self._channel is not None
-        async for message in receive_forever(self.layer, self._channel):
-            if message.get("type") == STOP_EVENT:
-                return
-            self._answer(message)
-
-    async def _pump_local(self) -> None:
-        assert self._local_queue is not None
-        while True:
-            self._answer(await self._local_queue.get())
-
-    async def close(self) -> None:
-        if self._pump is not None:
-            if self.layer is not None and self._channel is not None:
-                await stop_receiving(self.layer, self._channel, self._pump)
-            else:
-                self._pump.cancel()
-                await asyncio.wait({self._pump})  # never swallows this task's own cancellation
-        if self._local_queue is not None and self._channel is not None:
-            local_bus.leave(self._channel, self._local_queue)
-
-
-STOP_WAIT_SECONDS = 2.0
-
-
-async def stop_receiving(layer: Any, channel: str, receiver: asyncio.Task[Any]) -> None:
-    """End a receive loop on ``channel`` that returns on ``STOP_EVENT``: send it one, wait (bounded), and only
-    then cancel (see ``events.STOP_EVENT``)."""
-    if receiver.done():
-        return
-    with contextlib.suppress(*LAYER_ERRORS):
-        await layer.send(channel, {"type": STOP_EVENT})
-    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-        await asyncio.wait_for(asyncio.shield(receiver), STOP_WAIT_SECONDS)
-    if not receiver.done():
-        receiver.cancel()
-        with contextlib.suppress(BaseException):
-            await receiver
-
-
-class CancelListener:
-    """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``: on the
-    call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
-    ``events.worker_cancel_channel``: no round trip to join; it receives from it once the call has run for
-    ``RECEIVE_AFTER_SECONDS``, so a short call never pays for receiving), else on a new channel it adds to the
-    group itself."""
-
-    def __init__(self, task_id: str, on_cancel: Any, layer: Any = ..., *, channel: str | None = None) -> None:
-        self.task_id = task_id
-        self.on_cancel = on_cancel
-        self.joined = asyncio.Event()
-        self.layer = get_channel_layer() if layer is ... else layer
-        self.channel: str | None = None
-        # Whether the receive loop has started (on an enrolled channel: RECEIVE_AFTER_SECONDS late).
-        self.receiving = False
-        self._enrolled = channel
-        self.task = asyncio.ensure_future(self._run())
-
-    async def _run(self) -> None:
-        group = task_group(self.task_id)
-        if self.layer is None:
-            queue = local_bus.join(group)
-            self.joined.set()
-            try:
-                while not self._ends(await queue.get()):
-                    pass
-            finally:
-                local_bus.leave(group, queue)
-            return
-        if self._enrolled is not None:
-            self.channel = self._enrolled
-        else:
-            try:
-                self.channel = await self.layer.new_channel()
-                await self.layer.group_add(group, self.channel)
-            except LAYER_ERRORS as error:
-                logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
-                self.joined.set()
-                return
-        self.joined.set()
-        try:
-            if self._enrolled is not None:
-                # Most calls end before they could hear anything, and receiving costs round trips (four per
-                # message, its own stop message included): the enrolled channel holds what is sent to it until it
-                # is received, so receiving starts only once the call has run for RECEIVE_AFTER_SECONDS.
-                await asyncio.sleep(RECEIVE_AFTER_SECONDS)
-            self.receiving = True
-            async for message in receive_forever(self.layer, self.channel):
-                if self._ends(message):
-                    return
-        finally:
-            with contextlib.suppress(*LAYER_ERRORS):
-                await self.layer.group_discard(group, self.channel)
-
-    def _ends(self, message: dict[str, Any]) -> bool:
-        """Whether ``message`` ends the listening: a cancellation (heard: ``on_cancel``), or ``STOP_EVENT``."""
-        if message.get("type") == TASK_CANCEL_EVENT:
-            self.on_cancel()
-            return True
-        return message.get("type") == STOP_EVENT
-
-    async def close(self) -> None:
-        if self.layer is None or self.channel is None:
-            if self.layer is None and not self.task.done():
-                local_bus.send(task_group(self.task_id), {"type": STOP_EVENT})
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self.task), STOP_WAIT_SECONDS)
-            if not self.task.done():
-                self.task.cancel()
-            return
-        if not self.receiving:
-            # Nothing is in flight on the layer before the first receive: cancel the wait (the group is left all
-            # the same), with no stop message to send and receive.
-            self.task.cancel()
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self.task), STOP_WAIT_SECONDS)
-            return
-        await stop_receiving(self.layer, self.channel, self.task)
-
-
-@functools.cache
-def _inline_runner() -> ToolRunner:
-    """The inline runner a worker runs its calls with: one per process, not one per call."""
-    from ..runtime.execution import Runner
-
-    return Runner()
-
-
-@dataclass(frozen=True)
-class _CatalogKey:
-    """What ``resolve_catalog`` keys a server's catalog by, as the dispatching process saw it."""
-
-    pk: int
-    tenant_id: int
-    catalog_version: int
-    created_at: datetime
-
-
-def _context(spec: dict[str, Any], info: dict[str, Any]) -> RequestContext:
-    """The call's context from the Celery message alone (``records.call_spec``): no query, and the catalog from
-    this process's cache at the revision the client was served."""
-    from ..catalog.resolver import resolve_catalog
-
-    server = spec["server"]
-    key = _CatalogKey(
-        pk=int(server["pk"]),
-        tenant_id=int(server["tenant_pk"]),
-        catalog_version=int(server["catalog_version"]),
-        created_at=datetime.fromisoformat(str(server["created_at"])),
-    )
-    return RequestContext(
-        server=ServerDescription(
-            server_id=str(server["server_id"]),
-            name=str(server["name"]),
-            title=str(server.get("title") or ""),
-            version=str(server.get("version") or ""),
-            instructions=str(server.get("instructions") or ""),
-            pk=key.pk,
-        ),
-        catalog=resolve_catalog(key),
-        runner=_inline_runner(),
-        protocol_version=str(spec["protocol_version"]),
-        era=str(info.get("era") or "legacy"),
-        principal=Principal(
-            tenant=str(server["tenant_slug"]),
-            agent_id=str(spec["agent_id"]),
-            tenant_pk=key.tenant_id,
-            agent_pk=int(spec["agent_pk"]),
-        ),
-        client_capabilities=dict(spec.get("client_capabilities") or {}),
-        log_level=info.get("log_level"),
-    )
-
-
-def _loaded_spec(record: ToolTask) -> dict[str, Any]:
-    """``records.call_spec`` of a record loaded with its server, tenant and agent (a message without one)."""
-    server = record.server
-    described = records.served(
-        ServerEntry.of(server).description(),
-        Principal(
-            tenant=server.tenant.slug,
-            agent_id=record.agent.agent_id,
-            tenant_pk=server.tenant_id,
-            agent_pk=record.agent_id,
-        ),
-    )
-    assert described is not None  # every part of it is known here
-    return records.call_spec(record, server=described[0], agent_id=described[1])
 
 
 @dataclass(frozen=True)
@@ -406,182 +74,6 @@ class _Async:
 
     coroutine: Callable[[], Awaitable[Any]]
 
-
-class WorkerCall:
-    """One run of a worker call: what ``_steps`` drives. Its synchronous methods touch the database and its
-    coroutines the event loop, never both."""
-
-    def __init__(self, record_pk: int, celery_id: str, info: dict[str, Any], layer: Any) -> None:
-        self.record_pk = record_pk
-        self.celery_id = celery_id
-        self.info = info
-        self.layer = layer
-        self.spec: dict[str, Any] | None = info.get("call") if isinstance(info.get("call"), dict) else None
-        self.task_id: str | None = str(info["task_id"]) if info.get("task_id") else None
-        self.record: ToolTask | None = None
-        self.ctx: RequestContext | None = None
-        self.flag = threading.Event()
-        self.work: asyncio.Future[Any] | None = None
-        self.listener: CancelListener | None = None
-        self.relay: Relay | None = None
-        self.began = 0.0
-
-    def cancel(self) -> None:
-        self.flag.set()
-        if self.work is not None:
-            self.work.cancel()
-
-    async def listen(self) -> None:
-        """Listen for the call's cancellation, before the record is taken: a cancellation recorded earlier keeps
-        the record from being taken, one sent later is heard (on the channel the dispatcher enrolled in the
-        call's task group: nothing to wait for; else once this worker has joined the group)."""
-        if self.task_id is None:
-            return
-        enrolled = self.info.get("cancel_channel")
-        self.listener = CancelListener(
-            self.task_id, self.cancel, self.layer, channel=str(enrolled) if enrolled else None
-        )
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
-
-    def take(self) -> str:
-        """Take the record (one conditional UPDATE when the message carries the call) and build the context;
-        returns ``"run"`` or why not (``records.begin``)."""
-        owner = owner_id()
-        if self.spec is None or self.task_id is None:
-            record, verdict = records.begin(self.record_pk, self.celery_id, owner)
-        elif records.take(self.record_pk, self.celery_id, owner):
-            self.ctx = _context(self.spec, self.info)
-            self.began = time.monotonic()
-            return "run"
-        else:
-            record, verdict = records.untaken(self.record_pk, self.celery_id, owner)
-        self.record = record
-        if record is not None:
-            self.task_id = record.task_id
-        if verdict == "run" and record is not None:
-            self.spec = _loaded_spec(record)
-            self.ctx = _context(self.spec, self.info)
-            self.began = time.monotonic()
-        return verdict
-
-    async def skip(self) -> None:
-        """Not run: whoever awaits it re-reads the record."""
-        await self.close()
-        if self.task_id is not None:
-            await Relay(self.task_id, self.layer).publish({"kind": "done"})
-
-    async def run(self) -> Any:
-        """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
-        assert self.ctx is not None and self.spec is not None
-        ctx, spec, info = self.ctx, self.spec, self.info
-        task_id = str(spec["task_id"])
-        if self.listener is None or self.listener.task_id != task_id:
-            # A message without the task id (or an older one): listen now, then honour a cancellation recorded
-            # before the group was joined.
-            if self.listener is not None:
-                await self.listener.close()
-            self.task_id = task_id
-            await self.listen()
-            current = await database_sync_to_async(records.load)(self.record_pk)
-            if current is not None and current.status == ToolTask.Status.CANCELLED:
-                self.flag.set()
-        self.relay = relay = Relay(task_id, self.layer)
-
-        async def emit(message: dict[str, Any]) -> None:
-            await relay.notify(message)
-
-        deadline = float(spec["deadline"])
-        outbound = _WorkerOutbound(relay, deadline) if info.get("can_ask") else NO_CHANNEL
-        ctx = replace(ctx, emit=emit, outbound=outbound)
-        call = CallContext(
-            request=ctx,
-            # Sent to the client when it asked; always kept on the record for the admin's running calls.
-            progress=RecordedProgress(_TOKEN if info.get("progress") else None, emit, self.record_pk),
-            log=LogReporter(info.get("log_level"), emit),
-            input_responses=spec.get("input_responses") or info.get("input_responses") or None,
-            request_state=spec.get("request_state") or info.get("request_state") or None,
-            in_task=bool(info.get("in_task")),
-            cancelled=self.flag.is_set,
-        )
-        name = str(spec["tool_name"])
-        tool = ctx.catalog.tool(name)
-        if tool is None:
-            return InvalidParams(f"Tool {name} is no longer available")
-        metrics.worker_call("running", 1)
-        try:
-            self.work = work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(spec["arguments"]), call))
-            if self.flag.is_set():  # heard before the tool started
-                work.cancel()
-            done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
-            if not done:
-                self.flag.set()
-                work.cancel()
-                with contextlib.suppress(BaseException):
-                    await work
-                return ProtocolError(f"Tool {name} did not finish in time", code=-32001)
-            if work.cancelled():
-                return None
-            error = work.exception()
-            if isinstance(error, InvalidToolArguments):
-                return InvalidParams(f"Invalid arguments for tool {name}: {error}")
-            if error is not None:
-                if not isinstance(error, ProtocolError):
-                    logger.error("worker call of %s failed", name, exc_info=error)
-                return error
-            return work.result()
-        finally:
-            metrics.worker_call("running", -1)
-
-    def settle(self, outcome: Any) -> bool:
-        """Store the outcome (``None``: cancelled); returns whether the stored outcome is the record's."""
-        if outcome is None:
-            records.cancel(self.record_pk)
-            return False
-        return records.store(self.record_pk, outcome, celery_id=self.celery_id)
-
-    async def announce(self, outcome: Any, stored: bool) -> None:
-        """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record);
-        then stop listening: a cancellation heard after the tool returned changes nothing."""
-        assert self.relay is not None
-        try:
-            await self.relay.publish(done_event(outcome) if stored else {"kind": "done"})
-        finally:
-            await self.close()
-            self.log_line(outcome, stored)
-
-    def log_line(self, outcome: Any, stored: bool) -> None:
-        """The call's one INFO line: tool, server, tenant, agent, outcome, duration (never its arguments)."""
-        spec = self.spec or {}
-        server = spec.get("server") or {}
-        logger.info(
-            "worker call %s tool=%s server=%s tenant=%s agent=%s outcome=%s duration_ms=%.1f",
-            str(spec.get("task_id") or "")[:8],
-            spec.get("tool_name"),
-            server.get("server_id"),
-            server.get("tenant_slug"),
-            spec.get("agent_id"),
-            outcome_label(outcome, stored),
-            (time.monotonic() - self.began) * 1000 if self.began else 0.0,
-        )
-
-    async def close(self) -> None:
-        if self.listener is not None:
-            await self.listener.close()
-        if self.relay is not None:
-            await self.relay.close()
-
-    def release(self) -> None:
-        """The call's quota slot, in case nobody awaits it in the serving process any more (idempotent)."""
-        if self.task_id is not None:
-            quotas.release_call(self.task_id)
-
-
-# How long a worker call waits to have joined its cancellation group before it runs anyway.
-JOIN_TIMEOUT_SECONDS = 2.0
-# How long a call runs before it receives on the cancellation channel its dispatcher enrolled: a cancellation
-# sent earlier waits in the channel and is heard then (at most this much later than it would be otherwise).
-RECEIVE_AFTER_SECONDS = 0.05
 
 Step = _Sync | _Async
 
@@ -632,11 +124,12 @@ class _Stepper:
             self.step, self.state = None, str(end.value)
 
 
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any = ...) -> str:
+async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, layer: Any = ...) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
     loop (no broker: the serving process); returns what happened: "stored", "cancelled", or why it did not run.
     ``layer``: the channel layer to use (default: the process's)."""
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, info, get_channel_layer() if layer is ... else layer))
+    message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, get_channel_layer() if layer is ... else layer))
     while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Sync):
@@ -651,13 +144,19 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any], *, layer
 
 
 def execute_in_thread(
-    loop: asyncio.AbstractEventLoop, record_pk: int, celery_id: str, info: dict[str, Any], *, layer: Any
+    loop: asyncio.AbstractEventLoop,
+    record_pk: int,
+    celery_id: str,
+    info: dict[str, Any] | WorkerMessage,
+    *,
+    layer: Any,
 ) -> str:
     """``execute`` in a Celery worker thread, between turns of the thread's own event ``loop`` (which runs the
     other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
     one connection per process either way); a thread of a thread pool hands them to the process's one database
     thread instead, so that 50 threads do not hold 50 connections."""
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, info, layer))
+    message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, layer))
     here = threading.current_thread() is threading.main_thread()
     while (step := stepper.step) is not None:
         try:
@@ -678,71 +177,3 @@ def execute_in_thread(
 def _database_thread() -> ThreadPoolExecutor:
     """The database steps of a thread pool's worker calls: one thread, one kept connection, per process."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-worker-db")
-
-
-def outcome_label(outcome: Any, stored: bool) -> str:
-    """How a run ended, for its log line: completed, error (a result with ``isError``), input_required,
-    failed <code>, cancelled, or superseded (the record was settled by someone else meanwhile)."""
-    if outcome is None:
-        return "cancelled"
-    if not stored:
-        return "superseded"
-    if isinstance(outcome, ProtocolError):
-        return f"failed {outcome.code}"
-    if isinstance(outcome, BaseException):
-        return "failed"
-    if isinstance(outcome, dict) and outcome.get("resultType") == "input_required":
-        return "input_required"
-    return "error" if isinstance(outcome, dict) and outcome.get("isError") else "completed"
-
-
-def outcome_is_final(outcome: Any) -> bool:
-    """Whether ``outcome`` settles the call for good (a 2026 ``input_required`` answer parks it instead)."""
-    return not (isinstance(outcome, dict) and outcome.get("resultType") == "input_required")
-
-
-class _WorkerOutbound(SendOnly):
-    """The ``Outbound`` of a call on a worker: notifications and server-to-client requests travel to the
-    serving process that awaits the call (``Relay``), which puts them on the client's stream; the client's
-    answer comes back the same way. Answers and cancellations of other requests never reach a worker."""
-
-    can_request = True
-
-    def __init__(self, relay: Relay, deadline: float) -> None:
-        self._relay = relay
-        self._deadline = deadline
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        await self._relay.notify(message)
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        remaining = max(0.1, min(ASK_TIMEOUT_SECONDS, self._deadline - time.time()))
-        return await self._relay.ask(method, params, within=remaining)
-
-
-MAX_EVENT_OUTCOME_BYTES = 64 * 1024
-
-
-def done_event(outcome: Any) -> dict[str, Any]:
-    """``done``, with the outcome as the record now holds it when it is small enough to travel."""
-    if isinstance(outcome, ProtocolError):
-        return {"kind": "done", "error": outcome.to_wire()}
-    if isinstance(outcome, dict):
-        try:
-            size = len(orjson.dumps(outcome))
-        except TypeError:
-            return {"kind": "done"}
-        if size <= MAX_EVENT_OUTCOME_BYTES:
-            return {"kind": "done", "result": outcome}
-    return {"kind": "done"}
-
-
-async def tell_worker(task_id: str) -> None:
-    """Tell the call ``task_id`` to stop, wherever it runs: in this process (the local bus) or on a worker (the
-    channel layer)."""
-    local_bus.send(task_group(task_id), {"type": TASK_CANCEL_EVENT})
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    with contextlib.suppress(*LAYER_ERRORS):
-        await layer.group_send(task_group(task_id), {"type": TASK_CANCEL_EVENT})

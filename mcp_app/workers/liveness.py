@@ -14,7 +14,7 @@ process and a worker that comes back can race without a call being answered twic
   hour by default, or when a worker starts), is superseded by then and skipped. Returns whether it moved.
 - ``sweep()``: the same for every worker call, awaited or not (a lost call's owner must have been silent for
   ``SWEEP_GRACE_SECONDS`` more, so that an awaiting process re-sends it with its own message first), and
-  ``runtime.tasks.recover_orphaned_tasks`` (in-process tasks whose process is gone): periodic, not only at
+  ``runtime.durable.recover_orphaned_tasks`` (in-process tasks whose process is gone): periodic, not only at
   start-up.
 - ``start_sweeping()``: a serving process runs ``sweep`` every ``LIVENESS_SWEEP_SECONDS`` on its heartbeat
   thread (``mcp_host.asgi`` calls it); without a broker only the orphan recovery runs.
@@ -43,7 +43,8 @@ from ..protocol import versions
 from ..protocol.errors import InternalError
 from . import quotas, records
 from .dispatch import broker_configured, send
-from .execute import Relay
+from .message import WorkerMessage
+from .relay import Relay
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -153,22 +154,13 @@ def _settled(record: ToolTask) -> None:
 def _sweep_redispatch(record: ToolTask) -> None:
     """Re-send a lost call nobody re-sent: the call is loaded by the worker (the message names no call), its
     notifications and server-to-client requests are not carried (its awaiting process, if any, is gone too)."""
-    info = {
-        "era": versions.era_of(record.protocol_version),
-        "log_level": None,
-        "progress": False,
-        "can_ask": False,
-        "in_task": record.client_task,
-        "input_responses": None,
-        "request_state": None,
-    }
-    send(record, info, None)
+    send(record, WorkerMessage(era=versions.era_of(record.protocol_version), in_task=record.client_task), None)
 
 
 def sweep() -> dict[str, int]:
     """Recover what dead processes left: orphaned in-process tasks, and (with a broker) worker calls that no
     worker took in time or whose worker is gone. Counts by kind; never raises."""
-    from ..runtime.tasks import recover_orphaned_tasks
+    from ..runtime.durable import recover_orphaned_tasks
 
     counts = {"orphaned tasks": recover_orphaned_tasks(quiet=True), "unclaimed calls": 0, "lost calls": 0}
     if not broker_configured():

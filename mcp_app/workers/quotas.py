@@ -9,8 +9,7 @@ The API (``docs/quotas.md``; the seam between the transport, the worker runner a
   admits it again without taking a second one (a re-issued call attached to the running one).
 - ``Lease.release()`` (async) and ``Lease.release_sync()`` give the slot back; both are idempotent.
 - ``release_call(call_id)`` (sync) gives back a call's slot from a process that holds no ``Lease`` object: the
-  worker or the reaper, when the process that admitted the call is gone; ``renew_call(call_id)`` (sync) keeps
-  it held from such a process (a worker still running the call).
+  worker or the reaper, when the process that admitted the call is gone.
 - ``limits_for(grant, token entry or principal) -> (tenant_limit, agent_limit)``: the effective limits, from
   the cached token snapshot (``mcp_app.caching.identity.TokenEntry``), without a query. A tenant's or agent's
   own ``max_worker_calls`` wins over the ``WORKER_CALLS_PER_TENANT`` / ``WORKER_CALLS_PER_AGENT`` setting;
@@ -49,24 +48,25 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from django.utils.module_loading import import_string
 
 from ..conf import mcp_settings, on_reload
 from ..observability import metrics
 from ..protocol.errors import QuotaExceeded, ServiceUnavailable
+from .redis_quotas import RedisQuotas
 
 __all__ = [
     "Lease",
     "LocalQuotas",
+    "QuotaBackend",
     "QuotaExceeded",
     "RedisQuotas",
     "acquire",
     "get_quotas",
     "limits_for",
     "release_call",
-    "renew_call",
     "reset_quotas",
     "running_calls",
 ]
@@ -87,7 +87,7 @@ def limits_for(holder: Any) -> tuple[int, int]:
     settings: no query."""
     limits = getattr(holder, "worker_call_limits", None)
     if limits is not None:
-        return limits
+        return (int(limits[0]), int(limits[1]))
     token = getattr(holder, "token", holder)
     return (
         _effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
@@ -95,10 +95,30 @@ def limits_for(holder: Any) -> tuple[int, int]:
     )
 
 
+class QuotaBackend(Protocol):
+    """Where slots live (``MCP_APP["WORKER_QUOTAS"]["BACKEND"]``): ``LocalQuotas`` or ``RedisQuotas``. ``acquire``
+    returns ``None`` when admitted, else the scope that refused (``"tenant"`` or ``"agent"``); ``renew`` whether
+    the lease was still held; every method may raise the backend's connection errors."""
+
+    async def check(self) -> None: ...
+
+    async def acquire(
+        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
+    ) -> str | None: ...
+
+    async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool: ...
+
+    async def release(self, call_id: str, tenant_pk: int, agent_pk: int) -> None: ...
+
+    def release_sync(self, call_id: str) -> None: ...
+
+    def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]: ...
+
+
 class Lease:
     """One admitted call's slot: renewed in the background while held, given back by ``release``."""
 
-    def __init__(self, backend: Any, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
+    def __init__(self, backend: QuotaBackend, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
         self.call_id = call_id
         self.tenant_pk = tenant_pk
         self.agent_pk = agent_pk
@@ -194,16 +214,10 @@ def release_call(call_id: str) -> None:
     get_quotas().release_sync(call_id)
 
 
-def renew_call(call_id: str) -> bool:
-    """Extend the lease of ``call_id`` by ``WORKER_CALL_LEASE_SECONDS`` from any process (sync): for a worker
-    that runs a call whose admitting process may be gone. ``False`` when the lease has been released or has
-    expired (it is never renewed back into existence)."""
-    return bool(get_quotas().renew_sync(call_id, float(mcp_settings.WORKER_CALL_LEASE_SECONDS)))
-
-
 def running_calls(*, tenants: Iterable[int] = (), agents: Iterable[int] = ()) -> tuple[dict[int, int], dict[int, int]]:
     """How many calls hold a slot now, per tenant pk and per agent pk (sync; one round trip)."""
-    return get_quotas().running(list(tenants), list(agents))
+    counts: tuple[dict[int, int], dict[int, int]] = get_quotas().running(list(tenants), list(agents))
+    return counts
 
 
 class LocalQuotas:
@@ -228,7 +242,7 @@ class LocalQuotas:
             if not self._sets.get(key):
                 self._sets.pop(key, None)
 
-    def acquire_sync(
+    def _take(
         self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
     ) -> str | None:
         with self._lock:
@@ -252,15 +266,10 @@ class LocalQuotas:
     async def acquire(
         self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
     ) -> str | None:
-        return self.acquire_sync(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
+        return self._take(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
 
     async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
         return self._renew(call_id, tenant_pk, agent_pk, ttl)
-
-    def renew_sync(self, call_id: str, ttl: float) -> bool:
-        with self._lock:
-            pks = self._leases.get(call_id)
-        return pks is not None and self._renew(call_id, pks[0], pks[1], ttl)
 
     def _renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
         with self._lock:
@@ -289,198 +298,18 @@ class LocalQuotas:
     def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]:
         with self._lock:
             now = time.monotonic()
-            count = lambda scope, pk: sum(1 for e in self._sets.get((scope, pk), {}).values() if e > now)  # noqa: E731
+
+            def count(scope: str, pk: int) -> int:
+                return sum(1 for expiry in self._sets.get((scope, pk), {}).values() if expiry > now)
+
             return {pk: count(TENANT, pk) for pk in tenants}, {pk: count(AGENT, pk) for pk in agents}
 
 
-# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter.
-_NOW = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
-_EXTEND = """
-for i = 1, 2 do
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
-end
-"""
-# KEYS: tenant set, agent set, lease key. ARGV: call id, tenant limit, agent limit, ttl (ms), lease value.
-# Returns '' when admitted, else the scope that is full.
-ACQUIRE_SCRIPT = (
-    _NOW
-    + """
-local ttl = tonumber(ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  local tenant_limit = tonumber(ARGV[2])
-  if tenant_limit > 0 and redis.call('ZCARD', KEYS[1]) >= tenant_limit then return 'tenant' end
-  local agent_limit = tonumber(ARGV[3])
-  if agent_limit > 0 and redis.call('ZCARD', KEYS[2]) >= agent_limit then return 'agent' end
-end
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-redis.call('SET', KEYS[3], ARGV[5], 'PX', ttl)
-"""
-    + _EXTEND
-    + "return ''\n"
-)
-# KEYS: tenant set, agent set, lease key. ARGV: call id, ttl (ms). 1: renewed; 0: the lease had gone.
-RENEW_SCRIPT = (
-    _NOW
-    + """
-local ttl = tonumber(ARGV[2])
-local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if (not expiry) or tonumber(expiry) <= now then return 0 end
-redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[1])
-redis.call('ZADD', KEYS[2], 'XX', now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[3], ttl)
-"""
-    + _EXTEND
-    + "return 1\n"
-)
-# KEYS: tenant set, agent set, lease key. ARGV: call id.
-RELEASE_SCRIPT = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('DEL', KEYS[3])
-return 1
-"""
-# KEYS: sets to count. Returns the number of unexpired members of each.
-COUNT_SCRIPT = (
-    _NOW
-    + """
-local counts = {}
-for i, key in ipairs(KEYS) do counts[i] = redis.call('ZCOUNT', key, '(' .. now, '+inf') end
-return counts
-"""
-)
-
-CONNECT_TIMEOUT_SECONDS = 1.0
-SOCKET_TIMEOUT_SECONDS = 2.0
-
-
-class RedisQuotas:
-    """Leases in Redis, shared by every process that uses the same ``url`` and ``prefix``."""
-
-    def __init__(self, url: str, prefix: str = "mcp:quota", **_: Any) -> None:
-        self._url = url
-        self._prefix = prefix
-        self._async: dict[int, tuple[Any, dict[str, Any]]] = {}
-        self._sync: tuple[Any, dict[str, Any]] | None = None
-        self._sync_lock = threading.Lock()
-
-    def _keys(self, call_id: str, tenant_pk: int, agent_pk: int) -> list[str]:
-        return [
-            f"{self._prefix}:tenant:{tenant_pk}",
-            f"{self._prefix}:agent:{agent_pk}",
-            f"{self._prefix}:lease:{call_id}",
-        ]
-
-    @staticmethod
-    def _scripts(client: Any) -> dict[str, Any]:
-        return {
-            "acquire": client.register_script(ACQUIRE_SCRIPT),
-            "renew": client.register_script(RENEW_SCRIPT),
-            "release": client.register_script(RELEASE_SCRIPT),
-            "count": client.register_script(COUNT_SCRIPT),
-        }
-
-    def _async_scripts(self) -> dict[str, Any]:
-        # redis.asyncio connections belong to the event loop that made them.
-        loop = id(asyncio.get_running_loop())
-        found = self._async.get(loop)
-        if found is None:
-            import redis.asyncio as redis
-
-            from ..channel_layer import redis_connection_options
-
-            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
-            found = self._async[loop] = (client, self._scripts(client))
-        return found[1]
-
-    def _sync_scripts(self) -> dict[str, Any]:
-        with self._sync_lock:
-            if self._sync is None:
-                import redis
-
-                client = redis.Redis.from_url(
-                    self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
-                )
-                self._sync = (client, self._scripts(client))
-            return self._sync[1]
-
-    @staticmethod
-    def _ms(seconds: float) -> int:
-        return max(1, int(seconds * 1000))
-
-    async def check(self) -> None:
-        """Raise unless Redis answers (connects this loop's client)."""
-        self._async_scripts()
-        await self._async[id(asyncio.get_running_loop())][0].ping()
-
-    async def acquire(
-        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
-    ) -> str | None:
-        answer = await self._async_scripts()["acquire"](
-            keys=self._keys(call_id, tenant_pk, agent_pk),
-            args=[call_id, tenant_limit, agent_limit, self._ms(ttl), f"{tenant_pk} {agent_pk}"],
-        )
-        scope = answer.decode() if isinstance(answer, bytes) else str(answer or "")
-        return scope or None
-
-    def acquire_sync(
-        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
-    ) -> str | None:
-        answer = self._sync_scripts()["acquire"](
-            keys=self._keys(call_id, tenant_pk, agent_pk),
-            args=[call_id, tenant_limit, agent_limit, self._ms(ttl), f"{tenant_pk} {agent_pk}"],
-        )
-        scope = answer.decode() if isinstance(answer, bytes) else str(answer or "")
-        return scope or None
-
-    async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
-        answer = await self._async_scripts()["renew"](
-            keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)]
-        )
-        return bool(int(answer))
-
-    def renew_sync(self, call_id: str, ttl: float) -> bool:
-        scripts = self._sync_scripts()
-        assert self._sync is not None
-        value = self._sync[0].get(f"{self._prefix}:lease:{call_id}")
-        if value is None:
-            return False
-        tenant_pk, agent_pk = (int(part) for part in value.split())
-        answer = scripts["renew"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)])
-        return bool(int(answer))
-
-    async def release(self, call_id: str, tenant_pk: int, agent_pk: int) -> None:
-        await self._async_scripts()["release"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
-
-    def release_sync(self, call_id: str) -> None:
-        scripts = self._sync_scripts()
-        assert self._sync is not None
-        value = self._sync[0].get(f"{self._prefix}:lease:{call_id}")
-        if value is None:
-            return  # released already, or expired (and with it the call's members of both sets)
-        tenant_pk, agent_pk = (int(part) for part in value.split())
-        scripts["release"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
-
-    def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]:
-        keys = [f"{self._prefix}:tenant:{pk}" for pk in tenants] + [f"{self._prefix}:agent:{pk}" for pk in agents]
-        if not keys:
-            return {}, {}
-        counts = [int(count) for count in self._sync_scripts()["count"](keys=keys, args=[])]
-        return dict(zip(tenants, counts[: len(tenants)], strict=True)), dict(
-            zip(agents, counts[len(tenants) :], strict=True)
-        )
-
-
-_backend: Any = None
+_backend: QuotaBackend | None = None
 _backend_lock = threading.Lock()
 
 
-def get_quotas() -> Any:
+def get_quotas() -> QuotaBackend:
     """The configured backend (``MCP_APP["WORKER_QUOTAS"]``), built once per process."""
     global _backend
     with _backend_lock:

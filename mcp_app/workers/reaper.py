@@ -2,8 +2,8 @@
 
 Run by Celery beat (``mcp_app.reap_worker_calls`` every 30 s, see ``workers.tasks``) and by ``mcp_purge``. A call
 past its deadline that is still ``queued`` or ``working`` (its worker is stuck or gone, or no worker ever took
-it) is failed with -32001, its awaiting processes are told (``done``), its worker is told to stop, and its quota
-slot is given back.
+it) is failed with -32001, its awaiting processes are told (``done``), its worker is told to stop
+(``durable.stop``, which also revokes its Celery message), and its quota slot is given back.
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from django.utils import timezone
 
 from ..models import ToolTask
 from ..protocol.errors import RequestTimeout
+from ..runtime import durable
 from . import quotas
-from .execute import Relay, tell_worker
 from .records import WORKER, store
+from .relay import Relay
 
 DEADLINE_MESSAGE = "The call did not finish before its deadline"
+# What ``durable.stop`` reads of a record.
+STOP_FIELDS = ("pk", "task_id", "execution", "celery_id")
 
 
 def fail_overdue(now: Any = None, *, dry_run: bool = False) -> int:
@@ -31,14 +34,11 @@ def fail_overdue(now: Any = None, *, dry_run: bool = False) -> int:
     )
     if dry_run:
         return overdue.count()
-    failed = [
-        task_id for pk, task_id in overdue.values_list("pk", "task_id") if store(pk, RequestTimeout(DEADLINE_MESSAGE))
-    ]
-    if failed:
-        for task_id in failed:
-            quotas.release_call(task_id)
-            async_to_sync(Relay(task_id).publish)({"kind": "done"})
-            async_to_sync(tell_worker)(task_id)
+    failed = [record for record in overdue.only(*STOP_FIELDS) if store(record.pk, RequestTimeout(DEADLINE_MESSAGE))]
+    for record in failed:
+        quotas.release_call(record.task_id)
+        async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
+        async_to_sync(durable.stop)(record)
     return len(failed)
 
 

@@ -6,9 +6,9 @@ worker starts it (``attempts`` + 1, ``started_at``, ``owner``), then terminal: `
 is stored before the broker message is acknowledged, so a worker dying after the tool returned loses nothing;
 terminal states never change (``ToolTask.objects.transition``).
 
-How the outcome is stored: ``runtime.tasks._outcome_fields`` (what ``tasks/get`` shows), plus, for an
-``input_required`` outcome, the whole answer in ``result`` so the awaiting process returns it as it was.
-``outcome_of`` turns a record back into what the runner returns (a result dict) or raises (a ProtocolError).
+How the outcome is stored: ``runtime.durable.columns`` (what ``tasks/get`` shows), plus, for an
+``input_required`` outcome, the whole answer in ``result`` so the awaiting process returns it as it was
+(``durable.outcome_of`` reads it back).
 ``call_spec`` is what of a record travels to the worker in the Celery message, so that the worker, which takes
 the record with ``take``, reads nothing back.
 
@@ -31,8 +31,8 @@ from ..models import ToolTask
 from ..models.tasks import TERMINAL
 from ..protocol.context import Principal
 from ..protocol.descriptors import ServerDescription
-from ..protocol.errors import InternalError, ProtocolError
-from ..runtime.mrtr import PARK
+from ..protocol.errors import InternalError
+from ..runtime import durable
 
 WORKER = "worker"
 
@@ -230,53 +230,21 @@ def store(record_pk: int, outcome: Any, *, celery_id: str | None = None, where: 
     """Record a call's outcome (a result dict, a ProtocolError, another exception); returns whether it moved
     (a cancelled or otherwise terminal record keeps its state; ``celery_id`` and ``where``: only a record whose
     columns still say so)."""
-    from ..runtime.tasks import _outcome_fields
-
-    raw = dict(outcome) if isinstance(outcome, dict) else None
-    fields = _outcome_fields(dict(outcome) if isinstance(outcome, dict) else outcome)
-    if raw is not None and fields["status"] == ToolTask.Status.INPUT_REQUIRED:
-        fields["result"] = raw
-    if fields["status"] != ToolTask.Status.INPUT_REQUIRED:
-        fields["finished_at"] = timezone.now()
+    fields = durable.columns(outcome, keep_answer=True)
     condition = {**(where or {}), **({"celery_id": celery_id} if celery_id is not None else {})}
     return ToolTask.objects.transition(record_pk, where=condition or None, **fields)
-
-
-def cancel(record_pk: int, message: str = "Cancelled by the client") -> bool:
-    return ToolTask.objects.transition(
-        record_pk, status=ToolTask.Status.CANCELLED, status_message=message[:500], finished_at=timezone.now()
-    )
 
 
 def load(record_pk: int) -> ToolTask | None:
     return ToolTask.objects.filter(pk=record_pk).first()
 
 
-def settled(record: ToolTask) -> bool:
-    return record.status in TERMINAL or record.status == ToolTask.Status.INPUT_REQUIRED
+def become_task(record_pk: int) -> ToolTask:
+    """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
+    from datetime import timedelta
 
-
-def outcome_of(record: ToolTask) -> dict[str, Any]:
-    """What the runner returns for a settled record; raises its error (a ProtocolError)."""
-    if record.status == ToolTask.Status.COMPLETED:
-        return dict(record.result or {"content": []})
-    if record.status == ToolTask.Status.INPUT_REQUIRED:
-        result = dict(record.result or {})
-        if not result:
-            result = {"resultType": "input_required", "inputRequests": record.input_requests or {}}
-            if record.request_state:
-                result["requestState"] = record.request_state
-        return result
-    if record.status == ToolTask.Status.CANCELLED:
-        raise InternalError(record.status_message or "The call was cancelled")
-    error = record.error if isinstance(record.error, dict) else {}
-    raise ProtocolError(
-        str(error.get("message") or record.status_message or "Internal error"),
-        error.get("data"),
-        code=int(error.get("code", InternalError.code)),
+    ttl = mcp_settings.TASK_TTL_MS
+    ToolTask.objects.filter(pk=record_pk).update(
+        client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl)
     )
-
-
-def strip_internal(result: dict[str, Any]) -> dict[str, Any]:
-    result.pop(PARK, None)
-    return result
+    return ToolTask.objects.get(pk=record_pk)

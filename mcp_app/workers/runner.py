@@ -1,6 +1,6 @@
 """The routing runner (seams §1): worker tools run on a Celery worker, everything else inline.
 
-``WorkerRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
+``RoutingRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
 
 1. the arguments are validated here (a bad call is refused before anything is recorded or queued);
 2. the durable record (``ToolTask``, ``execution="worker"``, ``queued``) is created before dispatch, with its
@@ -10,7 +10,7 @@
 3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
    code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
 4. its events are awaited on ``events.worker_group(task_id)`` (joined with the one channel of this event loop's
-   ``_Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
+   ``Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
    progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
    real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
    when the outcome is stored; the record is also re-read on a bounded back-off, so a lost event never hangs;
@@ -30,53 +30,36 @@ For a 2026 client that declared the tasks extension, a task-capable worker tool 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import logging
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-import pydantic
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
-from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, receive_forever
 from ..conf import mcp_settings
-from ..definitions.targets import HttpTarget, PythonTarget, StaticTarget
 from ..events import (
-    STOP_EVENT,
-    TASK_CANCEL_EVENT,
-    WORKER_ANSWER,
     WORKER_EVENT,
-    task_group,
-    worker_cancel_channel,
     worker_group,
 )
 from ..models import ToolTask
 from ..protocol import versions
-from ..protocol.context import CallContext, InvalidToolArguments, Principal
+from ..protocol.context import CallContext
 from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
 from ..protocol.reporters import LogReporter, ProgressReporter
-from ..runtime.execution import (
-    Runner,
-    _describe_schema_error,
-    _describe_validation_error,
-)
+from ..runtime import durable
+from ..runtime.execution import InlineRunner, validate_arguments
 from ..runtime.mrtr import PARK
-from . import liveness, quotas, records
-from .admission import admit
-from .dispatch import broker_configured
+from . import inbox, liveness, quotas, records
+from .admission import listen_and_admit, release, undispatched
+from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
 from .dispatch import message as _message
 from .dispatch import send as _send
-from .execute import LOCAL_PREFIX, execute, local_bus, stop_receiving, tell_worker
+from .execute import execute
+from .inbox import listen
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -102,20 +85,6 @@ def idempotency_key(call: CallContext) -> str:
     return value
 
 
-def validate(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:
-    """The inline runner's argument checks, before anything is recorded."""
-    target = tool.target
-    if isinstance(target, PythonTarget):
-        try:
-            target.registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
-        except pydantic.ValidationError as exc:
-            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
-    elif isinstance(target, StaticTarget | HttpTarget):
-        errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
-        if errors:
-            raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
-
-
 @dataclass
 class _Started:
     record: ToolTask
@@ -132,233 +101,10 @@ class _Started:
     redispatch: Any = None
 
 
-async def _release(lease: quotas.Lease | None) -> None:
-    if lease is not None:
-        await lease.release()
-
-
-async def _listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
-    """Join ``group``; its events arrive on the queue until ``leave()``. ``local``: the call runs in this process
-    (no broker), its events travel on the process-local bus; else they come through this event loop's ``_Inbox``."""
-    layer = None if local else get_channel_layer()
-    if layer is None:
-        queue = local_bus.join(group)
-
-        async def leave_local() -> None:
-            local_bus.leave(group, queue)
-
-        return queue, leave_local
-    inbox = _inbox(layer)
-    queue = await inbox.join(group)
-
-    async def leave() -> None:
-        await inbox.leave(group, queue)
-
-    return queue, leave
-
-
-class _Inbox:
-    """The one channel on which an event loop of this process hears the events of the worker calls it awaits:
-    the wait of a call joins the call's event group (``events.worker_group``) with it, and one receive loop hands
-    each event to the waits of the group the event names (``group``: every ``execute.Relay`` event says it). So a
-    call costs a join and a leave (one round trip each), not a receive loop of its own, started and then stopped
-    with a message through Redis and back. An event that names no group (a worker of an older version) reaches
-    nobody: its waits read the record on their back-off instead."""
-
-    def __init__(self, layer: Any) -> None:
-        self.layer = layer
-        self.channel: str | None = None
-        self.waits: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
-        self.pump: asyncio.Task[None] | None = None
-
-    async def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
-        if self.channel is None:
-            channel = await self.layer.new_channel()
-            self.channel = self.channel or channel  # two first joins at once keep one channel
-        if self.pump is None or self.pump.done():
-            if self.pump is not None and not self.pump.cancelled() and self.pump.exception() is not None:
-                logger.error("the receive loop of worker events failed; restarting it", exc_info=self.pump.exception())
-            # A context of its own: it outlives the request that happens to start it (and its log context).
-            loop = asyncio.get_running_loop()
-            self.pump = loop.create_task(self._receive(self.channel), context=contextvars.Context())
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
-        try:
-            await self.layer.group_add(group, self.channel)
-        except BaseException:
-            self._forget(group, queue)
-            raise
-        return queue
-
-    async def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-        if not self._forget(group, queue) or self.channel is None:
-            return  # another wait of this process still follows the call
-        with contextlib.suppress(*LAYER_ERRORS):
-            await self.layer.group_discard(group, self.channel)
-            if group in self.waits:  # joined again while leaving: stay a member
-                await self.layer.group_add(group, self.channel)
-
-    def _forget(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> bool:
-        """Drop one wait; whether it was the group's last here."""
-        waits = self.waits.get(group)
-        if waits is None:
-            return False
-        waits.discard(queue)
-        if waits:
-            return False
-        del self.waits[group]
-        return True
-
-    async def _receive(self, channel: str) -> None:
-        async for message in receive_forever(self.layer, channel):
-            if message.get("type") == STOP_EVENT:
-                return
-            for queue in self.waits.get(str(message.get("group")), ()):
-                queue.put_nowait(message)
-
-    async def close(self) -> None:
-        if self.pump is not None and self.channel is not None:
-            await stop_receiving(self.layer, self.channel, self.pump)
-        self.pump = None
-
-
-# Each event loop's inbox (daphne has one loop; tests make one per test).
-_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
-
-
-def _inbox(layer: Any) -> _Inbox:
-    loop = asyncio.get_running_loop()
-    inbox = _inboxes.get(loop)
-    if inbox is None or inbox.layer is not layer:
-        if inbox is not None:  # the layer was replaced (settings changed): its receive loop ends
-            _keep(asyncio.ensure_future(inbox.close()))
-        inbox = _inboxes[loop] = _Inbox(layer)
-    return inbox
-
-
-async def close_inbox() -> None:
-    """End this event loop's receive loop of worker events (before the loop closes: tests, a shutdown)."""
-    inbox = _inboxes.pop(asyncio.get_running_loop(), None)
-    if inbox is not None:
-        await inbox.close()
-
-
 def _keep(work: asyncio.Task[Any]) -> None:
     """Reference background work of this module until it is done."""
     _local_work.add(work)
     work.add_done_callback(_local_work.discard)
-
-
-async def _listen_and_admit(
-    task_id: str, principal: Principal, *, local: bool
-) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
-    """``_listen`` to the new call's events, ``admit`` it and (on a worker) ``_enrol`` its cancellation channel,
-    all at the same time; on failure of one, the others are undone and the failure raised (a refusal first)."""
-    joined, admitted, enrolled = await asyncio.gather(
-        _listen(worker_group(task_id), local=local),
-        admit(principal, task_id),
-        _enrol(task_id, local=local),
-        return_exceptions=True,
-    )
-    failed = [outcome for outcome in (admitted, joined, enrolled) if isinstance(outcome, BaseException)]
-    if failed:
-        if not isinstance(joined, BaseException):
-            await joined[1]()
-        if not isinstance(admitted, BaseException):
-            await _release(admitted)
-        if not isinstance(enrolled, BaseException):
-            await _withdraw(task_id, local=local)
-        raise failed[0]
-    queue, leave = joined
-    return queue, leave, admitted
-
-
-async def _enrol(task_id: str, *, local: bool) -> None:
-    """Make the worker's cancellation channel (``events.worker_cancel_channel``) a member of the call's task
-    group before the call is dispatched: every ``tasks/cancel``, admin cancel and reaper verdict sent to that
-    group then waits there for the worker, which needs no round trip of its own to join (it leaves the group when
-    the call ends). Nothing to do for a call that runs in this process (the local bus)."""
-    layer = None if local else get_channel_layer()
-    if layer is not None:
-        await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
-
-
-async def _withdraw(task_id: str, *, local: bool) -> None:
-    """Undo ``_enrol`` for a call that was not dispatched after all (refused, failed, or attached to another)."""
-    layer = None if local else get_channel_layer()
-    if layer is not None:
-        with contextlib.suppress(*LAYER_ERRORS):
-            await layer.group_discard(task_group(task_id), worker_cancel_channel(task_id))
-
-
-async def _undispatched(
-    task_id: str, lease: quotas.Lease | None, leave: Any, celery: bool, error: BaseException | None = None
-) -> None:
-    """What ``_listen_and_admit`` took for a call that was not dispatched, given back: its slot, its event group
-    and its enrolled cancellation channel. A request cancelled while dispatching keeps the channel enrolled: its
-    call may have been dispatched by then (the database thread goes on), and must stay cancellable; the layer's
-    group expiry removes it otherwise."""
-    await _release(lease)
-    await leave()
-    if not isinstance(error, asyncio.CancelledError):
-        await _withdraw(task_id, local=not celery)
-
-
-def _info(call: CallContext) -> dict[str, Any]:
-    """What the worker needs to know of the request besides the record."""
-    return {
-        "era": call.request.era,
-        "log_level": call.log.threshold,
-        "progress": call.progress.enabled,
-        "can_ask": call.outbound.can_request,
-        "in_task": call.in_task,
-        "input_responses": dict(call.input_responses) if call.input_responses else None,
-        "request_state": call.request_state,
-    }
-
-
-def _create_and_dispatch(
-    task_id: str, fields: dict[str, Any], info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
-) -> tuple[ToolTask, bool]:
-    record, created = records.create(task_id=task_id, **fields)
-    if created and celery:
-        _send(record, info, served)
-    return record, created
-
-
-def _requeue_and_dispatch(
-    task_id: str, timeout: float, info: dict[str, Any], served: tuple[dict[str, Any], str] | None, celery: bool
-) -> ToolTask | None:
-    record = records.requeue(task_id, timeout=timeout)
-    if record is not None and celery:
-        _send(record, info, served)
-    return record
-
-
-def cancel_record(task: ToolTask, message: str = "Cancelled by an administrator") -> bool:
-    """Cancel any durable record from synchronous code (the admin): the task rules of ``runtime.tasks``, and for
-    a worker call its in-process run (the local bus) and its Celery message (revoked: a worker that has not
-    started it skips it). Returns whether it moved."""
-    from ..runtime.tasks import cancel_task
-
-    moved = cancel_task(task, message)
-    if moved and task.execution == records.WORKER:
-        local_bus.send(task_group(task.task_id), {"type": TASK_CANCEL_EVENT})
-        if task.celery_id:
-            revoke_celery_task(task.celery_id)
-    return moved
-
-
-def revoke_celery_task(celery_id: str) -> None:
-    """Revoke a dispatched call's Celery task (a worker that has not started it skips it); never raises."""
-    if not broker_configured():
-        return
-    from celery import current_app
-
-    try:
-        current_app.control.revoke(celery_id)
-    except Exception as error:  # the record is cancelled already; a worker that starts it skips it
-        logger.warning("could not revoke Celery task %s: %s", celery_id, error)
 
 
 def _local_done(work: asyncio.Task[Any]) -> None:
@@ -367,11 +113,11 @@ def _local_done(work: asyncio.Task[Any]) -> None:
         logger.error("an in-process worker call failed", exc_info=work.exception())
 
 
-class WorkerRunner:
+class RoutingRunner:
     """``ToolRunner`` that routes worker tools to the workers and delegates the rest to the inline runner."""
 
-    def __init__(self, inline: Runner | None = None) -> None:
-        self.inline = inline or Runner()
+    def __init__(self, inline: InlineRunner | None = None) -> None:
+        self.inline = inline or InlineRunner()
 
     async def read_resource(
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
@@ -399,26 +145,24 @@ class WorkerRunner:
 
     async def start(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> _Started:
         """Record (or find, or re-queue) the call, listen to its events, dispatch it."""
-        validate(tool, arguments)
+        validate_arguments(tool, arguments)
         key = idempotency_key(call)
         ctx = call.request
         assert ctx.server.pk is not None and ctx.principal is not None and ctx.principal.agent_pk is not None
         timeout = records.timeout_of(tool.timeout)
-        info = _info(call)
+        info = request_info(call)
         served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
         if call.task_id:
             # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
-            queue, leave, lease = await _listen_and_admit(call.task_id, ctx.principal, local=not celery)
+            queue, leave, lease = await listen_and_admit(call.task_id, ctx.principal, local=not celery)
             try:
-                record = await database_sync_to_async(_requeue_and_dispatch)(
-                    call.task_id, timeout, info, served, celery
-                )
+                record = await database_sync_to_async(requeue_and_dispatch)(call.task_id, timeout, info, served, celery)
             except BaseException as error:
-                await _undispatched(call.task_id, lease, leave, celery, error)
+                await undispatched(call.task_id, lease, leave, celery, error)
                 raise
             if record is None:
-                await _undispatched(call.task_id, lease, leave, celery)
+                await undispatched(call.task_id, lease, leave, celery)
                 raise InvalidParams("The task is no longer running")
             created = True
         else:
@@ -438,19 +182,19 @@ class WorkerRunner:
             # The slot is given back when the call settles: by ``wait`` here, or by whoever settles the record
             # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires. The
             # call's event group is joined meanwhile (both are a round trip to Redis).
-            queue, leave, lease = await _listen_and_admit(task_id, ctx.principal, local=not celery)
+            queue, leave, lease = await listen_and_admit(task_id, ctx.principal, local=not celery)
             try:
-                record, created = await database_sync_to_async(_create_and_dispatch)(
+                record, created = await database_sync_to_async(create_and_dispatch)(
                     task_id, fields, info, served, celery
                 )
             except BaseException as error:
-                await _undispatched(task_id, lease, leave, celery, error)
+                await undispatched(task_id, lease, leave, celery, error)
                 raise
             if not created:
                 # Attach to the existing call (same idempotency key), which holds its own slot.
-                await _undispatched(task_id, lease, leave, celery)
+                await undispatched(task_id, lease, leave, celery)
                 lease = None
-                queue, leave = await _listen(worker_group(record.task_id), local=not celery)
+                queue, leave = await listen(worker_group(record.task_id), local=not celery)
                 record = await database_sync_to_async(records.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
@@ -466,7 +210,7 @@ class WorkerRunner:
         """Relay the call's events until its record settles; return or raise its outcome."""
         record = started.record
         try:
-            if records.settled(record):
+            if durable.settled(record):
                 return self._result(record, call)
             poll = POLL_FIRST_SECONDS
             while True:
@@ -476,7 +220,7 @@ class WorkerRunner:
                     current = await database_sync_to_async(records.load)(record.pk)
                     if current is None:
                         raise InternalError("The call's record is gone") from None
-                    if records.settled(current):
+                    if durable.settled(current):
                         return self._result(current, call)
                     if started.redispatch is not None and await database_sync_to_async(liveness.check)(
                         current, started.redispatch
@@ -489,9 +233,9 @@ class WorkerRunner:
                     continue
                 kind = event.get("kind")
                 if kind == "notify":
-                    await _relay(event.get("message") or {}, call)
+                    await inbox.pass_on(event.get("message") or {}, call)
                 elif kind == "request":
-                    await self._answer(event, call)
+                    await inbox.answer(event, call)
                 elif kind == "done":
                     if "result" in event and isinstance(event["result"], dict):
                         return self._event_result(event["result"], call)
@@ -499,7 +243,7 @@ class WorkerRunner:
                         error = event["error"]
                         raise ProtocolError(str(error.get("message")), error.get("data"), code=int(error["code"]))
                     current = await database_sync_to_async(records.load)(record.pk)
-                    if current is not None and records.settled(current):
+                    if current is not None and durable.settled(current):
                         return self._result(current, call)
         except asyncio.CancelledError:
             if cancel_on_exit and not (started.detachable and _detaches(call)):
@@ -508,36 +252,20 @@ class WorkerRunner:
                 started.lease = None  # the call goes on without us: whoever settles it gives the slot back
             raise
         finally:
-            await _release(started.lease)
+            await release(started.lease)
             _keep(asyncio.ensure_future(started.leave()))  # stop listening off the answer's path
 
     @staticmethod
     def _event_result(outcome: dict[str, Any], call: CallContext) -> dict[str, Any]:
-        """The outcome carried by ``done``: what ``records.outcome_of`` would read back from the record."""
+        """The outcome carried by ``done``: what ``durable.outcome_of`` would read back from the record."""
         if outcome.get("resultType") != "input_required":
             outcome = {key: value for key, value in outcome.items() if key != "resultType"}
-        return outcome if call.in_task else records.strip_internal(dict(outcome))
+        return outcome if call.in_task else durable.strip_internal(dict(outcome))
 
     @staticmethod
     def _result(record: ToolTask, call: CallContext) -> dict[str, Any]:
-        outcome = records.outcome_of(record)
-        return outcome if call.in_task else records.strip_internal(outcome)
-
-    async def _answer(self, event: dict[str, Any], call: CallContext) -> None:
-        method = str(event.get("method"))
-        raw = event.get("params")
-        params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        if not call.outbound.can_request:
-            answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
-        else:
-            answer = await call.outbound.request(method, params)
-        reply = str(event.get("reply") or "")
-        message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
-        layer = get_channel_layer()
-        if layer is None or reply.startswith(LOCAL_PREFIX):
-            local_bus.send(reply, message)
-        else:
-            await layer.send(reply, message)
+        outcome = durable.outcome_of(record)
+        return outcome if call.in_task else durable.strip_internal(outcome)
 
     async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """``call_maybe_as_task`` for a worker tool: the worker call's record is the task (one row)."""
@@ -571,13 +299,17 @@ class WorkerRunner:
                 if isinstance(outcome, dict):
                     outcome.pop(PARK, None)
                 return outcome  # type: ignore[return-value]
-            task = await database_sync_to_async(_become_task)(started.record.pk)
+            task = await database_sync_to_async(records.become_task)(started.record.pk)
             return create_result(task)
         converted = True
         started.detachable = False
-        task = await database_sync_to_async(_become_task)(started.record.pk)
+        task = await database_sync_to_async(records.become_task)(started.record.pk)
         follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
         return create_result(task)
+
+
+# The former name, kept for projects that import it.
+WorkerRunner = RoutingRunner
 
 
 def _detaches(call: CallContext) -> bool:
@@ -585,40 +317,16 @@ def _detaches(call: CallContext) -> bool:
     return call.request.era == versions.MODERN and bool((call.meta or {}).get(IDEMPOTENCY_META))
 
 
-def _become_task(record_pk: int) -> ToolTask:
-    """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
-    from datetime import timedelta
-
-    ttl = mcp_settings.TASK_TTL_MS
-    ToolTask.objects.filter(pk=record_pk).update(
-        client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl)
-    )
-    return ToolTask.objects.get(pk=record_pk)
-
-
-async def _relay(message: dict[str, Any], call: CallContext) -> None:
-    """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
-    raw = message.get("params")
-    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    method = message.get("method")
-    if method == "notifications/progress":
-        progress = params.get("progress")
-        if isinstance(progress, int | float):
-            await call.progress.report(progress, params.get("total"), params.get("message"))
-    elif method == "notifications/message":
-        level = params.get("level")
-        if isinstance(level, str) and call.log.allows(level):
-            await call.log.log(level, params.get("data"), params.get("logger"))
-    elif isinstance(method, str):
-        await call.request.emit(message)
-
-
 async def cancel_call(record: ToolTask, message: str = "Cancelled by the client") -> bool:
-    """Cancel a worker call from the serving process: mark it cancelled, revoke its Celery task, tell the worker."""
-    moved = await database_sync_to_async(records.cancel)(record.pk, message)
-    # Whoever marked it cancelled first (tasks/cancel, the admin), the worker is told and the task revoked here
-    # too: both are idempotent, and a worker that already heard just ignores it.
+    """Cancel a worker call from the serving process (``durable.cancel``: marked cancelled, the worker told, its
+    Celery task revoked)."""
+    return await durable.cancel(record, message)
+
+
+def _revoke(record: ToolTask) -> None:
     if record.celery_id:
-        await sync_to_async(revoke_celery_task, thread_sensitive=False)(record.celery_id)
-    await tell_worker(record.task_id)
-    return moved
+        revoke_celery_task(record.celery_id)
+
+
+# Cancelling a worker call also revokes its Celery message (a worker that has not started it skips it).
+durable.stop_with(records.WORKER, _revoke)

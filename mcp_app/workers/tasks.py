@@ -52,7 +52,7 @@ _local = threading.local()
 def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
     """This worker thread's event loop and channel layer, made once and kept: each call of the thread runs in
     them (no loop or Redis connections to set up per call). A thread pool has one pair per thread."""
-    from .execute import own_layer
+    from .relay import own_layer
 
     loop = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
@@ -78,7 +78,7 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
     from asgiref.sync import async_to_sync
 
     from . import records
-    from .execute import Relay
+    from .relay import Relay
 
     try:
         record_pk = int(args[0])

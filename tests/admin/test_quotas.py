@@ -4,6 +4,7 @@ one, and real Redis when ``REDIS_URL`` is set)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 import socket
@@ -46,7 +47,7 @@ def hold(backend: Any, world: Any, count: int) -> None:
     """``count`` running worker calls of the world's agent (leases taken as the runner takes them)."""
     for index in range(count):
         call_id = f"{world.tenant.slug}-{index}"
-        assert backend.acquire_sync(call_id, world.tenant.pk, world.access.agent.pk, 0, 0, 60.0) is None
+        assert asyncio.run(backend.acquire(call_id, world.tenant.pk, world.access.agent.pk, 0, 0, 60.0)) is None
 
 
 def test_changelists_and_change_pages_show_running_calls_against_the_limit(

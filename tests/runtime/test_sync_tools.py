@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import threading
 
-import mcp_app.runtime.execution as execution
-from mcp_app.runtime.execution import run_sync
+import mcp_app.runtime.invocation as invocation
+from mcp_app.runtime.invocation import run_sync
 
 
 async def test_a_sync_tool_runs_between_close_old_connections_in_its_own_thread(monkeypatch):
     cleaned: list[int] = []
-    original = execution.close_old_connections
+    original = invocation.close_old_connections
 
     def recording() -> None:
         cleaned.append(threading.get_ident())
         original()
 
-    monkeypatch.setattr(execution, "close_old_connections", recording)
+    monkeypatch.setattr(invocation, "close_old_connections", recording)
 
     def tool(text: str) -> tuple[str, int]:
         return text, threading.get_ident()

@@ -72,7 +72,7 @@ def test_a_redelivered_message_of_a_lost_worker_follows_the_policy(
 
 def test_a_cancelled_record_is_not_run_and_its_outcome_is_not_overwritten(pair: Any) -> None:
     record, _ = make(pair)
-    assert records.cancel(record.pk)
+    assert ToolTask.objects.cancel(record.pk)
     assert records.begin(record.pk, record.celery_id, "h:1:b")[1] == "terminal"
     assert not records.store(record.pk, {"content": []})
     assert ToolTask.objects.get(pk=record.pk).status == "cancelled"

@@ -168,13 +168,16 @@ def test_threads_racing_for_n_slots_get_exactly_n(backend_name: str) -> None:
     admitted: list[str] = []
     lock = threading.Lock()
 
-    def contender(thread: int) -> None:
-        start.wait(WAIT_SECONDS)
+    async def contend(thread: int) -> None:
         for index in range(15):
             call_id = f"t{thread}-{index}"
-            if backend.acquire_sync(call_id, 3, 30, 5, 0, 30.0) is None:
+            if await backend.acquire(call_id, 3, 30, 5, 0, 30.0) is None:
                 with lock:
                     admitted.append(call_id)
+
+    def contender(thread: int) -> None:
+        start.wait(WAIT_SECONDS)
+        asyncio.run(contend(thread))  # one event loop per thread, as each serving process has its own
 
     threads = [threading.Thread(target=contender, args=(thread,)) for thread in range(8)]
     for thread in threads:
@@ -308,7 +311,7 @@ def test_two_processes_racing_for_n_slots_get_exactly_n(settings: Any) -> None:
     assert len(admitted[0]) + len(admitted[1]) == 6
     assert running(tenant=1) == 6
     # This process's backend sees the same six: a seventh is refused here too.
-    assert quotas.get_quotas().acquire_sync("late", 1, 10, 6, 0, 30.0) == "tenant"
+    assert asyncio.run(quotas.get_quotas().acquire("late", 1, 10, 6, 0, 30.0)) == "tenant"
     for call_id in admitted[0] + admitted[1]:
         quotas.release_call(call_id)
     assert running(tenant=1) == 0
@@ -336,22 +339,19 @@ def test_the_slots_of_a_process_killed_with_sigkill_free_themselves(settings: An
             holder.kill()
     wait_until_blocking(lambda: running(tenant=1) == 0, what="the dead process's slots coming back")
     assert time.monotonic() - killed <= ttl + 1.0
-    assert quotas.get_quotas().acquire_sync("after", 1, 10, 2, 0, 30.0) is None
+    assert asyncio.run(quotas.get_quotas().acquire("after", 1, 10, 2, 0, 30.0)) is None
     quotas.release_call("after")
 
 
-async def test_a_lease_renewed_from_another_process_outlives_its_first_expiry(
-    backend_name: str, short_lease: float
-) -> None:
-    """``renew_call`` (a worker keeping the slot of a call it runs) extends a lease it holds no object for, and
-    never renews one that is gone."""
+async def test_a_renewed_lease_outlives_its_first_expiry(backend_name: str, short_lease: float) -> None:
+    """``renew`` extends a lease for as long as it is renewed, and never renews one that is gone."""
     backend = quotas.get_quotas()
     assert await backend.acquire("kept", 1, 10, 1, 0, short_lease) is None
     deadline = time.monotonic() + 3 * short_lease
     while time.monotonic() < deadline:  # three lease times, renewed every third of one
-        assert await asyncio.to_thread(quotas.renew_call, "kept")
+        assert await backend.renew("kept", 1, 10, short_lease)
         assert running(tenant=1) == 1
         await asyncio.sleep(short_lease / 3)
     assert await asyncio.to_thread(wait_until_blocking, lambda: running(tenant=1) == 0)  # no longer renewed: it expires
-    assert not await asyncio.to_thread(quotas.renew_call, "kept"), "an expired lease is not brought back"
-    assert not await asyncio.to_thread(quotas.renew_call, "never-admitted")
+    assert not await backend.renew("kept", 1, 10, short_lease), "an expired lease is not brought back"
+    assert not await backend.renew("never-admitted", 1, 10, short_lease)

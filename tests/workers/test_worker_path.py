@@ -9,12 +9,16 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import ToolTask
-from mcp_app.workers import execute, records
+from mcp_app.workers import admission, dispatch, execute, records, relay
+from mcp_app.workers import call as worker_call
+from mcp_app.workers import inbox as worker_inbox
+from mcp_app.workers.message import VERSION, WorkerMessage
 from tests.conftest import require_redis
 from tests.helpers import (
     close_connections_of_async_threads,  # noqa: F401  (same clean-up here)
@@ -32,7 +36,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[str, Any]]:
-    """A record and the message a serving process sends for it (``runner._message``)."""
+    """A record and the message a serving process sends for it (``dispatch.message``)."""
     record, _ = records.create(
         task_id=records.new_task_id(),
         server_pk=access.server.pk,
@@ -48,7 +52,7 @@ def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[st
     message = {**info, "task_id": record.task_id}
     if with_call:  # what the serving process knows of the call, here read from the record's own relations
         loaded = ToolTask.objects.select_related("agent", "server", "server__tenant").get(pk=record.pk)
-        message["call"] = execute._loaded_spec(loaded)
+        message["call"] = worker_call._loaded_spec(loaded)
     return record, message
 
 
@@ -132,10 +136,40 @@ def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any
     assert record.status == "completed" and record.result["structuredContent"]["done"] == 2
 
 
+def test_a_message_of_the_older_shape_still_runs(access_factory: Any, loop: Any) -> None:
+    """A message queued by a version before ``WorkerMessage`` (no ``version`` key: the dict the serving process
+    used to merge by hand) still runs the call to its stored outcome."""
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    assert "version" not in message
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    record.refresh_from_db()
+    assert record.status == "completed"
+
+
+def test_the_worker_message_is_read_back_as_written_and_in_its_older_shape() -> None:
+    spec = {"task_id": "t1", "tool_name": "echo", "input_responses": {"a": {"action": "accept"}}}
+    current = WorkerMessage(era="modern", progress=True, can_ask=True, cancel_channel="c!1").with_call(spec)
+    wire = current.to_wire()
+    assert wire["version"] == VERSION
+    assert WorkerMessage.from_wire(orjson.loads(orjson.dumps(wire))) == current
+    assert current.task_id == "t1" and current.input_responses == {"a": {"action": "accept"}}
+    # Version 1: the answers at the top level (a resumed task's), no call, no version.
+    older = {"era": "modern", "log_level": "info", "task_id": "t2", "input_responses": {"b": {}}, "request_state": "s"}
+    read = WorkerMessage.from_wire(older)
+    assert (read.task_id, read.log_level, read.input_responses, read.request_state, read.call) == (
+        "t2",
+        "info",
+        {"b": {}},
+        "s",
+        None,
+    )
+
+
 def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None:
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
-    assert records.cancel(record.pk)
+    assert ToolTask.objects.cancel(record.pk)
     assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "terminal"
     record.refresh_from_db()
     assert (record.status, record.attempts, record.started_at) == ("cancelled", 0, None)
@@ -177,13 +211,12 @@ class _Recording:
 def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     access_factory: Any, tmp_path: Any, enrolled: bool
 ) -> None:
-    """The dispatcher enrols the call's cancellation channel in its task group (``runner._enrol``): the worker
+    """The dispatcher enrols the call's cancellation channel in its task group (``admission.enrol``): the worker
     joins nothing itself, a ``tasks/cancel`` sent to the group stops the tool mid-run, and the worker takes its
     channel out of the group when the call ends. A message without the channel (an older dispatcher) has the
     worker join the group on a channel of its own, with the same outcome."""
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
-    from mcp_app.workers import runner
 
     require_redis()
     access = access_factory(tools=("worker_job",))
@@ -193,11 +226,11 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     if enrolled:
         message["cancel_channel"] = worker_cancel_channel(record.task_id)
     group = task_group(record.task_id)
-    layer = _Recording(execute.own_layer())
+    layer = _Recording(relay.own_layer())
     loop = asyncio.new_event_loop()
     try:
         if enrolled:
-            loop.run_until_complete(runner._enrol(record.task_id, local=False))
+            loop.run_until_complete(admission.enrol(record.task_id, local=False))
         states: list[str] = []
         worker = threading.Thread(
             target=lambda: states.append(
@@ -211,10 +244,10 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
             interval=0.01,
             what="the tool starting",
         )
-        records.cancel(record.pk)
+        ToolTask.objects.cancel(record.pk)
 
         async def cancel() -> None:
-            sender = execute.own_layer()
+            sender = relay.own_layer()
             await sender.group_send(group, {"type": TASK_CANCEL_EVENT})
             await sender.close_pools()
 
@@ -224,7 +257,7 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     finally:
         execute._database_thread().submit(connections.close_all).result(timeout=10)
         if not loop.is_closed():
-            loop.run_until_complete(execute.close_layer(layer.layer))
+            loop.run_until_complete(relay.close_layer(layer.layer))
             loop.close()
     lines = trace.read_text().splitlines()
     assert "c stopped" in lines and "c finished" not in lines and len(lines) < 50
@@ -248,13 +281,12 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
     cancellation sent before the worker receives waits in the channel and stops the tool once it does."""
 
     from mcp_app.events import TASK_CANCEL_EVENT, task_group, worker_cancel_channel
-    from mcp_app.workers import runner
 
     require_redis()
     if not cancelled_first:
         # "Short" is relative to the delay: a one-step call takes 40-140 ms on a loaded machine (its database
         # writes), so the delay is made long enough that the call surely ends within it, whatever the load.
-        monkeypatch.setattr(execute, "RECEIVE_AFTER_SECONDS", 30.0)
+        monkeypatch.setattr(relay, "RECEIVE_AFTER_SECONDS", 30.0)
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     trace = tmp_path / "trace"
@@ -263,15 +295,15 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
     channel = worker_cancel_channel(record.task_id)
     message["cancel_channel"] = channel
     group = task_group(record.task_id)
-    layer = _Recording(execute.own_layer())
+    layer = _Recording(relay.own_layer())
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(runner._enrol(record.task_id, local=False))
+        loop.run_until_complete(admission.enrol(record.task_id, local=False))
         if cancelled_first:
             loop.run_until_complete(layer.layer.group_send(group, {"type": TASK_CANCEL_EVENT}))
         state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
     finally:
-        loop.run_until_complete(execute.close_layer(layer.layer))
+        loop.run_until_complete(relay.close_layer(layer.layer))
         loop.close()
     lines = trace.read_text().splitlines()
     assert layer.left == [(group, channel)] and layer.joined == []
@@ -298,8 +330,6 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
 
     import redis
 
-    from mcp_app.workers import runner
-
     require_redis()
     queue = f"argsrepr-test-{uuid.uuid4().hex[:8]}"
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUEUE": queue}
@@ -309,7 +339,7 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     record.arguments = {"api_key": "sk-live-do-not-show", "steps": 1}
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
-        runner._send(record, {"era": "modern"}, served)
+        dispatch.send(record, WorkerMessage(era="modern"), served)
         queued = broker.lrange(queue, 0, -1)
         assert len(queued) == 1
         envelope = json.loads(queued[0])
@@ -334,25 +364,24 @@ async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatc
     from mcp_app.events import task_group, worker_group
     from mcp_app.protocol.context import Principal
     from mcp_app.protocol.errors import QuotaExceeded
-    from mcp_app.workers import runner
 
     require_redis()
 
     async def refuse(principal: Any, call_id: str) -> None:
         raise QuotaExceeded("tenant", 0)
 
-    monkeypatch.setattr(runner, "admit", refuse)
+    monkeypatch.setattr(admission, "admit", refuse)
     layer = get_channel_layer()
     task_id = records.new_task_id()
     principal = Principal(tenant="t", agent_id="a", tenant_pk=1, agent_pk=1)
     try:
         with pytest.raises(QuotaExceeded):
-            await runner._listen_and_admit(task_id, principal, local=False)
+            await admission.listen_and_admit(task_id, principal, local=False)
         connection = layer.connection(0)
         assert await connection.zrange(layer._group_key(task_group(task_id)), 0, -1) == []
         assert await connection.zrange(layer._group_key(worker_group(task_id)), 0, -1) == []
     finally:
-        await runner.close_inbox()
+        await worker_inbox.close_inbox()
 
 
 @pytest.mark.services
@@ -363,11 +392,10 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
     from channels.layers import get_channel_layer
 
     from mcp_app.events import WORKER_EVENT, worker_group
-    from mcp_app.workers import runner
 
     require_redis()
     layer = get_channel_layer()
-    sender = execute.own_layer()
+    sender = relay.own_layer()
     connection = layer.connection(0)
     call_a, call_b = records.new_task_id(), records.new_task_id()
     a, b = worker_group(call_a), worker_group(call_b)
@@ -382,13 +410,15 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         return got
 
     try:
-        first_a, leave_first_a = await runner._listen(a, local=False)
-        only_b, leave_b = await runner._listen(b, local=False)
-        second_a, leave_second_a = await runner._listen(a, local=False)
-        inbox = runner._inboxes[asyncio.get_running_loop()]
-        assert inbox.channel and "!" in inbox.channel
-        assert await members(a) == await members(b) == [inbox.channel.encode()]
-        await execute.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
+        first_a, leave_first_a = await worker_inbox.listen(a, local=False)
+        only_b, leave_b = await worker_inbox.listen(b, local=False)
+        second_a, leave_second_a = await worker_inbox.listen(a, local=False)
+        inbox = worker_inbox._inboxes[asyncio.get_running_loop()]
+        assert inbox.subscription is not None
+        channel = inbox.subscription.address
+        assert "!" in channel
+        assert await members(a) == await members(b) == [channel.encode()]
+        await relay.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
         await sender.group_send(a, {"type": WORKER_EVENT, "kind": "notify", "message": {"n": "no group"}})
         await sender.group_send(b, {"type": WORKER_EVENT, "group": b, "kind": "notify", "message": {"n": 2}})
         await sender.group_send(a, {"type": WORKER_EVENT, "group": a, "kind": "notify", "message": {"n": 3}})
@@ -397,16 +427,16 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         assert await heard(second_a) == [1, 3]
         assert await heard(only_b) == [2]
         await leave_first_a()
-        assert await members(a) == [inbox.channel.encode()]  # the other wait of the call still listens
+        assert await members(a) == [channel.encode()]  # the other wait of the call still listens
         await leave_second_a()
         await leave_b()
         assert await members(a) == await members(b) == []
-        pump = inbox.pump
-        assert pump is not None and not pump.done()
+        subscription = inbox.subscription
+        assert not subscription.ended.is_set()
     finally:
-        await runner.close_inbox()
+        await worker_inbox.close_inbox()
         await sender.close_pools()
-    assert pump.done() and asyncio.get_running_loop() not in runner._inboxes
+    assert subscription.ended.is_set() and asyncio.get_running_loop() not in worker_inbox._inboxes
 
 
 @pytest.mark.services
@@ -416,26 +446,27 @@ async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkey
     import contextvars
 
     from mcp_app.events import worker_group
-    from mcp_app.workers import runner
 
     require_redis()
     request = contextvars.ContextVar("request", default="none")
     seen: list[str] = []
-    receive = runner._Inbox._receive
+    from mcp_app import channel_layer
 
-    async def probed(inbox: Any, channel: str) -> None:
+    receive = channel_layer._LayerSubscription._run
+
+    async def probed(subscription: Any, receive_after: float) -> None:
         seen.append(request.get())
-        await receive(inbox, channel)
+        await receive(subscription, receive_after)
 
-    monkeypatch.setattr(runner._Inbox, "_receive", probed)
+    monkeypatch.setattr(channel_layer._LayerSubscription, "_run", probed)
     request.set("tenant-a request")
     try:
-        _queue, leave = await runner._listen(worker_group(records.new_task_id()), local=False)
+        _queue, leave = await worker_inbox.listen(worker_group(records.new_task_id()), local=False)
         for _ in range(100):
             if seen:
                 break
             await asyncio.sleep(0.01)
         await leave()
     finally:
-        await runner.close_inbox()
+        await worker_inbox.close_inbox()
     assert seen == ["none"]

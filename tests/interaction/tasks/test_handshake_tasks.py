@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from mcp_app.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
-from mcp_app.runtime import tasks as task_runtime
+from mcp_app.runtime import durable
 from tests.helpers import call, rpc, settled
 
 V = "2025-11-25"
@@ -192,7 +192,7 @@ async def test_the_admins_cancel_stops_a_task_and_answers_a_waiting_tasks_result
     await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
     waiting = asyncio.ensure_future(session.send("tasks/result", {"taskId": task_id}))
     row = await orm(ToolTask.objects.get, task_id=task_id)
-    assert await orm(task_runtime.cancel_task, row) is True
+    assert await orm(durable.cancel_now, row) is True
     await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
     answer = await asyncio.wait_for(waiting, timeout=5)
     assert answer["error"]["code"] == INTERNAL_ERROR

@@ -1,0 +1,85 @@
+"""Invoking a registered tool function: a coroutine in the event loop, a sync function in a worker thread with
+Django's connection hygiene around it (``run_sync``: the only thread hop of a warm call), its ``ToolContext``
+built from the call (``tool_context``), and, in the handshake era, its input requests asked in band of the
+client (``answer_in_band``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import SyncToAsync
+from django.db import close_old_connections
+
+from ..definitions.context import InputRequired, ToolContext, ToolError
+from ..protocol.context import CallContext
+
+if TYPE_CHECKING:
+    from ..definitions.registry import RegisteredFunction, RegisteredTool
+
+
+def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool with Django's connection hygiene around it, as a request handler would have: the worker
+    thread's connections may have outlived ``CONN_MAX_AGE`` or broken since the thread last ran a tool."""
+    close_old_connections()
+    try:
+        return function(**kwargs)
+    finally:
+        close_old_connections()
+
+
+# One wrapper for every call: building a SyncToAsync (functools.update_wrapper, coroutine checks) per call was
+# 2-3 % of the server's CPU under load (py-spy, docs/performance.md). Its __call__ keeps no state on the instance.
+_in_a_worker_thread = SyncToAsync(_in_worker_thread, thread_sensitive=False)
+
+
+async def run_sync(function: Any, **kwargs: Any) -> Any:
+    """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
+    after), so a tool that uses the ORM never inherits a dead connection with persistent connections on. The
+    only thread hop of a warm call."""
+    return await _in_a_worker_thread(function, kwargs)
+
+
+async def run_tool(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
+    if registered.is_coroutine:
+        return await registered.function(**kwargs)
+    return await run_sync(registered.function, **kwargs)
+
+
+async def answer_in_band(
+    registered: RegisteredTool, kwargs: dict[str, Any], call: CallContext, needed: InputRequired
+) -> dict[str, Any]:
+    """Ask the client each of ``needed``'s requests; return the tool's arguments for the next round."""
+    context = kwargs.get(registered.context_parameter) if registered.context_parameter else None
+    if not isinstance(context, ToolContext):
+        raise ToolError(f"Tool {registered.name} asked for input but takes no ToolContext to receive it")
+    answers: dict[str, Any] = {}
+    for key, request in needed.requests.items():
+        answers[key] = await context.request(str(request.get("method")), dict(request.get("params") or {}))
+    context.input_responses = answers
+    context.state = needed.state
+    return kwargs
+
+
+def tool_context(call: CallContext, state: Any) -> ToolContext:
+    principal = call.request.principal
+    return ToolContext(
+        server_id=call.request.server.server_id,
+        tenant=principal.tenant if principal else None,
+        agent_id=principal.agent_id if principal else None,
+        _progress=call.progress,
+        _log=call.log,
+        input_responses=dict(call.input_responses or {}),
+        state=state,
+        client_capabilities=dict(call.request.client_capabilities),
+        _outbound=call.outbound,
+        _cancelled=call.cancelled,
+    )
+
+
+async def invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: CallContext, state: Any) -> Any:
+    if registered.context_parameter:
+        kwargs[registered.context_parameter] = tool_context(call, state)
+    if registered.is_coroutine:
+        return await registered.function(**kwargs)
+    return await run_sync(registered.function, **kwargs)

@@ -1,0 +1,342 @@
+"""One run of a worker call (``WorkerCall``): what the steps of ``execute`` drive, each of its synchronous methods
+a database step and each coroutine an event-loop step. Its context is built from the message alone
+(``records.call_spec``; the catalog from this process's cache at the revision the client was served), its tool
+run with the ``InlineRunner``, its outcome stored (``records.store``) and announced (``done``, carrying the
+outcome when small: ``done_event``), its quota slot given back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import orjson
+from channels.db import database_sync_to_async
+
+from ..caching.identity import ServerEntry
+from ..heartbeat import owner as owner_id
+from ..models import ToolTask
+from ..observability import metrics
+from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
+from ..protocol.descriptors import ServerDescription
+from ..protocol.errors import InvalidParams, ProtocolError
+from ..protocol.ports import NO_CHANNEL, SendOnly
+from ..protocol.reporters import LogReporter
+from ..runtime.progress import RecordedProgress
+from . import quotas, records
+from .message import WorkerMessage
+from .relay import CancelListener, Relay
+
+logger = logging.getLogger("mcp_app.workers")
+
+# A placeholder progress token on the worker side: the awaiting process reports with the client's own.
+_TOKEN = 0
+# A call's requests to the client wait at most this long for an answer (and never past the deadline).
+ASK_TIMEOUT_SECONDS = 300.0
+
+
+@functools.cache
+def _inline_runner() -> ToolRunner:
+    """The inline runner a worker runs its calls with: one per process, not one per call."""
+    from ..runtime.execution import InlineRunner
+
+    return InlineRunner()
+
+
+@dataclass(frozen=True)
+class _CatalogKey:
+    """What ``resolve_catalog`` keys a server's catalog by, as the dispatching process saw it."""
+
+    pk: int
+    tenant_id: int
+    catalog_version: int
+    created_at: datetime
+
+
+def _context(spec: dict[str, Any], info: WorkerMessage) -> RequestContext:
+    """The call's context from the Celery message alone (``records.call_spec``): no query, and the catalog from
+    this process's cache at the revision the client was served."""
+    from ..catalog.resolver import resolve_catalog
+
+    server = spec["server"]
+    key = _CatalogKey(
+        pk=int(server["pk"]),
+        tenant_id=int(server["tenant_pk"]),
+        catalog_version=int(server["catalog_version"]),
+        created_at=datetime.fromisoformat(str(server["created_at"])),
+    )
+    return RequestContext(
+        server=ServerDescription(
+            server_id=str(server["server_id"]),
+            name=str(server["name"]),
+            title=str(server.get("title") or ""),
+            version=str(server.get("version") or ""),
+            instructions=str(server.get("instructions") or ""),
+            pk=key.pk,
+        ),
+        catalog=resolve_catalog(key),
+        runner=_inline_runner(),
+        protocol_version=str(spec["protocol_version"]),
+        era=info.era,
+        principal=Principal(
+            tenant=str(server["tenant_slug"]),
+            agent_id=str(spec["agent_id"]),
+            tenant_pk=key.tenant_id,
+            agent_pk=int(spec["agent_pk"]),
+        ),
+        client_capabilities=dict(spec.get("client_capabilities") or {}),
+        log_level=info.log_level,
+    )
+
+
+def _loaded_spec(record: ToolTask) -> dict[str, Any]:
+    """``records.call_spec`` of a record loaded with its server, tenant and agent (a message without one)."""
+    server = record.server
+    described = records.served(
+        ServerEntry.of(server).description(),
+        Principal(
+            tenant=server.tenant.slug,
+            agent_id=record.agent.agent_id,
+            tenant_pk=server.tenant_id,
+            agent_pk=record.agent_id,
+        ),
+    )
+    assert described is not None  # every part of it is known here
+    return records.call_spec(record, server=described[0], agent_id=described[1])
+
+
+class WorkerCall:
+    """One run of a worker call: what ``_steps`` drives. Its synchronous methods touch the database and its
+    coroutines the event loop, never both."""
+
+    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, layer: Any) -> None:
+        self.record_pk = record_pk
+        self.celery_id = celery_id
+        self.info = info
+        self.layer = layer
+        self.spec: dict[str, Any] | None = info.call
+        self.task_id: str | None = info.task_id
+        self.record: ToolTask | None = None
+        self.ctx: RequestContext | None = None
+        self.flag = threading.Event()
+        self.work: asyncio.Future[Any] | None = None
+        self.listener: CancelListener | None = None
+        self.relay: Relay | None = None
+        self.began = 0.0
+
+    def cancel(self) -> None:
+        self.flag.set()
+        if self.work is not None:
+            self.work.cancel()
+
+    async def listen(self) -> None:
+        """Listen for the call's cancellation, before the record is taken: a cancellation recorded earlier keeps
+        the record from being taken, one sent later is heard (on the channel the dispatcher enrolled in the
+        call's task group: nothing to wait for; else once this worker has joined the group)."""
+        if self.task_id is None:
+            return
+        self.listener = CancelListener(self.task_id, self.cancel, self.layer, channel=self.info.cancel_channel)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
+
+    def take(self) -> str:
+        """Take the record (one conditional UPDATE when the message carries the call) and build the context;
+        returns ``"run"`` or why not (``records.begin``)."""
+        owner = owner_id()
+        if self.spec is None or self.task_id is None:
+            record, verdict = records.begin(self.record_pk, self.celery_id, owner)
+        elif records.take(self.record_pk, self.celery_id, owner):
+            self.ctx = _context(self.spec, self.info)
+            self.began = time.monotonic()
+            return "run"
+        else:
+            record, verdict = records.untaken(self.record_pk, self.celery_id, owner)
+        self.record = record
+        if record is not None:
+            self.task_id = record.task_id
+        if verdict == "run" and record is not None:
+            self.spec = _loaded_spec(record)
+            self.info = self.info.with_call(self.spec)
+            self.ctx = _context(self.spec, self.info)
+            self.began = time.monotonic()
+        return verdict
+
+    async def skip(self) -> None:
+        """Not run: whoever awaits it re-reads the record."""
+        await self.close()
+        if self.task_id is not None:
+            await Relay(self.task_id, self.layer).publish({"kind": "done"})
+
+    async def run(self) -> Any:
+        """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
+        assert self.ctx is not None and self.spec is not None
+        ctx, spec, info = self.ctx, self.spec, self.info
+        task_id = str(spec["task_id"])
+        if self.listener is None or self.listener.task_id != task_id:
+            # A message without the task id (or an older one): listen now, then honour a cancellation recorded
+            # before the group was joined.
+            if self.listener is not None:
+                await self.listener.close()
+            self.task_id = task_id
+            await self.listen()
+            current = await database_sync_to_async(records.load)(self.record_pk)
+            if current is not None and current.status == ToolTask.Status.CANCELLED:
+                self.flag.set()
+        self.relay = relay = Relay(task_id, self.layer)
+
+        async def emit(message: dict[str, Any]) -> None:
+            await relay.notify(message)
+
+        deadline = float(spec["deadline"])
+        outbound = _WorkerOutbound(relay, deadline) if info.can_ask else NO_CHANNEL
+        ctx = replace(ctx, emit=emit, outbound=outbound)
+        call = CallContext(
+            request=ctx,
+            # Sent to the client when it asked; always kept on the record for the admin's running calls.
+            progress=RecordedProgress(_TOKEN if info.progress else None, emit, self.record_pk),
+            log=LogReporter(info.log_level, emit),
+            input_responses=info.input_responses,
+            request_state=info.request_state,
+            in_task=info.in_task,
+            cancelled=self.flag.is_set,
+        )
+        name = str(spec["tool_name"])
+        tool = ctx.catalog.tool(name)
+        if tool is None:
+            return InvalidParams(f"Tool {name} is no longer available")
+        metrics.worker_call("running", 1)
+        try:
+            self.work = work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(spec["arguments"]), call))
+            if self.flag.is_set():  # heard before the tool started
+                work.cancel()
+            done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
+            if not done:
+                self.flag.set()
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+                return ProtocolError(f"Tool {name} did not finish in time", code=-32001)
+            if work.cancelled():
+                return None
+            error = work.exception()
+            if isinstance(error, InvalidToolArguments):
+                return InvalidParams(f"Invalid arguments for tool {name}: {error}")
+            if error is not None:
+                if not isinstance(error, ProtocolError):
+                    logger.error("worker call of %s failed", name, exc_info=error)
+                return error
+            return work.result()
+        finally:
+            metrics.worker_call("running", -1)
+
+    def settle(self, outcome: Any) -> bool:
+        """Store the outcome (``None``: cancelled); returns whether the stored outcome is the record's."""
+        if outcome is None:
+            ToolTask.objects.cancel(self.record_pk)
+            return False
+        return records.store(self.record_pk, outcome, celery_id=self.celery_id)
+
+    async def announce(self, outcome: Any, stored: bool) -> None:
+        """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record);
+        then stop listening: a cancellation heard after the tool returned changes nothing."""
+        assert self.relay is not None
+        try:
+            await self.relay.publish(done_event(outcome) if stored else {"kind": "done"})
+        finally:
+            await self.close()
+            self.log_line(outcome, stored)
+
+    def log_line(self, outcome: Any, stored: bool) -> None:
+        """The call's one INFO line: tool, server, tenant, agent, outcome, duration (never its arguments)."""
+        spec = self.spec or {}
+        server = spec.get("server") or {}
+        logger.info(
+            "worker call %s tool=%s server=%s tenant=%s agent=%s outcome=%s duration_ms=%.1f",
+            str(spec.get("task_id") or "")[:8],
+            spec.get("tool_name"),
+            server.get("server_id"),
+            server.get("tenant_slug"),
+            spec.get("agent_id"),
+            outcome_label(outcome, stored),
+            (time.monotonic() - self.began) * 1000 if self.began else 0.0,
+        )
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.close()
+        if self.relay is not None:
+            await self.relay.close()
+
+    def release(self) -> None:
+        """The call's quota slot, in case nobody awaits it in the serving process any more (idempotent)."""
+        if self.task_id is not None:
+            quotas.release_call(self.task_id)
+
+
+# How long a worker call waits to have joined its cancellation group before it runs anyway.
+JOIN_TIMEOUT_SECONDS = 2.0
+# How long a call runs before it receives on the cancellation channel its dispatcher enrolled: a cancellation
+
+
+def outcome_label(outcome: Any, stored: bool) -> str:
+    """How a run ended, for its log line: completed, error (a result with ``isError``), input_required,
+    failed <code>, cancelled, or superseded (the record was settled by someone else meanwhile)."""
+    if outcome is None:
+        return "cancelled"
+    if not stored:
+        return "superseded"
+    if isinstance(outcome, ProtocolError):
+        return f"failed {outcome.code}"
+    if isinstance(outcome, BaseException):
+        return "failed"
+    if isinstance(outcome, dict) and outcome.get("resultType") == "input_required":
+        return "input_required"
+    return "error" if isinstance(outcome, dict) and outcome.get("isError") else "completed"
+
+
+def outcome_is_final(outcome: Any) -> bool:
+    """Whether ``outcome`` settles the call for good (a 2026 ``input_required`` answer parks it instead)."""
+    return not (isinstance(outcome, dict) and outcome.get("resultType") == "input_required")
+
+
+class _WorkerOutbound(SendOnly):
+    """The ``Outbound`` of a call on a worker: notifications and server-to-client requests travel to the
+    serving process that awaits the call (``Relay``), which puts them on the client's stream; the client's
+    answer comes back the same way. Answers and cancellations of other requests never reach a worker."""
+
+    can_request = True
+
+    def __init__(self, relay: Relay, deadline: float) -> None:
+        self._relay = relay
+        self._deadline = deadline
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._relay.notify(message)
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        remaining = max(0.1, min(ASK_TIMEOUT_SECONDS, self._deadline - time.time()))
+        return await self._relay.ask(method, params, within=remaining)
+
+
+MAX_EVENT_OUTCOME_BYTES = 64 * 1024
+
+
+def done_event(outcome: Any) -> dict[str, Any]:
+    """``done``, with the outcome as the record now holds it when it is small enough to travel."""
+    if isinstance(outcome, ProtocolError):
+        return {"kind": "done", "error": outcome.to_wire()}
+    if isinstance(outcome, dict):
+        try:
+            size = len(orjson.dumps(outcome))
+        except TypeError:
+            return {"kind": "done"}
+        if size <= MAX_EVENT_OUTCOME_BYTES:
+            return {"kind": "done", "result": outcome}
+    return {"kind": "done"}

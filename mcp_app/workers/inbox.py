@@ -1,0 +1,169 @@
+"""How an event loop of the serving process hears the events of the worker calls it awaits: one subscription
+per event loop (``Inbox``; on the channel layer, or the in-process bus for calls run in this process), whose
+receive loop hands each event to the waits of the call it names. ``listen(group)`` joins a call's event group
+and gives the wait its queue and a ``leave``; ``close_inbox`` ends the loop's subscriptions. What a call's
+events carry is passed on to its client as the request's own: ``pass_on`` (notifications, with the request's
+progress token and log threshold) and ``answer`` (a server-to-client request asked, its answer sent back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from ..channel_layer import LAYER_ERRORS, Subscription, messaging
+from ..events import WORKER_ANSWER
+from ..protocol.context import CallContext
+
+logger = logging.getLogger("mcp_app.workers")
+
+# Inboxes being closed (their layer was replaced), referenced until done.
+_closing: set[asyncio.Task[Any]] = set()
+
+
+async def listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
+    """Join ``group``; its events arrive on the queue until ``leave()``, through this event loop's ``Inbox``:
+    on the in-process bus when the call runs in this process (``local``: no broker), else on the channel layer."""
+    inbox = _inbox(None if local else get_channel_layer())
+    queue = await inbox.join(group)
+
+    async def leave() -> None:
+        await inbox.leave(group, queue)
+
+    return queue, leave
+
+
+class Inbox:
+    """The one subscription on which an event loop of this process hears the events of the worker calls it
+    awaits: the wait of a call joins the call's event group (``events.worker_group``) with it, and its one receive
+    loop hands each event to the waits of the group the event names (``group``: every ``relay.Relay`` event
+    says it). So a call costs a join and a leave (one round trip each), not a receive loop of its own, started
+    and then stopped with a message through Redis and back. An event that names no group (a worker of an older
+    version) reaches nobody: its waits read the record on their back-off instead."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.subscription: Subscription | None = None
+        self.waits: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        self._starting = asyncio.Lock()
+
+    async def _subscription(self) -> Subscription:
+        if self.subscription is not None and not self.subscription.ended.is_set():
+            return self.subscription
+        async with self._starting:  # many first joins at once: one subscription
+            if self.subscription is not None and not self.subscription.ended.is_set():
+                return self.subscription
+            subscription = await messaging(self.layer).subscribe(on_message=self._hand, stop_by_message=True)
+            if self.subscription is not None:
+                logger.error("the receive loop of worker events ended; starting another")
+                for group in self.waits:
+                    await subscription.join(group)
+            self.subscription = subscription
+            return subscription
+
+    async def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
+        subscription = await self._subscription()
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
+        try:
+            await subscription.join(group)
+        except BaseException:
+            self._forget(group, queue)
+            raise
+        return queue
+
+    async def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        subscription = self.subscription
+        if not self._forget(group, queue) or subscription is None:
+            return  # another wait of this process still follows the call
+        with contextlib.suppress(*LAYER_ERRORS):
+            await subscription.leave(group)
+            if group in self.waits:  # joined again while leaving: stay a member
+                await subscription.join(group)
+
+    def _forget(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> bool:
+        """Drop one wait; whether it was the group's last here."""
+        waits = self.waits.get(group)
+        if waits is None:
+            return False
+        waits.discard(queue)
+        if waits:
+            return False
+        del self.waits[group]
+        return True
+
+    def _hand(self, message: dict[str, Any]) -> None:
+        for queue in self.waits.get(str(message.get("group")), ()):
+            queue.put_nowait(message)
+
+    async def close(self) -> None:
+        if self.subscription is not None:
+            await self.subscription.close()
+        self.subscription = None
+
+
+# Each event loop's inboxes (daphne has one loop; tests make one per test): on the channel layer, and on the
+# in-process bus.
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Inbox] = weakref.WeakKeyDictionary()
+_local_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(layer: Any) -> Inbox:
+    loop = asyncio.get_running_loop()
+    if layer is None:
+        local = _local_inboxes.get(loop)
+        if local is None:
+            local = _local_inboxes[loop] = Inbox(None)
+        return local
+    inbox = _inboxes.get(loop)
+    if inbox is None or inbox.layer is not layer:
+        if inbox is not None:  # the layer was replaced (settings changed): its receive loop ends
+            _closing.add(asyncio.ensure_future(inbox.close()))
+        inbox = _inboxes[loop] = Inbox(layer)
+    return inbox
+
+
+async def close_inbox() -> None:
+    """End this event loop's receive loops of worker events (before the loop closes: tests, a shutdown)."""
+    loop = asyncio.get_running_loop()
+    for inboxes in (_inboxes, _local_inboxes):
+        inbox = inboxes.pop(loop, None)
+        if inbox is not None:
+            await inbox.close()
+
+
+async def pass_on(message: dict[str, Any], call: CallContext) -> None:
+    """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
+    raw = message.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    method = message.get("method")
+    if method == "notifications/progress":
+        progress = params.get("progress")
+        if isinstance(progress, int | float):
+            await call.progress.report(progress, params.get("total"), params.get("message"))
+    elif method == "notifications/message":
+        level = params.get("level")
+        if isinstance(level, str) and call.log.allows(level):
+            await call.log.log(level, params.get("data"), params.get("logger"))
+    elif isinstance(method, str):
+        await call.request.emit(message)
+
+
+async def answer(event: dict[str, Any], call: CallContext) -> None:
+    """A worker's server-to-client request, asked of the client through the call's own ``Outbound``; the answer
+    goes back to the worker's reply address."""
+    method = str(event.get("method"))
+    raw = event.get("params")
+    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if not call.outbound.can_request:
+        answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
+    else:
+        answer = await call.outbound.request(method, params)
+    reply = str(event.get("reply") or "")
+    message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
+    await messaging(address=reply).send(reply, message)

@@ -1,0 +1,144 @@
+"""The events between a worker call and the processes awaiting it, and its cancellation, on the messaging
+primitive (``channel_layer``): the channel layer, or the in-process bus for a call run in the serving process.
+
+- ``Relay``: the worker side of one call's events (``notify``, ``request`` and ``done`` on
+  ``events.worker_group``); a server-to-client request waits for its answer on a subscription of its own with a
+  ``Correlator`` (the same -32001 timeout answer as everywhere).
+- ``CancelListener``: hears the call's cancellation on ``events.task_group``, on the channel its dispatcher
+  enrolled (received from once the call has run ``RECEIVE_AFTER_SECONDS``) or on one it subscribes itself.
+- ``own_layer``/``close_layer``: a channel layer of a Celery worker call's own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
+from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+
+logger = logging.getLogger("mcp_app.workers")
+
+# How long a call runs before it receives on the cancellation channel its dispatcher enrolled: a cancellation
+# sent earlier waits in the channel and is heard then (at most this much later than it would be otherwise).
+RECEIVE_AFTER_SECONDS = 0.05
+
+
+def own_layer() -> Any:
+    """A channel layer of this call's own, for a call on a Celery worker: the process-wide layer keeps receive
+    state bound to one event loop, while each call there runs in an event loop of its own (several at once with
+    a thread pool). ``None`` when no layer is configured."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+
+    if get_channel_layer() is None:
+        return None
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+
+
+async def close_layer(layer: Any) -> None:
+    close = getattr(layer, "close_pools", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await close()
+
+
+class Relay:
+    """The worker side of one call's events: published to the call's event group, and the answers to its
+    requests (request/reply on a subscription of its own, ``channel_layer.Correlator``)."""
+
+    def __init__(self, task_id: str, layer: Any = ...) -> None:
+        self.group = worker_group(task_id)
+        self.layer = get_channel_layer() if layer is ... else layer
+        self.bus = messaging(self.layer)
+        self._answers = Correlator()
+        self._ids = itertools.count(1)
+        self._subscription: Subscription | None = None
+
+    async def publish(self, event: dict[str, Any]) -> None:
+        message = {"type": WORKER_EVENT, "group": self.group, **event}
+        try:
+            await self.bus.group_send(self.group, message)
+        except LAYER_ERRORS as error:  # the call goes on; its outcome is in the record
+            logger.warning("could not relay a worker event (%s): %s", type(error).__name__, error)
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self.publish({"kind": "notify", "message": message})
+
+    async def ask(self, method: str, params: dict[str, Any], *, within: float) -> dict[str, Any]:
+        """A server-to-client request, carried by whichever process awaits the call; its answer comes back."""
+        if self._subscription is None:
+            self._subscription = await self.bus.subscribe(on_message=self._answer, stop_by_message=True)
+        reply = self._subscription.address
+        request_id = next(self._ids)
+        event = {"kind": "request", "id": request_id, "method": method, "params": params, "reply": reply}
+        return await self._answers.ask(request_id, lambda: self.publish(event), method=method, within=within)
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        if message.get("type") == WORKER_ANSWER:
+            answer = message.get("answer")
+            self._answers.resolve(
+                int(message.get("id", 0)),
+                answer if isinstance(answer, dict) else {"error": {"code": -32603, "message": "?"}},
+            )
+
+    async def close(self) -> None:
+        if self._subscription is not None:
+            await self._subscription.close()
+
+
+class CancelListener:
+    """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``: on the
+    call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
+    ``events.worker_cancel_channel``: no round trip to join; it receives from it once the call has run for
+    ``RECEIVE_AFTER_SECONDS``, so a short call never pays for receiving), else on a new channel it adds to the
+    group itself."""
+
+    def __init__(self, task_id: str, on_cancel: Callable[[], None], layer: Any = ..., *, channel: str | None = None):
+        self.task_id = task_id
+        self.on_cancel = on_cancel
+        self.joined = asyncio.Event()
+        self.bus = messaging(get_channel_layer() if layer is ... else layer)
+        self.subscription: Subscription | None = None
+        self._enrolled = channel if isinstance(self.bus, LayerMessaging) else None
+        self.task = asyncio.ensure_future(self._subscribe())
+
+    async def _subscribe(self) -> None:
+        group = task_group(self.task_id)
+        try:
+            if self._enrolled is not None:
+                # Most calls end before they could hear anything, and receiving costs round trips (four per
+                # message, its own stop message included): the enrolled channel holds what is sent to it until it
+                # is received, so receiving starts only once the call has run for RECEIVE_AFTER_SECONDS.
+                self.subscription = await self.bus.subscribe(
+                    channel=self._enrolled,
+                    on_message=self._ends,
+                    receive_after=RECEIVE_AFTER_SECONDS,
+                    stop_by_message=True,
+                )
+                self.subscription.adopt(group)
+            else:
+                self.subscription = await self.bus.subscribe(group, on_message=self._ends, stop_by_message=True)
+        except LAYER_ERRORS as error:
+            logger.warning("a worker call cannot hear cancellations (%s)", type(error).__name__)
+        finally:
+            self.joined.set()
+
+    def _ends(self, message: dict[str, Any]) -> bool:
+        """Whether ``message`` ends the listening: a cancellation (heard: ``on_cancel``)."""
+        if message.get("type") == TASK_CANCEL_EVENT:
+            self.on_cancel()
+            return True
+        return False
+
+    async def close(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+            await asyncio.wait({self.task})
+        if self.subscription is not None:
+            await self.subscription.close()
