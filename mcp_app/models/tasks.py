@@ -5,18 +5,27 @@ task).
 A record is created, and stored, before the client hears of it; it belongs to the server and the agent that
 created it and is invisible to anyone else. Statuses: ``queued`` (a worker call not taken yet), ``working`` and
 ``input_required`` move; ``completed``, ``failed`` and ``cancelled`` are terminal and never change again (every
-transition is a conditional UPDATE, ``transition``). The manager holds the record's verbs; how an outcome maps to
-the columns and how running work lives, is settled and is cancelled is the runtime's (``runtime.durable``).
+transition is a conditional UPDATE, ``transition``). The manager holds the record's verbs, those of worker calls
+too (``create_worker_call``, ``take``, ``begin``/``untaken``, ``requeue``, ``store``, ``become_task``); how an
+outcome maps to the columns and how running work lives, is settled and is cancelled is the runtime's
+(``runtime.durable``), which hands the verbs the columns (``store``) rather than the models importing it.
+
+Life of a worker call's record: created ``queued`` before dispatch (with its Celery id and deadline), ``working``
+when a worker takes it (``attempts`` + 1, ``started_at``, ``owner``), then terminal, or ``input_required`` for a
+2026 task waiting for ``tasks/update``. Its outcome is stored before the broker message is acknowledged, so a
+worker dying after the tool returned loses nothing.
 """
 
 from __future__ import annotations
 
 import secrets
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import models, router
+from django.db import IntegrityError, models, router, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ..protocol.errors import CapacityExceeded, InternalError
@@ -26,6 +35,7 @@ from .agents import Agent
 from .servers import McpServer
 
 TERMINAL = ("completed", "failed", "cancelled")
+WORKER = "worker"  # ``execution`` of a call run by a Celery worker
 
 
 class ToolTaskManager(models.Manager["ToolTask"]):
@@ -121,7 +131,7 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             status=ToolTask.Status.INPUT_REQUIRED, protocol_version__in=HANDSHAKE_VERSIONS
         )
         # A worker call is its worker's (re-queued or failed there, or reaped past its deadline).
-        candidates = self.filter(in_process).exclude(owner="").exclude(execution="worker")
+        candidates = self.filter(in_process).exclude(owner="").exclude(execution=WORKER)
         orphans = [pk for pk, owner in candidates.values_list("pk", "owner") if is_dead(owner)]
         if not orphans:
             return 0
@@ -141,6 +151,158 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             .update(progress=progress, progress_total=total, progress_message=(message or "")[:500])
         )
         return bool(moved)
+
+    # The verbs of worker calls (``execution="worker"``); sync: called from worker threads and the Celery task.
+
+    def create_worker_call(
+        self,
+        *,
+        task_id: str,
+        server_pk: int,
+        agent_pk: int,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout: float,
+        client_capabilities: dict[str, Any],
+        protocol_version: str,
+        request_id: str | int | None,
+        idempotency_key: str = "",
+        client_task: bool = False,
+    ) -> tuple[ToolTask, bool]:
+        """A new ``queued`` record, or (with an idempotency key already used by this agent on this server within
+        the TTL) the existing one: ``(record, created)``. Race-safe: the unique constraint decides. A plain
+        worker call is kept (for re-attachment) the longer of the key's TTL and the task TTL after its deadline."""
+        from ..conf import mcp_settings
+
+        now = timezone.now()
+        keep = max(float(mcp_settings.IDEMPOTENCY_TTL_SECONDS), mcp_settings.TASK_TTL_MS / 1000.0)
+        ttl = int(mcp_settings.TASK_TTL_MS) if client_task else int((timeout + keep) * 1000)
+        row: dict[str, Any] = {
+            "task_id": task_id,
+            "ttl_ms": ttl,
+            "expires_at": now + timedelta(milliseconds=ttl),
+            "server_id": server_pk,
+            "agent_id": agent_pk,
+            "tool_name": tool_name,
+            "arguments": arguments,
+            "status": ToolTask.Status.QUEUED,
+            "execution": WORKER,
+            "client_task": client_task,
+            "protocol_version": protocol_version,
+            "request_id": "" if request_id is None else str(request_id)[:200],
+            "idempotency_key": idempotency_key,
+            "celery_id": str(uuid.uuid4()),
+            "deadline": now + timedelta(seconds=timeout),
+            "client_capabilities": client_capabilities,
+        }
+        if not idempotency_key:
+            return self.insert(**row), True
+        for _attempt in range(3):
+            existing = self.filter(server_id=server_pk, agent_id=agent_pk, idempotency_key=idempotency_key)
+            found = existing.first()
+            if found is not None:
+                horizon = found.created_at + timedelta(seconds=float(mcp_settings.IDEMPOTENCY_TTL_SECONDS))
+                if horizon > now and found.tool_name == tool_name:
+                    return found, False
+                # Past its TTL (or for another tool): the key is free again; the old record keeps its history.
+                existing.filter(pk=found.pk).update(idempotency_key="")
+            try:
+                with transaction.atomic():
+                    return self.insert(**row), True
+            except IntegrityError:
+                continue  # another request created it first: attach to that one
+        raise InternalError("Could not record the call (idempotency key contention); retry")
+
+    def requeue(self, task_id: str, *, timeout: float) -> ToolTask | None:
+        """An existing record (a task resumed by ``tasks/update``) dispatched again: ``queued`` with a new Celery
+        id, attempts reset. ``None`` when it is terminal."""
+        record = self.filter(task_id=task_id).first()
+        if record is None:
+            return None
+        moved = self.transition(
+            record.pk,
+            status=ToolTask.Status.QUEUED,
+            execution=WORKER,
+            celery_id=str(uuid.uuid4()),
+            attempts=0,
+            deadline=timezone.now() + timedelta(seconds=timeout),
+            finished_at=None,
+        )
+        return self.filter(pk=record.pk).first() if moved else None
+
+    def take(self, pk: int, celery_id: str, owner: str) -> bool:
+        """A worker takes a ``queued`` record dispatched as ``celery_id``: one conditional UPDATE; ``False`` when
+        it did not move (then ``untaken`` tells why, and handles redeliveries)."""
+        return self.transition(
+            pk,
+            where={"celery_id": celery_id, "status": ToolTask.Status.QUEUED},
+            increment=("attempts",),
+            status=ToolTask.Status.WORKING,
+            started_at=timezone.now(),
+            owner=owner,
+        )
+
+    def begin(
+        self, pk: int, celery_id: str, owner: str, *, lost: Callable[[], dict[str, Any]]
+    ) -> tuple[ToolTask | None, str]:
+        """A worker takes the record: ``(record, "run")`` to run it, with its agent, server and tenant loaded
+        (for a message that does not carry the call), else ``(record or None, why)`` as ``untaken`` says."""
+        if self.take(pk, celery_id, owner):
+            return self._with_relations(pk), "run"
+        return self.untaken(pk, celery_id, owner, lost=lost)
+
+    def untaken(
+        self, pk: int, celery_id: str, owner: str, *, lost: Callable[[], dict[str, Any]]
+    ) -> tuple[ToolTask | None, str]:
+        """Why ``take`` moved nothing, after one more read: terminal already, superseded by a newer dispatch, or
+        ``working`` already (this message was delivered before, to a worker that died mid-call: run it again,
+        or, past the loss policy, settle the record with the columns ``lost()`` gives and say ``"lost"``)."""
+        from ..conf import mcp_settings
+
+        record = self.filter(pk=pk).first()
+        if record is None:
+            return None, "gone"
+        if record.status in TERMINAL or record.status == ToolTask.Status.INPUT_REQUIRED:
+            return record, "terminal"
+        if record.celery_id and record.celery_id != celery_id:
+            return record, "superseded"
+        if record.status == ToolTask.Status.WORKING and (
+            mcp_settings.WORKER_LOST_CALLS != "requeue" or record.attempts >= mcp_settings.WORKER_CALL_MAX_ATTEMPTS
+        ):
+            self.store(pk, lost())
+            return self.filter(pk=pk).first(), "lost"
+        now = timezone.now()
+        moved = (
+            self.filter(pk=pk, celery_id=celery_id, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING))
+            .exclude(status__in=TERMINAL)
+            .update(
+                status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
+            )
+        )
+        return self._with_relations(pk), "run" if moved else "terminal"
+
+    def _with_relations(self, pk: int) -> ToolTask | None:
+        return self.select_related("agent", "server", "server__tenant").filter(pk=pk).first()
+
+    def store(
+        self, pk: int, columns: dict[str, Any], *, celery_id: str | None = None, where: dict[str, Any] | None = None
+    ) -> bool:
+        """Settle a record with an outcome's ``columns`` (``runtime.durable.columns``); returns whether it moved
+        (a cancelled or otherwise terminal record keeps its state; ``celery_id`` and ``where``: only a record
+        whose columns still say so)."""
+        condition = {**(where or {}), **({"celery_id": celery_id} if celery_id is not None else {})}
+        return self.transition(pk, where=condition or None, **columns)
+
+    def load(self, pk: int) -> ToolTask | None:
+        return self.filter(pk=pk).first()
+
+    def become_task(self, pk: int) -> ToolTask:
+        """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
+        from ..conf import mcp_settings
+
+        ttl = mcp_settings.TASK_TTL_MS
+        self.filter(pk=pk).update(client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl))
+        return self.get(pk=pk)
 
     def delete_expired(self) -> int:
         count, _ = self.filter(expires_at__lte=timezone.now()).delete()

@@ -2,7 +2,7 @@
 
 - ``runner.WorkerRunner``: the ``ToolRunner`` the serving process uses (worker tools dispatched, others inline);
 - ``execute``: running one call where it runs (a worker, or the serving process without a broker);
-- ``records``: the durable record (``ToolTask``) and its state changes;
+- ``records``: what of the durable record is the workers' (``call_spec``; its state changes are ``ToolTask.objects``');
 - ``tasks``: the Celery tasks (``run_tool_call``, the reaper ``reap_worker_calls``);
 - ``quotas`` / ``admission``: per-tenant and per-agent concurrency limits (leases in Redis or in memory).
 

@@ -1,7 +1,7 @@
 """One run of a worker call (``WorkerCall``): what the steps of ``execute`` drive, each of its synchronous methods
 a database step and each coroutine an event-loop step. Its context is built from the message alone
 (``records.call_spec``; the catalog from this process's cache at the revision the client was served), its tool
-run with the ``InlineRunner``, its outcome stored (``records.store``) and announced (``done``, carrying the
+run with the ``InlineRunner``, its outcome stored (``ToolTask.objects.store``) and announced (``done``, carrying the
 outcome when small: ``done_event``), its quota slot given back.
 """
 
@@ -29,6 +29,7 @@ from ..protocol.descriptors import ServerDescription
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
 from ..protocol.reporters import LogReporter
+from ..runtime import durable
 from ..runtime.progress import RecordedProgress
 from . import quotas, records
 from .message import WorkerMessage
@@ -148,16 +149,16 @@ class WorkerCall:
 
     def take(self) -> str:
         """Take the record (one conditional UPDATE when the message carries the call) and build the context;
-        returns ``"run"`` or why not (``records.begin``)."""
+        returns ``"run"`` or why not (``ToolTask.objects.begin``)."""
         owner = owner_id()
         if self.spec is None or self.task_id is None:
-            record, verdict = records.begin(self.record_pk, self.celery_id, owner)
-        elif records.take(self.record_pk, self.celery_id, owner):
+            record, verdict = ToolTask.objects.begin(self.record_pk, self.celery_id, owner, lost=records.lost)
+        elif ToolTask.objects.take(self.record_pk, self.celery_id, owner):
             self.ctx = _context(self.spec, self.info)
             self.began = time.monotonic()
             return "run"
         else:
-            record, verdict = records.untaken(self.record_pk, self.celery_id, owner)
+            record, verdict = ToolTask.objects.untaken(self.record_pk, self.celery_id, owner, lost=records.lost)
         self.record = record
         if record is not None:
             self.task_id = record.task_id
@@ -186,7 +187,7 @@ class WorkerCall:
                 await self.listener.close()
             self.task_id = task_id
             await self.listen()
-            current = await database_sync_to_async(records.load)(self.record_pk)
+            current = await database_sync_to_async(ToolTask.objects.load)(self.record_pk)
             if current is not None and current.status == ToolTask.Status.CANCELLED:
                 self.flag.set()
         self.relay = relay = Relay(task_id, self.layer)
@@ -241,7 +242,9 @@ class WorkerCall:
         if outcome is None:
             ToolTask.objects.cancel(self.record_pk)
             return False
-        return records.store(self.record_pk, outcome, celery_id=self.celery_id)
+        return ToolTask.objects.store(
+            self.record_pk, durable.columns(outcome, keep_answer=True), celery_id=self.celery_id
+        )
 
     async def announce(self, outcome: Any, stored: bool) -> None:
         """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record);

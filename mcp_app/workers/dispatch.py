@@ -25,6 +25,7 @@ from ..events import (
 from ..models import ToolTask
 from ..protocol.context import CallContext
 from ..protocol.errors import InternalError
+from ..runtime import durable
 from . import records
 from .message import WorkerMessage
 
@@ -70,8 +71,9 @@ def send(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], st
     except Exception as error:
         # No broker: the record must not stay queued for a worker that will never see it.
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
-        records.store(record.pk, InternalError("The worker queue is unreachable; retry shortly"))
-        raise InternalError("The worker queue is unreachable; retry shortly") from error
+        unreachable = InternalError("The worker queue is unreachable; retry shortly")
+        ToolTask.objects.store(record.pk, durable.columns(unreachable))
+        raise unreachable from error
 
 
 def request_info(call: CallContext) -> WorkerMessage:
@@ -90,7 +92,7 @@ def request_info(call: CallContext) -> WorkerMessage:
 def create_and_dispatch(
     task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
 ) -> tuple[ToolTask, bool]:
-    record, created = records.create(task_id=task_id, **fields)
+    record, created = ToolTask.objects.create_worker_call(task_id=task_id, **fields)
     if created and celery:
         send(record, info, served)
     return record, created
@@ -99,7 +101,7 @@ def create_and_dispatch(
 def requeue_and_dispatch(
     task_id: str, timeout: float, info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
 ) -> ToolTask | None:
-    record = records.requeue(task_id, timeout=timeout)
+    record = ToolTask.objects.requeue(task_id, timeout=timeout)
     if record is not None and celery:
         send(record, info, served)
     return record

@@ -3,12 +3,12 @@
 The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): listen for its
 cancellation (on the channel the dispatching process enrolled in the call's task group, so no round trip is
 needed, received from once the call has run ``RECEIVE_AFTER_SECONDS``; ``events.worker_cancel_channel``); take
-the record (``records.take``: one conditional UPDATE; when it does not move, ``records.begin`` says why:
+the record (``ToolTask.objects.take``: one conditional UPDATE; when it does not move, ``ToolTask.objects.begin`` says why:
 terminal, superseded, a lost worker's redelivery); build the call's context from the message alone
 (``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its catalog revision, the
 agent; the catalog from this process's cache at that revision) and ``info`` (era, log level, whether progress
 was asked for and whether server-to-client requests can be carried); run the tool with the ``InlineRunner``
-(validation, output checks and error results as inline); store the outcome (``records.store``); announce
+(validation, output checks and error results as inline); store the outcome (``ToolTask.objects.store``); announce
 ``done``; give the quota slot back. Listening before taking means a cancellation
 recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
 (queued by an older version) still runs: the record is loaded with its relations instead.

@@ -41,6 +41,7 @@ from ..conf import mcp_settings
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.errors import InternalError
+from ..runtime import durable
 from . import quotas, records
 from .dispatch import broker_configured, send
 from .message import WorkerMessage
@@ -109,7 +110,9 @@ def resend(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bo
 def expire(record: ToolTask) -> bool:
     """Fail a call still ``queued`` under the same dispatch: no worker took it in time."""
     where = {"status": ToolTask.Status.QUEUED}
-    if not records.store(record.pk, InternalError(no_worker_message()), celery_id=record.celery_id, where=where):
+    if not ToolTask.objects.store(
+        record.pk, durable.columns(InternalError(no_worker_message())), celery_id=record.celery_id, where=where
+    ):
         return False
     logger.warning("worker call %s of %s failed: no worker took it", record.task_id[:8], record.tool_name)
     _settled(record)
@@ -133,7 +136,7 @@ def recover(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> b
         if requeued is not None:
             redispatch(requeued)
         return True
-    if not records.store(record.pk, InternalError(records.LOST_MESSAGE), where=where):
+    if not ToolTask.objects.store(record.pk, records.lost(), where=where):
         return False
     logger.warning(
         "worker call %s of %s failed: its worker %s is gone", record.task_id[:8], record.tool_name, record.owner

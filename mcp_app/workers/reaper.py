@@ -14,10 +14,10 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from ..models import ToolTask
+from ..models.tasks import WORKER
 from ..protocol.errors import RequestTimeout
 from ..runtime import durable
 from . import quotas
-from .records import WORKER, store
 from .relay import Relay
 
 DEADLINE_MESSAGE = "The call did not finish before its deadline"
@@ -34,7 +34,11 @@ def fail_overdue(now: Any = None, *, dry_run: bool = False) -> int:
     )
     if dry_run:
         return overdue.count()
-    failed = [record for record in overdue.only(*STOP_FIELDS) if store(record.pk, RequestTimeout(DEADLINE_MESSAGE))]
+    failed = [
+        record
+        for record in overdue.only(*STOP_FIELDS)
+        if ToolTask.objects.store(record.pk, durable.columns(RequestTimeout(DEADLINE_MESSAGE)))
+    ]
     for record in failed:
         quotas.release_call(record.task_id)
         async_to_sync(Relay(record.task_id).publish)({"kind": "done"})

@@ -195,7 +195,7 @@ class RoutingRunner:
                 await undispatched(task_id, lease, leave, celery)
                 lease = None
                 queue, leave = await listen(worker_group(record.task_id), local=not celery)
-                record = await database_sync_to_async(records.load)(record.pk) or record
+                record = await database_sync_to_async(ToolTask.objects.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
             work = asyncio.ensure_future(
@@ -217,7 +217,7 @@ class RoutingRunner:
                 try:
                     event = await asyncio.wait_for(started.queue.get(), poll)
                 except TimeoutError:
-                    current = await database_sync_to_async(records.load)(record.pk)
+                    current = await database_sync_to_async(ToolTask.objects.load)(record.pk)
                     if current is None:
                         raise InternalError("The call's record is gone") from None
                     if durable.settled(current):
@@ -242,7 +242,7 @@ class RoutingRunner:
                     if isinstance(event.get("error"), dict):
                         error = event["error"]
                         raise ProtocolError(str(error.get("message")), error.get("data"), code=int(error["code"]))
-                    current = await database_sync_to_async(records.load)(record.pk)
+                    current = await database_sync_to_async(ToolTask.objects.load)(record.pk)
                     if current is not None and durable.settled(current):
                         return self._result(current, call)
         except asyncio.CancelledError:
@@ -299,11 +299,11 @@ class RoutingRunner:
                 if isinstance(outcome, dict):
                     outcome.pop(PARK, None)
                 return outcome  # type: ignore[return-value]
-            task = await database_sync_to_async(records.become_task)(started.record.pk)
+            task = await database_sync_to_async(ToolTask.objects.become_task)(started.record.pk)
             return create_result(task)
         converted = True
         started.detachable = False
-        task = await database_sync_to_async(records.become_task)(started.record.pk)
+        task = await database_sync_to_async(ToolTask.objects.become_task)(started.record.pk)
         follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
         return create_result(task)
 

@@ -7,7 +7,7 @@ kept from call to call), and returns once its outcome is stored (any pool works:
 (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
 the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
 record's ``attempts``), after which it is failed; with ``"fail"`` the record is failed at once (the
-``task_failure`` signal in the worker's main process, or ``records.begin`` when a whole worker died and the
+``task_failure`` signal in the worker's main process, or ``ToolTask.objects.begin`` when a whole worker died and the
 broker redelivers). Either way the record never stays ``working``; the reaper fails what is past its deadline.
 
 The reusable app does not know the project's Celery app: these are ``shared_task``s, registered with whichever
@@ -77,13 +77,14 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
         return
     from asgiref.sync import async_to_sync
 
+    from ..models import ToolTask
     from . import records
     from .relay import Relay
 
     try:
         record_pk = int(args[0])
-        if records.fail_lost(record_pk):
-            record = records.load(record_pk)
+        if ToolTask.objects.store(record_pk, records.lost()):
+            record = ToolTask.objects.load(record_pk)
             if record is not None:
                 async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
     except Exception:

@@ -1,4 +1,4 @@
-"""The durable record of worker calls (``mcp_app.workers.records``): taking a call on a worker per the loss
+"""The durable record of worker calls (``ToolTask.objects``' worker verbs): taking a call on a worker per the loss
 policy, the reaper, idempotency keys, and that the serving process's orphan recovery leaves worker calls alone."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from mcp_app.models import ToolTask
+from mcp_app.runtime import durable
 from mcp_app.workers import reaper, records
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +24,7 @@ def pair(server_factory: Any, agent_factory: Any) -> tuple[Any, Any]:
 
 def make(pair: tuple[Any, Any], key: str = "", timeout: float = 60, tool: str = "job") -> tuple[ToolTask, bool]:
     server, agent = pair
-    return records.create(
+    return ToolTask.objects.create_worker_call(
         task_id=records.new_task_id(),
         server_pk=server.pk,
         agent_pk=agent.pk,
@@ -47,9 +48,9 @@ def test_a_new_record_is_queued_with_its_celery_id_and_deadline(pair: Any) -> No
 
 def test_a_worker_takes_a_queued_record_once(pair: Any) -> None:
     record, _ = make(pair)
-    taken, verdict = records.begin(record.pk, record.celery_id, "host:1:boot")
+    taken, verdict = ToolTask.objects.begin(record.pk, record.celery_id, "host:1:boot", lost=records.lost)
     assert verdict == "run" and taken.status == "working" and taken.attempts == 1 and taken.owner == "host:1:boot"
-    assert records.begin(record.pk, "another-celery-id", "host:2:boot")[1] == "superseded"
+    assert ToolTask.objects.begin(record.pk, "another-celery-id", "host:2:boot", lost=records.lost)[1] == "superseded"
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def test_a_redelivered_message_of_a_lost_worker_follows_the_policy(
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_LOST_CALLS": policy, "WORKER_CALL_MAX_ATTEMPTS": 2}
     record, _ = make(pair)
     ToolTask.objects.filter(pk=record.pk).update(status="working", attempts=attempts_before)
-    taken, got = records.begin(record.pk, record.celery_id, "host:3:boot")
+    taken, got = ToolTask.objects.begin(record.pk, record.celery_id, "host:3:boot", lost=records.lost)
     assert (got, taken.status) == (verdict, status)
     if status == "failed":
         assert taken.error["message"] == records.LOST_MESSAGE and taken.finished_at is not None
@@ -73,8 +74,8 @@ def test_a_redelivered_message_of_a_lost_worker_follows_the_policy(
 def test_a_cancelled_record_is_not_run_and_its_outcome_is_not_overwritten(pair: Any) -> None:
     record, _ = make(pair)
     assert ToolTask.objects.cancel(record.pk)
-    assert records.begin(record.pk, record.celery_id, "h:1:b")[1] == "terminal"
-    assert not records.store(record.pk, {"content": []})
+    assert ToolTask.objects.begin(record.pk, record.celery_id, "h:1:b", lost=records.lost)[1] == "terminal"
+    assert not ToolTask.objects.store(record.pk, durable.columns({"content": []}))
     assert ToolTask.objects.get(pk=record.pk).status == "cancelled"
 
 
@@ -82,7 +83,7 @@ def test_the_reaper_fails_only_worker_calls_past_their_deadline(pair: Any) -> No
     overdue, _ = make(pair)
     fresh, _ = make(pair)
     finished, _ = make(pair)
-    records.store(finished.pk, {"content": []})
+    ToolTask.objects.store(finished.pk, durable.columns({"content": []}))
     past = timezone.now() - timedelta(seconds=1)
     ToolTask.objects.filter(pk__in=[overdue.pk, finished.pk]).update(deadline=past)
     server, agent = pair
@@ -98,7 +99,7 @@ def test_the_reaper_fails_only_worker_calls_past_their_deadline(pair: Any) -> No
 
 def test_the_reaper_also_deletes_expired_records(pair: Any) -> None:
     record, _ = make(pair)
-    records.store(record.pk, {"content": []})
+    ToolTask.objects.store(record.pk, durable.columns({"content": []}))
     ToolTask.objects.filter(pk=record.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert reaper.reap() == {"worker calls past their deadline": 0, "expired tasks": 1}
 

@@ -49,7 +49,7 @@ def beats(settings: Any) -> Iterator[None]:
 
 
 def _record(access: Any, **fields: Any) -> ToolTask:
-    record, _ = records.create(
+    record, _ = ToolTask.objects.create_worker_call(
         task_id=records.new_task_id(),
         server_pk=access.server.pk,
         agent_pk=access.agent.pk,

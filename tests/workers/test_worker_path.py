@@ -37,7 +37,7 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[str, Any]]:
     """A record and the message a serving process sends for it (``dispatch.message``)."""
-    record, _ = records.create(
+    record, _ = ToolTask.objects.create_worker_call(
         task_id=records.new_task_id(),
         server_pk=access.server.pk,
         agent_pk=access.agent.pk,
@@ -76,7 +76,7 @@ def test_a_warm_worker_call_costs_two_updates_and_no_read(access_factory: Any, l
 
 def _where_steps_run(monkeypatch: Any) -> list[str]:
     seen: list[str] = []
-    take, store = records.take, records.store
+    take, store = ToolTask.objects.take, ToolTask.objects.store
 
     def taking(*args: Any) -> bool:
         seen.append(threading.current_thread().name)
@@ -86,8 +86,8 @@ def _where_steps_run(monkeypatch: Any) -> list[str]:
         seen.append(threading.current_thread().name)
         return store(*args, **kwargs)
 
-    monkeypatch.setattr(records, "take", taking)
-    monkeypatch.setattr(records, "store", storing)
+    monkeypatch.setattr(ToolTask.objects, "take", taking)
+    monkeypatch.setattr(ToolTask.objects, "store", storing)
     return seen
 
 
