@@ -1,7 +1,8 @@
 """Durable tasks of the 2026-07-28 tasks extension: when a ``tools/call`` becomes a task, and running it.
 
 A tool declares its task support (``forbidden``, ``optional``, ``required``). For a client that declared the
-extension on the request, a task-capable call starts at once and gets ``TASK_IMMEDIATE_SECONDS`` to finish:
+extension on the request, a task-capable call starts at once and gets ``TASK_IMMEDIATE_SECONDS`` to finish (decided
+once, in ``answer_or_task``, for the inline and the routing runner alike):
 
 - it asks for input first (multi-round trip): that answer is returned as it is, synchronously;
 - it finishes: an ``optional`` tool answers directly; a ``required`` one answers with a task, already settled;
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -169,12 +170,18 @@ def create_result(task: ToolTask) -> dict[str, Any]:
     return {"resultType": "task", **task_wire(task, detailed=False)}
 
 
-async def call_maybe_as_task(
-    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
+async def answer_or_task(
+    tool: ToolDescriptor,
+    call: CallContext,
+    start: Callable[[CallContext], Awaitable[Awaitable[dict[str, Any]]]],
+    *,
+    settled: Callable[[ProtocolError | dict[str, Any]], Awaitable[ToolTask]],
+    running: Callable[[], Awaitable[ToolTask]],
 ) -> dict[str, Any]:
-    """Run a task-capable call for a declaring client; see the module docstring for the decision."""
-    service = call.request.tasks
-    assert isinstance(service, TaskService)
+    """Whether a task-capable call answers at once or becomes a task, decided here for every runner (see the
+    module docstring): ``start`` starts the work with the call's task context (whose reports stop reaching the
+    request once it is a task) and returns what to await; ``settled`` gives the task of work that finished within
+    ``TASK_IMMEDIATE_SECONDS`` (a ``required`` tool), ``running`` that of work still running, which it follows."""
     converted = False
     emit = call.request.emit
 
@@ -183,15 +190,14 @@ async def call_maybe_as_task(
         if not converted:
             await emit(message)
 
-    task_call = CallContext(
+    task_call = dataclasses.replace(
+        call,
         request=dataclasses.replace(call.request, emit=gated),
         progress=ProgressReporter(call.progress.token, gated),
         log=LogReporter(call.log.threshold, gated),
-        input_responses=call.input_responses,
-        request_state=call.request_state,
         in_task=True,
     )
-    work = asyncio.ensure_future(runner.call_tool(tool, arguments, task_call))
+    work = asyncio.ensure_future(await start(task_call))
     done, _pending = await asyncio.wait({work}, timeout=mcp_settings.TASK_IMMEDIATE_SECONDS)
     if work in done:
         error = work.exception()
@@ -207,13 +213,40 @@ async def call_maybe_as_task(
             if tool.task_support == "optional":
                 return result
             outcome = result
-        task = await service.create(tool, arguments, call, **durable.columns(outcome))
-        return create_result(task)
+        return create_result(await settled(outcome))
     converted = True
     try:
-        task = await service.create(tool, arguments, call, status=ToolTask.Status.WORKING, owner=owner_id())
+        task = await running()
     except CapacityExceeded:
         work.cancel()  # over the inline-task cap of its agent or tenant: the call does not go on unseen
         raise
     follow(task, work)
     return create_result(task)
+
+
+async def call_maybe_as_task(
+    runner: ToolRunner, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
+) -> dict[str, Any]:
+    """Run a task-capable call for a declaring client in this process (``answer_or_task``): its task is a new
+    record."""
+    service = call.request.tasks
+    assert isinstance(service, TaskService)
+    # What of the call the task's run gets: neither its request id, _meta nor record.
+    base = CallContext(
+        request=call.request,
+        progress=call.progress,
+        log=call.log,
+        input_responses=call.input_responses,
+        request_state=call.request_state,
+    )
+
+    async def start(task_call: CallContext) -> Awaitable[dict[str, Any]]:
+        return runner.call_tool(tool, arguments, task_call)
+
+    async def settled(outcome: ProtocolError | dict[str, Any]) -> ToolTask:
+        return await service.create(tool, arguments, call, **durable.columns(outcome))
+
+    async def running() -> ToolTask:
+        return await service.create(tool, arguments, call, status=ToolTask.Status.WORKING, owner=owner_id())
+
+    return await answer_or_task(tool, base, start, settled=settled, running=running)

@@ -23,22 +23,21 @@ with an idempotency key whose client closes its stream is *not* cancelled, since
 client will re-issue it; it goes on and the re-issued request attaches to it.
 
 For a 2026 client that declared the tasks extension, a task-capable worker tool follows the rules of
-``runtime.tasks.call_maybe_as_task`` with one row: the worker call's record becomes the client's task
+``runtime.tasks.answer_or_task`` (which alone decides whether it answers at once or becomes a task) with one row: the worker call's record becomes the client's task
 (``client_task``), never a second row.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ..conf import mcp_settings
 from ..events import (
     WORKER_EVENT,
     worker_group,
@@ -49,7 +48,6 @@ from ..protocol.context import CallContext
 from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.modern import runs_as_task
-from ..protocol.reporters import LogReporter, ProgressReporter
 from ..runtime import durable
 from ..runtime.execution import InlineRunner, validate_arguments
 from ..runtime.mrtr import PARK
@@ -268,44 +266,30 @@ class RoutingRunner:
         return outcome if call.in_task else durable.strip_internal(outcome)
 
     async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
-        """``call_maybe_as_task`` for a worker tool: the worker call's record is the task (one row)."""
-        from ..runtime.tasks import create_result, follow
+        """``runtime.tasks.answer_or_task`` for a worker tool: the worker call's record is the task (one row)."""
+        from ..runtime.tasks import answer_or_task
 
-        converted = False
-        emit = call.request.emit
+        started: _Started | None = None
 
-        async def gated(message: dict[str, Any]) -> None:
-            if not converted:  # once the call is a task its request is answered: nothing more goes there
-                await emit(message)
+        async def start(task_call: CallContext) -> Awaitable[dict[str, Any]]:
+            nonlocal started
+            started = await self.start(tool, arguments, task_call)
+            return self.wait(started, task_call)
 
-        task_call = dataclasses.replace(
-            call,
-            request=dataclasses.replace(call.request, emit=gated),
-            progress=ProgressReporter(call.progress.token, gated),
-            log=LogReporter(call.log.threshold, gated),
-            in_task=True,
-        )
-        started = await self.start(tool, arguments, task_call)
-        work = asyncio.ensure_future(self.wait(started, task_call))
-        done, _pending = await asyncio.wait({work}, timeout=mcp_settings.TASK_IMMEDIATE_SECONDS)
-        if work in done:
-            error = work.exception()
-            if error is not None and (tool.task_support != "required" or not isinstance(error, ProtocolError)):
-                raise error
-            outcome = error or work.result()
-            if isinstance(outcome, dict) and outcome.get("resultType") == "input_required" and not outcome.get(PARK):
-                return outcome
-            if tool.task_support == "optional":
-                if isinstance(outcome, dict):
-                    outcome.pop(PARK, None)
-                return outcome  # type: ignore[return-value]
-            task = await database_sync_to_async(ToolTask.objects.become_task)(started.record.pk)
-            return create_result(task)
-        converted = True
-        started.detachable = False
-        task = await database_sync_to_async(ToolTask.objects.become_task)(started.record.pk)
-        follow(task, work)  # tasks/cancel in this process cancels `work`, which cancels the worker call
-        return create_result(task)
+        async def settled(_outcome: ProtocolError | dict[str, Any]) -> ToolTask:
+            assert started is not None  # the worker settled the record itself
+            task: ToolTask = await database_sync_to_async(ToolTask.objects.become_task)(started.record.pk)
+            return task
+
+        async def running() -> ToolTask:
+            assert started is not None
+            started.detachable = False  # only tasks/cancel ends it now (``follow``: it cancels the worker call)
+            task: ToolTask = await database_sync_to_async(ToolTask.objects.become_task)(started.record.pk)
+            return task
+
+        result = await answer_or_task(tool, call, start, settled=settled, running=running)
+        result.pop(PARK, None)
+        return result
 
 
 # The former name, kept for projects that import it.
