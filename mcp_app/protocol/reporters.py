@@ -34,12 +34,17 @@ class ProgressReporter:
         return self.token is not None
 
     async def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        if self.token is None:
+        if not self.enabled:
             return
         # The spec requires progress to increase with each notification; stale values are dropped.
         if self._last is not None and progress <= self._last:
             return
         self._last = progress
+        await self.send(progress, total, message)
+
+    async def send(self, progress: float, total: float | None, message: str | None) -> None:
+        """One report that passed: ``notifications/progress`` with the token (a subclass may carry it elsewhere,
+        e.g. to the process that holds the client's token)."""
         params: dict[str, Any] = {"progressToken": self.token, "progress": progress}
         if total is not None:
             params["total"] = total

@@ -30,15 +30,12 @@ from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
 from ..protocol.reporters import LogReporter
 from ..runtime import durable
-from ..runtime.progress import RecordedProgress
 from . import quotas, records
 from .message import WorkerMessage
-from .relay import CancelListener, Relay
+from .relay import CancelListener, Relay, RelayedProgress
 
 logger = logging.getLogger("mcp_app.workers")
 
-# A placeholder progress token on the worker side: the awaiting process reports with the client's own.
-_TOKEN = 0
 # A call's requests to the client wait at most this long for an answer (and never past the deadline).
 ASK_TIMEOUT_SECONDS = 300.0
 
@@ -201,7 +198,7 @@ class WorkerCall:
         call = CallContext(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
-            progress=RecordedProgress(_TOKEN if info.progress else None, emit, self.record_pk),
+            progress=RelayedProgress(relay, info.progress, self.record_pk),
             log=LogReporter(info.log_level, emit),
             input_responses=info.input_responses,
             request_state=info.request_state,

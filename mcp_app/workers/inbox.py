@@ -2,8 +2,9 @@
 per event loop (``Inbox``; on the channel layer, or the in-process bus for calls run in this process), whose
 receive loop hands each event to the waits of the call it names. ``listen(group)`` joins a call's event group
 and gives the wait its queue and a ``leave``; ``close_inbox`` ends the loop's subscriptions. What a call's
-events carry is passed on to its client as the request's own: ``pass_on`` (notifications, with the request's
-progress token and log threshold) and ``answer`` (a server-to-client request asked, its answer sent back).
+events carry is passed on to its client as the request's own: ``progressed`` (a typed progress report, encoded
+here with the request's progress token), ``pass_on`` (notifications, with the request's log threshold) and
+``answer`` (a server-to-client request asked, its answer sent back).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from channels.layers import get_channel_layer
 from ..channel_layer import LAYER_ERRORS, Subscription, messaging
 from ..events import WORKER_ANSWER
 from ..protocol.context import CallContext
+from .message import Progress
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -137,8 +139,16 @@ async def close_inbox() -> None:
             await inbox.close()
 
 
+async def progressed(event: dict[str, Any], call: CallContext) -> None:
+    """A worker's progress report (``Progress``), sent as this request's ``notifications/progress`` (its token)."""
+    report = Progress.from_event(event)
+    if report is not None:
+        await call.progress.report(report.progress, report.total, report.message)
+
+
 async def pass_on(message: dict[str, Any], call: CallContext) -> None:
-    """A worker's notification, sent as this request's own (its progress token, its log threshold)."""
+    """A worker's notification, sent as this request's own (its log threshold; a progress notification from an
+    older worker, with this request's progress token)."""
     raw = message.get("params")
     params: dict[str, Any] = raw if isinstance(raw, dict) else {}
     method = message.get("method")

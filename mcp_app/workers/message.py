@@ -12,6 +12,9 @@ Celery message carries; ``from_wire`` reads it back, and reads the older shapes 
   ``cancel_channel``.
 
 Unknown keys are ignored, so a message of a newer version still runs on an older worker as far as it can.
+
+``Progress`` is what crosses back: a tool's progress report as typed data (progress, total, message), which the
+awaiting process alone encodes as the client's ``notifications/progress``, with the client's token.
 """
 
 from __future__ import annotations
@@ -67,4 +70,29 @@ class WorkerMessage:
             task_id=str(call["task_id"]) if call.get("task_id") else self.task_id,
             input_responses=call.get("input_responses") or self.input_responses,
             request_state=call.get("request_state") or self.request_state,
+        )
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A tool's progress report as it travels from the worker to the process awaiting the call, which alone
+    encodes the client's ``notifications/progress`` (with the client's own progress token)."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+    def to_event(self) -> dict[str, Any]:
+        return {"kind": "progress", "progress": self.progress, "total": self.total, "message": self.message}
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Progress | None:
+        """The report of a ``progress`` event, or ``None`` when it carries no number."""
+        progress, total, message = event.get("progress"), event.get("total"), event.get("message")
+        if not isinstance(progress, int | float):
+            return None
+        return cls(
+            progress=progress,
+            total=total if isinstance(total, int | float) else None,
+            message=message if isinstance(message, str) else None,
         )

@@ -1,7 +1,7 @@
 """The events between a worker call and the processes awaiting it, and its cancellation, on the messaging
 primitive (``channel_layer``): the channel layer, or the in-process bus for a call run in the serving process.
 
-- ``Relay``: the worker side of one call's events (``notify``, ``request`` and ``done`` on
+- ``Relay``: the worker side of one call's events (``notify``, ``progress``, ``request`` and ``done`` on
   ``events.worker_group``); a server-to-client request waits for its answer on a subscription of its own with a
   ``Correlator`` (the same -32001 timeout answer as everywhere).
 - ``CancelListener``: hears the call's cancellation on ``events.task_group``, on the channel its dispatcher
@@ -22,6 +22,9 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
 from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..protocol.reporters import discard
+from ..runtime.progress import RecordedProgress
+from .message import Progress
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -70,6 +73,9 @@ class Relay:
     async def notify(self, message: dict[str, Any]) -> None:
         await self.publish({"kind": "notify", "message": message})
 
+    async def progress(self, report: Progress) -> None:
+        await self.publish(report.to_event())
+
     async def ask(self, method: str, params: dict[str, Any], *, within: float) -> dict[str, Any]:
         """A server-to-client request, carried by whichever process awaits the call; its answer comes back."""
         if self._subscription is None:
@@ -90,6 +96,23 @@ class Relay:
     async def close(self) -> None:
         if self._subscription is not None:
             await self._subscription.close()
+
+
+class RelayedProgress(RecordedProgress):
+    """A worker call's progress reporter: kept on the record (``RecordedProgress``) and, when the client asked
+    for progress, relayed as typed data (``Progress``); the awaiting process encodes it with the client's token."""
+
+    def __init__(self, relay: Relay, wanted: bool, record_pk: int) -> None:
+        super().__init__(None, discard, record_pk)
+        self.relay = relay
+        self.wanted = wanted
+
+    @property
+    def enabled(self) -> bool:
+        return self.wanted
+
+    async def send(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.relay.progress(Progress(progress, total, message))
 
 
 class CancelListener:

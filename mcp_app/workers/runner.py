@@ -232,6 +232,8 @@ class RoutingRunner:
                 kind = event.get("kind")
                 if kind == "notify":
                     await inbox.pass_on(event.get("message") or {}, call)
+                elif kind == "progress":
+                    await inbox.progressed(event, call)
                 elif kind == "request":
                     await inbox.answer(event, call)
                 elif kind == "done":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -15,10 +16,11 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import ToolTask
+from mcp_app.protocol.reporters import ProgressReporter
 from mcp_app.workers import admission, dispatch, execute, records, relay
 from mcp_app.workers import call as worker_call
 from mcp_app.workers import inbox as worker_inbox
-from mcp_app.workers.message import VERSION, WorkerMessage
+from mcp_app.workers.message import VERSION, Progress, WorkerMessage
 from tests.conftest import require_redis
 from tests.helpers import (
     close_connections_of_async_threads,  # noqa: F401  (same clean-up here)
@@ -470,3 +472,25 @@ async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkey
     finally:
         await worker_inbox.close_inbox()
     assert seen == ["none"]
+
+
+async def test_progress_crosses_as_typed_data_and_is_encoded_once_with_the_clients_token() -> None:
+    """The worker relays a report as ``Progress`` (no token); the awaiting process encodes the client's
+    ``notifications/progress`` with the request's own token. A progress notification of an older worker still
+    reaches the client the same way."""
+    sent: list[dict[str, Any]] = []
+
+    async def emit(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    call = SimpleNamespace(progress=ProgressReporter("client-token", emit))
+    event = orjson.loads(orjson.dumps(Progress(1, 4, "one").to_event()))
+    assert "progressToken" not in orjson.dumps(event).decode()
+    await worker_inbox.progressed(event, call)  # type: ignore[arg-type]
+    older = {"method": "notifications/progress", "params": {"progressToken": 0, "progress": 2, "total": 4}}
+    await worker_inbox.pass_on(older, call)  # type: ignore[arg-type]
+    await worker_inbox.progressed({"kind": "progress", "progress": None}, call)  # type: ignore[arg-type]
+    assert [message["params"] for message in sent] == [
+        {"progressToken": "client-token", "progress": 1, "total": 4, "message": "one"},
+        {"progressToken": "client-token", "progress": 2, "total": 4},
+    ]
