@@ -217,7 +217,9 @@ class Subscription:
 
     def __init__(self, on_message: OnMessage | None) -> None:
         self._on_message = on_message
-        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        # Only a subscription read with ``receive`` queues (an asyncio.Queue is ~3.4 KiB: an idle GET stream's
+        # subscription, which has a callback, holds none).
+        self._queue: asyncio.Queue[Message] | None = asyncio.Queue() if on_message is None else None
         self.groups: list[str] = []
         self.ended = asyncio.Event()
 
@@ -229,6 +231,7 @@ class Subscription:
             self.ended.set()
             return True
         if self._on_message is None:
+            assert self._queue is not None
             self._queue.put_nowait(message)
             return False
         if self._on_message(message):
@@ -238,6 +241,8 @@ class Subscription:
 
     async def receive(self, within: float | None = None) -> Message | None:
         """The next message (without ``on_message``), or ``None`` after ``within`` seconds."""
+        if self._queue is None:
+            raise TypeError("a subscription with on_message is not read with receive()")
         try:
             return await asyncio.wait_for(self._queue.get(), within)
         except TimeoutError:
