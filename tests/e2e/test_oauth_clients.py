@@ -3,8 +3,8 @@
 registers itself (RFC 7591), and sends the person to the authorization endpoint, where headless chromium
 (Playwright) signs in and consents; then ``tools/list`` and ``tools/call`` in the handshake era and in
 2026-07-28. The same with a client ID metadata document served over HTTPS on loopback (a test CA daphne
-trusts), and with the TypeScript SDK's OAuth client. Access tokens live 3 seconds on this daphne: once expired, the next connection refreshes (no
-browser) and the old token is refused.
+trusts), and with the TypeScript SDK's OAuth client. Access tokens live 12 seconds on this daphne: once expired, the next connection
+refreshes (no browser) and the old token is refused.
 
 Chromium missing: skipped, except under ``MCP_REQUIRE_SERVICES=1`` (CI), where it fails.
 """
@@ -40,7 +40,9 @@ pytestmark = pytest.mark.e2e
 PASSWORD = "a-long-oauth-test-password"
 REDIRECT = "http://127.0.0.1:47321/callback"
 WAIT_SECONDS = 20.0
-TOKEN_SECONDS = 3
+# Long enough for the first two connections to share one access token on a loaded machine: had the second one
+# refreshed it, the first provider would hold a rotated-out refresh token and go back to the browser.
+TOKEN_SECONDS = 12
 
 
 @pytest.fixture(scope="module")
