@@ -540,3 +540,15 @@ async def sse_frames(response: httpx.Response) -> AsyncIterator[SseFrame]:
             raw, buffer = buffer.split("\n\n", 1)
             yield parse_frame(raw)
     assert not buffer.strip(), f"stream ended inside a frame: {buffer!r}"
+
+
+def task_call(seconds: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 2026 ``tools/call`` of ``slow_compute`` for ``seconds`` from a client that declared tasks, with its
+    routing headers: it becomes a task."""
+    body = modern_body(
+        "tools/call",
+        {"name": "slow_compute", "arguments": {"seconds": seconds, "label": "crash"}},
+        id="task-1",
+        capabilities={"extensions": {TASKS: {}}},
+    )
+    return body, routing_headers(body)

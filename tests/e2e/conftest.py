@@ -290,3 +290,48 @@ def shared_log(settings: Any) -> None:
     """This process publishes where the daphne processes follow (``_publish_where_daphne_follows`` sets it up)."""
     if not settings.REDIS_URL and REQUIRE_SERVICES:
         pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
+
+
+# Resumed streams of the processes ``launch`` starts end after this long idle (the crash tests wait for it).
+RESUME_IDLE_SECONDS = 1.5
+
+
+@pytest.fixture
+def launch(transactional_db: None, tmp_path: Path) -> Iterator[Callable[[], tuple[subprocess.Popen[bytes], str]]]:
+    """Start daphne processes of their own on the test database (the crash and orphan-recovery tests kill
+    them); each is stopped (or already dead) at the end."""
+    from django.conf import settings
+    from django.db import connection
+
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        env = {
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_LIVENESS_SWEEP")
+            },
+            "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
+            "DATABASE_URL": database_url(connection.settings_dict),
+            "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
+            "MCP_SSE_RESUME_IDLE_SECONDS": str(RESUME_IDLE_SECONDS),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if settings.REDIS_URL:
+            env["REDIS_URL"] = settings.REDIS_URL
+        log = (tmp_path / f"daphne-{len(started)}.log").open("wb")
+        process = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
+        started.append(process)
+        wait_for_port(port, process, "daphne")
+        return process, f"http://127.0.0.1:{port}"
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()

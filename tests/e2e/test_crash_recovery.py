@@ -9,76 +9,22 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import KEEPALIVE_SECONDS, daphne_command, database_url, free_port, wait_for_port
-from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.e2e.conftest import RESUME_IDLE_SECONDS
+from tests.helpers import TASKS, endpoint, initialize, modern_body, routing_headers, task_call
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
-RESUME_IDLE_SECONDS = 1.5
 WAIT = 10.0
-TASKS = "io.modelcontextprotocol/tasks"
-
-
-@pytest.fixture
-def launch(transactional_db: None, tmp_path: Path) -> Iterator[Callable[[], tuple[subprocess.Popen[bytes], str]]]:
-    """Start daphne processes on the test database; each is stopped (or already dead) at the end."""
-    from django.conf import settings
-    from django.db import connection
-
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start() -> tuple[subprocess.Popen[bytes], str]:
-        port = free_port()
-        env = {
-            **{
-                k: v
-                for k, v in os.environ.items()
-                if k not in ("MCP_SQLITE_PATH", "MCP_TEST_SQLITE_PATH", "REDIS_URL", "MCP_LIVENESS_SWEEP")
-            },
-            "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
-            "DATABASE_URL": database_url(connection.settings_dict),
-            "MCP_SSE_KEEPALIVE_SECONDS": KEEPALIVE_SECONDS,
-            "MCP_SSE_RESUME_IDLE_SECONDS": str(RESUME_IDLE_SECONDS),
-            "PYTHONUNBUFFERED": "1",
-        }
-        if settings.REDIS_URL:
-            env["REDIS_URL"] = settings.REDIS_URL
-        log = (tmp_path / f"daphne-{len(started)}.log").open("wb")
-        process = subprocess.Popen(daphne_command(port), cwd=settings.BASE_DIR, env=env, stdout=log, stderr=log)
-        started.append(process)
-        wait_for_port(port, process, "daphne")
-        return process, f"http://127.0.0.1:{port}"
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=WAIT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-def _task_call(seconds: int) -> tuple[dict[str, Any], dict[str, str]]:
-    body = modern_body(
-        "tools/call",
-        {"name": "slow_compute", "arguments": {"seconds": seconds, "label": "crash"}},
-        id="task-1",
-        capabilities={"extensions": {TASKS: {}}},
-    )
-    return body, routing_headers(body)
 
 
 async def test_a_killed_process_leaves_no_working_task_and_no_hanging_resume(
@@ -98,7 +44,7 @@ async def test_a_killed_process_leaves_no_working_task_and_no_hanging_resume(
         static_progress_steps=600,
     )
     first, first_url = launch()
-    body, task_headers = _task_call(600)
+    body, task_headers = task_call(600)
     async with httpx.AsyncClient(timeout=WAIT) as http:
         created = await http.post(endpoint(first_url, access), json=body, headers={**headers(access), **task_headers})
         assert created.status_code == 200, created.text[:300]

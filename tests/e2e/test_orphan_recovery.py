@@ -22,9 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e import test_crash_recovery as crash
-from tests.e2e.test_crash_recovery import TASKS, _task_call
-from tests.helpers import endpoint, modern_body, routing_headers
+from tests.helpers import TASKS, endpoint, modern_body, routing_headers, task_call
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +30,6 @@ pytestmark = pytest.mark.e2e
 BOUND_SECONDS = 15.0
 
 Launch = Callable[[], tuple[subprocess.Popen[bytes], str]]
-launch = crash.launch  # the fixture: daphne processes on the test database, stopped at the end
 
 
 def _state(pid: int) -> str:
@@ -43,7 +40,7 @@ def _state(pid: int) -> str:
 
 
 async def _start_task(http: httpx.AsyncClient, url: str, access: Any) -> str:
-    body, task_headers = _task_call(600)
+    body, task_headers = task_call(600)
     created = await http.post(endpoint(url, access), json=body, headers={**headers(access), **task_headers})
     assert created.status_code == 200, created.text[:300]
     assert created.json()["result"]["status"] == "working"

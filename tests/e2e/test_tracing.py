@@ -20,8 +20,7 @@ import pytest
 
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
-from tests.e2e.test_workers import WAIT, modern_tool_call, quiesce
-from tests.e2e.workers import require_broker, running_worker
+from tests.e2e.workers import WAIT, modern_tool_call, quiesce, require_broker, running_worker
 from tests.helpers import endpoint
 from tests.helpers import post_headers as headers
 from tests.otlp_collector import Collector, Span, otlp_collector_fixture  # noqa: F401  (fixture)

@@ -31,8 +31,18 @@ import pytest
 from mcp_app.models import ToolTask
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
-from tests.e2e.test_workers import WAIT, job, lines, modern_tool_call, orm, quiesce, wait_for_line
-from tests.e2e.workers import Worker, require_broker, running_worker
+from tests.e2e.workers import (
+    WAIT,
+    Worker,
+    job,
+    lines,
+    modern_tool_call,
+    orm,
+    quiesce,
+    require_broker,
+    running_worker,
+    wait_for_line,
+)
 from tests.helpers import endpoint
 from tests.helpers import post_headers as headers
 

@@ -24,12 +24,12 @@ import pytest
 from mcp_app.models import ToolTask
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
+from tests.e2e.workers import WAIT, job, lines, modern_tool_call, orm, quiesce, wait_for_line
 from tests.helpers import endpoint, initialize, modern_body, routing_headers
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 20.0
 TASKS = "io.modelcontextprotocol/tasks"
 IDEMPOTENCY = "io.mcp-host/idempotencyKey"
 
@@ -61,25 +61,6 @@ def worker_access(transactional_db: None, access_factory: Any, served: Served) -
     quiesce()
 
 
-QUIET_SECONDS = 1.5  # above AUDIT_FLUSH_INTERVAL_SECONDS (1 s): daphne's audit flusher has written what it holds
-
-
-def quiesce() -> None:
-    """Before the test database is flushed: let the other processes finish writing (settled records, the audit
-    rows of the calls), else the flush's TRUNCATE and their INSERTs deadlock and the flush fails. Bounded."""
-    from mcp_app.models import ToolCall
-
-    deadline = time.monotonic() + WAIT
-    while ToolTask.objects.filter(status__in=("queued", "working")).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    count, stable_since = ToolCall.objects.count(), time.monotonic()
-    while time.monotonic() - stable_since < QUIET_SECONDS and time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = ToolCall.objects.count()
-        if now != count:
-            count, stable_since = now, time.monotonic()
-
-
 def assert_ran_where_expected(served: Served, pid: int) -> None:
     if served.on_worker:
         assert pid not in (os.getpid(), served.daphne.process.pid)  # it ran in the worker
@@ -87,29 +68,8 @@ def assert_ran_where_expected(served: Served, pid: int) -> None:
         assert pid == served.daphne.process.pid  # in-process, in daphne
 
 
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
-
-
-async def wait_for_line(path: Path, predicate: Any, what: str) -> list[str]:
-    """Wait (bounded) until a line of the trace satisfies ``predicate``; returns the trace."""
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        found = lines(path)
-        if any(predicate(line) for line in found):
-            return found
-        await asyncio.sleep(0.02)
-    pytest.fail(f"the trace never showed {what}: {lines(path)}")
-
-
 def record_of(**filters: Any) -> ToolTask:
     return ToolTask.objects.get(**filters)
-
-
-async def orm(function: Any, *args: Any, **kwargs: Any) -> Any:
-    from asgiref.sync import sync_to_async
-
-    return await sync_to_async(function, thread_sensitive=True)(*args, **kwargs)
 
 
 async def settled_record(**filters: Any) -> ToolTask:
@@ -139,18 +99,6 @@ async def open_session(http: httpx.AsyncClient, url: str, access: Access) -> dic
     note = await http.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert note.status_code == 202
     return session
-
-
-def job(trace: Path, tag: str, steps: int, interval_ms: int = 0, **extra: Any) -> dict[str, Any]:
-    return {"path": str(trace), "tag": tag, "steps": steps, "interval_ms": interval_ms, **extra}
-
-
-def modern_tool_call(
-    name: str, arguments: dict[str, Any], *, id: Any = 1, meta: dict[str, Any] | None = None, **kw: Any
-):
-    body = modern_body("tools/call", {"name": name, "arguments": arguments}, id=id, **kw)
-    body["params"]["_meta"].update(meta or {})
-    return body, routing_headers(body)
 
 
 # ---------------------------------------------------------------- progress, both eras

@@ -9,6 +9,7 @@ worker starts, so a message left by an earlier test never reaches it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -18,10 +19,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import REQUIRE_SERVICES
+from tests.helpers import modern_body, routing_headers
 
 READY_TIMEOUT_SECONDS = 60.0  # a bound, not a wait (start-up on a loaded machine)
 STOP_TIMEOUT_SECONDS = 15.0
@@ -139,3 +142,60 @@ def stop(worker: Worker) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.process.pid, signal.SIGKILL)
         worker.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+# What the worker tests share (test_workers, test_worker_liveness, test_worker_loss, test_tracing) ----------------
+
+WAIT = 20.0  # the bound of every wait of the worker tests
+
+
+QUIET_SECONDS = 1.5  # above AUDIT_FLUSH_INTERVAL_SECONDS (1 s): daphne's audit flusher has written what it holds
+
+
+def quiesce() -> None:
+    """Before the test database is flushed: let the other processes finish writing (settled records, the audit
+    rows of the calls), else the flush's TRUNCATE and their INSERTs deadlock and the flush fails. Bounded."""
+    from mcp_app.models import ToolCall, ToolTask
+
+    deadline = time.monotonic() + WAIT
+    while ToolTask.objects.filter(status__in=("queued", "working")).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    count, stable_since = ToolCall.objects.count(), time.monotonic()
+    while time.monotonic() - stable_since < QUIET_SECONDS and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = ToolCall.objects.count()
+        if now != count:
+            count, stable_since = now, time.monotonic()
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def wait_for_line(path: Path, predicate: Any, what: str) -> list[str]:
+    """Wait (bounded) until a line of the trace satisfies ``predicate``; returns the trace."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        found = lines(path)
+        if any(predicate(line) for line in found):
+            return found
+        await asyncio.sleep(0.02)
+    pytest.fail(f"the trace never showed {what}: {lines(path)}")
+
+
+async def orm(function: Any, *args: Any, **kwargs: Any) -> Any:
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(function, thread_sensitive=True)(*args, **kwargs)
+
+
+def job(trace: Path, tag: str, steps: int, interval_ms: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"path": str(trace), "tag": tag, "steps": steps, "interval_ms": interval_ms, **extra}
+
+
+def modern_tool_call(
+    name: str, arguments: dict[str, Any], *, id: Any = 1, meta: dict[str, Any] | None = None, **kw: Any
+):
+    body = modern_body("tools/call", {"name": name, "arguments": arguments}, id=id, **kw)
+    body["params"]["_meta"].update(meta or {})
+    return body, routing_headers(body)
