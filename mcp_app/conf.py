@@ -118,6 +118,26 @@ DEFAULTS: dict[str, Any] = {
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 10.0,
     # Largest reply body an http tool may return (bytes); more is an error, and never read past the bound.
     "HTTP_TOOL_MAX_RESPONSE_BYTES": 1024 * 1024,
+    # Upstream MCP servers (mcp_app.federation). Every upstream connection is SSRF-guarded like an http tool's.
+    # The longest timeout a tenant may give an upstream call (seconds), and the default one.
+    "UPSTREAM_MAX_TIMEOUT_SECONDS": 600.0,
+    "UPSTREAM_DEFAULT_TIMEOUT_SECONDS": 60.0,
+    # How long connecting (and the handshake or discovery) to an upstream may take.
+    "UPSTREAM_CONNECT_TIMEOUT_SECONDS": 10.0,
+    # Largest message an upstream may send (bytes): a bigger SSE event or JSON reply fails the call.
+    "UPSTREAM_MAX_RESPONSE_BYTES": 4 * 1024 * 1024,
+    # Most entries one sync imports of each kind (tools, resources, templates, prompts); the rest is refused.
+    "UPSTREAM_MAX_ENTRIES": 1000,
+    # Catalog re-read by Celery beat (mcp_app.sync_upstreams) every so often (seconds); 0: only on demand.
+    "UPSTREAM_SYNC_INTERVAL_SECONDS": 3600,
+    # Idle connections kept per upstream and process, and how long an idle one is kept (seconds).
+    "UPSTREAM_POOL_SIZE": 8,
+    "UPSTREAM_POOL_IDLE_SECONDS": 300.0,
+    # Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many
+    # failures within the window open it; open, calls fail at once for the cool-down, then one call probes.
+    "UPSTREAM_BREAKER_FAILURES": 5,
+    "UPSTREAM_BREAKER_WINDOW_SECONDS": 30.0,
+    "UPSTREAM_BREAKER_COOLDOWN_SECONDS": 30.0,
     # Audit log (one ToolCall row per tools/call, see mcp_app.runtime.audit). Records are buffered in memory and
     # written in batches at least every AUDIT_FLUSH_INTERVAL_SECONDS (the most a crash can lose) and at shutdown.
     "AUDIT_ENABLED": True,
@@ -297,6 +317,17 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_MAX_RESPONSE_BYTES": (int,),
+    "UPSTREAM_MAX_TIMEOUT_SECONDS": (int, float),
+    "UPSTREAM_DEFAULT_TIMEOUT_SECONDS": (int, float),
+    "UPSTREAM_CONNECT_TIMEOUT_SECONDS": (int, float),
+    "UPSTREAM_MAX_RESPONSE_BYTES": (int,),
+    "UPSTREAM_MAX_ENTRIES": (int,),
+    "UPSTREAM_SYNC_INTERVAL_SECONDS": (int, float),
+    "UPSTREAM_POOL_SIZE": (int,),
+    "UPSTREAM_POOL_IDLE_SECONDS": (int, float),
+    "UPSTREAM_BREAKER_FAILURES": (int,),
+    "UPSTREAM_BREAKER_WINDOW_SECONDS": (int, float),
+    "UPSTREAM_BREAKER_COOLDOWN_SECONDS": (int, float),
     "AUDIT_ENABLED": (bool,),
     "AUDIT_FLUSH_INTERVAL_SECONDS": (int, float),
     "AUDIT_BUFFER_SIZE": (int,),

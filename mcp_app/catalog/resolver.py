@@ -31,7 +31,13 @@ from ..definitions.targets import (
     StaticResourceTarget,
     StaticTarget,
 )
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool
+from ..definitions.upstreams import (
+    UpstreamEndpoint,
+    UpstreamPromptTarget,
+    UpstreamResourceTarget,
+    UpstreamToolTarget,
+)
+from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Upstream
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
 from ..observability import metrics
@@ -42,6 +48,33 @@ logger = logging.getLogger("mcp_app.catalog")
 
 _cache: OrderedDict[tuple[int, int, object], ServerCatalog] = OrderedDict()
 _lock = threading.Lock()
+
+
+def endpoint_of(upstream: Upstream) -> UpstreamEndpoint:
+    """What a connection to ``upstream`` needs (its secrets still encrypted)."""
+    return UpstreamEndpoint(
+        pk=upstream.pk,
+        tenant_id=upstream.tenant_id,
+        name=upstream.name,
+        url=upstream.url,
+        revision=upstream.updated_at.isoformat() if upstream.updated_at else "",
+        headers=tuple((str(key), str(value)) for key, value in (upstream.headers or {}).items()),
+        timeout_seconds=upstream.timeout_seconds,
+        secret_headers=upstream.secret_headers_encrypted,
+        oauth_client_id=upstream.oauth_client_id,
+        oauth_client_secret=upstream.oauth_client_secret_encrypted,
+        oauth_issuer=upstream.oauth_issuer,
+        oauth_scope=upstream.oauth_scope,
+    )
+
+
+def _upstream_of(entry: Tool | Resource | Prompt, server_id: int) -> Upstream | None:
+    """The enabled upstream of an upstream entry of ``server_id``'s tenant (else ``None``, logged)."""
+    upstream = entry.upstream
+    if upstream is None or upstream.tenant_id != entry.tenant_id:
+        logger.warning("server %s binds upstream entry %s without its upstream", server_id, entry.pk)
+        return None
+    return upstream if upstream.enabled else None
 
 
 def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDescriptor | None:
@@ -76,7 +109,12 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
         )
     schema = tool.input_schema or {"type": "object", "properties": {}}
     target: object
-    if tool.kind == Tool.Kind.HTTP:
+    if tool.kind == Tool.Kind.UPSTREAM:
+        upstream = _upstream_of(tool, binding.server_id)
+        if upstream is None:
+            return None
+        target = UpstreamToolTarget(endpoint=endpoint_of(upstream), remote_name=tool.remote_name, input_schema=schema)
+    elif tool.kind == Tool.Kind.HTTP:
         webhook = getattr(tool, "webhook", None)  # a missing reverse one-to-one raises; getattr's default catches it
         if webhook is None:
             logger.warning("server %s binds http tool %r, which has no webhook", binding.server_id, tool.name)
@@ -118,13 +156,18 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
     )
 
 
-def _resource_descriptor(resource: Resource) -> ResourceDescriptor | None:
-    if resource.kind == Resource.Kind.PYTHON:
+def _resource_descriptor(resource: Resource, server_id: int) -> ResourceDescriptor | None:
+    if resource.kind == Resource.Kind.UPSTREAM:
+        upstream = _upstream_of(resource, server_id)
+        if upstream is None:
+            return None
+        target: object = UpstreamResourceTarget(endpoint_of(upstream))
+    elif resource.kind == Resource.Kind.PYTHON:
         registered = registry.resource(resource.python_name)
         if registered is None:
             logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
             return None
-        target: object = FunctionTarget(registered)
+        target = FunctionTarget(registered)
     else:
         target = StaticResourceTarget(text=resource.text, blob=resource.blob)
     return ResourceDescriptor(
@@ -141,7 +184,7 @@ def _resource_descriptor(resource: Resource) -> ResourceDescriptor | None:
     )
 
 
-def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
+def _prompt_descriptor(prompt: Prompt, server_id: int) -> PromptDescriptor | None:
     arguments = tuple(
         PromptArgument(
             name=argument["name"],
@@ -151,6 +194,18 @@ def _prompt_descriptor(prompt: Prompt) -> PromptDescriptor | None:
         )
         for argument in prompt.arguments or ()
     )
+    if prompt.kind == Prompt.Kind.UPSTREAM:
+        upstream = _upstream_of(prompt, server_id)
+        if upstream is None:
+            return None
+        return PromptDescriptor(
+            name=prompt.name,
+            arguments=arguments,
+            title=prompt.title or None,
+            description=prompt.description or None,
+            target=UpstreamPromptTarget(endpoint_of(upstream), prompt.remote_name),
+            ref=prompt.pk,
+        )
     if prompt.kind == Prompt.Kind.PYTHON:
         registered = registry.prompt(prompt.python_name or prompt.name)
         if registered is None:
@@ -183,21 +238,23 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
     """The catalog of ``server`` (an ``McpServer`` or a cached ``ServerEntry``: its pk and tenant_id count)."""
     tenant = server.tenant_id
     tools = ServerTool.objects.filter(server_id=server.pk, enabled=True, tool__tenant_id=tenant).select_related(
-        "tool", "tool__webhook"
+        "tool", "tool__webhook", "tool__upstream"
     )
     resources = ServerResource.objects.filter(
         server_id=server.pk, enabled=True, resource__tenant_id=tenant
-    ).select_related("resource")
+    ).select_related("resource", "resource__upstream")
     prompts = ServerPrompt.objects.filter(server_id=server.pk, enabled=True, prompt__tenant_id=tenant).select_related(
-        "prompt"
+        "prompt", "prompt__upstream"
     )
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
     tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b, allowed)) is not None]
     resource_descriptors = [
-        r for b in resources.order_by("position", "id") if (r := _resource_descriptor(b.resource)) is not None
+        r
+        for b in resources.order_by("position", "id")
+        if (r := _resource_descriptor(b.resource, server.pk)) is not None
     ]
     prompt_descriptors = [
-        p for b in prompts.order_by("position", "id") if (p := _prompt_descriptor(b.prompt)) is not None
+        p for b in prompts.order_by("position", "id") if (p := _prompt_descriptor(b.prompt, server.pk)) is not None
     ]
     return ServerCatalog(
         tools=tuple(tool_descriptors),

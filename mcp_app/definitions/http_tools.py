@@ -68,9 +68,11 @@ class SecretHeadersUnavailable(Exception):
     """The stored secret headers cannot be decrypted with any configured key (keys rotated away, or tampered)."""
 
 
-def validate_url(url: str) -> None:
+def validate_url(url: str, *, subject: str = "http tools") -> None:
+    """The rules of every outbound URL (http tools, upstreams): http(s), no credentials, a host, no fragment, and
+    a literal address the SSRF guard accepts. ``subject`` names who may not call it, in the message."""
     if not isinstance(url, str) or not url:
-        raise ValueError("Give the URL the tool calls.")
+        raise ValueError("Give the URL to call.")
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
         raise ValueError("The URL must not contain spaces or control characters.")
     try:
@@ -93,7 +95,7 @@ def validate_url(url: str) -> None:
     allow = parse_allow_list(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)
     reason = refusal(address, port or (443 if parts.scheme == "https" else 80), parts.hostname, allow)
     if reason is not None:
-        raise ValueError(f"The address {address} is {reason}; http tools may not call it.")
+        raise ValueError(f"The address {address} is {reason}; {subject} may not call it.")
 
 
 def validate_headers(headers: Any, what: str = "headers") -> None:

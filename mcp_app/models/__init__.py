@@ -10,6 +10,7 @@ from .servers import McpServer
 from .sessions import McpSession
 from .tasks import ToolTask
 from .tenancy import Tenant, TenantMembership
+from .upstreams import Upstream, UpstreamBinding
 from .webhooks import Webhook
 
 __all__ = [
@@ -32,5 +33,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolTask",
+    "Upstream",
+    "UpstreamBinding",
     "Webhook",
 ]

@@ -19,6 +19,7 @@ from ..definitions.static import validate_static_config
 from .limits import rate_burst_field, rate_limit_field
 from .servers import McpServer
 from .tenancy import Tenant
+from .upstreams import Upstream
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -51,6 +52,7 @@ class Tool(models.Model):
         PYTHON = "python", "Python (registered in code)"
         STATIC = "static", "Static (canned result or error)"
         HTTP = "http", "HTTP (calls the tenant's webhook)"
+        UPSTREAM = "upstream", "Upstream (an upstream MCP server's tool)"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tools", verbose_name="tenant")
     name = models.CharField("name", max_length=128, validators=[validate_tool_name])
@@ -127,6 +129,23 @@ class Tool(models.Model):
         null=True,
         blank=True,
         help_text='Icons clients may show, e.g. [{"src": "https://example.com/t.png", "mimeType": "image/png"}].',
+    )
+    upstream = models.ForeignKey(
+        Upstream,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="tools",
+        verbose_name="upstream",
+        editable=False,
+        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
+    )
+    remote_name = models.CharField(
+        "name upstream",
+        max_length=128,
+        blank=True,
+        editable=False,
+        help_text="For upstream entries: its name on the upstream (without the prefix).",
     )
     rate_limit = rate_limit_field("tool")
     rate_burst = rate_burst_field("tool")
@@ -263,6 +282,7 @@ class Resource(models.Model):
     class Kind(models.TextChoices):
         STATIC = "static", "Static (content stored here)"
         PYTHON = "python", "Python (registered in code)"
+        UPSTREAM = "upstream", "Upstream (read from an upstream MCP server)"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="resources", verbose_name="tenant")
     uri = models.CharField(
@@ -281,6 +301,23 @@ class Resource(models.Model):
     )
     blob = models.TextField("binary content (base64)", blank=True, help_text="Static binary content, base64-encoded.")
     python_name = models.CharField("registered resource", max_length=128, blank=True)
+    upstream = models.ForeignKey(
+        Upstream,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="resources",
+        verbose_name="upstream",
+        editable=False,
+        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
+    )
+    remote_name = models.CharField(
+        "name upstream",
+        max_length=200,
+        blank=True,
+        editable=False,
+        help_text="For upstream entries: its name on the upstream (without the prefix); the URI is the upstream's.",
+    )
     annotations = models.JSONField("annotations", null=True, blank=True)
     created_at = models.DateTimeField("created", auto_now_add=True)
     updated_at = models.DateTimeField("updated", auto_now=True)
@@ -327,6 +364,7 @@ class Prompt(models.Model):
     class Kind(models.TextChoices):
         STATIC = "static", "Static (messages stored here)"
         PYTHON = "python", "Python (registered in code)"
+        UPSTREAM = "upstream", "Upstream (an upstream MCP server's prompt)"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="prompts", verbose_name="tenant")
     name = models.CharField("name", max_length=128, validators=[validate_tool_name])
@@ -346,6 +384,23 @@ class Prompt(models.Model):
         help_text='Static prompts: [{"role": "user", "content": {"type": "text", "text": "About {topic}"}}]',
     )
     python_name = models.CharField("registered prompt", max_length=128, blank=True)
+    upstream = models.ForeignKey(
+        Upstream,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="prompts",
+        verbose_name="upstream",
+        editable=False,
+        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
+    )
+    remote_name = models.CharField(
+        "name upstream",
+        max_length=128,
+        blank=True,
+        editable=False,
+        help_text="For upstream entries: its name on the upstream (without the prefix).",
+    )
     created_at = models.DateTimeField("created", auto_now_add=True)
     updated_at = models.DateTimeField("updated", auto_now=True)
 

@@ -1,0 +1,105 @@
+"""Configuration rules of upstream MCP servers, and what the catalog resolves their entries to.
+
+The model (``mcp_app.models.Upstream``), the admin, the API and ``mcp_upstream`` share the rules:
+``validate_upstream_name``, ``validate_prefix`` and ``validate_upstream_url`` raise ``ValueError`` with a sentence
+for the user (the URL rules are those of every outbound connection: ``http_tools.validate_url``).
+
+``UpstreamEndpoint`` is what a connection needs (frozen, secrets still encrypted and not in ``repr``);
+``UpstreamToolTarget``, ``UpstreamResourceTarget`` and ``UpstreamPromptTarget`` are the targets of imported
+entries (``definitions.targets``), run by ``mcp_app.federation``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from ..conf import mcp_settings
+from .http_tools import validate_url
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]{0,64}$")
+
+
+def validate_upstream_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            "An upstream's name is 1 to 64 lowercase letters, digits, '-' and '_', starting with a letter or digit."
+        )
+
+
+def validate_prefix(prefix: str) -> None:
+    if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+        raise ValueError("A prefix is at most 64 letters, digits, '_', '-' and '.'.")
+
+
+def validate_upstream_url(url: str) -> None:
+    validate_url(url, subject="upstreams")
+
+
+def validate_upstream_timeout(timeout: float | None) -> None:
+    if timeout is None:
+        return
+    maximum = mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS
+    if not 0 < timeout <= maximum:
+        raise ValueError(f"The timeout must be more than 0 and at most {maximum:g} seconds.")
+
+
+def effective_timeout(timeout: float | None) -> float:
+    value = mcp_settings.UPSTREAM_DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
+    return float(min(value, mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS))
+
+
+def prefixed(prefix: str, name: str) -> str:
+    return f"{prefix}{name}"
+
+
+@dataclass(frozen=True)
+class UpstreamEndpoint:
+    """How to reach one upstream: enough to open (or find in the pool) a connection, and no more.
+
+    ``revision`` changes whenever the configuration does (the row's ``updated_at``), so a pooled connection made
+    with old credentials is never reused after an edit."""
+
+    pk: int
+    tenant_id: int
+    name: str
+    url: str
+    revision: str
+    headers: tuple[tuple[str, str], ...] = ()
+    timeout_seconds: float | None = None
+    secret_headers: str = field(default="", repr=False)
+    oauth_client_id: str = ""
+    oauth_client_secret: str = field(default="", repr=False)
+    oauth_issuer: str = ""
+    oauth_scope: str = ""
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.pk, self.revision)
+
+
+@dataclass(frozen=True)
+class UpstreamToolTarget:
+    endpoint: UpstreamEndpoint
+    remote_name: str
+    input_schema: dict[str, Any]
+
+    @functools.cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@dataclass(frozen=True)
+class UpstreamResourceTarget:
+    endpoint: UpstreamEndpoint
+
+
+@dataclass(frozen=True)
+class UpstreamPromptTarget:
+    endpoint: UpstreamEndpoint
+    remote_name: str

@@ -1,0 +1,246 @@
+"""Upstream MCP servers: a tenant's existing MCP servers, federated into its catalog under a prefix.
+
+An ``Upstream`` is an MCP server reached over Streamable HTTP (``url``), owned by one tenant. A sync
+(``mcp_app.federation.sync``) imports its tools, resources, resource templates and prompts as catalog entries of
+kind ``upstream`` (``Tool.upstream``, ``Resource.upstream``, ``Prompt.upstream``): a tool ``search`` of an
+upstream with prefix ``gh_`` becomes ``gh_search``, and so does a prompt; resources keep their URIs (a URI
+names the thing itself) and take the prefix on their name. An ``UpstreamBinding`` exposes the upstream on one
+of the tenant's servers as a whole: every entry it has now, and every entry later syncs add. Entries can also
+be bound one by one, like any catalog entry; grants filter them like any entry.
+
+Outbound credentials are plain headers, secret headers (stored only encrypted, write-only, exactly as an http
+tool's: ``definitions.http_tools``), or OAuth client credentials against the upstream's authorization server
+(the secret stored encrypted). The URL is checked by the SSRF guard (``netguard``) on every save and again on
+every connection, against ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.utils import timezone
+
+from ..crypto import decrypt, encrypt, rotate
+from ..definitions.http_tools import display_url, open_secret_headers, validate_headers
+from ..definitions.upstreams import (
+    validate_prefix,
+    validate_upstream_name,
+    validate_upstream_timeout,
+    validate_upstream_url,
+)
+from .servers import McpServer
+from .tenancy import Tenant
+
+
+def _valid_name(value: str) -> None:
+    try:
+        validate_upstream_name(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+def _valid_prefix(value: str) -> None:
+    try:
+        validate_prefix(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+class UpstreamQuerySet(models.QuerySet["Upstream"]):
+    def of_tenant(self, tenant: Tenant | int) -> UpstreamQuerySet:
+        return self.filter(tenant=tenant)
+
+    def due_for_sync(self, default_interval: float) -> list[Upstream]:
+        """Enabled upstreams of active tenants whose last sync is older than their interval (or never ran)."""
+        now = timezone.now()
+        due = []
+        for upstream in self.filter(enabled=True, tenant__is_active=True).select_related("tenant"):
+            interval = upstream.sync_interval_seconds or default_interval
+            if interval <= 0:
+                continue
+            if upstream.last_synced_at is None or (now - upstream.last_synced_at).total_seconds() >= interval:
+                due.append(upstream)
+        return due
+
+    def rotate_secrets(self) -> int:
+        """Re-encrypt stored secrets under the first of ``SECRET_KEYS``; returns how many values were rewritten."""
+        count = 0
+        with transaction.atomic():
+            for upstream in self.only("pk", "secret_headers_encrypted", "oauth_client_secret_encrypted"):
+                changes = {}
+                for field in ("secret_headers_encrypted", "oauth_client_secret_encrypted"):
+                    value = getattr(upstream, field)
+                    if value:
+                        changes[field] = rotate(value)
+                if changes:
+                    type(upstream).objects.filter(pk=upstream.pk).update(**changes)
+                    count += len(changes)
+        return count
+
+
+class Upstream(models.Model):
+    """An existing MCP server whose tools, resources and prompts a tenant brings into its catalog."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="upstreams", verbose_name="tenant")
+    name = models.CharField(
+        "name",
+        max_length=64,
+        validators=[_valid_name],
+        help_text="Lowercase letters, digits, '-' and '_'; unique within the tenant (mcp_upstream --name).",
+    )
+    url = models.CharField(
+        "URL",
+        max_length=2000,
+        help_text="The upstream's Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp. Private, loopback "
+        "and metadata addresses are refused unless the operator allow-lists them (OUTBOUND_ALLOWED_NETWORKS).",
+    )
+    prefix = models.CharField(
+        "prefix",
+        max_length=64,
+        blank=True,
+        validators=[_valid_prefix],
+        help_text="Put before the names it contributes: with 'gh_', its tool 'search' is listed as 'gh_search'.",
+    )
+    headers = models.JSONField(
+        "headers", default=dict, blank=True, help_text='Plain request headers, e.g. {"X-Team": "billing"}.'
+    )
+    secret_headers_encrypted = models.TextField("secret headers (encrypted)", blank=True, default="", editable=False)
+    secret_header_names = models.JSONField("secret header names", default=list, blank=True, editable=False)
+    oauth_client_id = models.CharField(
+        "OAuth client ID",
+        max_length=255,
+        blank=True,
+        help_text="Client credentials grant against the upstream's authorization server (discovered from the "
+        "upstream, RFC 9728); empty: no OAuth.",
+    )
+    oauth_client_secret_encrypted = models.TextField("OAuth client secret (encrypted)", blank=True, editable=False)
+    oauth_issuer = models.CharField(
+        "OAuth issuer", max_length=2000, blank=True, help_text="The authorization server the credentials belong to."
+    )
+    oauth_scope = models.CharField("OAuth scope", max_length=500, blank=True)
+    timeout_seconds = models.FloatField(
+        "timeout (seconds)",
+        null=True,
+        blank=True,
+        help_text="How long a call may take; empty: the operator's default (UPSTREAM_DEFAULT_TIMEOUT_SECONDS).",
+    )
+    sync_interval_seconds = models.PositiveIntegerField(
+        "sync interval (seconds)",
+        null=True,
+        blank=True,
+        help_text="How often the catalog is re-read; empty: the operator's default (UPSTREAM_SYNC_INTERVAL_SECONDS).",
+    )
+    enabled = models.BooleanField("enabled", default=True, help_text="Disabled: its entries answer an error.")
+    protocol_version = models.CharField("protocol version", max_length=32, blank=True, editable=False)
+    server_info = models.JSONField("server info", null=True, blank=True, editable=False)
+    capabilities = models.JSONField("capabilities", null=True, blank=True, editable=False)
+    last_synced_at = models.DateTimeField("last synced", null=True, blank=True, editable=False)
+    last_sync_error = models.TextField("last sync error", blank=True, editable=False)
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    objects = UpstreamQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "upstream"
+        verbose_name_plural = "upstreams"
+        ordering = ("tenant", "name")
+        constraints = [models.UniqueConstraint(fields=("tenant", "name"), name="mcp_upstream_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({display_url(self.url)})"
+
+    def __repr__(self) -> str:
+        return f"<Upstream {self.pk}: {self.name}>"
+
+    # Secrets ---------------------------------------------------------------------------------------------------
+
+    @property
+    def has_secret_headers(self) -> bool:
+        return bool(self.secret_headers_encrypted)
+
+    def set_secret_headers(self, values: Mapping[str, str]) -> None:
+        """Replace every secret header (an empty mapping removes them). Validated; saved by ``save()``."""
+        try:
+            validate_headers(values, "secret headers")
+        except ValueError as exc:
+            raise ValidationError({"secret_headers": str(exc)}) from exc
+        self.secret_headers_encrypted = encrypt(orjson.dumps(dict(values))) if values else ""
+        self.secret_header_names = sorted(values, key=str.lower)
+
+    def reveal_secret_headers(self) -> dict[str, str]:
+        """The secret headers in clear, for the connection that sends them. Never display or log the result."""
+        return open_secret_headers(self.secret_headers_encrypted)
+
+    def set_oauth_client_secret(self, secret: str) -> None:
+        """Replace the OAuth client secret (empty: remove it). Saved by ``save()``."""
+        self.oauth_client_secret_encrypted = encrypt(secret.encode()) if secret else ""
+
+    def reveal_oauth_client_secret(self) -> str:
+        return decrypt(self.oauth_client_secret_encrypted).decode() if self.oauth_client_secret_encrypted else ""
+
+    # Validation ------------------------------------------------------------------------------------------------
+
+    def validate_config(self) -> None:
+        errors: dict[str, str] = {}
+        for field, check in (
+            ("name", lambda: validate_upstream_name(self.name)),
+            ("url", lambda: validate_upstream_url(self.url)),
+            ("prefix", lambda: validate_prefix(self.prefix)),
+            ("headers", lambda: validate_headers(self.headers, "headers")),
+            ("timeout_seconds", lambda: validate_upstream_timeout(self.timeout_seconds)),
+        ):
+            try:
+                check()
+            except ValueError as exc:
+                errors[field] = str(exc)
+        clash = {name.lower() for name in self.headers or {}} & {name.lower() for name in self.secret_header_names}
+        if not errors.get("headers") and clash:
+            errors["headers"] = f"Also set as a secret header: {', '.join(sorted(clash))}."
+        if self.oauth_client_id and not self.oauth_client_secret_encrypted:
+            errors["oauth_client_id"] = "Give the client secret too."
+        if self.oauth_client_id and "authorization" in {name.lower() for name in self.secret_header_names}:
+            errors["oauth_client_id"] = "Use OAuth or an Authorization secret header, not both."
+        if errors:
+            raise ValidationError(errors)
+
+    def clean(self) -> None:
+        super().clean()
+        self.validate_config()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.validate_config()
+        super().save(*args, **kwargs)
+
+
+class UpstreamBinding(models.Model):
+    """An upstream exposed on one server as a whole: every entry it has, including those later syncs add."""
+
+    upstream = models.ForeignKey(Upstream, on_delete=models.CASCADE, related_name="bindings", verbose_name="upstream")
+    server = models.ForeignKey(
+        McpServer, on_delete=models.CASCADE, related_name="upstream_bindings", verbose_name="server"
+    )
+    created_at = models.DateTimeField("created", auto_now_add=True)
+
+    class Meta:
+        verbose_name = "upstream binding"
+        verbose_name_plural = "upstream bindings"
+        ordering = ("upstream", "server")
+        constraints = [models.UniqueConstraint(fields=("upstream", "server"), name="mcp_upstream_binding_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.upstream.name} on {self.server.server_id}"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.upstream_id and self.server_id and self.upstream.tenant_id != self.server.tenant_id:
+            raise ValidationError("A server can only expose upstreams of its own tenant.")
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.upstream.tenant_id != self.server.tenant_id:
+            raise ValueError("a server can only expose upstreams of its own tenant")
+        super().save(*args, **kwargs)
