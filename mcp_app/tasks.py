@@ -4,6 +4,7 @@
 deployment schedules it with Celery beat every ``PURGE_INTERVAL_SECONDS`` (``mcp_host/celery.py``). Where no
 Celery runs, schedule the command with cron instead. The worker calls' tasks (``mcp_app.workers.tasks``) are
 registered here too: ``run_tool_call`` and the reaper ``reap_worker_calls`` (every ``REAP_INTERVAL_SECONDS``).
+``sync_upstreams`` re-reads the catalogs of upstream MCP servers that are due (``mcp_app.federation.sync``).
 """
 
 from __future__ import annotations
@@ -21,3 +22,19 @@ PURGE_INTERVAL_SECONDS = 3600.0
 @shared_task(name=PURGE_TASK, ignore_result=True)
 def purge_expired() -> None:
     call_command("mcp_purge")
+
+
+SYNC_UPSTREAMS_TASK = "mcp_app.sync_upstreams"
+SYNC_UPSTREAMS_CHECK_SECONDS = 60.0
+
+
+@shared_task(name=SYNC_UPSTREAMS_TASK, ignore_result=True)
+def sync_upstreams() -> None:
+    """Re-read the catalog of every upstream whose sync interval has passed (``UPSTREAM_SYNC_INTERVAL_SECONDS``,
+    or the upstream's own); beat runs this every ``SYNC_UPSTREAMS_CHECK_SECONDS``."""
+    from .conf import mcp_settings
+    from .federation.sync import sync_upstream
+    from .models import Upstream
+
+    for upstream in Upstream.objects.due_for_sync(float(mcp_settings.UPSTREAM_SYNC_INTERVAL_SECONDS)):
+        sync_upstream(upstream)

@@ -17,7 +17,14 @@ app = Celery("mcp_host")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-from mcp_app.tasks import PURGE_INTERVAL_SECONDS, PURGE_TASK, REAP_INTERVAL_SECONDS, REAP_TASK  # noqa: E402
+from mcp_app.tasks import (  # noqa: E402
+    PURGE_INTERVAL_SECONDS,
+    PURGE_TASK,
+    REAP_INTERVAL_SECONDS,
+    REAP_TASK,
+    SYNC_UPSTREAMS_CHECK_SECONDS,
+    SYNC_UPSTREAMS_TASK,
+)
 
 
 @worker_process_init.connect
@@ -35,4 +42,5 @@ def _freeze_startup_heap(**_kwargs: object) -> None:
 app.conf.beat_schedule = {
     "mcp-purge-expired": {"task": PURGE_TASK, "schedule": PURGE_INTERVAL_SECONDS},
     "mcp-reap-worker-calls": {"task": REAP_TASK, "schedule": REAP_INTERVAL_SECONDS},
+    "mcp-sync-upstreams": {"task": SYNC_UPSTREAMS_TASK, "schedule": SYNC_UPSTREAMS_CHECK_SECONDS},
 }

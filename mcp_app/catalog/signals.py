@@ -14,7 +14,18 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from ..events import publish_to_servers
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Webhook
+from ..models import (
+    McpServer,
+    Prompt,
+    Resource,
+    ServerPrompt,
+    ServerResource,
+    ServerTool,
+    Tenant,
+    Tool,
+    Upstream,
+    Webhook,
+)
 from ..models.servers import on_catalog_change
 from ..protocol.messages import list_changed, resource_updated
 
@@ -78,3 +89,17 @@ def _tenant_saved(sender: type[Tenant], instance: Tenant, created: bool = False,
     if not created:
         server_ids = set(McpServer.objects.filter(tenant=instance).values_list("pk", flat=True))
         McpServer.objects.bump_catalog_version(server_ids, ("tools",))
+
+
+@receiver(post_save, sender=Upstream)
+def _upstream_saved(sender: type[Upstream], instance: Upstream, created: bool = False, **kwargs: Any) -> None:
+    # Its entries carry how to reach it (URL, credentials, enabled): every server exposing one re-resolves.
+    if created:
+        return
+    kinds = (
+        ("tools", ServerTool.objects.filter(tool__upstream=instance)),
+        ("resources", ServerResource.objects.filter(resource__upstream=instance)),
+        ("prompts", ServerPrompt.objects.filter(prompt__upstream=instance)),
+    )
+    for kind, bindings in kinds:
+        McpServer.objects.bump_catalog_version(set(bindings.values_list("server_id", flat=True)), (kind,))

@@ -237,6 +237,10 @@ class ToolCall(models.Model):
     protocol_version = models.CharField("protocol version", max_length=16)
     request_id = models.CharField("JSON-RPC request id", max_length=200, blank=True)
     task_id = models.CharField("task id", max_length=64, blank=True, db_index=True, help_text="Its ToolTask, if any.")
+    upstream = models.CharField(
+        "upstream", max_length=64, blank=True, help_text="The upstream MCP server that answered, for upstream tools."
+    )
+    upstream_ms = models.FloatField("upstream time (ms)", null=True, blank=True, help_text="How long it took.")
 
     objects = ToolCallManager()
 

@@ -29,7 +29,8 @@ def validate_tool_name(value: str) -> None:
         raise ValidationError("Tool names are 1 to 128 characters of letters, digits, '_', '-' and '.'.")
 
 
-def _validate_object_schema(value: Any) -> None:
+def validate_object_schema(value: Any) -> None:
+    """A tool's input or output schema: ``None``, or a valid JSON Schema (2020-12) of an object."""
     if value is None:
         return
     if not isinstance(value, dict):
@@ -43,6 +44,9 @@ def _validate_object_schema(value: Any) -> None:
         raise ValidationError(f"Not a valid JSON Schema (2020-12): {exc.message}") from exc
     if value.get("type", "object") != "object":
         raise ValidationError('Tool schemas must describe an object ("type": "object").')
+
+
+_validate_object_schema = validate_object_schema  # the name older migrations refer to
 
 
 class Tool(models.Model):
@@ -69,14 +73,14 @@ class Tool(models.Model):
         "input schema",
         default=dict,
         blank=True,
-        validators=[_validate_object_schema],
+        validators=[validate_object_schema],
         help_text="JSON Schema (2020-12) of the arguments. Python tools derive theirs from type hints.",
     )
     output_schema = models.JSONField(
         "output schema",
         null=True,
         blank=True,
-        validators=[_validate_object_schema],
+        validators=[validate_object_schema],
         help_text="JSON Schema of structuredContent, if the tool returns structured output.",
     )
     annotations = models.JSONField(

@@ -36,7 +36,7 @@ from ..conf import mcp_settings
 from ..models import Agent, McpServer, Tenant
 from ..models.audit import ToolCall as ToolCallRecord
 from ..protocol.ports import NO_AUDIT, CallAudit
-from .audit_entries import Caller, PendingCall, arguments_digest, outcome_status, redact
+from .audit_entries import Caller, PendingCall, arguments_digest, outcome_status, redact, upstream_of
 
 logger = logging.getLogger("mcp_app.audit")
 
@@ -239,6 +239,8 @@ class AuditLog:
             protocol_version=caller.protocol_version,
             request_id=call.request_id[:200],
             task_id=call.task_id[:64],
+            upstream=call.upstream[:64],
+            upstream_ms=call.upstream_ms,
         )
 
     def clear(self) -> None:
@@ -278,6 +280,7 @@ class RequestAudit:
     ) -> None:
         name = params.get("name")
         status, task_id = outcome_status(result, error_code, cancelled)
+        upstream, upstream_ms = upstream_of(result)
         self._log.append(
             PendingCall(
                 caller=self._caller,
@@ -291,6 +294,8 @@ class RequestAudit:
                 finished=time.time(),
                 task_id=task_id,
                 appended=time.monotonic(),
+                upstream=upstream,
+                upstream_ms=upstream_ms,
             )
         )
 

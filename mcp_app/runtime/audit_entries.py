@@ -81,6 +81,21 @@ class PendingCall:
     finished: float
     task_id: str
     appended: float  # time.monotonic() when it entered the buffer: the flusher reports how long rows waited
+    upstream: str = ""  # the upstream MCP server that answered, and how long it took (``federation.calls``)
+    upstream_ms: float | None = None
+
+
+UPSTREAM_META = "dev.mcp-host/upstream"
+
+
+def upstream_of(result: Mapping[str, Any] | None) -> tuple[str, float | None]:
+    """Which upstream answered a proxied call, and in how many milliseconds (``("", None)``: not proxied)."""
+    meta = result.get("_meta") if isinstance(result, Mapping) else None
+    stamp = meta.get(UPSTREAM_META) if isinstance(meta, Mapping) else None
+    if not isinstance(stamp, Mapping) or not isinstance(stamp.get("upstream"), str):
+        return "", None
+    duration = stamp.get("durationMs")
+    return stamp["upstream"], float(duration) if isinstance(duration, int | float) else None
 
 
 def outcome_status(result: Mapping[str, Any] | None, error_code: int | None, cancelled: bool) -> tuple[str, str]:

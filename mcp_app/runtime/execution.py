@@ -31,6 +31,8 @@ from ..definitions.targets import (
     StaticResourceTarget,
     StaticTarget,
 )
+from ..definitions.upstreams import UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget
+from ..federation import calls as upstream_calls
 from ..observability import metrics, tracing
 from ..protocol.context import CallContext, InvalidToolArguments
 from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
@@ -174,6 +176,14 @@ class InlineRunner:
         if isinstance(target, HttpTarget):
             validate_arguments(tool, arguments)
             return await call_webhook(target, tool.name, arguments, call)
+        if isinstance(target, UpstreamToolTarget):
+            validate_arguments(tool, arguments)
+            answer = await upstream_calls.call_tool(
+                target, tool.name, arguments, call, deadline_seconds=tool.timeout, state=verify_state(call, tool.name)
+            )
+            if isinstance(answer, InputRequired):
+                return input_required_result(call, tool.name, answer)
+            return answer
         if isinstance(target, PythonTarget):
             return await self._call_python(tool, target.registered, arguments, call)
         raise TypeError(f"tool {tool.name!r} has no runnable target")
@@ -212,6 +222,8 @@ class InlineRunner:
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         target = resource.target
+        if isinstance(target, UpstreamResourceTarget):
+            return await upstream_calls.read_resource(target, uri, call)
         content: dict[str, Any] = {"uri": uri}
         if resource.mime_type:
             content["mimeType"] = resource.mime_type
@@ -236,6 +248,8 @@ class InlineRunner:
         self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         target = prompt.target
+        if isinstance(target, UpstreamPromptTarget):
+            return await upstream_calls.get_prompt(target, arguments, call)
         result: dict[str, Any] = {}
         if prompt.description:
             result["description"] = prompt.description
@@ -281,7 +295,7 @@ def validate_arguments(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:
     target = tool.target
     if isinstance(target, PythonTarget):
         _validated(target.registered, arguments)
-    elif isinstance(target, StaticTarget | HttpTarget):
+    elif isinstance(target, StaticTarget | HttpTarget | UpstreamToolTarget):
         errors = sorted(target.validator.iter_errors(arguments), key=lambda error: list(error.path))
         if errors:
             raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))

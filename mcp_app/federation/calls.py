@@ -1,0 +1,389 @@
+"""Proxied calls: ``tools/call``, ``resources/read`` and ``prompts/get`` of upstream entries.
+
+``call_tool`` runs one call of an imported tool on its upstream, through this process's pooled connection
+(``pool``), and returns a wire ``CallToolResult``. The runner has checked the arguments against the upstream's
+schema already; execution (inline or worker), quotas, grants and audit are the runner's, as for every kind.
+
+- **Relayed:** progress (the client's token), log messages (the client's level), and the upstream's
+  elicitation and sampling requests (``relay``). With a 2026-07-28 upstream they arrive as ``input_required``;
+  a handshake-era client answers them in-band and the call is retried upstream with the answers, a stateless
+  client receives them as our own ``input_required`` (the upstream's state kept, signed, in ours). With a
+  handshake-era upstream and a stateless client, the upstream call waits in this process (``Exchange``) for
+  the client's retry, up to the call's timeout; a retry that reaches another process is told to call again.
+- **Cancelled:** cancelling the awaiting coroutine (``notifications/cancelled``, a 2026 client closing its
+  stream, ``tasks/cancel``, the admin, a worker's cancel) cancels the SDK request, which cancels it upstream
+  (``notifications/cancelled``, or an aborted POST at 2026-07-28).
+- **Passed through:** an upstream's ``isError`` result as it is; its JSON-RPC errors as the same JSON-RPC error.
+- **Bounded:** the whole call takes at most the entry's timeout (the binding's, else the upstream's, else
+  ``UPSTREAM_DEFAULT_TIMEOUT_SECONDS``); an upstream that is down, slow or answers garbage gives an ``isError``
+  result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``),
+  never a hang; such failures count towards the upstream's circuit breaker (``breaker``), answers do not.
+
+Results carry ``_meta["dev.mcp-host/upstream"] = {"upstream": name, "durationMs": ms}``: which upstream
+answered and how long it took (the audit log records both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..definitions.context import InputRequired
+from ..definitions.upstreams import (
+    UpstreamEndpoint,
+    UpstreamPromptTarget,
+    UpstreamResourceTarget,
+    UpstreamToolTarget,
+    effective_timeout,
+)
+from ..protocol.context import CallContext
+from ..protocol.errors import ProtocolError
+from ..protocol.versions import MODERN
+from . import breaker
+from .connection import UpstreamUnavailable
+from .pool import Connection, pool
+from .relay import CallRelay, Parked, current
+
+logger = logging.getLogger("mcp_app.federation")
+
+META_KEY = "dev.mcp-host/upstream"
+MAX_INPUT_ROUNDS = 8
+# JSON-RPC codes the SDK's transport makes up for a failed exchange (not the upstream's own answers).
+_CONNECTION_CLOSED = -32000
+_TRANSPORT_MESSAGES = ("Server returned an error response", "SSE stream", "Failed to parse", "Unexpected content type")
+
+
+class UpstreamFailure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def failure_result(code: str, message: str) -> dict[str, Any]:
+    detail = {"code": code, "message": message, "error_type": "upstream_error"}
+    return {
+        "content": [{"type": "text", "text": message}, {"type": "text", "text": orjson.dumps(detail).decode()}],
+        "isError": True,
+    }
+
+
+# What an upstream's answer carries about its own wire (the 2026-07-28 result envelope, its identity): our
+# protocol layer writes the client's own; the rest of ``_meta`` passes through.
+_ENVELOPE = ("resultType", "ttlMs", "cacheScope")
+_OWN_META = "io.modelcontextprotocol/"
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    data: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for key in _ENVELOPE:
+        data.pop(key, None)
+    meta = data.get("_meta")
+    if isinstance(meta, dict):
+        meta = {key: value for key, value in meta.items() if not key.startswith(_OWN_META)}
+        if meta:
+            data["_meta"] = meta
+        else:
+            del data["_meta"]
+    return data
+
+
+def _stamp(result: dict[str, Any], endpoint: UpstreamEndpoint, started: float) -> dict[str, Any]:
+    meta = dict(result.get("_meta") or {})
+    meta[META_KEY] = {"upstream": endpoint.name, "durationMs": round((time.monotonic() - started) * 1000, 1)}
+    return {**result, "_meta": meta}
+
+
+# Guarded exchange ------------------------------------------------------------------------------------------------
+
+
+async def _guarded(
+    endpoint: UpstreamEndpoint, limit: float, what: str, exchange: Callable[[Connection], Awaitable[Any]]
+) -> Any:
+    """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``UpstreamFailure``
+    (counted by the breaker), ``ProtocolError`` (the upstream's own JSON-RPC error), or ``CancelledError``."""
+    from mcp.shared.exceptions import MCPError
+
+    admission = await breaker.admit(endpoint.pk)
+    if not admission.allowed:
+        raise UpstreamFailure(
+            "UPSTREAM_CIRCUIT_OPEN",
+            f"Upstream {endpoint.name} is failing; calls to it are paused for {admission.retry_after:.0f} s more",
+        )
+    connection: Connection | None = None
+    try:
+        async with asyncio.timeout(limit):
+            connection = await pool().connection(endpoint)
+            answer = await exchange(connection)
+    except UpstreamUnavailable as exc:
+        await breaker.failed(endpoint.pk)
+        raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
+    except TimeoutError as exc:
+        await breaker.failed(endpoint.pk)
+        raise UpstreamFailure(
+            "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
+        ) from exc
+    except MCPError as exc:
+        if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
+            if connection is not None:
+                pool().discard(connection)
+            await breaker.failed(endpoint.pk)
+            raise UpstreamFailure(
+                "UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} failed to answer {what}: {exc.message[:200]}"
+            ) from exc
+        await breaker.succeeded(endpoint.pk)
+        raise ProtocolError(exc.message, exc.data, code=exc.code) from exc
+    except (asyncio.CancelledError, ProtocolError):
+        raise
+    except Exception as exc:
+        # The SDK refused what came back (not JSON-RPC, not the result's shape), or the connection broke.
+        if connection is not None:
+            pool().discard(connection)
+        await breaker.failed(endpoint.pk)
+        logger.info("upstream %s: %s failed: %s", endpoint.name, what, type(exc).__name__)
+        raise UpstreamFailure(
+            "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"
+        ) from exc
+    await breaker.succeeded(endpoint.pk)
+    return answer
+
+
+# Tools -----------------------------------------------------------------------------------------------------------
+
+
+async def call_tool(
+    target: UpstreamToolTarget,
+    tool_name: str,
+    arguments: dict[str, Any],
+    call: CallContext,
+    *,
+    deadline_seconds: float | None,
+    state: Any,
+) -> dict[str, Any] | InputRequired:
+    """Run ``tool_name`` (the exposed name; ``target.remote_name`` upstream): a ``CallToolResult``, or the input
+    a stateless client must give first (``state``: what an earlier ``InputRequired`` of this call carried, as
+    the runtime verified it; the runtime signs and checks it, as for every tool)."""
+    endpoint = target.endpoint
+    limit = deadline_seconds if deadline_seconds is not None else effective_timeout(endpoint.timeout_seconds)
+    started = time.monotonic()
+    parked = state.get("p") if isinstance(state, dict) else None
+    if parked is not None:
+        return await _resume_exchange(str(parked), endpoint, tool_name, call, started)
+    relay = CallRelay(call, park=call.request.era == MODERN)
+    token = current.set(relay)
+    try:
+        upstream_state = state.get("u") if isinstance(state, dict) else None
+        responses = dict(call.input_responses or {}) if isinstance(state, dict) else None
+
+        async def exchange(connection: Connection) -> Any:
+            if connection.modern:
+                return await _modern_call(connection, target, arguments, call, relay, responses, upstream_state)
+            if relay.park:
+                return await _start_exchange(connection, target, arguments, call, relay, limit)
+            return await _legacy_call(connection, target, arguments, call, relay)
+
+        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange)
+    except UpstreamFailure as failure:
+        return _stamp(failure_result(failure.code, failure.message), endpoint, started)
+    finally:
+        current.reset(token)
+    if isinstance(answer, InputRequired):
+        return answer
+    return _stamp(answer, endpoint, started)
+
+
+def _meta_for(call: CallContext) -> dict[str, Any] | None:
+    level = call.request.log_level
+    return {"io.modelcontextprotocol/logLevel": level} if level else None
+
+
+async def _legacy_call(
+    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], call: CallContext, relay: CallRelay
+) -> dict[str, Any]:
+    result = await connection.client.session.call_tool(target.remote_name, arguments, progress_callback=relay.progress)
+    return _dump(result)
+
+
+async def _modern_call(
+    connection: Connection,
+    target: UpstreamToolTarget,
+    arguments: dict[str, Any],
+    call: CallContext,
+    relay: CallRelay,
+    responses: dict[str, Any] | None,
+    upstream_state: str | None,
+) -> dict[str, Any] | InputRequired:
+    """A 2026-07-28 upstream: its ``input_required`` answered in-band (handshake-era clients, up to
+    ``MAX_INPUT_ROUNDS``) or handed to a stateless client with the upstream's state inside ours."""
+    import mcp_types as types
+
+    for _round in range(MAX_INPUT_ROUNDS + 1):
+        result = await connection.client.session.call_tool(
+            target.remote_name,
+            arguments,
+            progress_callback=relay.progress,
+            meta=_meta_for(call),
+            input_responses=responses or None,
+            request_state=upstream_state,
+            allow_input_required=True,
+        )
+        if not isinstance(result, types.InputRequiredResult):
+            return _dump(result)
+        requests = {key: _dump(request) for key, request in (result.input_requests or {}).items()}
+        if relay.park:
+            return InputRequired(requests=requests, state={"u": result.request_state})
+        responses = {}
+        for key, request in requests.items():
+            answer = await CallRelay(call).ask(str(request.get("method")), dict(request.get("params") or {}))
+            responses[key] = answer
+        upstream_state = result.request_state
+    raise UpstreamFailure("UPSTREAM_TOO_MANY_ROUNDS", f"Upstream asked for input more than {MAX_INPUT_ROUNDS} times")
+
+
+# A handshake-era upstream and a stateless client: the upstream call waits here for the client's retry ----------
+
+
+@dataclass(eq=False)
+class Exchange:
+    task: asyncio.Task[dict[str, Any]]
+    relay: CallRelay
+    endpoint: UpstreamEndpoint
+    deadline: float
+    asked: dict[str, Parked] = field(default_factory=dict)
+
+
+_exchanges: dict[str, Exchange] = {}
+
+
+async def _start_exchange(
+    connection: Connection,
+    target: UpstreamToolTarget,
+    arguments: dict[str, Any],
+    call: CallContext,
+    relay: CallRelay,
+    limit: float,
+) -> dict[str, Any] | InputRequired:
+    # The upstream request runs in a task of its own (which inherits ``relay.current``), so that this request can
+    # answer input_required while the upstream tool waits.
+    task = asyncio.get_running_loop().create_task(_legacy_call(connection, target, arguments, call, relay))
+    exchange = Exchange(task, relay, target.endpoint, time.monotonic() + limit)
+    try:
+        return await _next_step(exchange)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+
+
+async def _next_step(exchange: Exchange) -> dict[str, Any] | InputRequired:
+    """Wait until the upstream call ends or asks for input; register the exchange while it waits."""
+    getter = asyncio.ensure_future(exchange.relay.pending.get())
+    try:
+        done, _ = await asyncio.wait({exchange.task, getter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not getter.done():
+            getter.cancel()
+    if getter in done and not getter.cancelled():
+        asked = [getter.result()]
+        while not exchange.relay.pending.empty():
+            asked.append(exchange.relay.pending.get_nowait())
+        exchange.asked = {f"r{index}": parked for index, parked in enumerate(asked)}
+        key = uuid.uuid4().hex
+        _exchanges[key] = exchange
+        asyncio.get_running_loop().call_at(
+            asyncio.get_running_loop().time() + max(exchange.deadline - time.monotonic(), 0), _expire, key
+        )
+        requests = {rkey: {"method": p.method, "params": p.params} for rkey, p in exchange.asked.items()}
+        return InputRequired(requests=requests, state={"p": key})
+    return exchange.task.result()
+
+
+def _expire(key: str) -> None:
+    exchange = _exchanges.pop(key, None)
+    if exchange is not None:
+        exchange.task.cancel()
+
+
+async def _resume_exchange(
+    key: str, endpoint: UpstreamEndpoint, tool_name: str, call: CallContext, started: float
+) -> dict[str, Any] | InputRequired:
+    exchange = _exchanges.pop(key, None)
+    if exchange is None or exchange.endpoint.pk != endpoint.pk:
+        return failure_result(
+            "UPSTREAM_EXCHANGE_GONE",
+            f"The upstream call of {tool_name} that asked for this input is no longer waiting here "
+            "(it timed out, or this request reached another server process); call the tool again",
+        )
+    responses = dict(call.input_responses or {})
+    for rkey, parked in exchange.asked.items():
+        answer = responses.get(rkey)
+        if not parked.answer.done():
+            parked.answer.set_result(answer if isinstance(answer, dict) else _declined(parked.method))
+    remaining = exchange.deadline - time.monotonic()
+    try:
+        async with asyncio.timeout(max(remaining, 0.001)):
+            step = await _next_step(exchange)
+    except TimeoutError:
+        exchange.task.cancel()
+        return failure_result("UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {tool_name} in time")
+    except asyncio.CancelledError:
+        exchange.task.cancel()
+        raise
+    except Exception:
+        return failure_result("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} failed to answer {tool_name}")
+    if isinstance(step, InputRequired):
+        return step
+    return _stamp(step, endpoint, started)
+
+
+def _declined(method: str) -> dict[str, Any]:
+    if method == "elicitation/create":
+        return {"action": "decline"}
+    return {"error": {"code": -1, "message": f"{method} was not answered"}}
+
+
+# Resources and prompts -------------------------------------------------------------------------------------------
+
+
+async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallContext) -> dict[str, Any]:
+    endpoint = target.endpoint
+    relay = CallRelay(call)
+    token = current.set(relay)
+    try:
+
+        async def exchange(connection: Connection) -> dict[str, Any]:
+            return _dump(await connection.client.session.read_resource(uri))
+
+        result: dict[str, Any] = await _guarded(
+            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange
+        )
+        return result
+    except UpstreamFailure as failure:
+        raise ProtocolError(failure.message, {"code": failure.code}) from failure
+    finally:
+        current.reset(token)
+
+
+async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], call: CallContext) -> dict[str, Any]:
+    endpoint = target.endpoint
+    relay = CallRelay(call)
+    token = current.set(relay)
+    try:
+
+        async def exchange(connection: Connection) -> dict[str, Any]:
+            return _dump(await connection.client.session.get_prompt(target.remote_name, arguments))
+
+        result: dict[str, Any] = await _guarded(
+            endpoint, effective_timeout(endpoint.timeout_seconds), f"prompts/get {target.remote_name}", exchange
+        )
+        return result
+    except UpstreamFailure as failure:
+        raise ProtocolError(failure.message, {"code": failure.code}) from failure
+    finally:
+        current.reset(token)

@@ -1,0 +1,210 @@
+"""One connection to an upstream MCP server: the official SDK's ``Client``, SSRF-guarded and bounded.
+
+``open_client(endpoint)`` is an async context manager yielding a connected ``mcp.Client`` (enter and leave it in
+one task: the SDK holds task groups). The era is negotiated in the SDK's ``auto`` mode (``server/discover``,
+the initialize handshake where the upstream does not speak 2026-07-28); what was negotiated is remembered per
+endpoint revision, so later connections skip the probe. Every HTTP connection goes through the outbound SSRF
+guard (``outbound.upstream_http_client``, allow-list ``OUTBOUND_ALLOWED_NETWORKS``), with the endpoint's plain
+and secret headers, or an OAuth client-credentials token (the SDK's provider) when configured. One SSE event
+or JSON reply larger than ``UPSTREAM_MAX_RESPONSE_BYTES`` fails the request it answers.
+
+Callbacks route what the upstream asks to the call it belongs to (``relay.current``); the message handler
+reports the upstream's ``list_changed`` notifications to ``on_list_changed(endpoint pk)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import warnings
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import mcp_types as types
+from pydantic import ValidationError
+
+from .. import __version__
+from ..conf import mcp_settings
+from ..crypto import decrypt
+from ..definitions.http_tools import open_secret_headers
+from ..definitions.upstreams import UpstreamEndpoint
+from ..outbound import upstream_http_client
+from .relay import current
+
+logger = logging.getLogger("mcp_app.federation")
+
+ListChanged = Callable[[int, str], None]
+_LIST_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/resources/list_changed": "resources",
+    "notifications/prompts/list_changed": "prompts",
+}
+
+# What each endpoint revision negotiated: ("legacy", None) or (modern version, its DiscoverResult).
+_negotiated: dict[tuple[int, str], tuple[str, types.DiscoverResult | None]] = {}
+
+
+class UpstreamUnavailable(Exception):
+    """The upstream could not be reached or did not speak MCP (connect, handshake, credentials)."""
+
+
+def forget(endpoint: UpstreamEndpoint) -> None:
+    """Negotiate afresh on the next connection (after the upstream changed era, say)."""
+    _negotiated.pop(endpoint.key, None)
+
+
+async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+    relay = current.get()
+    if relay is None:
+        return types.ElicitResult(action="decline")
+    answer = await relay.ask("elicitation/create", params.model_dump(by_alias=True, mode="json", exclude_none=True))
+    if "error" in answer:
+        return types.ErrorData(code=answer["error"]["code"], message=answer["error"]["message"])
+    try:
+        return types.ElicitResult.model_validate(answer)
+    except ValidationError:
+        return types.ErrorData(code=-32603, message="The client's answer to the elicitation was malformed")
+
+
+async def _sample(
+    context: Any, params: types.CreateMessageRequestParams
+) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+    relay = current.get()
+    if relay is None:
+        return types.ErrorData(code=-1, message="sampling/createMessage declined: no call is waiting for it")
+    answer = await relay.ask("sampling/createMessage", params.model_dump(by_alias=True, mode="json", exclude_none=True))
+    if "error" in answer:
+        return types.ErrorData(code=answer["error"]["code"], message=answer["error"]["message"])
+    for model in (types.CreateMessageResult, types.CreateMessageResultWithTools):
+        try:
+            return model.model_validate(answer)
+        except ValidationError:
+            continue
+    return types.ErrorData(code=-32603, message="The client's answer to the sampling request was malformed")
+
+
+async def _log(params: types.LoggingMessageNotificationParams) -> None:
+    relay = current.get()
+    if relay is not None:
+        await relay.log(params.level, params.data, params.logger)
+
+
+def _message_handler(endpoint: UpstreamEndpoint, on_list_changed: ListChanged | None) -> Any:
+    async def handle(message: Any) -> None:
+        if on_list_changed is None or isinstance(message, Exception):
+            return
+        method = getattr(message, "method", None)
+        kind = _LIST_CHANGED.get(method) if isinstance(method, str) else None
+        if kind is not None:
+            on_list_changed(endpoint.pk, kind)
+
+    return handle
+
+
+class _MemoryTokens:
+    """OAuth tokens of one connection (client credentials are cheap to exchange again)."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client_info: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client_info
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client_info = client_info
+
+
+def _auth(endpoint: UpstreamEndpoint) -> Any:
+    if not endpoint.oauth_client_id:
+        return None
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+    return ClientCredentialsOAuthProvider(
+        server_url=endpoint.url,
+        storage=_MemoryTokens(),
+        client_id=endpoint.oauth_client_id,
+        client_secret=decrypt(endpoint.oauth_client_secret).decode() if endpoint.oauth_client_secret else "",
+        scope=endpoint.oauth_scope or None,
+        issuer=endpoint.oauth_issuer or None,
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_client(
+    endpoint: UpstreamEndpoint, *, on_list_changed: ListChanged | None = None, log_everything: bool = False
+) -> AsyncIterator[Any]:
+    """A connected SDK client to ``endpoint``. Raises ``UpstreamUnavailable`` when it cannot connect within
+    ``UPSTREAM_CONNECT_TIMEOUT_SECONDS``. ``log_everything``: ask a handshake-era upstream for every log level
+    (the relay filters per call by each client's own level)."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    connect_timeout = float(mcp_settings.UPSTREAM_CONNECT_TIMEOUT_SECONDS)
+    headers = {
+        **dict(endpoint.headers),
+        **open_secret_headers(endpoint.secret_headers),
+        "User-Agent": f"mcp-host/{__version__}",
+    }
+    http = upstream_http_client(
+        headers=headers,
+        timeout=float(mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS),
+        connect_timeout=connect_timeout,
+        max_response_bytes=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES),
+        auth=_auth(endpoint),
+    )
+    async with http:
+        mode, prior = _negotiated.get(endpoint.key, ("auto", None))
+        client = Client(
+            streamable_http_client(
+                endpoint.url, http_client=http, max_sse_event_size=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES)
+            ),
+            mode=mode,
+            prior_discover=prior,
+            read_timeout_seconds=None,
+            elicitation_callback=_elicit,
+            sampling_callback=_sample,
+            logging_callback=_log,
+            message_handler=_message_handler(endpoint, on_list_changed),
+            client_info=types.Implementation(name="mcp-host", version=__version__),
+            cache=None,
+        )
+        try:
+            # asyncio's timeout, not anyio's: a cancel scope cannot enclose the task groups the SDK leaves open.
+            async with asyncio.timeout(connect_timeout):
+                await client.__aenter__()
+        except Exception as exc:
+            _negotiated.pop(endpoint.key, None)
+            raise UpstreamUnavailable(_describe(exc)) from exc
+        try:
+            session = client.session
+            if session.discover_result is not None:
+                _negotiated[endpoint.key] = (client.protocol_version, session.discover_result)
+            else:
+                _negotiated[endpoint.key] = ("legacy", None)
+                if log_everything and client.server_capabilities.logging is not None:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # logging/setLevel is deprecated by 2026-07-28, not before
+                        async with asyncio.timeout(connect_timeout):
+                            await client.set_logging_level("debug")
+            yield client
+        finally:
+            await client.__aexit__(None, None, None)
+
+
+def _describe(exc: BaseException) -> str:
+    """A sentence about a connection failure, without URLs' secrets or tracebacks."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "the upstream did not answer the handshake in time"
+    name = type(exc).__name__
+    message = str(exc).split("\n", 1)[0][:200]
+    return f"{name}: {message}" if message else name

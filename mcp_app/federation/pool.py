@@ -1,0 +1,158 @@
+"""The upstream connections of this process: one per upstream (and configuration revision) and event loop.
+
+A connection is shared by every call to its upstream from the same loop: the SDK multiplexes requests on it,
+and ``relay.current`` tells its callbacks which call each server-to-client message belongs to. A warm call
+therefore neither connects nor re-negotiates. A connection is held open by a task of its own (the SDK's task
+groups must be left by the task that entered them); it is dropped when it breaks, when its upstream's
+configuration changes (another revision is another key), and when it has been idle ``UPSTREAM_POOL_IDLE_SECONDS``.
+Concurrent first calls wait for one connection instead of opening one each.
+
+Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conf import mcp_settings
+from ..definitions.upstreams import UpstreamEndpoint
+from .connection import UpstreamUnavailable, open_client
+
+logger = logging.getLogger("mcp_app.federation")
+
+
+@dataclass(eq=False)
+class Connection:
+    endpoint: UpstreamEndpoint
+    client: Any = None
+    used_at: float = field(default_factory=time.monotonic)
+    broken: bool = False
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
+    _holder: asyncio.Task[None] | None = None
+
+    @property
+    def modern(self) -> bool:
+        return bool(self.client is not None and self.client.session.discover_result is not None)
+
+    def close(self) -> None:
+        self._closing.set()
+
+
+class Pool:
+    """The connections of one event loop."""
+
+    def __init__(self) -> None:
+        self._connections: dict[tuple[int, str], Connection] = {}
+        self._opening: dict[tuple[int, str], asyncio.Future[Connection]] = {}
+
+    async def connection(self, endpoint: UpstreamEndpoint) -> Connection:
+        """A live connection to ``endpoint``, opened if needed; raises ``UpstreamUnavailable``."""
+        self._expire()
+        key = endpoint.key
+        held = self._connections.get(key)
+        if held is not None and not held.broken:
+            held.used_at = time.monotonic()
+            return held
+        opening = self._opening.get(key)
+        if opening is not None:
+            return await asyncio.shield(opening)
+        future: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._opening[key] = future
+        try:
+            connection = await self._open(endpoint)
+        except BaseException as exc:
+            future.set_exception(exc if isinstance(exc, Exception) else UpstreamUnavailable("cancelled"))
+            future.exception()  # retrieved: waiters re-raise it, nobody else needs to
+            raise
+        finally:
+            self._opening.pop(key, None)
+        for stale in [k for k in self._connections if k[0] == endpoint.pk and k != key]:
+            self._connections.pop(stale).close()
+        self._connections[key] = connection
+        future.set_result(connection)
+        return connection
+
+    def discard(self, connection: Connection) -> None:
+        """Stop using ``connection`` (it failed): the next call opens another."""
+        connection.broken = True
+        if self._connections.get(connection.endpoint.key) is connection:
+            del self._connections[connection.endpoint.key]
+        connection.close()
+
+    def close_all(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    async def _open(self, endpoint: UpstreamEndpoint) -> Connection:
+        from .sync import changed
+
+        connection = Connection(endpoint)
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def hold() -> None:
+            try:
+                async with open_client(endpoint, on_list_changed=changed, log_everything=True) as client:
+                    connection.client = client
+                    ready.set_result(None)
+                    await connection._closing.wait()
+            except BaseException as exc:
+                connection.broken = True
+                if not ready.done():
+                    ready.set_exception(exc if isinstance(exc, Exception) else UpstreamUnavailable("cancelled"))
+                elif not isinstance(exc, asyncio.CancelledError):
+                    logger.info("connection to upstream %s ended: %s", endpoint.name, type(exc).__name__)
+            finally:
+                connection.broken = True
+                if self._connections.get(endpoint.key) is connection:
+                    del self._connections[endpoint.key]
+
+        connection._holder = asyncio.get_running_loop().create_task(hold(), name=f"mcp-upstream-{endpoint.pk}")
+        _holders.add(connection._holder)
+        connection._holder.add_done_callback(_holders.discard)
+        try:
+            await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            connection.close()
+            raise
+        return connection
+
+    def _expire(self) -> None:
+        idle = float(mcp_settings.UPSTREAM_POOL_IDLE_SECONDS)
+        now = time.monotonic()
+        for key, connection in list(self._connections.items()):
+            if connection.broken or now - connection.used_at > idle:
+                del self._connections[key]
+                connection.close()
+
+
+_holders: set[asyncio.Task[None]] = set()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()
+
+
+def pool() -> Pool:
+    """This event loop's pool."""
+    loop = asyncio.get_running_loop()
+    found = _pools.get(loop)
+    if found is None:
+        found = _pools[loop] = Pool()
+    return found
+
+
+async def close() -> None:
+    """Close this loop's connections and wait (bounded) until they are closed (tests, shutdown)."""
+    loop = asyncio.get_running_loop()
+    found = _pools.pop(loop, None)
+    if found is None:
+        return
+    holders = [c._holder for c in found._connections.values() if c._holder is not None]
+    found.close_all()
+    if holders:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*holders, return_exceptions=True), timeout=5)

@@ -1,0 +1,86 @@
+"""What an upstream sends during a proxied call, carried to the call's client.
+
+A proxied call sets ``current`` (a context variable) to its ``CallRelay`` while it awaits the upstream. The
+SDK propagates context variables from the task that sends a request to the tasks that handle what arrives on
+that request's response stream, so the connection's callbacks (``connection``) find the call an elicitation,
+a sampling request or a log message belongs to even when many calls share one connection. Anything that
+arrives outside a call (on the upstream's standalone stream) finds no relay and is declined.
+
+- progress: forwarded with the client's own progress token (``ProgressReporter``), when it asked for progress;
+- log messages: forwarded at or above the client's level (``LogReporter``);
+- elicitation and sampling: asked of the client when it declared the capability and this request can carry a
+  server-to-client request (a handshake-era session); declined upstream otherwise. Stateless-era clients get
+  them as ``input_required`` instead (``calls``, which collects them here as ``pending``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol.context import CallContext
+
+logger = logging.getLogger("mcp_app.federation")
+
+CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
+DECLINED_ELICITATION: dict[str, Any] = {"action": "decline"}
+
+
+@dataclass(eq=False)
+class Parked:
+    """A server-to-client request of the upstream that a stateless-era client answers on its retry."""
+
+    method: str
+    params: dict[str, Any]
+    answer: asyncio.Future[dict[str, Any]]
+
+
+@dataclass(eq=False)
+class CallRelay:
+    """The call an upstream's messages belong to, and how to answer its requests."""
+
+    call: CallContext
+    # Stateless-era clients: requests wait here for the client's retry (``calls`` turns them into input_required).
+    park: bool = False
+    pending: asyncio.Queue[Parked] = field(default_factory=asyncio.Queue)
+
+    def can_ask(self, method: str) -> bool:
+        capability = CAPABILITY.get(method)
+        return capability is not None and self.call.request.client_declares(capability)
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The client's answer (a result object) to the upstream's request, or a refusal: ``{"error": ...}``
+        for sampling, a declined elicitation."""
+        if not self.can_ask(method):
+            return _refusal(method, "the client did not declare the capability")
+        if self.park:
+            parked = Parked(method, params, asyncio.get_running_loop().create_future())
+            await self.pending.put(parked)
+            return await parked.answer
+        outbound = self.call.outbound
+        if not outbound.can_request:
+            return _refusal(method, "the client's request cannot carry server-to-client requests")
+        answer = await outbound.request(method, params)
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            return {"error": {"code": int(error.get("code", -32603)), "message": str(error.get("message", "refused"))}}
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    async def log(self, level: str, data: Any, logger_name: str | None) -> None:
+        await self.call.log.log(level, data, logger_name)
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        await self.call.progress.report(progress, total, message)
+
+
+def _refusal(method: str, why: str) -> dict[str, Any]:
+    if method == "elicitation/create":
+        return dict(DECLINED_ELICITATION)
+    return {"error": {"code": -1, "message": f"{method} declined: {why}"}}
+
+
+current: contextvars.ContextVar[CallRelay | None] = contextvars.ContextVar("mcp_app.federation.relay", default=None)
