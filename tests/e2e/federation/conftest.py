@@ -1,0 +1,93 @@
+"""Federation end to end: a daphne that may reach loopback upstreams, and the pieces every test builds on.
+
+``federating_daphne`` is a daphne of this module's own whose outbound allow-list admits 127.0.0.1 (the session's
+daphne keeps the default, which refuses private addresses: the SSRF tests use it). ``mcp_host_upstream`` is
+mcp-host itself as an upstream: a server of tenant A limited to the handshake era (so the SDK client of the
+federating daphne falls back from ``server/discover`` to ``initialize``), exposing test tools that elicit,
+report progress, log and leave a trace of their cancellation. ``federate`` registers an upstream for another
+tenant's server, syncs it and binds it whole. ``sdk`` connects the official SDK client, as a customer's agent
+would, in either era.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.client.client import Client, ConnectMode
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.conftest import Access
+from tests.e2e.conftest import Daphne, running_daphne
+
+WAIT_SECONDS = 20.0
+LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+LOOPBACK = "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def federating_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    env = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK, "MCP_HTTP_TOOL_ALLOWED_NETWORKS": LOOPBACK}
+    with running_daphne(tmp_path_factory, env) as server:
+        yield server
+
+
+@pytest.fixture
+def allow_loopback(settings: Any) -> None:
+    """This process (which registers and syncs upstreams) may reach loopback too."""
+    settings.MCP_APP = {
+        **settings.MCP_APP,
+        # "OUTBOUND_ALLOWED_NETWORKS": [LOOPBACK],  TODO-MERGE
+        "HTTP_TOOL_ALLOWED_NETWORKS": [LOOPBACK],
+    }
+
+
+@pytest.fixture
+def mcp_host_upstream(
+    transactional_db: None, access_factory: Callable[..., Access], tool_factory: Callable[..., Any]
+) -> Access:
+    """Tenant A's handshake-era server with the tools the federation tests call through tenant B."""
+    access = access_factory(tools=("echo", "ask_name", "chatty", "boom"), protocol_versions=LEGACY)
+    tool_factory(access.server, "worker_job", position=10, binding={"execution": "inline"})
+    return access
+
+
+@pytest.fixture
+def federate(allow_loopback: None, transactional_db: None) -> Callable[..., Any]:
+    """Register ``url`` as an upstream of ``access``'s tenant, sync it and bind it whole to its server."""
+    from mcp_app.federation.sync import bind, sync_upstream
+    from mcp_app.models import Upstream
+
+    def register(access: Access, url: str, *, prefix: str = "up_", secret: dict[str, str] | None = None,
+                 name: str = "upstream", **fields: Any) -> Any:
+        upstream = Upstream(tenant=access.tenant, name=name, url=url, prefix=prefix, **fields)
+        if secret:
+            upstream.set_secret_headers(secret)
+        upstream.save()
+        report = sync_upstream(upstream)
+        assert report.ok, report.error
+        bind(upstream, access.server)
+        upstream.refresh_from_db()
+        return upstream
+
+    return register
+
+
+def upstream_url(daphne: Daphne, access: Access) -> str:
+    return f"{daphne.url}{access.path}?{access.query}"
+
+
+def bearer(access: Access) -> dict[str, str]:
+    return {"Authorization": f"Bearer {access.raw_token}"}
+
+
+@asynccontextmanager
+async def sdk(base: str, access: Access, *, mode: ConnectMode, **callbacks: Any) -> AsyncIterator[Client]:
+    """The official SDK client connected to ``access``'s server at ``base`` (the HTTP client is ours to close)."""
+    async with httpx2.AsyncClient(headers=bearer(access)) as http_client:
+        transport = streamable_http_client(f"{base}{access.path}?{access.query}", http_client=http_client)
+        async with Client(transport, mode=mode, read_timeout_seconds=WAIT_SECONDS, **callbacks) as client:
+            yield client
