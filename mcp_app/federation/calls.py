@@ -208,6 +208,7 @@ async def _legacy_call(
     connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], call: CallContext, relay: CallRelay
 ) -> dict[str, Any]:
     result = await connection.client.session.call_tool(target.remote_name, arguments, progress_callback=relay.progress)
+    await relay.settled()
     return _dump(result)
 
 
@@ -234,6 +235,7 @@ async def _modern_call(
             request_state=upstream_state,
             allow_input_required=True,
         )
+        await relay.settled()
         if not isinstance(result, types.InputRequiredResult):
             return _dump(result)
         requests = {key: _dump(request) for key, request in (result.input_requests or {}).items()}

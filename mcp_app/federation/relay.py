@@ -46,6 +46,9 @@ class CallRelay:
     # Stateless-era clients: requests wait here for the client's retry (``calls`` turns them into input_required).
     park: bool = False
     pending: asyncio.Queue[Parked] = field(default_factory=asyncio.Queue)
+    # The SDK runs each notification's callback in a task of its own: one at a time, in arrival order, so that
+    # no progress overtakes an earlier one (and is then dropped as stale).
+    _order: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def can_ask(self, method: str) -> bool:
         capability = CAPABILITY.get(method)
@@ -70,11 +73,19 @@ class CallRelay:
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
+    async def settled(self) -> None:
+        """Wait until what arrived before the answer has been relayed (the lock is fair: its waiters go first),
+        so that no progress reaches the client after the result, nor is lost with a worker call's end."""
+        async with self._order:
+            return
+
     async def log(self, level: str, data: Any, logger_name: str | None) -> None:
-        await self.call.log.log(level, data, logger_name)
+        async with self._order:
+            await self.call.log.log(level, data, logger_name)
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        await self.call.progress.report(progress, total, message)
+        async with self._order:
+            await self.call.progress.report(progress, total, message)
 
 
 def _refusal(method: str, why: str) -> dict[str, Any]:

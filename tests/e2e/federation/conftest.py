@@ -61,8 +61,15 @@ def federate(allow_loopback: None, transactional_db: None) -> Callable[..., Any]
     from mcp_app.federation.sync import bind, sync_upstream
     from mcp_app.models import Upstream
 
-    def register(access: Access, url: str, *, prefix: str = "up_", secret: dict[str, str] | None = None,
-                 name: str = "upstream", **fields: Any) -> Any:
+    def register(
+        access: Access,
+        url: str,
+        *,
+        prefix: str = "up_",
+        secret: dict[str, str] | None = None,
+        name: str = "upstream",
+        **fields: Any,
+    ) -> Any:
         upstream = Upstream(tenant=access.tenant, name=name, url=url, prefix=prefix, **fields)
         if secret:
             upstream.set_secret_headers(secret)

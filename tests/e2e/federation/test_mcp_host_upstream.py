@@ -49,8 +49,13 @@ async def test_the_prefixed_entries_are_listed_and_called(
         listed = await client.list_tools()
         result = await client.call_tool("up_echo", {"text": "through two hops"})
 
-    assert sorted(tool.name for tool in listed.tools) == ["up_ask_name", "up_boom", "up_chatty", "up_echo",
-                                                          "up_worker_job"]
+    assert sorted(tool.name for tool in listed.tools) == [
+        "up_ask_name",
+        "up_boom",
+        "up_chatty",
+        "up_echo",
+        "up_worker_job",
+    ]
     assert result.is_error is False
     assert [block.text for block in result.content if block.type == "text"] == ["through two hops"]
 

@@ -1,0 +1,99 @@
+"""Upstream tools bound with ``execution="worker"``: the proxied call runs on a real Celery worker.
+
+The worker opens its own pooled connection to the upstream; progress crosses back to the daphne that holds the
+client's stream, and a client's cancellation reaches the worker, which cancels the upstream request, which
+stops the upstream tool. The upstream is mcp-host itself (tenant A's handshake-era server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Access
+from tests.e2e.conftest import Daphne, running_daphne
+from tests.e2e.federation.conftest import LOOPBACK, WAIT_SECONDS, bearer, sdk, upstream_url
+from tests.e2e.workers import running_worker
+from tests.helpers import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.services]
+
+QUEUE = f"tests-federation-{os.getpid()}"
+ALLOW = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK, "MCP_HTTP_TOOL_ALLOWED_NETWORKS": LOOPBACK}
+
+
+@pytest.fixture(scope="module")
+def federation_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with running_worker(tmp_path_factory, pool="threads", concurrency=4, queue=QUEUE, extra_env=ALLOW) as worker:
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def worker_daphne(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, federation_worker: Any
+) -> Iterator[Daphne]:
+    with running_daphne(tmp_path_factory, {**ALLOW, "MCP_WORKER_QUEUE": QUEUE}) as server:
+        yield server
+
+
+@pytest.fixture
+def federated_on_worker(
+    worker_daphne: Daphne,
+    mcp_host_upstream: Access,
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],
+) -> Access:
+    from mcp_app.models import ServerTool
+
+    access = access_factory(tools=())
+    federate(access, upstream_url(worker_daphne, mcp_host_upstream), secret=bearer(mcp_host_upstream))
+    ServerTool.objects.filter(server=access.server).update(execution="worker")
+    from mcp_app.models import McpServer
+
+    McpServer.objects.bump_catalog_version({access.server.pk}, ("tools",))
+    return access
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_worker_runs_the_proxied_call_and_relays_its_progress(
+    worker_daphne: Daphne, federated_on_worker: Access, mode: str, tmp_path: Path
+) -> None:
+    updates: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append(progress)
+
+    trace = tmp_path / "trace"
+    async with asyncio.timeout(WAIT_SECONDS), sdk(worker_daphne.url, federated_on_worker, mode=mode) as client:
+        result = await client.call_tool(
+            "up_worker_job", {"path": str(trace), "tag": "w", "steps": 3}, progress_callback=on_progress
+        )
+
+    assert result.is_error is False
+    assert updates == [1, 2, 3]
+    assert result.meta is not None and result.meta["dev.mcp-host/upstream"]["upstream"] == "upstream"
+
+
+async def test_a_cancelled_worker_call_stops_the_upstream_tool(
+    worker_daphne: Daphne, federated_on_worker: Access, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace"
+    arguments = {"path": str(trace), "tag": "k", "steps": 200, "interval_ms": 50}
+
+    def lines() -> list[str]:
+        return trace.read_text().splitlines() if trace.exists() else []
+
+    async with sdk(worker_daphne.url, federated_on_worker, mode="legacy") as client:
+        call = asyncio.ensure_future(client.call_tool("up_worker_job", arguments))
+        await wait_until(lambda: "k step 1" in lines(), timeout=WAIT_SECONDS, what="the upstream tool's first step")
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await wait_until(lambda: "k stopped" in lines(), timeout=WAIT_SECONDS, what="the upstream tool to stop")
+
+    assert "k finished" not in lines()
