@@ -4,7 +4,8 @@
   (``tests/federation/upstream_server.py``) per mode. Shared, so a test must not stop it, and tags its events and
   names the tools it adds uniquely (``unique_tag``).
 - ``upstream`` (session scope, parametrized ``stateful``/``stateless``): the shared upstream of each mode in turn.
-- ``upstream_server`` (function scope): a factory ``upstream_server(mode) -> UpstreamProcess`` that starts a fresh,
+- ``upstream_server`` (function scope; a start costs 1 to 3 s on a loaded 2-core machine, so prefer the shared
+  ones): a factory ``upstream_server(mode) -> UpstreamProcess`` that starts a fresh,
   private upstream on a free port (a test may ``stop()`` and ``start()`` it again on the same port, add tools
   without disturbing others); every upstream it made is stopped at the test's end.
 - ``down_url``: an MCP URL on a free 127.0.0.1 port that nobody listens on (connection refused at once).

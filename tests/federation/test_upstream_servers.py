@@ -4,7 +4,8 @@ Each test drives a real ``upstream_server`` process (both modes) with ``mcp.Clie
 negotiates 2026-07-28 against both modes, ``legacy`` the 2025-11-25 handshake) and asserts what the federation
 tests will rely on: the entries listed, calls answered, progress and logs received, a cancellation seen by the
 upstream tool (and its ``finished`` never recorded), elicitation and sampling round trips, ``tools/list_changed``
-delivered where the SDK delivers it, resources and prompts read, and the down and silent URLs failing fast.
+delivered where the SDK delivers it, resources and prompts read, and the down and silent URLs failing fast; and,
+at the wire, the 2026-07-28 ``input_required`` round trip a relay has to carry.
 A row that the SDK cannot serve (the stateless handshake has no back-channel and no standalone stream) is
 asserted as the limitation it is, so a change in the SDK shows here first.
 """
@@ -15,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
@@ -32,9 +34,9 @@ from mcp_types import (
 )
 
 from tests.federation.upstream_server import UpstreamProcess
+from tests.helpers import LEGACY, MODERN, modern_body, routing_headers
 
-LEGACY = "2025-11-25"
-MODERN = "2026-07-28"
+WIRE = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 BOUND_SECONDS = 5.0  # every wait here: generous on a loaded 2-core machine, short on a hang
 
 ERAS = pytest.mark.parametrize(("client_mode", "era"), [("auto", MODERN), ("legacy", LEGACY)], ids=["2026", "2025"])
@@ -185,6 +187,46 @@ async def test_a_sampling_request_reaches_the_client_and_its_answer_the_tool(
     [request] = sampled
     assert request.messages[0].content == TextContent(text="Summarize: long text")
     assert request.max_tokens == 50
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "method", "response", "answer"),
+    [
+        ("ask_name", {}, "elicitation/create", {"action": "accept", "content": {"name": "Ada"}}, "hello Ada"),
+        (
+            "summarize",
+            {"text": "x"},
+            "sampling/createMessage",
+            {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m"},
+            "short",
+        ),
+    ],
+    ids=["elicit", "sample"],
+)
+async def test_2026_input_required_on_the_wire(
+    upstream: UpstreamProcess,
+    tool: str,
+    arguments: dict[str, Any],
+    method: str,
+    response: dict[str, Any],
+    answer: str,
+) -> None:
+    """What a relay sees without the SDK client: one ``input_required`` result, then the retry that completes it."""
+    capabilities: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}}
+    body = modern_body("tools/call", {"name": tool, "arguments": arguments}, capabilities=capabilities)
+    async with httpx.AsyncClient(timeout=BOUND_SECONDS) as http:
+        first = (await http.post(upstream.url, json=body, headers=WIRE | routing_headers(body))).json()["result"]
+        assert first["resultType"] == "input_required"
+        [(key, request)] = first["inputRequests"].items()
+        assert request["method"] == method
+        assert isinstance(first["requestState"], str)
+
+        body["params"] |= {"inputResponses": {key: response}, "requestState": first["requestState"]}
+        second = (await http.post(upstream.url, json=body, headers=WIRE | routing_headers(body))).json()["result"]
+
+    assert second["resultType"] == "complete"
+    assert second["content"] == [{"type": "text", "text": answer}]
+    assert second["isError"] is False
 
 
 @ERAS

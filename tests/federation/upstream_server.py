@@ -339,8 +339,8 @@ def main(argv: list[str] | None = None) -> None:
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     server, _ = build(args.mode)
     app = server.streamable_http_app(streamable_http_path=PATH, stateless_http=args.mode == "stateless")
-    # A bounded graceful shutdown: open SSE and listen streams must not hold up a terminate().
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    # A short graceful shutdown: open SSE and listen streams would otherwise hold up a terminate() (uvicorn waits).
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
 
 
 if __name__ == "__main__":
