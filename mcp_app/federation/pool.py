@@ -101,7 +101,13 @@ class Pool:
                 async with open_client(endpoint, on_list_changed=changed, log_everything=True) as client:
                     connection.client = client
                     ready.set_result(None)
-                    await connection._closing.wait()
+                    watcher = asyncio.ensure_future(_watch(client, endpoint.pk)) if connection.modern else None
+                    try:
+                        await connection._closing.wait()
+                    finally:
+                        if watcher is not None:
+                            watcher.cancel()
+                            await asyncio.gather(watcher, return_exceptions=True)
             except BaseException as exc:
                 connection.broken = True
                 if not ready.done():
@@ -130,6 +136,34 @@ class Pool:
             if connection.broken or now - connection.used_at > idle:
                 del self._connections[key]
                 connection.close()
+
+
+async def _watch(client: Any, pk: int) -> None:
+    """A 2026-07-28 upstream announces list changes on ``subscriptions/listen`` (handshake-era upstreams send
+    them on the session's stream, which the connection's message handler hears): listen while connected."""
+    from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+
+    from .sync import changed
+
+    capabilities = client.server_capabilities
+    wanted = {
+        "tools_list_changed": bool(capabilities.tools and capabilities.tools.list_changed),
+        "prompts_list_changed": bool(capabilities.prompts and capabilities.prompts.list_changed),
+        "resources_list_changed": bool(capabilities.resources and capabilities.resources.list_changed),
+    }
+    if not any(wanted.values()):
+        return
+    kinds = {ToolsListChanged: "tools", PromptsListChanged: "prompts", ResourcesListChanged: "resources"}
+    try:
+        async with client.listen(**wanted) as subscription:
+            async for event in subscription:
+                kind = kinds.get(type(event))
+                if kind is not None:
+                    changed(pk, kind)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the upstream does not serve subscriptions/listen after all, or dropped it
+        logger.info("upstream %s: no list_changed subscription (%s)", pk, type(exc).__name__)
 
 
 _holders: set[asyncio.Task[None]] = set()
