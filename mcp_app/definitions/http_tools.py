@@ -78,10 +78,9 @@ def validate_url(url: str, *, kind: OutboundKind | None = None, subject: str | N
     a literal address the SSRF guard accepts for ``kind`` (``outbound.allowed_networks``). ``subject`` names who
     may not call it, in the message; either names the other (``subject="upstreams"`` checks against the
     ``"upstream"`` list); neither: an http tool's."""
-    if kind is None:
-        kind = next((known for known, noun in SUBJECTS.items() if noun == subject), "http_tool")
-    if subject is None:
-        subject = SUBJECTS[kind]
+    named = [known for known, noun in SUBJECTS.items() if noun == subject]
+    checked: OutboundKind = kind if kind is not None else named[0] if named else "http_tool"
+    subject = subject or SUBJECTS[checked]
     if not isinstance(url, str) or not url:
         raise ValueError("Give the URL to call.")
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
@@ -103,7 +102,7 @@ def validate_url(url: str, *, kind: OutboundKind | None = None, subject: str | N
         address = parse_address(parts.hostname)
     except ValueError:
         return
-    allow = allowed_networks(kind)
+    allow = allowed_networks(checked)
     reason = refusal(address, port or (443 if parts.scheme == "https" else 80), parts.hostname, allow)
     if reason is not None:
         raise ValueError(f"The address {address} is {reason}; {subject} may not call it.")

@@ -1,0 +1,1 @@
+"""Upstream MCP servers federated into a tenant's catalog (issue 18)."""
