@@ -104,12 +104,15 @@ DEFAULTS: dict[str, Any] = {
     # so a new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy
     # strings; empty: keys derived from Django's SECRET_KEY and SECRET_KEY_FALLBACKS.
     "SECRET_KEYS": [],
-    # http tools (webhooks): addresses they may reach although private, loopback, link-local…, as CIDRs or
-    # addresses ("10.1.0.0/16", "127.0.0.1"), optionally with a port ("127.0.0.1:8080", "[::1]:8080"), or host
-    # names ("hooks.internal" / "hooks.internal:8443", matched on the URL's host). Empty: public addresses only.
+    # Every outbound connection (http tools' webhooks, upstream MCP servers, client ID metadata documents;
+    # mcp_app.outbound): addresses it may reach although private, loopback, link-local…, as CIDRs or addresses
+    # ("10.1.0.0/16", "127.0.0.1"), optionally with a port ("127.0.0.1:8080", "[::1]:8080"), or host names
+    # ("hooks.internal" / "hooks.internal:8443", matched on the URL's host). Empty: public addresses only.
+    "OUTBOUND_ALLOWED_NETWORKS": [],
+    # http tools (webhooks) only: more entries, in addition to OUTBOUND_ALLOWED_NETWORKS (same syntax).
     "HTTP_TOOL_ALLOWED_NETWORKS": [],
-    # OAuth (mcp_app.oauth): networks a client ID metadata document may be fetched from although netguard
-    # refuses them (loopback, private ranges); same syntax as HTTP_TOOL_ALLOWED_NETWORKS.
+    # OAuth (mcp_app.oauth) only: more networks a client ID metadata document may be fetched from, in addition
+    # to OUTBOUND_ALLOWED_NETWORKS (same syntax).
     "OAUTH_CIMD_ALLOWED_NETWORKS": [],
     # Dynamic client registrations (RFC 7591) accepted per source address and hour; 0: none.
     "OAUTH_REGISTRATIONS_PER_HOUR": 20,
@@ -311,6 +314,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_DISPATCH": (str,),
     "WORKER_QUEUE": (str,),
     "SECRET_KEYS": (list, tuple),
+    "OUTBOUND_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "OAUTH_CIMD_ALLOWED_NETWORKS": (list, tuple),
     "OAUTH_REGISTRATIONS_PER_HOUR": (int,),
@@ -500,10 +504,11 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
 def _check_http_tool_settings(values: dict[str, Any]) -> None:
     if not all(isinstance(key, str) and key for key in values["SECRET_KEYS"]):
         raise ImproperlyConfigured("MCP_APP['SECRET_KEYS'] must be a list of non-empty strings.")
-    try:
-        parse_allow_list(values["HTTP_TOOL_ALLOWED_NETWORKS"])
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"MCP_APP['HTTP_TOOL_ALLOWED_NETWORKS']: {exc}") from exc
+    for key in ("OUTBOUND_ALLOWED_NETWORKS", "HTTP_TOOL_ALLOWED_NETWORKS", "OAUTH_CIMD_ALLOWED_NETWORKS"):
+        try:
+            parse_allow_list(values[key])
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"MCP_APP[{key!r}]: {exc}") from exc
     if values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"] <= 0:
         raise ImproperlyConfigured("MCP_APP['HTTP_TOOL_MAX_TIMEOUT_SECONDS'] must be positive.")
     if not 0 < values["HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS"] <= values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"]:

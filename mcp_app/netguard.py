@@ -1,4 +1,5 @@
-"""SSRF guard for http tools: which network addresses a tenant's webhook may reach.
+"""SSRF guard for every outbound connection: which network addresses a webhook, an upstream MCP server or a client
+metadata document may be reached at (``mcp_app.outbound`` applies it, with each kind's allow-list).
 
 Pure Python (no Django): ``parse_allow_list`` reads the operator's allow-list, ``refusal`` says why one address
 may not be reached (or ``None``), and ``resolve_checked`` resolves a host name and checks *every* address it

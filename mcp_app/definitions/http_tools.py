@@ -24,7 +24,8 @@ import orjson
 
 from ..conf import mcp_settings
 from ..crypto import InvalidToken, decrypt
-from ..netguard import parse_address, parse_allow_list, refusal
+from ..netguard import parse_address, refusal
+from ..outbound import OutboundKind, allowed_networks
 
 
 class Webhook(Protocol):
@@ -68,9 +69,18 @@ class SecretHeadersUnavailable(Exception):
     """The stored secret headers cannot be decrypted with any configured key (keys rotated away, or tampered)."""
 
 
-def validate_url(url: str, *, subject: str = "http tools") -> None:
+# Who makes each kind of outbound connection, in messages ("… http tools may not call it").
+SUBJECTS: dict[OutboundKind, str] = {"http_tool": "http tools", "upstream": "upstreams", "cimd": "client metadata"}
+
+
+def validate_url(url: str, *, kind: OutboundKind | None = None, subject: str | None = None) -> None:
     """The rules of every outbound URL (http tools, upstreams): http(s), no credentials, a host, no fragment, and
-    a literal address the SSRF guard accepts. ``subject`` names who may not call it, in the message."""
+    a literal address the SSRF guard accepts for ``kind`` (``outbound.allowed_networks``). ``subject`` names who
+    may not call it, in the message; either names the other (``subject="upstreams"`` checks against the
+    ``"upstream"`` list); neither: an http tool's."""
+    named = [known for known, noun in SUBJECTS.items() if noun == subject]
+    checked: OutboundKind = kind if kind is not None else named[0] if named else "http_tool"
+    subject = subject or SUBJECTS[checked]
     if not isinstance(url, str) or not url:
         raise ValueError("Give the URL to call.")
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
@@ -92,7 +102,7 @@ def validate_url(url: str, *, subject: str = "http tools") -> None:
         address = parse_address(parts.hostname)
     except ValueError:
         return
-    allow = parse_allow_list(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)
+    allow = allowed_networks(checked)
     reason = refusal(address, port or (443 if parts.scheme == "https" else 80), parts.hostname, allow)
     if reason is not None:
         raise ValueError(f"The address {address} is {reason}; {subject} may not call it.")

@@ -38,7 +38,7 @@ def validate_prefix(prefix: str) -> None:
 
 
 def validate_upstream_url(url: str) -> None:
-    validate_url(url, subject="upstreams")
+    validate_url(url, kind="upstream")
 
 
 def validate_upstream_timeout(timeout: float | None) -> None:

@@ -1,17 +1,544 @@
-"""TEMPORARY stand-in until the helper's breaker is merged."""
+"""A circuit breaker per upstream MCP server, shared by every process through Redis (in-process without it).
 
-from dataclasses import dataclass
+The contract, keyed by the upstream's primary key:
+
+- ``await admit(pk) -> Admission``: whether a call may go to the upstream now; if not, ``retry_after`` seconds.
+- ``await succeeded(pk)`` / ``await failed(pk)``: what became of an admitted call (or connection, or sync).
+  Only failures of the upstream count (unreachable, timed out, garbage); a tool's ``isError`` result does not.
+- ``state(pk)`` / ``states(pks)`` / ``open_breakers()``: ``BreakerState``s for the admin and ``/readyz``
+  (synchronous); ``reset(pk)``: close it now (the admin's "close breaker").
+
+The states: **closed** (calls pass) until ``UPSTREAM_BREAKER_FAILURES`` failures fall within
+``UPSTREAM_BREAKER_WINDOW_SECONDS`` (a sliding window), which opens it; **open**: every call is refused at once for
+``UPSTREAM_BREAKER_COOLDOWN_SECONDS``; then **half-open**: one call (the probe) is let through and every other one
+is still refused; the probe's success closes it (and forgets its failures), its failure re-opens it for another
+cool-down. A probe that never reports (its process died) gives its turn to another call after
+``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches the breakers off.
+
+With ``settings.REDIS_URL``, ``RedisBreakers`` keeps each breaker in Redis and changes it only through the Lua
+scripts below (one round trip per call, atomic across processes, Redis's own clock): so every process sees the
+same state and, half-open, exactly one process's call probes. Without it ``LocalBreakers`` does the same in this
+process's memory, under a lock. If Redis cannot be reached the breakers do not block calls (every admission is
+allowed, and the outage is logged once, until Redis answers again): a Redis outage must not stop federation.
+
+Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages
+(``admin``, ``observability.endpoints`` read ``states`` and ``open_breakers``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from django.conf import settings
+
+from ..conf import mcp_settings
+
+logger = logging.getLogger("mcp_app.federation.breaker")
+
+Status = Literal["closed", "open", "half-open"]
+CLOSED: Status = "closed"
+OPEN: Status = "open"
+HALF_OPEN: Status = "half-open"
+
+# How long one half-open probe holds its turn at most: the default call timeout is what a probe may rightly take.
+PROBE_LEASE_SECONDS = 60.0
+# An idle breaker's Redis keys expire this long after its last change (an open one is kept past its cool-down).
+IDLE_EXPIRY_SECONDS = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Whether a call may go to the upstream; if not, after how many seconds to try again. ``probe``: this call
+    is the one half-open probe (its outcome closes or re-opens the breaker)."""
+
+    allowed: bool
+    retry_after: float = 0.0
+    probe: bool = False
+
+
+ALLOWED = Admission(True)
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerState:
+    """What an operator sees: the status, the failures counted (within the window while closed; those that
+    opened it, plus failed probes, while open), and until when it is open (``None`` while closed)."""
+
+    status: Status
+    failures: int = 0
+    open_until: datetime | None = None
+
+
+CLOSED_STATE = BreakerState(CLOSED)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    failures: int
+    window: float
+    cooldown: float
+    probe_lease: float
+
+    @classmethod
+    def current(cls) -> Policy:
+        cooldown = float(mcp_settings.UPSTREAM_BREAKER_COOLDOWN_SECONDS)
+        return cls(
+            failures=int(mcp_settings.UPSTREAM_BREAKER_FAILURES),
+            window=float(mcp_settings.UPSTREAM_BREAKER_WINDOW_SECONDS),
+            cooldown=cooldown,
+            probe_lease=max(cooldown, PROBE_LEASE_SECONDS),
+        )
+
+
+def _status(open_until: float, now: float) -> Status:
+    if not open_until:
+        return CLOSED
+    return OPEN if now < open_until else HALF_OPEN
+
+
+# -- in this process ------------------------------------------------------------------------------------------
 
 
 @dataclass
-class Admission:
-    allowed: bool
-    retry_after: float = 0.0
+class _Local:
+    failures: deque[float] = field(default_factory=deque)  # monotonic times of failures within the window
+    open_until: float = 0.0  # monotonic; 0: closed
+    open_until_wall: datetime | None = None  # the same moment, for operators
+    opened_failures: int = 0
+    probe_until: float = 0.0
+
+
+class LocalBreakers:
+    """The breakers in this process's memory (the embedded default: each process judges by its own calls)."""
+
+    def __init__(self, **_options: Any) -> None:
+        self._lock = threading.Lock()
+        self._breakers: dict[int, _Local] = {}
+
+    async def admit(self, pk: int, policy: Policy) -> Admission:
+        with self._lock:
+            breaker = self._breakers.get(pk)
+            if breaker is None or not breaker.open_until:
+                return ALLOWED
+            now = time.monotonic()
+            if now < breaker.open_until:
+                return Admission(False, breaker.open_until - now)
+            if breaker.probe_until > now:
+                return Admission(False, min(breaker.probe_until - now, policy.cooldown))
+            breaker.probe_until = now + policy.probe_lease
+            return Admission(True, probe=True)
+
+    async def succeeded(self, pk: int, policy: Policy) -> bool:
+        with self._lock:
+            breaker = self._breakers.get(pk)
+            if breaker is None or _status(breaker.open_until, time.monotonic()) != HALF_OPEN:
+                return False
+            del self._breakers[pk]
+            return True
+
+    async def failed(self, pk: int, policy: Policy) -> int:
+        """0: counted; 1: it opened; 2: a failed probe re-opened it; 3: open already (a late failure)."""
+        with self._lock:
+            now = time.monotonic()
+            breaker = self._breakers.setdefault(pk, _Local())
+            if breaker.open_until:
+                if now < breaker.open_until:
+                    return 3
+                self._open(breaker, now, policy)
+                breaker.opened_failures += 1
+                breaker.probe_until = 0.0
+                return 2
+            self._expire(breaker, now, policy)
+            breaker.failures.append(now)
+            if len(breaker.failures) < policy.failures:
+                return 0
+            self._open(breaker, now, policy)
+            breaker.opened_failures = len(breaker.failures)
+            breaker.failures.clear()
+            return 1
+
+    @staticmethod
+    def _open(breaker: _Local, now: float, policy: Policy) -> None:
+        breaker.open_until = now + policy.cooldown
+        breaker.open_until_wall = datetime.now(UTC) + timedelta(seconds=policy.cooldown)
+
+    @staticmethod
+    def _expire(breaker: _Local, now: float, policy: Policy) -> None:
+        while breaker.failures and breaker.failures[0] <= now - policy.window:
+            breaker.failures.popleft()
+
+    def states(self, pks: list[int], policy: Policy) -> dict[int, BreakerState]:
+        with self._lock:
+            now = time.monotonic()
+            found: dict[int, BreakerState] = {}
+            for pk in pks:
+                breaker = self._breakers.get(pk)
+                if breaker is None:
+                    found[pk] = CLOSED_STATE
+                elif breaker.open_until:
+                    status = _status(breaker.open_until, now)
+                    found[pk] = BreakerState(status, breaker.opened_failures, breaker.open_until_wall)
+                else:
+                    self._expire(breaker, now, policy)
+                    found[pk] = BreakerState(CLOSED, len(breaker.failures))
+            return found
+
+    def open_breakers(self, policy: Policy) -> dict[int, BreakerState]:
+        with self._lock:
+            pks = [pk for pk, breaker in self._breakers.items() if breaker.open_until]
+        return self.states(pks, policy)
+
+    def reset(self, pk: int) -> None:
+        with self._lock:
+            self._breakers.pop(pk, None)
+
+
+# -- in Redis -------------------------------------------------------------------------------------------------
+
+# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter. Per
+# upstream: a hash (open_until, failures, probe_until; absent: closed with no open history) and a sorted set of
+# failure times within the window; one sorted set of the open breakers (pk scored by open_until) for /readyz.
+_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+# KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe, {0, wait ms} refused.
+ADMIT_SCRIPT = (
+    _NOW
+    + """
+local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+if open_until == 0 then return {1, 0} end
+if now < open_until then return {0, open_until - now} end
+local probe_until = tonumber(redis.call('HGET', KEYS[1], 'probe_until') or '0')
+if probe_until > now then return {0, math.min(probe_until - now, tonumber(ARGV[2]))} end
+redis.call('HSET', KEYS[1], 'probe_until', now + tonumber(ARGV[1]))
+return {2, 0}
+"""
+)
+# KEYS: hash, failures, open set. ARGV: pk. Returns 1 when a half-open breaker closed, else 0.
+SUCCEEDED_SCRIPT = (
+    _NOW
+    + """
+local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+if open_until == 0 or now < open_until then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+"""
+)
+# KEYS: hash, failures, open set. ARGV: pk, failures to open, window (ms), cool-down (ms), a unique member,
+# idle expiry (ms). Returns 0 counted, 1 opened, 2 re-opened (a failed probe), 3 open already.
+FAILED_SCRIPT = (
+    _NOW
+    + """
+local cooldown = tonumber(ARGV[4])
+local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+local outcome = 1
+local failures
+if open_until > 0 then
+  if now < open_until then return 3 end
+  failures = tonumber(redis.call('HGET', KEYS[1], 'failures') or '0') + 1
+  redis.call('HDEL', KEYS[1], 'probe_until')
+  outcome = 2
+else
+  local window = tonumber(ARGV[3])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+  redis.call('ZADD', KEYS[2], now, ARGV[5])
+  failures = redis.call('ZCARD', KEYS[2])
+  if failures < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[2], window)
+    return 0
+  end
+  redis.call('DEL', KEYS[2])
+end
+redis.call('HSET', KEYS[1], 'open_until', now + cooldown, 'failures', failures)
+redis.call('PEXPIRE', KEYS[1], cooldown + tonumber(ARGV[6]))
+redis.call('ZADD', KEYS[3], now + cooldown, ARGV[1])
+return outcome
+"""
+)
+# KEYS: hash and failures of each breaker, in pairs. ARGV: window (ms). Returns {now, {open_until, failures}...}
+# (open_until 0: closed, and failures are those within the window).
+STATES_SCRIPT = (
+    _NOW
+    + """
+local found = {now}
+for i = 1, #KEYS, 2 do
+  local open_until = tonumber(redis.call('HGET', KEYS[i], 'open_until') or '0')
+  local failures
+  if open_until > 0 then
+    failures = tonumber(redis.call('HGET', KEYS[i], 'failures') or '0')
+  else
+    failures = redis.call('ZCOUNT', KEYS[i + 1], '(' .. (now - tonumber(ARGV[1])), '+inf')
+  end
+  found[#found + 1] = {open_until, failures}
+end
+return found
+"""
+)
+# KEYS: open set. ARGV: prefix. Returns {now, {pk, open_until, failures}...} of the breakers still open or
+# half-open; members whose breaker closed by expiry are removed.
+OPEN_SCRIPT = (
+    _NOW
+    + """
+local found = {now}
+for _, pk in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local values = redis.call('HMGET', ARGV[1] .. ':' .. pk, 'open_until', 'failures')
+  if values[1] then
+    found[#found + 1] = {pk, tonumber(values[1]), tonumber(values[2] or '0')}
+  else
+    redis.call('ZREM', KEYS[1], pk)
+  end
+end
+return found
+"""
+)
+# KEYS: hash, failures, open set. ARGV: pk.
+RESET_SCRIPT = """
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 1
+"""
+
+CONNECT_TIMEOUT_SECONDS = 1.0
+SOCKET_TIMEOUT_SECONDS = 2.0
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _datetime(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class RedisBreakers:
+    """The breakers in Redis under ``prefix``, shared by every process that uses the same ``url``."""
+
+    def __init__(self, url: str, prefix: str = "mcp:breaker", **_options: Any) -> None:
+        self._url = url
+        self._prefix = prefix
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
+        self._sync: dict[str, Any] | None = None
+        self._sync_lock = threading.Lock()
+
+    async def aclose(self) -> None:
+        """Close this event loop's connections (at the loop's end; tests)."""
+        scripts = self._async.pop(asyncio.get_running_loop(), None)
+        if scripts is not None:
+            await scripts["admit"].registered_client.aclose()
+
+    def _keys(self, pk: int) -> list[str]:
+        return [f"{self._prefix}:{pk}", f"{self._prefix}:{pk}:failures", f"{self._prefix}:open"]
+
+    @staticmethod
+    def _scripts(client: Any) -> dict[str, Any]:
+        return {
+            "admit": client.register_script(ADMIT_SCRIPT),
+            "succeeded": client.register_script(SUCCEEDED_SCRIPT),
+            "failed": client.register_script(FAILED_SCRIPT),
+            "states": client.register_script(STATES_SCRIPT),
+            "open": client.register_script(OPEN_SCRIPT),
+            "reset": client.register_script(RESET_SCRIPT),
+        }
+
+    def _async_scripts(self) -> dict[str, Any]:
+        # redis.asyncio connections belong to the event loop that made them (as in workers.redis_quotas); held
+        # weakly, so that a closed loop's client goes with it and a new loop never gets it.
+        loop = asyncio.get_running_loop()
+        found = self._async.get(loop)
+        if found is None:
+            import redis.asyncio as redis
+
+            from ..channel_layer import redis_connection_options
+
+            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
+            found = self._async[loop] = self._scripts(client)
+        return found
+
+    def _sync_scripts(self) -> dict[str, Any]:
+        with self._sync_lock:
+            if self._sync is None:
+                import redis
+
+                client = redis.Redis.from_url(
+                    self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
+                )
+                self._sync = self._scripts(client)
+            return self._sync
+
+    async def admit(self, pk: int, policy: Policy) -> Admission:
+        verdict, wait = await self._async_scripts()["admit"](
+            keys=self._keys(pk)[:1], args=[_ms(policy.probe_lease), _ms(policy.cooldown)]
+        )
+        if int(verdict) == 0:
+            return Admission(False, int(wait) / 1000)
+        return Admission(True, probe=int(verdict) == 2)
+
+    async def succeeded(self, pk: int, policy: Policy) -> bool:
+        return bool(int(await self._async_scripts()["succeeded"](keys=self._keys(pk), args=[pk])))
+
+    async def failed(self, pk: int, policy: Policy) -> int:
+        args = [
+            pk,
+            policy.failures,
+            _ms(policy.window),
+            _ms(policy.cooldown),
+            uuid.uuid4().hex,
+            _ms(IDLE_EXPIRY_SECONDS),
+        ]
+        return int(await self._async_scripts()["failed"](keys=self._keys(pk), args=args))
+
+    def states(self, pks: list[int], policy: Policy) -> dict[int, BreakerState]:
+        if not pks:
+            return {}
+        keys = [key for pk in pks for key in self._keys(pk)[:2]]
+        now, *rows = self._sync_scripts()["states"](keys=keys, args=[_ms(policy.window)])
+        found: dict[int, BreakerState] = {}
+        for pk, (open_until, failures) in zip(pks, rows, strict=True):
+            until = int(open_until)
+            status = _status(until, int(now))
+            found[pk] = BreakerState(status, int(failures), _datetime(until) if until else None)
+        return found
+
+    def open_breakers(self, policy: Policy) -> dict[int, BreakerState]:
+        now, *rows = self._sync_scripts()["open"](keys=self._keys(0)[2:], args=[self._prefix])
+        return {
+            int(pk): BreakerState(_status(int(until), int(now)), int(failures), _datetime(int(until)))
+            for pk, until, failures in rows
+        }
+
+    def reset(self, pk: int) -> None:
+        self._sync_scripts()["reset"](keys=self._keys(pk), args=[pk])
+
+
+# -- the module's verbs ----------------------------------------------------------------------------------------
+
+_backends: dict[str | None, LocalBreakers | RedisBreakers] = {}
+_backends_lock = threading.Lock()
+_outage = False
+
+
+def breakers() -> LocalBreakers | RedisBreakers:
+    """The breakers of this process: in Redis when ``settings.REDIS_URL`` names one, else in memory."""
+    url = getattr(settings, "REDIS_URL", None) or None
+    found = _backends.get(url)
+    if found is None:
+        with _backends_lock:
+            found = _backends.get(url)
+            if found is None:
+                found = _backends[url] = RedisBreakers(url) if url else LocalBreakers()
+    return found
+
+
+def _unavailable(error: Exception) -> None:
+    global _outage
+    if not _outage:
+        _outage = True
+        logger.warning(
+            "upstream circuit breakers: the shared state is unavailable (%s); calls are not held back until it is",
+            type(error).__name__,
+        )
+
+
+def _available() -> None:
+    global _outage
+    if _outage:
+        _outage = False
+        logger.info("upstream circuit breakers: the shared state is available again")
 
 
 async def admit(pk: int) -> Admission:
-    return Admission(True)
+    """Whether a call may go to upstream ``pk`` now (see the module docstring)."""
+    policy = Policy.current()
+    if policy.failures < 1:
+        return ALLOWED
+    try:
+        admission = await breakers().admit(pk, policy)
+    except Exception as error:
+        _unavailable(error)
+        return ALLOWED
+    _available()
+    return admission
 
 
-async def succeeded(pk: int) -> None: ...
-async def failed(pk: int) -> None: ...
+async def succeeded(pk: int) -> None:
+    """An admitted call to upstream ``pk`` succeeded: a half-open breaker closes."""
+    policy = Policy.current()
+    if policy.failures < 1:
+        return
+    try:
+        closed = await breakers().succeeded(pk, policy)
+    except Exception as error:
+        _unavailable(error)
+        return
+    _available()
+    if closed:
+        logger.info("upstream %s: circuit breaker closed (the probe succeeded)", pk)
+
+
+async def failed(pk: int) -> None:
+    """An admitted call to upstream ``pk`` failed: counted; enough of them within the window open the breaker,
+    and a failed probe re-opens it."""
+    policy = Policy.current()
+    if policy.failures < 1:
+        return
+    try:
+        outcome = await breakers().failed(pk, policy)
+    except Exception as error:
+        _unavailable(error)
+        return
+    _available()
+    if outcome == 1:
+        logger.warning(
+            "upstream %s: circuit breaker opened after %d failures within %g s; calls fail for %g s",
+            pk,
+            policy.failures,
+            policy.window,
+            policy.cooldown,
+        )
+    elif outcome == 2:
+        logger.warning("upstream %s: circuit breaker re-opened (the probe failed) for %g s", pk, policy.cooldown)
+
+
+def states(pks: list[int] | tuple[int, ...] | set[int]) -> dict[int, BreakerState]:
+    """The state of each breaker (closed when the shared state cannot be read: it does not hold calls back)."""
+    pks = list(pks)
+    try:
+        found = breakers().states(pks, Policy.current())
+    except Exception as error:
+        _unavailable(error)
+        return dict.fromkeys(pks, CLOSED_STATE)
+    _available()
+    return found
+
+
+def state(pk: int) -> BreakerState:
+    return states([pk])[pk]
+
+
+def open_breakers() -> dict[int, BreakerState]:
+    """Every breaker that is open or half-open (without knowing the upstreams: one read, no query)."""
+    try:
+        found = breakers().open_breakers(Policy.current())
+    except Exception as error:
+        _unavailable(error)
+        return {}
+    _available()
+    return found
+
+
+def reset(pk: int) -> None:
+    """Close upstream ``pk``'s breaker now and forget its failures. Raises if the shared state is unreachable
+    (the operator asked for a change that could not be made)."""
+    breakers().reset(pk)
+    logger.info("upstream %s: circuit breaker closed by an operator", pk)

@@ -5,7 +5,8 @@ DOT validates the ``client_id`` URL (HTTPS, no fragment or credentials), bounds 
 address), caches the result by the document's ``Cache-Control`` (between ``CIMD_METADATA_MIN_AGE_SECONDS`` and
 ``CIMD_METADATA_MAX_AGE_SECONDS``) and enforces its ``redirect_uris``. This fetcher replaces only the address
 check: every address the host resolves to must pass ``netguard`` (loopback, private, link-local, metadata and
-other non-public ranges refused) unless ``MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"]`` allow-lists it; the
+other non-public ranges refused) unless ``outbound.allowed_networks("cimd")`` allow-lists it
+(``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]`` or ``MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"]``); the
 connection goes to the checked addresses only (no DNS rebinding). Certificates are verified against the
 system's trust store (``SSL_CERT_FILE`` may name another bundle).
 """
@@ -17,14 +18,13 @@ from typing import Any
 
 from oauth2_provider import cimd
 
-from .. import netguard
-from ..conf import mcp_settings
+from .. import netguard, outbound
 
 
 def _resolve_and_validate(hostname: str, port: int) -> list[str]:
-    allow = netguard.parse_allow_list(mcp_settings.OAUTH_CIMD_ALLOWED_NETWORKS)
+    allow = outbound.allowed_networks("cimd")
     try:
-        addresses = asyncio.run(netguard.resolve_checked(hostname, port, allow))
+        addresses = asyncio.run(netguard.resolve_checked(hostname, port, allow, outbound.resolver))
     except netguard.ForbiddenAddress as exc:
         raise cimd.CIMDError(f"client_id host refused: {exc}") from exc
     return [str(address) for address in addresses]

@@ -13,7 +13,10 @@ pod by IP over plain HTTP gets its answer.
   calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
   served, unless ``READYZ_REQUIRES_WORKER``; ``skipped`` without a broker).
   200 when none is ``down``, else 503; the body names each dependency's status, latency and, when
-  down, the exception's class (never a URL or password).
+  down, the exception's class (never a URL or password). Its ``upstreams`` detail lists the upstream MCP servers
+  whose circuit breaker is open or half-open (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
+  an upstream being down is not this process being unready, so it never changes the status. One read of the
+  breakers (``federation.breaker.open_breakers``); upstream rows are read only when some breaker is open.
 - ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
   ``Authorization: Bearer <MCP_APP["METRICS_TOKEN"]>``; 401 otherwise, 404 while no token is configured.
 
@@ -197,11 +200,46 @@ async def readiness() -> tuple[bool, dict[str, dict[str, Any]]]:
     return all(check["status"] != DOWN for check in checks.values()), checks
 
 
+def _open_upstreams() -> list[dict[str, Any]]:
+    from ..federation import breaker
+
+    found = breaker.open_breakers()
+    if not found:
+        return []
+    from ..models import Upstream
+
+    rows = Upstream.objects.filter(pk__in=found).values_list("pk", "name", "tenant__slug").order_by("pk")
+    listed = []
+    for pk, name, tenant in rows:
+        until = found[pk].open_until
+        listed.append(
+            {
+                "id": pk,
+                "name": name,
+                "tenant": tenant,
+                "status": found[pk].status,
+                "open_until": until.isoformat() if until else None,
+            }
+        )
+    return listed
+
+
+async def upstreams_detail() -> dict[str, Any]:
+    """The upstreams whose breaker is open or half-open; ``{"error": ...}`` if they cannot be read in time."""
+    try:
+        open_now = await asyncio.wait_for(
+            database_sync_to_async(_open_upstreams)(), timeout=float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS)
+        )
+    except Exception as exc:
+        return {"error": "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__}
+    return {"open": open_now}
+
+
 async def readyz(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if not await _only_get(scope, send):
         return
-    ready, checks = await readiness()
-    body = orjson.dumps({"status": "ok" if ready else "unavailable", "checks": checks})
+    (ready, checks), upstreams = await asyncio.gather(readiness(), upstreams_detail())
+    body = orjson.dumps({"status": "ok" if ready else "unavailable", "checks": checks, "upstreams": upstreams})
     await _respond(send, 200 if ready else 503, body, _JSON)
 
 

@@ -21,10 +21,11 @@ tenant did not configure), ``WEBHOOK_TIMEOUT``, ``WEBHOOK_TOO_LARGE``, ``WEBHOOK
 failure, broken exchange), ``WEBHOOK_UNAVAILABLE`` (secret headers that no configured key decrypts),
 ``WEBHOOK_FAILED`` (anything unexpected; logged by exception type only). Messages never contain header values, bodies or tracebacks.
 
-SSRF: every connection goes through ``GuardedBackend``, which resolves the host, checks every address
+SSRF: every connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list:
+``OUTBOUND_ALLOWED_NETWORKS`` plus ``HTTP_TOOL_ALLOWED_NETWORKS``), which resolves the host, checks every address
 (``netguard``) and connects to a checked address itself, while TLS still verifies the certificate for the URL's
 host name (the connection's SNI/hostname is the URL's, only the socket is pinned). No proxy from the environment
-is used, a fresh client serves each call (no connection is shared across tenants), the whole exchange is bounded
+is used, a fresh transport serves each call (no connection is shared across tenants), the whole exchange is bounded
 by the tool's timeout, and the body is read in chunks up to ``HTTP_TOOL_MAX_RESPONSE_BYTES`` (compressed replies
 are not requested and are refused). Cancelling the call (client cancellation, task cancel, disconnect in the
 stateless era) cancels the awaiting coroutine, which closes the connection.
@@ -33,12 +34,10 @@ stateless era) cancels the awaiting coroutine, which closes the connection.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import ssl
 import time
 import uuid
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,14 +48,12 @@ import orjson
 from .. import __version__
 from ..conf import mcp_settings
 from ..definitions.targets import HttpTarget
-from ..netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, resolve_checked, system_resolver
+from ..netguard import ForbiddenAddress
 from ..observability import tracing
+from ..outbound import webhook_transport
 from ..protocol.context import CallContext
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
-
-# Tests replace this to resolve made-up names; everything else uses the system resolver.
-resolver: Resolver = system_resolver
 
 _CONTENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "text": ("text",),
@@ -65,70 +62,6 @@ _CONTENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "resource": (),
     "resource_link": ("uri", "name"),
 }
-
-
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """An httpcore network backend that connects only to addresses the SSRF guard accepted for the host."""
-
-    def __init__(self, allow: Sequence[AllowEntry], resolve: Resolver) -> None:
-        self._allow = tuple(allow)
-        self._resolve = resolve
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109  (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.AsyncNetworkStream:
-        addresses = await resolve_checked(host, port, self._allow, self._resolve)
-        failure: Exception | None = None
-        for address in addresses:
-            try:
-                # The checked address itself, never the name again: nothing can re-resolve it differently.
-                return await self._inner.connect_tcp(
-                    str(address), port, timeout=timeout, local_address=local_address, socket_options=socket_options
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109  (httpcore's interface)
-        socket_options: Any = None,
-    ) -> Any:
-        raise ForbiddenAddress("http tools do not connect to unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-@functools.lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()
-
-
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a connection pool whose every connection goes through ``GuardedBackend``."""
-
-    def __init__(self, allow: Sequence[AllowEntry], resolve: Resolver) -> None:
-        super().__init__(verify=_ssl_context(), trust_env=False)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=_ssl_context(),
-            max_connections=1,
-            max_keepalive_connections=0,
-            network_backend=GuardedBackend(allow, resolve),
-        )
-
-
-@functools.lru_cache(maxsize=8)
-def _allow_list(entries: tuple[str, ...]) -> tuple[AllowEntry, ...]:
-    return parse_allow_list(entries)
 
 
 class _Failure(Exception):
@@ -214,7 +147,7 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
     timeout = effective_timeout(target.timeout_seconds)
     where = _where(target.url)
-    transport = GuardedTransport(_allow_list(tuple(mcp_settings.HTTP_TOOL_ALLOWED_NETWORKS)), resolver)
+    transport = webhook_transport()
     # The transport directly, not an httpx client: no redirect, cookie or auth handling to switch off, and no
     # "HTTP Request: <url>" log line (a webhook URL may carry a key in its path or query).
     try:

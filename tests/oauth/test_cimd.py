@@ -52,6 +52,17 @@ def test_a_document_on_an_allowed_loopback_is_used(
     assert wrong.status_code == 400
 
 
+def test_the_outbound_allow_list_admits_a_loopback_document_too(
+    client: Client, oauth_world: Any, documents: CimdServer, settings: Any
+) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.1"]}
+    access, user = oauth_world
+    url = documents.url("client", secrets.token_hex(4))
+    page = _authorize(client, user, access.server, url)
+    assert page.status_code == 200, page.content[:500]
+    assert documents.fetched == [url.removeprefix(documents.base)]
+
+
 def test_a_private_address_is_refused(client: Client, oauth_world: Any, documents: CimdServer) -> None:
     access, user = oauth_world
     url = documents.url("client", secrets.token_hex(4))

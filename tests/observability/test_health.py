@@ -66,3 +66,34 @@ def test_the_root_says_what_is_served(client: Any) -> None:
     assert body["name"] == "mcp-host"
     assert body["health"] == "/healthz"
     assert body["mcp"].startswith("/mcp/")
+
+
+async def test_readyz_lists_upstreams_whose_breaker_is_open_and_stays_ready(access: Any, settings: Any) -> None:
+    from asgiref.sync import sync_to_async
+
+    from mcp_app.federation import breaker
+    from mcp_app.models import Upstream
+
+    settings.MCP_APP = {**settings.MCP_APP, "UPSTREAM_BREAKER_FAILURES": 2, "UPSTREAM_BREAKER_COOLDOWN_SECONDS": 60}
+    down, up = await sync_to_async(
+        lambda: [
+            Upstream.objects.create(tenant=access.tenant, name=name, url="https://mcp.example.com/mcp")
+            for name in ("down", "up")
+        ]
+    )()
+    quiet = await call(access, method="GET", path="/readyz", query="", drop=("authorization",))
+    assert quiet.json()["upstreams"] == {"open": []}
+    try:
+        for _ in range(2):
+            await breaker.failed(down.pk)
+        await breaker.failed(up.pk)
+        reply = await call(access, method="GET", path="/readyz", query="", drop=("authorization",))
+    finally:
+        breaker.reset(down.pk)
+        breaker.reset(up.pk)
+    assert reply.status == 200, reply.body
+    body = reply.json()
+    assert body["status"] == "ok"
+    [listed] = body["upstreams"]["open"]
+    assert listed.pop("open_until")
+    assert listed == {"id": down.pk, "name": "down", "tenant": access.tenant.slug, "status": "open"}

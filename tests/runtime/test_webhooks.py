@@ -13,6 +13,7 @@ import orjson
 import pytest
 from django.test import override_settings
 
+from mcp_app import outbound
 from mcp_app.definitions.targets import HttpTarget
 from mcp_app.protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext
 from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription, ToolDescriptor
@@ -231,6 +232,15 @@ async def test_allow_listing_ipv4_does_not_admit_its_ipv6_mapped_form(webhook_se
     assert webhook_server.requests == []
 
 
+async def test_the_outbound_allow_list_admits_a_webhook_as_the_http_tool_one_does(webhook_server: WebhookServer):
+    refused = await run(tool(webhook_server.url("/content")))
+    with override_settings(MCP_APP={"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.1"]}):
+        allowed = await run(tool(webhook_server.url("/content")))
+    assert error_code(refused) == "WEBHOOK_FORBIDDEN_ADDRESS"
+    assert "isError" not in allowed
+    assert len(webhook_server.requests) == 1
+
+
 async def test_an_allow_list_entry_with_a_port_admits_only_that_port(webhook_server: WebhookServer):
     with override_settings(MCP_APP={"HTTP_TOOL_ALLOWED_NETWORKS": [f"127.0.0.1:{webhook_server.port}"]}):
         allowed = await run(tool(webhook_server.url("/content")))
@@ -260,7 +270,7 @@ async def test_the_connection_is_pinned_to_the_checked_address_and_keeps_the_hos
         lookups.append(host)
         return ["127.0.0.1"]
 
-    monkeypatch.setattr(webhooks, "resolver", resolver)
+    monkeypatch.setattr(outbound, "resolver", resolver)
     with override_settings(MCP_APP={"HTTP_TOOL_ALLOWED_NETWORKS": ["127.0.0.1"]}):
         result = await run(tool(webhook_server.url("/content", host="hooks.example.test")))
     assert "isError" not in result
@@ -273,12 +283,12 @@ async def test_tls_verifies_the_url_hosts_certificate_over_the_pinned_connection
     certificate, key = self_signed_certificate(tmp_path, "hooks.example.test")
     server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_tls.load_cert_chain(certificate, key)
-    monkeypatch.setattr(webhooks, "_ssl_context", lambda: ssl.create_default_context(cafile=str(certificate)))
+    monkeypatch.setattr(outbound, "ssl_context", lambda: ssl.create_default_context(cafile=str(certificate)))
 
     async def resolver(host: str, port: int) -> list[str]:
         return ["127.0.0.1"]
 
-    monkeypatch.setattr(webhooks, "resolver", resolver)
+    monkeypatch.setattr(outbound, "resolver", resolver)
     with running_server(server_tls) as server, override_settings(MCP_APP=LOCAL):
         good = await run(tool(server.url("/content", host="hooks.example.test")))
         wrong = await run(tool(server.url("/content", host="other.example.test")))
@@ -296,7 +306,7 @@ async def test_a_name_with_any_forbidden_address_is_refused(monkeypatch: pytest.
     async def resolver(host: str, port: int) -> list[str]:
         return ["93.184.215.14", "10.1.2.3"]
 
-    monkeypatch.setattr(webhooks, "resolver", resolver)
+    monkeypatch.setattr(outbound, "resolver", resolver)
     result = await run(tool("http://rebind.example.test/hook"))
     assert error_code(result) == "WEBHOOK_FORBIDDEN_ADDRESS"
     assert "10.1.2.3" in result["content"][0]["text"]
