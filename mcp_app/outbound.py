@@ -169,6 +169,7 @@ def upstream_http_client(
     headers: dict[str, str],
     timeout: float,
     connect_timeout: float,
+    max_response_bytes: int | None = None,
     auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` for one upstream MCP server, for the SDK's ``streamable_http_client``.
@@ -176,8 +177,10 @@ def upstream_http_client(
     Every connection is guarded against the ``"upstream"`` allow-list. Timeouts: ``connect_timeout`` to connect
     and to wait for a free pooled connection, ``timeout`` to write, and reads wait at least
     ``SSE_READ_TIMEOUT_SECONDS`` (an open SSE stream is silent between events; the caller bounds each call).
-    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request. The client must
-    be closed (``async with`` or ``aclose()``)."""
+    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request.
+    ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
+    ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
+    ``aclose()``)."""
     # httpx2 comes with the mcp SDK, which only federation needs.
     import httpcore2
     import httpx2
@@ -201,7 +204,43 @@ def upstream_http_client(
             pool=connect_timeout,
         ),
         auth=auth,
-        transport=transport,
+        transport=transport if max_response_bytes is None else _bounded(transport, max_response_bytes),
         follow_redirects=False,
         trust_env=False,
     )
+
+
+class ResponseTooLarge(Exception):
+    """A reply went past the bound its client was made with."""
+
+
+def _bounded(inner: Any, limit: int) -> Any:
+    """``inner`` (an httpx2 transport) whose replies, other than event streams, stop at ``limit`` bytes."""
+    import httpx2
+
+    class Bounded(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            response = await inner.handle_async_request(request)
+            if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+                return response
+            stream = response.stream
+
+            class Counted(httpx2.AsyncByteStream):
+                async def __aiter__(self) -> Any:
+                    seen = 0
+                    async for chunk in stream:  # type: ignore[union-attr]
+                        seen += len(chunk)
+                        if seen > limit:
+                            raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
+                        yield chunk
+
+                async def aclose(self) -> None:
+                    await stream.aclose()  # type: ignore[union-attr]
+
+            response.stream = Counted()
+            return response
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return Bounded()

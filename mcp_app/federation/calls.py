@@ -16,7 +16,8 @@ schema already; execution (inline or worker), quotas, grants and audit are the r
 - **Passed through:** an upstream's ``isError`` result as it is; its JSON-RPC errors as the same JSON-RPC error.
 - **Bounded:** the whole call takes at most the entry's timeout (the binding's, else the upstream's, else
   ``UPSTREAM_DEFAULT_TIMEOUT_SECONDS``); an upstream that is down, slow or answers garbage gives an ``isError``
-  result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``),
+  result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``,
+  ``UPSTREAM_FORBIDDEN_ADDRESS`` where the SSRF guard refuses its address),
   never a hang; such failures count towards the upstream's circuit breaker (``breaker``), answers do not.
 
 Results carry ``_meta["dev.mcp-host/upstream"] = {"upstream": name, "durationMs": ms}``: which upstream
@@ -47,7 +48,7 @@ from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
 from . import breaker
-from .connection import UpstreamUnavailable
+from .connection import UpstreamForbidden, UpstreamUnavailable
 from .pool import Connection, pool
 from .relay import CallRelay, Parked, current
 
@@ -122,6 +123,11 @@ async def _guarded(
         async with asyncio.timeout(limit):
             connection = await pool().connection(endpoint)
             answer = await exchange(connection)
+    except UpstreamForbidden as exc:
+        # The operator's policy, not the upstream's health: not a breaker failure.
+        raise UpstreamFailure(
+            "UPSTREAM_FORBIDDEN_ADDRESS", f"Upstream {endpoint.name} is at an address mcp-host may not call: {exc}"
+        ) from exc
     except UpstreamUnavailable as exc:
         await breaker.failed(endpoint.pk)
         raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc

@@ -49,6 +49,10 @@ class UpstreamUnavailable(Exception):
     """The upstream could not be reached or did not speak MCP (connect, handshake, credentials)."""
 
 
+class UpstreamForbidden(UpstreamUnavailable):
+    """The SSRF guard refused every address of the upstream's host (not allow-listed)."""
+
+
 def forget(endpoint: UpstreamEndpoint) -> None:
     """Negotiate afresh on the next connection (after the upstream changed era, say)."""
     _negotiated.pop(endpoint.key, None)
@@ -182,6 +186,8 @@ async def open_client(
                 await client.__aenter__()
         except Exception as exc:
             _negotiated.pop(endpoint.key, None)
+            if _root(exc).__class__.__name__ == "ForbiddenAddress":
+                raise UpstreamForbidden(str(_root(exc))) from exc
             raise UpstreamUnavailable(_describe(exc)) from exc
         try:
             session = client.session
@@ -199,10 +205,16 @@ async def open_client(
             await client.__aexit__(None, None, None)
 
 
-def _describe(exc: BaseException) -> str:
-    """A sentence about a connection failure, without URLs' secrets or tracebacks."""
+def _root(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member exception groups (what anyio's task groups raise)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """A sentence about a connection failure, without URLs' secrets or tracebacks."""
+    exc = _root(exc)
     if isinstance(exc, TimeoutError):
         return "the upstream did not answer the handshake in time"
     name = type(exc).__name__

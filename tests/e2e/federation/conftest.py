@@ -42,7 +42,7 @@ LOOPBACK = "127.0.0.1"
 
 @pytest.fixture(scope="module")
 def federating_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
-    env = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK, "MCP_HTTP_TOOL_ALLOWED_NETWORKS": LOOPBACK}
+    env = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
     with running_daphne(tmp_path_factory, env) as server:
         yield server
 
@@ -52,8 +52,7 @@ def allow_loopback(settings: Any) -> None:
     """This process (which registers and syncs upstreams) may reach loopback too."""
     settings.MCP_APP = {
         **settings.MCP_APP,
-        # "OUTBOUND_ALLOWED_NETWORKS": [LOOPBACK],  TODO-MERGE
-        "HTTP_TOOL_ALLOWED_NETWORKS": [LOOPBACK],
+        "OUTBOUND_ALLOWED_NETWORKS": [LOOPBACK],
     }
 
 
@@ -82,15 +81,15 @@ def federate(allow_loopback: None, transactional_db: None) -> Callable[..., Any]
         name: str = "upstream",
         **fields: Any,
     ) -> Any:
-        upstream = Upstream(tenant=access.tenant, name=name, url=url, prefix=prefix, **fields)
+        registered = Upstream(tenant=access.tenant, name=name, url=url, prefix=prefix, **fields)
         if secret:
-            upstream.set_secret_headers(secret)
-        upstream.save()
-        report = sync_upstream(upstream)
+            registered.set_secret_headers(secret)
+        registered.save()
+        report = sync_upstream(registered)
         assert report.ok, report.error
-        bind(upstream, access.server)
-        upstream.refresh_from_db()
-        return upstream
+        bind(registered, access.server)
+        registered.refresh_from_db()
+        return registered
 
     return register
 

@@ -24,7 +24,7 @@ from tests.helpers import wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 
 QUEUE = f"tests-federation-{os.getpid()}"
-ALLOW = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK, "MCP_HTTP_TOOL_ALLOWED_NETWORKS": LOOPBACK}
+ALLOW = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
 
 
 @pytest.fixture(scope="module")
