@@ -57,7 +57,7 @@ async def test_every_kind_of_entry_is_imported_under_the_prefix_and_served(
         item = await client.read_resource("note://items/7")
         prompt = await client.get_prompt("sdk_greet", {"name": "Ada"})
 
-    assert BASE_TOOLS <= {tool.name for tool in tools.tools}
+    assert {tool.name for tool in tools.tools} >= BASE_TOOLS
     assert [resource.uri for resource in resources.resources] == ["note://readme"]
     assert [template.uri_template for template in templates.resource_templates] == ["note://items/{id}"]
     assert [prompt.name for prompt in prompts.prompts] == ["sdk_greet"]
