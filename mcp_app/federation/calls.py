@@ -48,7 +48,7 @@ from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
 from . import breaker
-from .connection import UpstreamForbidden, UpstreamUnavailable
+from .connection import UpstreamForbidden, UpstreamUnavailable, unreachable
 from .pool import Connection, pool
 from .relay import CallRelay, Parked, current
 
@@ -149,10 +149,12 @@ async def _guarded(
     except (asyncio.CancelledError, ProtocolError):
         raise
     except Exception as exc:
-        # The SDK refused what came back (not JSON-RPC, not the result's shape), or the connection broke.
+        # The connection broke, or the SDK refused what came back (not JSON-RPC, not the result's shape).
         if connection is not None:
             pool().discard(connection)
         await breaker.failed(endpoint.pk)
+        if unreachable(exc):
+            raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} could not be reached") from exc
         logger.info("upstream %s: %s failed: %s", endpoint.name, what, type(exc).__name__)
         raise UpstreamFailure(
             "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"

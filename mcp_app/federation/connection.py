@@ -212,6 +212,18 @@ def _root(exc: BaseException) -> BaseException:
     return exc
 
 
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the upstream could not be reached (connection refused or dropped, TLS, DNS), as
+    opposed to an answer that was not MCP."""
+    import anyio
+    import httpx2
+
+    root = _root(exc)
+    return isinstance(
+        root, httpx2.TransportError | OSError | anyio.BrokenResourceError | anyio.ClosedResourceError
+    ) or (isinstance(root, UpstreamUnavailable) and not isinstance(root, UpstreamForbidden))
+
+
 def _describe(exc: BaseException) -> str:
     """A sentence about a connection failure, without URLs' secrets or tracebacks."""
     exc = _root(exc)

@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..definitions.upstreams import UpstreamEndpoint, prefixed
-from .connection import UpstreamUnavailable, open_client
+from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, unreachable
 
 logger = logging.getLogger("mcp_app.federation")
 
@@ -413,8 +413,12 @@ def sync_upstream(upstream: Any) -> SyncReport:
 def describe_failure(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    if isinstance(exc, UpstreamForbidden):
+        return f"The address is not allowed: {exc}"
     if isinstance(exc, UpstreamUnavailable):
         return f"Could not connect: {exc}"
+    if unreachable(exc):
+        return f"Could not connect: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
     if isinstance(exc, TimeoutError):
         return "The upstream did not answer in time"
     return f"The upstream's answer was not usable ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})"
