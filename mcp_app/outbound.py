@@ -228,14 +228,14 @@ def _bounded(inner: Any, limit: int) -> Any:
             class Counted(httpx2.AsyncByteStream):
                 async def __aiter__(self) -> Any:
                     seen = 0
-                    async for chunk in stream:  # type: ignore[union-attr]
+                    async for chunk in stream:
                         seen += len(chunk)
                         if seen > limit:
                             raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
                         yield chunk
 
                 async def aclose(self) -> None:
-                    await stream.aclose()  # type: ignore[union-attr]
+                    await stream.aclose()
 
             response.stream = Counted()
             return response

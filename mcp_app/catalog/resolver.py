@@ -32,10 +32,10 @@ from ..definitions.targets import (
     StaticTarget,
 )
 from ..definitions.upstreams import (
-    UpstreamEndpoint,
     UpstreamPromptTarget,
     UpstreamResourceTarget,
     UpstreamToolTarget,
+    endpoint_of,
 )
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Upstream
 from ..models.agents import CatalogGrant
@@ -48,24 +48,6 @@ logger = logging.getLogger("mcp_app.catalog")
 
 _cache: OrderedDict[tuple[int, int, object], ServerCatalog] = OrderedDict()
 _lock = threading.Lock()
-
-
-def endpoint_of(upstream: Upstream) -> UpstreamEndpoint:
-    """What a connection to ``upstream`` needs (its secrets still encrypted)."""
-    return UpstreamEndpoint(
-        pk=upstream.pk,
-        tenant_id=upstream.tenant_id,
-        name=upstream.name,
-        url=upstream.url,
-        revision=upstream.updated_at.isoformat() if upstream.updated_at else "",
-        headers=tuple((str(key), str(value)) for key, value in (upstream.headers or {}).items()),
-        timeout_seconds=upstream.timeout_seconds,
-        secret_headers=upstream.secret_headers_encrypted,
-        oauth_client_id=upstream.oauth_client_id,
-        oauth_client_secret=upstream.oauth_client_secret_encrypted,
-        oauth_issuer=upstream.oauth_issuer,
-        oauth_scope=upstream.oauth_scope,
-    )
 
 
 def _upstream_of(entry: Tool | Resource | Prompt, server_id: int) -> Upstream | None:

@@ -103,3 +103,21 @@ class UpstreamResourceTarget:
 class UpstreamPromptTarget:
     endpoint: UpstreamEndpoint
     remote_name: str
+
+
+def endpoint_of(upstream: Any) -> UpstreamEndpoint:
+    """What a connection to ``upstream`` (an ``mcp_app.models.Upstream``) needs, its secrets still encrypted."""
+    return UpstreamEndpoint(
+        pk=upstream.pk,
+        tenant_id=upstream.tenant_id,
+        name=upstream.name,
+        url=upstream.url,
+        revision=upstream.updated_at.isoformat() if upstream.updated_at else "",
+        headers=tuple((str(key), str(value)) for key, value in (upstream.headers or {}).items()),
+        timeout_seconds=upstream.timeout_seconds,
+        secret_headers=upstream.secret_headers_encrypted,
+        oauth_client_id=upstream.oauth_client_id,
+        oauth_client_secret=upstream.oauth_client_secret_encrypted,
+        oauth_issuer=upstream.oauth_issuer,
+        oauth_scope=upstream.oauth_scope,
+    )

@@ -398,7 +398,7 @@ def _record_failure(upstream: Any, error: str) -> None:
 
 def sync_upstream(upstream: Any) -> SyncReport:
     """Read and import ``upstream``'s catalog now (sync code, outside an event loop)."""
-    from ..catalog.resolver import endpoint_of
+    from ..definitions.upstreams import endpoint_of
 
     try:
         remote = async_to_sync(fetch)(endpoint_of(upstream))
@@ -443,7 +443,7 @@ def changed(pk: int, kind: str) -> None:
 async def _sync_soon(pk: int) -> None:
     from channels.db import database_sync_to_async
 
-    from ..catalog.resolver import endpoint_of
+    from ..definitions.upstreams import endpoint_of
     from ..models import Upstream
 
     try:

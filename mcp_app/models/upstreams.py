@@ -57,7 +57,7 @@ class UpstreamQuerySet(models.QuerySet["Upstream"]):
     def due_for_sync(self, default_interval: float) -> list[Upstream]:
         """Enabled upstreams of active tenants whose last sync is older than their interval (or never ran)."""
         now = timezone.now()
-        due = []
+        due: list[Upstream] = []
         for upstream in self.filter(enabled=True, tenant__is_active=True).select_related("tenant"):
             interval = upstream.sync_interval_seconds or default_interval
             if interval <= 0:
