@@ -33,8 +33,8 @@ DEV_ONLY = {
     "django-stubs",
     "djangorestframework-stubs",
     "py-spy",
-    "mcp",
 }
+# Not among them: ``mcp``, the official SDK, which the runtime uses as the client of upstream MCP servers.
 
 
 @pytest.fixture(scope="module")
