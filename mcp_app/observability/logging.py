@@ -185,5 +185,9 @@ def logging_config(*, json: bool, level: str = "INFO", access_log: bool = True) 
             # its record and the audit already, and writing them cost a worker ~0.3 ms of CPU per call
             # (docs/workers.md#performance). Failures and retries still log at ERROR and WARNING.
             **{name: {"level": "INFO" if level == "DEBUG" else "WARNING"} for name in CELERY_TASK_LOGGERS},
+            # The HTTP clients of webhooks and upstreams log every request's URL at INFO (and the SDK's client
+            # its session ids): a URL may carry a key, so they speak only of failures, also in a Celery worker
+            # (whose root logger is at INFO).
+            **{name: {"level": "WARNING"} for name in ("httpx", "httpx2", "mcp.client")},
         },
     }

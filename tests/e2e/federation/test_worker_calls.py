@@ -97,3 +97,15 @@ async def test_a_cancelled_worker_call_stops_the_upstream_tool(
         await wait_until(lambda: "k stopped" in lines(), timeout=WAIT_SECONDS, what="the upstream tool to stop")
 
     assert "k finished" not in lines()
+
+
+async def test_the_worker_logs_no_upstream_url(
+    worker_daphne: Daphne, federated_on_worker: Access, federation_worker: Any, tmp_path: Path
+) -> None:
+    """A URL may carry a key in its query: the worker's HTTP client does not log the requests it sends."""
+    async with asyncio.timeout(WAIT_SECONDS), sdk(worker_daphne.url, federated_on_worker, mode="legacy") as client:
+        result = await client.call_tool("up_worker_job", {"path": str(tmp_path / "t"), "tag": "l", "steps": 1})
+
+    assert result.is_error is False
+    assert "worker call" in federation_worker.log()  # the worker's own line about the call is there
+    assert "agentId=" not in federation_worker.log()
