@@ -144,7 +144,8 @@ async def _guarded(
             raise UpstreamFailure(
                 "UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} failed to answer {what}: {exc.message[:200]}"
             ) from exc
-        await breaker.succeeded(endpoint.pk)
+        if admission.probe:
+            await breaker.succeeded(endpoint.pk)
         raise ProtocolError(exc.message, exc.data, code=exc.code) from exc
     except (asyncio.CancelledError, ProtocolError):
         raise
@@ -159,7 +160,8 @@ async def _guarded(
         raise UpstreamFailure(
             "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"
         ) from exc
-    await breaker.succeeded(endpoint.pk)
+    if admission.probe:  # only a probe's success changes a breaker (it closes it): no round trip otherwise
+        await breaker.succeeded(endpoint.pk)
     return answer
 
 
