@@ -203,6 +203,13 @@ class Upstream(models.Model):
             errors["headers"] = f"Also set as a secret header: {', '.join(sorted(clash))}."
         if self.oauth_client_id and not self.oauth_client_secret_encrypted:
             errors["oauth_client_id"] = "Give the client secret too."
+        if self.oauth_client_id and not self.oauth_issuer:
+            errors["oauth_issuer"] = "Name the authorization server the credentials belong to (its issuer URL)."
+        elif self.oauth_issuer:
+            try:
+                validate_upstream_url(self.oauth_issuer)
+            except ValueError as exc:
+                errors["oauth_issuer"] = str(exc)
         if self.oauth_client_id and "authorization" in {name.lower() for name in self.secret_header_names}:
             errors["oauth_client_id"] = "Use OAuth or an Authorization secret header, not both."
         if errors:

@@ -64,7 +64,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import secrets
 import subprocess
 import sys
 import warnings
@@ -75,6 +77,8 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import uvicorn
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.elicitation import AcceptedElicitation, CancelledElicitation, DeclinedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
@@ -128,7 +132,47 @@ def sample_summary(text: str) -> Sample:
     return Sample([SamplingMessage(role="user", content=TextContent(text=f"Summarize: {text}"))], max_tokens=50)
 
 
-def build(mode: str) -> tuple[MCPServer, Events]:
+class ClientCredentials:
+    """A minimal OAuth authorization server beside the upstream (``--oauth ID:SECRET``): RFC 8414 metadata and a
+    token endpoint that grants ``client_credentials`` to that one client (HTTP Basic), and the verifier of the
+    tokens it issued. Enough for mcp-host's upstream OAuth (the SDK's ``ClientCredentialsOAuthProvider``)."""
+
+    def __init__(self, issuer: str, client_id: str, secret: str) -> None:
+        self.issuer, self.client_id, self.secret = issuer, client_id, secret
+        self.issued: set[str] = set()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return AccessToken(token=token, client_id=self.client_id, scopes=[]) if token in self.issued else None
+
+    def routes(self, server: MCPServer) -> None:
+        @server.custom_route("/.well-known/oauth-authorization-server", methods=["GET"])
+        async def metadata(request: Request) -> Response:
+            return JSONResponse(
+                {
+                    "issuer": self.issuer,
+                    # Required by RFC 8414 (and the SDK's model) although no client here is sent to it.
+                    "authorization_endpoint": f"{self.issuer}/authorize",
+                    "token_endpoint": f"{self.issuer}/token",
+                    "response_types_supported": ["code"],
+                    "grant_types_supported": ["client_credentials"],
+                    "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                }
+            )
+
+        @server.custom_route("/token", methods=["POST"])
+        async def token(request: Request) -> Response:
+            form = await request.form()
+            expected = "Basic " + base64.b64encode(f"{self.client_id}:{self.secret}".encode()).decode()
+            if form.get("grant_type") != "client_credentials":
+                return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+            if request.headers.get("authorization") != expected:
+                return JSONResponse({"error": "invalid_client"}, status_code=401)
+            issued = secrets.token_urlsafe(16)
+            self.issued.add(issued)
+            return JSONResponse({"access_token": issued, "token_type": "Bearer", "expires_in": 3600})
+
+
+def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer, Events]:
     events = Events()
     bus = InMemorySubscriptionBus()
     # Handshake-era sessions seen so far, by Mcp-Session-Id (stateful mode only: a stateless or 2026-07-28 request
@@ -142,7 +186,17 @@ def build(mode: str) -> tuple[MCPServer, Events]:
             sessions.setdefault(session_id, ctx.session)
         return await call_next(ctx)
 
-    server = MCPServer("upstream", version="1.0", log_level="WARNING", subscriptions=bus, middleware=[remember_session])
+    protected: dict[str, Any] = {}
+    if oauth is not None:
+        protected = {
+            "token_verifier": oauth,
+            "auth": AuthSettings(issuer_url=oauth.issuer, resource_server_url=f"{oauth.issuer}{PATH}"),
+        }
+    server = MCPServer(
+        "upstream", version="1.0", log_level="WARNING", subscriptions=bus, middleware=[remember_session], **protected
+    )
+    if oauth is not None:
+        oauth.routes(server)
 
     async def add_echo_tool(name: str) -> None:
         def grown(text: str) -> str:
@@ -251,10 +305,11 @@ class UpstreamProcess:
     ``add_tool`` / ``add_tool_async`` register an echoing tool at runtime and announce ``tools/list_changed``.
     """
 
-    def __init__(self, mode: str, port: int, log: Path) -> None:
+    def __init__(self, mode: str, port: int, log: Path, *, oauth: tuple[str, str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
+        self.oauth = oauth
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.url = f"{self.base}{PATH}"
@@ -280,6 +335,7 @@ class UpstreamProcess:
                     str(self.port),
                     "--mode",
                     self.mode,
+                    *(["--oauth", ":".join(self.oauth)] if self.oauth else []),
                 ],
                 cwd=Path(__file__).resolve().parents[2],
                 stdout=log,
@@ -333,11 +389,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mode", choices=["stateful", "stateless"], required=True)
+    parser.add_argument("--oauth", help="CLIENT_ID:SECRET: require OAuth tokens this process issues to that client")
     args = parser.parse_args(argv)
     # Logging and sampling are deprecated as of 2026-07-28 but are exactly what the federation relays; an upstream
     # that still uses them is the case to test. Set here, not at import: the test process imports this module.
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-    server, _ = build(args.mode)
+    oauth = None
+    if args.oauth:
+        client_id, _, secret = args.oauth.partition(":")
+        oauth = ClientCredentials(f"http://127.0.0.1:{args.port}", client_id, secret)
+    server, _ = build(args.mode, oauth)
     app = server.streamable_http_app(streamable_http_path=PATH, stateless_http=args.mode == "stateless")
     # A short graceful shutdown: open SSE and listen streams would otherwise hold up a terminate() (uvicorn waits).
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
