@@ -74,7 +74,7 @@ async def test_client_credentials_get_a_token_for_sync_and_calls(
     from asgiref.sync import sync_to_async
 
     access = await sync_to_async(access_factory)(tools=())
-    upstream, report = await sync_to_async(register)(access, oauth_upstream, CLIENT[1])
+    _upstream, report = await sync_to_async(register)(access, oauth_upstream, CLIENT[1])
 
     assert report.ok, report.error
     assert "p_echo" in report.added
