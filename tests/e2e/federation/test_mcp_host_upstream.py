@@ -192,3 +192,21 @@ async def test_another_tenant_neither_sees_nor_calls_the_upstream(
 
     assert [tool.name for tool in listed.tools] == ["echo"]
     assert (refused.value.code, refused.value.message) == (-32602, "Unknown tool: up_echo")
+
+
+async def test_warm_calls_share_one_upstream_session(
+    federating_daphne: Daphne, federated: Access, mcp_host_upstream: Access
+) -> None:
+    """The pool keeps one connection per upstream: the upstream sees one handshake, whatever the number of calls
+    and clients (sessions are opened only by ``initialize``; the registration's sync had its own)."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_app.models import McpSession
+
+    count = sync_to_async(McpSession.objects.filter(server=mcp_host_upstream.server).count)
+    before = await count()
+    for mode in ("legacy", MODERN):
+        async with asyncio.timeout(WAIT_SECONDS), sdk(federating_daphne.url, federated, mode=mode) as client:
+            await asyncio.gather(*(client.call_tool("up_echo", {"text": str(n)}) for n in range(5)))
+
+    assert await count() - before == 1
