@@ -457,10 +457,19 @@ def _available() -> None:
         logger.info("upstream circuit breakers: the shared state is available again")
 
 
+# A process that found a breaker closed admits calls for this long without asking again (no round trip on the
+# hot path); its own failures forget that at once, another process's open breaker reaches it within this bound.
+CLOSED_REUSE_SECONDS = 1.0
+_closed_at: dict[int, float] = {}
+
+
 async def admit(pk: int) -> Admission:
     """Whether a call may go to upstream ``pk`` now (see the module docstring)."""
     policy = Policy.current()
     if policy.failures < 1:
+        return ALLOWED
+    seen = _closed_at.get(pk)
+    if seen is not None and time.monotonic() - seen < CLOSED_REUSE_SECONDS:
         return ALLOWED
     try:
         admission = await breakers().admit(pk, policy)
@@ -468,6 +477,10 @@ async def admit(pk: int) -> Admission:
         _unavailable(error)
         return ALLOWED
     _available()
+    if admission.allowed and not admission.probe:
+        _closed_at[pk] = time.monotonic()
+    else:
+        _closed_at.pop(pk, None)
     return admission
 
 
@@ -489,6 +502,7 @@ async def succeeded(pk: int) -> None:
 async def failed(pk: int) -> None:
     """An admitted call to upstream ``pk`` failed: counted; enough of them within the window open the breaker,
     and a failed probe re-opens it."""
+    _closed_at.pop(pk, None)
     policy = Policy.current()
     if policy.failures < 1:
         return
