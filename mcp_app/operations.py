@@ -339,13 +339,41 @@ def add_upstream(
 
 def upstreams(tenant_slug: str | None = None) -> QuerySet[Upstream]:
     """Every upstream (of one tenant), with its tenant, bound servers and entry counts."""
-    from django.db.models import Count
-
-    found = Upstream.objects.select_related("tenant").prefetch_related("bindings__server")
+    found = Upstream.objects.with_entry_counts().select_related("tenant").prefetch_related("bindings__server")
     if tenant_slug is not None:
         found = found.filter(tenant=find_tenant(tenant_slug))
-    return found.annotate(
-        tool_count=Count("tools", distinct=True),
-        resource_count=Count("resources", distinct=True),
-        prompt_count=Count("prompts", distinct=True),
-    ).order_by("tenant__slug", "name")
+    return found.order_by("tenant__slug", "name")
+
+
+def probe_upstream(upstream: Upstream) -> dict[str, Any]:
+    """Connect to ``upstream`` and list what it offers, writing nothing: ``ok``, ``error``, ``protocol_version``,
+    ``server_info``, ``capabilities`` and ``offers`` (upstream names by kind, before the prefix)."""
+    from asgiref.sync import async_to_sync
+
+    from .catalog.resolver import endpoint_of
+    from .federation.sync import describe_failure, fetch
+
+    try:
+        remote = async_to_sync(fetch)(endpoint_of(upstream))
+    except Exception as exc:
+        return {
+            "ok": False,
+            "error": describe_failure(exc),
+            "protocol_version": "",
+            "server_info": None,
+            "capabilities": None,
+            "offers": {},
+        }
+    return {
+        "ok": True,
+        "error": "",
+        "protocol_version": remote.protocol_version,
+        "server_info": remote.server_info,
+        "capabilities": remote.capabilities,
+        "offers": {
+            "tools": [str(item.get("name", "")) for item in remote.tools],
+            "resources": [str(item.get("uri", "")) for item in remote.resources],
+            "resource_templates": [str(item.get("uriTemplate", "")) for item in remote.templates],
+            "prompts": [str(item.get("name", "")) for item in remote.prompts],
+        },
+    }

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..crypto import decrypt, encrypt, rotate
@@ -54,10 +55,20 @@ class UpstreamQuerySet(models.QuerySet["Upstream"]):
     def of_tenant(self, tenant: Tenant | int) -> UpstreamQuerySet:
         return self.filter(tenant=tenant)
 
+    def with_entry_counts(self) -> UpstreamQuerySet:
+        """Annotated with ``tool_count``, ``resource_count`` and ``prompt_count`` (one subquery each)."""
+        from .catalog import Prompt, Resource, Tool
+
+        def count(model: type[models.Model]) -> Any:
+            rows = model._default_manager.filter(upstream=models.OuterRef("pk")).order_by().values("upstream")
+            return Coalesce(models.Subquery(rows.annotate(n=models.Count("pk")).values("n")[:1]), 0)
+
+        return self.annotate(tool_count=count(Tool), resource_count=count(Resource), prompt_count=count(Prompt))
+
     def due_for_sync(self, default_interval: float) -> list[Upstream]:
         """Enabled upstreams of active tenants whose last sync is older than their interval (or never ran)."""
         now = timezone.now()
-        due = []
+        due: list[Upstream] = []
         for upstream in self.filter(enabled=True, tenant__is_active=True).select_related("tenant"):
             interval = upstream.sync_interval_seconds or default_interval
             if interval <= 0:
