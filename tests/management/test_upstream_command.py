@@ -243,3 +243,39 @@ def test_a_taken_name_and_unknown_upstreams_are_refused(upstream_server: Upstrea
             run("mcp_upstream", action, "--tenant", "acme", "--name", "nope")
         with pytest.raises(CommandError, match="no upstream 'docs' in tenant 'globex'"):
             run("mcp_upstream", action, "--tenant", "globex", "--name", "docs")
+
+
+# mcp_rotate_secrets ---------------------------------------------------------------------------------------------
+
+OLD_KEY, NEW_KEY = "old-key-" + "a" * 32, "new-key-" + "b" * 32
+
+
+def raw_secrets() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT secret_headers_encrypted, oauth_client_secret_encrypted FROM {Upstream._meta.db_table}")
+        return cursor.fetchone()
+
+
+def test_rotate_secrets_re_encrypts_upstream_secrets(acme: Any, settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [OLD_KEY]}
+    upstream = Upstream(tenant=acme, name="docs", url="https://mcp.example.com/mcp", oauth_client_id="client")
+    upstream.set_secret_headers({"X-Api-Key": "k-1"})
+    upstream.set_oauth_client_secret("client-secret")
+    upstream.save()
+    before = raw_secrets()
+
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [NEW_KEY, OLD_KEY]}
+    out, _ = run("mcp_rotate_secrets")
+    assert "2 upstream secret(s)" in out
+    after = raw_secrets()
+    assert after[0] != before[0] and after[1] != before[1]
+
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [NEW_KEY]}  # the old key is gone: still readable
+    upstream = Upstream.objects.get()
+    assert upstream.reveal_secret_headers() == {"X-Api-Key": "k-1"}
+    assert upstream.reveal_oauth_client_secret() == "client-secret"
+
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": ["unrelated-key-" + "d" * 32]}
+    with pytest.raises(CommandError, match="cannot be decrypted"):
+        run("mcp_rotate_secrets")
+    assert raw_secrets() == after
