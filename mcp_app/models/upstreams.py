@@ -57,13 +57,16 @@ class UpstreamQuerySet(models.QuerySet["Upstream"]):
 
     def with_entry_counts(self) -> UpstreamQuerySet:
         """Annotated with ``tool_count``, ``resource_count`` and ``prompt_count`` (one subquery each)."""
-        from .catalog import Prompt, Resource, Tool
 
-        def count(model: type[models.Model]) -> Any:
+        def count(related_name: str) -> Any:
+            # The entries' models through the reverse relations (``models.catalog`` imports this module).
+            model: Any = self.model._meta.get_field(related_name).related_model
             rows = model._default_manager.filter(upstream=models.OuterRef("pk")).order_by().values("upstream")
             return Coalesce(models.Subquery(rows.annotate(n=models.Count("pk")).values("n")[:1]), 0)
 
-        return self.annotate(tool_count=count(Tool), resource_count=count(Resource), prompt_count=count(Prompt))
+        return self.annotate(
+            tool_count=count("tools"), resource_count=count("resources"), prompt_count=count("prompts")
+        )
 
     def due_for_sync(self, default_interval: float) -> list[Upstream]:
         """Enabled upstreams of active tenants whose last sync is older than their interval (or never ran)."""
