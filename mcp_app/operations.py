@@ -2,7 +2,7 @@
 memberships and personal API keys.
 
 The commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``, ``mcp_catalog``, ``mcp_member``,
-``mcp_api_key``) only parse arguments and print; what they do lives here so that projects can call it from their own code, and so that the
+``mcp_api_key``, ``mcp_upstream``) only parse arguments and print; what they do lives here so that projects can call it from their own code, and so that the
 rules (idempotence, raw tokens shown once, tenant scoping of every lookup) are stated once.
 
 Every lookup is scoped by tenant slug: an agent id or server id is only meaningful within its tenant.
@@ -15,12 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from .definitions.registry import registry
-from .models import Agent, AgentToken, ApiKey, McpServer, ServerTool, Tenant, TenantMembership, Tool
+from .models import Agent, AgentToken, ApiKey, McpServer, ServerTool, Tenant, TenantMembership, Tool, Upstream
 
 
 class OperationError(Exception):
@@ -244,3 +245,135 @@ def revoke_api_keys(keys: QuerySet[ApiKey]) -> int:
         key.revoke()
         revoked += 1
     return revoked
+
+
+# Upstream MCP servers --------------------------------------------------------------------------------------------
+
+
+def find_upstream(tenant_slug: str, name: str) -> Upstream:
+    upstream = Upstream.objects.select_related("tenant").filter(tenant__slug=tenant_slug, name=name).first()
+    if upstream is None:
+        raise OperationError(f"no upstream {name!r} in tenant {tenant_slug!r}")
+    return upstream
+
+
+def _sentence(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        return "; ".join(
+            f"{'' if field == '__all__' else field + ': '}{' '.join(dict.fromkeys(messages))}"
+            for field, messages in exc.message_dict.items()
+        )
+    return " ".join(dict.fromkeys(exc.messages))
+
+
+@dataclass
+class Registration:
+    """A registered upstream: what its first sync imported, and what binding it whole skipped."""
+
+    upstream: Upstream
+    report: Any  # federation.sync.SyncReport
+    servers: list[McpServer] = field(default_factory=list)
+
+
+def register_upstream(upstream: Upstream, servers: list[McpServer] | tuple[McpServer, ...] = ()) -> Registration:
+    """Save the new ``upstream``, import its catalog (first sync) and bind it whole to each of ``servers``.
+
+    All or nothing: an invalid configuration, a server of another tenant, or a first sync that fails raises
+    ``OperationError`` with the reason, and nothing is registered. The row is only visible to other processes
+    once the sync has imported its entries (one transaction)."""
+    from .federation.sync import bind, sync_upstream
+
+    foreign = [server.server_id for server in servers if server.tenant_id != upstream.tenant_id]
+    if foreign:
+        raise OperationError(
+            f"server {foreign[0]!r} belongs to another tenant: an upstream is only exposed on its own tenant's servers"
+        )
+    if Upstream.objects.filter(tenant_id=upstream.tenant_id, name=upstream.name).exists():
+        raise OperationError(f"the tenant already has an upstream named {upstream.name!r}")
+    try:
+        upstream.full_clean(validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        raise OperationError(_sentence(exc)) from exc
+    with transaction.atomic():
+        upstream.save()
+        report = sync_upstream(upstream)
+        if not report.ok:
+            upstream.pk = None
+            raise OperationError(f"the first sync failed, nothing was registered: {report.error}")
+        for server in servers:
+            report.skipped.extend(bind(upstream, server))
+    upstream.refresh_from_db()
+    return Registration(upstream, report, list(servers))
+
+
+def add_upstream(
+    tenant_slug: str,
+    name: str,
+    url: str,
+    *,
+    prefix: str = "",
+    secret_headers: list[str] | tuple[str, ...] = (),
+    bind_to: list[str] | tuple[str, ...] = (),
+) -> Registration:
+    """``mcp_upstream add``: a new upstream of the tenant, with ``secret_headers`` (``"Name: value"`` each, stored
+    encrypted), synced, bound whole to the tenant's servers ``bind_to`` (see ``register_upstream``)."""
+    from .definitions.http_tools import parse_secret_headers
+
+    tenant = find_tenant(tenant_slug)
+    servers = []
+    for server_id in bind_to:
+        server = McpServer.objects.select_related("tenant").filter(server_id=server_id).first()
+        if server is None:
+            raise OperationError(f"no server {server_id!r} in tenant {tenant_slug!r}")
+        servers.append(server)
+    upstream = Upstream(tenant=tenant, name=name, url=url, prefix=prefix)
+    if secret_headers:
+        try:
+            upstream.set_secret_headers(parse_secret_headers("\n".join(secret_headers)))
+        except ValueError as exc:
+            raise OperationError(f"--header: {exc}") from exc
+        except ValidationError as exc:
+            raise OperationError(f"--header: {' '.join(exc.messages)}") from exc
+    return register_upstream(upstream, servers)
+
+
+def upstreams(tenant_slug: str | None = None) -> QuerySet[Upstream]:
+    """Every upstream (of one tenant), with its tenant, bound servers and entry counts."""
+    found = Upstream.objects.with_entry_counts().select_related("tenant").prefetch_related("bindings__server")
+    if tenant_slug is not None:
+        found = found.filter(tenant=find_tenant(tenant_slug))
+    return found.order_by("tenant__slug", "name")
+
+
+def probe_upstream(upstream: Upstream) -> dict[str, Any]:
+    """Connect to ``upstream`` and list what it offers, writing nothing: ``ok``, ``error``, ``protocol_version``,
+    ``server_info``, ``capabilities`` and ``offers`` (upstream names by kind, before the prefix)."""
+    from asgiref.sync import async_to_sync
+
+    from .catalog.resolver import endpoint_of
+    from .federation.sync import describe_failure, fetch
+
+    try:
+        remote = async_to_sync(fetch)(endpoint_of(upstream))
+    except Exception as exc:
+        return {
+            "ok": False,
+            "error": describe_failure(exc),
+            "protocol_version": "",
+            "server_info": None,
+            "capabilities": None,
+            "offers": {},
+        }
+    return {
+        "ok": True,
+        "error": "",
+        "protocol_version": remote.protocol_version,
+        "server_info": remote.server_info,
+        "capabilities": remote.capabilities,
+        "offers": {
+            "tools": [str(item.get("name", "")) for item in remote.tools],
+            "resources": [str(item.get("uri", "")) for item in remote.resources],
+            "resource_templates": [str(item.get("uriTemplate", "")) for item in remote.templates],
+            "prompts": [str(item.get("name", "")) for item in remote.prompts],
+        },
+    }

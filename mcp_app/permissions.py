@@ -61,6 +61,8 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.toolcall": "tenant",
     "mcp_app.oauthconsent": "server__tenant",
     "mcp_app.oauthagent": "tenant",
+    "mcp_app.upstream": "tenant",
+    "mcp_app.upstreambinding": "upstream__tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.

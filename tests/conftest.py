@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 # The OAuth flow's fixtures (oauth_world, oauth) for tests/oauth, tests/transport and tests/e2e.
+# A real upstream MCP server (upstream_server) for the upstreams' front doors.
 # The project's own pytest plugin (mcp_app.testing: mcp_client, mcp_modern_client, ...), as users enable it.
-pytest_plugins = ["tests.oauth_flow", "mcp_app.testing"]
+pytest_plugins = ["tests.oauth_flow", "tests.upstream_server", "mcp_app.testing"]
 
 REQUIRE_SERVICES = os.environ.get("MCP_REQUIRE_SERVICES") == "1"
 # The test process imports mcp_host.asgi (in-process transport tests): no periodic sweep of records there (it
@@ -240,8 +241,19 @@ class World:
 @pytest.fixture
 def world_factory(access_factory: Callable[..., Access], member_factory: Callable[..., Any]) -> Callable[..., World]:
     """``world_factory("acme")``: a tenant with a server exposing a static tool, a resource and a prompt, an
-    agent with a token, a session, a task, and owner/admin/viewer members (usernames ``<slug>-<role>``)."""
-    from mcp_app.models import McpSession, Prompt, Resource, ServerPrompt, ServerResource, Tenant, ToolTask
+    agent with a token, a session, a task, an upstream (never synced) bound to the server, and owner/admin/viewer
+    members (usernames ``<slug>-<role>``)."""
+    from mcp_app.models import (
+        McpSession,
+        Prompt,
+        Resource,
+        ServerPrompt,
+        ServerResource,
+        Tenant,
+        ToolTask,
+        Upstream,
+        UpstreamBinding,
+    )
 
     def make(slug: str) -> World:
         tenant = Tenant.objects.create(slug=slug, name=slug.title(), allowed_python_tools=["*"])
@@ -266,6 +278,9 @@ def world_factory(access_factory: Callable[..., Access], member_factory: Callabl
         users = {
             role: member_factory((tenant, role), username=f"{slug}-{role}") for role in ("owner", "admin", "viewer")
         }
+        upstream = Upstream.objects.create(
+            tenant=tenant, name=f"{slug}-upstream", url=f"https://mcp.{slug}.example/mcp", prefix=f"{slug}_"
+        )
         objects = {
             "mcp_app.tenant": tenant,
             "mcp_app.tenantmembership": users["viewer"].mcp_memberships.get(),
@@ -280,6 +295,8 @@ def world_factory(access_factory: Callable[..., Access], member_factory: Callabl
             "mcp_app.serverprompt": ServerPrompt.objects.create(server=access.server, prompt=prompt),
             "mcp_app.mcpsession": session,
             "mcp_app.tooltask": task,
+            "mcp_app.upstream": upstream,
+            "mcp_app.upstreambinding": UpstreamBinding.objects.create(upstream=upstream, server=access.server),
         }
         return World(tenant=tenant, objects=objects, users=users, raw_token=access.raw_token, access=access)
 

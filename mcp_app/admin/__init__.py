@@ -1,6 +1,6 @@
 """The Django admin as the control panel: operators (superusers) see everything, tenant staff their own tenants.
 
-One module per aggregate (``tenancy``, ``servers``, ``catalog``, ``agents``, ``runtime``); every ModelAdmin and
+One module per aggregate (``tenancy``, ``servers``, ``catalog``, ``upstreams``, ``agents``, ``runtime``); every ModelAdmin and
 inline is scoped by the mixins of ``base``, which ask ``mcp_app.permissions`` (the rules the REST API shares).
 ``tryit`` adds "Try it" to catalog entries; ``audit`` holds the tool-call log and the usage page.
 
@@ -12,7 +12,7 @@ or edit (admin, owner), and only owners manage memberships.
 
 from django.contrib import admin as _admin
 
-from . import agents, apikeys, audit, catalog, oauth, runtime, servers, tenancy  # noqa: F401  (registration side effects)
+from . import agents, apikeys, audit, catalog, oauth, runtime, servers, tenancy, upstreams  # noqa: F401  (registration side effects)
 
 if _admin.site.index_template is None:
     # The index is mcp-host's dashboard (admin.dashboard); unfold's own admin/index.html would win by app order.

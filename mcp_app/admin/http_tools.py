@@ -1,6 +1,6 @@
 """The admin of http tools: the webhook of a ``Tool`` of kind ``http``, as an inline on the tool's page.
 
-Secret headers are write-only: the form shows which are set (names only), an empty input keeps them, any input
+Secret headers are write-only (``SecretHeadersForm``, which upstreams' admin shares): the form shows which are set (names only), an empty input keeps them, any input
 replaces all of them, and "clear" removes them. Their values are never rendered, not even back into the form
 after a validation error.
 """
@@ -27,7 +27,11 @@ class WriteOnlyTextarea(UnfoldAdminTextareaWidget):
         return None
 
 
-class WebhookForm(forms.ModelForm):
+class SecretHeadersForm(forms.ModelForm):
+    """A model form with write-only secret headers (http tools' webhooks, upstreams): the form says which are set
+    (names only), an empty input keeps them, any input replaces all of them, "remove" clears them. The instance's
+    ``set_secret_headers`` stores them (encrypted) when the form is clean."""
+
     secret_headers = forms.CharField(
         label="secret headers",
         required=False,
@@ -39,10 +43,6 @@ class WebhookForm(forms.ModelForm):
     clear_secret_headers = forms.BooleanField(
         label="remove all secret headers", required=False, widget=UnfoldBooleanSwitchWidget
     )
-
-    class Meta:
-        model = Webhook
-        fields = ("url", "method", "headers", "timeout_seconds")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -68,6 +68,12 @@ class WebhookForm(forms.ModelForm):
             except ValidationError as exc:
                 self.add_error("secret_headers", exc.messages)
         return cleaned
+
+
+class WebhookForm(SecretHeadersForm):
+    class Meta:
+        model = Webhook
+        fields = ("url", "method", "headers", "timeout_seconds")
 
 
 class WebhookFormSet(BaseInlineFormSet):

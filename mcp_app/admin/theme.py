@@ -24,7 +24,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Servers",
         (("mcpserver", "dns"), ("servertool", "link"), ("serverresource", "link"), ("serverprompt", "link")),
     ),
-    ("Catalog", (("tool", "build"), ("resource", "description"), ("prompt", "chat"))),
+    ("Catalog", (("tool", "build"), ("resource", "description"), ("prompt", "chat"), ("upstream", "hub"))),
     ("Agents", (("agent", "smart_toy"), ("agenttoken", "token"))),
     ("Runtime", (("tooltask", "pending_actions"), ("mcpsession", "cable"), ("toolcall", "receipt_long"))),
 )

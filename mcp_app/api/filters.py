@@ -28,6 +28,7 @@ from ..models import (
     TenantMembership,
     Tool,
     ToolCall,
+    Upstream,
 )
 
 MAX_ID = 2**63 - 1
@@ -91,6 +92,12 @@ class ToolFilter(TenantScopedFilter):
     class Meta:
         model = Tool
         fields = ("tenant", "tenant_slug", "name", "kind", "task_support")
+
+
+class UpstreamFilter(TenantScopedFilter):
+    class Meta:
+        model = Upstream
+        fields = ("tenant", "tenant_slug", "name", "enabled")
 
 
 class ResourceFilter(TenantScopedFilter):

@@ -6,7 +6,9 @@ registered python names, same-tenant bindings, uniqueness). Foreign keys only ac
 the user may write, so naming another tenant's object is the same 400 as naming one that does not exist.
 A new object's tenant defaults to the user's only writable tenant.
 
-Tokens and API keys never show their digest; the raw value is in the create response only.
+Tokens and API keys never show their digest; the raw value is in the create response only. An upstream's secret
+headers and OAuth client secret are write-only: responses say which secret headers are set (``{"Name": "set"}``)
+and whether a client secret is, never a value.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers
 from rest_framework.fields import empty
 
+from ..definitions.http_tools import SECRET_PLACEHOLDER, parse_secret_headers, secret_headers_status
 from ..models import (
     Agent,
     AgentToken,
@@ -36,6 +40,7 @@ from ..models import (
     TenantMembership,
     Tool,
     ToolCall,
+    Upstream,
 )
 from .permissions import ADMIN, OWNER, access_for, can_add, default_tenant, scope
 
@@ -415,6 +420,210 @@ class ServerPromptSerializer(BindingSerializer):
         model = ServerPrompt
         fields = ("id", "server", "prompt", "enabled", "position")
         validators: list[Any] = []
+
+
+@extend_schema_field(
+    {"type": "object", "additionalProperties": {"type": "string"}, "example": {"Authorization": "set"}}
+)
+class SecretHeadersField(serializers.Field):
+    """An upstream's secret headers, write-only: written as an object of header names to values (or ``"Name:
+    value"`` lines) that replaces them all; ``{}`` removes them all, leaving the field out keeps them, and a value
+    ``"set"`` keeps that header's stored value. Read as ``{"Name": "set"}``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(source="*", required=False, **kwargs)
+
+    def to_representation(self, value: Any) -> dict[str, str]:
+        return secret_headers_status(value)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict | str):
+            raise serializers.ValidationError("An object of header names to values.")
+        try:
+            return {"secret_headers": parse_secret_headers(data)}
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+
+class UpstreamSerializer(TenantOwnedSerializer):
+    """An upstream MCP server of a tenant. Its entries, sync state and bindings are read-only here: they change
+    through the actions (``sync``, ``bind``, ``unbind``). Creating one runs its first sync (see the view)."""
+
+    secret_headers = SecretHeadersField(
+        help_text='Write-only: {"Authorization": "Bearer …"} replaces every secret header ({} removes them; the '
+        'value "set" keeps a stored one); responses show {"Authorization": "set"}. Stored encrypted.'
+    )
+    oauth_client_secret = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        max_length=4096,
+        trim_whitespace=False,
+        help_text="Write-only: the OAuth client secret (empty: remove it). Stored encrypted.",
+    )
+    oauth_client_secret_set = serializers.SerializerMethodField(help_text="Whether an OAuth client secret is stored.")
+    entries = serializers.SerializerMethodField(help_text="How many tools, resources and prompts it contributes.")
+    servers = serializers.SerializerMethodField(help_text="Ids of the servers it is bound to as a whole.")
+    sync_status = serializers.SerializerMethodField(
+        help_text="never (not synced yet), ok (the last sync succeeded) or error (see last_sync_error)."
+    )
+
+    class Meta:
+        model = Upstream
+        fields: tuple[str, ...] = (
+            "id",
+            "tenant",
+            "name",
+            "url",
+            "prefix",
+            "headers",
+            "secret_headers",
+            "oauth_client_id",
+            "oauth_client_secret",
+            "oauth_client_secret_set",
+            "oauth_issuer",
+            "oauth_scope",
+            "timeout_seconds",
+            "sync_interval_seconds",
+            "enabled",
+            "entries",
+            "servers",
+            "sync_status",
+            "last_synced_at",
+            "last_sync_error",
+            "protocol_version",
+            "server_info",
+            "capabilities",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = (
+            "last_synced_at",
+            "last_sync_error",
+            "protocol_version",
+            "server_info",
+            "capabilities",
+            "created_at",
+            "updated_at",
+        )
+        validators: list[Any] = []
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Not model fields: applied to the candidate through the model's own setters (validate_candidate).
+        self._secrets = {key: attrs.pop(key) for key in ("secret_headers", "oauth_client_secret") if key in attrs}
+        return super().validate(attrs)
+
+    def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
+        assert isinstance(candidate, Upstream)
+        if "secret_headers" in self._secrets:
+            _write_secret_headers(candidate, self._secrets["secret_headers"])
+        if "oauth_client_secret" in self._secrets:
+            candidate.set_oauth_client_secret(self._secrets["oauth_client_secret"])
+
+    def create(self, validated_data: dict[str, Any]) -> Upstream:
+        """Register: save, first sync and all (``operations.register_upstream``); a failed first sync is a 400
+        and nothing is saved."""
+        from ..operations import OperationError, register_upstream
+
+        try:
+            registration = register_upstream(self._candidate)  # type: ignore[arg-type]  # an Upstream here
+        except OperationError as exc:
+            raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from exc
+        upstream = registration.upstream
+        upstream.first_sync = registration.report.as_dict()  # type: ignore[attr-defined]  # the create response's
+        return upstream
+
+    def get_oauth_client_secret_set(self, upstream: Upstream) -> bool:
+        return bool(upstream.oauth_client_secret_encrypted)
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {kind: {"type": "integer"} for kind in ("tools", "resources", "prompts")},
+            "required": ["tools", "resources", "prompts"],
+        }
+    )
+    def get_entries(self, upstream: Upstream) -> dict[str, int]:
+        counted = getattr(upstream, "tool_count", None)
+        if counted is not None:
+            return {
+                "tools": counted,
+                "resources": upstream.resource_count,  # type: ignore[attr-defined]
+                "prompts": upstream.prompt_count,  # type: ignore[attr-defined]
+            }
+        return {
+            "tools": upstream.tools.count(),
+            "resources": upstream.resources.count(),
+            "prompts": upstream.prompts.count(),
+        }
+
+    def get_servers(self, upstream: Upstream) -> list[int]:
+        return sorted(binding.server_id for binding in upstream.bindings.all())
+
+    def get_sync_status(self, upstream: Upstream) -> str:
+        if upstream.last_sync_error:
+            return "error"
+        return "ok" if upstream.last_synced_at else "never"
+
+
+def _write_secret_headers(upstream: Upstream, values: dict[str, str]) -> None:
+    """Replace ``upstream``'s secret headers by ``values``, where ``"set"`` (what responses show) for a header that
+    is set keeps its value: a representation written back unchanged changes nothing."""
+    current = set(upstream.secret_header_names)
+    kept = {name for name, value in values.items() if value == SECRET_PLACEHOLDER and name in current}
+    if kept == current and len(values) == len(kept):
+        return
+    if kept:
+        stored = upstream.reveal_secret_headers()
+        values = {name: stored[name] if name in kept else value for name, value in values.items()}
+    upstream.set_secret_headers(values)
+
+
+class SyncReportSerializer(serializers.Serializer):
+    """What a sync did (``federation.sync.SyncReport``): ok false with the error when the upstream could not be
+    read (its entries are then kept as they were)."""
+
+    ok = serializers.BooleanField()
+    error = serializers.CharField(help_text="Why the sync failed; empty when ok.")
+    added = serializers.ListField(child=serializers.CharField(), help_text="Names (URIs for resources) imported.")
+    updated = serializers.ListField(child=serializers.CharField())
+    removed = serializers.ListField(child=serializers.CharField(), help_text="Dropped upstream: gone everywhere.")
+    skipped = serializers.ListField(child=serializers.CharField(), help_text="Not imported or not bound, and why.")
+
+
+class UpstreamCreatedSerializer(UpstreamSerializer):
+    sync = SyncReportSerializer(source="first_sync", read_only=True, help_text="What the first sync imported.")
+
+    class Meta(UpstreamSerializer.Meta):
+        fields: tuple[str, ...] = (*UpstreamSerializer.Meta.fields, "sync")
+
+
+class UpstreamServerSerializer(serializers.Serializer):
+    """The body of ``bind`` and ``unbind``: one of the upstream's tenant's servers."""
+
+    server = ScopedRelatedField(queryset=McpServer.objects.all(), help_text="The server's id (its primary key).")
+
+
+class UpstreamBoundSerializer(serializers.Serializer):
+    server = serializers.IntegerField()
+    servers = serializers.ListField(child=serializers.IntegerField(), help_text="Every server it is now bound to.")
+    skipped = serializers.ListField(
+        child=serializers.CharField(), help_text="Entries not exposed there (a name the server already uses)."
+    )
+
+
+class UpstreamTestSerializer(serializers.Serializer):
+    """What a connection test saw, without writing anything."""
+
+    ok = serializers.BooleanField()
+    error = serializers.CharField(help_text="Why it could not connect or list; empty when ok.")
+    protocol_version = serializers.CharField(allow_blank=True)
+    server_info = serializers.JSONField(allow_null=True)
+    capabilities = serializers.JSONField(allow_null=True)
+    offers = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Upstream names by kind (tools, resources, resource_templates, prompts), before the prefix.",
+    )
 
 
 GRANT_FIELDS = ("granted_tools", "granted_resources", "granted_prompts")

@@ -2,7 +2,7 @@
 
 - ``/api/v1/``     the API root (links to every resource list);
 - ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
-  ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``, ``oauth-consents``,
+  ``upstreams``, ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``, ``oauth-consents``,
   ``oauth-agents``);
 - ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
 """
@@ -29,6 +29,7 @@ router.register("servers", views.McpServerViewSet, basename="server")
 router.register("tools", views.ToolViewSet, basename="tool")
 router.register("resources", views.ResourceViewSet, basename="resource")
 router.register("prompts", views.PromptViewSet, basename="prompt")
+router.register("upstreams", views.UpstreamViewSet, basename="upstream")
 router.register("server-tools", views.ServerToolViewSet, basename="server-tool")
 router.register("server-resources", views.ServerResourceViewSet, basename="server-resource")
 router.register("server-prompts", views.ServerPromptViewSet, basename="server-prompt")

@@ -5,7 +5,8 @@ tenant's object is a 404. Writes need a writing role in the object's tenant (``T
 ``/api/v1/`` itself is the API root, listing the resources. Every view answers JSON, and DRF's browsable HTML
 pages to a browser (``Accept: text/html``); every view is throttled per API key and per user
 (``mcp_app.api.throttling``). Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
-sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``). Tool calls are read-only.
+sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``), and an
+upstream's ``sync``, ``test``, ``bind`` and ``unbind`` (``mcp_app.federation.sync``). Tool calls are read-only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_view
 from rest_framework import generics, mixins, pagination, permissions, routers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
@@ -42,6 +44,7 @@ from ..models import (
     TenantMembership,
     Tool,
     ToolCall,
+    Upstream,
 )
 from . import filters, serializers
 from .authentication import ApiKeyAuthentication, SessionAuthentication
@@ -171,6 +174,98 @@ class PromptViewSet(TenantScopedViewSet):
     serializer_class = serializers.PromptSerializer
     filterset_class = filters.PromptFilter
     ordering_fields = ("id", "name", "created_at", "updated_at")
+
+
+@extend_schema_view(
+    create=document(
+        summary="Register an upstream: saved only if its first sync succeeds (else 400, nothing saved)",
+        responses={201: serializers.UpstreamCreatedSerializer},
+    ),
+)
+class UpstreamViewSet(TenantScopedViewSet):
+    """Upstream MCP servers whose tools, resources and prompts join the tenant's catalog under a prefix.
+
+    Creating one runs its first sync in the request: an upstream that cannot be read is a 400 (``non_field_errors``
+    says why) and nothing is saved. ``sync/`` answers 200 with the report also when the upstream failed (``ok``
+    false, ``error``: the request worked, the upstream did not; its entries stay as they were). ``test/`` connects
+    and lists without writing. ``bind/`` and ``unbind/`` expose the whole upstream on one of the tenant's servers,
+    or stop. Deleting an upstream deletes its entries. Edits do not sync by themselves: call ``sync/`` after them.
+    """
+
+    queryset = Upstream.objects.all()
+    serializer_class = serializers.UpstreamSerializer
+    filterset_class = filters.UpstreamFilter
+    prefetch_related = ("bindings",)
+    ordering_fields = ("id", "name", "created_at", "updated_at", "last_synced_at")
+    action_permissions = {"sync": "change", "test": "change", "bind": "change", "unbind": "change"}
+
+    def get_queryset(self) -> models.QuerySet[Upstream]:
+        return super().get_queryset().with_entry_counts()  # type: ignore[attr-defined]
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upstream = serializer.save()
+        body = serializers.UpstreamCreatedSerializer(upstream, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @document(request=None, responses={200: serializers.SyncReportSerializer}, summary="Sync the catalog now")
+    @action(detail=True, methods=["post"])
+    def sync(self, request: Request, pk: str | None = None) -> Response:
+        from ..federation.sync import sync_upstream
+
+        return Response(sync_upstream(self.get_object()).as_dict())
+
+    @document(
+        request=None,
+        responses={200: serializers.UpstreamTestSerializer},
+        summary="Connect and list what the upstream offers, writing nothing",
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, pk: str | None = None) -> Response:
+        from ..operations import probe_upstream
+
+        return Response(probe_upstream(self.get_object()))
+
+    @document(
+        request=serializers.UpstreamServerSerializer,
+        responses={200: serializers.UpstreamBoundSerializer},
+        summary="Expose the whole upstream on one of the tenant's servers (also entries later syncs add)",
+    )
+    @action(detail=True, methods=["post"])
+    def bind(self, request: Request, pk: str | None = None) -> Response:
+        from ..federation.sync import bind
+
+        upstream = self.get_object()
+        server = self._server(request, upstream)
+        skipped = bind(upstream, server)
+        return Response(self._bound(upstream, server, skipped))
+
+    @document(
+        request=serializers.UpstreamServerSerializer,
+        responses={200: serializers.UpstreamBoundSerializer},
+        summary="Stop exposing the upstream on the server (its entry bindings there go too)",
+    )
+    @action(detail=True, methods=["post"])
+    def unbind(self, request: Request, pk: str | None = None) -> Response:
+        from ..federation.sync import unbind
+
+        upstream = self.get_object()
+        server = self._server(request, upstream)
+        unbind(upstream, server)
+        return Response(self._bound(upstream, server, []))
+
+    def _server(self, request: Request, upstream: Upstream) -> McpServer:
+        body = serializers.UpstreamServerSerializer(data=request.data, context=self.get_serializer_context())
+        body.is_valid(raise_exception=True)
+        server: McpServer = body.validated_data["server"]
+        if server.tenant_id != upstream.tenant_id:
+            raise ValidationError({"server": ["The server and the upstream belong to different tenants."]})
+        return server
+
+    def _bound(self, upstream: Upstream, server: McpServer, skipped: list[str]) -> dict[str, Any]:
+        servers = sorted(upstream.bindings.values_list("server_id", flat=True))
+        return {"server": server.pk, "servers": servers, "skipped": skipped}
 
 
 class ServerToolViewSet(TenantScopedViewSet):

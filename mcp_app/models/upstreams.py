@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..crypto import decrypt, encrypt, rotate
@@ -53,6 +54,19 @@ def _valid_prefix(value: str) -> None:
 class UpstreamQuerySet(models.QuerySet["Upstream"]):
     def of_tenant(self, tenant: Tenant | int) -> UpstreamQuerySet:
         return self.filter(tenant=tenant)
+
+    def with_entry_counts(self) -> UpstreamQuerySet:
+        """Annotated with ``tool_count``, ``resource_count`` and ``prompt_count`` (one subquery each)."""
+
+        def count(related_name: str) -> Any:
+            # The entries' models through the reverse relations (``models.catalog`` imports this module).
+            model: Any = self.model._meta.get_field(related_name).related_model
+            rows = model._default_manager.filter(upstream=models.OuterRef("pk")).order_by().values("upstream")
+            return Coalesce(models.Subquery(rows.annotate(n=models.Count("pk")).values("n")[:1]), 0)
+
+        return self.annotate(
+            tool_count=count("tools"), resource_count=count("resources"), prompt_count=count("prompts")
+        )
 
     def due_for_sync(self, default_interval: float) -> list[Upstream]:
         """Enabled upstreams of active tenants whose last sync is older than their interval (or never ran)."""

@@ -18,6 +18,7 @@ from mcp_app.models import (
     TenantMembership,
     Tool,
     ToolTask,
+    Upstream,
 )
 
 ROLES = ("owner", "admin", "viewer")
@@ -35,6 +36,7 @@ MODELS = [
     "serverprompt",
     "mcpsession",
     "tooltask",
+    "upstream",
 ]
 # Who may open the add page, per model (sessions and tasks are records, never added by hand; tenants are the
 # operator's; memberships the owners').
@@ -122,6 +124,7 @@ ACTIONS = [
     ("tooltask", "cancel_tasks", lambda obj: ToolTask.objects.get(pk=obj.pk).status == "cancelled"),
     ("tool", "delete_selected", lambda obj: not Tool.objects.filter(pk=obj.pk).exists()),
     ("agenttoken", "delete_selected", lambda obj: not AgentToken.objects.filter(pk=obj.pk).exists()),
+    ("upstream", "delete_selected", lambda obj: not Upstream.objects.filter(pk=obj.pk).exists()),
 ]
 
 

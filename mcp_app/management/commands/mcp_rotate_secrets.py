@@ -1,7 +1,9 @@
 """``manage.py mcp_rotate_secrets``: re-encrypt every stored secret under the first of ``MCP_APP["SECRET_KEYS"]``.
 
-Rotation: put the new key first in ``SECRET_KEYS`` (keep the old ones after it), deploy, run this command, then
-drop the old keys. Values that no configured key opens are reported and left as they are.
+The secrets: http tools' secret headers (``Webhook``), upstreams' secret headers and OAuth client secrets
+(``Upstream``). Rotation: put the new key first in ``SECRET_KEYS`` (keep the old ones after it), deploy, run this
+command, then drop the old keys. All or nothing: if a value no configured key opens is found, the command says
+so and every value is left as it was.
 """
 
 from __future__ import annotations
@@ -9,21 +11,29 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from mcp_app.crypto import InvalidToken
-from mcp_app.models import Webhook
+from mcp_app.models import Upstream, Webhook
 
 
 class Command(BaseCommand):
-    help = "Re-encrypt stored secrets (http tools' secret headers) under the newest of MCP_APP['SECRET_KEYS']."
+    help = (
+        "Re-encrypt stored secrets (http tools' secret headers, upstreams' secret headers and OAuth client "
+        "secrets) under the newest of MCP_APP['SECRET_KEYS']."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            count = Webhook.objects.rotate_secrets()
+            with transaction.atomic():
+                webhooks = Webhook.objects.rotate_secrets()
+                upstreams = Upstream.objects.rotate_secrets()
         except InvalidToken as exc:
             raise CommandError(
                 "A stored secret cannot be decrypted with any of the configured keys; keep the old key in "
                 "SECRET_KEYS until every secret is rotated."
             ) from exc
         if options["verbosity"]:
-            self.stdout.write(f"Re-encrypted the secret headers of {count} webhook(s).")
+            self.stdout.write(
+                f"Re-encrypted the secret headers of {webhooks} webhook(s) and {upstreams} upstream secret(s)."
+            )

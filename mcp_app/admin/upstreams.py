@@ -1,0 +1,364 @@
+"""The admin of upstream MCP servers: register, test the connection, sync, see the imported entries and the
+circuit breaker, and bind the whole upstream to the tenant's servers.
+
+- The form has write-only secret headers (``SecretHeadersForm``, as webhooks) and a write-only OAuth client
+  secret; neither value is ever rendered.
+- Saving a new upstream runs its first sync and shows the report as a message (a failure is kept with its error,
+  to be fixed and synced again; ``mcp_upstream add`` and the API register all or nothing instead).
+- Whole-server bindings are an inline limited to the upstream's tenant's servers; adding one exposes every entry
+  there (``federation.sync.bind``), removing one takes them away (``unbind``).
+- "Sync now", "Test connection" and "Close breaker" are buttons on the change page (POST, CSRF-protected) and
+  actions on the list; they need the change role in the upstream's tenant, like every change.
+
+Not owned here: what a sync does (``federation.sync``), the breaker (``federation.breaker``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
+from unfold.admin import TabularInline
+from unfold.widgets import UnfoldAdminPasswordWidget, UnfoldBooleanSwitchWidget
+
+from .. import permissions
+from ..definitions.http_tools import display_url
+from ..federation import breaker
+from ..federation.sync import bind, sync_upstream, unbind
+from ..models import Prompt, Resource, Tool, Upstream, UpstreamBinding
+from ..operations import probe_upstream
+from .base import TenantScopedAdmin, TenantScopedInline
+from .http_tools import SecretHeadersForm
+
+
+class UpstreamForm(SecretHeadersForm):
+    oauth_client_secret = forms.CharField(
+        label="OAuth client secret",
+        required=False,
+        strip=False,
+        widget=UnfoldAdminPasswordWidget(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted and never shown again; leave empty to keep the current one.",
+    )
+    clear_oauth_client_secret = forms.BooleanField(
+        label="remove the OAuth client secret", required=False, widget=UnfoldBooleanSwitchWidget
+    )
+
+    class Meta:
+        model = Upstream
+        fields = (
+            "tenant",
+            "name",
+            "url",
+            "prefix",
+            "enabled",
+            "headers",
+            "oauth_client_id",
+            "oauth_issuer",
+            "oauth_scope",
+            "timeout_seconds",
+            "sync_interval_seconds",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        status = "Set." if self.instance.oauth_client_secret_encrypted else "Not set."
+        self.fields["oauth_client_secret"].help_text = f"{status} {self.fields['oauth_client_secret'].help_text}"
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        secret = cleaned.get("oauth_client_secret") or ""
+        if cleaned.get("clear_oauth_client_secret"):
+            if secret:
+                raise ValidationError("Either type a new OAuth client secret or remove it, not both.")
+            self.instance.set_oauth_client_secret("")
+        elif secret:
+            self.instance.set_oauth_client_secret(secret)
+        return cleaned
+
+
+class UpstreamBindingFormSet(BaseInlineFormSet):
+    def clean(self) -> None:
+        super().clean()
+        tenant_id = self.instance.tenant_id
+        for form in self.forms:
+            server = getattr(form, "cleaned_data", {}).get("server")
+            if server is not None and tenant_id is not None and server.tenant_id != tenant_id:
+                form.add_error("server", "A server can only expose upstreams of its own tenant.")
+
+
+class UpstreamBindingInline(TenantScopedInline, TabularInline):
+    """Servers exposing the whole upstream (every entry, also those later syncs add)."""
+
+    model = UpstreamBinding
+    formset = UpstreamBindingFormSet
+    fields = ("server", "created_at")
+    readonly_fields = ("created_at",)
+    extra = 0
+    verbose_name = "server exposing the whole upstream"
+    verbose_name_plural = "servers exposing the whole upstream"
+
+
+def _report_message(request: HttpRequest, upstream: Upstream, report: Any, what: str = "Sync") -> None:
+    if not report.ok:
+        messages.error(request, f"{what} of {upstream.name} failed: {report.error}")
+        return
+    parts = [
+        f"{len(names)} {label}{': ' + ', '.join(names[:10]) + ('…' if len(names) > 10 else '') if names else ''}"
+        for label, names in (("added", report.added), ("updated", report.updated), ("removed", report.removed))
+    ]
+    messages.success(request, f"{what} of {upstream.name}: {'; '.join(parts)}.")
+    for reason in report.skipped:
+        messages.warning(request, f"Skipped: {reason}")
+
+
+def _probe_message(request: HttpRequest, upstream: Upstream) -> None:
+    result = probe_upstream(upstream)
+    if not result["ok"]:
+        messages.error(request, f"Could not reach {upstream.name}: {result['error']}")
+        return
+    info = result["server_info"] or {}
+    offers = "; ".join(
+        f"{len(names)} {kind.replace('_', ' ')}" + (f" ({', '.join(names[:10])})" if names else "")
+        for kind, names in result["offers"].items()
+    )
+    messages.success(
+        request,
+        f"{upstream.name} answers: {info.get('name') or 'unnamed server'} {info.get('version') or ''}, "
+        f"protocol {result['protocol_version']}. Offers {offers}. Nothing was imported (use Sync now).",
+    )
+
+
+@admin.register(Upstream)
+class UpstreamAdmin(TenantScopedAdmin):
+    form = UpstreamForm
+    change_form_template = "admin/mcp_app/upstream/change_form.html"
+    list_display = (
+        "name",
+        "tenant",
+        "shown_url",
+        "prefix",
+        "entries",
+        "last_synced_at",
+        "sync_error",
+        "breaker_state",
+        "enabled",
+    )
+    list_filter = ("enabled", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("tenant",)
+    search_fields = ("name", "prefix", "tenant__slug")
+    readonly_fields = (
+        "protocol_version",
+        "remote_server",
+        "last_synced_at",
+        "last_sync_error",
+        "breaker_detail",
+        "imported_entries",
+        "created_at",
+        "updated_at",
+    )
+    inlines = [UpstreamBindingInline]
+    actions = ["sync_now", "test_connection", "close_breaker"]
+
+    def get_fieldsets(self, request: HttpRequest, obj: Upstream | None = None) -> Any:
+        fieldsets: list[tuple[str | None, dict[str, Any]]] = [
+            (None, {"fields": ("tenant", "name", "url", "prefix", "enabled")}),
+            (
+                "Credentials",
+                {
+                    "fields": (
+                        "headers",
+                        "secret_headers",
+                        "clear_secret_headers",
+                        "oauth_client_id",
+                        "oauth_client_secret",
+                        "clear_oauth_client_secret",
+                        "oauth_issuer",
+                        "oauth_scope",
+                    )
+                },
+            ),
+            ("Timing", {"fields": ("timeout_seconds", "sync_interval_seconds")}),
+        ]
+        if obj is not None:
+            fieldsets += [
+                (
+                    "Health",
+                    {
+                        "fields": (
+                            "protocol_version",
+                            "remote_server",
+                            "last_synced_at",
+                            "last_sync_error",
+                            "breaker_detail",
+                        )
+                    },
+                ),
+                ("Imported entries", {"fields": ("imported_entries",)}),
+                ("History", {"fields": ("created_at", "updated_at")}),
+            ]
+        return fieldsets
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).with_entry_counts()  # type: ignore[attr-defined]
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        request.sensitive_post_parameters = "__ALL__"  # type: ignore[attr-defined]  # error reports hide secrets
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        changelist = super().get_changelist_instance(request)
+        rows = list(changelist.result_list)  # evaluated once, and cached for the page
+        states = breaker.states([row.pk for row in rows])
+        for row in rows:
+            row.breaker_state_value = states.get(row.pk)
+        return changelist
+
+    # -- columns and read-only fields ---------------------------------------------------------------------------
+    @admin.display(description="URL")
+    def shown_url(self, obj: Upstream) -> str:
+        return display_url(obj.url)
+
+    @admin.display(description="entries")
+    def entries(self, obj: Upstream) -> int:
+        counts = (getattr(obj, name, None) for name in ("tool_count", "resource_count", "prompt_count"))
+        return sum(count or 0 for count in counts)
+
+    @admin.display(description="sync error")
+    def sync_error(self, obj: Upstream) -> str:
+        return (obj.last_sync_error[:120] + ("…" if len(obj.last_sync_error) > 120 else "")) or "-"
+
+    @admin.display(description="breaker")
+    def breaker_state(self, obj: Upstream) -> str:
+        state = getattr(obj, "breaker_state_value", None) or breaker.state(obj.pk)
+        return str(state.status)
+
+    @admin.display(description="circuit breaker")
+    def breaker_detail(self, obj: Upstream) -> str:
+        state = breaker.state(obj.pk)
+        detail = f"{state.status}, {state.failures} recent failure(s)"
+        if state.open_until is not None:
+            detail += f", calls paused until {state.open_until:%Y-%m-%d %H:%M:%S %Z}"
+        return detail
+
+    @admin.display(description="server")
+    def remote_server(self, obj: Upstream) -> str:
+        info = obj.server_info or {}
+        return " ".join(str(part) for part in (info.get("name"), info.get("version")) if part) or "-"
+
+    @admin.display(description="entries imported by its syncs")
+    def imported_entries(self, obj: Upstream) -> str:
+        rows = []
+        for model, label, ordering in (
+            (Tool, "tool", "name"),
+            (Resource, "resource", "uri"),
+            (Prompt, "prompt", "name"),
+        ):
+            for entry in model._default_manager.filter(upstream=obj).order_by(ordering):
+                shown = entry.uri if isinstance(entry, Resource) else entry.name
+                link = reverse(f"admin:mcp_app_{model._meta.model_name}_change", args=[entry.pk])
+                rows.append((link, label, shown, entry.remote_name or "-"))
+        if not rows:
+            return "None yet (sync to import)."
+        return format_html(
+            '<ul class="mcp-upstream-entries">{}</ul>',
+            format_html_join(
+                "", '<li><a href="{}">{} {}</a> <span class="text-base-500">(upstream: {})</span></li>', rows
+            ),
+        )
+
+    # -- saving: bindings through the federation verbs, a first sync for new upstreams --------------------------
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not UpstreamBinding:
+            super().save_formset(request, form, formset, change)
+            return
+        upstream = form.instance
+        for binding in formset.save(commit=False):
+            if binding.pk is None:
+                for reason in bind(upstream, binding.server):
+                    messages.warning(request, f"Skipped: {reason}")
+        for binding in formset.deleted_objects:
+            unbind(upstream, binding.server)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        if not change:
+            _report_message(request, form.instance, sync_upstream(form.instance), "First sync")
+
+    # -- buttons on the change page -----------------------------------------------------------------------------
+    def get_urls(self) -> list[Any]:
+        def button(name: str, view: Any) -> Any:
+            return path(
+                f"<path:object_id>/{name}/",
+                self.admin_site.admin_view(require_POST(view)),
+                name=f"mcp_app_upstream_{name.replace('-', '_')}",
+            )
+
+        return [
+            button("sync", self.sync_view),
+            button("test", self.test_view),
+            button("close-breaker", self.close_breaker_view),
+            *super().get_urls(),
+        ]
+
+    def _changeable(self, request: HttpRequest, object_id: str) -> Upstream:
+        obj = self.get_object(request, object_id)  # 404 for another tenant's upstream
+        if not permissions.can_change(request.user, obj):
+            raise PermissionDenied
+        return obj
+
+    def _back(self, obj: Upstream) -> HttpResponse:
+        return HttpResponseRedirect(reverse("admin:mcp_app_upstream_change", args=[obj.pk]))
+
+    def sync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._changeable(request, object_id)
+        _report_message(request, obj, sync_upstream(obj))
+        return self._back(obj)
+
+    def test_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._changeable(request, object_id)
+        _probe_message(request, obj)
+        return self._back(obj)
+
+    def close_breaker_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._changeable(request, object_id)
+        breaker.reset(obj.pk)
+        messages.success(request, f"The circuit breaker of {obj.name} is closed: calls go through again.")
+        return self._back(obj)
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
+        obj = self.get_object(request, object_id)
+        buttons = []
+        if permissions.can_change(request.user, obj):
+            buttons = [
+                (reverse("admin:mcp_app_upstream_sync", args=[obj.pk]), "Sync now", "sync"),
+                (reverse("admin:mcp_app_upstream_test", args=[obj.pk]), "Test connection", "lan"),
+                (reverse("admin:mcp_app_upstream_close_breaker", args=[obj.pk]), "Close breaker", "restart_alt"),
+            ]
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), "post_buttons": buttons})
+
+    # -- list actions -------------------------------------------------------------------------------------------
+    @admin.action(description="Sync selected upstreams now", permissions=["change"])
+    def sync_now(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
+        for upstream in queryset:
+            _report_message(request, upstream, sync_upstream(upstream))
+
+    @admin.action(description="Test the connection of selected upstreams", permissions=["change"])
+    def test_connection(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
+        for upstream in queryset:
+            _probe_message(request, upstream)
+
+    @admin.action(description="Close the circuit breaker of selected upstreams", permissions=["change"])
+    def close_breaker(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
+        closed = 0
+        for upstream in queryset:
+            breaker.reset(upstream.pk)
+            closed += 1
+        self.message_user(request, f"Closed the circuit breaker of {closed} upstream(s).", messages.SUCCESS)

@@ -1,0 +1,186 @@
+"""``manage.py mcp_upstream add|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
+
+``add --tenant SLUG --name NAME --url URL [--prefix PREFIX] [--header 'Name: value']... [--bind SERVER_ID]...
+[--json]`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
+(``operations.add_upstream``): all or nothing, a first sync that fails registers nothing. Headers given here are
+secret headers: stored encrypted, never shown again. ``sync`` re-reads an upstream's catalog now; ``list`` shows
+upstreams with their entries, last sync and bound servers (URLs without their query string); ``remove`` deletes
+one, and its imported entries with it (on every server).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from mcp_app.definitions.http_tools import display_url
+from mcp_app.federation.sync import sync_upstream
+from mcp_app.models import Prompt, Resource, Tool, Upstream
+from mcp_app.operations import OperationError, add_upstream, find_upstream, upstreams
+
+
+def _when(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _entries(upstream: Upstream) -> dict[str, list[str]]:
+    return {
+        "tools": list(Tool.objects.filter(upstream=upstream).order_by("name").values_list("name", flat=True)),
+        "resources": list(Resource.objects.filter(upstream=upstream).order_by("uri").values_list("uri", flat=True)),
+        "prompts": list(Prompt.objects.filter(upstream=upstream).order_by("name").values_list("name", flat=True)),
+    }
+
+
+class Command(BaseCommand):
+    help = "Register, sync, list or remove a tenant's upstream MCP servers (their entries join its catalog)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="add|sync|list|remove")
+        add = actions.add_parser(
+            "add",
+            help="Register an upstream, import its catalog and bind it to servers; nothing is kept if that fails.",
+        )
+        add.add_argument("--tenant", required=True, help="Tenant slug.")
+        add.add_argument("--name", required=True, help="Upstream name: lowercase letters, digits, '-' and '_'.")
+        add.add_argument("--url", required=True, help="The upstream's Streamable HTTP endpoint (http:// or https://).")
+        add.add_argument(
+            "--prefix", default="", help="Put before the names it contributes: 'gh_' lists its 'search' as 'gh_search'."
+        )
+        add.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="'Name: value'",
+            help="A request header sent to the upstream (repeatable), e.g. 'Authorization: Bearer …'. Stored as a "
+            "SECRET header: encrypted, write-only, never printed or shown again.",
+        )
+        add.add_argument(
+            "--bind",
+            action="append",
+            default=[],
+            metavar="SERVER_ID",
+            help="Expose the whole upstream (every entry, also those later syncs add) on this server of the "
+            "tenant (repeatable).",
+        )
+        add.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
+        sync = actions.add_parser("sync", help="Re-read the upstream's catalog now and print what changed.")
+        sync.add_argument("--tenant", required=True, help="Tenant slug.")
+        sync.add_argument("--name", required=True, help="Upstream name.")
+        sync.add_argument("--json", action="store_true", help="Print the sync report as one JSON object.")
+        listing = actions.add_parser("list", help="Upstreams with their entries, last sync and bound servers.")
+        listing.add_argument("--tenant", help="Only this tenant's upstreams.")
+        listing.add_argument("--json", action="store_true", help="Print a JSON list.")
+        remove = actions.add_parser("remove", help="Delete an upstream and every entry it imported.")
+        remove.add_argument("--tenant", required=True, help="Tenant slug.")
+        remove.add_argument("--name", required=True, help="Upstream name.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            getattr(self, f"handle_{options['action']}")(options)
+        except OperationError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _report(self, report: Any) -> None:
+        for title, names in (("Added", report.added), ("Updated", report.updated), ("Removed", report.removed)):
+            if names:
+                self.stdout.write(f"{title} ({len(names)}):")
+                for name in names:
+                    self.stdout.write(f"  {name}")
+        for reason in report.skipped:
+            self.stderr.write(f"Skipped: {reason}")
+
+    def handle_add(self, options: dict[str, Any]) -> None:
+        registration = add_upstream(
+            options["tenant"],
+            options["name"],
+            options["url"],
+            prefix=options["prefix"],
+            secret_headers=options["header"],
+            bind_to=options["bind"],
+        )
+        upstream, report = registration.upstream, registration.report
+        bound = [server.server_id for server in registration.servers]
+        if options["json"]:
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "tenant": upstream.tenant.slug,
+                        "name": upstream.name,
+                        "url": display_url(upstream.url),
+                        "prefix": upstream.prefix,
+                        "protocol_version": upstream.protocol_version,
+                        "server_info": upstream.server_info,
+                        "secret_headers": list(upstream.secret_header_names),
+                        "entries": _entries(upstream),
+                        "bound": bound,
+                        "sync": report.as_dict(),
+                    }
+                )
+            )
+            return
+        info = upstream.server_info or {}
+        self.stdout.write(
+            f"Registered upstream {upstream.name} of {upstream.tenant.slug} ({display_url(upstream.url)}, "
+            f"{info.get('name') or 'unnamed server'}, protocol {upstream.protocol_version})."
+        )
+        entries = _entries(upstream)
+        for kind, names in entries.items():
+            self.stdout.write(f"{kind.capitalize()} ({len(names)}):")
+            for name in names:
+                self.stdout.write(f"  {name}")
+        for reason in report.skipped:
+            self.stderr.write(f"Skipped: {reason}")
+        if upstream.secret_header_names:
+            self.stdout.write(f"Secret headers (stored encrypted): {', '.join(upstream.secret_header_names)}")
+        self.stdout.write(f"Bound to: {', '.join(bound)}" if bound else "Not bound to any server yet.")
+
+    def handle_sync(self, options: dict[str, Any]) -> None:
+        upstream = find_upstream(options["tenant"], options["name"])
+        report = sync_upstream(upstream)
+        if options["json"]:
+            self.stdout.write(json.dumps(report.as_dict()))
+            if not report.ok:
+                raise CommandError(f"sync of {upstream.name!r} failed: {report.error}")
+            return
+        if not report.ok:
+            raise CommandError(f"sync of {upstream.name!r} failed (its entries are kept as they were): {report.error}")
+        self._report(report)
+        if not report.changed:
+            self.stdout.write("Nothing changed.")
+
+    def handle_list(self, options: dict[str, Any]) -> None:
+        rows = []
+        for upstream in upstreams(options["tenant"]):
+            rows.append(
+                {
+                    "tenant": upstream.tenant.slug,
+                    "name": upstream.name,
+                    "url": display_url(upstream.url),
+                    "prefix": upstream.prefix,
+                    "enabled": upstream.enabled,
+                    "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
+                    "last_synced_at": _when(upstream.last_synced_at),
+                    "last_sync_error": upstream.last_sync_error,
+                    "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
+                }
+            )
+        if options["json"]:
+            self.stdout.write(json.dumps(rows))
+            return
+        if not rows:
+            self.stdout.write("No upstreams.")
+        for row in rows:
+            state = f"error: {row['last_sync_error']}" if row["last_sync_error"] else "ok"
+            self.stdout.write(
+                f"{row['name']}\t{row['tenant']}\t{row['url']}\tprefix {row['prefix'] or '-'}\t"
+                f"{row['entries']} entries\tlast sync {row['last_synced_at'] or 'never'} ({state})\t"
+                f"bound to {', '.join(row['bound']) or '-'}" + ("" if row["enabled"] else "\tdisabled")
+            )
+
+    def handle_remove(self, options: dict[str, Any]) -> None:
+        upstream = find_upstream(options["tenant"], options["name"])
+        entries = sum(len(names) for names in _entries(upstream).values())
+        upstream.delete()
+        self.stdout.write(f"Removed upstream {options['name']} of {options['tenant']} and its {entries} entries.")

@@ -1,0 +1,281 @@
+"""``mcp_upstream add|sync|list|remove`` against a real upstream MCP server (the SDK's ``MCPServer``, its own
+process, requiring a bearer token).
+
+What the command did is checked in the database and in the catalog a server resolves for its clients
+(``mcp_catalog --json``, what the endpoint lists), never against the command's own output alone.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from mcp_app.models import Prompt, Resource, Tool, Upstream, UpstreamBinding
+from tests.upstream_server import TOKEN, UpstreamServer
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def exposed(server_id: str, tenant: str) -> dict[str, list[str]]:
+    """The server's catalog as its clients list it."""
+    wire = json.loads(run("mcp_catalog", "--tenant", tenant, "--server", server_id, "--json")[0])
+    return {
+        "tools": sorted(tool["name"] for tool in wire["tools"]),
+        "resources": sorted(resource["uri"] for resource in wire["resources"]),
+        "prompts": sorted(prompt["name"] for prompt in wire["prompts"]),
+    }
+
+
+def add(upstream: UpstreamServer, *extra: str, tenant: str = "acme", name: str = "docs") -> dict[str, Any]:
+    out, _ = run(
+        "mcp_upstream",
+        "add",
+        "--tenant",
+        tenant,
+        "--name",
+        name,
+        "--url",
+        upstream.url,
+        "--header",
+        f"Authorization: {TOKEN}",
+        "--json",
+        *extra,
+    )
+    return json.loads(out)
+
+
+@pytest.fixture
+def acme(tenant_factory: Any) -> Any:
+    return tenant_factory(slug="acme")
+
+
+def test_add_registers_syncs_and_binds_with_the_header_stored_secret(
+    upstream_server: UpstreamServer, acme: Any, server_factory: Any
+) -> None:
+    server = server_factory(tenant=acme)
+    result = add(upstream_server, "--prefix", "gh_", "--bind", server.server_id)
+
+    assert result["entries"] == {"tools": ["gh_echo"], "resources": ["note://readme"], "prompts": ["gh_greet"]}
+    assert result["bound"] == [server.server_id]
+    assert result["sync"]["ok"] is True
+    assert result["server_info"]["name"] == "test-upstream"
+    assert result["secret_headers"] == ["Authorization"]
+    assert exposed(server.server_id, "acme") == {
+        "tools": ["gh_echo"],
+        "resources": ["note://readme"],
+        "prompts": ["gh_greet"],
+    }
+    upstream = Upstream.objects.get(tenant=acme, name="docs")
+    assert upstream.reveal_secret_headers() == {"Authorization": TOKEN}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT secret_headers_encrypted, headers FROM {Upstream._meta.db_table}")
+        encrypted, plain = cursor.fetchone()
+    assert "upstream-secret" not in encrypted and "upstream-secret" not in str(plain)
+    assert TOKEN not in json.dumps(result)
+
+
+def test_the_human_output_lists_what_was_imported(upstream_server: UpstreamServer, acme: Any) -> None:
+    out, _ = run(
+        "mcp_upstream",
+        "add",
+        "--tenant",
+        "acme",
+        "--name",
+        "docs",
+        "--url",
+        upstream_server.url,
+        "--prefix",
+        "d_",
+        "--header",
+        f"Authorization: {TOKEN}",
+    )
+    assert "Registered upstream docs of acme" in out
+    assert "  d_echo" in out and "  note://readme" in out and "  d_greet" in out
+    assert "Secret headers (stored encrypted): Authorization" in out
+    assert "upstream-secret" not in out
+
+
+def test_a_failed_first_sync_registers_nothing(upstream_server: UpstreamServer, acme: Any, server_factory: Any) -> None:
+    server = server_factory(tenant=acme)
+    with pytest.raises(CommandError, match="the first sync failed, nothing was registered: Could not connect"):
+        run(
+            "mcp_upstream",
+            "add",
+            "--tenant",
+            "acme",
+            "--name",
+            "docs",
+            "--url",
+            upstream_server.url,
+            "--bind",
+            server.server_id,
+        )  # no Authorization: the upstream answers 401
+    assert not Upstream.objects.exists()
+    assert not Tool.objects.filter(kind="upstream").exists()
+    assert exposed(server.server_id, "acme")["tools"] == []
+
+
+def test_sync_picks_up_a_new_upstream_tool_on_every_bound_server(
+    upstream_server: UpstreamServer, acme: Any, server_factory: Any
+) -> None:
+    server = server_factory(tenant=acme)
+    add(upstream_server, "--prefix", "gh_", "--bind", server.server_id)
+    upstream_server.grow("lookup")
+
+    report = json.loads(run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs", "--json")[0])
+    assert report == {"ok": True, "error": "", "added": ["gh_lookup"], "updated": [], "removed": [], "skipped": []}
+    assert exposed(server.server_id, "acme")["tools"] == ["gh_echo", "gh_lookup"]
+    out, _ = run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
+    assert out.strip() == "Nothing changed."
+
+
+def test_a_failed_sync_keeps_the_entries_and_says_why(upstream_server: UpstreamServer, acme: Any) -> None:
+    add(upstream_server)
+    Upstream.objects.filter(name="docs").update(url=upstream_server.url.replace("/mcp", "/nowhere"))
+    with pytest.raises(CommandError, match="sync of 'docs' failed"):
+        run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
+    assert Tool.objects.filter(upstream__name="docs").count() == 1
+    assert Upstream.objects.get(name="docs").last_sync_error
+
+
+def test_list_shows_upstreams_with_entries_sync_and_bindings(
+    upstream_server: UpstreamServer, acme: Any, server_factory: Any, tenant_factory: Any
+) -> None:
+    server = server_factory(tenant=acme)
+    add(upstream_server, "--prefix", "a_", "--bind", server.server_id)
+    tenant_factory(slug="globex")
+    add(upstream_server, "--prefix", "g_", tenant="globex", name="other")
+
+    rows = json.loads(run("mcp_upstream", "list", "--json")[0])
+    assert [(row["tenant"], row["name"]) for row in rows] == [("acme", "docs"), ("globex", "other")]
+    docs = rows[0]
+    assert docs["url"] == upstream_server.url
+    assert docs["prefix"] == "a_"
+    assert docs["entries"] == 3
+    assert docs["last_synced_at"] and docs["last_sync_error"] == ""
+    assert docs["bound"] == [server.server_id]
+
+    only_globex = json.loads(run("mcp_upstream", "list", "--tenant", "globex", "--json")[0])
+    assert [row["name"] for row in only_globex] == ["other"]
+    text, _ = run("mcp_upstream", "list", "--tenant", "acme")
+    assert "docs\tacme\t" in text and "3 entries" in text and f"bound to {server.server_id}" in text
+
+
+def test_list_hides_the_query_string(acme: Any, settings: Any) -> None:
+    Upstream.objects.create(tenant=acme, name="keyed", url="https://mcp.example.com/mcp?key=s3cret")
+    rows = json.loads(run("mcp_upstream", "list", "--json")[0])
+    assert rows[0]["url"] == "https://mcp.example.com/mcp?…"
+    assert "s3cret" not in run("mcp_upstream", "list")[0]
+
+
+def test_remove_takes_the_entries_with_it(upstream_server: UpstreamServer, acme: Any, server_factory: Any) -> None:
+    server = server_factory(tenant=acme)
+    add(upstream_server, "--prefix", "gh_", "--bind", server.server_id)
+    out, _ = run("mcp_upstream", "remove", "--tenant", "acme", "--name", "docs")
+    assert "Removed upstream docs of acme and its 3 entries." in out
+    assert not Upstream.objects.exists() and not UpstreamBinding.objects.exists()
+    assert not Tool.objects.filter(name="gh_echo").exists()
+    assert not Resource.objects.filter(uri="note://readme").exists()
+    assert not Prompt.objects.filter(name="gh_greet").exists()
+    assert exposed(server.server_id, "acme") == {"tools": [], "resources": [], "prompts": []}
+
+
+# Refusals: clear errors, nothing registered ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tenant", "nope"), "no tenant 'nope'"),
+        (("--bind", "missing"), "no server 'missing' in tenant 'acme'"),
+        (("--url", "ftp://mcp.example.com/"), "url: The URL must start with http:// or https://."),
+        (("--url", "https://user:pw@mcp.example.com/"), "must not contain credentials"),
+        (("--prefix", "gh prefix"), "prefix: A prefix is at most 64"),
+        (("--name", "Not A Name"), "name: An upstream's name is"),
+        (("--header", "no colon"), "--header: Line 1 is not of the form 'Name: value'."),
+        (("--header", "Host: evil"), "--header: The Host header is set by mcp-host"),
+        (("--url", "http://10.1.2.3/mcp"), "url: The address 10.1.2.3 is private; upstreams may not call it."),
+        (("--url", "http://127.0.0.1:9/mcp"), "url: The address 127.0.0.1 is loopback"),
+    ],
+)
+def test_add_refuses_with_a_clear_message(acme: Any, settings: Any, args: tuple[str, ...], message: str) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "HTTP_TOOL_ALLOWED_NETWORKS": []}
+    options = {"--tenant": "acme", "--name": "docs", "--url": "https://mcp.example.com/mcp"}
+    extra: list[str] = []
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        if flag in options:
+            options[flag] = value
+        else:
+            extra += [flag, value]
+    with pytest.raises(CommandError) as raised:
+        run("mcp_upstream", "add", *[part for pair in options.items() for part in pair], *extra)
+    assert message in str(raised.value)
+    assert not Upstream.objects.exists()
+
+
+def test_a_server_of_another_tenant_is_refused(
+    upstream_server: UpstreamServer, acme: Any, tenant_factory: Any, server_factory: Any
+) -> None:
+    theirs = server_factory(tenant=tenant_factory(slug="globex"))
+    with pytest.raises(CommandError, match="belongs to another tenant"):
+        add(upstream_server, "--bind", theirs.server_id)
+    assert not Upstream.objects.exists()
+    assert exposed(theirs.server_id, "globex")["tools"] == []
+
+
+def test_a_taken_name_and_unknown_upstreams_are_refused(upstream_server: UpstreamServer, acme: Any) -> None:
+    add(upstream_server)
+    with pytest.raises(CommandError, match="already has an upstream named 'docs'"):
+        add(upstream_server)
+    for action in ("sync", "remove"):
+        with pytest.raises(CommandError, match="no upstream 'nope' in tenant 'acme'"):
+            run("mcp_upstream", action, "--tenant", "acme", "--name", "nope")
+        with pytest.raises(CommandError, match="no upstream 'docs' in tenant 'globex'"):
+            run("mcp_upstream", action, "--tenant", "globex", "--name", "docs")
+
+
+# mcp_rotate_secrets ---------------------------------------------------------------------------------------------
+
+OLD_KEY, NEW_KEY = "old-key-" + "a" * 32, "new-key-" + "b" * 32
+
+
+def raw_secrets() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT secret_headers_encrypted, oauth_client_secret_encrypted FROM {Upstream._meta.db_table}")
+        return cursor.fetchone()
+
+
+def test_rotate_secrets_re_encrypts_upstream_secrets(acme: Any, settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [OLD_KEY]}
+    upstream = Upstream(tenant=acme, name="docs", url="https://mcp.example.com/mcp", oauth_client_id="client")
+    upstream.set_secret_headers({"X-Api-Key": "k-1"})
+    upstream.set_oauth_client_secret("client-secret")
+    upstream.save()
+    before = raw_secrets()
+
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [NEW_KEY, OLD_KEY]}
+    out, _ = run("mcp_rotate_secrets")
+    assert "2 upstream secret(s)" in out
+    after = raw_secrets()
+    assert after[0] != before[0] and after[1] != before[1]
+
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [NEW_KEY]}  # the old key is gone: still readable
+    upstream = Upstream.objects.get()
+    assert upstream.reveal_secret_headers() == {"X-Api-Key": "k-1"}
+    assert upstream.reveal_oauth_client_secret() == "client-secret"
+
+    settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": ["unrelated-key-" + "d" * 32]}
+    with pytest.raises(CommandError, match="cannot be decrypted"):
+        run("mcp_rotate_secrets")
+    assert raw_secrets() == after
