@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 # The OAuth flow's fixtures (oauth_world, oauth) for tests/oauth, tests/transport and tests/e2e.
-# A real upstream MCP server (upstream_server) for the upstreams' front doors.
+# Real upstream MCP servers (tests/federation/upstream_server.py) and failing endpoints, for every test.
 # The project's own pytest plugin (mcp_app.testing: mcp_client, mcp_modern_client, ...), as users enable it.
-pytest_plugins = ["tests.oauth_flow", "tests.upstream_server", "mcp_app.testing"]
+pytest_plugins = ["tests.oauth_flow", "tests.upstreams", "mcp_app.testing"]
 
 REQUIRE_SERVICES = os.environ.get("MCP_REQUIRE_SERVICES") == "1"
 # The test process imports mcp_host.asgi (in-process transport tests): no periodic sweep of records there (it

@@ -14,9 +14,12 @@ from django.urls import reverse
 
 from mcp_app.catalog.resolver import resolve_catalog
 from mcp_app.models import McpServer, Tool, Upstream, UpstreamBinding
-from tests.upstream_server import TOKEN, UpstreamServer
+from tests.federation.upstream_server import UpstreamProcess
+from tests.upstreams import TOKEN, UPSTREAM_PROMPTS, UPSTREAM_TOOLS
 
 OAUTH_SECRET = "oauth-secret-in-the-admin-5d1e"
+# What the harness upstream brings: its tools, two resources (one a template) and its prompts.
+ADDED = len(UPSTREAM_TOOLS) + 2 + len(UPSTREAM_PROMPTS)
 
 
 def form(tenant: Any, url: str, *, servers: tuple[Any, ...] = (), **fields: Any) -> dict[str, Any]:
@@ -58,24 +61,27 @@ def button(name: str, upstream: Upstream) -> str:
 
 
 @pytest.fixture
-def registered(globex, login, upstream_server: UpstreamServer) -> Upstream:
+def registered(globex, login, protected_upstream: UpstreamProcess) -> Upstream:
     client = login(globex.users["admin"])
     response = client.post(
-        reverse("admin:mcp_app_upstream_add"), form(globex.tenant, upstream_server.url, servers=(globex.access.server,))
+        reverse("admin:mcp_app_upstream_add"),
+        form(globex.tenant, protected_upstream.url, servers=(globex.access.server,)),
     )
     assert response.status_code == 302, response.content.decode()[:3000]
     return Upstream.objects.get(tenant=globex.tenant, name="docs")
 
 
-def test_adding_an_upstream_syncs_binds_and_never_shows_the_secret(globex, login, upstream_server: UpstreamServer):
+def test_adding_an_upstream_syncs_binds_and_never_shows_the_secret(globex, login, protected_upstream: UpstreamProcess):
     client = login(globex.users["admin"])
     server = globex.access.server
     response = client.post(
-        reverse("admin:mcp_app_upstream_add"), form(globex.tenant, upstream_server.url, servers=(server,)), follow=True
+        reverse("admin:mcp_app_upstream_add"),
+        form(globex.tenant, protected_upstream.url, servers=(server,)),
+        follow=True,
     )
     assert response.status_code == 200
     messages = said(response)
-    assert any(m.startswith("First sync of docs: 3 added: gh_echo, note://readme, prompt gh_greet") for m in messages)
+    assert any(m.startswith(f"First sync of docs: {ADDED} added: gh_echo, gh_add") for m in messages), messages
     upstream = Upstream.objects.get(name="docs")
     assert upstream.reveal_secret_headers() == {"Authorization": TOKEN}
     assert list(UpstreamBinding.objects.filter(upstream=upstream).values_list("server", flat=True)) == [server.pk]
@@ -84,18 +90,20 @@ def test_adding_an_upstream_syncs_binds_and_never_shows_the_secret(globex, login
     page = client.get(reverse("admin:mcp_app_upstream_change", args=[upstream.pk])).content.decode()
     assert "Set: Authorization." in page
     assert "upstream-secret" not in page and upstream.secret_headers_encrypted not in page
-    tool = Tool.objects.get(upstream=upstream)
+    tool = Tool.objects.get(upstream=upstream, remote_name="echo")
     assert reverse("admin:mcp_app_tool_change", args=[tool.pk]) in page  # the imported entries, linked
     assert client.get(reverse("admin:mcp_app_tool_change", args=[tool.pk])).status_code == 200
-    assert "test-upstream" in page  # the upstream's server info
+    assert "upstream 1.0" in page  # the upstream's server info
     for name in ("sync", "test", "close_breaker"):
         assert f'action="{button(name, upstream)}"' in page
 
 
-def test_a_failed_first_sync_is_kept_with_its_error(globex, login, upstream_server: UpstreamServer):
+def test_a_failed_first_sync_is_kept_with_its_error(globex, login, protected_upstream: UpstreamProcess):
     client = login(globex.users["admin"])
     response = client.post(
-        reverse("admin:mcp_app_upstream_add"), form(globex.tenant, upstream_server.url, secret_headers=""), follow=True
+        reverse("admin:mcp_app_upstream_add"),
+        form(globex.tenant, protected_upstream.url, secret_headers=""),
+        follow=True,
     )
     assert any(m.startswith("First sync of docs failed:") for m in said(response))
     upstream = Upstream.objects.get(name="docs")
@@ -108,7 +116,13 @@ def test_oauth_client_secret_is_write_only(globex, login):
     client = login(globex.users["admin"])
     upstream = Upstream.objects.create(tenant=globex.tenant, name="docs", url="https://mcp.example.com/mcp")
     url = reverse("admin:mcp_app_upstream_change", args=[upstream.pk])
-    data = form(globex.tenant, upstream.url, secret_headers="", oauth_client_id="client")
+    data = form(
+        globex.tenant,
+        upstream.url,
+        secret_headers="",
+        oauth_client_id="client",
+        oauth_issuer="https://auth.example.com",
+    )
     response = client.post(url, {**data, "oauth_client_secret": OAUTH_SECRET})
     assert response.status_code == 302, response.content.decode()[:3000]
     upstream.refresh_from_db()
@@ -129,16 +143,16 @@ def test_oauth_client_secret_is_write_only(globex, login):
 
 
 def test_sync_now_test_connection_and_close_breaker(
-    globex, login, registered: Upstream, upstream_server: UpstreamServer
+    globex, login, registered: Upstream, protected_upstream: UpstreamProcess
 ):
     client = login(globex.users["admin"])
     server = globex.access.server
-    upstream_server.grow("lookup")
+    protected_upstream.add_tool("lookup")
 
     assert client.get(button("sync", registered)).status_code == 405  # buttons change things: POST only
     tested = client.post(button("test", registered), follow=True)
     message = " ".join(said(tested))
-    assert "docs answers: test-upstream 1.0" in message and "2 tools (echo, lookup)" in message
+    assert "docs answers: upstream 1.0" in message and f"{len(UPSTREAM_TOOLS) + 1} tools (" in message
     assert not Tool.objects.filter(name="gh_lookup").exists()
 
     synced = client.post(button("sync", registered), follow=True)
@@ -149,12 +163,12 @@ def test_sync_now_test_connection_and_close_breaker(
     assert "The circuit breaker of docs is closed: calls go through again." in said(closed)
 
     listing = client.get(reverse("admin:mcp_app_upstream_changelist")).content.decode()
-    assert upstream_server.url in listing and ">closed<" in listing.replace(" ", "")
+    assert protected_upstream.url in listing and ">closed<" in listing.replace(" ", "")
 
 
-def test_list_actions_sync_and_test(globex, login, registered: Upstream, upstream_server: UpstreamServer):
+def test_list_actions_sync_and_test(globex, login, registered: Upstream, protected_upstream: UpstreamProcess):
     client = login(globex.users["admin"])
-    upstream_server.grow("extra")
+    protected_upstream.add_tool("extra")
     changelist = reverse("admin:mcp_app_upstream_changelist")
     response = client.post(changelist, {"action": "sync_now", "_selected_action": [registered.pk]}, follow=True)
     assert "Sync of docs: 1 added: gh_extra; 0 updated; 0 removed." in said(response)

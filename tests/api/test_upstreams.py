@@ -14,7 +14,8 @@ from django.db import connection
 
 from mcp_app.catalog.resolver import resolve_catalog
 from mcp_app.models import McpServer, Tool, Upstream, UpstreamBinding
-from tests.upstream_server import TOKEN, UpstreamServer
+from tests.federation.upstream_server import UpstreamProcess
+from tests.upstreams import TOKEN, UPSTREAM_PROMPTS, UPSTREAM_RESOURCES, UPSTREAM_TOOLS
 
 from .conftest import ROLES
 
@@ -40,7 +41,7 @@ def exposed_tools(server: McpServer) -> list[str]:
     return sorted(tool["name"] for tool in resolve_catalog(McpServer.objects.get(pk=server.pk)).wire("tools"))
 
 
-def register(client: Any, upstream: UpstreamServer, **fields: Any) -> Any:
+def register(client: Any, upstream: UpstreamProcess, **fields: Any) -> Any:
     body = {"name": "docs", "url": upstream.url, "prefix": "gh_", "secret_headers": {"Authorization": TOKEN}, **fields}
     return client.post("/api/v1/upstreams/", body, format="json")
 
@@ -52,8 +53,8 @@ def stored(upstream: Upstream) -> str:
         return repr(cursor.fetchone())
 
 
-def test_create_runs_the_first_sync_and_never_returns_secrets(acme, admin, upstream_server: UpstreamServer):
-    response = register(admin, upstream_server)
+def test_create_runs_the_first_sync_and_never_returns_secrets(acme, admin, protected_upstream: UpstreamProcess):
+    response = register(admin, protected_upstream)
     assert response.status_code == 201, response.content
     body = response.json()
     upstream = Upstream.objects.get(name="docs")
@@ -61,25 +62,36 @@ def test_create_runs_the_first_sync_and_never_returns_secrets(acme, admin, upstr
     assert body["sync"] == {
         "ok": True,
         "error": "",
-        "added": ["gh_echo", "note://readme", "prompt gh_greet"],
+        "added": [
+            *(f"gh_{name}" for name in UPSTREAM_TOOLS),
+            "note://readme",
+            "note://items/{id}",
+            *(f"prompt gh_{name}" for name in UPSTREAM_PROMPTS),
+        ],
         "updated": [],
         "removed": [],
         "skipped": [],
     }
-    assert body["entries"] == {"tools": 1, "resources": 1, "prompts": 1}
+    assert body["entries"] == {
+        "tools": len(UPSTREAM_TOOLS),
+        "resources": len(UPSTREAM_RESOURCES),
+        "prompts": len(UPSTREAM_PROMPTS),
+    }
     assert body["sync_status"] == "ok" and body["last_synced_at"]
-    assert body["server_info"]["name"] == "test-upstream"
+    assert body["server_info"]["name"] == "upstream"
     assert body["secret_headers"] == {"Authorization": "set"}
     assert body["oauth_client_secret_set"] is False
     assert "oauth_client_secret" not in body
     assert "upstream-secret" not in response.content.decode()
     assert upstream.reveal_secret_headers() == {"Authorization": TOKEN}
     assert "upstream-secret" not in stored(upstream)
-    assert Tool.objects.get(upstream=upstream).name == "gh_echo"
+    assert sorted(Tool.objects.filter(upstream=upstream).values_list("name", flat=True)) == sorted(
+        f"gh_{name}" for name in UPSTREAM_TOOLS
+    )
 
 
-def test_a_failed_first_sync_is_a_400_and_saves_nothing(acme, admin, upstream_server: UpstreamServer):
-    response = register(admin, upstream_server, secret_headers={})
+def test_a_failed_first_sync_is_a_400_and_saves_nothing(acme, admin, protected_upstream: UpstreamProcess):
+    response = register(admin, protected_upstream, secret_headers={})
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "validation_error"
@@ -115,12 +127,24 @@ def test_update_keeps_or_replaces_write_only_secrets(acme, admin):
     url = f"/api/v1/upstreams/{upstream.pk}/"
 
     response = admin.patch(
-        url, {"prefix": "d_", "oauth_client_id": "client", "oauth_client_secret": OAUTH_SECRET}, format="json"
+        url,
+        {
+            "prefix": "d_",
+            "oauth_client_id": "client",
+            "oauth_client_secret": OAUTH_SECRET,
+            "oauth_issuer": "https://auth.example.com",
+        },
+        format="json",
     )
     assert response.status_code == 400  # OAuth and an Authorization secret header: not both
     response = admin.patch(
         url,
-        {"secret_headers": {"X-Api-Key": "k-123"}, "oauth_client_id": "client", "oauth_client_secret": OAUTH_SECRET},
+        {
+            "secret_headers": {"X-Api-Key": "k-123"},
+            "oauth_client_id": "client",
+            "oauth_client_secret": OAUTH_SECRET,
+            "oauth_issuer": "https://auth.example.com",
+        },
         format="json",
     )
     assert response.status_code == 200, response.content
@@ -154,8 +178,8 @@ def test_update_keeps_or_replaces_write_only_secrets(acme, admin):
     assert not Upstream.objects.exists()
 
 
-def test_sync_test_bind_and_unbind(acme, admin, upstream_server: UpstreamServer):
-    upstream_id = register(admin, upstream_server).json()["id"]
+def test_sync_test_bind_and_unbind(acme, admin, protected_upstream: UpstreamProcess):
+    upstream_id = register(admin, protected_upstream).json()["id"]
     url = f"/api/v1/upstreams/{upstream_id}/"
     server = acme.server
 
@@ -165,11 +189,11 @@ def test_sync_test_bind_and_unbind(acme, admin, upstream_server: UpstreamServer)
     assert "gh_echo" in exposed_tools(server)
     assert admin.get(url).json()["servers"] == [server.pk]
 
-    upstream_server.grow("lookup")
+    protected_upstream.add_tool("lookup")
     probe = admin.post(f"{url}test/")
     assert probe.status_code == 200
-    assert probe.json()["ok"] is True and probe.json()["offers"]["tools"] == ["echo", "lookup"]
-    assert probe.json()["protocol_version"] and probe.json()["server_info"]["name"] == "test-upstream"
+    assert probe.json()["ok"] is True and probe.json()["offers"]["tools"] == [*UPSTREAM_TOOLS, "lookup"]
+    assert probe.json()["protocol_version"] and probe.json()["server_info"]["name"] == "upstream"
     assert not Tool.objects.filter(name="gh_lookup").exists()  # a test writes nothing
 
     synced = admin.post(f"{url}sync/")
@@ -183,9 +207,9 @@ def test_sync_test_bind_and_unbind(acme, admin, upstream_server: UpstreamServer)
     assert not UpstreamBinding.objects.exists()
 
 
-def test_a_failing_upstream_syncs_and_tests_as_200_with_ok_false(acme, admin, upstream_server: UpstreamServer):
-    upstream_id = register(admin, upstream_server).json()["id"]
-    Upstream.objects.filter(pk=upstream_id).update(url=upstream_server.url.replace("/mcp", "/gone"))
+def test_a_failing_upstream_syncs_and_tests_as_200_with_ok_false(acme, admin, protected_upstream: UpstreamProcess):
+    upstream_id = register(admin, protected_upstream).json()["id"]
+    Upstream.objects.filter(pk=upstream_id).update(url=protected_upstream.url.replace("/mcp", "/gone"))
     url = f"/api/v1/upstreams/{upstream_id}/"
     for action in ("test", "sync"):
         response = admin.post(f"{url}{action}/")
@@ -193,7 +217,11 @@ def test_a_failing_upstream_syncs_and_tests_as_200_with_ok_false(acme, admin, up
         assert response.json()["ok"] is False and response.json()["error"]
     shown = admin.get(url).json()
     assert shown["sync_status"] == "error" and shown["last_sync_error"] == response.json()["error"]
-    assert shown["entries"] == {"tools": 1, "resources": 1, "prompts": 1}  # kept as they were
+    assert shown["entries"] == {  # kept as they were
+        "tools": len(UPSTREAM_TOOLS),
+        "resources": len(UPSTREAM_RESOURCES),
+        "prompts": len(UPSTREAM_PROMPTS),
+    }
 
 
 # Isolation -------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """A real upstream MCP server for the federation tests: the official SDK's ``MCPServer`` under uvicorn.
 
 Run it as ``python -m tests.federation.upstream_server --port P --mode stateful|stateless``; it serves MCP at
-``http://127.0.0.1:P/mcp`` and a small control API beside it. ``tests/federation/conftest.py`` starts it as a
+``http://127.0.0.1:P/mcp`` and a small control API beside it. ``tests/upstreams.py`` (a plugin of the suite) starts it as a
 subprocess; federation tests point mcp-host at ``.url`` and read what the upstream saw through the control API.
 
 What it serves (the contract the federation tests build on):
@@ -172,6 +172,21 @@ class ClientCredentials:
             return JSONResponse({"access_token": issued, "token_type": "Bearer", "expires_in": 3600})
 
 
+class RequireAuthorization:
+    """``--authorization VALUE``: an MCP request without exactly that ``Authorization`` header is answered 401 (a
+    static credential, as a tenant configures in a secret header); the control API stays open."""
+
+    def __init__(self, app: Any, value: str) -> None:
+        self.app, self.value = app, value.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        refused = scope["type"] == "http" and scope["path"].startswith(PATH)
+        if refused and dict(scope["headers"]).get(b"authorization") != self.value:
+            await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer, Events]:
     events = Events()
     bus = InMemorySubscriptionBus()
@@ -305,11 +320,20 @@ class UpstreamProcess:
     ``add_tool`` / ``add_tool_async`` register an echoing tool at runtime and announce ``tools/list_changed``.
     """
 
-    def __init__(self, mode: str, port: int, log: Path, *, oauth: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        port: int,
+        log: Path,
+        *,
+        oauth: tuple[str, str] | None = None,
+        authorization: str | None = None,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
         self.oauth = oauth
+        self.authorization = authorization
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.url = f"{self.base}{PATH}"
@@ -336,6 +360,7 @@ class UpstreamProcess:
                     "--mode",
                     self.mode,
                     *(["--oauth", ":".join(self.oauth)] if self.oauth else []),
+                    *(["--authorization", self.authorization] if self.authorization else []),
                 ],
                 cwd=Path(__file__).resolve().parents[2],
                 stdout=log,
@@ -390,6 +415,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mode", choices=["stateful", "stateless"], required=True)
     parser.add_argument("--oauth", help="CLIENT_ID:SECRET: require OAuth tokens this process issues to that client")
+    parser.add_argument("--authorization", help="answer 401 to an MCP request without this Authorization value")
     args = parser.parse_args(argv)
     # Logging and sampling are deprecated as of 2026-07-28 but are exactly what the federation relays; an upstream
     # that still uses them is the case to test. Set here, not at import: the test process imports this module.
@@ -399,7 +425,9 @@ def main(argv: list[str] | None = None) -> None:
         client_id, _, secret = args.oauth.partition(":")
         oauth = ClientCredentials(f"http://127.0.0.1:{args.port}", client_id, secret)
     server, _ = build(args.mode, oauth)
-    app = server.streamable_http_app(streamable_http_path=PATH, stateless_http=args.mode == "stateless")
+    app: Any = server.streamable_http_app(streamable_http_path=PATH, stateless_http=args.mode == "stateless")
+    if args.authorization:
+        app = RequireAuthorization(app, args.authorization)
     # A short graceful shutdown: open SSE and listen streams would otherwise hold up a terminate() (uvicorn waits).
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
 

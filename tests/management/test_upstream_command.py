@@ -16,7 +16,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from mcp_app.models import Prompt, Resource, Tool, Upstream, UpstreamBinding
-from tests.upstream_server import TOKEN, UpstreamServer
+from tests.federation.upstream_server import UpstreamProcess
+from tests.upstreams import TOKEN, UPSTREAM_PROMPTS, UPSTREAM_RESOURCES, UPSTREAM_TOOLS, prefixed
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def exposed(server_id: str, tenant: str) -> dict[str, list[str]]:
     }
 
 
-def add(upstream: UpstreamServer, *extra: str, tenant: str = "acme", name: str = "docs") -> dict[str, Any]:
+def add(upstream: UpstreamProcess, *extra: str, tenant: str = "acme", name: str = "docs") -> dict[str, Any]:
     out, _ = run(
         "mcp_upstream",
         "add",
@@ -55,26 +56,34 @@ def add(upstream: UpstreamServer, *extra: str, tenant: str = "acme", name: str =
     return json.loads(out)
 
 
+ENTRIES = len(UPSTREAM_TOOLS) + len(UPSTREAM_RESOURCES) + len(UPSTREAM_PROMPTS)
+
+
 @pytest.fixture
 def acme(tenant_factory: Any) -> Any:
     return tenant_factory(slug="acme")
 
 
 def test_add_registers_syncs_and_binds_with_the_header_stored_secret(
-    upstream_server: UpstreamServer, acme: Any, server_factory: Any
+    protected_upstream: UpstreamProcess, acme: Any, server_factory: Any
 ) -> None:
     server = server_factory(tenant=acme)
-    result = add(upstream_server, "--prefix", "gh_", "--bind", server.server_id)
+    result = add(protected_upstream, "--prefix", "gh_", "--bind", server.server_id)
 
-    assert result["entries"] == {"tools": ["gh_echo"], "resources": ["note://readme"], "prompts": ["gh_greet"]}
+    entries = {
+        "tools": prefixed("gh_"),
+        "resources": sorted(UPSTREAM_RESOURCES),
+        "prompts": prefixed("gh_", UPSTREAM_PROMPTS),
+    }
+    assert result["entries"] == entries
     assert result["bound"] == [server.server_id]
     assert result["sync"]["ok"] is True
-    assert result["server_info"]["name"] == "test-upstream"
+    assert result["server_info"]["name"] == "upstream"
     assert result["secret_headers"] == ["Authorization"]
     assert exposed(server.server_id, "acme") == {
-        "tools": ["gh_echo"],
-        "resources": ["note://readme"],
-        "prompts": ["gh_greet"],
+        "tools": entries["tools"],
+        "resources": ["note://readme"],  # templates are listed apart
+        "prompts": entries["prompts"],
     }
     upstream = Upstream.objects.get(tenant=acme, name="docs")
     assert upstream.reveal_secret_headers() == {"Authorization": TOKEN}
@@ -85,7 +94,7 @@ def test_add_registers_syncs_and_binds_with_the_header_stored_secret(
     assert TOKEN not in json.dumps(result)
 
 
-def test_the_human_output_lists_what_was_imported(upstream_server: UpstreamServer, acme: Any) -> None:
+def test_the_human_output_lists_what_was_imported(protected_upstream: UpstreamProcess, acme: Any) -> None:
     out, _ = run(
         "mcp_upstream",
         "add",
@@ -94,7 +103,7 @@ def test_the_human_output_lists_what_was_imported(upstream_server: UpstreamServe
         "--name",
         "docs",
         "--url",
-        upstream_server.url,
+        protected_upstream.url,
         "--prefix",
         "d_",
         "--header",
@@ -106,7 +115,9 @@ def test_the_human_output_lists_what_was_imported(upstream_server: UpstreamServe
     assert "upstream-secret" not in out
 
 
-def test_a_failed_first_sync_registers_nothing(upstream_server: UpstreamServer, acme: Any, server_factory: Any) -> None:
+def test_a_failed_first_sync_registers_nothing(
+    protected_upstream: UpstreamProcess, acme: Any, server_factory: Any
+) -> None:
     server = server_factory(tenant=acme)
     with pytest.raises(CommandError, match="the first sync failed, nothing was registered: Could not connect"):
         run(
@@ -117,7 +128,7 @@ def test_a_failed_first_sync_registers_nothing(upstream_server: UpstreamServer, 
             "--name",
             "docs",
             "--url",
-            upstream_server.url,
+            protected_upstream.url,
             "--bind",
             server.server_id,
         )  # no Authorization: the upstream answers 401
@@ -127,49 +138,49 @@ def test_a_failed_first_sync_registers_nothing(upstream_server: UpstreamServer, 
 
 
 def test_sync_picks_up_a_new_upstream_tool_on_every_bound_server(
-    upstream_server: UpstreamServer, acme: Any, server_factory: Any
+    protected_upstream: UpstreamProcess, acme: Any, server_factory: Any
 ) -> None:
     server = server_factory(tenant=acme)
-    add(upstream_server, "--prefix", "gh_", "--bind", server.server_id)
-    upstream_server.grow("lookup")
+    add(protected_upstream, "--prefix", "gh_", "--bind", server.server_id)
+    protected_upstream.add_tool("lookup")
 
     report = json.loads(run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs", "--json")[0])
     assert report == {"ok": True, "error": "", "added": ["gh_lookup"], "updated": [], "removed": [], "skipped": []}
-    assert exposed(server.server_id, "acme")["tools"] == ["gh_echo", "gh_lookup"]
+    assert exposed(server.server_id, "acme")["tools"] == sorted([*prefixed("gh_"), "gh_lookup"])
     out, _ = run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
     assert out.strip() == "Nothing changed."
 
 
-def test_a_failed_sync_keeps_the_entries_and_says_why(upstream_server: UpstreamServer, acme: Any) -> None:
-    add(upstream_server)
-    Upstream.objects.filter(name="docs").update(url=upstream_server.url.replace("/mcp", "/nowhere"))
+def test_a_failed_sync_keeps_the_entries_and_says_why(protected_upstream: UpstreamProcess, acme: Any) -> None:
+    add(protected_upstream)
+    Upstream.objects.filter(name="docs").update(url=protected_upstream.url.replace("/mcp", "/nowhere"))
     with pytest.raises(CommandError, match="sync of 'docs' failed"):
         run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
-    assert Tool.objects.filter(upstream__name="docs").count() == 1
+    assert Tool.objects.filter(upstream__name="docs").count() == len(UPSTREAM_TOOLS)
     assert Upstream.objects.get(name="docs").last_sync_error
 
 
 def test_list_shows_upstreams_with_entries_sync_and_bindings(
-    upstream_server: UpstreamServer, acme: Any, server_factory: Any, tenant_factory: Any
+    protected_upstream: UpstreamProcess, acme: Any, server_factory: Any, tenant_factory: Any
 ) -> None:
     server = server_factory(tenant=acme)
-    add(upstream_server, "--prefix", "a_", "--bind", server.server_id)
+    add(protected_upstream, "--prefix", "a_", "--bind", server.server_id)
     tenant_factory(slug="globex")
-    add(upstream_server, "--prefix", "g_", tenant="globex", name="other")
+    add(protected_upstream, "--prefix", "g_", tenant="globex", name="other")
 
     rows = json.loads(run("mcp_upstream", "list", "--json")[0])
     assert [(row["tenant"], row["name"]) for row in rows] == [("acme", "docs"), ("globex", "other")]
     docs = rows[0]
-    assert docs["url"] == upstream_server.url
+    assert docs["url"] == protected_upstream.url
     assert docs["prefix"] == "a_"
-    assert docs["entries"] == 3
+    assert docs["entries"] == ENTRIES
     assert docs["last_synced_at"] and docs["last_sync_error"] == ""
     assert docs["bound"] == [server.server_id]
 
     only_globex = json.loads(run("mcp_upstream", "list", "--tenant", "globex", "--json")[0])
     assert [row["name"] for row in only_globex] == ["other"]
     text, _ = run("mcp_upstream", "list", "--tenant", "acme")
-    assert "docs\tacme\t" in text and "3 entries" in text and f"bound to {server.server_id}" in text
+    assert "docs\tacme\t" in text and f"{ENTRIES} entries" in text and f"bound to {server.server_id}" in text
 
 
 def test_list_hides_the_query_string(acme: Any, settings: Any) -> None:
@@ -179,11 +190,11 @@ def test_list_hides_the_query_string(acme: Any, settings: Any) -> None:
     assert "s3cret" not in run("mcp_upstream", "list")[0]
 
 
-def test_remove_takes_the_entries_with_it(upstream_server: UpstreamServer, acme: Any, server_factory: Any) -> None:
+def test_remove_takes_the_entries_with_it(protected_upstream: UpstreamProcess, acme: Any, server_factory: Any) -> None:
     server = server_factory(tenant=acme)
-    add(upstream_server, "--prefix", "gh_", "--bind", server.server_id)
+    add(protected_upstream, "--prefix", "gh_", "--bind", server.server_id)
     out, _ = run("mcp_upstream", "remove", "--tenant", "acme", "--name", "docs")
-    assert "Removed upstream docs of acme and its 3 entries." in out
+    assert f"Removed upstream docs of acme and its {ENTRIES} entries." in out
     assert not Upstream.objects.exists() and not UpstreamBinding.objects.exists()
     assert not Tool.objects.filter(name="gh_echo").exists()
     assert not Resource.objects.filter(uri="note://readme").exists()
@@ -225,19 +236,19 @@ def test_add_refuses_with_a_clear_message(acme: Any, settings: Any, args: tuple[
 
 
 def test_a_server_of_another_tenant_is_refused(
-    upstream_server: UpstreamServer, acme: Any, tenant_factory: Any, server_factory: Any
+    protected_upstream: UpstreamProcess, acme: Any, tenant_factory: Any, server_factory: Any
 ) -> None:
     theirs = server_factory(tenant=tenant_factory(slug="globex"))
     with pytest.raises(CommandError, match="belongs to another tenant"):
-        add(upstream_server, "--bind", theirs.server_id)
+        add(protected_upstream, "--bind", theirs.server_id)
     assert not Upstream.objects.exists()
     assert exposed(theirs.server_id, "globex")["tools"] == []
 
 
-def test_a_taken_name_and_unknown_upstreams_are_refused(upstream_server: UpstreamServer, acme: Any) -> None:
-    add(upstream_server)
+def test_a_taken_name_and_unknown_upstreams_are_refused(protected_upstream: UpstreamProcess, acme: Any) -> None:
+    add(protected_upstream)
     with pytest.raises(CommandError, match="already has an upstream named 'docs'"):
-        add(upstream_server)
+        add(protected_upstream)
     for action in ("sync", "remove"):
         with pytest.raises(CommandError, match="no upstream 'nope' in tenant 'acme'"):
             run("mcp_upstream", action, "--tenant", "acme", "--name", "nope")
@@ -258,7 +269,13 @@ def raw_secrets() -> tuple[str, str]:
 
 def test_rotate_secrets_re_encrypts_upstream_secrets(acme: Any, settings: Any) -> None:
     settings.MCP_APP = {**settings.MCP_APP, "SECRET_KEYS": [OLD_KEY]}
-    upstream = Upstream(tenant=acme, name="docs", url="https://mcp.example.com/mcp", oauth_client_id="client")
+    upstream = Upstream(
+        tenant=acme,
+        name="docs",
+        url="https://mcp.example.com/mcp",
+        oauth_client_id="client",
+        oauth_issuer="https://auth.example.com",
+    )
     upstream.set_secret_headers({"X-Api-Key": "k-1"})
     upstream.set_oauth_client_secret("client-secret")
     upstream.save()

@@ -23,18 +23,6 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
 
-# The real upstream servers (tests/federation/upstream_server.py) and failing endpoints, shared with the harness's
-# own tests.
-from tests.federation.conftest import (  # noqa: F401
-    down_url,
-    silent_url,
-    stateful_upstream,
-    stateless_upstream,
-    unique_tag,
-    upstream,
-    upstream_server,
-)
-
 WAIT_SECONDS = 20.0
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 LOOPBACK = "127.0.0.1"

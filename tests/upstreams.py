@@ -1,4 +1,5 @@
-"""Fixtures for the federation tests: real upstream MCP servers on loopback, and upstreams that fail.
+"""Real upstream MCP servers on loopback, and upstreams that fail: fixtures for every test that needs one
+(a plugin of ``tests/conftest.py``: the federation tests, the front doors' tests, the end-to-end tests).
 
 - ``stateful_upstream`` / ``stateless_upstream`` (session scope): one shared ``UpstreamProcess``
   (``tests/federation/upstream_server.py``) per mode. Shared, so a test must not stop it, and tags its events and
@@ -10,8 +11,10 @@
   without disturbing others); every upstream it made is stopped at the test's end.
 - ``down_url``: an MCP URL on a free 127.0.0.1 port that nobody listens on (connection refused at once).
 - ``silent_url``: an MCP URL whose server accepts connections and never answers a byte (for timeouts).
+- ``protected_upstream`` (function scope): a private stateful upstream answering 401 to any MCP request without
+  ``Authorization: TOKEN`` (what a tenant puts in a secret header), with loopback allow-listed for this test.
 
-Not here: the upstream server itself and its handle (``upstream_server.py``), anything about mcp-host.
+Not here: the upstream server itself and its handle (``federation/upstream_server.py``), anything about mcp-host.
 """
 
 from __future__ import annotations
@@ -21,16 +24,19 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import free_port
 from tests.federation.upstream_server import MODES, PATH, UpstreamProcess
 
+TOKEN = "Bearer upstream-secret-7f3a"
 
-def start_upstream(mode: str, directory: Path) -> UpstreamProcess:
+
+def start_upstream(mode: str, directory: Path, **options: Any) -> UpstreamProcess:
     port = free_port()
-    upstream = UpstreamProcess(mode, port, directory / f"upstream-{mode}-{port}.log")
+    upstream = UpstreamProcess(mode, port, directory / f"upstream-{mode}-{port}.log", **options)
     upstream.start()
     return upstream
 
@@ -104,3 +110,23 @@ def silent_url() -> Iterator[str]:
     thread.join(timeout=5)
     for connection in accepted:
         connection.close()
+
+
+@pytest.fixture
+def protected_upstream(settings: Any, tmp_path: Path) -> Iterator[UpstreamProcess]:
+    settings.MCP_APP = {**settings.MCP_APP, "OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.1"]}
+    upstream = start_upstream("stateful", tmp_path, authorization=TOKEN)
+    yield upstream
+    upstream.stop()
+
+
+# What the harness's upstream offers (tests/federation/upstream_server.py), as mcp-host imports it: tool names in
+# the upstream's listing order, resources and templates by URI, prompts by name.
+UPSTREAM_TOOLS = ("echo", "add", "slow", "ask_name", "summarize", "fail", "grow")
+UPSTREAM_RESOURCES = ("note://items/{id}", "note://readme")
+UPSTREAM_PROMPTS = ("greet",)
+
+
+def prefixed(prefix: str, names: tuple[str, ...] = UPSTREAM_TOOLS) -> list[str]:
+    """The upstream's names under ``prefix``, sorted (as listings by name show them)."""
+    return sorted(f"{prefix}{name}" for name in names)
