@@ -350,7 +350,7 @@ def probe_upstream(upstream: Upstream) -> dict[str, Any]:
     ``server_info``, ``capabilities`` and ``offers`` (upstream names by kind, before the prefix)."""
     from asgiref.sync import async_to_sync
 
-    from .catalog.resolver import endpoint_of
+    from .definitions.upstreams import endpoint_of
     from .federation.sync import describe_failure, fetch
 
     try:

@@ -164,6 +164,13 @@ async def open_client(
         max_response_bytes=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES),
         auth=_auth(endpoint),
     )
+    refusals: list[int] = []  # HTTP statuses of refused requests: the SDK reports them without their status
+
+    async def note_refusal(response: Any) -> None:
+        if response.status_code in (401, 403, 404) or response.status_code >= 500:
+            refusals.append(response.status_code)
+
+    http.event_hooks["response"].append(note_refusal)
     async with http:
         mode, prior = _negotiated.get(endpoint.key, ("auto", None))
         client = Client(
@@ -188,7 +195,8 @@ async def open_client(
             _negotiated.pop(endpoint.key, None)
             if _root(exc).__class__.__name__ == "ForbiddenAddress":
                 raise UpstreamForbidden(str(_root(exc))) from exc
-            raise UpstreamUnavailable(_describe(exc)) from exc
+            raise UpstreamUnavailable(_refused(refusals) or _describe(exc)) from exc
+        refusals.clear()  # a refused probe (server/discover on a handshake-era upstream) is not a failure
         try:
             session = client.session
             if session.discover_result is not None:
@@ -200,9 +208,25 @@ async def open_client(
                         warnings.simplefilter("ignore")  # logging/setLevel is deprecated by 2026-07-28, not before
                         async with asyncio.timeout(connect_timeout):
                             await client.set_logging_level("debug")
-            yield client
+            try:
+                yield client
+            except Exception as exc:
+                if refusals and not isinstance(exc, UpstreamUnavailable):
+                    raise UpstreamUnavailable(_refused(refusals)) from exc
+                raise
         finally:
             await client.__aexit__(None, None, None)
+
+
+def _refused(statuses: list[int]) -> str:
+    """What the upstream's last refusal says, for a person (no body: it may echo what was sent)."""
+    if not statuses:
+        return ""
+    status = statuses[-1]
+    reason = {401: "check its credentials", 403: "check its credentials", 404: "check the URL's path"}.get(
+        status, "the upstream failed"
+    )
+    return f"the upstream answered HTTP {status} ({reason})"
 
 
 def _root(exc: BaseException) -> BaseException:

@@ -119,7 +119,10 @@ def test_a_failed_first_sync_registers_nothing(
     protected_upstream: UpstreamProcess, acme: Any, server_factory: Any
 ) -> None:
     server = server_factory(tenant=acme)
-    with pytest.raises(CommandError, match="the first sync failed, nothing was registered: Could not connect"):
+    with pytest.raises(
+        CommandError,
+        match=r"the first sync failed, nothing was registered: Could not connect: the upstream answered HTTP 401 \(check its credentials\)",
+    ):
         run(
             "mcp_upstream",
             "add",
