@@ -133,8 +133,7 @@ DEFAULTS: dict[str, Any] = {
     "UPSTREAM_MAX_ENTRIES": 1000,
     # Catalog re-read by Celery beat (mcp_app.sync_upstreams) every so often (seconds); 0: only on demand.
     "UPSTREAM_SYNC_INTERVAL_SECONDS": 3600,
-    # Idle connections kept per upstream and process, and how long an idle one is kept (seconds).
-    "UPSTREAM_POOL_SIZE": 8,
+    # A process's connection to an upstream (shared by all its calls) is closed after this long unused (seconds).
     "UPSTREAM_POOL_IDLE_SECONDS": 300.0,
     # Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many
     # failures within the window open it; open, calls fail at once for the cool-down, then one call probes.
@@ -327,7 +326,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "UPSTREAM_MAX_RESPONSE_BYTES": (int,),
     "UPSTREAM_MAX_ENTRIES": (int,),
     "UPSTREAM_SYNC_INTERVAL_SECONDS": (int, float),
-    "UPSTREAM_POOL_SIZE": (int,),
     "UPSTREAM_POOL_IDLE_SECONDS": (int, float),
     "UPSTREAM_BREAKER_FAILURES": (int,),
     "UPSTREAM_BREAKER_WINDOW_SECONDS": (int, float),
