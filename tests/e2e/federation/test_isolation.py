@@ -79,3 +79,23 @@ def test_an_upstream_cannot_be_bound_to_another_tenants_server(
 
     assert not UpstreamBinding.objects.filter(server=stranger.server).exists()
     assert not ServerTool.objects.filter(server=stranger.server).exists()
+
+
+async def test_a_disabled_upstream_leaves_the_catalog_until_enabled_again(
+    stateless_upstream: UpstreamProcess, access_factory: Callable[..., Access], federate: Callable[..., Any]
+) -> None:
+    def build() -> tuple[Access, Any]:
+        access = access_factory(tools=())
+        return access, federate(access, stateless_upstream.url, prefix="d_")
+
+    access, upstream = await sync_to_async(build)()
+
+    def switch(enabled: bool) -> None:
+        upstream.enabled = enabled
+        upstream.save()
+
+    assert "d_echo" in await names(access)
+    await sync_to_async(switch)(False)
+    assert await names(access) == set()
+    await sync_to_async(switch)(True)
+    assert "d_echo" in await names(access)
