@@ -279,9 +279,12 @@ def register_upstream(upstream: Upstream, servers: list[McpServer] | tuple[McpSe
     """Save the new ``upstream``, import its catalog (first sync) and bind it whole to each of ``servers``.
 
     All or nothing: an invalid configuration, a server of another tenant, or a first sync that fails raises
-    ``OperationError`` with the reason, and nothing is registered. The row is only visible to other processes
-    once the sync has imported its entries (one transaction)."""
-    from .federation.sync import bind, sync_upstream
+    ``OperationError`` with the reason, and nothing is registered. The upstream's catalog is read first, with no
+    transaction open; the row, its entries and its bindings are then written in one transaction."""
+    from asgiref.sync import async_to_sync
+
+    from .definitions.upstreams import endpoint_of
+    from .federation.sync import apply, bind, describe_failure, fetch
 
     foreign = [server.server_id for server in servers if server.tenant_id != upstream.tenant_id]
     if foreign:
@@ -294,12 +297,13 @@ def register_upstream(upstream: Upstream, servers: list[McpServer] | tuple[McpSe
         upstream.full_clean(validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
         raise OperationError(_sentence(exc)) from exc
+    try:
+        remote = async_to_sync(fetch)(endpoint_of(upstream))
+    except Exception as exc:
+        raise OperationError(f"the first sync failed, nothing was registered: {describe_failure(exc)}") from exc
     with transaction.atomic():
         upstream.save()
-        report = sync_upstream(upstream)
-        if not report.ok:
-            upstream.pk = None
-            raise OperationError(f"the first sync failed, nothing was registered: {report.error}")
+        report = apply(upstream, remote)
         for server in servers:
             report.skipped.extend(bind(upstream, server))
     upstream.refresh_from_db()
