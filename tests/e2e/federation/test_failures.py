@@ -234,3 +234,14 @@ def test_an_entry_the_upstream_dropped_disappears_from_every_server(
     assert list(Tool.objects.filter(upstream=upstream).values_list("name", flat=True)) == ["up_echo"]
     for server in (access.server, other):
         assert list(ServerTool.objects.filter(server=server).values_list("tool__name", flat=True)) == ["up_echo"]
+
+
+async def test_an_answer_larger_than_the_bound_is_an_error_result(federated: tuple[Access, Any], settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "UPSTREAM_MAX_RESPONSE_BYTES": 4096}
+    access, _upstream = federated
+
+    small = result_of(await call(access, echo("x" * 100), timeout=10))
+    large = result_of(await call(access, echo("x" * 20_000), timeout=10))
+
+    assert small["content"][0]["text"] == "x" * 100
+    assert failure(large) in {"UPSTREAM_INVALID_REPLY", "UPSTREAM_UNAVAILABLE"}
