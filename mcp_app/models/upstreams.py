@@ -148,7 +148,11 @@ class Upstream(models.Model):
         blank=True,
         help_text="How often the catalog is re-read; empty: the operator's default (UPSTREAM_SYNC_INTERVAL_SECONDS).",
     )
-    enabled = models.BooleanField("enabled", default=True, help_text="Disabled: its entries leave every server's catalog until it is enabled again.")
+    enabled = models.BooleanField(
+        "enabled",
+        default=True,
+        help_text="Disabled: its entries leave every server's catalog until it is enabled again.",
+    )
     protocol_version = models.CharField("protocol version", max_length=32, blank=True, editable=False)
     server_info = models.JSONField("server info", null=True, blank=True, editable=False)
     capabilities = models.JSONField("capabilities", null=True, blank=True, editable=False)
