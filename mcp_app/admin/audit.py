@@ -115,6 +115,7 @@ class ToolCallAdmin(TenantScopedAdmin):
         "status",
         "duration",
         "error_code",
+        "upstream",
         "agent_key",
         "token_prefix",
         "server_key",
@@ -130,7 +131,7 @@ class ToolCallAdmin(TenantScopedAdmin):
         ("started_at", admin.DateFieldListFilter),
     )
     list_select_related = ("tenant",)
-    search_fields = ("tool_name", "request_id", "token_prefix", "task_id", "=arguments_digest")
+    search_fields = ("tool_name", "request_id", "token_prefix", "task_id", "=arguments_digest", "upstream")
     date_hierarchy = None  # a date filter instead: the hierarchy counts distinct dates over the whole log
     show_full_result_count = False  # no COUNT(*) over the whole log on every page
     list_per_page = 50
@@ -155,6 +156,8 @@ class ToolCallAdmin(TenantScopedAdmin):
         "protocol_version",
         "request_id",
         "task_id",
+        "upstream",
+        "upstream_ms",
     )
     readonly_fields = fields
     change_list_template = "admin/mcp_app/toolcall/change_list.html"

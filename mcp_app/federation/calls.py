@@ -82,6 +82,20 @@ _ENVELOPE = ("resultType", "ttlMs", "cacheScope")
 _OWN_META = "io.modelcontextprotocol/"
 
 
+def outcome_of(result: dict[str, Any]) -> str:
+    """``ok`` for a result the upstream gave (an ``isError`` one included), else the failure's code."""
+    if result.get("isError") is True:
+        content = result.get("content")
+        if isinstance(content, list) and len(content) == 2 and isinstance(content[1], dict):
+            try:
+                detail = orjson.loads(content[1].get("text", ""))
+            except orjson.JSONDecodeError:
+                return "ok"
+            if isinstance(detail, dict) and detail.get("error_type") == "upstream_error":
+                return str(detail.get("code"))
+    return "ok"
+
+
 def _dump(model: Any) -> dict[str, Any]:
     data: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
     for key in _ENVELOPE:

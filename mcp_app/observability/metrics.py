@@ -52,6 +52,14 @@ TOOL_CALL_SECONDS = Histogram(
     namespace=NAMESPACE,
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
 )
+UPSTREAM_CALL_SECONDS = Histogram(
+    "upstream_call_duration_seconds",
+    "Exchanges with upstream MCP servers (tools/call, resources/read, prompts/get), by upstream (the tenant's "
+    "slug and the upstream's name) and outcome: ok (it answered, an error result included) or the failure's code.",
+    ["upstream", "outcome"],
+    namespace=NAMESPACE,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, float("inf")),
+)
 SSE_STREAMS = Gauge(
     "sse_streams",
     "Server-sent-event responses currently open.",
@@ -132,6 +140,11 @@ def record_request(http_method: str, rpc_method: str, era: str, status: int, sec
 def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
     """One finished ``tools/call`` run; ``outcome`` is one of ``TOOL_OUTCOMES``."""
     TOOL_CALL_SECONDS.labels(tool, outcome).observe(seconds)
+
+
+def record_upstream_call(upstream: str, outcome: str, seconds: float) -> None:
+    """One exchange with an upstream MCP server (``federation.calls``); ``outcome``: ``ok`` or a failure code."""
+    UPSTREAM_CALL_SECONDS.labels(upstream, outcome).observe(seconds)
 
 
 def stream_opened() -> None:

@@ -178,11 +178,18 @@ class InlineRunner:
             return await call_webhook(target, tool.name, arguments, call)
         if isinstance(target, UpstreamToolTarget):
             validate_arguments(tool, arguments)
+            started = time.perf_counter()
             answer = await upstream_calls.call_tool(
                 target, tool.name, arguments, call, deadline_seconds=tool.timeout, state=verify_state(call, tool.name)
             )
             if isinstance(answer, InputRequired):
                 return input_required_result(call, tool.name, answer)
+            principal = call.request.principal
+            metrics.record_upstream_call(
+                f"{principal.tenant if principal else '-'}/{target.endpoint.name}",
+                upstream_calls.outcome_of(answer),
+                time.perf_counter() - started,
+            )
             return answer
         if isinstance(target, PythonTarget):
             return await self._call_python(tool, target.registered, arguments, call)

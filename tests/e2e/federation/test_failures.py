@@ -245,3 +245,34 @@ async def test_an_answer_larger_than_the_bound_is_an_error_result(federated: tup
 
     assert small["content"][0]["text"] == "x" * 100
     assert failure(large) in {"UPSTREAM_INVALID_REPLY", "UPSTREAM_UNAVAILABLE"}
+
+
+async def test_upstream_exchanges_are_measured_by_outcome(
+    federated: tuple[Access, Any], private_upstream: UpstreamProcess, settings: Any
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    token = "scrape-secret-for-tests"
+    settings.MCP_APP = {**settings.MCP_APP, "METRICS_TOKEN": token}
+    access, upstream = federated
+    label = f"{access.tenant.slug}/{upstream.name}"
+
+    async def count(outcome: str) -> float:
+        reply = await call(
+            access, method="GET", path="/metrics", query="", headers={"authorization": f"Bearer {token}"}
+        )
+        for family in text_string_to_metric_families(reply.body.decode()):
+            for sample in family.samples:
+                if sample.name == "mcp_upstream_call_duration_seconds_count" and sample.labels == {
+                    "upstream": label,
+                    "outcome": outcome,
+                }:
+                    return sample.value
+        return 0.0
+
+    ok, down = await count("ok"), await count("UPSTREAM_UNAVAILABLE")
+    await call(access, echo(), timeout=10)
+    private_upstream.stop()
+    await call(access, echo(), timeout=10)
+
+    assert (await count("ok") - ok, await count("UPSTREAM_UNAVAILABLE") - down) == (1, 1)
