@@ -195,6 +195,9 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
     )
     prefix = upstream.prefix
     with transaction.atomic():
+        # One sync of an upstream at a time across processes (every process that heard its list_changed syncs
+        # it): the row lock makes the later ones find the entries the first wrote, and change nothing.
+        Upstream.objects.select_for_update().filter(pk=upstream.pk).first()
         # Tools.
         existing = {tool.remote_name: tool for tool in Tool.objects.filter(upstream=upstream)}
         taken = set(
