@@ -3,6 +3,7 @@ prompts, URI-template matching (linear-time, ``definitions.patterns``), and curs
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -66,6 +67,18 @@ def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
 def render_static_prompt(messages: Sequence[Mapping[str, Any]], arguments: Mapping[str, str]) -> list[dict[str, Any]]:
     """The configured messages with ``{argument}`` placeholders filled in (unknown placeholders stay)."""
     return [_fill(dict(message), arguments) for message in messages]
+
+
+def validate_uri_template(template: str) -> None:
+    """Raise ``ValueError`` for a template with two variables side by side (``{a}{b}``): where one ends and the
+    next begins would be arbitrary. Refused when a tenant saves a resource and when one is synced from an
+    upstream; matching stays linear-time whatever the template (``template_pattern``)."""
+    found = [(match.start(), match.end()) for match in _PLACEHOLDER.finditer(template)]
+    for (_, end), (start, _) in itertools.pairwise(found):
+        if end == start:
+            raise ValueError(
+                "Two URI template variables side by side ({a}{b}) cannot be told apart; put a literal between them."
+            )
 
 
 def template_pattern(template: str) -> UriTemplate:

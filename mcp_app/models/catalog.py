@@ -13,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages
+from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages, validate_uri_template
 from ..definitions.registry import registry
 from ..definitions.static import validate_static_config
 from .limits import rate_burst_field, rate_limit_field
@@ -343,6 +343,11 @@ class Resource(models.Model):
             raise ValidationError(
                 {"is_template": "Mark the resource as a template exactly when its URI has {variables}."}
             )
+        if self.is_template:
+            try:
+                validate_uri_template(self.uri)
+            except ValueError as exc:
+                raise ValidationError({"uri": str(exc)}) from exc
         if self.kind == self.Kind.PYTHON:
             if registry.resource(self.python_name or "") is None:
                 raise ValidationError({"python_name": f"No resource named {self.python_name!r} is registered in code."})

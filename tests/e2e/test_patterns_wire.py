@@ -5,6 +5,9 @@ about N⁷ in ``resources/read`` of a crafted URI (2.6 s at 42 characters), and 
 ``^(a+)+$`` doubled per character (0.6 s at 24 ``a``s and ``!``), both on the event loop: another tenant's
 ``echo`` on the same process waited seconds. Both are matched by RE2 now (``mcp_app.definitions.patterns``):
 here tenant A replays both attacks while tenant B's ``echo`` latency stays within a bound of its own baseline.
+Adjacent variables are refused at save now, so that template is stored as a row saved before the check; a
+template that is accepted, with a literal between its variables, backtracks in ``re`` too (6 s at 50
+characters) and is replayed as well. The sync's refusal: ``tests/e2e/federation/test_sync.py``.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from tests.helpers import endpoint, post_headers, rpc
 
 pytestmark = pytest.mark.e2e
 
-TEMPLATE = "probe://{a}{b}{c}{d}{e}{f}{g}{h}/end"
+ADJACENT = "probe://{a}{b}{c}{d}{e}{f}{g}{h}/end"
+SEPARATED = "sep://{a}-{b}-{c}-{d}-{e}-{f}-{g}-{h}/end"
 EVIL_REGEX = "^(a+)+$"
-EVIL_URI = "probe://" + "x" * 42  # no "/end": every split of the 42 characters is tried by a backtracker
+# No "/end": every split of the characters is tried by a backtracker (seconds each in re at 7eabff9).
+EVIL_URIS = ("probe://" + "x" * 42, "sep://" + "-" * 46)
 EVIL_TEXT = "a" * 26 + "!"  # ~2 s in re at 7eabff9, doubling per character
 ROUNDS = 4  # each attack, this many times during the victim's calls
 VICTIM_CALLS = 30
@@ -36,7 +41,9 @@ ERA = {"MCP-Protocol-Version": "2025-11-25"}
 
 @pytest.fixture
 def tenants(transactional_db: None, access_factory: Callable[..., Access]) -> tuple[Access, Access]:
-    """Tenant A: a static tool matching ``EVIL_REGEX`` and the ``TEMPLATE`` resource; tenant B: ``echo``."""
+    """Tenant A: a static tool matching ``EVIL_REGEX`` and the two template resources; tenant B: ``echo``."""
+    from django.core.exceptions import ValidationError
+
     from mcp_app.models import Resource, ServerResource, ServerTool, Tool
 
     attacker, victim = access_factory(tools=()), access_factory(tools=("echo",))
@@ -54,10 +61,15 @@ def tenants(transactional_db: None, access_factory: Callable[..., Access]) -> tu
     probe.full_clean()  # what the admin and the API run: the regex is accepted
     probe.save()
     ServerTool.objects.create(server=attacker.server, tool=probe, position=0)
-    resource = Resource(tenant=attacker.tenant, uri=TEMPLATE, name="probe", is_template=True, text="{a}|{h}")
-    resource.full_clean()
-    resource.save()
-    ServerResource.objects.create(server=attacker.server, resource=resource, position=0)
+    adjacent = Resource(tenant=attacker.tenant, uri=ADJACENT, name="probe", is_template=True, text="{a}|{h}")
+    with pytest.raises(ValidationError, match="side by side"):
+        adjacent.full_clean()
+    adjacent.save()  # as stored before the check
+    separated = Resource(tenant=attacker.tenant, uri=SEPARATED, name="sep", is_template=True, text="{a}|{h}")
+    separated.full_clean()
+    separated.save()
+    for position, resource in enumerate((adjacent, separated)):
+        ServerResource.objects.create(server=attacker.server, resource=resource, position=position)
     return attacker, victim
 
 
@@ -94,6 +106,8 @@ async def test_crafted_uris_and_regex_inputs_do_not_stall_another_tenant(
         # The patterns still mean what they say.
         read = await post(rpc("resources/read", {"uri": "probe://abcdefghij/end"}))
         assert read["result"]["contents"][0]["text"] == "abc|j"  # leftmost-first, as before
+        read = await post(rpc("resources/read", {"uri": "sep://a-b-c-d-e-f-g-h-i/end"}))
+        assert read["result"]["contents"][0]["text"] == "a-b|i"  # the leftmost variable takes the most, as re did
         matched = await post(rpc("tools/call", {"name": "probe", "arguments": {"text": "aaaa"}}))
         assert matched["result"]["content"][0]["text"] == "match"
 
@@ -104,7 +118,7 @@ async def test_crafted_uris_and_regex_inputs_do_not_stall_another_tenant(
         async def attack() -> None:
             for _ in range(ROUNDS):
                 for body in (
-                    rpc("resources/read", {"uri": EVIL_URI}),
+                    *(rpc("resources/read", {"uri": uri}) for uri in EVIL_URIS),
                     rpc("tools/call", {"name": "probe", "arguments": {"text": EVIL_TEXT}}),
                 ):
                     started = time.monotonic()
