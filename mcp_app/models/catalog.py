@@ -13,6 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from ..definitions.patterns import check_schema_patterns
 from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages, validate_uri_template
 from ..definitions.registry import registry
 from ..definitions.static import validate_static_config
@@ -44,6 +45,10 @@ def validate_object_schema(value: Any) -> None:
         raise ValidationError(f"Not a valid JSON Schema (2020-12): {exc.message}") from exc
     if value.get("type", "object") != "object":
         raise ValidationError('Tool schemas must describe an object ("type": "object").')
+    try:
+        check_schema_patterns(value)  # matched in linear time on the event loop (definitions.patterns)
+    except ValueError as exc:
+        raise ValidationError(f"Not a schema mcp-host can check in linear time: {exc}") from exc
 
 
 _validate_object_schema = validate_object_schema  # the name older migrations refer to
