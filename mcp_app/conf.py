@@ -219,8 +219,9 @@ DEFAULTS: dict[str, Any] = {
     # New streams are refused with 503 once fewer than this many file descriptors are left under the process's
     # RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one.
     "FD_RESERVE": 128,
-    # Brute force (mcp_app.limits.bruteforce): failed authentications per source address, per second and in a
-    # burst, before the address gets 429 instead of 401; how long an unknown token is refused without a query;
+    # Brute force (mcp_app.limits.bruteforce): failed authentications per source address and per token prefix, per
+    # second and in a burst, before the address's (or prefix's) failures get 429 instead of 401 (a valid token is
+    # never refused); how long an unknown token is refused without a query;
     # at most one failure log line per this many seconds.
     "AUTH_FAILURE_RATE": 1.0,
     "AUTH_FAILURE_BURST": 20,

@@ -5,6 +5,8 @@
 - ``static``: the behaviour of ``static`` tools (canned results, cases, delays) and its validation;
 - ``http_tools``: the configuration rules of ``http`` tools and the handling of their secret headers;
 - ``prompts``: prompt templates (placeholders, arguments, messages) and their validation;
+- ``patterns``: what tenants write that is matched on the event loop (regexes, URI templates, JSON Schema
+  patterns), matched by RE2 in linear time, and the refusal of what RE2 cannot run;
 - ``targets``: what the catalog resolves an entry to and a runner runs (``PythonTarget``, ``StaticTarget``,
   ``HttpTarget``, ...).
 

@@ -1,11 +1,14 @@
 """Prompt and resource catalog helpers: validation of configured arguments and messages, rendering of static
-prompts, URI-template matching, and cursor pagination. Pure functions, shared by models and handlers."""
+prompts, URI-template matching (linear-time, ``definitions.patterns``), and cursor pagination. Pure functions, shared by models and handlers."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from .patterns import UriTemplate
 
 _ROLES = {"user", "assistant"}
 _CONTENT_TYPES = {"text", "image", "audio", "resource", "resource_link"}
@@ -66,16 +69,22 @@ def render_static_prompt(messages: Sequence[Mapping[str, Any]], arguments: Mappi
     return [_fill(dict(message), arguments) for message in messages]
 
 
-def template_pattern(template: str) -> re.Pattern[str]:
-    """A regex matching URIs of a simple RFC 6570 template (``{var}`` expands to one path segment)."""
-    parts = []
-    position = 0
-    for match in _PLACEHOLDER.finditer(template):
-        parts.append(re.escape(template[position : match.start()]))
-        parts.append(f"(?P<{match.group(1)}>[^/?#]+)")
-        position = match.end()
-    parts.append(re.escape(template[position:]))
-    return re.compile("^" + "".join(parts) + "$")
+def validate_uri_template(template: str) -> None:
+    """Raise ``ValueError`` for a template with two variables side by side (``{a}{b}``): where one ends and the
+    next begins would be arbitrary. Refused when a tenant saves a resource and when one is synced from an
+    upstream; matching stays linear-time whatever the template (``template_pattern``)."""
+    found = [(match.start(), match.end()) for match in _PLACEHOLDER.finditer(template)]
+    for (_, end), (start, _) in itertools.pairwise(found):
+        if end == start:
+            raise ValueError(
+                "Two URI template variables side by side ({a}{b}) cannot be told apart; put a literal between them."
+            )
+
+
+def template_pattern(template: str) -> UriTemplate:
+    """The matcher of URIs of a simple RFC 6570 template (``{var}`` expands to one path segment), in linear time
+    whatever the template (``definitions.patterns``)."""
+    return UriTemplate(template)
 
 
 def template_variables(template: str) -> list[str]:

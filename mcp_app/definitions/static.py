@@ -7,7 +7,8 @@ its conditions hold:
 - ``"equals": {"arg": value, …}``: the argument equals the value (JSON equality);
 - ``"contains": {"arg": value, …}``: a string argument contains the substring, or a list argument the element;
 - ``"pointer": [{"pointer": "/a/0/b", <predicate>}, …]``: the value at an RFC 6901 JSON pointer into the
-  arguments satisfies one predicate: ``"equals"``, ``"contains"``, ``"matches"`` (a regular expression, searched)
+  arguments satisfies one predicate: ``"equals"``, ``"contains"``, ``"matches"`` (a regular expression, searched;
+  RE2 syntax, so matched in linear time, and refused at save when RE2 cannot run it: ``definitions.patterns``)
   or ``"exists"`` (true/false).
 
 A delay and a number of progress notifications (sent only to clients that asked for progress, spread over the
@@ -17,12 +18,12 @@ delay) make slow or chatty tools for clients under test.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.errors import ProtocolError
+from .patterns import compile_regex, regex_search
 
 _CONTENT_TYPES = {"text", "image", "audio", "resource", "resource_link"}
 _PREDICATES = ("equals", "contains", "matches", "exists")
@@ -85,8 +86,8 @@ def _validate_case(case: Any, index: int) -> None:
             raise ValueError(f"{where}: each pointer condition needs exactly one of {', '.join(_PREDICATES)}.")
         if "matches" in condition:
             try:
-                re.compile(condition["matches"])
-            except (re.error, TypeError) as exc:
+                compile_regex(condition["matches"])
+            except ValueError as exc:
                 raise ValueError(f"{where}: invalid regular expression: {exc}") from exc
     if not any(key in case for key in ("equals", "contains", "pointer")):
         raise ValueError(f"{where} has no condition; put an unconditional answer in the tool's result or error.")
@@ -141,7 +142,7 @@ def _holds(value: Any, condition: dict[str, Any]) -> bool:
         return bool(value == condition["equals"])
     if "contains" in condition:
         return _contains(value, condition["contains"])
-    return isinstance(value, str) and re.search(condition["matches"], value) is not None
+    return isinstance(value, str) and regex_search(condition["matches"], value)
 
 
 def case_matches(case: dict[str, Any], arguments: dict[str, Any]) -> bool:

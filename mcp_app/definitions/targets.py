@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 
+from .patterns import schema_validator
 from .static import StaticBehaviour
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class StaticTarget:
 
     @functools.cached_property
     def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        return schema_validator(self.input_schema)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class HttpTarget:
 
     @functools.cached_property
     def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        return schema_validator(self.input_schema)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from jsonschema import Draft202012Validator
 
 from ..conf import mcp_settings
 from .http_tools import validate_url
+from .patterns import schema_validator
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]{0,64}$")
@@ -91,7 +92,7 @@ class UpstreamToolTarget:
 
     @functools.cached_property
     def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        return schema_validator(self.input_schema)
 
 
 @dataclass(frozen=True)

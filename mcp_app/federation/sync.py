@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..conf import mcp_settings
+from ..definitions.prompts import validate_uri_template
 from ..definitions.upstreams import UpstreamEndpoint, prefixed
 from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, unreachable
 
@@ -179,6 +180,15 @@ def _prompt_fields(remote: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _template_problem(uri: str) -> str | None:
+    """Why a template is refused as a tenant's would be (``validate_uri_template``), else ``None``."""
+    try:
+        validate_uri_template(uri)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _changed(entry: Any, fields: dict[str, Any]) -> bool:
     return any(getattr(entry, name) != value for name, value in fields.items())
 
@@ -260,6 +270,10 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
                 continue
             if uri in taken_uris:
                 report.skipped.append(f"resource {uri!r}: the tenant's catalog already has a resource of that URI")
+                continue
+            problem = _template_problem(uri) if template else None
+            if problem is not None:
+                report.skipped.append(f"resource {uri[:100]!r}: {problem}")
                 continue
             if uri in seen_uris:
                 continue

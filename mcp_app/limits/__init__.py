@@ -4,8 +4,8 @@
 - ``caps``: concurrent streams (leases) and live sessions per tenant and agent, and the process's guard on file
   descriptors (503 before they run out); running inline tasks are capped where their rows are written
   (``ToolTask.objects.check_inline_cap``);
-- ``bruteforce``: failed authentication throttled per source address, a negative cache of unknown token prefixes,
-  sampled failure logs.
+- ``bruteforce``: failed authentication throttled per source address and per token prefix (never a valid token),
+  a negative cache of unknown token prefixes, sampled failure logs.
 
 Each has an in-process backend (the embedded default) and a Redis backend shared by every process
 (``mcp_host.settings`` chooses it whenever ``REDIS_URL`` is set). Limits come from the cached token snapshot and

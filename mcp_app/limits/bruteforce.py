@@ -1,15 +1,23 @@
-"""Brute force on the MCP endpoint: failed authentication throttled per source address, a negative cache of
-unknown tokens, and sampled failure logs (docs/limits.md).
+"""Brute force on the MCP endpoint: failed authentication throttled by what fails (the presented token's prefix,
+and the source address of requests that do not authenticate), a negative cache of unknown tokens, and sampled
+failure logs (docs/limits.md).
 
-The contract:
+Agents of many tenants share egress addresses (agent platforms, NAT, proxies): one client's wrong tokens must
+never cost another client's valid token anything. Hence the contract:
 
-- ``await failed(address)``: a request from ``address`` failed authentication (401). It draws one token of the
-  address's failure bucket (``AUTH_FAILURE_RATE`` per second, bursts of ``AUTH_FAILURE_BURST``; the buckets of
-  ``mcp_app.limits.rates``, so in Redis the count is fleet-wide) and returns ``RateLimited`` (scope
-  ``"address"``) once the burst is spent, else ``None``. The address is then *blocked* in this process until
-  the bucket has room again: ``blocked(address)`` answers that from memory, so the edge refuses the address's
-  next requests with 429 before any authentication work (no lookup, no round trip). A process that has not
-  seen the address fail learns of the block at its first failure from it.
+- ``await failed(address, raw)``: a request from ``address`` presenting ``raw`` (the bearer token, ``None`` or
+  ``""`` without one) failed authentication (401). It draws one token from the address's failure bucket and,
+  when ``raw`` has the token shape ``mcp_<prefix>_<secret>``, from the prefix's (each ``AUTH_FAILURE_RATE`` per
+  second, bursts of ``AUTH_FAILURE_BURST``; the buckets of ``mcp_app.limits.rates``, so in Redis the counts are
+  fleet-wide), and returns ``RateLimited`` (scope ``"address"`` or ``"token"``) once either is spent, else
+  ``None``. The spent bucket is then *blocked* in this process until it has room again.
+- ``blocked(address, raw)`` answers from memory whether a request may be refused before any authentication work
+  (no lookup, no round trip): only a request that cannot authenticate, i.e. one without a token or with a
+  malformed one from a blocked address, or one whose token this process already knows to be unknown
+  (``unknown``) from a blocked address or under a blocked prefix. A token that may be valid is always looked up
+  (one indexed query when this process has not cached it): a valid token is served whatever its address or
+  prefix did, a wrong one is answered 429 by ``failed`` and joins the negative cache. A process that has not seen
+  the address or prefix fail learns of the block at its first failure from it.
 - ``unknown(raw)`` / ``remember_unknown(raw)`` (sync): a token whose display prefix no token has, or whose digest
   matches no usable token, is remembered for ``AUTH_NEGATIVE_CACHE_SECONDS``; ``transport.auth`` then refuses it
   without a query. A token issued since is at most that late to be recognised only if its random 32-bit prefix
@@ -19,7 +27,8 @@ The contract:
   ``observability.asgi``).
 
 Behind a reverse proxy the address is the proxy's unless daphne is told to trust its headers
-(``--proxy-headers``; docs/deployment.md).
+(``--proxy-headers``; docs/deployment.md); the address block then refuses only the proxy's unauthenticated
+requests, never its valid tokens.
 """
 
 from __future__ import annotations
@@ -82,32 +91,45 @@ def client_address(scope: dict[str, Any]) -> str:
     return str(client[0]) if client else "-"
 
 
-def blocked(address: str) -> RateLimited | None:
-    """The refusal for an address that spent its failures, while its block lasts (memory only)."""
-    left = _blocked.remaining(address)
-    if not left:
+def blocked(address: str, raw: str | None) -> RateLimited | None:
+    """The refusal, from memory, for a request that cannot authenticate while its address or token prefix is
+    blocked; ``None`` for any request whose token may be valid (see the docstring)."""
+    prefix = _prefix(raw) if raw else None
+    if prefix is not None and not unknown(raw or ""):
+        return None  # only a lookup can tell a valid token from a wrong one
+    waits = {"address": _blocked.remaining(f"a:{address}")}
+    if prefix is not None:
+        waits["token"] = _blocked.remaining(f"t:{prefix}")
+    scope = max(waits, key=waits.__getitem__)
+    if not waits[scope]:
         return None
     metrics.auth_failed("throttled")
-    return _refusal(int(left * 1000) + 1)
+    return _refusal(scope, int(waits[scope] * 1000) + 1)
 
 
 def _limit() -> rates.Limit:
     return rates.Limit(float(mcp_settings.AUTH_FAILURE_RATE), int(mcp_settings.AUTH_FAILURE_BURST))
 
 
-def _refusal(wait_ms: int) -> RateLimited:
+def _refusal(scope: str, wait_ms: int) -> RateLimited:
     limit = _limit()
-    return RateLimited("address", max(1, wait_ms), limit.rate, limit.burst)
+    return RateLimited(scope, max(1, wait_ms), limit.rate, limit.burst)
 
 
-async def failed(address: str) -> RateLimited | None:
-    """Count a failed authentication of ``address``; the refusal once it is over its burst, see the docstring."""
+async def failed(address: str, raw: str | None) -> RateLimited | None:
+    """Count a failed authentication of ``address`` presenting ``raw``; the refusal once the address or the
+    token's prefix is over its burst, see the docstring."""
+    buckets = [rates.Bucket("address", f"f:a:{address}", _limit())]
+    prefix = _prefix(raw) if raw else None
+    if prefix is not None:
+        buckets.append(rates.Bucket("token", f"f:t:{prefix}", _limit()))
     try:
-        await rates.take([rates.Bucket("address", f"f:{address}", _limit())])
+        await rates.take(buckets)
     except RateLimited as refused:
-        _blocked.put(address, refused.retry_after_ms / 1000)
+        key = f"a:{address}" if refused.scope == "address" else f"t:{prefix}"
+        _blocked.put(key, refused.retry_after_ms / 1000)
         metrics.auth_failed("throttled")
-        return _refusal(refused.retry_after_ms)
+        return _refusal(refused.scope, refused.retry_after_ms)
     metrics.auth_failed("refused")
     return None
 

@@ -62,7 +62,7 @@ class Limit:
 
 @dataclass(frozen=True, slots=True)
 class Bucket:
-    scope: str  # "tenant", "agent" or "tool"
+    scope: str  # "tenant", "agent" or "tool"; "address" or "token" for failed authentications (bruteforce)
     key: str  # the bucket's name within its backend
     limit: Limit
     cost: int = 1

@@ -13,7 +13,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages
+from ..definitions.patterns import check_schema_patterns
+from ..definitions.prompts import validate_prompt_arguments, validate_prompt_messages, validate_uri_template
 from ..definitions.registry import registry
 from ..definitions.static import validate_static_config
 from .limits import rate_burst_field, rate_limit_field
@@ -44,6 +45,10 @@ def validate_object_schema(value: Any) -> None:
         raise ValidationError(f"Not a valid JSON Schema (2020-12): {exc.message}") from exc
     if value.get("type", "object") != "object":
         raise ValidationError('Tool schemas must describe an object ("type": "object").')
+    try:
+        check_schema_patterns(value)  # matched in linear time on the event loop (definitions.patterns)
+    except ValueError as exc:
+        raise ValidationError(f"Not a schema mcp-host can check in linear time: {exc}") from exc
 
 
 _validate_object_schema = validate_object_schema  # the name older migrations refer to
@@ -343,6 +348,11 @@ class Resource(models.Model):
             raise ValidationError(
                 {"is_template": "Mark the resource as a template exactly when its URI has {variables}."}
             )
+        if self.is_template:
+            try:
+                validate_uri_template(self.uri)
+            except ValueError as exc:
+                raise ValidationError({"uri": str(exc)}) from exc
         if self.kind == self.Kind.PYTHON:
             if registry.resource(self.python_name or "") is None:
                 raise ValidationError({"python_name": f"No resource named {self.python_name!r} is registered in code."})

@@ -7,10 +7,9 @@ read it and send its wire forms, computed once. A descriptor's ``target`` is opa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .handshake_tasks import tool_execution
 from .versions import ALL_VERSIONS
@@ -72,6 +71,13 @@ class ToolDescriptor:
         return wire
 
 
+class UriMatcher(Protocol):
+    """A URI template's matcher: the variables of a URI it matches whole, else ``None``. It must run in time
+    linear in the URI (it runs on the event loop; ``mcp_app.definitions.patterns.UriTemplate``)."""
+
+    def match(self, uri: str) -> dict[str, str] | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceDescriptor:
     """One resource, or one URI template of resources (``is_template``), as a server exposes it."""
@@ -83,7 +89,7 @@ class ResourceDescriptor:
     description: str | None = None
     mime_type: str | None = None
     annotations: Mapping[str, Any] | None = None
-    pattern: re.Pattern[str] | None = None
+    pattern: UriMatcher | None = None
     target: Any = None
     ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
@@ -102,8 +108,7 @@ class ResourceDescriptor:
     def match(self, uri: str) -> dict[str, str] | None:
         if self.pattern is None:
             return {} if uri == self.uri else None
-        found = self.pattern.match(uri)
-        return found.groupdict() if found else None
+        return self.pattern.match(uri)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ import pydantic
 from jsonschema import Draft202012Validator
 
 from ..definitions.context import InputRequired, ToolError, ToolResult
+from ..definitions.patterns import schema_validator
 from ..definitions.prompts import fill_placeholders, render_static_prompt
 from ..definitions.targets import (
     FunctionTarget,
@@ -293,7 +294,7 @@ def _output_validator(tool: ToolDescriptor) -> Draft202012Validator:
 @functools.lru_cache(maxsize=1024)
 def _schema_validator(schema_json: bytes) -> Draft202012Validator:
     """Compiled validators, shared by every tool publishing the same schema."""
-    return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return schema_validator(orjson.loads(schema_json))
 
 
 def validate_arguments(tool: ToolDescriptor, arguments: dict[str, Any]) -> None:

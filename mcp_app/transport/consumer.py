@@ -9,7 +9,8 @@ What the edge owns, in the order a request meets it:
 1. ``OPTIONS``: CORS preflight (``transport.cors``), decided from the cached server snapshot: no query, no hop;
 2. method (405 with ``Allow``), ``Host`` (421);
 3. authentication and authorization (``transport.auth.admit``: 401/403/404 from the per-process caches); an
-   address that keeps failing authentication gets 429 instead (``mcp_app.limits.bruteforce``);
+   address or token prefix that keeps failing authentication gets 429 instead, never a valid token
+   (``mcp_app.limits.bruteforce``);
    the rate limits of the tenant, agent and tools called (``mcp_app.limits.rates``: 429 with ``Retry-After``;
    a POST is drawn once decoded, through ``_PostExchange.admit``, so its tools count too);
 4. ``Origin`` (403) and the CORS headers of every later answer;
@@ -57,7 +58,7 @@ from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
 from ..protocol.errors import InvalidRequest, JsonRpcId, ProtocolError, RateLimited, ServiceUnavailable, error_response
 from . import cors, sse
-from .auth import AccessDenied, AccessGrant, admit
+from .auth import AccessDenied, AccessGrant, admit, bearer_token
 from .backchannel import BackChannel
 from .membership import Membership
 from .security import accepts, canonical_origin, host_allowed, is_json_content_type, origin_allowed, same_origin
@@ -364,8 +365,9 @@ class McpConsumer(AsyncConsumer):
         agent_id = (query.get("agentId") or [None])[0]
         server_id = self.scope["url_route"]["kwargs"]["server_id"]
         address = bruteforce.client_address(self.scope)
-        throttled = bruteforce.blocked(address)
-        if throttled is not None:  # spent its failed authentications: no more lookups for a while
+        raw_token = bearer_token(self._header("authorization"))
+        throttled = bruteforce.blocked(address, raw_token)
+        if throttled is not None:  # cannot authenticate, and spent its failures: no more lookups for a while
             await self._rate_limited(throttled, None)
             return
         try:
@@ -377,7 +379,7 @@ class McpConsumer(AsyncConsumer):
         except AccessDenied as denied:
             if denied.status == 401:
                 bruteforce.log_failure(address, 401)
-                throttled = await bruteforce.failed(address)
+                throttled = await bruteforce.failed(address, raw_token)
                 if throttled is not None:
                     await self._rate_limited(throttled, None)
                     return

@@ -57,3 +57,29 @@ def test_the_scheduled_sync_reads_the_upstreams_that_are_due(
     assert f"due_new_{unique_tag}" in imported(due)
     assert f"recent_new_{unique_tag}" not in imported(recent)
     assert f"off_new_{unique_tag}" not in imported(disabled)
+
+
+def test_a_template_whose_variables_sit_side_by_side_is_skipped_as_at_save(
+    allow_loopback: None, access_factory: Callable[..., Access]
+) -> None:
+    """Issue 25 #12: where ``{a}{b}`` splits is arbitrary, and such a template is refused in the admin and the
+    API; one synced from an upstream is skipped alike, and reported (matching is linear-time either way)."""
+    from mcp_app.federation.sync import RemoteCatalog, apply
+    from mcp_app.models import Resource, Upstream
+
+    access = access_factory(tools=())
+    upstream = Upstream.objects.create(tenant=access.tenant, name="tpl", url="http://127.0.0.1:9/mcp", prefix="tpl_")
+    remote = RemoteCatalog(
+        protocol_version="2026-07-28",
+        server_info=None,
+        capabilities={"resources": {}},
+        templates=[
+            {"uriTemplate": "probe://{a}{b}/end", "name": "adjacent"},
+            {"uriTemplate": "probe://{a}-{b}/end", "name": "separated"},
+        ],
+    )
+
+    report = apply(upstream, remote)
+
+    assert list(Resource.objects.filter(upstream=upstream).values_list("uri", flat=True)) == ["probe://{a}-{b}/end"]
+    assert [line for line in report.skipped if "probe://{a}{b}/end" in line and "side by side" in line], report

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import override_settings
 
@@ -90,3 +92,35 @@ async def test_structured_content_is_also_serialised_as_text(access, orm, tool_f
     result = (await call(access, rpc("tools/call", {"name": "structured", "arguments": {}}))).json()["result"]
     assert result["content"] == [{"type": "text", "text": '{"temp":3}'}]
     assert result["structuredContent"] == {"temp": 3}
+
+
+async def test_an_input_schema_pattern_is_matched_in_linear_time(access, orm, tool_factory):
+    """Issue 25 #13's regex, written as a tool's JSON Schema ``pattern``: at 7eabff9 jsonschema searched it with
+    ``re`` on the event loop (seconds at 25 characters, doubling per character); RE2 answers at once."""
+    schema = {"type": "object", "properties": {"text": {"type": "string", "pattern": "^(a+)+$"}}}
+    await orm(tool_factory, access.server, "guarded", input_schema=schema, static_result=text("ok"), position=98)
+    started = time.monotonic()
+    refused = await call(access, rpc("tools/call", {"name": "guarded", "arguments": {"text": "a" * 25 + "!"}}))
+    took = time.monotonic() - started
+    assert refused.status == 200 and "does not match" in str(refused.json())
+    assert took < 1.0, took
+    served = await call(access, rpc("tools/call", {"name": "guarded", "arguments": {"text": "a" * 25}}))
+    assert served.json()["result"] == text("ok")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"text": {"type": "string", "pattern": r"^(a)\1$"}}},
+        {"type": "object", "patternProperties": {"(?=x)": {}}},
+        {"type": "object", "patternProperties": {"^x": {}}, "unevaluatedProperties": False},
+    ],
+)
+def test_input_schemas_that_cannot_be_checked_in_linear_time_are_refused_at_save(access, schema):
+    from django.core.exceptions import ValidationError
+
+    from mcp_app.models import Tool
+
+    tool = Tool(tenant=access.tenant, name="guarded", input_schema=schema, static_result=text("ok"))
+    with pytest.raises(ValidationError, match="linear time"):
+        tool.full_clean()
