@@ -120,16 +120,31 @@ def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | 
     return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body)
 
 
+def forget_registrations(address: str = "127.0.0.1") -> None:
+    """Empty the registration bucket of ``address``: this process's, and the shared one in Redis (which the
+    daphne processes of the end-to-end tests use)."""
+    from django.conf import settings
+
+    from mcp_app.limits import rates
+    from mcp_app.oauth.views import registration_bucket
+
+    bucket = registration_bucket(address)
+    if bucket is None:
+        return
+    rates.reset_rates()
+    if settings.REDIS_URL:
+        import redis
+
+        with redis.Redis.from_url(settings.REDIS_URL) as client:
+            client.delete(f"{rates.KEY_PREFIX}:{bucket.key}")
+
+
 @pytest.fixture(autouse=True)
 def _registrations_not_counted() -> Any:
-    """Registrations of earlier tests (same address, same hour) do not count against this one's."""
-    from django.core.cache import cache
-
-    from mcp_app.oauth.views import registration_key
-
-    cache.delete(registration_key("127.0.0.1"))
+    """Registrations of earlier tests (same address) do not count against this one's."""
+    forget_registrations()
     yield
-    cache.delete(registration_key("127.0.0.1"))
+    forget_registrations()
 
 
 @pytest.fixture
