@@ -21,6 +21,48 @@ ORIGIN = "http://testserver"
 REDIRECT = "http://127.0.0.1:33333/callback"
 
 
+# Registration bodies (RFC 7591) as the clients send them: redirect URIs, public clients (no secret), the
+# authorization code grant with refresh tokens. The first redirect URI is the one each test signs in with.
+NATIVE_CLIENT_REGISTRATIONS: dict[str, dict[str, Any]] = {
+    "cursor": {
+        "client_name": "Cursor",
+        "redirect_uris": ["cursor://anysphere.cursor-retrieval/oauth/user-demo/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    },
+    "vscode": {
+        "client_name": "Visual Studio Code",
+        "client_uri": "https://code.visualstudio.com/",
+        "redirect_uris": [
+            "http://127.0.0.1:33418/",
+            "https://vscode.dev/redirect",
+            "https://insiders.vscode.dev/redirect",
+            "http://localhost:33418/",
+        ],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    },
+    "claude-code": {
+        "client_name": "Claude Code (demo)",
+        "redirect_uris": ["http://localhost:54212/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    },
+    "inspector": {
+        "client_name": "MCP Inspector",
+        "client_uri": "https://github.com/modelcontextprotocol/inspector",
+        "redirect_uris": ["http://localhost:6274/oauth/callback", "http://localhost:6274/oauth/callback/debug"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "scope": "mcp",
+    },
+}
+
+
 def pkce() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
