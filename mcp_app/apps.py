@@ -1,5 +1,6 @@
 """App configuration: connects catalog and cache-invalidation signals, registers system checks, autodiscovers
-``mcp_tools`` modules, lets OAuth clients use private-use redirect schemes, adds the event store to what ``mcp_purge`` purges and switches tracing on if configured."""
+``mcp_tools`` modules, lets OAuth clients use private-use redirect schemes, adds the event store to what
+``mcp_purge`` purges and switches tracing on if configured."""
 
 from __future__ import annotations
 
