@@ -154,7 +154,7 @@ def test_slow_documents_of_one_host_do_not_hold_up_another_hosts_clients(
     assert results and set(results) <= {400, 401}
 
 
-def test_fetches_from_one_host_stay_within_its_bound(
+def test_a_fetch_beyond_its_hosts_bound_waits_and_gives_up_without_connecting(
     client: Client, oauth_world: Any, documents: CimdServer, settings: Any
 ) -> None:
     settings.MCP_APP = {
@@ -162,14 +162,23 @@ def test_fetches_from_one_host_stay_within_its_bound(
         "OAUTH_CIMD_ALLOWED_NETWORKS": ["127.0.0.1"],
         "OAUTH_CIMD_FETCHES_PER_HOST": 2,
     }
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 2}
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 8}
     access, user = oauth_world
+    host = HOSTS[0]
     results: list[int] = []
     threads = [
-        _authorize_in_thread(user, access.server, documents.url("drip", secrets.token_hex(4), HOSTS[0]), results)
-        for _ in range(5)
+        _authorize_in_thread(user, access.server, documents.url("drip", secrets.token_hex(4), host), results)
+        for _ in range(2)
     ]
+    wait_until_blocking(lambda: documents.under_way[0] >= 2, timeout=10)  # the host's two slots are taken
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 1}  # for the third
+    name = secrets.token_hex(4)
+    started = time.monotonic()
+    response = _authorize(client, user, access.server, documents.url("client", name, host))
+    assert response.status_code in (400, 401)
+    assert time.monotonic() - started < 3.0  # its own deadline, not the drips'
+    assert f"/client/{name}.json" not in documents.fetched  # it never connected
+    assert documents.under_way[1] == 2  # never more than the bound at once
     for thread in threads:
         thread.join(timeout=15)
-    assert sorted(results) == [400] * 5  # each waited for a slot or was cut off, within its deadline
-    assert documents.under_way[1] == 2  # never more than the bound at once
+    assert sorted(results) == [400, 400]
