@@ -1,5 +1,6 @@
 """App configuration: connects catalog and cache-invalidation signals, registers system checks, autodiscovers
-``mcp_tools`` modules, adds the event store to what ``mcp_purge`` purges and switches tracing on if configured."""
+``mcp_tools`` modules, lets OAuth clients use private-use redirect schemes, adds the event store to what
+``mcp_purge`` purges and switches tracing on if configured."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ class McpAppConfig(AppConfig):
         from .catalog import signals  # noqa: F401  (connects receivers)
         from .conf import mcp_settings
         from .definitions.registry import registry
+        from .oauth import redirects
         from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
+
+        redirects.install()  # private-use redirect schemes of native clients (RFC 8252)
 
         registry.autodiscover(mcp_settings.TOOLS_MODULE)
 

@@ -114,8 +114,17 @@ DEFAULTS: dict[str, Any] = {
     # OAuth (mcp_app.oauth) only: more networks a client ID metadata document may be fetched from, in addition
     # to OUTBOUND_ALLOWED_NETWORKS (same syntax).
     "OAUTH_CIMD_ALLOWED_NETWORKS": [],
-    # Dynamic client registrations (RFC 7591) accepted per source address and hour; 0: none.
-    "OAUTH_REGISTRATIONS_PER_HOUR": 20,
+    # Dynamic client registrations (RFC 7591) per source address: a rate per hour and a burst (GCRA, the buckets of
+    # RATE_LIMITS); over it, 429 with Retry-After. Hosted connectors (Claude, ChatGPT) register once per person
+    # from a few shared addresses. A rate of 0: no registration at all.
+    "OAUTH_REGISTRATIONS_PER_HOUR": 600,
+    "OAUTH_REGISTRATION_BURST": 60,
+    # Private-use redirect URI schemes (RFC 8252 §7.1, e.g. cursor://) refused besides those a browser handles
+    # itself (javascript, data, file, blob, about…: always refused; mcp_app.oauth.redirects).
+    "OAUTH_DENIED_REDIRECT_SCHEMES": ["ftp", "ws", "wss", "mailto", "tel", "sms", "intent", "jar", "ldap", "gopher"],
+    # Client ID metadata documents fetched at once from one host, per process; more wait for a slot within the
+    # fetch's deadline (CIMD_FETCH_TIMEOUT_SECONDS of OAUTH2_PROVIDER, 5 s, over the whole fetch).
+    "OAUTH_CIMD_FETCHES_PER_HOST": 2,
     # The longest timeout a tenant may give an http tool (seconds), and the default one.
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": 60.0,
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 10.0,
@@ -317,7 +326,10 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "OUTBOUND_ALLOWED_NETWORKS": (list, tuple),
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "OAUTH_CIMD_ALLOWED_NETWORKS": (list, tuple),
-    "OAUTH_REGISTRATIONS_PER_HOUR": (int,),
+    "OAUTH_REGISTRATIONS_PER_HOUR": (int, float),
+    "OAUTH_REGISTRATION_BURST": (int,),
+    "OAUTH_DENIED_REDIRECT_SCHEMES": (list, tuple),
+    "OAUTH_CIMD_FETCHES_PER_HOST": (int,),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_MAX_RESPONSE_BYTES": (int,),
@@ -406,6 +418,8 @@ class McpSettings:
             "IDENTITY_CACHE_SIZE",
             "WRITE_BEHIND_MAX_PENDING",
             "EVENT_STORE_MAX_BYTES",
+            "OAUTH_REGISTRATION_BURST",
+            "OAUTH_CIMD_FETCHES_PER_HOST",
         ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
@@ -494,6 +508,8 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
     ):
         if values[key] < 0:
             raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative.")
+    if values["OAUTH_REGISTRATIONS_PER_HOUR"] < 0:
+        raise ImproperlyConfigured("MCP_APP['OAUTH_REGISTRATIONS_PER_HOUR'] must not be negative (0: none).")
     if values["AUTH_FAILURE_RATE"] <= 0 or values["AUTH_FAILURE_BURST"] < 1:
         raise ImproperlyConfigured("MCP_APP['AUTH_FAILURE_RATE'] must be positive and AUTH_FAILURE_BURST at least 1.")
     if values["CAP_LEASE_SECONDS"] <= 0:

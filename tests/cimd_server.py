@@ -3,7 +3,9 @@ generated here (``cryptography``); point ``SSL_CERT_FILE`` at ``ca_path`` to tru
 
 Paths: ``/client/<name>.json`` a valid document whose ``client_id`` is its own URL (``Cache-Control: max-age=600``),
 ``/big/<name>.json`` a document larger than any sane bound, ``/slow/<name>.json`` one that answers after
-``slow_seconds``.
+``slow_seconds``, ``/drip/<name>.json`` a valid answer written one byte every ``DRIP_INTERVAL_SECONDS`` from its
+status line on (a few hundred bytes: a minute). The certificate also names ``HOSTS`` (made-up names that a
+test's resolver maps to 127.0.0.1: documents of different hosts); ``under_way`` counts the requests being answered, and the most at once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 REDIRECT = "http://127.0.0.1:47322/callback"
+HOSTS = ("docs-a.cimd.test", "docs-b.cimd.test")
+DRIP_INTERVAL_SECONDS = 0.2
 
 
 def _pem(path: Path, data: bytes) -> Path:
@@ -74,7 +78,12 @@ def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), *(x509.DNSName(host) for host in HOSTS)]
+            ),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
@@ -98,9 +107,11 @@ class CimdServer:
     ca_path: Path
     slow_seconds: float
     fetched: list[str]
+    under_way: list[int]  # [requests being answered now, the most ever at once]
 
-    def url(self, kind: str, name: str) -> str:
-        return f"{self.base}/{kind}/{name}.json"
+    def url(self, kind: str, name: str, host: str | None = None) -> str:
+        base = self.base if host is None else self.base.replace("127.0.0.1", host)
+        return f"{base}/{kind}/{name}.json"
 
 
 def document(client_id: str, redirect_uri: str = REDIRECT) -> dict[str, Any]:
@@ -119,18 +130,41 @@ def document(client_id: str, redirect_uri: str = REDIRECT) -> dict[str, Any]:
 def cimd_server(directory: Path, slow_seconds: float = 3.0) -> Iterator[CimdServer]:
     ca_path, cert_path, key_path = make_certificates(directory)
     fetched: list[str] = []
+    under_way = [0, 0]
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            with lock:
+                under_way[0] += 1
+                under_way[1] = max(under_way)
+            try:
+                self.answer()
+            finally:
+                with lock:
+                    under_way[0] -= 1
+
+        def answer(self) -> None:
             fetched.append(self.path)
             kind = self.path.split("/")[1]
-            url = f"https://127.0.0.1:{self.server.server_address[1]}{self.path}"
+            host = (self.headers.get("Host") or "127.0.0.1").rsplit(":", 1)[0]
+            url = f"https://{host}:{self.server.server_address[1]}{self.path}"
             if kind == "slow":
                 time.sleep(slow_seconds)
             if kind == "big":
                 body = json.dumps({**document(url), "padding": "x" * 100_000}).encode()
             else:
                 body = json.dumps(document(url)).encode()
+            if kind == "drip":
+                head = (
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                )
+                for byte in head.encode() + body:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(DRIP_INTERVAL_SECONDS)  # the adversary's pace, not the test's timing
+                return
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Cache-Control", "max-age=600")
@@ -152,7 +186,7 @@ def cimd_server(directory: Path, slow_seconds: float = 3.0) -> Iterator[CimdServ
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield CimdServer(f"https://127.0.0.1:{server.server_address[1]}", ca_path, slow_seconds, fetched)
+        yield CimdServer(f"https://127.0.0.1:{server.server_address[1]}", ca_path, slow_seconds, fetched, under_way)
     finally:
         server.shutdown()
         server.server_close()

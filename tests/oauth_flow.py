@@ -21,6 +21,48 @@ ORIGIN = "http://testserver"
 REDIRECT = "http://127.0.0.1:33333/callback"
 
 
+# Registration bodies (RFC 7591) as the clients send them: redirect URIs, public clients (no secret), the
+# authorization code grant with refresh tokens. The first redirect URI is the one each test signs in with.
+NATIVE_CLIENT_REGISTRATIONS: dict[str, dict[str, Any]] = {
+    "cursor": {
+        "client_name": "Cursor",
+        "redirect_uris": ["cursor://anysphere.cursor-retrieval/oauth/user-demo/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    },
+    "vscode": {
+        "client_name": "Visual Studio Code",
+        "client_uri": "https://code.visualstudio.com/",
+        "redirect_uris": [
+            "http://127.0.0.1:33418/",
+            "https://vscode.dev/redirect",
+            "https://insiders.vscode.dev/redirect",
+            "http://localhost:33418/",
+        ],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    },
+    "claude-code": {
+        "client_name": "Claude Code (demo)",
+        "redirect_uris": ["http://localhost:54212/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    },
+    "inspector": {
+        "client_name": "MCP Inspector",
+        "client_uri": "https://github.com/modelcontextprotocol/inspector",
+        "redirect_uris": ["http://localhost:6274/oauth/callback", "http://localhost:6274/oauth/callback/debug"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "scope": "mcp",
+    },
+}
+
+
 def pkce() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -120,16 +162,31 @@ def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | 
     return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body)
 
 
+def forget_registrations(address: str = "127.0.0.1") -> None:
+    """Empty the registration bucket of ``address``: this process's, and the shared one in Redis (which the
+    daphne processes of the end-to-end tests use)."""
+    from django.conf import settings
+
+    from mcp_app.limits import rates
+    from mcp_app.oauth.views import registration_bucket
+
+    bucket = registration_bucket(address)
+    if bucket is None:
+        return
+    rates.reset_rates()
+    if settings.REDIS_URL:
+        import redis
+
+        with redis.Redis.from_url(settings.REDIS_URL) as client:
+            client.delete(f"{rates.KEY_PREFIX}:{bucket.key}")
+
+
 @pytest.fixture(autouse=True)
 def _registrations_not_counted() -> Any:
-    """Registrations of earlier tests (same address, same hour) do not count against this one's."""
-    from django.core.cache import cache
-
-    from mcp_app.oauth.views import registration_key
-
-    cache.delete(registration_key("127.0.0.1"))
+    """Registrations of earlier tests (same address) do not count against this one's."""
+    forget_registrations()
     yield
-    cache.delete(registration_key("127.0.0.1"))
+    forget_registrations()
 
 
 @pytest.fixture

@@ -41,7 +41,17 @@ from ..conf import mcp_settings, on_reload
 from ..observability import metrics
 from ..protocol.errors import RateLimited
 
-__all__ = ["Bucket", "Limit", "LocalRates", "RateLimited", "RedisRates", "limit_of", "request_buckets", "take"]
+__all__ = [
+    "Bucket",
+    "Limit",
+    "LocalRates",
+    "RateLimited",
+    "RedisRates",
+    "limit_of",
+    "request_buckets",
+    "take",
+    "take_sync",
+]
 
 logger = logging.getLogger("mcp_app.limits")
 
@@ -115,10 +125,29 @@ async def take(buckets: Sequence[Bucket]) -> None:
     try:
         refused = await get_rates().take(buckets)
     except Exception as error:
-        # Not silently lifted, not a 503 for every call: this process's own buckets hold the limits meanwhile.
-        metrics.record_dependency_error("redis")
-        _log_outage(error)
-        refused = _fallback.take_sync(buckets)
+        refused = _outage(error, buckets)
+    _refuse(buckets, refused)
+
+
+def take_sync(buckets: Sequence[Bucket]) -> None:
+    """``take`` for synchronous code (a Django view): the same buckets in the same backend, without a loop."""
+    if not buckets:
+        return
+    try:
+        refused = get_rates().take_sync(buckets)
+    except Exception as error:
+        refused = _outage(error, buckets)
+    _refuse(buckets, refused)
+
+
+def _outage(error: Exception, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+    # Not silently lifted, not a 503 for every call: this process's own buckets hold the limits meanwhile.
+    metrics.record_dependency_error("redis")
+    _log_outage(error)
+    return _fallback.take_sync(buckets)
+
+
+def _refuse(buckets: Sequence[Bucket], refused: tuple[int, float] | None) -> None:
     if refused is not None:
         index, wait_ms = refused
         bucket = buckets[index]
@@ -205,13 +234,18 @@ return {0, 0}
 """
 
 
+KEY_PREFIX = "mcp:rate"  # RedisRates' default: a bucket ``key`` is the Redis key ``mcp:rate:<key>``
+
+
 class RedisRates:
     """Buckets in Redis under ``prefix``, shared by every process that uses the same ``url``."""
 
-    def __init__(self, url: str, prefix: str = "mcp:rate", **_: Any) -> None:
+    def __init__(self, url: str, prefix: str = KEY_PREFIX, **_: Any) -> None:
         self._url = url
         self._prefix = prefix
         self._clients: dict[int, Any] = {}
+        self._sync_script: Any = None
+        self._sync_lock = threading.Lock()
 
     def _script(self) -> Any:
         # redis.asyncio connections belong to the event loop that made them (as in workers.quotas).
@@ -228,11 +262,36 @@ class RedisRates:
         return script
 
     async def take(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+        index, wait = await self._script()(keys=self._keys(buckets), args=self._args(buckets))
+        return None if int(index) == 0 else (int(index) - 1, float(wait))
+
+    def take_sync(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+        """``take`` from synchronous code, over one blocking client (thread-safe) per backend."""
+        with self._sync_lock:
+            if self._sync_script is None:
+                import redis
+                from redis.backoff import ExponentialBackoff
+                from redis.retry import Retry
+
+                from ..channel_layer import redis_connection_options
+                from ..workers.redis_quotas import SOCKET_TIMEOUT_SECONDS
+
+                options = redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS)
+                options["retry"] = Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)  # the blocking client's kind
+                client = redis.Redis.from_url(self._url, **options)
+                self._sync_script = client.register_script(TAKE_SCRIPT)
+        index, wait = self._sync_script(keys=self._keys(buckets), args=self._args(buckets))
+        return None if int(index) == 0 else (int(index) - 1, float(wait))
+
+    def _keys(self, buckets: Sequence[Bucket]) -> list[str]:
+        return [f"{self._prefix}:{bucket.key}" for bucket in buckets]
+
+    @staticmethod
+    def _args(buckets: Sequence[Bucket]) -> list[Any]:
         args: list[Any] = []
         for bucket in buckets:
             args += [repr(bucket.limit.interval_ms), bucket.limit.burst, _cost(bucket)]
-        index, wait = await self._script()(keys=[f"{self._prefix}:{bucket.key}" for bucket in buckets], args=args)
-        return None if int(index) == 0 else (int(index) - 1, float(wait))
+        return args
 
 
 _fallback = LocalRates()  # this process's buckets while the shared backend is unreachable

@@ -1,46 +1,131 @@
-"""Client ID metadata documents fetched through ``mcp_app.netguard`` (DOT's ``CIMD_METADATA_FETCHER``).
+"""Client ID metadata documents, fetched through ``mcp_app.outbound`` (DOT's ``CIMD_METADATA_FETCHER``).
 
-DOT validates the ``client_id`` URL (HTTPS, no fragment or credentials), bounds the document's size
-(``CIMD_MAX_DOCUMENT_SIZE``) and the fetch's time (``CIMD_FETCH_TIMEOUT_SECONDS``, one deadline for every
-address), caches the result by the document's ``Cache-Control`` (between ``CIMD_METADATA_MIN_AGE_SECONDS`` and
-``CIMD_METADATA_MAX_AGE_SECONDS``) and enforces its ``redirect_uris``. This fetcher replaces only the address
-check: every address the host resolves to must pass ``netguard`` (loopback, private, link-local, metadata and
-other non-public ranges refused) unless ``outbound.allowed_networks("cimd")`` allow-lists it
-(``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]`` or ``MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"]``); the
-connection goes to the checked addresses only (no DNS rebinding). Certificates are verified against the
-system's trust store (``SSL_CERT_FILE`` may name another bundle).
+DOT decides when to fetch (a ``client_id`` that is an HTTPS URL, not yet known or stale), backs off a URL that
+failed, checks the document (``client_id`` equal to its URL, a public client, its ``redirect_uris``) and caches
+the client by the document's ``Cache-Control``. This fetcher owns the fetch itself:
+
+- the URL by DOT's rules (HTTPS, a host and a path, no credentials, fragment or dot segments);
+- the connection through ``outbound.GuardedTransport`` against ``outbound.allowed_networks("cimd")``: every
+  address the host resolves to must pass ``netguard`` (loopback, private, link-local, metadata and other
+  non-public ranges refused unless ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]`` or ``OAUTH_CIMD_ALLOWED_NETWORKS``
+  lists them), the socket goes to the checked address (no DNS rebinding), the certificate is verified for the
+  host (``outbound.ssl_context()``), no redirect is followed, no proxy from the environment;
+- **one deadline over the whole fetch** (``CIMD_FETCH_TIMEOUT_SECONDS`` of ``OAUTH2_PROVIDER``): waiting for a
+  slot, resolution, connection, TLS, the status line and headers, and the body. A server that drips its answer
+  a byte at a time is cut off at the deadline, not at a timeout per read;
+- at most ``MCP_APP["OAUTH_CIMD_FETCHES_PER_HOST"]`` fetches from one host at once in this process (more wait
+  for a slot within their deadline): a slow host holds its own slots only, never those of other clients'
+  hosts. DOT's global in-flight cap is off (``provider_settings``);
+- the answer: 200, a JSON media type (``application/json`` or ``application/*+json``), at most
+  ``CIMD_MAX_DOCUMENT_SIZE`` bytes (never read past it), a JSON object. Its cache lifetime is DOT's reading of
+  ``Cache-Control``.
+
+What the document says about the client (its URL, its logo) is kept for the consent page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 from oauth2_provider import cimd
+from oauth2_provider.settings import oauth2_settings
 
 from .. import netguard, outbound
+from ..conf import mcp_settings
+
+HEADERS = {"Accept": "application/json, application/*+json", "Accept-Encoding": "identity"}
+
+_slots = threading.Condition()
+_in_flight: dict[str, int] = {}  # fetches under way per host, in this process
 
 
-def _resolve_and_validate(hostname: str, port: int) -> list[str]:
-    allow = outbound.allowed_networks("cimd")
+@contextlib.contextmanager
+def host_slot(host: str, deadline: float) -> Iterator[None]:
+    """One of ``OAUTH_CIMD_FETCHES_PER_HOST`` slots of ``host``, waited for until ``deadline`` (monotonic)."""
+    limit = mcp_settings.OAUTH_CIMD_FETCHES_PER_HOST
+    with _slots:
+        while _in_flight.get(host, 0) >= limit:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise cimd.CIMDError(f"{limit} client metadata fetches from {host} already under way")
+            _slots.wait(remaining)
+        _in_flight[host] = _in_flight.get(host, 0) + 1
     try:
-        addresses = asyncio.run(netguard.resolve_checked(hostname, port, allow, outbound.resolver))
-    except netguard.ForbiddenAddress as exc:
-        raise cimd.CIMDError(f"client_id host refused: {exc}") from exc
-    return [str(address) for address in addresses]
+        yield
+    finally:
+        with _slots:
+            left = _in_flight.pop(host) - 1
+            if left:
+                _in_flight[host] = left
+            _slots.notify_all()
+
+
+async def _get(url: str, max_size: int, timeout: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
+    """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step; the caller
+    bounds the whole."""
+    transport = outbound.GuardedTransport(outbound.allowed_networks("cimd"))
+    client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
+    async with client, client.stream("GET", url, headers=HEADERS) as response:
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            raise cimd.CIMDError("client_id document is encoded (Content-Encoding)")  # its size would not hold
+        if response.status_code != 200:
+            raise cimd.CIMDError(f"client_id document returned HTTP {response.status_code}")
+        media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json" and not (
+            media_type.startswith("application/") and media_type.endswith("+json")
+        ):
+            raise cimd.CIMDError(f"client_id document is not JSON (Content-Type: {media_type!r})")
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk
+            if len(body) > max_size:
+                raise cimd.CIMDError("client_id document exceeds the maximum allowed size")
+        cache_control = response.headers.get("cache-control")
+    try:
+        return json.loads(bytes(body)), cache_control
+    except ValueError as exc:
+        raise cimd.CIMDError("client_id document is not valid JSON") from exc
+
+
+def fetch_document(client_id: str) -> tuple[dict[str, Any], int]:
+    """``(metadata, max_age_seconds)`` of the document at ``client_id``, or ``cimd.CIMDError``; see the module
+    docstring for the bounds."""
+    timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
+    deadline = time.monotonic() + timeout
+    parsed = cimd._validate_client_id_url(client_id)
+    with host_slot((parsed.hostname or "").lower(), deadline):
+
+        async def bounded() -> tuple[Any, str | None]:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                return await _get(client_id, oauth2_settings.CIMD_MAX_DOCUMENT_SIZE, timeout)
+
+        try:
+            data, cache_control = asyncio.run(bounded())
+        except TimeoutError as exc:
+            raise cimd.CIMDError(f"client_id document not fetched within {timeout:g} s") from exc
+        except netguard.ForbiddenAddress as exc:
+            raise cimd.CIMDError(f"client_id host refused: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise cimd.CIMDError(f"could not fetch client_id document: {exc!r}") from exc
+    if not isinstance(data, dict):
+        raise cimd.CIMDError("client_id document must be a JSON object")
+    return data, cimd._effective_max_age(cache_control)
 
 
 class NetguardMetadataFetcher(cimd.SafeMetadataFetcher):
-    """DOT's fetcher with netguard's address check (installed when this module is imported, i.e. when DOT loads
-    the fetcher named by ``CIMD_METADATA_FETCHER``: DOT's ``fetch`` resolves through a module-level function).
-    What the document says about the client (its URL, its logo) is kept for the consent page."""
+    """DOT's fetcher interface (``fetch(client_id) -> (metadata, max_age)``) over ``fetch_document``; the
+    client's stated URL and logo are kept for the consent page."""
 
     def fetch(self, client_id: str) -> Any:
-        metadata, max_age = super().fetch(client_id)
+        metadata, max_age = fetch_document(client_id)
         from ..models import OAuthClientProfile
 
         OAuthClientProfile.objects.remember(client_id, metadata)
         return metadata, max_age
-
-
-cimd._resolve_and_validate = _resolve_and_validate

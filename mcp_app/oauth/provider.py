@@ -51,6 +51,9 @@ def provider_settings(
         "CIMD_METADATA_FETCHER": "mcp_app.oauth.cimd.NetguardMetadataFetcher",
         "CIMD_FETCH_TIMEOUT_SECONDS": 5,
         "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+        # Bounded per host instead, over one deadline (mcp_app.oauth.cimd, MCP_APP["OAUTH_CIMD_FETCHES_PER_HOST"]):
+        # a global cap lets ten slow documents of one host refuse every other client's.
+        "CIMD_MAX_CONCURRENT_FETCHES": 0,
         "OAUTH2_PROTECTED_RESOURCE_NAME": "mcp-host",
     }
     settings.update(overrides)

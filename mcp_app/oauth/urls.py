@@ -6,30 +6,33 @@ their siblings by it.
 /.well-known/oauth-protected-resource/mcp/<server_id>       RFC 9728 metadata of one MCP server
 /oauth/authorize/ /oauth/token/ /oauth/revoke/ /oauth/register/   the endpoints
 /oauth/login/                                               sign-in; /oauth/consents/ the person's consents
+
+The metadata, registration, token and revocation endpoints answer every origin (``cors.public``).
 """
 
 from django.urls import path
 from oauth2_provider import views as dot
 
 from . import views
+from .cors import public
 
 app_name = "oauth2_provider"
 
 urlpatterns = [
     path(
         ".well-known/oauth-authorization-server",
-        dot.OAuthServerMetadataView.as_view(),
+        public(dot.OAuthServerMetadataView.as_view(), "GET"),
         name="oauth-server-metadata",
     ),
     path(
         ".well-known/oauth-protected-resource/mcp/<slug:server_id>",
-        views.ResourceMetadataView.as_view(),
+        public(views.ResourceMetadataView.as_view(), "GET"),
         name="oauth-resource-metadata",
     ),
     path("oauth/authorize/", views.AuthorizeView.as_view(), name="authorize"),
-    path("oauth/token/", dot.TokenView.as_view(), name="token"),
-    path("oauth/revoke/", dot.RevokeTokenView.as_view(), name="revoke-token"),
-    path("oauth/register/", views.RegistrationView.as_view(), name="dcr-register"),
+    path("oauth/token/", public(dot.TokenView.as_view(), "POST"), name="token"),
+    path("oauth/revoke/", public(dot.RevokeTokenView.as_view(), "POST"), name="revoke-token"),
+    path("oauth/register/", public(views.RegistrationView.as_view(), "POST"), name="dcr-register"),
     path(
         "oauth/register/<str:client_id>/",
         dot.DynamicClientRegistrationManagementView.as_view(),

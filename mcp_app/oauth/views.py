@@ -8,21 +8,20 @@ something.
   tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
   ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
   unless ``prompt=consent``; otherwise the consent page lets the person choose the grant.
-- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address.
+- ``RegistrationView`` / ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited
+  per source address (``mcp_app.limits.rates``: 429 with ``Retry-After``).
 - ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse, reverse_lazy
@@ -35,7 +34,9 @@ from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from ..conf import mcp_settings
+from ..limits import rates
 from ..models import McpServer, OAuthClientProfile, OAuthConsent, TenantMembership
+from ..protocol.errors import RateLimited
 from .forms import ConsentForm
 from .provider import SCOPE
 from .resources import origin_of, resource_url
@@ -204,15 +205,40 @@ class AuthorizeView(AuthorizationView):
         return super().form_valid(form)
 
 
-def registration_key(address: str) -> str:
-    """The cache key counting this hour's registrations from ``address``."""
-    return f"mcp-oauth-dcr:{address}:{int(time.time() // 3600)}"
+REGISTRATION = "registration"  # the rate-limit scope of dynamic registrations
+
+
+def registration_bucket(address: str) -> rates.Bucket | None:
+    """The GCRA bucket registrations from ``address`` draw from (``OAUTH_REGISTRATIONS_PER_HOUR`` per hour,
+    bursts of ``OAUTH_REGISTRATION_BURST``), or ``None`` when registration is off (a rate of 0)."""
+    per_hour = mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR
+    if per_hour <= 0:
+        return None
+    return rates.Bucket(
+        REGISTRATION, f"dcr:{address}", rates.Limit(per_hour / 3600, mcp_settings.OAUTH_REGISTRATION_BURST)
+    )
 
 
 class RegistrationView(DynamicClientRegistrationView):
-    """DOT's RFC 7591 endpoint; what the client says about itself (URL, logo) is kept for the consent page."""
+    """DOT's RFC 7591 endpoint, rate-limited per source address: over the rate, 429 with ``Retry-After`` (before
+    anything is parsed or stored). What the client says about itself (URL, logo) is kept for the consent page."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        bucket = registration_bucket(request.META.get("REMOTE_ADDR", ""))
+        if bucket is not None:
+            try:
+                rates.take_sync([bucket])
+            except RateLimited as limited:
+                wait = limited.retry_after_seconds
+                refusal = JsonResponse(
+                    {
+                        "error": "rate_limited",
+                        "error_description": f"Too many client registrations from this address; retry in {wait} s.",
+                    },
+                    status=429,
+                )
+                refusal["Retry-After"] = str(wait)
+                return refusal
         response = super().post(request, *args, **kwargs)
         if response.status_code == 201:
             try:
@@ -225,21 +251,12 @@ class RegistrationView(DynamicClientRegistrationView):
 
 
 class OpenRegistration:
-    """DCR permission (``DCR_REGISTRATION_PERMISSION_CLASSES``): anyone may register a client, at most
-    ``OAUTH_REGISTRATIONS_PER_HOUR`` per source address and hour. Whether a self-registered client may be
-    authorized for a tenant's servers is that tenant's switch (``Tenant.oauth_dynamic_clients``)."""
+    """DCR permission (``DCR_REGISTRATION_PERMISSION_CLASSES``): anyone may register a client (at the rate
+    ``RegistrationView`` enforces), unless ``OAUTH_REGISTRATIONS_PER_HOUR`` is 0. Whether a self-registered
+    client may be authorized for a tenant's servers is that tenant's switch (``Tenant.oauth_dynamic_clients``)."""
 
     def has_permission(self, request: HttpRequest) -> bool:
-        limit = mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR
-        if limit <= 0:
-            return False
-        key = registration_key(request.META.get("REMOTE_ADDR", ""))
-        cache.add(key, 0, timeout=3600)
-        try:
-            count = cache.incr(key)
-        except ValueError:
-            count = 1
-        return count <= limit
+        return bool(mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR > 0)
 
 
 class ConsentListView(ListView):

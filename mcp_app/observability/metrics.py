@@ -171,7 +171,7 @@ def worker_quota_refused(scope: str) -> None:
 
 
 def rate_limited(scope: str) -> None:
-    """A request was refused at its ``scope``'s rate ("tenant", "agent" or "tool")."""
+    """A request was refused at its ``scope``'s rate ("tenant", "agent", "tool" or "registration")."""
     RATE_LIMITED.labels(scope=scope).inc()
 
 

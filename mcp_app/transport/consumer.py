@@ -13,7 +13,8 @@ What the edge owns, in the order a request meets it:
    (``mcp_app.limits.bruteforce``);
    the rate limits of the tenant, agent and tools called (``mcp_app.limits.rates``: 429 with ``Retry-After``;
    a POST is drawn once decoded, through ``_PostExchange.admit``, so its tools count too);
-4. ``Origin`` (403) and the CORS headers of every later answer;
+4. ``Origin`` (403) and the CORS headers of every later answer (a refusal at 3, the 401 that starts OAuth among
+   them, carries them too when the server allows the origin);
 5. era routing of methods: a modern-only server answers GET and DELETE with 405;
 6. POST: ``Content-Type`` (415) and an empty body (400), then the body goes to ``protocol.serving.serve_post``
    once and comes back as an ``Answer`` (status, payload, a stream to open, a session to open), which is
@@ -385,6 +386,9 @@ class McpConsumer(AsyncConsumer):
                     return
             challenge = denied.challenge(metadata_url(self._origin(), server_id))
             extra = [(b"www-authenticate", challenge.encode())] if challenge else []
+            if canonical is not None and not self._cors and await self._server_allows(server_id, canonical):
+                # A browser client reads the challenge (and finds OAuth) only with the CORS headers.
+                self._cors = cors.response_headers(canonical)
             await self.send_error(denied.status, denied.message, headers=extra)
             return
         request_log.bind(tenant=grant.tenant_slug, agent=grant.agent_id)
@@ -426,27 +430,30 @@ class McpConsumer(AsyncConsumer):
         await self.send_response(429, body, [*JSON_HEADERS, retry])
 
     async def _preflight(self, origin: str | None, canonical: str | None) -> None:
-        """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods. The server's
-        origins come from the per-process server cache (one worker-thread load when this process has not seen
-        the server yet)."""
+        """CORS preflight (see ``cors``); without an Origin, a plain OPTIONS naming the methods."""
         self._cors = []
         if origin is None or self._header("access-control-request-method") is None:
             await self.send_response(204, b"", [(b"allow", b"GET, POST, DELETE, OPTIONS")])
             return
-        server_id = self.scope["url_route"]["kwargs"]["server_id"]
-        try:
-            server = identity.server(server_id, load=False)
-        except CacheMiss:
-            server = await database_sync_to_async(identity.server)(server_id, load=True)
-        listed = server.allowed_origins if server is not None else []
-        if canonical is None or not (
-            cors.origin_listed(canonical, listed)
-            or (server is not None and same_origin(canonical, self._header("host")))
+        if canonical is None or not await self._server_allows(
+            self.scope["url_route"]["kwargs"]["server_id"], canonical
         ):
             await self.send_error(403, "This Origin is not allowed to use this server.")
             return
         headers = cors.preflight_headers(canonical, self._header("access-control-request-headers"))
         await self.send_response(204, b"", headers)
+
+    async def _server_allows(self, server_id: str, canonical: str) -> bool:
+        """Whether the servable server ``server_id`` takes requests from ``canonical`` (its allowed origins,
+        ``ALLOWED_ORIGINS``, or its own origin), from the per-process server cache (one worker-thread load when
+        this process has not seen the server yet). An unknown server allows only ``ALLOWED_ORIGINS``, like any."""
+        try:
+            server = identity.server(server_id, load=False)
+        except CacheMiss:
+            server = await database_sync_to_async(identity.server)(server_id, load=True)
+        if server is None:
+            return cors.origin_listed(canonical, ())
+        return cors.origin_listed(canonical, server.allowed_origins) or same_origin(canonical, self._header("host"))
 
     async def _serve_post(self, grant: AccessGrant, body: bytes) -> None:
         if not is_json_content_type(self._header("content-type")):

@@ -10,8 +10,9 @@
   403 with no CORS header at all: a preflight does not reveal which server ids exist.
 - Actual answers to an allowed origin carry ``Access-Control-Allow-Origin``, ``Vary: Origin`` and
   ``Access-Control-Expose-Headers`` (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``WWW-Authenticate``,
-  ``Retry-After``), so the browser lets the client read the session id and auth challenges. Answers given before
-  the server is known (401, 404) carry them only for the globally allowed origins.
+  ``Retry-After``), so the browser lets the client read the session id and auth challenges. Refusals before
+  the grant (the 401 that starts OAuth, 403, 404) carry them when the servable server allows the origin (or it
+  is globally allowed); an unknown server's, only for the globally allowed origins.
 
 Bearer tokens are not cookies: ``Access-Control-Allow-Credentials`` is never sent.
 """

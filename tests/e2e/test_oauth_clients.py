@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -282,3 +283,46 @@ def test_the_typescript_sdk_connects_with_oauth(oauth_daphne: Daphne, demo: Any)
     assert result["text"] == "hello typescript"
     assert "echo" in result["tools"]
     assert result["authorizations"] == 1 and result["clientId"]
+
+
+def test_the_typescript_sdk_in_a_browser_page_connects_with_oauth(
+    oauth_daphne: Daphne, transactional_db: None, access_factory: Any, member_factory: Any
+) -> None:
+    """``ts_oauth_page.mjs``: the TypeScript SDK's OAuth client running in a chromium page, as the MCP Inspector
+    does, on an origin that is not mcp-host's. Every step is a CORS request the browser checks: the MCP
+    endpoint's 401 (WWW-Authenticate exposed), the metadata (preflighted: the SDK sends MCP-Protocol-Version),
+    registration, token, then the session. The server lists the page's origin, as docs/oauth.md asks (a server
+    id of its own: daphne has never seen it, so it reads the origin from the database)."""
+    from playwright.sync_api import sync_playwright
+
+    from .browser import sdk_page_server
+    from .node_tools import package_dir
+
+    executable = _chromium()
+    node_modules = package_dir("@modelcontextprotocol/sdk").parents[1]
+    script = Path(__file__).with_name("ts_oauth_page.mjs")
+    with sdk_page_server(node_modules, script) as origin:
+        access = access_factory(server_id=f"browser-{secrets.token_hex(4)}", allowed_origins=[origin])
+        member_factory((access.tenant, "viewer"), username="alice", password=PASSWORD, is_staff=False)
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+            page = chromium.new_page()
+            page.set_default_timeout(WAIT_SECONDS * 1000)
+            failures: list[str] = []
+            page.on("console", lambda message: failures.append(message.text) if message.type == "error" else None)
+            page.goto(f"{origin}/?server={oauth_daphne.url}/mcp/{access.server.server_id}")
+            try:
+                page.wait_for_url("**/oauth/login/**")  # the 401, discovery and registration went through CORS
+            except Exception:
+                pytest.fail(f"{page.evaluate('() => window.mcpResult')} {failures}")
+            page.fill("#id_username", "alice")
+            page.fill("#id_password", PASSWORD)
+            page.click("form button[type=submit], form input[type=submit]")
+            page.wait_for_selector("#authorizationForm")
+            page.click("input[name=allow]")
+            page.wait_for_url(f"{origin}/callback?**")
+            result = page.wait_for_function("() => window.mcpResult").json_value()
+            chromium.close()
+    assert "error" not in result, (result, failures)
+    assert result["text"] == "hello browser"
+    assert result["outcome"] == "AUTHORIZED" and result["clientId"]

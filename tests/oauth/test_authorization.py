@@ -269,19 +269,36 @@ def test_dynamic_clients_per_tenant_switch(client: Client, oauth_world: Any) -> 
     assert b"pre-registered" in response.content
 
 
-def test_registration_is_rate_limited(client: Client) -> None:
-    from django.core.cache import cache
-
-    from mcp_app.conf import mcp_settings
-    from mcp_app.oauth.views import registration_key
-
-    cache.set(registration_key("127.0.0.1"), mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR - 1, timeout=60)
-    register(client)  # the last one this hour
-    response = client.post(
+def _registration(client: Client) -> Any:
+    return client.post(
         "/oauth/register/",
         data={"client_name": "x", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"},
         content_type="application/json",
     )
+
+
+def test_registrations_from_one_address_are_not_refused_after_twenty(client: Client) -> None:
+    # Hosted connectors register once per person from a few shared addresses: the default burst takes more.
+    for _ in range(40):
+        assert _registration(client).status_code == 201
+
+
+def test_registration_over_its_rate_answers_429_with_retry_after(client: Client, settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "OAUTH_REGISTRATIONS_PER_HOUR": 60, "OAUTH_REGISTRATION_BURST": 3}
+    for _ in range(3):
+        assert _registration(client).status_code == 201
+    response = _registration(client)
+    assert response.status_code == 429
+    assert response.json()["error"] == "rate_limited"
+    # 60 per hour: the next one is a minute away at most.
+    assert 1 <= int(response["Retry-After"]) <= 60
+    # Another address has its own bucket.
+    assert _registration(Client(REMOTE_ADDR="192.0.2.7")).status_code == 201
+
+
+def test_registration_off_is_refused(client: Client, settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "OAUTH_REGISTRATIONS_PER_HOUR": 0}
+    response = _registration(client)
     assert response.status_code in (401, 403)
     assert response.json()["error"] == "access_denied"
 

@@ -72,12 +72,26 @@ async def test_answers_to_an_allowed_origin_carry_cors_headers(browser_access):
 
 async def test_answers_to_other_origins_carry_none(browser_access):
     refused = await call(browser_access, rpc("ping"), headers={"origin": EVIL})
-    unauthenticated = await call(browser_access, rpc("ping"), headers={"origin": APP}, drop=("authorization",))
+    unauthenticated = await call(browser_access, rpc("ping"), headers={"origin": EVIL}, drop=("authorization",))
+    unknown = await call(
+        browser_access, rpc("ping"), headers={"origin": APP}, drop=("authorization",), path="/mcp/no-such-server"
+    )
     assert refused.status == 403
-    assert not [name for name in refused.headers if name.startswith("access-control-")]
-    # Before the server is known only globally allowed origins are answered with CORS headers.
-    assert unauthenticated.status == 401
-    assert "access-control-allow-origin" not in unauthenticated.headers
+    assert unauthenticated.status == 401 and unknown.status in (401, 404)
+    for reply in (refused, unauthenticated, unknown):
+        assert not [name for name in reply.headers if name.startswith("access-control-")]
+
+
+async def test_the_401_that_starts_oauth_is_readable_by_an_allowed_origin(browser_access):
+    # A browser client (the Inspector) must read WWW-Authenticate to discover the authorization server.
+    for headers, drop in (({"origin": APP}, ("authorization",)), ({"origin": APP, "authorization": "Bearer x"}, ())):
+        reply = await call(browser_access, rpc("ping"), headers=headers, drop=drop, query="")
+        assert reply.status == 401
+        assert reply.headers["access-control-allow-origin"] == APP
+        exposed = {name.strip().lower() for name in reply.headers["access-control-expose-headers"].split(",")}
+        assert "www-authenticate" in exposed
+        assert "resource_metadata=" in reply.headers["www-authenticate"]
+        assert "access-control-allow-credentials" not in reply.headers
 
 
 @override_settings(MCP_APP={"ALLOWED_ORIGINS": [APP], "CORS_MAX_AGE_SECONDS": 60})

@@ -1,0 +1,58 @@
+"""Which redirect URI schemes a client may register and be redirected to (RFC 8252, native apps).
+
+DOT checks a redirect URI's scheme against ``Application.get_allowed_schemes()`` when a client is saved (dynamic
+registration, a client ID metadata document, the admin) and again when it redirects the browser. mcp-host answers
+per client: ``http`` and ``https`` (plain ``http`` is then refused for any host but loopback, ``validator``), plus
+each private-use scheme (RFC 8252 §7.1: ``cursor://anysphere.cursor-retrieval/…``, ``com.example.app:/cb``) that
+the client's own redirect URIs use, unless it is refused: the schemes a browser runs or reads itself
+(``javascript``, ``data``, ``file``, ``blob``, ``about``, ``vbscript``, ``filesystem``, ``view-source``: never) and
+those of ``MCP_APP["OAUTH_DENIED_REDIRECT_SCHEMES"]``. One refused URI refuses the whole registration. Matching at
+the authorization endpoint stays DOT's exact match (only a loopback ``http`` URI may change its port).
+
+Not here: the loopback rule for plain ``http`` (``validator.McpOAuth2Validator.validate_redirect_uri``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from oauth2_provider.models import AbstractApplication, get_application_model
+
+from ..conf import mcp_settings
+
+WEB_SCHEMES = ("http", "https")
+# Schemes the browser handles itself: a redirect there would run or read something in the browser, never reach
+# a native app. Refused whatever the settings say.
+NEVER = frozenset({"javascript", "data", "file", "blob", "about", "vbscript", "filesystem", "view-source"})
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")  # RFC 3986 §3.1, lower-cased
+
+
+def private_use_scheme_allowed(scheme: str) -> bool:
+    """Whether ``scheme`` (lower case) may be a native client's private-use redirect scheme."""
+    denied = {name.lower() for name in mcp_settings.OAUTH_DENIED_REDIRECT_SCHEMES}
+    return bool(_SCHEME.fullmatch(scheme)) and scheme not in NEVER and scheme not in denied
+
+
+def allowed_schemes(redirect_uris: str) -> list[str]:
+    """The schemes a client whose redirect URIs are ``redirect_uris`` (space-separated) may use."""
+    schemes = list(WEB_SCHEMES)
+    for uri in redirect_uris.split():
+        scheme = urlsplit(uri).scheme.lower()
+        if scheme not in schemes and private_use_scheme_allowed(scheme):
+            schemes.append(scheme)
+    return schemes
+
+
+def _get_allowed_schemes(application: Any) -> list[str]:
+    return allowed_schemes(application.redirect_uris or "")
+
+
+def install() -> None:
+    """Answer DOT's ``get_allowed_schemes`` per client (see the module docstring). DOT documents that method as
+    the place to widen schemes, on a project's own application model; mcp-host runs DOT's model, so the method
+    is set on it here (``AppConfig.ready``). A project whose own model defines the method keeps its own."""
+    application = get_application_model()
+    if application.get_allowed_schemes is AbstractApplication.get_allowed_schemes:
+        application.get_allowed_schemes = _get_allowed_schemes
