@@ -110,14 +110,17 @@ def with_issuer(uri: str, issuer: str) -> str:
     return urlunsplit(parts._replace(query=urlencode([*query, ("iss", issuer)])))
 
 
-def redirect_destination(uri: str) -> dict[str, Any]:
+def redirect_destination(uri: str, stated_uri: str = "") -> dict[str, Any]:
     """What the consent page says about where the answer goes: the redirect URI's host (or scheme, for a
-    native app's private-use scheme), and whether it stays on the person's own device (loopback or native)."""
+    native app's private-use scheme), whether it stays on the person's own device (loopback or native), and the
+    host the client states (``client_uri``) when the answer goes elsewhere on the web."""
     parts = urlsplit(uri)
-    if parts.scheme in ("http", "https"):
-        host = parts.hostname or ""
-        return {"where": parts.netloc, "on_device": host in LOOPBACK_HOSTS}
-    return {"where": f"{parts.scheme}:", "on_device": True}
+    if parts.scheme not in ("http", "https"):
+        return {"where": f"{parts.scheme}:", "on_device": True, "stated": ""}
+    host = parts.hostname or ""
+    stated = urlsplit(stated_uri).hostname or ""
+    elsewhere = bool(stated) and host != stated and not host.endswith(f".{stated}")
+    return {"where": parts.netloc, "on_device": host in LOOPBACK_HOSTS, "stated": stated if elsewhere else ""}
 
 
 def may_consent(user: Any, server: McpServer) -> bool:
@@ -221,15 +224,15 @@ class AuthorizeView(AuthorizationView):
         application = context.get("application")
         form = context.get("form")
         redirect_uri = context.get("redirect_uri") or (form["redirect_uri"].value() if form else "") or ""
+        profile = OAuthClientProfile.objects.filter(client_id=application.client_id).first() if application else None
+        stated_uri = getattr(profile, "client_uri", "") or ""
         context.update(
             {
                 "title": f"Authorize {application.name if application else 'an application'}",
-                "destination": redirect_destination(redirect_uri) if redirect_uri else None,
+                "destination": redirect_destination(redirect_uri, stated_uri) if redirect_uri else None,
                 "server": self.server,
                 "client_url": application.client_id if application and "://" in application.client_id else "",
-                "profile": OAuthClientProfile.objects.filter(client_id=application.client_id).first()
-                if application
-                else None,
+                "profile": profile,
             }
         )
         return context

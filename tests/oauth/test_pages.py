@@ -30,7 +30,7 @@ def _consent_page(client: Client, user: Any, server: Any, redirect_uri: str = RE
 
 
 def _destination(page: str) -> str:
-    match = re.search(r'<div id="redirect-destination">(.*?)</div>\s*</div>', page, re.S)
+    match = re.search(r'<div id="redirect-destination"[^>]*>(.*?)</div>\s*</div>', page, re.S)
     assert match, "the consent page does not say where the answer goes"
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", match.group(1))).split())
 
@@ -41,7 +41,8 @@ def test_consent_page_names_the_host_the_code_is_sent_to(client: Client, oauth_w
         client, user, access.server, "https://collector.evil.example/cb", client_uri="https://claude.ai"
     )
     destination = _destination(page)
-    assert "collector.evil.example" in destination
+    assert "the answer goes to collector.evil.example" in destination
+    assert "says it is claude.ai" in destination  # its stated address is not where the code goes
     assert "this device" not in destination
 
 
