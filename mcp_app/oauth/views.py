@@ -87,7 +87,7 @@ class LoginView(auth_views.LoginView):
     template_name = "mcp_app/oauth/login.html"
     form_class = SignInForm
     redirect_authenticated_user = True
-    next_page = reverse_lazy("oauth2_provider:consents")
+    next_page = "oauth2_provider:consents"  # a URL name: resolve_url reverses it
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
@@ -100,7 +100,7 @@ class LogoutView(auth_views.LogoutView):
     """Sign out (POST) and go to ``next`` if it is on this site, else the sign-in page: "switch account" posts
     the authorization request's URL as ``next``, which then asks the next person to sign in."""
 
-    next_page = reverse_lazy("oauth2_provider:login")
+    next_page = "oauth2_provider:login"
 
 
 def with_issuer(uri: str, issuer: str) -> str:

@@ -111,7 +111,9 @@ def test_switch_account_comes_back_to_the_same_authorization_request(
     page = authorize.content.decode()
     switch = re.search(r'<form id="switch-account" method="post" action="([^"]+)">(.*?)</form>', page, re.S)
     assert switch, "no way to switch account"
-    back_to = html.unescape(re.search(r'name="next" value="([^"]+)"', switch.group(2)).group(1))
+    comes_back = re.search(r'name="next" value="([^"]+)"', switch.group(2))
+    assert comes_back, "switching account forgets the authorization request"
+    back_to = html.unescape(comes_back.group(1))
     assert back_to.startswith("/oauth/authorize/?")
 
     signed_out = client.post(switch.group(1), {"next": back_to})
