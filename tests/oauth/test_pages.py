@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.test import Client
 
-from mcp_app.models import OAuthConsent
+from mcp_app.models import OAuthConsent, TenantMembership
 from tests.oauth_flow import ORIGIN, REDIRECT, authorize_params, pkce, redirect_query, register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,6 +90,23 @@ def test_cancel_answers_access_denied_with_state_and_iss(client: Client, oauth_w
     )
     form = {key: value for key, value in page.context["form"].initial.items() if value is not None}
     query = redirect_query(client.post("/oauth/authorize/", form))  # no "allow": Cancel
+    assert query["error"] == "access_denied"
+    assert query["state"] == "st4te"
+    assert query["iss"] == ORIGIN
+    assert not OAuthConsent.objects.exists()
+
+
+def test_a_refusal_after_the_page_was_shown_answers_the_client(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    registered = register(client)
+    client.force_login(user)
+    page = client.get(
+        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
+    )
+    assert page.status_code == 200
+    TenantMembership.objects.filter(user=user).delete()  # no longer a member when Authorize is pressed
+    form = {key: value for key, value in page.context["form"].initial.items() if value is not None}
+    query = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))
     assert query["error"] == "access_denied"
     assert query["state"] == "st4te"
     assert query["iss"] == ORIGIN
