@@ -176,6 +176,11 @@ class AuthorizeView(AuthorizationView):
         context.update({"application": application, "denied_url": back["Location"] if back.status_code == 302 else ""})
         return render(self.request, "mcp_app/oauth/refused.html", context, status=403)
 
+    def render_to_response(self, context: dict[str, Any], **response_kwargs: Any) -> HttpResponse:
+        # DOT renders a request it cannot answer to the client with the error alone: add the admin's context
+        # (unfold's colours, site title) so that page is drawn in the theme too.
+        return super().render_to_response({**_admin_context(self.request), **context}, **response_kwargs)
+
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
         issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
         return super().redirect(with_issuer(redirect_to, issuer), application)

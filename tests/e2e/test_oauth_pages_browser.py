@@ -44,13 +44,14 @@ def _shot(page: Any, folder: Path, name: str) -> None:
     page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
 
 
-def _assert_themed(page: Any, main_button: str) -> None:
+def _assert_themed(page: Any, main_button: str | None) -> None:
     """unfold's stylesheet loaded and applied: visible borders on every text input, the main button filled."""
     loaded = page.evaluate(
         """() => [...document.styleSheets].some(
             (sheet) => (sheet.href || '').endsWith('/unfold/css/styles.css') && sheet.cssRules.length > 100)"""
     )
     assert loaded, f"{page.url}: unfold's stylesheet did not load"
+    assert page.locator("#unfold-theme-colors").count() == 1, f"{page.url}: drawn without the theme's colours"
     borders = page.evaluate(
         """() => [...document.querySelectorAll('input[type=text], input[type=password]')]
             .filter((input) => input.offsetParent !== null)
@@ -59,6 +60,8 @@ def _assert_themed(page: Any, main_button: str) -> None:
     )
     for name, style, width in borders:
         assert style != "none" and width != "0px", f"{page.url}: input {name} has no visible border"
+    if main_button is None:
+        return
     button = page.locator(main_button).first
     assert button.is_visible(), f"{page.url}: no {main_button}"
     background = button.evaluate("(element) => getComputedStyle(element).backgroundColor")
@@ -149,4 +152,10 @@ def test_the_sign_in_consent_refused_and_consents_pages(styled_daphne: Daphne, p
         _assert_themed(page, "#consents button[type=submit]")
         assert "Claude" in page.locator("#consents").inner_text()
         _shot(page, folder, "4-consents")
+
+        # -- a request that cannot be answered to the client (its redirect URI is not registered) ---------------
+        page.goto(f"{base}/oauth/authorize/?{urlencode({**params, 'redirect_uri': 'https://elsewhere.example/cb'})}")
+        assert "invalid" in page.locator("body").inner_text().lower()
+        _assert_themed(page, None)
+        _shot(page, folder, "5-invalid-request")
         browser.close()
