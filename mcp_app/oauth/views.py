@@ -224,8 +224,7 @@ class AuthorizeView(AuthorizationView):
         return kwargs
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
-        context.update(_admin_context(self.request))
+        context = super().get_context_data(**kwargs)  # the admin's context: render_to_response
         application = context.get("application")
         form = context.get("form")
         redirect_uri = context.get("redirect_uri") or (form["redirect_uri"].value() if form else "") or ""
