@@ -69,7 +69,10 @@ def pkce() -> tuple[str, str]:
     return verifier, challenge
 
 
-def register(client: Client, redirect_uris: list[str] | None = None, name: str = "Test client") -> dict[str, Any]:
+def register(
+    client: Client, redirect_uris: list[str] | None = None, name: str = "Test client", **stated: Any
+) -> dict[str, Any]:
+    """Dynamic registration; ``stated`` adds what the client says about itself (``client_uri``, ``logo_uri``)."""
     response = client.post(
         "/oauth/register/",
         data={
@@ -78,6 +81,7 @@ def register(client: Client, redirect_uris: list[str] | None = None, name: str =
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
+            **stated,
         },
         content_type="application/json",
     )

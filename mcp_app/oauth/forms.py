@@ -1,11 +1,18 @@
-"""The consent form: DOT's ``AllowForm`` plus the grant the person chooses (the grant model agent tokens have)."""
+"""The OAuth pages' forms, drawn with django-unfold's widgets (so they look like the admin): the sign-in form, and
+the consent form (DOT's ``AllowForm`` plus the grant the person chooses, the grant model agent tokens have)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
 from oauth2_provider.forms import AllowForm
+from unfold.widgets import (
+    BASE_INPUT_CLASSES,
+    UnfoldAdminCheckboxSelectMultipleWidget,
+    UnfoldAdminRadioSelectWidget,
+)
 
 from ..models import McpServer, Prompt, Resource, Tool
 
@@ -16,16 +23,27 @@ GRANT_CHOICES = [
 ]
 
 
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form (any active user, not only staff: unfold's admin form requires staff) with the
+    admin's input style."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("username", "password"):
+            self.fields[name].widget.attrs["class"] = " ".join(BASE_INPUT_CLASSES)
+        self.fields["username"].widget.attrs["autofocus"] = ""
+
+
 class ConsentForm(AllowForm):
-    grant = forms.ChoiceField(choices=GRANT_CHOICES, initial="all", widget=forms.RadioSelect, required=False)
+    grant = forms.ChoiceField(choices=GRANT_CHOICES, initial="all", widget=UnfoldAdminRadioSelectWidget, required=False)
     tools = forms.ModelMultipleChoiceField(
-        queryset=Tool.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        queryset=Tool.objects.none(), required=False, widget=UnfoldAdminCheckboxSelectMultipleWidget
     )
     resources = forms.ModelMultipleChoiceField(
-        queryset=Resource.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        queryset=Resource.objects.none(), required=False, widget=UnfoldAdminCheckboxSelectMultipleWidget
     )
     prompts = forms.ModelMultipleChoiceField(
-        queryset=Prompt.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        queryset=Prompt.objects.none(), required=False, widget=UnfoldAdminCheckboxSelectMultipleWidget
     )
 
     def __init__(self, *args: Any, server: McpServer | None = None, **kwargs: Any) -> None:

@@ -5,7 +5,7 @@ their siblings by it.
 /.well-known/oauth-authorization-server                     RFC 8414 metadata (issuer: the site's origin)
 /.well-known/oauth-protected-resource/mcp/<server_id>       RFC 9728 metadata of one MCP server
 /oauth/authorize/ /oauth/token/ /oauth/revoke/ /oauth/register/   the endpoints
-/oauth/login/                                               sign-in; /oauth/consents/ the person's consents
+/oauth/login/ /oauth/logout/                                sign-in, sign-out (POST); /oauth/consents/ the person's consents
 
 The metadata, registration, token and revocation endpoints answer every origin (``cors.public``).
 """
@@ -39,6 +39,7 @@ urlpatterns = [
         name="dcr-register-management",
     ),
     path("oauth/login/", views.LoginView.as_view(), name="login"),
+    path("oauth/logout/", views.LogoutView.as_view(), name="logout"),
     path("oauth/consents/", views.consent_list, name="consents"),
     path("oauth/consents/<int:pk>/withdraw/", views.withdraw_consent, name="consent-withdraw"),
 ]

@@ -2,13 +2,18 @@
 something.
 
 - ``ResourceMetadataView``: RFC 9728 metadata of one MCP server (404 for an unknown, disabled or OAuth-off one).
-- ``LoginView``: Django's sign-in with the admin's login template (so it follows the admin's theme).
+- ``LoginView`` / ``LogoutView``: Django's sign-in in unfold's login page (any active user; without ``next`` it
+  lands on the person's consents), and signing out to switch account (back to ``next``: the same authorization
+  request, which asks to sign in again).
 - ``AuthorizeView``: DOT's authorization endpoint. The ``resource`` must name exactly one OAuth-enabled server of
   this site (else ``invalid_target``); the person must be allowed to consent (active member of the server's
   tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
   ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
-  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant.
-- ``RegistrationView`` / ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited
+  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant. The consent page names
+  where the answer goes (the redirect URI's host; a warning for loopback and native-app redirects); a refusal
+  page offers to switch account or to go back to the client with ``access_denied``. Every redirect to the client,
+  errors included, carries ``iss`` (RFC 9207; DOT adds it to successful answers only).
+- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited
   per source address (``mcp_app.limits.rates``: 429 with ``Retry-After``).
 - ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
 """
@@ -17,11 +22,11 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse, reverse_lazy
@@ -29,6 +34,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import ListView
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
 from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
@@ -37,10 +43,10 @@ from ..conf import mcp_settings
 from ..limits import rates
 from ..models import McpServer, OAuthClientProfile, OAuthConsent, TenantMembership
 from ..protocol.errors import RateLimited
-from .forms import ConsentForm
+from .forms import ConsentForm, SignInForm
 from .provider import SCOPE
 from .resources import origin_of, resource_url
-from .validator import target_server
+from .validator import LOOPBACK_HOSTS, target_server
 
 
 def _person(request: HttpRequest) -> Any:
@@ -76,17 +82,46 @@ class ResourceMetadataView(OAuthProtectedResourceMetadataView):
 
 
 class LoginView(auth_views.LoginView):
-    """A plain username + password form (Django's ``authenticate()``), in the admin's login page."""
+    """A plain username + password form (Django's ``authenticate()``), in the admin's login page. Without a
+    ``next`` the person lands on their consents (never ``LOGIN_REDIRECT_URL``'s default, a 404 here)."""
 
     template_name = "mcp_app/oauth/login.html"
-    form_class = AuthenticationForm
+    form_class = SignInForm
     redirect_authenticated_user = True
+    next_page = "oauth2_provider:consents"  # a URL name: resolve_url reverses it
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
         context.update(_admin_context(self.request))
         context.update({"title": "Sign in to authorize an application", "app_path": self.request.get_full_path()})
         return context
+
+
+class LogoutView(auth_views.LogoutView):
+    """Sign out (POST) and go to ``next`` if it is on this site, else the sign-in page: "switch account" posts
+    the authorization request's URL as ``next``, which then asks the next person to sign in."""
+
+    next_page = "oauth2_provider:login"
+
+
+def with_issuer(uri: str, issuer: str) -> str:
+    """``uri`` with exactly one ``iss`` query parameter, ``issuer`` (RFC 9207)."""
+    parts = urlsplit(uri)
+    query = [(key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != "iss"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("iss", issuer)])))
+
+
+def redirect_destination(uri: str, stated_uri: str = "") -> dict[str, Any]:
+    """What the consent page says about where the answer goes: the redirect URI's host (or scheme, for a
+    native app's private-use scheme), whether it stays on the person's own device (loopback or native), and the
+    host the client states (``client_uri``) when the answer goes elsewhere on the web."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https"):
+        return {"where": f"{parts.scheme}:", "on_device": True, "stated": ""}
+    host = parts.hostname or ""
+    stated = urlsplit(stated_uri).hostname or ""
+    elsewhere = bool(stated) and host != stated and not host.endswith(f".{stated}")
+    return {"where": parts.netloc, "on_device": host in LOOPBACK_HOSTS, "stated": stated if elsewhere else ""}
 
 
 def may_consent(user: Any, server: McpServer) -> bool:
@@ -134,10 +169,22 @@ class AuthorizeView(AuthorizationView):
             return f"{server.tenant.name} accepts only pre-registered applications; this one registered itself."
         return None
 
-    def _refuse(self, message: str, application: Any) -> HttpResponse:
+    def _refuse(self, message: str, application: Any, credentials: dict[str, Any]) -> HttpResponse:
+        """The refusal page (403): switch account, or back to the client with ``access_denied`` (its redirect
+        URI was validated with the request)."""
+        back = self._error(application, credentials, "access_denied", message)
         context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
-        context["application"] = application
+        context.update({"application": application, "denied_url": back["Location"] if back.status_code == 302 else ""})
         return render(self.request, "mcp_app/oauth/refused.html", context, status=403)
+
+    def render_to_response(self, context: dict[str, Any], **response_kwargs: Any) -> HttpResponse:
+        # DOT renders a request it cannot answer to the client with the error alone: add the admin's context
+        # (unfold's colours, site title) so that page is drawn in the theme too.
+        return super().render_to_response({**_admin_context(self.request), **context}, **response_kwargs)
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
+        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+        return super().redirect(with_issuer(redirect_to, issuer), application)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
@@ -153,7 +200,7 @@ class AuthorizeView(AuthorizationView):
             return self._invalid_target(application, credentials)
         refusal = self._refusal(application)
         if refusal is not None:
-            return self._refuse(refusal, application)
+            return self._refuse(refusal, application, credentials)
         remembered = OAuthConsent.objects.filter(
             user=_person(request), application=application, server=self.server
         ).exists()
@@ -178,17 +225,19 @@ class AuthorizeView(AuthorizationView):
         return kwargs
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
-        context.update(_admin_context(self.request))
+        context = super().get_context_data(**kwargs)  # the admin's context: render_to_response
         application = context.get("application")
+        form = context.get("form")
+        redirect_uri = context.get("redirect_uri") or (form["redirect_uri"].value() if form else "") or ""
+        profile = OAuthClientProfile.objects.filter(client_id=application.client_id).first() if application else None
+        stated_uri = getattr(profile, "client_uri", "") or ""
         context.update(
             {
                 "title": f"Authorize {application.name if application else 'an application'}",
+                "destination": redirect_destination(redirect_uri, stated_uri) if redirect_uri else None,
                 "server": self.server,
                 "client_url": application.client_id if application and "://" in application.client_id else "",
-                "profile": OAuthClientProfile.objects.filter(client_id=application.client_id).first()
-                if application
-                else None,
+                "profile": profile,
             }
         )
         return context
@@ -198,8 +247,8 @@ class AuthorizeView(AuthorizationView):
         if self.server is None:
             return self._invalid_target(application, form.cleaned_data)
         refusal = self._refusal(application)
-        if refusal is not None:
-            return self._refuse(refusal, application)
+        if refusal is not None:  # since the page was shown: answered like Cancel, with the reason
+            return self._error(application, form.cleaned_data, "access_denied", refusal)
         if form.cleaned_data.get("allow"):
             OAuthConsent.objects.record(self.request.user, application, self.server, **form.grant_kwargs())
         return super().form_valid(form)

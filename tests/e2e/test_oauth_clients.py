@@ -118,7 +118,7 @@ class Browser:
             await page.click("form button[type=submit], form input[type=submit]")
         await page.wait_for_selector("#authorizationForm")
         assert "Not verified" in await page.content()
-        await page.click("input[name=allow]")
+        await page.click("[name=allow]")
 
     async def callback_handler(self) -> AuthorizationCodeResult:
         assert self.callback is not None
@@ -265,7 +265,7 @@ def test_the_typescript_sdk_connects_with_oauth(oauth_daphne: Daphne, demo: Any)
             page.fill("#id_password", PASSWORD)
             page.click("form button[type=submit], form input[type=submit]")
             page.wait_for_selector("#authorizationForm")
-            page.click("input[name=allow]")
+            page.click("[name=allow]")
             deadline = time.monotonic() + WAIT_SECONDS
             while not seen:
                 assert time.monotonic() < deadline, "no redirect back to the client"
