@@ -116,6 +116,9 @@ DEFAULTS: dict[str, Any] = {
     "OAUTH_CIMD_ALLOWED_NETWORKS": [],
     # Dynamic client registrations (RFC 7591) accepted per source address and hour; 0: none.
     "OAUTH_REGISTRATIONS_PER_HOUR": 20,
+    # The least tenant role ("viewer", "admin", "owner") that may authorize OAuth clients for the tenant's
+    # servers and keep the tokens: a member below it (or removed) loses them on every process within a second.
+    "OAUTH_CONSENT_ROLE": "viewer",
     # The longest timeout a tenant may give an http tool (seconds), and the default one.
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": 60.0,
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 10.0,
@@ -317,6 +320,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "HTTP_TOOL_ALLOWED_NETWORKS": (list, tuple),
     "OAUTH_CIMD_ALLOWED_NETWORKS": (list, tuple),
     "OAUTH_REGISTRATIONS_PER_HOUR": (int,),
+    "OAUTH_CONSENT_ROLE": (str,),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_MAX_RESPONSE_BYTES": (int,),
@@ -507,6 +511,8 @@ def _check_http_tool_settings(values: dict[str, Any]) -> None:
             parse_allow_list(values[key])
         except ValueError as exc:
             raise ImproperlyConfigured(f"MCP_APP[{key!r}]: {exc}") from exc
+    if values["OAUTH_CONSENT_ROLE"] not in ("viewer", "admin", "owner"):
+        raise ImproperlyConfigured("MCP_APP['OAUTH_CONSENT_ROLE'] must be 'viewer', 'admin' or 'owner'.")
     if values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"] <= 0:
         raise ImproperlyConfigured("MCP_APP['HTTP_TOOL_MAX_TIMEOUT_SECONDS'] must be positive.")
     if not 0 < values["HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS"] <= values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"]:

@@ -35,7 +35,8 @@ from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from ..conf import mcp_settings
-from ..models import McpServer, OAuthClientProfile, OAuthConsent, TenantMembership
+from ..models import McpServer, OAuthClientProfile, OAuthConsent
+from ..models.oauth import may_consent
 from .forms import ConsentForm
 from .provider import SCOPE
 from .resources import origin_of, resource_url
@@ -86,16 +87,6 @@ class LoginView(auth_views.LoginView):
         context.update(_admin_context(self.request))
         context.update({"title": "Sign in to authorize an application", "app_path": self.request.get_full_path()})
         return context
-
-
-def may_consent(user: Any, server: McpServer) -> bool:
-    """Who may authorize a client for ``server``: an active user who is a member of its tenant (any role), or
-    any active user where the server opens consent to everyone signed in."""
-    if not (user.is_authenticated and user.is_active):
-        return False
-    if server.oauth_open_consent:
-        return True
-    return TenantMembership.objects.filter(user=user, tenant_id=server.tenant_id).exists()
 
 
 class AuthorizeView(AuthorizationView):
