@@ -7,7 +7,10 @@ something.
   this site (else ``invalid_target``); the person must be allowed to consent (active member of the server's
   tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
   ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
-  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant.
+  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant. Every redirect back to
+  the client, errors included (cancel, PKCE, resource), carries ``iss`` (RFC 9207); a consent form that does not
+  validate (an unknown grant choice, a tool, resource or prompt the server does not expose) is a 400 page, never
+  a redirect (its ``redirect_uri`` is not trusted until DOT has validated it).
 - ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address.
 - ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -30,6 +34,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import ListView
 from oauth2_provider.exceptions import OAuthToolkitError
 from oauth2_provider.models import get_application_model
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
 from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
@@ -89,6 +94,13 @@ class LoginView(auth_views.LoginView):
         return context
 
 
+def with_issuer(uri: str, issuer: str) -> str:
+    """``uri`` with ``iss=<issuer>`` as its only ``iss`` query parameter (RFC 9207)."""
+    parts = urlsplit(uri)
+    query = [(key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != "iss"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("iss", issuer)])))
+
+
 class AuthorizeView(AuthorizationView):
     template_name = "mcp_app/oauth/consent.html"
     form_class = ConsentForm
@@ -124,10 +136,21 @@ class AuthorizeView(AuthorizationView):
             return f"{server.tenant.name} accepts only pre-registered applications; this one registered itself."
         return None
 
-    def _refuse(self, message: str, application: Any) -> HttpResponse:
+    def _refuse(self, message: str, application: Any, status: int = 403) -> HttpResponse:
         context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
         context["application"] = application
-        return render(self.request, "mcp_app/oauth/refused.html", context, status=403)
+        return render(self.request, "mcp_app/oauth/refused.html", context, status=status)
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
+        """Every redirect to the client names the issuer, errors too (DOT adds it to successful ones only)."""
+        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+        return super().redirect(with_issuer(redirect_to, issuer), application)
+
+    def form_invalid(self, form: ConsentForm) -> HttpResponse:
+        """The page sent a valid form: this one was altered (or its server's catalog changed meanwhile)."""
+        return self._refuse(
+            "The authorization form was incomplete or altered. Start again from the application.", None, 400
+        )
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
