@@ -7,6 +7,7 @@ deactivated), and their refresh token is refused from then on."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -191,4 +192,4 @@ async def test_losing_eligibility_ends_access_on_every_process_within_a_second(
 
     refused = await database_sync_to_async(refresh)()
     assert refused.status_code == 400, refused.content
-    assert refused.json()["error"] == "invalid_grant"
+    assert json.loads(refused.content)["error"] == "invalid_grant"

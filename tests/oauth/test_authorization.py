@@ -451,3 +451,62 @@ def test_error_redirects_carry_the_issuer(client: Client, oauth_world: Any) -> N
     assert (plain["error"], plain["iss"]) == ("invalid_request", ORIGIN)
     foreign = redirect_query(_authorize(client, user, access.server, resource="https://elsewhere.example/mcp/x"))
     assert (foreign["error"], foreign["iss"]) == ("invalid_target", ORIGIN)
+
+
+def _downgrade_without_signals(issued: Issued, settings: Any) -> None:
+    from mcp_app.models import TenantMembership
+
+    settings.MCP_APP = {**settings.MCP_APP, "OAUTH_CONSENT_ROLE": "admin"}
+    TenantMembership.objects.filter(user=issued.user).update(role="viewer")
+
+
+def _close_open_consent_without_signals(issued: Issued, settings: Any) -> None:
+    from mcp_app.models import McpServer, TenantMembership
+
+    McpServer.objects.filter(pk=issued.server.pk).update(oauth_open_consent=False)
+    assert not TenantMembership.objects.filter(user=issued.user).exists()
+
+
+def _deactivate_without_signals(issued: Issued, settings: Any) -> None:
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.filter(pk=issued.user.pk).update(is_active=False)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_downgrade_without_signals, _close_open_consent_without_signals, _deactivate_without_signals],
+    ids=["role downgraded", "open consent switched off", "user deactivated"],
+)
+def test_eligibility_is_checked_at_token_use_and_refresh_not_only_by_signals(
+    client: Client, oauth_world: Any, settings: Any, change: Any
+) -> None:
+    """A change that sends no signal (a queryset ``update()``) still ends access: the token is refused once its
+    cached snapshot goes (``IDENTITY_CACHE_MAX_AGE_SECONDS``; here the caches are cleared), the refresh at once."""
+    from mcp_app.caching import identity
+    from mcp_app.models import TenantMembership
+
+    access, user = oauth_world
+    if change is _downgrade_without_signals:
+        TenantMembership.objects.filter(user=user).update(role="admin")
+    if change is _close_open_consent_without_signals:
+        TenantMembership.objects.filter(user=user).delete()
+        access.server.oauth_open_consent = True
+        access.server.save()
+    issued = run_flow(client, user, access.server)
+    assert _served(access.server, issued.access_token).status == 200
+    change(issued, settings)
+    identity.clear()
+    reply = _served(access.server, issued.access_token)
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    assert "resource_metadata=" in reply.headers["www-authenticate"]
+    refused = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=issued.refresh_token,
+        client_id=issued.client_id,
+        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
+    )
+    assert refused.status_code == 400
+    assert json.loads(refused.content)["error"] == "invalid_grant"
