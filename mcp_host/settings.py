@@ -304,6 +304,8 @@ if _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS"):
     MCP_APP["OAUTH_CIMD_ALLOWED_NETWORKS"] = _env_list("MCP_OAUTH_CIMD_ALLOWED_NETWORKS")
 if os.environ.get("MCP_OAUTH_REGISTRATIONS_PER_HOUR"):
     MCP_APP["OAUTH_REGISTRATIONS_PER_HOUR"] = int(os.environ["MCP_OAUTH_REGISTRATIONS_PER_HOUR"])
+if os.environ.get("MCP_OAUTH_CONSENT_ROLE"):
+    MCP_APP["OAUTH_CONSENT_ROLE"] = os.environ["MCP_OAUTH_CONSENT_ROLE"]
 
 # One handler, on the root logger: each record and each traceback is written once (see observability.logging).
 _LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")
