@@ -130,7 +130,8 @@ class AuthorizeView(AuthorizationView):
         if not may_consent(self.request.user, server):
             return (
                 f"Your account is not a member of {server.tenant.name}, which owns the MCP server "
-                f"{server.server_id}: you cannot authorize applications for it."
+                f"{server.server_id}, or its role there does not allow it: you cannot authorize applications "
+                "for it."
             )
         if application.registration_source == "dcr" and not server.tenant.oauth_dynamic_clients:
             return f"{server.tenant.name} accepts only pre-registered applications; this one registered itself."

@@ -510,3 +510,22 @@ def test_eligibility_is_checked_at_token_use_and_refresh_not_only_by_signals(
     )
     assert refused.status_code == 400
     assert json.loads(refused.content)["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize("deleted", ["person", "tenant", "server"])
+def test_deleting_what_a_consent_hangs_on_ends_its_tokens(client: Client, oauth_world: Any, deleted: str) -> None:
+    """The membership and server signals run inside cascades too (a person or tenant deleted with consents)."""
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    {"person": user, "tenant": access.tenant, "server": access.server}[deleted].delete()
+    assert _served(access.server, issued.access_token).status in (401, 404)
+    assert not AgentToken.objects.filter(oauth_consent__isnull=False, revoked_at__isnull=True).exists()
+
+
+def test_a_role_below_the_consent_role_may_not_consent(client: Client, oauth_world: Any, settings: Any) -> None:
+    access, user = oauth_world  # a viewer
+    settings.MCP_APP = {**settings.MCP_APP, "OAUTH_CONSENT_ROLE": "admin"}
+    response = _authorize(client, user, access.server)
+    assert response.status_code == 403
+    assert b"does not allow it" in response.content
+    assert not OAuthConsent.objects.exists()
