@@ -37,7 +37,11 @@ def _membership_changed(sender: Any, instance: TenantMembership, created: bool =
         OAuthConsent.objects.end_ineligible(user_id=instance.user_id, server__tenant_id=instance.tenant_id)
 
 
-def _server_saved(sender: Any, instance: McpServer, created: bool = False, **kwargs: Any) -> None:
+def _server_saved(
+    sender: Any, instance: McpServer, created: bool = False, update_fields: Any = None, **kwargs: Any
+) -> None:
+    if update_fields is not None and "oauth_open_consent" not in update_fields:
+        return
     if not created and not instance.oauth_open_consent:
         OAuthConsent.objects.end_ineligible(server=instance)
 

@@ -97,7 +97,10 @@ class LoginView(auth_views.LoginView):
 def with_issuer(uri: str, issuer: str) -> str:
     """``uri`` with ``iss=<issuer>`` as its only ``iss`` query parameter (RFC 9207)."""
     parts = urlsplit(uri)
-    query = [(key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != "iss"]
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if [value for key, value in pairs if key == "iss"] == [issuer]:
+        return uri  # DOT named it already (successful responses): leave the URI as DOT wrote it
+    query = [(key, value) for key, value in pairs if key != "iss"]
     return urlunsplit(parts._replace(query=urlencode([*query, ("iss", issuer)])))
 
 
