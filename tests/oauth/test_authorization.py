@@ -435,6 +435,7 @@ def test_a_consent_form_without_an_s256_challenge_yields_no_code(
     form, _verifier = _consent_form(client, user, access.server)
     query = redirect_query(client.post("/oauth/authorize/", {**form, **tampered}))
     assert "code" not in query
+    assert not OAuthConsent.objects.exists()  # nothing remembered: the next authorization asks again
     assert query["error"] == "invalid_request"
     assert query["state"] == "st4te"
     assert query["iss"] == ORIGIN
