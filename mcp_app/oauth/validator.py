@@ -5,12 +5,13 @@ name exactly one OAuth-enabled MCP server of this origin that the user has conse
 still use (``may_consent``: a withdrawn consent, a deactivated user, a removed or downgraded member, a server's
 open consent switched off or a disabled server refuse a code exchange and a refresh with ``invalid_grant``).
 
+Each access token DOT saves is mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``):
+same digest, same expiry, the consent's grant, scoped to that one server. Access tokens look like agent tokens
+(``mcp_<prefix>_<secret>``, ``access_token``) so the request path tells them apart only by their mirror.
+
 An authorization code is single-use (OAuth 2.1 §4.1.3): DOT deletes it at the exchange; the exchange remembers
-the code's digest with the token family it started (Django's cache, for ``REFRESH_TOKEN_EXPIRE_SECONDS``), and a
-second exchange of the same code revokes that family: every access and refresh token the code yielded. Each access token DOT saves is
-mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``): same digest, same expiry, the
-consent's grant, scoped to that one server. Access tokens look like agent tokens (``mcp_<prefix>_<secret>``,
-``access_token``) so the request path tells them apart only by their mirror.
+the code's digest with the token family it started (Django's cache, for ``REFRESH_TOKEN_EXPIRE_SECONDS``), and
+a second exchange of the same code revokes that family: every access and refresh token the code led to.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ something.
   tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
   ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
   unless ``prompt=consent``; otherwise the consent page lets the person choose the grant. Every redirect back to
-  the client, errors included (cancel, PKCE, resource), carries ``iss`` (RFC 9207); a consent form posted
-  without an S256 challenge records no consent and yields no code (``invalid_request``); a consent form that does not
+  the client, errors included (cancel, PKCE, resource), carries ``iss`` (RFC 9207). A consent form posted
+  without an S256 challenge records no consent and yields no code (``invalid_request``); one that does not
   validate (an unknown grant choice, a tool, resource or prompt the server does not expose) is a 400 page, never
   a redirect (its ``redirect_uri`` is not trusted until DOT has validated it).
 - ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address.
