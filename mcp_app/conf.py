@@ -125,6 +125,9 @@ DEFAULTS: dict[str, Any] = {
     # Client ID metadata documents fetched at once from one host, per process; more wait for a slot within the
     # fetch's deadline (CIMD_FETCH_TIMEOUT_SECONDS of OAUTH2_PROVIDER, 5 s, over the whole fetch).
     "OAUTH_CIMD_FETCHES_PER_HOST": 2,
+    # The least tenant role ("viewer", "admin", "owner") that may authorize OAuth clients for the tenant's
+    # servers and keep the tokens: a member below it (or removed) loses them on every process within a second.
+    "OAUTH_CONSENT_ROLE": "viewer",
     # The longest timeout a tenant may give an http tool (seconds), and the default one.
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": 60.0,
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": 10.0,
@@ -330,6 +333,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "OAUTH_REGISTRATION_BURST": (int,),
     "OAUTH_DENIED_REDIRECT_SCHEMES": (list, tuple),
     "OAUTH_CIMD_FETCHES_PER_HOST": (int,),
+    "OAUTH_CONSENT_ROLE": (str,),
     "HTTP_TOOL_MAX_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS": (int, float),
     "HTTP_TOOL_MAX_RESPONSE_BYTES": (int,),
@@ -524,6 +528,8 @@ def _check_http_tool_settings(values: dict[str, Any]) -> None:
             parse_allow_list(values[key])
         except ValueError as exc:
             raise ImproperlyConfigured(f"MCP_APP[{key!r}]: {exc}") from exc
+    if values["OAUTH_CONSENT_ROLE"] not in ("viewer", "admin", "owner"):
+        raise ImproperlyConfigured("MCP_APP['OAUTH_CONSENT_ROLE'] must be 'viewer', 'admin' or 'owner'.")
     if values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"] <= 0:
         raise ImproperlyConfigured("MCP_APP['HTTP_TOOL_MAX_TIMEOUT_SECONDS'] must be positive.")
     if not 0 < values["HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS"] <= values["HTTP_TOOL_MAX_TIMEOUT_SECONDS"]:

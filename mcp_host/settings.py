@@ -306,6 +306,8 @@ if os.environ.get("MCP_OAUTH_REGISTRATIONS_PER_HOUR"):
     MCP_APP["OAUTH_REGISTRATIONS_PER_HOUR"] = int(os.environ["MCP_OAUTH_REGISTRATIONS_PER_HOUR"])
 if os.environ.get("MCP_OAUTH_REGISTRATION_BURST"):
     MCP_APP["OAUTH_REGISTRATION_BURST"] = int(os.environ["MCP_OAUTH_REGISTRATION_BURST"])
+if os.environ.get("MCP_OAUTH_CONSENT_ROLE"):
+    MCP_APP["OAUTH_CONSENT_ROLE"] = os.environ["MCP_OAUTH_CONSENT_ROLE"]
 
 # One handler, on the root logger: each record and each traceback is written once (see observability.logging).
 _LOG_FORMAT = os.environ.get("MCP_LOG_FORMAT") or ("json" if PRODUCTION else "console")

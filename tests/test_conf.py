@@ -40,6 +40,7 @@ def test_override_is_seen_and_undone():
         ({"WORKER_CALL_LEASE_SECONDS": 0}, "WORKER_CALL_LEASE_SECONDS'] must be positive"),
         ({"WORKER_CALLS_PER_TENANT": -1}, "must not be negative"),
         ({"WORKER_CALLS_PER_AGENT": -3}, "must not be negative"),
+        ({"OAUTH_CONSENT_ROLE": "member"}, "must be 'viewer', 'admin' or 'owner'"),
     ],
 )
 def test_invalid_configuration_is_refused(value, message):

@@ -7,7 +7,8 @@ invalidation keys that must drop it (``mcp_app.invalidation``):
   and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
   to another), and the tenant's and agent's own limits of concurrent worker calls (``max_worker_calls``) and rates
   (``rate_limit``, ``rate_burst``). Only
-  usable tokens of active agents are cached. Tags: ``token:``, ``agent:``, ``tenant:``.
+  usable tokens of active agents are cached, and an OAuth token only while its person may use its consent
+  (``mcp_app.models.oauth``, *Eligibility*). Tags: ``token:``, ``agent:``, ``tenant:``.
 - ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
   version. Tags: ``server:``, ``tenant:``.
 - ``SessionEntry`` by session digest: a live session. Tags: ``session:``, ``server:``, ``agent:``.
@@ -236,7 +237,7 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
             .select_related("agent__tenant")
             .first()
         )
-        if row is None:
+        if row is None or (row.oauth_consent_id is not None and not oauth_consent_usable(row.oauth_consent_id)):
             return None
         entry = TokenEntry(
             pk=row.pk,
@@ -261,6 +262,16 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
         return entry
 
     return _cached(tokens, digest, load, from_database)
+
+
+def oauth_consent_usable(consent_pk: int) -> bool:
+    """Whether the person behind an OAuth token's consent may still use it (``mcp_app.models.oauth``,
+    *Eligibility*): one query, on the cold path of OAuth tokens only. The signals that end eligibility revoke
+    the token at once; this catches changes that sent none (a queryset ``update()``) within the cache's maximum
+    age."""
+    from ..models import OAuthConsent
+
+    return not OAuthConsent.objects.get_queryset().filter(pk=consent_pk).ineligible().exists()
 
 
 def token_grant(row: Any) -> CatalogGrant:

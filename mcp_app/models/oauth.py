@@ -10,6 +10,13 @@ An issued access token is mirrored as an ``AgentToken`` of the consent's agent, 
 DOT's ``token_checksum``: the request path resolves it like any agent token, from the identity cache. Revoking
 the access token, withdrawing the consent, deleting the client or deactivating the user revokes the mirrors
 (``OAuthConsent.objects.withdraw``, ``revoke_for``) and publishes their invalidation keys.
+
+**Eligibility.** A person may consent, and keep using what they consented to, while they are active and either
+a member of the server's tenant with at least ``MCP_APP["OAUTH_CONSENT_ROLE"]`` or the server opens consent to
+everyone signed in (``may_consent``, and ``OAuthConsentQuerySet.ineligible`` for many at once). Whatever ends it
+(membership removed or downgraded, the server's open consent switched off, the user deactivated) revokes the
+consent's tokens and refresh tokens (``OAuthConsentManager.end_ineligible``, called by ``mcp_app.oauth.signals``);
+the consent itself stays, so that the person's choice is remembered should they become eligible again.
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models, transaction
+from django.db.models import Exists, OuterRef, Q
 
+from ..conf import mcp_settings
 from .agents import Agent, AgentToken
 from .catalog import Prompt, Resource, Tool
 from .servers import McpServer
-from .tenancy import Tenant
+from .tenancy import Tenant, TenantMembership
 
 # DOT's client model (not swapped: mcp-host uses DOT's own).
 APPLICATION_MODEL = "oauth2_provider.Application"
@@ -106,7 +115,31 @@ class OAuthClientProfile(models.Model):
         return self.client_id
 
 
+def consent_roles() -> list[str]:
+    """The tenant roles that may consent: ``OAUTH_CONSENT_ROLE`` and every role above it (``Role`` is declared
+    from the most to the least allowed)."""
+    roles = [role.value for role in TenantMembership.Role]
+    return roles[: roles.index(mcp_settings.OAUTH_CONSENT_ROLE) + 1]
+
+
+def may_consent(user: Any, server: McpServer) -> bool:
+    """Whether ``user`` may authorize clients for ``server`` and keep using the consents it gave (see the module
+    docstring): active, and a member with a consenting role, or the server opens consent to everyone."""
+    if not (user.is_authenticated and user.is_active):
+        return False
+    if server.oauth_open_consent:
+        return True
+    return TenantMembership.objects.filter(user=user, tenant_id=server.tenant_id, role__in=consent_roles()).exists()
+
+
 class OAuthConsentQuerySet(models.QuerySet["OAuthConsent"]):
+    def ineligible(self) -> OAuthConsentQuerySet:
+        """The consents whose person may no longer use them (``may_consent`` is false), in one query."""
+        member = TenantMembership.objects.filter(
+            user=OuterRef("user"), tenant=OuterRef("server__tenant"), role__in=consent_roles()
+        )
+        return self.exclude(Q(user__is_active=True) & (Q(server__oauth_open_consent=True) | Exists(member)))
+
     def withdraw(self) -> int:
         """Withdraw these consents: their tokens (DOT's and the mirrors) stop working on every process."""
         consents = list(self)
@@ -148,6 +181,15 @@ class OAuthConsentManager(models.Manager["OAuthConsent"]):
             consent.granted_resources.set(resources or [])
             consent.granted_prompts.set(prompts or [])
         return consent
+
+    def end_ineligible(self, **filters: Any) -> int:
+        """Revoke the tokens of the consents matching ``filters`` whose person is no longer eligible (membership
+        removed or downgraded, open consent switched off, user deactivated); they stop working on every process
+        within the invalidation bound. Returns how many consents lost their tokens."""
+        ended = list(self.get_queryset().filter(**filters).ineligible().select_related("user", "application", "server"))
+        for consent in ended:
+            consent.revoke_tokens()
+        return len(ended)
 
     def revoke_for(self, **filters: Any) -> None:
         """Revoke the mirrored tokens of the consents matching ``filters`` (e.g. ``user=…``, ``application=…``):

@@ -1,7 +1,14 @@
 """What makes OAuth tokens stop working everywhere: a DOT access token deleted (revocation, refresh rotation,
 expiry clean-up, client deletion) revokes its mirror; a deactivated user's mirrors are revoked. Consent
 withdrawal revokes through ``OAuthConsent.withdraw``; deleting a client or a consent deletes the mirrors by
-cascade (whose deletion publishes, ``mcp_app.caching.signals``)."""
+cascade (whose deletion publishes, ``mcp_app.caching.signals``).
+
+Eligibility (``mcp_app.models.oauth``, *Eligibility*): a membership removed or changed (its role below
+``OAUTH_CONSENT_ROLE``) and a server's open consent switched off revoke the tokens of the consents whose person
+is no longer eligible (``OAuthConsent.objects.end_ineligible``). Queryset ``update()`` sends no signal: the
+identity cache's cold load checks eligibility too (``mcp_app.caching.identity``), so such a change takes
+effect when the cached entry reaches ``IDENTITY_CACHE_MAX_AGE_SECONDS``.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.db.models.signals import post_delete, post_save
 from oauth2_provider.models import get_access_token_model
 
-from ..models import OAuthConsent
+from ..models import McpServer, OAuthConsent, TenantMembership
 from ..models.oauth import revoke_mirror
 
 
@@ -25,5 +32,22 @@ def _user_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any
         OAuthConsent.objects.revoke_for(user=instance)
 
 
+def _membership_changed(sender: Any, instance: TenantMembership, created: bool = False, **kwargs: Any) -> None:
+    if not created:  # a new membership only makes more people eligible
+        OAuthConsent.objects.end_ineligible(user_id=instance.user_id, server__tenant_id=instance.tenant_id)
+
+
+def _server_saved(
+    sender: Any, instance: McpServer, created: bool = False, update_fields: Any = None, **kwargs: Any
+) -> None:
+    if update_fields is not None and "oauth_open_consent" not in update_fields:
+        return
+    if not created and not instance.oauth_open_consent:
+        OAuthConsent.objects.end_ineligible(server=instance)
+
+
 post_delete.connect(_access_token_deleted, sender=get_access_token_model(), dispatch_uid="mcp-oauth-access-token")
 post_save.connect(_user_saved, sender=get_user_model(), dispatch_uid="mcp-oauth-user-deactivated")
+post_save.connect(_membership_changed, sender=TenantMembership, dispatch_uid="mcp-oauth-membership-saved")
+post_delete.connect(_membership_changed, sender=TenantMembership, dispatch_uid="mcp-oauth-membership-deleted")
+post_save.connect(_server_saved, sender=McpServer, dispatch_uid="mcp-oauth-server-saved")

@@ -1,24 +1,35 @@
 """DOT's request validator, extended with what an MCP authorization server must add (``OAUTH2_VALIDATOR_CLASS``).
 
 At the token endpoint (authorization code and refresh grants) the RFC 8707 ``resource`` is required and must
-name exactly one OAuth-enabled MCP server of this origin that the user has consented to for this client (a
-withdrawn consent, a deactivated user or a disabled server refuse a refresh). Each access token DOT saves is
-mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``): same digest, same expiry, the
-consent's grant, scoped to that one server. Access tokens look like agent tokens (``mcp_<prefix>_<secret>``,
-``access_token``) so the request path tells them apart only by their mirror.
+name exactly one OAuth-enabled MCP server of this origin that the user has consented to for this client and may
+still use (``may_consent``: a withdrawn consent, a deactivated user, a removed or downgraded member, a server's
+open consent switched off or a disabled server refuse a code exchange and a refresh with ``invalid_grant``).
+
+Each access token DOT saves is mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``):
+same digest, same expiry, the consent's grant, scoped to that one server. Access tokens look like agent tokens
+(``mcp_<prefix>_<secret>``, ``access_token``) so the request path tells them apart only by their mirror.
+
+An authorization code is single-use (OAuth 2.1 §4.1.3): DOT deletes it at the exchange; the exchange remembers
+the code's digest with the token family it started (Django's cache, for ``REFRESH_TOKEN_EXPIRE_SECONDS``), and
+a second exchange of the same code revokes that family: every access and refresh token the code led to.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.core.cache import cache
 from django.http import HttpRequest
+from oauth2_provider.models import get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from ..models import AgentToken, McpServer, OAuthConsent
 from ..models.credentials import PREFIX_HEX_CHARS, credential_digest
+from ..models.oauth import may_consent
 from .resources import server_id_of
 
 
@@ -46,6 +57,11 @@ def target_server(resources: list[str], origin: str) -> McpServer | None:
     return McpServer.objects.servable().filter(server_id=server_id, oauth_enabled=True).select_related("tenant").first()
 
 
+def redeemed_code_key(code: str) -> str:
+    """The cache key remembering which token family an authorization code started."""
+    return f"mcp-oauth-code:{hashlib.sha256(code.encode()).hexdigest()}"
+
+
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
@@ -70,6 +86,25 @@ class McpOAuth2Validator(OAuth2Validator):
             if revoked.exists():
                 return False
         return True
+
+    def validate_code(self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
+        """DOT's check; a code already exchanged is refused and revokes what its first exchange issued."""
+        if super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return True
+        family = cache.get(redeemed_code_key(code))
+        if family is not None:
+            cache.delete(redeemed_code_key(code))
+            get_refresh_token_model().revoke_family(family)  # deletes the access tokens: their mirrors follow
+        return False
+
+    def _create_refresh_token(
+        self, request: Any, refresh_token_code: str, access_token: Any, previous_refresh_token: Any
+    ) -> Any:
+        created = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
+        if request.grant_type == "authorization_code":
+            timeout = oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS
+            cache.set(redeemed_code_key(request.code), created.token_family, timeout=timeout)
+        return created
 
     def _check_and_set_request_resource(self, request: Any) -> None:
         if request.grant_type in ("authorization_code", "refresh_token") and not getattr(request, "resource", None):
@@ -98,6 +133,12 @@ class McpOAuth2Validator(OAuth2Validator):
         )
         if consent is None or not consent.agent.is_active:
             raise errors.InvalidGrantError(description="No consent for this client on this server.", request=request)
+        if not may_consent(user, server):
+            raise errors.InvalidGrantError(
+                description="This account may no longer use this MCP server (membership, role or the server's "
+                "consent setting changed).",
+                request=request,
+            )
         request.mcp_consent = consent
 
     def _create_access_token(

@@ -11,10 +11,13 @@ something.
   ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
   unless ``prompt=consent``; otherwise the consent page lets the person choose the grant. The consent page names
   where the answer goes (the redirect URI's host; a warning for loopback and native-app redirects); a refusal
-  page offers to switch account or to go back to the client with ``access_denied``. Every redirect to the client,
-  errors included, carries ``iss`` (RFC 9207; DOT adds it to successful answers only).
-- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited
-  per source address (``mcp_app.limits.rates``: 429 with ``Retry-After``).
+  page offers to switch account or to go back to the client with ``access_denied``. Every redirect back to the
+  client, errors included (cancel, PKCE, resource), carries ``iss`` (RFC 9207; DOT adds it to successful answers
+  only). A consent form posted without an S256 challenge records no consent and yields no code
+  (``invalid_request``); one that does not validate (an unknown grant choice, a tool, resource or prompt the server
+  does not expose) is a 400 page, never a redirect (its ``redirect_uri`` is not trusted until DOT has validated it).
+- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address
+  (``mcp_app.limits.rates``: 429 with ``Retry-After``).
 - ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
 """
 
@@ -41,7 +44,8 @@ from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
 from ..conf import mcp_settings
 from ..limits import rates
-from ..models import McpServer, OAuthClientProfile, OAuthConsent, TenantMembership
+from ..models import McpServer, OAuthClientProfile, OAuthConsent
+from ..models.oauth import may_consent
 from ..protocol.errors import RateLimited
 from .forms import ConsentForm, SignInForm
 from .provider import SCOPE
@@ -105,9 +109,12 @@ class LogoutView(auth_views.LogoutView):
 
 
 def with_issuer(uri: str, issuer: str) -> str:
-    """``uri`` with exactly one ``iss`` query parameter, ``issuer`` (RFC 9207)."""
+    """``uri`` with ``iss=<issuer>`` as its only ``iss`` query parameter (RFC 9207)."""
     parts = urlsplit(uri)
-    query = [(key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True) if key != "iss"]
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if [value for key, value in pairs if key == "iss"] == [issuer]:
+        return uri  # DOT named it already (successful responses): leave the URI as DOT wrote it
+    query = [(key, value) for key, value in pairs if key != "iss"]
     return urlunsplit(parts._replace(query=urlencode([*query, ("iss", issuer)])))
 
 
@@ -122,16 +129,6 @@ def redirect_destination(uri: str, stated_uri: str = "") -> dict[str, Any]:
     stated = urlsplit(stated_uri).hostname or ""
     elsewhere = bool(stated) and host != stated and not host.endswith(f".{stated}")
     return {"where": parts.netloc, "on_device": host in LOOPBACK_HOSTS, "stated": stated if elsewhere else ""}
-
-
-def may_consent(user: Any, server: McpServer) -> bool:
-    """Who may authorize a client for ``server``: an active user who is a member of its tenant (any role), or
-    any active user where the server opens consent to everyone signed in."""
-    if not (user.is_authenticated and user.is_active):
-        return False
-    if server.oauth_open_consent:
-        return True
-    return TenantMembership.objects.filter(user=user, tenant_id=server.tenant_id).exists()
 
 
 class AuthorizeView(AuthorizationView):
@@ -163,28 +160,40 @@ class AuthorizeView(AuthorizationView):
         if not may_consent(self.request.user, server):
             return (
                 f"Your account is not a member of {server.tenant.name}, which owns the MCP server "
-                f"{server.server_id}: you cannot authorize applications for it."
+                f"{server.server_id}, or its role there does not allow it: you cannot authorize applications "
+                "for it."
             )
         if application.registration_source == "dcr" and not server.tenant.oauth_dynamic_clients:
             return f"{server.tenant.name} accepts only pre-registered applications; this one registered itself."
         return None
 
-    def _refuse(self, message: str, application: Any, credentials: dict[str, Any]) -> HttpResponse:
-        """The refusal page (403): switch account, or back to the client with ``access_denied`` (its redirect
-        URI was validated with the request)."""
-        back = self._error(application, credentials, "access_denied", message)
+    def _refuse(
+        self, message: str, application: Any, credentials: dict[str, Any] | None = None, status: int = 403
+    ) -> HttpResponse:
+        """The refusal page: switch account, or (with the request's validated ``credentials``) back to the client
+        with ``access_denied``."""
+        back = self._error(application, credentials, "access_denied", message) if credentials else None
         context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
-        context.update({"application": application, "denied_url": back["Location"] if back.status_code == 302 else ""})
-        return render(self.request, "mcp_app/oauth/refused.html", context, status=403)
+        context.update(
+            {"application": application, "denied_url": back["Location"] if back and back.status_code == 302 else ""}
+        )
+        return render(self.request, "mcp_app/oauth/refused.html", context, status=status)
+
+    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
+        """Every redirect to the client names the issuer, errors too (DOT adds it to successful ones only)."""
+        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
+        return super().redirect(with_issuer(redirect_to, issuer), application)
+
+    def form_invalid(self, form: ConsentForm) -> HttpResponse:
+        """The page sent a valid form: this one was altered (or its server's catalog changed meanwhile)."""
+        return self._refuse(
+            "The authorization form was incomplete or altered. Start again from the application.", None, status=400
+        )
 
     def render_to_response(self, context: dict[str, Any], **response_kwargs: Any) -> HttpResponse:
         # DOT renders a request it cannot answer to the client with the error alone: add the admin's context
         # (unfold's colours, site title) so that page is drawn in the theme too.
         return super().render_to_response({**_admin_context(self.request), **context}, **response_kwargs)
-
-    def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
-        issuer = oauth2_settings.oauth2_authorization_server_issuer(self.request)
-        return super().redirect(with_issuer(redirect_to, issuer), application)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
@@ -249,7 +258,12 @@ class AuthorizeView(AuthorizationView):
         refusal = self._refusal(application)
         if refusal is not None:  # since the page was shown: answered like Cancel, with the reason
             return self._error(application, form.cleaned_data, "access_denied", refusal)
-        if form.cleaned_data.get("allow"):
+        s256 = form.cleaned_data.get("code_challenge") and form.cleaned_data.get("code_challenge_method") == "S256"
+        if not s256:
+            # No consent is remembered, and no code issued: without a challenge oauthlib refuses the request
+            # (PKCE_REQUIRED) with invalid_request, to the redirect URI it has validated.
+            form.cleaned_data["code_challenge"] = ""
+        elif form.cleaned_data.get("allow"):
             OAuthConsent.objects.record(self.request.user, application, self.server, **form.grant_kwargs())
         return super().form_valid(form)
 

@@ -7,12 +7,15 @@ import json
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.test import Client
 
 from mcp_app.models import AgentToken, OAuthAgent, OAuthConsent
+from tests.helpers import call, rpc
 from tests.oauth_flow import (
     ORIGIN,
     REDIRECT,
+    Issued,
     authorize_params,
     pkce,
     redirect_query,
@@ -22,6 +25,13 @@ from tests.oauth_flow import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+LIST = rpc("tools/list")
+
+
+def _served(server: Any, access_token: str) -> Any:
+    """The MCP server's answer to ``tools/list`` with this access token (the real consumer, no agentId)."""
+    return async_to_sync(call)(Issued("", access_token, "", server, None), LIST)
 
 
 def test_authorization_server_metadata(client: Client) -> None:
@@ -334,3 +344,206 @@ def test_consent_page_shows_what_the_client_says_marked_not_verified(client: Cli
     assert 'src="https://shiny.example/logo.png"' in page
     assert "Not verified" in page
     assert access.server.server_id in page and access.tenant.name in page
+
+
+def _consent_form(client: Client, user: Any, server: Any) -> tuple[dict[str, Any], str]:
+    """The consent page's form fields (as the browser would post them back) and the PKCE verifier."""
+    registered = register(client)
+    client.force_login(user)
+    verifier, challenge = pkce()
+    page = client.get("/oauth/authorize/", authorize_params(registered["client_id"], server.server_id, challenge))
+    assert page.status_code == 200, page.content[:500]
+    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
+    return {**form, "allow": "Authorize", "grant": "all"}, verifier
+
+
+def _exchange(client: Client, form: dict[str, Any], code: str, verifier: str) -> Any:
+    return token_request(
+        client,
+        grant_type="authorization_code",
+        code=code,
+        redirect_uri=REDIRECT,
+        client_id=form["client_id"],
+        code_verifier=verifier,
+        resource=form["resource"],
+    )
+
+
+def test_a_reused_code_is_refused_and_revokes_what_its_first_exchange_issued(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    form, verifier = _consent_form(client, user, access.server)
+    code = redirect_query(client.post("/oauth/authorize/", form))["code"]
+    first = _exchange(client, form, code, verifier)
+    assert first.status_code == 200, first.content
+    refreshed = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=first.json()["refresh_token"],
+        client_id=form["client_id"],
+        resource=form["resource"],
+    )
+    assert refreshed.status_code == 200, refreshed.content
+    tokens = refreshed.json()
+    assert _served(access.server, tokens["access_token"]).status == 200
+
+    again = _exchange(client, form, code, verifier)
+    assert again.status_code == 400
+    assert again.json()["error"] == "invalid_grant"
+    # Everything descended from the first exchange stops: the current access token and refresh token.
+    reply = _served(access.server, tokens["access_token"])
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    refused = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=tokens["refresh_token"],
+        client_id=form["client_id"],
+        resource=form["resource"],
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize(
+    "tampered",
+    [
+        {"grant": "everything-and-more"},
+        {"grant": "chosen", "tools": ["999999"]},
+        {"grant": "chosen", "tools": ["not-a-number"]},
+    ],
+    ids=["unknown grant", "unknown tool", "malformed tool"],
+)
+def test_a_tampered_consent_form_is_refused_without_a_code(
+    client: Client, oauth_world: Any, tampered: dict[str, Any]
+) -> None:
+    access, user = oauth_world
+    form, _verifier = _consent_form(client, user, access.server)
+    response = client.post("/oauth/authorize/", {**form, **tampered})
+    assert response.status_code == 400
+    assert "Location" not in response
+    assert not OAuthConsent.objects.exists()
+
+
+def test_a_consent_form_may_not_grant_another_tenants_tool(
+    client: Client, oauth_world: Any, access_factory: Any
+) -> None:
+    access, user = oauth_world
+    from mcp_app.models import Tool
+
+    elsewhere = access_factory()  # another tenant, with the same demo tools
+    theirs = Tool.objects.filter(tenant=elsewhere.tenant).first()
+    assert theirs is not None
+    form, _verifier = _consent_form(client, user, access.server)
+    response = client.post("/oauth/authorize/", {**form, "grant": "chosen", "tools": [str(theirs.pk)]})
+    assert response.status_code == 400
+    assert "Location" not in response
+    assert not OAuthConsent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "tampered",
+    [{"code_challenge": ""}, {"code_challenge_method": ""}, {"code_challenge_method": "plain"}],
+    ids=["no challenge", "no method", "plain"],
+)
+def test_a_consent_form_without_an_s256_challenge_yields_no_code(
+    client: Client, oauth_world: Any, tampered: dict[str, Any]
+) -> None:
+    access, user = oauth_world
+    form, _verifier = _consent_form(client, user, access.server)
+    query = redirect_query(client.post("/oauth/authorize/", {**form, **tampered}))
+    assert "code" not in query
+    assert not OAuthConsent.objects.exists()  # nothing remembered: the next authorization asks again
+    assert query["error"] == "invalid_request"
+    assert query["state"] == "st4te"
+    assert query["iss"] == ORIGIN
+
+
+def test_error_redirects_carry_the_issuer(client: Client, oauth_world: Any) -> None:
+    access, user = oauth_world
+    form, _verifier = _consent_form(client, user, access.server)
+    cancelled = redirect_query(client.post("/oauth/authorize/", {k: v for k, v in form.items() if k != "allow"}))
+    assert (cancelled["error"], cancelled["iss"], cancelled["state"]) == ("access_denied", ORIGIN, "st4te")
+    plain = redirect_query(
+        _authorize(client, user, access.server, code_challenge="x" * 50, code_challenge_method="plain")
+    )
+    assert (plain["error"], plain["iss"]) == ("invalid_request", ORIGIN)
+    foreign = redirect_query(_authorize(client, user, access.server, resource="https://elsewhere.example/mcp/x"))
+    assert (foreign["error"], foreign["iss"]) == ("invalid_target", ORIGIN)
+
+
+def _downgrade_without_signals(issued: Issued, settings: Any) -> None:
+    from mcp_app.models import TenantMembership
+
+    settings.MCP_APP = {**settings.MCP_APP, "OAUTH_CONSENT_ROLE": "admin"}
+    TenantMembership.objects.filter(user=issued.user).update(role="viewer")
+
+
+def _close_open_consent_without_signals(issued: Issued, settings: Any) -> None:
+    from mcp_app.models import McpServer, TenantMembership
+
+    McpServer.objects.filter(pk=issued.server.pk).update(oauth_open_consent=False)
+    assert not TenantMembership.objects.filter(user=issued.user).exists()
+
+
+def _deactivate_without_signals(issued: Issued, settings: Any) -> None:
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.filter(pk=issued.user.pk).update(is_active=False)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_downgrade_without_signals, _close_open_consent_without_signals, _deactivate_without_signals],
+    ids=["role downgraded", "open consent switched off", "user deactivated"],
+)
+def test_eligibility_is_checked_at_token_use_and_refresh_not_only_by_signals(
+    client: Client, oauth_world: Any, settings: Any, change: Any
+) -> None:
+    """A change that sends no signal (a queryset ``update()``) still ends access: the token is refused once its
+    cached snapshot goes (``IDENTITY_CACHE_MAX_AGE_SECONDS``; here the caches are cleared), the refresh at once."""
+    from mcp_app.caching import identity
+    from mcp_app.models import TenantMembership
+
+    access, user = oauth_world
+    if change is _downgrade_without_signals:
+        TenantMembership.objects.filter(user=user).update(role="admin")
+    if change is _close_open_consent_without_signals:
+        TenantMembership.objects.filter(user=user).delete()
+        access.server.oauth_open_consent = True
+        access.server.save()
+    issued = run_flow(client, user, access.server)
+    assert _served(access.server, issued.access_token).status == 200
+    change(issued, settings)
+    identity.clear()
+    reply = _served(access.server, issued.access_token)
+    assert reply.status == 401
+    assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    assert "resource_metadata=" in reply.headers["www-authenticate"]
+    refused = token_request(
+        client,
+        grant_type="refresh_token",
+        refresh_token=issued.refresh_token,
+        client_id=issued.client_id,
+        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
+    )
+    assert refused.status_code == 400
+    assert json.loads(refused.content)["error"] == "invalid_grant"
+
+
+@pytest.mark.parametrize("deleted", ["person", "tenant", "server"])
+def test_deleting_what_a_consent_hangs_on_ends_its_tokens(client: Client, oauth_world: Any, deleted: str) -> None:
+    """The membership and server signals run inside cascades too (a person or tenant deleted with consents)."""
+    access, user = oauth_world
+    issued = run_flow(client, user, access.server)
+    {"person": user, "tenant": access.tenant, "server": access.server}[deleted].delete()
+    assert _served(access.server, issued.access_token).status in (401, 404)
+    assert not AgentToken.objects.filter(oauth_consent__isnull=False, revoked_at__isnull=True).exists()
+
+
+def test_a_role_below_the_consent_role_may_not_consent(client: Client, oauth_world: Any, settings: Any) -> None:
+    access, user = oauth_world  # a viewer
+    settings.MCP_APP = {**settings.MCP_APP, "OAUTH_CONSENT_ROLE": "admin"}
+    response = _authorize(client, user, access.server)
+    assert response.status_code == 403
+    assert b"does not allow it" in response.content
+    assert not OAuthConsent.objects.exists()
