@@ -135,6 +135,10 @@ DEFAULTS: dict[str, Any] = {
     "UPSTREAM_SYNC_INTERVAL_SECONDS": 3600,
     # A process's connection to an upstream (shared by all its calls) is closed after this long unused (seconds).
     "UPSTREAM_POOL_IDLE_SECONDS": 300.0,
+    # Calls one process has in flight to one upstream at once (each holds one HTTP connection of its pool, which
+    # has room for these plus the upstream's standalone stream); more wait their turn within their own timeout,
+    # and one still waiting when it ends answers UPSTREAM_BUSY (the shared connection is never torn down for it).
+    "UPSTREAM_MAX_CONCURRENT_CALLS": 24,
     # Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many
     # failures within the window open it; open, calls fail at once for the cool-down, then one call probes.
     "UPSTREAM_BREAKER_FAILURES": 5,
@@ -327,6 +331,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "UPSTREAM_MAX_ENTRIES": (int,),
     "UPSTREAM_SYNC_INTERVAL_SECONDS": (int, float),
     "UPSTREAM_POOL_IDLE_SECONDS": (int, float),
+    "UPSTREAM_MAX_CONCURRENT_CALLS": (int,),
     "UPSTREAM_BREAKER_FAILURES": (int,),
     "UPSTREAM_BREAKER_WINDOW_SECONDS": (int, float),
     "UPSTREAM_BREAKER_COOLDOWN_SECONDS": (int, float),

@@ -159,7 +159,9 @@ def webhook_transport() -> GuardedTransport:
 # The SDK's defaults (mcp.shared._httpx_utils): a server may hold a response stream (SSE) open for long without
 # sending, so reads wait far longer than connects; our own call deadline is the caller's, not the socket's.
 SSE_READ_TIMEOUT_SECONDS = 300.0
-UPSTREAM_MAX_CONNECTIONS = 32
+# Connections an upstream's pool holds beyond its concurrent calls: the standalone stream, a subscription, the
+# handshake's requests, a cancellation's POST.
+UPSTREAM_SPARE_CONNECTIONS = 8
 UPSTREAM_MAX_KEEPALIVE_CONNECTIONS = 8
 UPSTREAM_KEEPALIVE_SECONDS = 60.0
 
@@ -171,13 +173,15 @@ def upstream_http_client(
     connect_timeout: float,
     max_response_bytes: int | None = None,
     auth: httpx2.Auth | None = None,
+    max_calls: int = 24,
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` for one upstream MCP server, for the SDK's ``streamable_http_client``.
 
     Every connection is guarded against the ``"upstream"`` allow-list. Timeouts: ``connect_timeout`` to connect
     and to wait for a free pooled connection, ``timeout`` to write, and reads wait at least
     ``SSE_READ_TIMEOUT_SECONDS`` (an open SSE stream is silent between events; the caller bounds each call).
-    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request.
+    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request. The pool holds
+    ``max_calls`` connections (the caller admits no more calls at once) plus ``UPSTREAM_SPARE_CONNECTIONS``.
     ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
     ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
     ``aclose()``)."""
@@ -190,7 +194,7 @@ def upstream_http_client(
     # The transport's pool replaced by one over the guarded backend, as GuardedTransport does for httpx.
     transport._pool = httpcore2.AsyncConnectionPool(
         ssl_context=context,
-        max_connections=UPSTREAM_MAX_CONNECTIONS,
+        max_connections=max_calls + UPSTREAM_SPARE_CONNECTIONS,
         max_keepalive_connections=UPSTREAM_MAX_KEEPALIVE_CONNECTIONS,
         keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS,
         network_backend=cast(httpcore2.AsyncNetworkBackend, GuardedBackend(httpcore2, allowed_networks("upstream"))),

@@ -19,6 +19,8 @@ schema already; execution (inline or worker), quotas, grants and audit are the r
   result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``,
   ``UPSTREAM_FORBIDDEN_ADDRESS`` where the SSRF guard refuses its address),
   never a hang; such failures count towards the upstream's circuit breaker (``breaker``), answers do not.
+  At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls per upstream are in flight (``Pool.slot``); the others wait
+  their turn within their timeout, and answer ``UPSTREAM_BUSY`` (not a breaker failure) if it never comes.
 
 Results carry ``_meta["dev.mcp-host/upstream"] = {"upstream": name, "durationMs": ms}``: which upstream
 answered and how long it took (the audit log records both).
@@ -36,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from ..conf import mcp_settings
 from ..definitions.context import InputRequired
 from ..definitions.upstreams import (
     UpstreamEndpoint,
@@ -133,10 +136,25 @@ async def _guarded(
             f"Upstream {endpoint.name} is failing; calls to it are paused for {admission.retry_after:.0f} s more",
         )
     connection: Connection | None = None
+    turn = pool().slot(endpoint)
+    turned = False
     try:
         async with asyncio.timeout(limit):
+            await turn.acquire()
+            turned = True
             connection = await pool().connection(endpoint)
             answer = await exchange(connection)
+    except TimeoutError as exc:
+        if not turned:  # our own bound, not the upstream's slowness: not a breaker failure
+            raise UpstreamFailure(
+                "UPSTREAM_BUSY",
+                f"Upstream {endpoint.name} already has {mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS} calls in "
+                f"flight from this server process; this one waited {limit:g} s for a turn",
+            ) from exc
+        await breaker.failed(endpoint.pk)
+        raise UpstreamFailure(
+            "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
+        ) from exc
     except UpstreamForbidden as exc:
         # The operator's policy, not the upstream's health: not a breaker failure.
         raise UpstreamFailure(
@@ -145,11 +163,6 @@ async def _guarded(
     except UpstreamUnavailable as exc:
         await breaker.failed(endpoint.pk)
         raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
-    except TimeoutError as exc:
-        await breaker.failed(endpoint.pk)
-        raise UpstreamFailure(
-            "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
-        ) from exc
     except MCPError as exc:
         if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
             if connection is not None:
@@ -174,6 +187,9 @@ async def _guarded(
         raise UpstreamFailure(
             "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"
         ) from exc
+    finally:
+        if turned:
+            turn.release()
     if admission.probe:  # only a probe's success changes a breaker (it closes it): no round trip otherwise
         await breaker.succeeded(endpoint.pk)
     return answer

@@ -163,6 +163,7 @@ async def open_client(
         connect_timeout=connect_timeout,
         max_response_bytes=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES),
         auth=_auth(endpoint),
+        max_calls=max(int(mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS), 1),
     )
     refusals: list[int] = []  # HTTP statuses of refused requests: the SDK reports them without their status
 

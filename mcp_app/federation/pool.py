@@ -7,6 +7,11 @@ groups must be left by the task that entered them); it is dropped when it breaks
 configuration changes (another revision is another key), and when it has been idle ``UPSTREAM_POOL_IDLE_SECONDS``.
 Concurrent first calls wait for one connection instead of opening one each.
 
+At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls of this loop are in flight to one upstream (``Pool.slot``): each
+holds one HTTP connection of the client's pool, which is sized for them plus spares, so a call over the bound
+waits for a turn here instead of waiting on the HTTP pool (whose timeout would break the shared connection and
+every call on it).
+
 Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``).
 """
 
@@ -50,6 +55,16 @@ class Pool:
     def __init__(self) -> None:
         self._connections: dict[tuple[int, str], Connection] = {}
         self._opening: dict[tuple[int, str], asyncio.Future[Connection]] = {}
+        self._slots: dict[tuple[int, int], asyncio.Semaphore] = {}
+
+    def slot(self, endpoint: UpstreamEndpoint) -> asyncio.Semaphore:
+        """The turns of calls to ``endpoint``'s upstream (acquire one per call; FIFO, as asyncio's are)."""
+        limit = max(int(mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS), 1)
+        key = (endpoint.pk, limit)
+        found = self._slots.get(key)
+        if found is None:
+            found = self._slots[key] = asyncio.Semaphore(limit)
+        return found
 
     async def connection(self, endpoint: UpstreamEndpoint) -> Connection:
         """A live connection to ``endpoint``, opened if needed; raises ``UpstreamUnavailable``."""

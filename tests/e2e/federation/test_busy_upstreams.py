@@ -1,0 +1,100 @@
+"""Busy and hostile upstreams: many calls at once, huge catalogs, messages outside any call, odd answers.
+
+Every call goes through the real consumer in this process (``tests.helpers.call``) to a real upstream process
+(``tests/upstreams.py``: the SDK's ``MCPServer`` on loopback), with the suite's PostgreSQL and Redis where they
+are configured; results are asserted at the wire (the ``isError`` result and its ``upstream_error`` code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+from asgiref.sync import sync_to_async
+
+from tests.conftest import Access
+from tests.federation.upstream_server import UpstreamProcess
+from tests.helpers import call, result_of, rpc
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def failure(result: dict[str, Any]) -> str:
+    """The ``code`` of an upstream failure result (and that it is one)."""
+    assert result["isError"] is True, result
+    detail = orjson.loads(result["content"][1]["text"])
+    assert detail["error_type"] == "upstream_error"
+    return str(detail["code"])
+
+
+def slow(tag: str, delay: float) -> dict[str, Any]:
+    return rpc("tools/call", {"name": "up_slow", "arguments": {"steps": 1, "delay": delay, "tag": tag}})
+
+
+@pytest.fixture
+def private_upstream(upstream_server: Callable[[str], UpstreamProcess]) -> UpstreamProcess:
+    return upstream_server("stateful")
+
+
+@pytest.fixture
+def federated(
+    private_upstream: UpstreamProcess, access_factory: Callable[..., Access], federate: Callable[..., Any]
+) -> tuple[Access, Any]:
+    access = access_factory(tools=())
+    return access, federate(access, private_upstream.url)
+
+
+@pytest.fixture(autouse=True)
+async def _close_pool() -> Any:
+    yield
+    from mcp_app.federation import pool
+
+    await pool.close()
+
+
+# Concurrency ------------------------------------------------------------------------------------------------------
+
+
+async def test_calls_past_the_connection_pool_wait_their_turn_and_all_succeed(
+    federated: tuple[Access, Any], settings: Any
+) -> None:
+    # A short connect (and HTTP pool) timeout: a call waiting on the HTTP pool would fail within a second.
+    settings.MCP_APP = {**settings.MCP_APP, "UPSTREAM_CONNECT_TIMEOUT_SECONDS": 1}
+    access, _upstream = federated
+    assert result_of(await call(access, slow("warm", 0), timeout=10))["content"][0]["text"] == "done 1"
+
+    started = time.monotonic()
+    replies = await asyncio.gather(*(call(access, slow(f"many-{n}", 2), timeout=30) for n in range(40)))
+
+    results = [result_of(reply) for reply in replies]
+    assert [r.get("isError", False) for r in results] == [False] * 40, results
+    assert {r["content"][0]["text"] for r in results} == {"done 1"}
+    assert time.monotonic() - started < 25  # two turns of 24 and 16, not one at a time
+
+
+async def test_a_call_that_never_gets_a_turn_is_busy_and_leaves_the_others_and_the_breaker_alone(
+    federated: tuple[Access, Any], private_upstream: UpstreamProcess, settings: Any
+) -> None:
+    from mcp_app.federation import breaker
+    from mcp_app.models import ServerTool
+
+    settings.MCP_APP = {**settings.MCP_APP, "UPSTREAM_MAX_CONCURRENT_CALLS": 2}
+    access, upstream = federated
+    await sync_to_async(breaker.reset)(upstream.pk)
+    await sync_to_async(ServerTool.objects.filter(server=access.server, tool__name="up_echo").update)(timeout_seconds=1)
+    holding = [asyncio.ensure_future(call(access, slow(f"turn-{n}", 3), timeout=20)) for n in range(2)]
+    assert all([await private_upstream.await_event("started", f"turn-{n}") for n in range(2)])
+
+    started = time.monotonic()
+    busy = result_of(await call(access, rpc("tools/call", {"name": "up_echo", "arguments": {"text": "x"}}), timeout=10))
+    waited = time.monotonic() - started
+
+    assert failure(busy) == "UPSTREAM_BUSY"
+    assert "2 calls in flight" in busy["content"][0]["text"]
+    assert 1 <= waited < 2.5
+    assert [result_of(await reply)["content"][0]["text"] for reply in holding] == ["done 1", "done 1"]
+    assert await sync_to_async(breaker.state)(upstream.pk) == breaker.CLOSED_STATE  # no failure counted
