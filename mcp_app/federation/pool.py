@@ -12,13 +12,16 @@ holds one HTTP connection of the client's pool, which is sized for them plus spa
 waits for a turn here instead of waiting on the HTTP pool (whose timeout would break the shared connection and
 every call on it).
 
-Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``).
+Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``). A connection is
+held in an empty context, so a request the upstream sends outside any call (on its standalone stream) finds no
+call's relay and is declined (``connection``), whichever call opened the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 import weakref
@@ -134,7 +137,11 @@ class Pool:
                 if self._connections.get(endpoint.key) is connection:
                     del self._connections[endpoint.key]
 
-        connection._holder = asyncio.get_running_loop().create_task(hold(), name=f"mcp-upstream-{endpoint.pk}")
+        # In a context of its own: the holder's tasks (the standalone stream's reader among them) must not inherit the
+        # first caller's ``relay.current``, or what the upstream sends outside any call would reach that call.
+        connection._holder = asyncio.get_running_loop().create_task(
+            hold(), name=f"mcp-upstream-{endpoint.pk}", context=contextvars.Context()
+        )
         _holders.add(connection._holder)
         connection._holder.add_done_callback(_holders.discard)
         try:
