@@ -65,6 +65,7 @@ class UpstreamForm(SecretHeadersForm):
             "oauth_scope",
             "timeout_seconds",
             "sync_interval_seconds",
+            "era",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -185,7 +186,7 @@ class UpstreamAdmin(TenantScopedAdmin):
                     )
                 },
             ),
-            ("Timing", {"fields": ("timeout_seconds", "sync_interval_seconds")}),
+            ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
         ]
         if obj is not None:
             fieldsets += [

@@ -485,6 +485,7 @@ class UpstreamSerializer(TenantOwnedSerializer):
             "oauth_scope",
             "timeout_seconds",
             "sync_interval_seconds",
+            "era",
             "enabled",
             "entries",
             "servers",

@@ -41,6 +41,20 @@ def validate_upstream_url(url: str) -> None:
     validate_url(url, kind="upstream")
 
 
+# The protocol era mcp-host speaks to an upstream: "auto" negotiates (2026-07-28 where the upstream offers it, the
+# handshake otherwise); a pinned era is for upstreams whose tools need what only one era carries (a tool written
+# for the handshake elicits on its request's stream, which a 2026-07-28 exchange does not have).
+ERA_AUTO = "auto"
+ERA_HANDSHAKE = "2025-11-25"
+ERA_MODERN = "2026-07-28"
+ERAS = (ERA_AUTO, ERA_HANDSHAKE, ERA_MODERN)
+
+
+def validate_era(era: str) -> None:
+    if era not in ERAS:
+        raise ValueError(f"The era is one of {', '.join(ERAS)}.")
+
+
 def validate_upstream_timeout(timeout: float | None) -> None:
     if timeout is None:
         return
@@ -72,6 +86,7 @@ class UpstreamEndpoint:
     revision: str
     headers: tuple[tuple[str, str], ...] = ()
     timeout_seconds: float | None = None
+    era: str = ERA_AUTO
     secret_headers: str = field(default="", repr=False)
     oauth_client_id: str = ""
     oauth_client_secret: str = field(default="", repr=False)
@@ -115,6 +130,7 @@ def endpoint_of(upstream: Any) -> UpstreamEndpoint:
         revision=upstream.updated_at.isoformat() if upstream.updated_at else "",
         headers=tuple((str(key), str(value)) for key, value in (upstream.headers or {}).items()),
         timeout_seconds=upstream.timeout_seconds,
+        era=upstream.era,
         secret_headers=upstream.secret_headers_encrypted,
         oauth_client_id=upstream.oauth_client_id,
         oauth_client_secret=upstream.oauth_client_secret_encrypted,

@@ -3,7 +3,8 @@
 ``open_client(endpoint)`` is an async context manager yielding a connected ``mcp.Client`` (enter and leave it in
 one task: the SDK holds task groups). The era is negotiated in the SDK's ``auto`` mode (``server/discover``,
 the initialize handshake where the upstream does not speak 2026-07-28); what was negotiated is remembered per
-endpoint revision, so later connections skip the probe. Every HTTP connection goes through the outbound SSRF
+endpoint revision, so later connections skip the probe; an upstream's pinned era (``UpstreamEndpoint.era``)
+overrides it: 2025-11-25 always shakes hands, 2026-07-28 refuses an upstream that does not offer it. Every HTTP connection goes through the outbound SSRF
 guard (``outbound.upstream_http_client``, allow-list ``OUTBOUND_ALLOWED_NETWORKS``), with the endpoint's plain
 and secret headers, or an OAuth client-credentials token (the SDK's provider) when configured. One SSE event
 or JSON reply larger than ``UPSTREAM_MAX_RESPONSE_BYTES`` fails the request it answers.
@@ -28,7 +29,7 @@ from .. import __version__
 from ..conf import mcp_settings
 from ..crypto import decrypt
 from ..definitions.http_tools import open_secret_headers
-from ..definitions.upstreams import UpstreamEndpoint
+from ..definitions.upstreams import ERA_HANDSHAKE, ERA_MODERN, UpstreamEndpoint
 from ..outbound import upstream_http_client
 from .relay import current
 
@@ -174,6 +175,8 @@ async def open_client(
     http.event_hooks["response"].append(note_refusal)
     async with http:
         mode, prior = _negotiated.get(endpoint.key, ("auto", None))
+        if endpoint.era == ERA_HANDSHAKE:
+            mode, prior = "legacy", None
         client = Client(
             streamable_http_client(
                 endpoint.url, http_client=http, max_sse_event_size=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES)
@@ -200,6 +203,8 @@ async def open_client(
         refusals.clear()  # a refused probe (server/discover on a handshake-era upstream) is not a failure
         try:
             session = client.session
+            if endpoint.era == ERA_MODERN and session.discover_result is None:
+                raise UpstreamUnavailable(f"the upstream does not speak {ERA_MODERN} (its era is pinned to it)")
             if session.discover_result is not None:
                 _negotiated[endpoint.key] = (client.protocol_version, session.discover_result)
             else:

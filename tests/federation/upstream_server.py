@@ -11,8 +11,11 @@ What it serves (the contract the federation tests build on):
   seconds apart; records ``started``/``finished``/``cancelled`` events for ``tag``); ``ask_name()`` (elicits a form
   with one string field ``name``; returns ``hello <name>``, ``declined`` or ``cancelled``); ``summarize(text)``
   (asks the client to sample and returns the model's text); ``fail()`` (raises: an ``isError`` result); ``grow(name)``
-  (registers a tool ``name`` that echoes ``text`` and announces ``tools/list_changed``). An unknown tool name is
-  the SDK's own error.
+  (registers a tool ``name`` that echoes ``text`` and announces ``tools/list_changed``); ``ask_directly()`` (elicits
+  a ``name`` with ``ctx.elicit``, the handshake way: no back-channel at 2026-07-28); ``ask_later(tag)`` (answers
+  ``asking``, then elicits a password outside any request, on the standalone stream, and records
+  ``later-accept``/``later-decline``/``later-cancel``/``later-error`` for ``tag``). An unknown tool name is the SDK's
+  own error.
 - resources: ``note://readme`` (text) and the template ``note://items/{id}``; a prompt ``greet(name)``.
 - control API: ``GET /control/events?kind=K&tag=T&timeout=S`` answers ``{"seen": true}`` as soon as the event was
   recorded, or ``{"seen": false}`` after ``S`` seconds (a bounded long poll: no polling loop in the tests);
@@ -201,6 +204,7 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
             sessions.setdefault(session_id, ctx.session)
         return await call_next(ctx)
 
+    background: set[asyncio.Task[None]] = set()
     protected: dict[str, Any] = {}
     if oauth is not None:
         protected = {
@@ -267,6 +271,29 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
         """Ask the client's model to summarize the text."""
         content = sampled.content
         return content.text if isinstance(content, TextContent) else str(content)
+
+    @server.tool()
+    async def ask_directly(ctx: Context) -> str:
+        """Elicit a name the handshake way (``ctx.elicit`` on the request's stream; no back-channel at 2026-07-28)."""
+        answer = await ctx.elicit("What is your name?", Name)
+        return f"hello {answer.data.name}" if isinstance(answer, AcceptedElicitation) else answer.action
+
+    @server.tool()
+    async def ask_later(tag: str, ctx: Context) -> str:
+        """Return at once, then elicit a password outside any request (the session's standalone stream) and
+        record ``later-<action>`` (or ``later-error``) for `tag`."""
+        session = ctx.session
+
+        async def ask() -> None:
+            schema: dict[str, Any] = {"type": "object", "properties": {"password": {"type": "string"}}}
+            try:
+                answer = await session.elicit_form("enter your password", schema)
+                await events.record(f"later-{answer.action}", tag)
+            except Exception:
+                await events.record("later-error", tag)
+
+        background.add(asyncio.get_running_loop().create_task(ask()))
+        return "asking"
 
     @server.tool()
     def fail() -> str:

@@ -12,11 +12,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import mcp_types as types
 import orjson
 import pytest
+from mcp.shared.exceptions import MCPError
 from asgiref.sync import sync_to_async
 
 from tests.conftest import Access
+from tests.e2e.conftest import Daphne
+from tests.e2e.federation.conftest import WAIT_SECONDS, sdk
 from tests.federation.upstream_server import UpstreamProcess
 from tests.helpers import call, result_of, rpc
 
@@ -29,6 +33,10 @@ def failure(result: dict[str, Any]) -> str:
     detail = orjson.loads(result["content"][1]["text"])
     assert detail["error_type"] == "upstream_error"
     return str(detail["code"])
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
 def slow(tag: str, delay: float) -> dict[str, Any]:
@@ -98,3 +106,75 @@ async def test_a_call_that_never_gets_a_turn_is_busy_and_leaves_the_others_and_t
     assert 1 <= waited < 2.5
     assert [result_of(await reply)["content"][0]["text"] for reply in holding] == ["done 1", "done 1"]
     assert await sync_to_async(breaker.state)(upstream.pk) == breaker.CLOSED_STATE  # no failure counted
+
+
+# Messages outside any call, and the protocol era ------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+async def test_an_upstream_request_outside_any_call_is_declined_and_never_reaches_another_agents_call(
+    federating_daphne: Daphne,
+    private_upstream: UpstreamProcess,
+    access_factory: Callable[..., Access],
+    agent_access: Callable[[Access], Access],
+    federate: Callable[..., Any],
+    unique_tag: str,
+) -> None:
+    first = await sync_to_async(access_factory)(tools=())
+    await sync_to_async(federate)(first, private_upstream.url, era="2025-11-25")
+    second = await sync_to_async(agent_access)(first)
+    asked_first: list[str] = []
+
+    async def first_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked_first.append(params.message)
+        return types.ElicitResult(action="accept", content={"password": "hunter2"})
+
+    async with (
+        asyncio.timeout(WAIT_SECONDS),
+        sdk(federating_daphne.url, first, mode="legacy", elicitation_callback=first_elicit) as one,
+        sdk(federating_daphne.url, second, mode="legacy", elicitation_callback=first_elicit) as two,
+    ):
+        # The first agent's call opens the pooled connection and is still running when the upstream asks.
+        running = asyncio.ensure_future(one.call_tool("up_slow", {"steps": 1, "delay": 3, "tag": unique_tag}))
+        assert await private_upstream.await_event("started", unique_tag)
+        assert texts(await two.call_tool("up_ask_later", {"tag": f"{unique_tag}-during"})) == ["asking"]
+        declined_during = await private_upstream.await_event("later-decline", f"{unique_tag}-during")
+        assert texts(await running) == ["done 1"]
+        # Once that call has ended, such a request is declined too (it used to wait unanswered).
+        assert texts(await two.call_tool("up_ask_later", {"tag": f"{unique_tag}-after"})) == ["asking"]
+        declined_after = await private_upstream.await_event("later-decline", f"{unique_tag}-after")
+
+    assert asked_first == []
+    assert (declined_during, declined_after) == (True, True)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("era", ["2025-11-25", "auto"])
+async def test_a_handshake_style_tool_keeps_elicitation_when_its_upstream_is_pinned_to_the_handshake(
+    federating_daphne: Daphne,
+    private_upstream: UpstreamProcess,
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],
+    era: str,
+) -> None:
+    access = await sync_to_async(access_factory)(tools=())
+    upstream = await sync_to_async(federate)(access, private_upstream.url, era=era)
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async with (
+        asyncio.timeout(WAIT_SECONDS),
+        sdk(federating_daphne.url, access, mode="legacy", elicitation_callback=elicit) as client,
+    ):
+        if era == "auto":  # 2026-07-28 with this upstream: the handshake-style tool has no back-channel there
+            with pytest.raises(MCPError, match="no back-channel"):
+                await client.call_tool("up_ask_directly", {})
+            assert (upstream.protocol_version, asked) == ("2026-07-28", [])
+            return
+        result = await client.call_tool("up_ask_directly", {})
+
+    assert upstream.protocol_version == "2025-11-25"
+    assert (texts(result), result.is_error, asked) == (["hello Ada"], False, ["What is your name?"])
