@@ -15,8 +15,8 @@ from typing import Any
 import mcp_types as types
 import orjson
 import pytest
-from mcp.shared.exceptions import MCPError
 from asgiref.sync import sync_to_async
+from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne
