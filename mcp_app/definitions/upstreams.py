@@ -68,6 +68,29 @@ def effective_timeout(timeout: float | None) -> float:
     return float(min(value, mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS))
 
 
+# What an upstream's text may not bring into the catalog: ANSI escape sequences, C0/C1 controls (but tab and
+# newline), zero-width and bidi-override characters (text an agent reads differently than an operator sees).
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+)
+# A tag that poses as the host's or the model's own (<system>, </instructions>, <|im_start|>...): kept, flagged.
+_FAKE_TAG = re.compile(
+    r"<\|?/?\s*(?:system|assistant|user|instructions?|im_start|im_end|tool_call)\b[^>]{0,40}\|?>", re.I
+)
+
+
+def clean_text(text: str) -> tuple[str, bool]:
+    """``text`` without control, zero-width and bidi-override characters, and whether any were removed."""
+    cleaned = _INVISIBLE.sub("", _ANSI.sub("", text))
+    return cleaned, cleaned != text
+
+
+def has_fake_tag(text: str) -> bool:
+    """Whether ``text`` holds a tag that poses as a system or role marker (``<system>``, ``<|im_start|>``)."""
+    return _FAKE_TAG.search(text) is not None
+
+
 def prefixed(prefix: str, name: str) -> str:
     return f"{prefix}{name}"
 

@@ -71,6 +71,7 @@ def test_create_runs_the_first_sync_and_never_returns_secrets(acme, admin, prote
         "updated": [],
         "removed": [],
         "skipped": [],
+        "flagged": [],
     }
     assert body["entries"] == {
         "tools": len(UPSTREAM_TOOLS),

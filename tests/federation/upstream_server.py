@@ -19,8 +19,8 @@ What it serves (the contract the federation tests build on):
 - resources: ``note://readme`` (text) and the template ``note://items/{id}``; a prompt ``greet(name)``.
 - control API: ``GET /control/events?kind=K&tag=T&timeout=S`` answers ``{"seen": true}`` as soon as the event was
   recorded, or ``{"seen": false}`` after ``S`` seconds (a bounded long poll: no polling loop in the tests);
-  ``GET /control/events`` lists every ``{"kind", "tag"}`` recorded; ``POST /control/tools`` with ``{"name": N}`` does
-  what ``grow`` does, for a test that has no MCP session of its own (e.g. a ``mcp_upstream sync`` test).
+  ``GET /control/events`` lists every ``{"kind", "tag"}`` recorded; ``POST /control/tools`` with ``{"name": N}`` (and
+  optionally ``"description"``, any text: hostile, huge) does what ``grow`` does, for a test that has no MCP session of its own (e.g. a ``mcp_upstream sync`` test).
 
 The two modes and the protocol eras they serve (the SDK routes on the ``MCP-Protocol-Version`` header, so both
 modes answer the 2026-07-28 single-exchange era; ``--mode`` only decides the handshake era's transport):
@@ -217,11 +217,11 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
     if oauth is not None:
         oauth.routes(server)
 
-    async def add_echo_tool(name: str) -> None:
+    async def add_echo_tool(name: str, description: str | None = None) -> None:
         def grown(text: str) -> str:
             return text
 
-        server.add_tool(grown, name=name, description=f"Echo, added at runtime as {name}")
+        server.add_tool(grown, name=name, description=description or f"Echo, added at runtime as {name}")
         await bus.publish(ToolsListChanged())
         for key, session in list(sessions.items()):
             try:
@@ -331,8 +331,9 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
 
     @server.custom_route("/control/tools", methods=["POST"])
     async def control_tools(request: Request) -> Response:
-        name = (await request.json())["name"]
-        await add_echo_tool(name)
+        body = await request.json()
+        name = body["name"]
+        await add_echo_tool(name, body.get("description"))
         return JSONResponse({"added": name})
 
     return server, events
@@ -428,9 +429,11 @@ class UpstreamProcess:
         reply = httpx.get(f"{self.base}/control/events", timeout=WAIT_SECONDS)
         return [(event["kind"], event["tag"]) for event in reply.raise_for_status().json()["events"]]
 
-    def add_tool(self, name: str) -> None:
-        """Register a tool ``name`` (echoes ``text``) and announce ``tools/list_changed`` (blocking)."""
-        httpx.post(f"{self.base}/control/tools", json={"name": name}, timeout=WAIT_SECONDS).raise_for_status()
+    def add_tool(self, name: str, description: str | None = None) -> None:
+        """Register a tool ``name`` (echoes ``text``; ``description``: its own, else a default one) and announce
+        ``tools/list_changed`` (blocking)."""
+        body = {"name": name, **({"description": description} if description is not None else {})}
+        httpx.post(f"{self.base}/control/tools", json=body, timeout=WAIT_SECONDS).raise_for_status()
 
     async def add_tool_async(self, name: str) -> None:
         async with httpx.AsyncClient(timeout=WAIT_SECONDS) as http:

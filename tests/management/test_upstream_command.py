@@ -148,7 +148,15 @@ def test_sync_picks_up_a_new_upstream_tool_on_every_bound_server(
     protected_upstream.add_tool("lookup")
 
     report = json.loads(run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs", "--json")[0])
-    assert report == {"ok": True, "error": "", "added": ["gh_lookup"], "updated": [], "removed": [], "skipped": []}
+    assert report == {
+        "ok": True,
+        "error": "",
+        "added": ["gh_lookup"],
+        "updated": [],
+        "removed": [],
+        "skipped": [],
+        "flagged": [],
+    }
     assert exposed(server.server_id, "acme")["tools"] == sorted([*prefixed("gh_"), "gh_lookup"])
     out, _ = run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
     assert out.strip() == "Nothing changed."

@@ -102,6 +102,8 @@ class Command(BaseCommand):
                     self.stdout.write(f"  {name}")
         for reason in report.skipped:
             self.stderr.write(f"Skipped: {reason}")
+        for reason in report.flagged:
+            self.stderr.write(f"Flagged: {reason}")
 
     def handle_add(self, options: dict[str, Any]) -> None:
         registration = add_upstream(
@@ -144,8 +146,9 @@ class Command(BaseCommand):
             self.stdout.write(f"{kind.capitalize()} ({len(names)}):")
             for name in names:
                 self.stdout.write(f"  {name}")
-        for reason in report.skipped:
-            self.stderr.write(f"Skipped: {reason}")
+        for title, reasons in (("Skipped", report.skipped), ("Flagged", report.flagged)):
+            for reason in reasons:
+                self.stderr.write(f"{title}: {reason}")
         if upstream.secret_header_names:
             self.stdout.write(f"Secret headers (stored encrypted): {', '.join(upstream.secret_header_names)}")
         self.stdout.write(f"Bound to: {', '.join(bound)}" if bound else "Not bound to any server yet.")
