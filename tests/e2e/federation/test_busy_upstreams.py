@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import mcp_types as types
 import orjson
 import pytest
@@ -237,3 +238,24 @@ async def test_huge_definitions_are_cut_and_bounded_and_tools_list_is_paged_by_b
             break
     assert pages >= 2 and len(names) == len(set(names))
     assert set(imported) <= set(names)
+
+
+@pytest.mark.e2e
+async def test_a_rate_limited_request_says_too_many_requests_in_its_status_line(
+    federating_daphne: Daphne, access_factory: Callable[..., Access]
+) -> None:
+    def limited() -> Access:
+        access = access_factory(tools=("echo",))
+        type(access.agent).objects.filter(pk=access.agent.pk).update(rate_limit=0.01, rate_burst=1)
+        return access
+
+    access = await sync_to_async(limited)()
+    headers = {"Authorization": f"Bearer {access.raw_token}", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=WAIT_SECONDS) as http:
+        url = f"{federating_daphne.url}{access.path}?{access.query}"
+        body = {**rpc("tools/call", {"name": "echo", "arguments": {"text": "x"}}), "jsonrpc": "2.0"}
+        replies = [await http.post(url, json=body, headers=headers) for _ in range(3)]
+
+    refused = [reply for reply in replies if reply.status_code == 429]
+    assert refused, [reply.status_code for reply in replies]
+    assert {reply.reason_phrase for reply in refused} == {"Too Many Requests"}
