@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -174,6 +174,7 @@ def upstream_http_client(
     max_response_bytes: int | None = None,
     auth: httpx2.Auth | None = None,
     max_calls: int = 24,
+    on_too_large: Callable[[], None] | None = None,
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` for one upstream MCP server, for the SDK's ``streamable_http_client``.
 
@@ -184,7 +185,7 @@ def upstream_http_client(
     ``max_calls`` connections (the caller admits no more calls at once) plus ``UPSTREAM_SPARE_CONNECTIONS``.
     ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
     ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
-    ``aclose()``)."""
+    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply goes past that bound."""
     # httpx2 comes with the mcp SDK, which only federation needs.
     import httpcore2
     import httpx2
@@ -208,7 +209,7 @@ def upstream_http_client(
             pool=connect_timeout,
         ),
         auth=auth,
-        transport=transport if max_response_bytes is None else _bounded(transport, max_response_bytes),
+        transport=transport if max_response_bytes is None else _bounded(transport, max_response_bytes, on_too_large),
         follow_redirects=False,
         trust_env=False,
     )
@@ -218,7 +219,7 @@ class ResponseTooLarge(Exception):
     """A reply went past the bound its client was made with."""
 
 
-def _bounded(inner: Any, limit: int) -> Any:
+def _bounded(inner: Any, limit: int, on_too_large: Callable[[], None] | None = None) -> Any:
     """``inner`` (an httpx2 transport) whose replies, other than event streams, stop at ``limit`` bytes."""
     import httpx2
 
@@ -235,6 +236,8 @@ def _bounded(inner: Any, limit: int) -> Any:
                     async for chunk in stream:
                         seen += len(chunk)
                         if seen > limit:
+                            if on_too_large is not None:
+                                on_too_large()
                             raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
                         yield chunk
 

@@ -51,7 +51,7 @@ from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
 from . import breaker
-from .connection import UpstreamForbidden, UpstreamUnavailable, unreachable
+from .connection import Trouble, UpstreamForbidden, UpstreamUnavailable, trouble, unreachable
 from .pool import Connection, pool
 from .relay import CallRelay, Parked, current
 
@@ -61,6 +61,8 @@ META_KEY = "dev.mcp-host/upstream"
 MAX_INPUT_ROUNDS = 8
 # JSON-RPC codes the SDK's transport makes up for a failed exchange (not the upstream's own answers).
 _CONNECTION_CLOSED = -32000
+_SSE_TOO_LARGE = "byte limit"  # httpx2's SSEError: "Server-sent event exceeded the N byte limit."
+_REDIRECT = "Redirect to "  # the SDK's message for a redirect it did not follow (code -32600)
 _TRANSPORT_MESSAGES = ("Server returned an error response", "SSE stream", "Failed to parse", "Unexpected content type")
 
 
@@ -138,6 +140,8 @@ async def _guarded(
     connection: Connection | None = None
     turn = pool().slot(endpoint)
     turned = False
+    noted = Trouble()
+    noting = trouble.set(noted)
     try:
         async with asyncio.timeout(limit):
             await turn.acquire()
@@ -164,6 +168,21 @@ async def _guarded(
         await breaker.failed(endpoint.pk)
         raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
     except MCPError as exc:
+        if noted.too_large or _SSE_TOO_LARGE in exc.message:
+            await breaker.failed(endpoint.pk)
+            raise UpstreamFailure(
+                "UPSTREAM_TOO_LARGE",
+                f"Upstream {endpoint.name} answered {what} with more than "
+                f"{mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES} bytes, the most mcp-host accepts",
+            ) from exc
+        if exc.message.startswith(_REDIRECT):
+            # The SDK's message names the target, which may carry what the upstream did not mean to show.
+            await breaker.failed(endpoint.pk)
+            raise UpstreamFailure(
+                "UPSTREAM_REDIRECTED",
+                f"Upstream {endpoint.name} answered {what} with a redirect, which mcp-host does not follow: "
+                "its URL must be the MCP endpoint itself",
+            ) from exc
         if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
             if connection is not None:
                 pool().discard(connection)
@@ -188,6 +207,7 @@ async def _guarded(
             "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"
         ) from exc
     finally:
+        trouble.reset(noting)
         if turned:
             turn.release()
     if admission.probe:  # only a probe's success changes a breaker (it closes it): no round trip otherwise

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import warnings
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -44,6 +46,24 @@ _LIST_CHANGED = {
 
 # What each endpoint revision negotiated: ("legacy", None) or (modern version, its DiscoverResult).
 _negotiated: dict[tuple[int, str], tuple[str, types.DiscoverResult | None]] = {}
+
+
+@dataclass
+class Trouble:
+    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only vaguely (a reply
+    past ``UPSTREAM_MAX_RESPONSE_BYTES`` surfaces as "Connection closed"). A call sets ``trouble`` to its own;
+    the transport's hooks run in the calling task's context and note it there."""
+
+    too_large: bool = False
+
+
+trouble: contextvars.ContextVar[Trouble | None] = contextvars.ContextVar("mcp_app.federation.trouble", default=None)
+
+
+def _note_too_large() -> None:
+    noted = trouble.get()
+    if noted is not None:
+        noted.too_large = True
 
 
 class UpstreamUnavailable(Exception):
@@ -165,6 +185,7 @@ async def open_client(
         max_response_bytes=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES),
         auth=_auth(endpoint),
         max_calls=max(int(mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS), 1),
+        on_too_large=_note_too_large,
     )
     refusals: list[int] = []  # HTTP statuses of refused requests: the SDK reports them without their status
 

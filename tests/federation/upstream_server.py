@@ -15,7 +15,7 @@ What it serves (the contract the federation tests build on):
   a ``name`` with ``ctx.elicit``, the handshake way: no back-channel at 2026-07-28); ``ask_later(tag)`` (answers
   ``asking``, then elicits a password outside any request, on the standalone stream, and records
   ``later-accept``/``later-decline``/``later-cancel``/``later-error`` for ``tag``). An unknown tool name is the SDK's
-  own error.
+  own error. ``moved(text)`` is listed like ``echo``, but a ``tools/call`` of it is answered ``307`` to ``MOVED_TO``.
 - resources: ``note://readme`` (text) and the template ``note://items/{id}``; a prompt ``greet(name)``.
 - control API: ``GET /control/events?kind=K&tag=T&timeout=S`` answers ``{"seen": true}`` as soon as the event was
   recorded, or ``{"seen": false}`` after ``S`` seconds (a bounded long poll: no polling loop in the tests);
@@ -190,6 +190,37 @@ class RequireAuthorization:
         await self.app(scope, receive, send)
 
 
+MOVED_TO = "http://127.0.0.1:9/elsewhere?key=moved-secret-7"
+
+
+class RedirectMoved:
+    """Answers a ``tools/call`` of the tool ``moved`` with ``307`` to ``MOVED_TO`` (an upstream that moved, or a
+    hostile one pointing mcp-host elsewhere); every other request goes through."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith(PATH):
+            await self.app(scope, receive, send)
+            return
+        messages, body = [], b""
+        while True:
+            message = await receive()
+            messages.append(message)
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if b'"tools/call"' in body and b'"name":"moved"' in body.replace(b" ", b""):
+            await Response(status_code=307, headers={"location": MOVED_TO})(scope, receive, send)
+            return
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
 def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer, Events]:
     events = Events()
     bus = InMemorySubscriptionBus()
@@ -294,6 +325,11 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
 
         background.add(asyncio.get_running_loop().create_task(ask()))
         return "asking"
+
+    @server.tool()
+    def moved(text: str) -> str:
+        """Echo, but a call is redirected elsewhere (``RedirectMoved``)."""
+        return text
 
     @server.tool()
     def fail() -> str:
@@ -456,6 +492,7 @@ def main(argv: list[str] | None = None) -> None:
         oauth = ClientCredentials(f"http://127.0.0.1:{args.port}", client_id, secret)
     server, _ = build(args.mode, oauth)
     app: Any = server.streamable_http_app(streamable_http_path=PATH, stateless_http=args.mode == "stateless")
+    app = RedirectMoved(app)
     if args.authorization:
         app = RequireAuthorization(app, args.authorization)
     # A short graceful shutdown: open SSE and listen streams would otherwise hold up a terminate() (uvicorn waits).

@@ -259,3 +259,38 @@ async def test_a_rate_limited_request_says_too_many_requests_in_its_status_line(
     refused = [reply for reply in replies if reply.status_code == 429]
     assert refused, [reply.status_code for reply in replies]
     assert {reply.reason_phrase for reply in refused} == {"Too Many Requests"}
+
+
+# Odd answers -------------------------------------------------------------------------------------------------------
+
+
+async def test_a_redirected_call_is_an_error_result_that_does_not_echo_the_target(
+    federated: tuple[Access, Any],
+) -> None:
+    access, _upstream = federated
+    reply = await call(access, rpc("tools/call", {"name": "up_moved", "arguments": {"text": "x"}}), timeout=10)
+
+    assert reply.status == 200, reply.body
+    result = result_of(reply)
+    assert failure(result) == "UPSTREAM_REDIRECTED"
+    assert "redirect" in result["content"][0]["text"]
+    assert b"moved-secret-7" not in reply.body and b"elsewhere" not in reply.body
+
+
+@pytest.mark.parametrize("era", ["auto", "2025-11-25"])
+async def test_an_answer_past_the_bound_says_so(
+    private_upstream: UpstreamProcess,
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],
+    settings: Any,
+    era: str,
+) -> None:
+    access = await sync_to_async(access_factory)(tools=())
+    await sync_to_async(federate)(access, private_upstream.url, era=era)
+    settings.MCP_APP = {**settings.MCP_APP, "UPSTREAM_MAX_RESPONSE_BYTES": 4096}
+
+    reply = await call(access, rpc("tools/call", {"name": "up_echo", "arguments": {"text": "x" * 20_000}}), timeout=10)
+
+    result = result_of(reply)
+    assert failure(result) == "UPSTREAM_TOO_LARGE"
+    assert "more than 4096 bytes" in result["content"][0]["text"]
