@@ -124,11 +124,24 @@ def _stamp(result: dict[str, Any], endpoint: UpstreamEndpoint, started: float) -
 # Guarded exchange ------------------------------------------------------------------------------------------------
 
 
+def _source(call: CallContext) -> str:
+    """Who a call's timeout may be the doing of (its arguments asked for something slow): its agent."""
+    principal = call.request.principal
+    if principal is None:
+        return "anonymous"
+    return f"{principal.tenant}/{principal.agent_id}"
+
+
 async def _guarded(
-    endpoint: UpstreamEndpoint, limit: float, what: str, exchange: Callable[[Connection], Awaitable[Any]]
+    endpoint: UpstreamEndpoint,
+    limit: float,
+    what: str,
+    exchange: Callable[[Connection], Awaitable[Any]],
+    call: CallContext,
 ) -> Any:
     """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``UpstreamFailure``
-    (counted by the breaker), ``ProtocolError`` (the upstream's own JSON-RPC error), or ``CancelledError``."""
+    (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
+    JSON-RPC error), or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
 
     admission = await breaker.admit(endpoint.pk)
@@ -155,7 +168,7 @@ async def _guarded(
                 f"Upstream {endpoint.name} already has {mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS} calls in "
                 f"flight from this server process; this one waited {limit:g} s for a turn",
             ) from exc
-        await breaker.failed(endpoint.pk)
+        await breaker.failed(endpoint.pk, source=_source(call))
         raise UpstreamFailure(
             "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
         ) from exc
@@ -249,7 +262,7 @@ async def call_tool(
                 return await _start_exchange(connection, target, arguments, call, relay, limit)
             return await _legacy_call(connection, target, arguments, call, relay)
 
-        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange)
+        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange, call)
     except UpstreamFailure as failure:
         return _stamp(failure_result(failure.code, failure.message), endpoint, started)
     finally:
@@ -423,7 +436,7 @@ async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallCont
             return _dump(await connection.client.session.read_resource(uri))
 
         result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange
+            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange, call
         )
         return result
     except UpstreamFailure as failure:
@@ -442,7 +455,11 @@ async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], ca
             return _dump(await connection.client.session.get_prompt(target.remote_name, arguments))
 
         result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), f"prompts/get {target.remote_name}", exchange
+            endpoint,
+            effective_timeout(endpoint.timeout_seconds),
+            f"prompts/get {target.remote_name}",
+            exchange,
+            call,
         )
         return result
     except UpstreamFailure as failure:

@@ -294,3 +294,33 @@ async def test_an_answer_past_the_bound_says_so(
     result = result_of(reply)
     assert failure(result) == "UPSTREAM_TOO_LARGE"
     assert "more than 4096 bytes" in result["content"][0]["text"]
+
+
+# The breaker -------------------------------------------------------------------------------------------------------
+
+
+async def test_one_agents_slow_calls_do_not_open_the_breaker_for_everyone(
+    federated: tuple[Access, Any], agent_access: Callable[[Access], Access], settings: Any
+) -> None:
+    from mcp_app.federation import breaker
+
+    settings.MCP_APP = {**settings.MCP_APP, "UPSTREAM_BREAKER_FAILURES": 3}
+    access, upstream = federated
+    await sync_to_async(breaker.reset)(upstream.pk)
+
+    def one_second() -> None:
+        upstream.timeout_seconds = 1
+        upstream.save()
+
+    await sync_to_async(one_second)()
+    others = [await sync_to_async(agent_access)(access) for _ in range(2)]
+
+    alone = await asyncio.gather(*(call(access, slow(f"alone-{n}", 5), timeout=15) for n in range(4)))
+    assert [failure(result_of(reply)) for reply in alone] == ["UPSTREAM_TIMEOUT"] * 4
+    after_one = await sync_to_async(breaker.state)(upstream.pk)
+    assert (after_one.status, after_one.failures) == (breaker.CLOSED, 1)
+    assert result_of(await call(others[0], slow("still", 0), timeout=15))["content"][0]["text"] == "done 1"
+
+    together = await asyncio.gather(*(call(other, slow(f"other-{n}", 5), timeout=15) for n, other in enumerate(others)))
+    assert [failure(result_of(reply)) for reply in together] == ["UPSTREAM_TIMEOUT"] * 2
+    assert (await sync_to_async(breaker.state)(upstream.pk)).status == breaker.OPEN
