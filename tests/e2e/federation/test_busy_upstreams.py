@@ -21,9 +21,9 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne
-from tests.e2e.federation.conftest import WAIT_SECONDS, sdk
+from tests.e2e.federation.conftest import WAIT_SECONDS, bearer, sdk, upstream_url
 from tests.federation.upstream_server import UpstreamProcess
-from tests.helpers import call, result_of, rpc
+from tests.helpers import call, needs_shared_layer, result_of, rpc
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -324,3 +324,40 @@ async def test_one_agents_slow_calls_do_not_open_the_breaker_for_everyone(
     together = await asyncio.gather(*(call(other, slow(f"other-{n}", 5), timeout=15) for n, other in enumerate(others)))
     assert [failure(result_of(reply)) for reply in together] == ["UPSTREAM_TIMEOUT"] * 2
     assert (await sync_to_async(breaker.state)(upstream.pk)).status == breaker.OPEN
+
+
+# A stateless client's retry on another process ---------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+async def test_a_stateless_retry_reaching_another_process_resumes_the_waiting_upstream_call(
+    federating_daphne: Daphne,
+    second_federating_daphne: Daphne,
+    mcp_host_upstream: Access,
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],
+) -> None:
+    needs_shared_layer()
+    access = await sync_to_async(access_factory)(tools=())
+    await sync_to_async(federate)(
+        access, upstream_url(federating_daphne, mcp_host_upstream), secret=bearer(mcp_host_upstream)
+    )
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the test answers the input_required itself")
+
+    async with (
+        asyncio.timeout(WAIT_SECONDS),
+        sdk(federating_daphne.url, access, mode="2026-07-28", elicitation_callback=never) as one,
+        sdk(second_federating_daphne.url, access, mode="2026-07-28", elicitation_callback=never) as two,
+    ):
+        first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        [key] = (first.input_requests or {}).keys()
+        answer = types.ElicitResult(action="accept", content={"name": "Grace"})
+        result = await two.session.call_tool(
+            "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
+        )
+
+    assert result.is_error is not True, result
+    assert texts(result) == ["Hello, Grace!"]
