@@ -307,3 +307,14 @@ def test_rotate_secrets_re_encrypts_upstream_secrets(acme: Any, settings: Any) -
     with pytest.raises(CommandError, match="cannot be decrypted"):
         run("mcp_rotate_secrets")
     assert raw_secrets() == after
+
+
+def test_the_era_is_chosen_at_add_and_changed_with_set(protected_upstream: UpstreamProcess, acme: Any) -> None:
+    added = add(protected_upstream, "--era", "2025-11-25")
+    out, _ = run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--era", "auto")
+
+    assert (added["era"], added["protocol_version"]) == ("2025-11-25", "2025-11-25")
+    assert out.strip() == "Upstream docs of acme now speaks era auto."
+    assert Upstream.objects.get(name="docs").era == "auto"
+    with pytest.raises(CommandError, match="invalid choice"):
+        run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--era", "2024-11-05")
