@@ -100,6 +100,9 @@ DEFAULTS: dict[str, Any] = {
     "TASK_POLL_INTERVAL_MS": 500,
     # Items per page of tools/list, resources/list, resources/templates/list, prompts/list and tasks/list.
     "PAGE_SIZE": 100,
+    # A list page (tools/list, resources/list, ...) also ends before its entries pass this many bytes of JSON
+    # (at least one entry per page), so a catalog of large entries is paged instead of sent in one message.
+    "PAGE_MAX_BYTES": 512 * 1024,
     # Keys that encrypt secrets at rest (secret headers of http tools): the first encrypts, every one decrypts,
     # so a new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy
     # strings; empty: keys derived from Django's SECRET_KEY and SECRET_KEY_FALLBACKS.
@@ -143,10 +146,20 @@ DEFAULTS: dict[str, Any] = {
     "UPSTREAM_MAX_RESPONSE_BYTES": 4 * 1024 * 1024,
     # Most entries one sync imports of each kind (tools, resources, templates, prompts); the rest is refused.
     "UPSTREAM_MAX_ENTRIES": 1000,
+    # Every process holds every imported entry: an entry's description is cut at UPSTREAM_MAX_DESCRIPTION_CHARS,
+    # an entry whose JSON is larger than UPSTREAM_MAX_ENTRY_BYTES is not imported, nor what goes past
+    # UPSTREAM_MAX_CATALOG_BYTES for the whole upstream (the sync report says which).
+    "UPSTREAM_MAX_DESCRIPTION_CHARS": 8192,
+    "UPSTREAM_MAX_ENTRY_BYTES": 64 * 1024,
+    "UPSTREAM_MAX_CATALOG_BYTES": 2 * 1024 * 1024,
     # Catalog re-read by Celery beat (mcp_app.sync_upstreams) every so often (seconds); 0: only on demand.
     "UPSTREAM_SYNC_INTERVAL_SECONDS": 3600,
     # A process's connection to an upstream (shared by all its calls) is closed after this long unused (seconds).
     "UPSTREAM_POOL_IDLE_SECONDS": 300.0,
+    # Calls one process has in flight to one upstream at once (each holds one HTTP connection of its pool, which
+    # has room for these plus the upstream's standalone stream); more wait their turn within their own timeout,
+    # and one still waiting when it ends answers UPSTREAM_BUSY (the shared connection is never torn down for it).
+    "UPSTREAM_MAX_CONCURRENT_CALLS": 24,
     # Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many
     # failures within the window open it; open, calls fail at once for the cool-down, then one call probes.
     "UPSTREAM_BREAKER_FAILURES": 5,
@@ -286,6 +299,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "CATALOG_CACHE_SIZE": (int,),
     "CACHE_TTL_MS": (int,),
     "PAGE_SIZE": (int,),
+    "PAGE_MAX_BYTES": (int,),
     "SESSION_IDLE_SECONDS": (int, float),
     "CLIENT_REQUEST_TIMEOUT_SECONDS": (int, float),
     "EVENT_STORE": (dict,),
@@ -342,8 +356,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "UPSTREAM_CONNECT_TIMEOUT_SECONDS": (int, float),
     "UPSTREAM_MAX_RESPONSE_BYTES": (int,),
     "UPSTREAM_MAX_ENTRIES": (int,),
+    "UPSTREAM_MAX_DESCRIPTION_CHARS": (int,),
+    "UPSTREAM_MAX_ENTRY_BYTES": (int,),
+    "UPSTREAM_MAX_CATALOG_BYTES": (int,),
     "UPSTREAM_SYNC_INTERVAL_SECONDS": (int, float),
     "UPSTREAM_POOL_IDLE_SECONDS": (int, float),
+    "UPSTREAM_MAX_CONCURRENT_CALLS": (int,),
     "UPSTREAM_BREAKER_FAILURES": (int,),
     "UPSTREAM_BREAKER_WINDOW_SECONDS": (int, float),
     "UPSTREAM_BREAKER_COOLDOWN_SECONDS": (int, float),

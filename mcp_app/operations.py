@@ -318,9 +318,11 @@ def add_upstream(
     prefix: str = "",
     secret_headers: list[str] | tuple[str, ...] = (),
     bind_to: list[str] | tuple[str, ...] = (),
+    era: str = "auto",
 ) -> Registration:
     """``mcp_upstream add``: a new upstream of the tenant, with ``secret_headers`` (``"Name: value"`` each, stored
-    encrypted), synced, bound whole to the tenant's servers ``bind_to`` (see ``register_upstream``)."""
+    encrypted), synced, bound whole to the tenant's servers ``bind_to`` (see ``register_upstream``); ``era``: the
+    protocol era spoken to it (``definitions.upstreams.ERAS``)."""
     from .definitions.http_tools import parse_secret_headers
 
     tenant = find_tenant(tenant_slug)
@@ -330,7 +332,7 @@ def add_upstream(
         if server is None:
             raise OperationError(f"no server {server_id!r} in tenant {tenant_slug!r}")
         servers.append(server)
-    upstream = Upstream(tenant=tenant, name=name, url=url, prefix=prefix)
+    upstream = Upstream(tenant=tenant, name=name, url=url, prefix=prefix, era=era)
     if secret_headers:
         try:
             upstream.set_secret_headers(parse_secret_headers("\n".join(secret_headers)))
@@ -339,6 +341,20 @@ def add_upstream(
         except ValidationError as exc:
             raise OperationError(f"--header: {' '.join(exc.messages)}") from exc
     return register_upstream(upstream, servers)
+
+
+def set_upstream_era(tenant_slug: str, name: str, era: str) -> Upstream:
+    """``mcp_upstream set --era``: speak ``era`` to the upstream from its next connection on."""
+    from .definitions.upstreams import validate_era
+
+    try:
+        validate_era(era)
+    except ValueError as exc:
+        raise OperationError(f"--era: {exc}") from exc
+    upstream = find_upstream(tenant_slug, name)
+    upstream.era = era
+    upstream.save(update_fields=["era", "updated_at"])
+    return upstream
 
 
 def upstreams(tenant_slug: str | None = None) -> QuerySet[Upstream]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -159,7 +159,9 @@ def webhook_transport() -> GuardedTransport:
 # The SDK's defaults (mcp.shared._httpx_utils): a server may hold a response stream (SSE) open for long without
 # sending, so reads wait far longer than connects; our own call deadline is the caller's, not the socket's.
 SSE_READ_TIMEOUT_SECONDS = 300.0
-UPSTREAM_MAX_CONNECTIONS = 32
+# Connections an upstream's pool holds beyond its concurrent calls: the standalone stream, a subscription, the
+# handshake's requests, a cancellation's POST.
+UPSTREAM_SPARE_CONNECTIONS = 8
 UPSTREAM_MAX_KEEPALIVE_CONNECTIONS = 8
 UPSTREAM_KEEPALIVE_SECONDS = 60.0
 
@@ -171,16 +173,19 @@ def upstream_http_client(
     connect_timeout: float,
     max_response_bytes: int | None = None,
     auth: httpx2.Auth | None = None,
+    max_calls: int = 24,
+    on_too_large: Callable[[], None] | None = None,
 ) -> httpx2.AsyncClient:
     """An ``httpx2.AsyncClient`` for one upstream MCP server, for the SDK's ``streamable_http_client``.
 
     Every connection is guarded against the ``"upstream"`` allow-list. Timeouts: ``connect_timeout`` to connect
     and to wait for a free pooled connection, ``timeout`` to write, and reads wait at least
     ``SSE_READ_TIMEOUT_SECONDS`` (an open SSE stream is silent between events; the caller bounds each call).
-    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request.
+    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request. The pool holds
+    ``max_calls`` connections (the caller admits no more calls at once) plus ``UPSTREAM_SPARE_CONNECTIONS``.
     ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
     ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
-    ``aclose()``)."""
+    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply goes past that bound."""
     # httpx2 comes with the mcp SDK, which only federation needs.
     import httpcore2
     import httpx2
@@ -190,7 +195,7 @@ def upstream_http_client(
     # The transport's pool replaced by one over the guarded backend, as GuardedTransport does for httpx.
     transport._pool = httpcore2.AsyncConnectionPool(
         ssl_context=context,
-        max_connections=UPSTREAM_MAX_CONNECTIONS,
+        max_connections=max_calls + UPSTREAM_SPARE_CONNECTIONS,
         max_keepalive_connections=UPSTREAM_MAX_KEEPALIVE_CONNECTIONS,
         keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS,
         network_backend=cast(httpcore2.AsyncNetworkBackend, GuardedBackend(httpcore2, allowed_networks("upstream"))),
@@ -204,7 +209,7 @@ def upstream_http_client(
             pool=connect_timeout,
         ),
         auth=auth,
-        transport=transport if max_response_bytes is None else _bounded(transport, max_response_bytes),
+        transport=transport if max_response_bytes is None else _bounded(transport, max_response_bytes, on_too_large),
         follow_redirects=False,
         trust_env=False,
     )
@@ -214,7 +219,7 @@ class ResponseTooLarge(Exception):
     """A reply went past the bound its client was made with."""
 
 
-def _bounded(inner: Any, limit: int) -> Any:
+def _bounded(inner: Any, limit: int, on_too_large: Callable[[], None] | None = None) -> Any:
     """``inner`` (an httpx2 transport) whose replies, other than event streams, stop at ``limit`` bytes."""
     import httpx2
 
@@ -231,6 +236,8 @@ def _bounded(inner: Any, limit: int) -> Any:
                     async for chunk in stream:
                         seen += len(chunk)
                         if seen > limit:
+                            if on_too_large is not None:
+                                on_too_large()
                             raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
                         yield chunk
 

@@ -117,6 +117,7 @@ def request_context(
             worker_call_limits=limits_for(token),
         ),
         page_size=mcp_settings.PAGE_SIZE,
+        page_bytes=mcp_settings.PAGE_MAX_BYTES,
         max_echoed_bytes=mcp_settings.MAX_ECHOED_BYTES,
         **ports,
         **fields,

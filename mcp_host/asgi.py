@@ -22,7 +22,7 @@ from django.urls import re_path  # noqa: E402
 
 from mcp_app.conf import mcp_settings  # noqa: E402
 from mcp_app.runtime.durable import recover_orphaned_tasks  # noqa: E402
-from mcp_app.transport import daphne_tuning, edge_limits  # noqa: E402
+from mcp_app.transport import daphne_tuning, edge_limits, reason_phrases  # noqa: E402
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
 from mcp_app.workers.liveness import start_sweeping  # noqa: E402
 
@@ -31,6 +31,8 @@ from mcp_app.workers.liveness import start_sweeping  # noqa: E402
 recover_orphaned_tasks()
 if os.environ.get("MCP_LIVENESS_SWEEP", "1") != "0":  # "0": the test runner, which imports this module in-process
     start_sweeping()
+# "429 Too Many Requests", not Twisted's "429 Unknown Status" (see mcp_app.transport.reason_phrases).
+reason_phrases.install()
 # 414/431/413/408 and one Host, answered by daphne before the application (see mcp_app.transport.edge_limits).
 if mcp_settings.EDGE_LIMITS:
     edge_limits.install()

@@ -161,6 +161,18 @@ def access_factory(
     return make
 
 
+@pytest.fixture
+def agent_access(agent_factory: Callable[..., Any], token_factory: Callable[..., Any]) -> Callable[[Access], Access]:
+    """Another agent of ``access``'s tenant, with a token for the same server."""
+
+    def make(access: Access) -> Access:
+        agent = agent_factory(tenant=access.tenant)
+        token, raw = token_factory(agent=agent, servers=[access.server])
+        return Access(tenant=access.tenant, server=access.server, agent=agent, token=token, raw_token=raw)
+
+    return make
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _register_test_tools() -> None:
     import tests.tools  # noqa: F401  (registers the test-only tools)

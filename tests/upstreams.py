@@ -122,7 +122,7 @@ def protected_upstream(settings: Any, tmp_path: Path) -> Iterator[UpstreamProces
 
 # What the harness's upstream offers (tests/federation/upstream_server.py), as mcp-host imports it: tool names in
 # the upstream's listing order, resources and templates by URI, prompts by name.
-UPSTREAM_TOOLS = ("echo", "add", "slow", "ask_name", "summarize", "fail", "grow")
+UPSTREAM_TOOLS = ("echo", "add", "slow", "ask_name", "summarize", "ask_directly", "ask_later", "moved", "fail", "grow")
 UPSTREAM_RESOURCES = ("note://items/{id}", "note://readme")
 UPSTREAM_PROMPTS = ("greet",)
 

@@ -31,6 +31,7 @@ from unfold.widgets import UnfoldAdminPasswordWidget, UnfoldBooleanSwitchWidget
 
 from .. import permissions
 from ..definitions.http_tools import display_url
+from ..definitions.upstreams import ERA_AUTO
 from ..federation import breaker
 from ..federation.sync import bind, sync_upstream, unbind
 from ..models import Prompt, Resource, Tool, Upstream, UpstreamBinding
@@ -65,12 +66,18 @@ class UpstreamForm(SecretHeadersForm):
             "oauth_scope",
             "timeout_seconds",
             "sync_interval_seconds",
+            "era",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         status = "Set." if self.instance.oauth_client_secret_encrypted else "Not set."
         self.fields["oauth_client_secret"].help_text = f"{status} {self.fields['oauth_client_secret'].help_text}"
+        if "era" in self.fields:
+            self.fields["era"].required = False  # left out: auto
+
+    def clean_era(self) -> str:
+        return str(self.cleaned_data.get("era") or ERA_AUTO)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -117,6 +124,8 @@ def _report_message(request: HttpRequest, upstream: Upstream, report: Any, what:
     messages.success(request, f"{what} of {upstream.name}: {'; '.join(parts)}.")
     for reason in report.skipped:
         messages.warning(request, f"Skipped: {reason}")
+    for reason in report.flagged:
+        messages.warning(request, f"Flagged: {reason}")
 
 
 def _probe_message(request: HttpRequest, upstream: Upstream) -> None:
@@ -185,7 +194,7 @@ class UpstreamAdmin(TenantScopedAdmin):
                     )
                 },
             ),
-            ("Timing", {"fields": ("timeout_seconds", "sync_interval_seconds")}),
+            ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
         ]
         if obj is not None:
             fieldsets += [

@@ -485,6 +485,7 @@ class UpstreamSerializer(TenantOwnedSerializer):
             "oauth_scope",
             "timeout_seconds",
             "sync_interval_seconds",
+            "era",
             "enabled",
             "entries",
             "servers",
@@ -589,6 +590,10 @@ class SyncReportSerializer(serializers.Serializer):
     updated = serializers.ListField(child=serializers.CharField())
     removed = serializers.ListField(child=serializers.CharField(), help_text="Dropped upstream: gone everywhere.")
     skipped = serializers.ListField(child=serializers.CharField(), help_text="Not imported or not bound, and why.")
+    flagged = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Imported with its text cleaned or cut, or holding a tag posing as a role marker, and why.",
+    )
 
 
 class UpstreamCreatedSerializer(UpstreamSerializer):

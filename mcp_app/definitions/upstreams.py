@@ -42,6 +42,20 @@ def validate_upstream_url(url: str) -> None:
     validate_url(url, kind="upstream")
 
 
+# The protocol era mcp-host speaks to an upstream: "auto" negotiates (2026-07-28 where the upstream offers it, the
+# handshake otherwise); a pinned era is for upstreams whose tools need what only one era carries (a tool written
+# for the handshake elicits on its request's stream, which a 2026-07-28 exchange does not have).
+ERA_AUTO = "auto"
+ERA_HANDSHAKE = "2025-11-25"
+ERA_MODERN = "2026-07-28"
+ERAS = (ERA_AUTO, ERA_HANDSHAKE, ERA_MODERN)
+
+
+def validate_era(era: str) -> None:
+    if era not in ERAS:
+        raise ValueError(f"The era is one of {', '.join(ERAS)}.")
+
+
 def validate_upstream_timeout(timeout: float | None) -> None:
     if timeout is None:
         return
@@ -53,6 +67,29 @@ def validate_upstream_timeout(timeout: float | None) -> None:
 def effective_timeout(timeout: float | None) -> float:
     value = mcp_settings.UPSTREAM_DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
     return float(min(value, mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS))
+
+
+# What an upstream's text may not bring into the catalog: ANSI escape sequences, C0/C1 controls (but tab and
+# newline), zero-width and bidi-override characters (text an agent reads differently than an operator sees).
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+)
+# A tag that poses as the host's or the model's own (<system>, </instructions>, <|im_start|>...): kept, flagged.
+_FAKE_TAG = re.compile(
+    r"<\|?/?\s*(?:system|assistant|user|instructions?|im_start|im_end|tool_call)\b[^>]{0,40}\|?>", re.I
+)
+
+
+def clean_text(text: str) -> tuple[str, bool]:
+    """``text`` without control, zero-width and bidi-override characters, and whether any were removed."""
+    cleaned = _INVISIBLE.sub("", _ANSI.sub("", text))
+    return cleaned, cleaned != text
+
+
+def has_fake_tag(text: str) -> bool:
+    """Whether ``text`` holds a tag that poses as a system or role marker (``<system>``, ``<|im_start|>``)."""
+    return _FAKE_TAG.search(text) is not None
 
 
 def prefixed(prefix: str, name: str) -> str:
@@ -73,6 +110,7 @@ class UpstreamEndpoint:
     revision: str
     headers: tuple[tuple[str, str], ...] = ()
     timeout_seconds: float | None = None
+    era: str = ERA_AUTO
     secret_headers: str = field(default="", repr=False)
     oauth_client_id: str = ""
     oauth_client_secret: str = field(default="", repr=False)
@@ -116,6 +154,7 @@ def endpoint_of(upstream: Any) -> UpstreamEndpoint:
         revision=upstream.updated_at.isoformat() if upstream.updated_at else "",
         headers=tuple((str(key), str(value)) for key, value in (upstream.headers or {}).items()),
         timeout_seconds=upstream.timeout_seconds,
+        era=upstream.era,
         secret_headers=upstream.secret_headers_encrypted,
         oauth_client_id=upstream.oauth_client_id,
         oauth_client_secret=upstream.oauth_client_secret_encrypted,

@@ -10,7 +10,8 @@ The contract, keyed by the upstream's primary key:
 
 The states: **closed** (calls pass) until ``UPSTREAM_BREAKER_FAILURES`` failures fall within
 ``UPSTREAM_BREAKER_WINDOW_SECONDS`` (a sliding window), which opens it; **open**: every call is refused at once for
-``UPSTREAM_BREAKER_COOLDOWN_SECONDS``; then **half-open**: one call (the probe) is let through and every other one
+``UPSTREAM_BREAKER_COOLDOWN_SECONDS`` (failures given a ``source``, the timeouts of an agent's calls, count once
+per source within the window: one agent's slow calls cannot open it alone); then **half-open**: one call (the probe) is let through and every other one
 is still refused; the probe's success closes it (and forgets its failures), its failure re-opens it for another
 cool-down. A probe that never reports (its process died) gives its turn to another call after
 ``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches the breakers off.
@@ -33,7 +34,6 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -110,7 +110,7 @@ def _status(open_until: float, now: float) -> Status:
 
 @dataclass
 class _Local:
-    failures: deque[float] = field(default_factory=deque)  # monotonic times of failures within the window
+    failures: dict[str, float] = field(default_factory=dict)  # member -> monotonic time, within the window
     open_until: float = 0.0  # monotonic; 0: closed
     open_until_wall: datetime | None = None  # the same moment, for operators
     opened_failures: int = 0
@@ -145,8 +145,9 @@ class LocalBreakers:
             del self._breakers[pk]
             return True
 
-    async def failed(self, pk: int, policy: Policy) -> int:
-        """0: counted; 1: it opened; 2: a failed probe re-opened it; 3: open already (a late failure)."""
+    async def failed(self, pk: int, policy: Policy, member: str | None = None) -> int:
+        """0: counted; 1: it opened; 2: a failed probe re-opened it; 3: open already (a late failure). Failures
+        of one ``member`` count once within the window."""
         with self._lock:
             now = time.monotonic()
             breaker = self._breakers.setdefault(pk, _Local())
@@ -158,7 +159,9 @@ class LocalBreakers:
                 breaker.probe_until = 0.0
                 return 2
             self._expire(breaker, now, policy)
-            breaker.failures.append(now)
+            key = member or uuid.uuid4().hex
+            breaker.failures.pop(key, None)
+            breaker.failures[key] = now
             if len(breaker.failures) < policy.failures:
                 return 0
             self._open(breaker, now, policy)
@@ -173,8 +176,9 @@ class LocalBreakers:
 
     @staticmethod
     def _expire(breaker: _Local, now: float, policy: Policy) -> None:
-        while breaker.failures and breaker.failures[0] <= now - policy.window:
-            breaker.failures.popleft()
+        for key, at in list(breaker.failures.items()):
+            if at <= now - policy.window:
+                del breaker.failures[key]
 
     def states(self, pks: list[int], policy: Policy) -> dict[int, BreakerState]:
         with self._lock:
@@ -387,13 +391,13 @@ class RedisBreakers:
     async def succeeded(self, pk: int, policy: Policy) -> bool:
         return bool(int(await self._async_scripts()["succeeded"](keys=self._keys(pk), args=[pk])))
 
-    async def failed(self, pk: int, policy: Policy) -> int:
+    async def failed(self, pk: int, policy: Policy, member: str | None = None) -> int:
         args = [
             pk,
             policy.failures,
             _ms(policy.window),
             _ms(policy.cooldown),
-            uuid.uuid4().hex,
+            member or uuid.uuid4().hex,  # one member's failures are one ZADD member: counted once
             _ms(IDLE_EXPIRY_SECONDS),
         ]
         return int(await self._async_scripts()["failed"](keys=self._keys(pk), args=args))
@@ -499,15 +503,17 @@ async def succeeded(pk: int) -> None:
         logger.info("upstream %s: circuit breaker closed (the probe succeeded)", pk)
 
 
-async def failed(pk: int) -> None:
+async def failed(pk: int, source: str | None = None) -> None:
     """An admitted call to upstream ``pk`` failed: counted; enough of them within the window open the breaker,
-    and a failed probe re-opens it."""
+    and a failed probe re-opens it. ``source``: who may have caused the failure (an agent whose call timed out,
+    perhaps by asking the upstream for something slow): one source's failures count once within the window, so
+    one agent cannot open the breaker for every agent."""
     _closed_at.pop(pk, None)
     policy = Policy.current()
     if policy.failures < 1:
         return
     try:
-        outcome = await breakers().failed(pk, policy)
+        outcome = await breakers().failed(pk, policy, f"source:{source}" if source else None)
     except Exception as error:
         _unavailable(error)
         return

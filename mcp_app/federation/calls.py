@@ -9,7 +9,9 @@ schema already; execution (inline or worker), quotas, grants and audit are the r
   a handshake-era client answers them in-band and the call is retried upstream with the answers, a stateless
   client receives them as our own ``input_required`` (the upstream's state kept, signed, in ours). With a
   handshake-era upstream and a stateless client, the upstream call waits in this process (``Exchange``) for
-  the client's retry, up to the call's timeout; a retry that reaches another process is told to call again.
+  the client's retry, up to the call's timeout; the state names this loop's inbox on the channel layer, so a
+  retry that reaches another process is forwarded here (``ResumeExchange``) and the step comes back (``Step``).
+  Without a shared channel layer, or once the exchange is gone, the retry is told to call again.
 - **Cancelled:** cancelling the awaiting coroutine (``notifications/cancelled``, a 2026 client closing its
   stream, ``tasks/cancel``, the admin, a worker's cancel) cancels the SDK request, which cancels it upstream
   (``notifications/cancelled``, or an aborted POST at 2026-07-28).
@@ -19,6 +21,8 @@ schema already; execution (inline or worker), quotas, grants and audit are the r
   result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``,
   ``UPSTREAM_FORBIDDEN_ADDRESS`` where the SSRF guard refuses its address),
   never a hang; such failures count towards the upstream's circuit breaker (``breaker``), answers do not.
+  At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls per upstream are in flight (``Pool.slot``); the others wait
+  their turn within their timeout, and answer ``UPSTREAM_BUSY`` (not a breaker failure) if it never comes.
 
 Results carry ``_meta["dev.mcp-host/upstream"] = {"upstream": name, "durationMs": ms}``: which upstream
 answered and how long it took (the audit log records both).
@@ -27,15 +31,19 @@ answered and how long it took (the audit log records both).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
+from ..conf import mcp_settings
 from ..definitions.context import InputRequired
 from ..definitions.upstreams import (
     UpstreamEndpoint,
@@ -48,7 +56,7 @@ from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
 from . import breaker
-from .connection import UpstreamForbidden, UpstreamUnavailable, unreachable
+from .connection import Trouble, UpstreamForbidden, UpstreamUnavailable, trouble, unreachable
 from .pool import Connection, pool
 from .relay import CallRelay, Parked, current
 
@@ -58,6 +66,8 @@ META_KEY = "dev.mcp-host/upstream"
 MAX_INPUT_ROUNDS = 8
 # JSON-RPC codes the SDK's transport makes up for a failed exchange (not the upstream's own answers).
 _CONNECTION_CLOSED = -32000
+_SSE_TOO_LARGE = "byte limit"  # httpx2's SSEError: "Server-sent event exceeded the N byte limit."
+_REDIRECT = "Redirect to "  # the SDK's message for a redirect it did not follow (code -32600)
 _TRANSPORT_MESSAGES = ("Server returned an error response", "SSE stream", "Failed to parse", "Unexpected content type")
 
 
@@ -119,11 +129,24 @@ def _stamp(result: dict[str, Any], endpoint: UpstreamEndpoint, started: float) -
 # Guarded exchange ------------------------------------------------------------------------------------------------
 
 
+def _source(call: CallContext) -> str:
+    """Who a call's timeout may be the doing of (its arguments asked for something slow): its agent."""
+    principal = call.request.principal
+    if principal is None:
+        return "anonymous"
+    return f"{principal.tenant}/{principal.agent_id}"
+
+
 async def _guarded(
-    endpoint: UpstreamEndpoint, limit: float, what: str, exchange: Callable[[Connection], Awaitable[Any]]
+    endpoint: UpstreamEndpoint,
+    limit: float,
+    what: str,
+    exchange: Callable[[Connection], Awaitable[Any]],
+    call: CallContext,
 ) -> Any:
     """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``UpstreamFailure``
-    (counted by the breaker), ``ProtocolError`` (the upstream's own JSON-RPC error), or ``CancelledError``."""
+    (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
+    JSON-RPC error), or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
 
     admission = await breaker.admit(endpoint.pk)
@@ -133,10 +156,27 @@ async def _guarded(
             f"Upstream {endpoint.name} is failing; calls to it are paused for {admission.retry_after:.0f} s more",
         )
     connection: Connection | None = None
+    turn = pool().slot(endpoint)
+    turned = False
+    noted = Trouble()
+    noting = trouble.set(noted)
     try:
         async with asyncio.timeout(limit):
+            await turn.acquire()
+            turned = True
             connection = await pool().connection(endpoint)
             answer = await exchange(connection)
+    except TimeoutError as exc:
+        if not turned:  # our own bound, not the upstream's slowness: not a breaker failure
+            raise UpstreamFailure(
+                "UPSTREAM_BUSY",
+                f"Upstream {endpoint.name} already has {mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS} calls in "
+                f"flight from this server process; this one waited {limit:g} s for a turn",
+            ) from exc
+        await breaker.failed(endpoint.pk, source=_source(call))
+        raise UpstreamFailure(
+            "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
+        ) from exc
     except UpstreamForbidden as exc:
         # The operator's policy, not the upstream's health: not a breaker failure.
         raise UpstreamFailure(
@@ -145,12 +185,22 @@ async def _guarded(
     except UpstreamUnavailable as exc:
         await breaker.failed(endpoint.pk)
         raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
-    except TimeoutError as exc:
-        await breaker.failed(endpoint.pk)
-        raise UpstreamFailure(
-            "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
-        ) from exc
     except MCPError as exc:
+        if noted.too_large or _SSE_TOO_LARGE in exc.message:
+            await breaker.failed(endpoint.pk)
+            raise UpstreamFailure(
+                "UPSTREAM_TOO_LARGE",
+                f"Upstream {endpoint.name} answered {what} with more than "
+                f"{mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES} bytes, the most mcp-host accepts",
+            ) from exc
+        if exc.message.startswith(_REDIRECT):
+            # The SDK's message names the target, which may carry what the upstream did not mean to show.
+            await breaker.failed(endpoint.pk)
+            raise UpstreamFailure(
+                "UPSTREAM_REDIRECTED",
+                f"Upstream {endpoint.name} answered {what} with a redirect, which mcp-host does not follow: "
+                "its URL must be the MCP endpoint itself",
+            ) from exc
         if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
             if connection is not None:
                 pool().discard(connection)
@@ -174,6 +224,10 @@ async def _guarded(
         raise UpstreamFailure(
             "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"
         ) from exc
+    finally:
+        trouble.reset(noting)
+        if turned:
+            turn.release()
     if admission.probe:  # only a probe's success changes a breaker (it closes it): no round trip otherwise
         await breaker.succeeded(endpoint.pk)
     return answer
@@ -199,7 +253,8 @@ async def call_tool(
     started = time.monotonic()
     parked = state.get("p") if isinstance(state, dict) else None
     if parked is not None:
-        return await _resume_exchange(str(parked), endpoint, tool_name, call, started)
+        inbox = str(state.get("a") or "")
+        return await _resume_exchange(str(parked), inbox, endpoint, tool_name, call, started, limit)
     relay = CallRelay(call, park=call.request.era == MODERN)
     token = current.set(relay)
     try:
@@ -213,7 +268,7 @@ async def call_tool(
                 return await _start_exchange(connection, target, arguments, call, relay, limit)
             return await _legacy_call(connection, target, arguments, call, relay)
 
-        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange)
+        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange, call)
     except UpstreamFailure as failure:
         return _stamp(failure_result(failure.code, failure.message), endpoint, started)
     finally:
@@ -308,7 +363,8 @@ async def _start_exchange(
 
 
 async def _next_step(exchange: Exchange) -> dict[str, Any] | InputRequired:
-    """Wait until the upstream call ends or asks for input; register the exchange while it waits."""
+    """Wait until the upstream call ends or asks for input; register the exchange while it waits (here, and at
+    this loop's inbox, whose address the state carries: a retry reaching another process is forwarded here)."""
     getter = asyncio.ensure_future(exchange.relay.pending.get())
     try:
         done, _ = await asyncio.wait({exchange.task, getter}, return_when=asyncio.FIRST_COMPLETED)
@@ -326,7 +382,7 @@ async def _next_step(exchange: Exchange) -> dict[str, Any] | InputRequired:
             asyncio.get_running_loop().time() + max(exchange.deadline - time.monotonic(), 0), _expire, key
         )
         requests = {rkey: {"method": p.method, "params": p.params} for rkey, p in exchange.asked.items()}
-        return InputRequired(requests=requests, state={"p": key})
+        return InputRequired(requests=requests, state={"p": key, "a": await _inbox_address()})
     return exchange.task.result()
 
 
@@ -336,17 +392,12 @@ def _expire(key: str) -> None:
         exchange.task.cancel()
 
 
-async def _resume_exchange(
-    key: str, endpoint: UpstreamEndpoint, tool_name: str, call: CallContext, started: float
-) -> dict[str, Any] | InputRequired:
+async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, Any]) -> Step | None:
+    """Give exchange ``key`` (waiting in this process) the client's answers and wait for its next step; ``None``
+    when no such exchange waits here."""
     exchange = _exchanges.pop(key, None)
     if exchange is None or exchange.endpoint.pk != endpoint.pk:
-        return failure_result(
-            "UPSTREAM_EXCHANGE_GONE",
-            f"The upstream call of {tool_name} that asked for this input is no longer waiting here "
-            "(it timed out, or this request reached another server process); call the tool again",
-        )
-    responses = dict(call.input_responses or {})
+        return None
     for rkey, parked in exchange.asked.items():
         answer = responses.get(rkey)
         if not parked.answer.done():
@@ -357,15 +408,171 @@ async def _resume_exchange(
             step = await _next_step(exchange)
     except TimeoutError:
         exchange.task.cancel()
-        return failure_result("UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {tool_name} in time")
+        return Step(failure=("UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer in time"))
     except asyncio.CancelledError:
         exchange.task.cancel()
         raise
     except Exception:
-        return failure_result("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} failed to answer {tool_name}")
+        return Step(failure=("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} failed to answer"))
     if isinstance(step, InputRequired):
-        return step
-    return _stamp(step, endpoint, started)
+        return Step(input_required=step)
+    return Step(result=step)
+
+
+async def _resume_exchange(
+    key: str,
+    inbox: str,
+    endpoint: UpstreamEndpoint,
+    tool_name: str,
+    call: CallContext,
+    started: float,
+    limit: float,
+) -> dict[str, Any] | InputRequired:
+    responses = dict(call.input_responses or {})
+    step = await _advance(key, endpoint, responses)
+    if step is None and inbox:
+        step = await _forward(ResumeExchange(key=key, upstream=endpoint.pk, responses=responses), inbox, limit)
+    if step is None:
+        return failure_result(
+            "UPSTREAM_EXCHANGE_GONE",
+            f"The upstream call of {tool_name} that asked for this input is no longer waiting "
+            "(it timed out, or the server process holding it is gone); call the tool again",
+        )
+    if step.failure is not None:
+        return failure_result(*step.failure)
+    if step.input_required is not None:
+        return step.input_required
+    return _stamp(step.result or {}, endpoint, started)
+
+
+# The exchange's process may not be the one the retry reached: forwarded through the channel layer ----------------
+
+RESUME_EVENT = "mcp.upstream_resume"
+STEP_EVENT = "mcp.upstream_step"
+MESSAGE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Step:
+    """What became of an exchange after the client's answers: the result, more input, or a failure."""
+
+    result: dict[str, Any] | None = None
+    input_required: InputRequired | None = None
+    failure: tuple[str, str] | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        needed = self.input_required
+        return {
+            "type": STEP_EVENT,
+            "v": MESSAGE_VERSION,
+            "result": self.result,
+            "input_required": {"requests": {k: dict(v) for k, v in needed.requests.items()}, "state": needed.state}
+            if needed
+            else None,
+            "failure": list(self.failure) if self.failure else None,
+        }
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> Step | None:
+        if message.get("type") != STEP_EVENT or message.get("v") != MESSAGE_VERSION:
+            return None
+        needed = message.get("input_required")
+        failure = message.get("failure")
+        return cls(
+            result=message.get("result"),
+            input_required=InputRequired(requests=needed["requests"], state=needed["state"]) if needed else None,
+            failure=(str(failure[0]), str(failure[1])) if failure else None,
+        )
+
+
+@dataclass(frozen=True)
+class ResumeExchange:
+    """A stateless client's retry, sent to the process whose exchange ``key`` waits (its inbox)."""
+
+    key: str
+    upstream: int
+    responses: dict[str, Any]
+    reply_to: str = ""
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "type": RESUME_EVENT,
+            "v": MESSAGE_VERSION,
+            "key": self.key,
+            "upstream": self.upstream,
+            "responses": self.responses,
+            "reply_to": self.reply_to,
+        }
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> ResumeExchange | None:
+        if message.get("type") != RESUME_EVENT or message.get("v") != MESSAGE_VERSION:
+            return None
+        return cls(
+            key=str(message["key"]),
+            upstream=int(message["upstream"]),
+            responses=dict(message.get("responses") or {}),
+            reply_to=str(message.get("reply_to") or ""),
+        )
+
+
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Subscription] = weakref.WeakKeyDictionary()
+_serving: set[asyncio.Task[None]] = set()
+
+
+async def _inbox_address() -> str:
+    """This loop's inbox for forwarded retries (opened on first use), or ``""`` where it cannot be opened."""
+    loop = asyncio.get_running_loop()
+    inbox = _inboxes.get(loop)
+    if inbox is None or inbox.ended.is_set():
+        try:
+            inbox = await messaging().subscribe(on_message=_on_resume)
+        except LAYER_ERRORS:
+            return ""
+        _inboxes[loop] = inbox
+    return inbox.address
+
+
+def _on_resume(message: dict[str, Any]) -> None:
+    resume = ResumeExchange.from_message(message)
+    if resume is not None:
+        task = asyncio.get_running_loop().create_task(_serve(resume), context=contextvars.Context())
+        _serving.add(task)
+        task.add_done_callback(_serving.discard)
+
+
+async def _serve(resume: ResumeExchange) -> None:
+    """Advance a forwarded exchange here and send its step back (nothing if it is not here: the sender times out
+    into ``UPSTREAM_EXCHANGE_GONE``)."""
+    exchange = _exchanges.get(resume.key)
+    if exchange is None or exchange.endpoint.pk != resume.upstream:
+        return
+    step = await _advance(resume.key, exchange.endpoint, resume.responses)
+    if step is not None and resume.reply_to:
+        try:
+            await messaging(address=resume.reply_to).send(resume.reply_to, step.to_message())
+        except LAYER_ERRORS:
+            logger.info("could not send an upstream exchange's step back to %s", resume.reply_to)
+
+
+async def _forward(resume: ResumeExchange, inbox: str, limit: float) -> Step | None:
+    """Send the retry to the process whose exchange waits at ``inbox`` and wait (at most ``limit`` s) for its step."""
+    if inbox.startswith(LOCAL_PREFIX):
+        return None  # an address of this process's own bus: the exchange would have been found here
+    try:
+        reply = await messaging().subscribe()
+    except LAYER_ERRORS:
+        return None
+    try:
+        await messaging().send(
+            inbox, ResumeExchange(resume.key, resume.upstream, resume.responses, reply.address).to_message()
+        )
+        message = await reply.receive(limit)
+    except LAYER_ERRORS:
+        return None
+    finally:
+        await reply.close()
+    return Step.from_message(message) if message is not None else None
 
 
 def _declined(method: str) -> dict[str, Any]:
@@ -387,7 +594,7 @@ async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallCont
             return _dump(await connection.client.session.read_resource(uri))
 
         result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange
+            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange, call
         )
         return result
     except UpstreamFailure as failure:
@@ -406,7 +613,11 @@ async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], ca
             return _dump(await connection.client.session.get_prompt(target.remote_name, arguments))
 
         result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), f"prompts/get {target.remote_name}", exchange
+            endpoint,
+            effective_timeout(endpoint.timeout_seconds),
+            f"prompts/get {target.remote_name}",
+            exchange,
+            call,
         )
         return result
     except UpstreamFailure as failure:

@@ -3,7 +3,8 @@
 ``open_client(endpoint)`` is an async context manager yielding a connected ``mcp.Client`` (enter and leave it in
 one task: the SDK holds task groups). The era is negotiated in the SDK's ``auto`` mode (``server/discover``,
 the initialize handshake where the upstream does not speak 2026-07-28); what was negotiated is remembered per
-endpoint revision, so later connections skip the probe. Every HTTP connection goes through the outbound SSRF
+endpoint revision, so later connections skip the probe; an upstream's pinned era (``UpstreamEndpoint.era``)
+overrides it: 2025-11-25 always shakes hands, 2026-07-28 refuses an upstream that does not offer it. Every HTTP connection goes through the outbound SSRF
 guard (``outbound.upstream_http_client``, allow-list ``OUTBOUND_ALLOWED_NETWORKS``), with the endpoint's plain
 and secret headers, or an OAuth client-credentials token (the SDK's provider) when configured. One SSE event
 or JSON reply larger than ``UPSTREAM_MAX_RESPONSE_BYTES`` fails the request it answers.
@@ -16,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import warnings
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -28,7 +31,7 @@ from .. import __version__
 from ..conf import mcp_settings
 from ..crypto import decrypt
 from ..definitions.http_tools import open_secret_headers
-from ..definitions.upstreams import UpstreamEndpoint
+from ..definitions.upstreams import ERA_HANDSHAKE, ERA_MODERN, UpstreamEndpoint
 from ..outbound import upstream_http_client
 from .relay import current
 
@@ -43,6 +46,24 @@ _LIST_CHANGED = {
 
 # What each endpoint revision negotiated: ("legacy", None) or (modern version, its DiscoverResult).
 _negotiated: dict[tuple[int, str], tuple[str, types.DiscoverResult | None]] = {}
+
+
+@dataclass
+class Trouble:
+    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only vaguely (a reply
+    past ``UPSTREAM_MAX_RESPONSE_BYTES`` surfaces as "Connection closed"). A call sets ``trouble`` to its own;
+    the transport's hooks run in the calling task's context and note it there."""
+
+    too_large: bool = False
+
+
+trouble: contextvars.ContextVar[Trouble | None] = contextvars.ContextVar("mcp_app.federation.trouble", default=None)
+
+
+def _note_too_large() -> None:
+    noted = trouble.get()
+    if noted is not None:
+        noted.too_large = True
 
 
 class UpstreamUnavailable(Exception):
@@ -163,6 +184,8 @@ async def open_client(
         connect_timeout=connect_timeout,
         max_response_bytes=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES),
         auth=_auth(endpoint),
+        max_calls=max(int(mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS), 1),
+        on_too_large=_note_too_large,
     )
     refusals: list[int] = []  # HTTP statuses of refused requests: the SDK reports them without their status
 
@@ -173,6 +196,8 @@ async def open_client(
     http.event_hooks["response"].append(note_refusal)
     async with http:
         mode, prior = _negotiated.get(endpoint.key, ("auto", None))
+        if endpoint.era == ERA_HANDSHAKE:
+            mode, prior = "legacy", None
         client = Client(
             streamable_http_client(
                 endpoint.url, http_client=http, max_sse_event_size=int(mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES)
@@ -199,6 +224,8 @@ async def open_client(
         refusals.clear()  # a refused probe (server/discover on a handshake-era upstream) is not a failure
         try:
             session = client.session
+            if endpoint.era == ERA_MODERN and session.discover_result is None:
+                raise UpstreamUnavailable(f"the upstream does not speak {ERA_MODERN} (its era is pinned to it)")
             if session.discover_result is not None:
                 _negotiated[endpoint.key] = (client.protocol_version, session.discover_result)
             else:

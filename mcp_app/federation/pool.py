@@ -7,13 +7,21 @@ groups must be left by the task that entered them); it is dropped when it breaks
 configuration changes (another revision is another key), and when it has been idle ``UPSTREAM_POOL_IDLE_SECONDS``.
 Concurrent first calls wait for one connection instead of opening one each.
 
-Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``).
+At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls of this loop are in flight to one upstream (``Pool.slot``): each
+holds one HTTP connection of the client's pool, which is sized for them plus spares, so a call over the bound
+waits for a turn here instead of waiting on the HTTP pool (whose timeout would break the shared connection and
+every call on it).
+
+Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``). A connection is
+held in an empty context, so a request the upstream sends outside any call (on its standalone stream) finds no
+call's relay and is declined (``connection``), whichever call opened the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 import weakref
@@ -50,6 +58,16 @@ class Pool:
     def __init__(self) -> None:
         self._connections: dict[tuple[int, str], Connection] = {}
         self._opening: dict[tuple[int, str], asyncio.Future[Connection]] = {}
+        self._slots: dict[tuple[int, int], asyncio.Semaphore] = {}
+
+    def slot(self, endpoint: UpstreamEndpoint) -> asyncio.Semaphore:
+        """The turns of calls to ``endpoint``'s upstream (acquire one per call; FIFO, as asyncio's are)."""
+        limit = max(int(mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS), 1)
+        key = (endpoint.pk, limit)
+        found = self._slots.get(key)
+        if found is None:
+            found = self._slots[key] = asyncio.Semaphore(limit)
+        return found
 
     async def connection(self, endpoint: UpstreamEndpoint) -> Connection:
         """A live connection to ``endpoint``, opened if needed; raises ``UpstreamUnavailable``."""
@@ -119,7 +137,11 @@ class Pool:
                 if self._connections.get(endpoint.key) is connection:
                     del self._connections[endpoint.key]
 
-        connection._holder = asyncio.get_running_loop().create_task(hold(), name=f"mcp-upstream-{endpoint.pk}")
+        # In a context of its own: the holder's tasks (the standalone stream's reader among them) must not inherit the
+        # first caller's ``relay.current``, or what the upstream sends outside any call would reach that call.
+        connection._holder = asyncio.get_running_loop().create_task(
+            hold(), name=f"mcp-upstream-{endpoint.pk}", context=contextvars.Context()
+        )
         _holders.add(connection._holder)
         connection._holder.add_done_callback(_holders.discard)
         try:

@@ -7,8 +7,13 @@ reads the upstream's lists over a fresh connection (``fetch``) and writes them i
   URI and take the prefix on their name), updated where it changed, deleted where the upstream dropped it (its
   bindings go with it, on every server);
 - every server the upstream is bound to as a whole (``UpstreamBinding``) exposes every entry, new ones included;
-- a name already taken in the tenant's catalog by another entry, an invalid name or schema, or more than
-  ``UPSTREAM_MAX_ENTRIES`` of a kind is not imported and is reported (``SyncReport.skipped``);
+- a name already taken in the tenant's catalog by another entry, an invalid name or schema, more than
+  ``UPSTREAM_MAX_ENTRIES`` of a kind, an entry larger than ``UPSTREAM_MAX_ENTRY_BYTES`` or what passes
+  ``UPSTREAM_MAX_CATALOG_BYTES`` (every process holds the catalog) is not imported and is reported
+  (``SyncReport.skipped``); reading stops at that bound too;
+- imported text (titles, descriptions, names) loses ANSI escapes, control, zero-width and bidi-override
+  characters, descriptions are cut at ``UPSTREAM_MAX_DESCRIPTION_CHARS``, and each such entry is reported under
+  ``SyncReport.flagged``, as is one whose text holds a tag posing as a role marker (``<system>``): kept, flagged;
 - what changed bumps the servers' catalog versions like any edit (``catalog.signals``), so connected clients
   get ``list_changed``; a sync that changes nothing writes no entry and bumps nothing.
 
@@ -24,6 +29,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -31,7 +37,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..definitions.prompts import validate_uri_template
-from ..definitions.upstreams import UpstreamEndpoint, prefixed
+from ..definitions.upstreams import UpstreamEndpoint, clean_text, has_fake_tag, prefixed
 from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, unreachable
 
 logger = logging.getLogger("mcp_app.federation")
@@ -47,16 +53,19 @@ class RemoteCatalog:
     templates: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)
+    over_budget: list[str] = field(default_factory=list)  # kinds cut short by UPSTREAM_MAX_CATALOG_BYTES
 
 
 @dataclass
 class SyncReport:
-    """What a sync did: names added, updated and removed, entries skipped (with why), or the error."""
+    """What a sync did: names added, updated and removed, entries skipped (with why), entries imported with
+    their text cleaned or holding a suspicious tag (``flagged``, with why), or the error."""
 
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    flagged: list[str] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -75,32 +84,50 @@ class SyncReport:
             "updated": self.updated,
             "removed": self.removed,
             "skipped": self.skipped,
+            "flagged": self.flagged,
         }
 
 
 # Reading ---------------------------------------------------------------------------------------------------------
 
 
-async def _all(fetch: Any, attribute: str, limit: int) -> tuple[list[dict[str, Any]], bool]:
-    """Every page of a list (``fetch(cursor)``), as wire dicts, at most ``limit`` items."""
+@dataclass
+class _Budget:
+    """The bytes of catalog one sync may still read (``UPSTREAM_MAX_CATALOG_BYTES``, descriptions cut first)."""
+
+    left: int
+
+
+async def _all(fetch: Any, attribute: str, limit: int, budget: _Budget) -> tuple[list[dict[str, Any]], str]:
+    """Every page of a list (``fetch(cursor)``), as wire dicts, at most ``limit`` items and ``budget`` bytes;
+    with why it stopped short (``"count"``, ``"bytes"``) or ``""``."""
     items: list[dict[str, Any]] = []
     cursor: str | None = None
+    description_limit = int(mcp_settings.UPSTREAM_MAX_DESCRIPTION_CHARS)
     for _page in range(1000):
         page = await fetch(cursor)
-        for item in getattr(page, attribute):
+        for model in getattr(page, attribute):
             if len(items) >= limit:
-                return items, True
-            items.append(item.model_dump(by_alias=True, mode="json", exclude_none=True))
+                return items, "count"
+            item = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if isinstance(item.get("description"), str) and len(item["description"]) > description_limit:
+                item["description"] = item["description"][: description_limit + 1]  # one more: apply flags it
+            budget.left -= len(orjson.dumps(item))
+            if budget.left < 0:
+                return items, "bytes"
+            items.append(item)
         cursor = page.next_cursor
+        del page  # the page's models may be large: not held while the next one is read
         if not cursor:
             break
-    return items, False
+    return items, ""
 
 
 async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
     """The upstream's catalog, read over a connection of its own. Raises ``UpstreamUnavailable``, ``TimeoutError``
     (``UPSTREAM_DEFAULT_TIMEOUT_SECONDS`` for the whole read) or the SDK's errors."""
     limit = int(mcp_settings.UPSTREAM_MAX_ENTRIES)
+    budget = _Budget(int(mcp_settings.UPSTREAM_MAX_CATALOG_BYTES))
     async with asyncio.timeout(float(mcp_settings.UPSTREAM_DEFAULT_TIMEOUT_SECONDS)):
         async with open_client(endpoint) as client:
             capabilities = client.server_capabilities
@@ -126,22 +153,48 @@ async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
                 async def page(cursor: str | None, method: Any = method) -> Any:
                     return await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
 
-                items, truncated = await _all(page, attribute, limit)
+                items, stopped = await _all(page, attribute, limit, budget)
                 setattr(remote, kind, items)
-                if truncated:
+                if stopped == "count":
                     remote.truncated.append(kind)
+                elif stopped == "bytes":
+                    remote.over_budget.append(kind)
+                    break  # nothing more fits
             return remote
 
 
 # Writing ---------------------------------------------------------------------------------------------------------
 
 
-def _tool_fields(remote: dict[str, Any]) -> dict[str, Any]:
+class _Text:
+    """Imported text made safe to show an agent or an operator, noting what was done to it (``flags``)."""
+
+    def __init__(self) -> None:
+        self.flags: list[str] = []
+
+    def __call__(self, value: Any, limit: int | None = None) -> str:
+        text, cleaned = clean_text(str(value or ""))
+        if cleaned:
+            self._flag("control, zero-width or bidi-override characters removed")
+        if has_fake_tag(text):
+            self._flag("holds a tag posing as a role marker (<system>, <|im_start|>, ...)")
+        limit = int(mcp_settings.UPSTREAM_MAX_DESCRIPTION_CHARS) if limit is None else limit
+        if len(text) > limit:
+            self._flag(f"text cut at {limit} characters")
+            text = text[:limit]
+        return text
+
+    def _flag(self, why: str) -> None:
+        if why not in self.flags:
+            self.flags.append(why)
+
+
+def _tool_fields(remote: dict[str, Any], text: _Text) -> dict[str, Any]:
     execution = remote.get("execution") if isinstance(remote.get("execution"), dict) else {}
     task_support = execution.get("taskSupport") if isinstance(execution, dict) else None
     return {
-        "title": str(remote.get("title") or (remote.get("annotations") or {}).get("title") or "")[:200],
-        "description": str(remote.get("description") or ""),
+        "title": text(remote.get("title") or (remote.get("annotations") or {}).get("title"), 200),
+        "description": text(remote.get("description")),
         "input_schema": remote.get("inputSchema") or {"type": "object"},
         "output_schema": remote.get("outputSchema"),
         "annotations": remote.get("annotations"),
@@ -151,31 +204,31 @@ def _tool_fields(remote: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _resource_fields(remote: dict[str, Any], prefix: str, template: bool) -> dict[str, Any]:
+def _resource_fields(remote: dict[str, Any], prefix: str, template: bool, text: _Text) -> dict[str, Any]:
     return {
-        "name": prefixed(prefix, str(remote.get("name") or ""))[:200],
+        "name": prefixed(prefix, text(remote.get("name"), 200))[:200],
         "remote_name": str(remote.get("name") or "")[:200],
-        "title": str(remote.get("title") or "")[:200],
-        "description": str(remote.get("description") or ""),
-        "mime_type": str(remote.get("mimeType") or "")[:200],
+        "title": text(remote.get("title"), 200),
+        "description": text(remote.get("description")),
+        "mime_type": text(remote.get("mimeType"), 200),
         "annotations": remote.get("annotations"),
         "is_template": template,
     }
 
 
-def _prompt_fields(remote: dict[str, Any]) -> dict[str, Any]:
+def _prompt_fields(remote: dict[str, Any], text: _Text) -> dict[str, Any]:
     arguments = [
         {
-            "name": str(argument.get("name")),
-            **({"description": str(argument["description"])} if argument.get("description") else {}),
+            "name": text(argument.get("name"), 200),
+            **({"description": text(argument["description"])} if argument.get("description") else {}),
             "required": bool(argument.get("required", False)),
         }
         for argument in remote.get("arguments") or ()
         if isinstance(argument, dict) and argument.get("name")
     ]
     return {
-        "title": str(remote.get("title") or "")[:200],
-        "description": str(remote.get("description") or ""),
+        "title": text(remote.get("title"), 200),
+        "description": text(remote.get("description")),
         "arguments": arguments,
     }
 
@@ -187,6 +240,17 @@ def _template_problem(uri: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _admitted(report: SyncReport, what: str, fields: dict[str, Any], text: _Text) -> bool:
+    """Whether the entry's stored fields fit ``UPSTREAM_MAX_ENTRY_BYTES`` (else skipped); notes its flags."""
+    limit = int(mcp_settings.UPSTREAM_MAX_ENTRY_BYTES)
+    size = len(orjson.dumps(fields))
+    if size > limit:
+        report.skipped.append(f"{what}: {size} bytes, more than the {limit} an entry may have")
+        return False
+    report.flagged.extend(f"{what}: {why}" for why in text.flags)
+    return True
 
 
 def _changed(entry: Any, fields: dict[str, Any]) -> bool:
@@ -203,6 +267,11 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
         f"{kind}: more than {mcp_settings.UPSTREAM_MAX_ENTRIES} on the upstream; the rest was not imported"
         for kind in remote.truncated
     )
+    report.skipped.extend(
+        f"{kind} and what follows: the upstream's catalog passed {mcp_settings.UPSTREAM_MAX_CATALOG_BYTES} bytes; "
+        "the rest was not imported"
+        for kind in remote.over_budget
+    )
     prefix = upstream.prefix
     with transaction.atomic():
         # One sync of an upstream at a time across processes (every process that heard its list_changed syncs
@@ -217,7 +286,8 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
         for item in remote.tools:
             remote_name = str(item.get("name") or "")
             name = prefixed(prefix, remote_name)
-            fields = _tool_fields(item)
+            text = _Text()
+            fields = _tool_fields(item, text)
             try:
                 validate_tool_name(name)
                 validate_object_schema(fields["input_schema"])
@@ -230,6 +300,8 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
                 continue
             if remote_name in seen:
                 report.skipped.append(f"tool {name!r}: listed twice by the upstream")
+                continue
+            if not _admitted(report, f"tool {name!r}", fields, text):
                 continue
             seen.add(remote_name)
             tool = existing.get(remote_name)
@@ -264,7 +336,8 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
         seen_uris: set[str] = set()
         for item, template in [(r, False) for r in remote.resources] + [(t, True) for t in remote.templates]:
             uri = str(item.get("uriTemplate" if template else "uri") or "")
-            fields = _resource_fields(item, prefix, template)
+            text = _Text()
+            fields = _resource_fields(item, prefix, template, text)
             if not uri or len(uri) > 2000 or ("://" not in uri and not uri.startswith(("urn:", "data:"))):
                 report.skipped.append(f"resource {uri[:100]!r}: not a URI mcp-host can serve")
                 continue
@@ -275,7 +348,7 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
             if problem is not None:
                 report.skipped.append(f"resource {uri[:100]!r}: {problem}")
                 continue
-            if uri in seen_uris:
+            if uri in seen_uris or not _admitted(report, f"resource {uri[:100]!r}", fields, text):
                 continue
             seen_uris.add(uri)
             resource = existing_resources.get(uri)
@@ -305,7 +378,8 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
         for item in remote.prompts:
             remote_name = str(item.get("name") or "")
             name = prefixed(prefix, remote_name)
-            fields = _prompt_fields(item)
+            text = _Text()
+            fields = _prompt_fields(item, text)
             try:
                 validate_tool_name(name)
             except ValidationError as exc:
@@ -314,7 +388,7 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
             if name in taken_prompts:
                 report.skipped.append(f"prompt {name!r}: the tenant's catalog already has a prompt of that name")
                 continue
-            if remote_name in seen_prompts:
+            if remote_name in seen_prompts or not _admitted(report, f"prompt {name!r}", fields, text):
                 continue
             seen_prompts.add(remote_name)
             prompt = existing_prompts.get(remote_name)

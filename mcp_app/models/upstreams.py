@@ -28,6 +28,9 @@ from django.utils import timezone
 from ..crypto import decrypt, encrypt, rotate
 from ..definitions.http_tools import display_url, open_secret_headers, validate_headers
 from ..definitions.upstreams import (
+    ERA_AUTO,
+    ERA_HANDSHAKE,
+    ERA_MODERN,
     validate_prefix,
     validate_upstream_name,
     validate_upstream_timeout,
@@ -141,6 +144,18 @@ class Upstream(models.Model):
         null=True,
         blank=True,
         help_text="How long a call may take; empty: the operator's default (UPSTREAM_DEFAULT_TIMEOUT_SECONDS).",
+    )
+    era = models.CharField(
+        "protocol era",
+        max_length=16,
+        choices=[
+            (ERA_AUTO, "auto: 2026-07-28 where offered, else the handshake"),
+            (ERA_HANDSHAKE, "2025-11-25: the initialize handshake"),
+            (ERA_MODERN, "2026-07-28"),
+        ],
+        default=ERA_AUTO,
+        help_text="Which protocol era mcp-host speaks to it. Pin 2025-11-25 for an upstream whose tools elicit or "
+        "sample the handshake way (ctx.elicit): over 2026-07-28 they would have no back-channel.",
     )
     sync_interval_seconds = models.PositiveIntegerField(
         "sync interval (seconds)",

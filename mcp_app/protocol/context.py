@@ -205,6 +205,7 @@ class RequestContext:
     log_level: str | None = None
     cache_ttl_ms: int = 0
     page_size: int = 100
+    page_bytes: int | None = None  # a list page also ends before its items pass this many bytes (``pagination``)
     max_echoed_bytes: int = 1024  # the largest request id or progress token echoed back (see ``dispatcher``)
     session: Session | None = None
     # The back-channel to the client (server-to-client requests, their answers, cancellation, SEP-1699).

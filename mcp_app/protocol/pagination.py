@@ -1,10 +1,16 @@
-"""Opaque cursor pagination for list methods: the cursor names an offset into the server's ordered catalog."""
+"""Opaque cursor pagination for list methods: the cursor names an offset into the server's ordered catalog.
+
+A page holds at most ``size`` items and, with ``max_bytes``, ends before its items' JSON passes that many bytes
+(it always holds one item, so a cursor always advances): a catalog of large entries is sent in several messages.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 from typing import Any
+
+import orjson
 
 from .errors import InvalidParams
 
@@ -27,12 +33,22 @@ def _decode(cursor: Any) -> int:
     return int(text[len(_PREFIX) :])
 
 
-def page(items: list[dict[str, Any]], params: dict[str, Any], size: int, key: str) -> dict[str, Any]:
-    """``{key: items[offset:offset+size]}`` plus ``nextCursor`` when more remain; bad cursors are -32602."""
+def page(
+    items: list[dict[str, Any]], params: dict[str, Any], size: int, key: str, max_bytes: int | None = None
+) -> dict[str, Any]:
+    """``{key: items[offset:end]}`` plus ``nextCursor`` when more remain; bad cursors are -32602."""
     offset = _decode(params["cursor"]) if params.get("cursor") is not None else 0
     if offset > len(items):
         raise InvalidParams("Invalid params: invalid cursor")
-    result: dict[str, Any] = {key: items[offset : offset + size]}
-    if offset + size < len(items):
-        result["nextCursor"] = _encode(offset + size)
+    end = min(offset + size, len(items))
+    if max_bytes is not None:
+        used = 0
+        for index in range(offset, end):
+            used += len(orjson.dumps(items[index]))
+            if used > max_bytes and index > offset:
+                end = index
+                break
+    result: dict[str, Any] = {key: items[offset:end]}
+    if end < len(items):
+        result["nextCursor"] = _encode(end)
     return result

@@ -71,6 +71,7 @@ def test_create_runs_the_first_sync_and_never_returns_secrets(acme, admin, prote
         "updated": [],
         "removed": [],
         "skipped": [],
+        "flagged": [],
     }
     assert body["entries"] == {
         "tools": len(UPSTREAM_TOOLS),
@@ -111,6 +112,7 @@ def test_invalid_configuration_is_a_400_per_field(acme, admin, settings):
         ({"headers": {"Authorization": "plain"}, "secret_headers": {"Authorization": "x"}}, "headers"),
         ({"oauth_client_id": "client"}, "oauth_client_id"),
         ({"timeout_seconds": 0}, "timeout_seconds"),
+        ({"era": "2024-11-05"}, "era"),
     ]
     for fields, field in cases:
         body = {"name": "docs", "url": "https://mcp.example.com/mcp", **fields}
@@ -303,3 +305,15 @@ def test_an_upstream_is_never_created_in_or_bound_to_another_tenant(acme, globex
     assert refused.json()["error"]["fields"] == {"server": ["The server and the upstream belong to different tenants."]}
     assert not UpstreamBinding.objects.exists()
     assert Upstream.objects.filter(tenant=globex.tenant).count() == 0
+
+
+def test_the_era_is_read_and_written(acme, admin):
+    upstream = Upstream.objects.create(tenant=acme.tenant, name="docs", url="https://mcp.example.com/mcp")
+    url = f"/api/v1/upstreams/{upstream.pk}/"
+
+    before = admin.get(url).json()["era"]
+    changed = admin.patch(url, {"era": "2025-11-25"}, format="json")
+
+    assert (before, changed.status_code, changed.json()["era"]) == ("auto", 200, "2025-11-25")
+    upstream.refresh_from_db()
+    assert upstream.era == "2025-11-25"

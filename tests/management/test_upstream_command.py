@@ -148,7 +148,15 @@ def test_sync_picks_up_a_new_upstream_tool_on_every_bound_server(
     protected_upstream.add_tool("lookup")
 
     report = json.loads(run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs", "--json")[0])
-    assert report == {"ok": True, "error": "", "added": ["gh_lookup"], "updated": [], "removed": [], "skipped": []}
+    assert report == {
+        "ok": True,
+        "error": "",
+        "added": ["gh_lookup"],
+        "updated": [],
+        "removed": [],
+        "skipped": [],
+        "flagged": [],
+    }
     assert exposed(server.server_id, "acme")["tools"] == sorted([*prefixed("gh_"), "gh_lookup"])
     out, _ = run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
     assert out.strip() == "Nothing changed."
@@ -299,3 +307,14 @@ def test_rotate_secrets_re_encrypts_upstream_secrets(acme: Any, settings: Any) -
     with pytest.raises(CommandError, match="cannot be decrypted"):
         run("mcp_rotate_secrets")
     assert raw_secrets() == after
+
+
+def test_the_era_is_chosen_at_add_and_changed_with_set(protected_upstream: UpstreamProcess, acme: Any) -> None:
+    added = add(protected_upstream, "--era", "2025-11-25")
+    out, _ = run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--era", "auto")
+
+    assert (added["era"], added["protocol_version"]) == ("2025-11-25", "2025-11-25")
+    assert out.strip() == "Upstream docs of acme now speaks era auto."
+    assert Upstream.objects.get(name="docs").era == "auto"
+    with pytest.raises(CommandError, match="invalid choice"):
+        run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--era", "2024-11-05")

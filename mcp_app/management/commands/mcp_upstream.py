@@ -1,11 +1,12 @@
 """``manage.py mcp_upstream add|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
 ``add --tenant SLUG --name NAME --url URL [--prefix PREFIX] [--header 'Name: value']... [--bind SERVER_ID]...
-[--json]`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
+[--era auto|2025-11-25|2026-07-28] [--json]`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
 (``operations.add_upstream``): all or nothing, a first sync that fails registers nothing. Headers given here are
 secret headers: stored encrypted, never shown again. ``sync`` re-reads an upstream's catalog now; ``list`` shows
 upstreams with their entries, last sync and bound servers (URLs without their query string); ``remove`` deletes
-one, and its imported entries with it (on every server).
+one, and its imported entries with it (on every server); ``set --tenant SLUG --name NAME --era ERA`` changes the
+protocol era spoken to it (from its next connection on).
 """
 
 from __future__ import annotations
@@ -16,9 +17,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcp_app.definitions.http_tools import display_url
+from mcp_app.definitions.upstreams import ERA_AUTO, ERAS
 from mcp_app.federation.sync import sync_upstream
 from mcp_app.models import Prompt, Resource, Tool, Upstream
-from mcp_app.operations import OperationError, add_upstream, find_upstream, upstreams
+from mcp_app.operations import OperationError, add_upstream, find_upstream, set_upstream_era, upstreams
+
+ERA_HELP = (
+    "Protocol era spoken to the upstream: auto (2026-07-28 where offered, else the handshake), 2025-11-25 (always "
+    "the handshake: tools that elicit or sample the handshake way need it), or 2026-07-28."
+)
 
 
 def _when(value: Any) -> str | None:
@@ -37,7 +44,7 @@ class Command(BaseCommand):
     help = "Register, sync, list or remove a tenant's upstream MCP servers (their entries join its catalog)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        actions = parser.add_subparsers(dest="action", required=True, metavar="add|sync|list|remove")
+        actions = parser.add_subparsers(dest="action", required=True, metavar="add|set|sync|list|remove")
         add = actions.add_parser(
             "add",
             help="Register an upstream, import its catalog and bind it to servers; nothing is kept if that fails.",
@@ -64,7 +71,12 @@ class Command(BaseCommand):
             help="Expose the whole upstream (every entry, also those later syncs add) on this server of the "
             "tenant (repeatable).",
         )
+        add.add_argument("--era", default=ERA_AUTO, choices=ERAS, help=ERA_HELP)
         add.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
+        change = actions.add_parser("set", help="Change an upstream's settings.")
+        change.add_argument("--tenant", required=True, help="Tenant slug.")
+        change.add_argument("--name", required=True, help="Upstream name.")
+        change.add_argument("--era", required=True, choices=ERAS, help=ERA_HELP)
         sync = actions.add_parser("sync", help="Re-read the upstream's catalog now and print what changed.")
         sync.add_argument("--tenant", required=True, help="Tenant slug.")
         sync.add_argument("--name", required=True, help="Upstream name.")
@@ -90,6 +102,8 @@ class Command(BaseCommand):
                     self.stdout.write(f"  {name}")
         for reason in report.skipped:
             self.stderr.write(f"Skipped: {reason}")
+        for reason in report.flagged:
+            self.stderr.write(f"Flagged: {reason}")
 
     def handle_add(self, options: dict[str, Any]) -> None:
         registration = add_upstream(
@@ -99,6 +113,7 @@ class Command(BaseCommand):
             prefix=options["prefix"],
             secret_headers=options["header"],
             bind_to=options["bind"],
+            era=options["era"],
         )
         upstream, report = registration.upstream, registration.report
         bound = [server.server_id for server in registration.servers]
@@ -110,6 +125,7 @@ class Command(BaseCommand):
                         "name": upstream.name,
                         "url": display_url(upstream.url),
                         "prefix": upstream.prefix,
+                        "era": upstream.era,
                         "protocol_version": upstream.protocol_version,
                         "server_info": upstream.server_info,
                         "secret_headers": list(upstream.secret_header_names),
@@ -130,11 +146,16 @@ class Command(BaseCommand):
             self.stdout.write(f"{kind.capitalize()} ({len(names)}):")
             for name in names:
                 self.stdout.write(f"  {name}")
-        for reason in report.skipped:
-            self.stderr.write(f"Skipped: {reason}")
+        for title, reasons in (("Skipped", report.skipped), ("Flagged", report.flagged)):
+            for reason in reasons:
+                self.stderr.write(f"{title}: {reason}")
         if upstream.secret_header_names:
             self.stdout.write(f"Secret headers (stored encrypted): {', '.join(upstream.secret_header_names)}")
         self.stdout.write(f"Bound to: {', '.join(bound)}" if bound else "Not bound to any server yet.")
+
+    def handle_set(self, options: dict[str, Any]) -> None:
+        upstream = set_upstream_era(options["tenant"], options["name"], options["era"])
+        self.stdout.write(f"Upstream {upstream.name} of {upstream.tenant.slug} now speaks era {upstream.era}.")
 
     def handle_sync(self, options: dict[str, Any]) -> None:
         upstream = find_upstream(options["tenant"], options["name"])

@@ -21,7 +21,7 @@ MAX_COMPLETIONS = 100
 @dispatcher.request("prompts/list")
 async def list_prompts(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
-    return page(ctx.catalog.wire("prompts"), params, ctx.page_size, "prompts")
+    return page(ctx.catalog.wire("prompts"), params, ctx.page_size, "prompts", ctx.page_bytes)
 
 
 @dispatcher.request("prompts/get")

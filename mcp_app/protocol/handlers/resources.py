@@ -18,13 +18,13 @@ from .lifecycle import LEGACY_ONLY
 @dispatcher.request("resources/list")
 async def list_resources(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
-    return page(ctx.catalog.wire("resources"), params, ctx.page_size, "resources")
+    return page(ctx.catalog.wire("resources"), params, ctx.page_size, "resources", ctx.page_bytes)
 
 
 @dispatcher.request("resources/templates/list")
 async def list_templates(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
-    return page(ctx.catalog.wire("resourceTemplates"), params, ctx.page_size, "resourceTemplates")
+    return page(ctx.catalog.wire("resourceTemplates"), params, ctx.page_size, "resourceTemplates", ctx.page_bytes)
 
 
 @dispatcher.request("resources/read")

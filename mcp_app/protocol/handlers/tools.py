@@ -29,8 +29,8 @@ from .base import dispatcher
 async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
     if _serves_tasks(ctx):
-        return page(ctx.catalog.tools_wire_with_execution(), params, ctx.page_size, "tools")
-    return page(ctx.catalog.tools_wire(), params, ctx.page_size, "tools")
+        return page(ctx.catalog.tools_wire_with_execution(), params, ctx.page_size, "tools", ctx.page_bytes)
+    return page(ctx.catalog.tools_wire(), params, ctx.page_size, "tools", ctx.page_bytes)
 
 
 def _serves_tasks(ctx: RequestContext) -> bool:

@@ -4,7 +4,7 @@
 daphne keeps the default, which refuses private addresses: the SSRF tests use it). ``mcp_host_upstream`` is
 mcp-host itself as an upstream: a server of tenant A limited to the handshake era (so the SDK client of the
 federating daphne falls back from ``server/discover`` to ``initialize``), exposing test tools that elicit,
-report progress, log and leave a trace of their cancellation. ``federate`` registers an upstream for another
+report progress, log and leave a trace of their cancellation. ``second_federating_daphne`` is another such process. ``federate`` registers an upstream for another
 tenant's server, syncs it and binds it whole. ``sdk`` connects the official SDK client, as a customer's agent
 would, in either era.
 """
@@ -30,6 +30,14 @@ LOOPBACK = "127.0.0.1"
 
 @pytest.fixture(scope="module")
 def federating_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    env = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
+    with running_daphne(tmp_path_factory, env) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def second_federating_daphne(federating_daphne: Daphne, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """Another process like ``federating_daphne`` (a retry that reaches another process)."""
     env = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
     with running_daphne(tmp_path_factory, env) as server:
         yield server

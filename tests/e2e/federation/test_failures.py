@@ -244,7 +244,7 @@ async def test_an_answer_larger_than_the_bound_is_an_error_result(federated: tup
     large = result_of(await call(access, echo("x" * 20_000), timeout=10))
 
     assert small["content"][0]["text"] == "x" * 100
-    assert failure(large) in {"UPSTREAM_INVALID_REPLY", "UPSTREAM_UNAVAILABLE"}
+    assert failure(large) == "UPSTREAM_TOO_LARGE"
 
 
 async def test_upstream_exchanges_are_measured_by_outcome(
