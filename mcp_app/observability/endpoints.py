@@ -7,7 +7,7 @@ pod by IP over plain HTTP gets its answer.
 - ``GET /healthz``: 200 ``{"status": "ok"}`` when the process's event loop answers. Touches nothing else.
 - ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
   ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
-  ``channel_layer`` (a message sent to and received from a fresh channel) and ``redis`` (``PING`` to every
+  ``channel_layer`` (a message sent to and received from a fresh plain channel, which no subscription's receive can block) and ``redis`` (``PING`` to every
   Redis URL the settings name: cache, channel layer, event store, Celery broker; ``skipped`` when none) and
   ``workers`` (with a shared heartbeat, i.e. ``REDIS_URL``: how many worker processes consume the queue of worker
   calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
@@ -97,7 +97,10 @@ async def _check_channel_layer() -> str:
     layer = get_channel_layer()
     if layer is None:
         return SKIPPED
-    channel = await layer.new_channel("readyz.")
+    # A plain channel of its own, not a process-specific one (``new_channel``): channels-redis reads those through
+    # one per-process receive lock that a long-lived subscription (a worker call's) holds, so the probe would
+    # wait on it; a plain channel is read directly, by this probe alone.
+    channel = f"mcp.readyz.{secrets.token_hex(8)}"
     await layer.send(channel, {"type": "mcp.readyz"})
     message = await layer.receive(channel)
     if message.get("type") != "mcp.readyz":
