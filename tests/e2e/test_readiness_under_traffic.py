@@ -11,70 +11,22 @@ probe timed out and the pod was pulled for good (issue 24 #9). The liveness prob
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
+from tests.e2e.probes import Prober, failed
 from tests.e2e.workers import WAIT, modern_tool_call, quiesce, require_broker, running_worker
 from tests.helpers import endpoint, post_headers
 
 pytestmark = pytest.mark.e2e
 
-PROBE_PERIOD_SECONDS = 1.0  # Kubernetes' periodSeconds
-PROBE_TIMEOUT_SECONDS = 3.0  # above HEALTH_CHECK_TIMEOUT_SECONDS (2 s): a down dependency still answers in time
 CALLS = 100
 CONCURRENCY = 10
-
-
-class Prober:
-    """Polls ``/readyz`` and ``/healthz`` every ``PROBE_PERIOD_SECONDS`` until stopped; keeps every answer."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.answers: list[tuple[str, int, Any]] = []
-        self._probed = asyncio.Condition()
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_SECONDS) as http:
-            while not self._stop.is_set():
-                for path in ("/readyz", "/healthz"):
-                    try:
-                        reply = await http.get(f"{self.base}{path}")
-                        self.answers.append((path, reply.status_code, reply.json()))
-                    except httpx.HTTPError as exc:
-                        self.answers.append((path, 0, type(exc).__name__))
-                async with self._probed:
-                    self._probed.notify_all()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), PROBE_PERIOD_SECONDS)
-
-    def __enter__(self) -> Prober:
-        self._task = asyncio.ensure_future(self._run())
-        return self
-
-    async def stop(self, after: int = 0) -> list[tuple[str, int, Any]]:
-        """Stop once at least ``after`` rounds of probes have answered (bounded by ``WAIT``)."""
-        async with asyncio.timeout(WAIT), self._probed:
-            await self._probed.wait_for(lambda: len(self.answers) >= 2 * after)
-        self._stop.set()
-        assert self._task is not None
-        await asyncio.wait_for(self._task, WAIT)
-        return self.answers
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-
-
-def failed(answers: list[tuple[str, int, Any]]) -> list[tuple[str, int, Any]]:
-    return [answer for answer in answers if answer[1] != 200]
 
 
 @pytest.fixture
