@@ -40,6 +40,7 @@ from django.db import InterfaceError, OperationalError
 
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
 RETRY_AFTER_SECONDS = 2
+STATEMENT_TIMEOUT_OPTION = "-c statement_timeout="
 # TCP keep-alives: first probe after 10 s idle, then every 5 s, 3 unanswered: a dead peer is noticed in ~25 s.
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 
@@ -129,7 +130,7 @@ def postgres_options(
         "max_idle": max_idle,
     }
     if statement_timeout > 0:
-        options["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
+        options["options"] = f"{STATEMENT_TIMEOUT_OPTION}{int(statement_timeout * 1000)}"
         options["tcp_user_timeout"] = int((connect_timeout + statement_timeout) * 1000)
         pool["connection_class"] = bounded_connection_class(statement_timeout + connect_timeout)
     return {**options, "pool": pool}

@@ -28,7 +28,7 @@ import pytest
 
 from tests.conftest import REQUIRE_SERVICES, Access
 from tests.e2e.conftest import Daphne, database_url, running_daphne
-from tests.helpers import endpoint, initialize, post_headers
+from tests.helpers import endpoint, initialize, modern_body, post_headers, routing_headers
 from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.e2e
@@ -96,9 +96,13 @@ async def _timed(request: Any) -> tuple[httpx.Response | str, float]:
 def _requests(http: httpx.AsyncClient, outage: Outage) -> dict[str, Any]:
     url = endpoint(outage.daphne.url, outage.access)
     fresh = {**post_headers(outage.access), "Authorization": f"Bearer {outage.fresh_token}"}
+    listing = modern_body("tools/list", id="list-1")
     return {
         "initialize": http.post(url, json={**initialize({}), "id": "init-1"}, headers=post_headers(outage.access)),
         "fresh token": http.post(url, json={**initialize({}), "id": 9}, headers=fresh),
+        # The token is cached since the warm-up; the server's catalog was never read: its first read needs the
+        # database (the handler's own failure, not the edge's).
+        "tools/list": http.post(url, json=listing, headers={**post_headers(outage.access), **routing_headers(listing)}),
         "api": http.get(
             f"{outage.daphne.url}/api/v1/servers/",
             headers={"Authorization": f"Bearer {outage.api_key}", "Accept": "application/json"},
@@ -132,7 +136,7 @@ async def test_the_database_down_answers_503_with_retry_after_in_bounded_time_an
         assert isinstance(response, httpx.Response), (what, response, seconds)
         assert response.status_code == 503, (what, response.status_code, response.text[:300])
         assert seconds < BOUND_SECONDS, (what, seconds)
-    for what, request_id in (("initialize", "init-1"), ("fresh token", 9)):
+    for what, request_id in (("initialize", "init-1"), ("fresh token", 9), ("tools/list", "list-1")):
         response = down[what][0]
         assert int(response.headers["retry-after"]) >= 1, what
         error = response.json()
