@@ -7,7 +7,8 @@ Shape (documented in ``docs/api.md`` and in the OpenAPI schema as ``Error``)::
 ``fields`` is present only for validation errors; errors that concern no single field are listed under
 ``non_field_errors``. Codes are constants below and never change meaning; messages are for humans and may.
 Unknown exceptions are logged with their traceback and answered as a sanitised ``internal_error`` (500); the
-database refusing, failing or passing its bounds is ``service_unavailable`` (503 with ``Retry-After``); nothing leaks a traceback or an object of another tenant.
+database refusing, failing or passing its bounds (``mcp_app.database``) is ``service_unavailable`` (503 with
+``Retry-After``), logged as one line. Nothing leaks a traceback or an object of another tenant.
 """
 
 from __future__ import annotations

@@ -38,8 +38,10 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
+from ..protocol.errors import DatabaseUnavailable
+
 DATABASE_ERRORS: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
-RETRY_AFTER_SECONDS = 2
+RETRY_AFTER_SECONDS = DatabaseUnavailable.retry_after_seconds  # the refusal window, and every 503's Retry-After
 STATEMENT_TIMEOUT_OPTION = "-c statement_timeout="
 # TCP keep-alives: first probe after 10 s idle, then every 5 s, 3 unanswered: a dead peer is noticed in ~25 s.
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}

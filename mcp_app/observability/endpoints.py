@@ -7,16 +7,17 @@ pod by IP over plain HTTP gets its answer.
 - ``GET /healthz``: 200 ``{"status": "ok"}`` when the process's event loop answers. Touches nothing else.
 - ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
   ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
-  ``channel_layer`` (a message sent to and received from a fresh plain channel, which no subscription's receive can block) and ``redis`` (``PING`` to every
-  Redis URL the settings name: cache, channel layer, event store, Celery broker; ``skipped`` when none) and
+  ``channel_layer`` (a message sent to and received from a fresh plain channel, which no subscription's receive
+  can block) and ``redis`` (``PING`` to every Redis URL the settings name: cache, channel layer, event store,
+  Celery broker; ``skipped`` when none) and
   ``workers`` (with a shared heartbeat, i.e. ``REDIS_URL``: how many worker processes consume the queue of worker
   calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
   served, unless ``READYZ_REQUIRES_WORKER``; ``skipped`` without a broker).
   200 when none is ``down``, else 503; the body names each dependency's status, latency and, when
   down, the exception's class (never a URL or password). Each blocking probe runs on a thread of its own per
   dependency, so one dependency's trouble (requests stuck on an unreachable database) never makes another look
-  down. Its ``upstreams`` detail lists the upstream MCP servers
-  whose circuit breaker is open or half-open (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
+  down. Its ``upstreams`` detail lists the upstream MCP servers whose circuit breaker is open or half-open
+  (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
   an upstream being down is not this process being unready, so it never changes the status. One read of the
   breakers (``federation.breaker.open_breakers``); upstream rows are read only when some breaker is open.
 - ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
