@@ -16,10 +16,11 @@ Contract:
     ``statement_timeout`` + ``connect_timeout``: a live server cancels a slow statement itself first; a server
     behind a partition or a stalled proxy never answers, and the connection is then closed and the wait fails
     with ``OperationalError`` instead of hanging its thread, and every request queued behind it, for ever.
-- The backend (``mcp_app.database.base``) is Django's PostgreSQL backend plus ``database_health``: once opening
-  a connection failed or a wait passed its bound, new connections are refused at once for
+- ``database_health``: once opening a connection failed (refused, unanswered) or a wait passed its bound, the
+  backend (``mcp_app.database.base``, Django's PostgreSQL backend otherwise) refuses new connections at once for
   ``RETRY_AFTER_SECONDS`` (requests queued on channels' single database thread get their 503 in milliseconds,
-  not one bound each); the first attempt after that window decides again.
+  not one bound each); the next attempt after that window decides again. A pool that is merely busy (a wait for
+  a free connection that runs out) is load, not a failure: that request gets its 503, nobody else does.
 - ``DATABASE_ERRORS``: the exceptions that mean "the database is unavailable" (Django's ``OperationalError``
   and ``InterfaceError``, the pool's timeout among them): the front doors answer them with 503 and
   ``Retry-After: RETRY_AFTER_SECONDS`` (``transport.consumer``, ``api.exceptions``), ``/readyz`` reports the
@@ -86,22 +87,34 @@ def log_failure(log: logging.Logger, message: str, *args: Any) -> None:
         log.exception(message, *args)
 
 
-def bounded_connection_class(reply_timeout: float) -> type[Any]:
-    """A psycopg connection class whose every wait for the server lasts at most ``reply_timeout`` seconds.
+def bounded_connection_class(reply_timeout: float | None) -> type[Any]:
+    """The pool's psycopg connection class: opening one records the database's health (a refused or unanswered
+    connect makes the process refuse for a moment, a successful one ends that), and every wait for the server
+    lasts at most ``reply_timeout`` seconds (``None``: unbounded).
 
     psycopg >= 3.2's ``Connection.wait`` takes a ``timeout`` and raises ``psycopg.errors._WaitTimeout`` past it
-    (psycopg's only door for a client-side bound); this class passes the bound on every wait, then closes the
+    (psycopg's only door for a client-side bound); the class passes the bound on every wait, then closes the
     connection (mid-exchange, its protocol state is unknown) and raises ``OperationalError``. psycopg is imported
     here, not at module level: the embedded default runs without it."""
     import psycopg
 
-    wait_timeout: Any = getattr(psycopg.errors, "_WaitTimeout", None)
-    if wait_timeout is None:  # psycopg < 3.2: no bound on waits; the server's statement_timeout still applies
-        return psycopg.Connection
+    wait_timeout: Any = getattr(psycopg.errors, "_WaitTimeout", None)  # None before psycopg 3.2: no client bound
 
     class BoundedConnection(psycopg.Connection[Any]):
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            try:
+                connection = super().connect(*args, **kwargs)
+            except psycopg.OperationalError as error:
+                database_health.failed(error)
+                raise
+            database_health.succeeded()
+            return connection
+
         def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
             bound = reply_timeout if timeout is None else timeout
+            if bound is None or wait_timeout is None:
+                return super().wait(gen, interval=interval)
             try:
                 return super().wait(gen, interval=interval, timeout=bound)
             except wait_timeout as exc:
@@ -134,5 +147,6 @@ def postgres_options(
     if statement_timeout > 0:
         options["options"] = f"{STATEMENT_TIMEOUT_OPTION}{int(statement_timeout * 1000)}"
         options["tcp_user_timeout"] = int((connect_timeout + statement_timeout) * 1000)
-        pool["connection_class"] = bounded_connection_class(statement_timeout + connect_timeout)
+    reply_timeout = statement_timeout + connect_timeout if statement_timeout > 0 else None
+    pool["connection_class"] = bounded_connection_class(reply_timeout)
     return {**options, "pool": pool}

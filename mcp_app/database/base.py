@@ -1,6 +1,6 @@
 """``ENGINE = "mcp_app.database"``: Django's PostgreSQL backend that refuses new connections at once while the
-database failed moments ago (``database_health``, see ``mcp_app.database``), and records each failure and
-success of opening one. Its connections without a database (creating or dropping one) have no statement
+database failed moments ago (``database_health``, see ``mcp_app.database``: the pool's connection class records
+failures and successes). Its connections without a database (creating or dropping one) have no statement
 timeout. Everything else is Django's."""
 
 from __future__ import annotations
@@ -26,10 +26,4 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if database_health.refusing():
             # Django turns this into its OperationalError, as it does psycopg's own.
             raise self.Database.OperationalError("the database failed moments ago; refusing until it is retried")
-        try:
-            connection = super().get_new_connection(conn_params)
-        except self.Database.OperationalError as error:  # refused, unreachable, or no pooled connection in time
-            database_health.failed(error)
-            raise
-        database_health.succeeded()
-        return connection
+        return super().get_new_connection(conn_params)
