@@ -25,6 +25,12 @@ class McpAppConfig(AppConfig):
 
         registry.autodiscover(mcp_settings.TOOLS_MODULE)
 
+        # A handler meeting the database unavailable: the edge answers 503 with Retry-After (mcp_app.database).
+        from .database import DATABASE_ERRORS
+        from .protocol.handlers.base import dispatcher
+
+        dispatcher.treat_as_unavailable(*DATABASE_ERRORS)
+
         # mcp_purge (and Celery beat) also purge the SSE event store, which transport owns.
         from .maintenance import register_purger
         from .transport.eventstore import purge_event_store

@@ -41,6 +41,7 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from .conf import mcp_settings, on_reload
+from .database import log_failure
 from .process import owner_id, owner_is_dead
 
 logger = logging.getLogger("mcp_app.heartbeat")
@@ -188,7 +189,7 @@ class _Pulse:
                 try:
                     job()
                 except Exception:
-                    logger.exception("a periodic job of the heartbeat thread failed")
+                    log_failure(logger, "a periodic job of the heartbeat thread failed")
 
 
 _pulse: _Pulse | None = None

@@ -30,6 +30,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_app.channel_layer import redis_layer_config
+from mcp_app.database import postgres_options
 from mcp_app.oauth.provider import provider_settings
 from mcp_app.observability.logging import logging_config
 
@@ -158,6 +159,21 @@ DATABASES = {
         os.environ.get("DATABASE_URL") or f"sqlite:///{_SQLITE_PATH}", conn_max_age=60, conn_health_checks=True
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A bounded pool per process instead of a connection per thread (docs/deployment.md, "PostgreSQL
+    # connections": processes x MCP_DATABASE_POOL_SIZE <= max_connections - reserve), and every wait bounded, so
+    # a database that is down or partitioned gets 503s in seconds (mcp_app.database).
+    DATABASES["default"]["ENGINE"] = "mcp_app.database"  # Django's, refusing at once while the database is down
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # pooled: Django's close hands the connection back to the pool
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].update(
+        postgres_options(
+            pool_size=int(os.environ.get("MCP_DATABASE_POOL_SIZE") or 20),
+            pool_timeout=float(os.environ.get("MCP_DATABASE_POOL_TIMEOUT") or 5),
+            connect_timeout=int(os.environ.get("MCP_DATABASE_CONNECT_TIMEOUT") or 5),
+            statement_timeout=float(os.environ.get("MCP_DATABASE_STATEMENT_TIMEOUT") or 10),
+        )
+    )
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (daphne, workers, tests) share the file: wait for locks instead of failing at once, and
     # let a test run use a file that a separate daphne process can open.

@@ -6,8 +6,9 @@ Shape (documented in ``docs/api.md`` and in the OpenAPI schema as ``Error``)::
 
 ``fields`` is present only for validation errors; errors that concern no single field are listed under
 ``non_field_errors``. Codes are constants below and never change meaning; messages are for humans and may.
-Unknown exceptions are logged with their traceback and answered as a sanitised ``internal_error`` (500);
-nothing leaks a traceback or an object of another tenant.
+Unknown exceptions are logged with their traceback and answered as a sanitised ``internal_error`` (500); the
+database refusing, failing or passing its bounds (``mcp_app.database``) is ``service_unavailable`` (503 with
+``Retry-After``), logged as one line. Nothing leaks a traceback or an object of another tenant.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import set_rollback
 
+from ..database import DATABASE_ERRORS, RETRY_AFTER_SECONDS
+
 logger = logging.getLogger("mcp_app.api")
 
 NOT_AUTHENTICATED = "not_authenticated"
@@ -38,6 +41,7 @@ UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 THROTTLED = "throttled"
 CONFLICT = "conflict"
 INTERNAL_ERROR = "internal_error"
+SERVICE_UNAVAILABLE = "service_unavailable"
 
 ERROR_CODES: dict[str, str] = {
     NOT_AUTHENTICATED: "401: no credentials were sent.",
@@ -52,6 +56,7 @@ ERROR_CODES: dict[str, str] = {
     THROTTLED: "429: too many requests.",
     CONFLICT: "409: the request conflicts with the current state.",
     INTERNAL_ERROR: "500: an unexpected error; it is logged on the server.",
+    SERVICE_UNAVAILABLE: "503: the database is unreachable or did not answer in time; retry after `Retry-After`.",
 }
 
 _CODE_BY_CLASS: tuple[tuple[type[exceptions.APIException], str], ...] = (
@@ -66,6 +71,16 @@ _CODE_BY_CLASS: tuple[tuple[type[exceptions.APIException], str], ...] = (
     (exceptions.UnsupportedMediaType, UNSUPPORTED_MEDIA_TYPE),
     (exceptions.Throttled, THROTTLED),
 )
+
+
+class ServiceUnavailable(exceptions.APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The database is unreachable; retry shortly."
+    default_code = SERVICE_UNAVAILABLE
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wait = RETRY_AFTER_SECONDS  # Retry-After, as for a throttled request
 
 
 class Conflict(exceptions.APIException):
@@ -96,6 +111,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))
+    elif isinstance(exc, DATABASE_ERRORS):
+        # Refused, failed or past its bounds (mcp_app.database): the client retries; no traceback to log.
+        logger.warning("database unavailable in API view: %s", type(exc).__name__)
+        exc = ServiceUnavailable()
 
     if not isinstance(exc, exceptions.APIException):
         view = context.get("view")

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from django.db import connections, models, transaction
 
 from ..conf import DEFAULTS, mcp_settings
+from ..database import log_failure
 from .identity import SessionEntry, TokenEntry
 
 logger = logging.getLogger("mcp_app.caching")
@@ -99,7 +100,7 @@ def flush() -> int:
             for pk, moment in sessions.items():
                 McpSession.objects.filter(pk=pk, last_seen_at__lt=moment).update(last_seen_at=moment)
     except Exception:
-        logger.exception("could not write %d last-used stamps and session activities", len(tokens) + len(sessions))
+        log_failure(logger, "could not write %d last-used stamps and session activities", len(tokens) + len(sessions))
         with _lock:  # try again next time, unless newer ones came meanwhile
             for pk, moment in tokens.items():
                 _tokens.setdefault(pk, moment)
@@ -124,7 +125,7 @@ def _run() -> None:
         try:
             flush()
         except Exception:
-            logger.exception("write-behind flush failed")
+            log_failure(logger, "write-behind flush failed")
         finally:
             connections.close_all()  # this thread's connections only
 

@@ -7,14 +7,17 @@ pod by IP over plain HTTP gets its answer.
 - ``GET /healthz``: 200 ``{"status": "ok"}`` when the process's event loop answers. Touches nothing else.
 - ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
   ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
-  ``channel_layer`` (a message sent to and received from a fresh channel) and ``redis`` (``PING`` to every
-  Redis URL the settings name: cache, channel layer, event store, Celery broker; ``skipped`` when none) and
+  ``channel_layer`` (a message sent to and received from a fresh plain channel, which no subscription's receive
+  can block) and ``redis`` (``PING`` to every Redis URL the settings name: cache, channel layer, event store,
+  Celery broker; ``skipped`` when none) and
   ``workers`` (with a shared heartbeat, i.e. ``REDIS_URL``: how many worker processes consume the queue of worker
   calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
   served, unless ``READYZ_REQUIRES_WORKER``; ``skipped`` without a broker).
   200 when none is ``down``, else 503; the body names each dependency's status, latency and, when
-  down, the exception's class (never a URL or password). Its ``upstreams`` detail lists the upstream MCP servers
-  whose circuit breaker is open or half-open (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
+  down, the exception's class (never a URL or password). Each blocking probe runs on a thread of its own per
+  dependency, so one dependency's trouble (requests stuck on an unreachable database) never makes another look
+  down. Its ``upstreams`` detail lists the upstream MCP servers whose circuit breaker is open or half-open
+  (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
   an upstream being down is not this process being unready, so it never changes the status. One read of the
   breakers (``federation.breaker.open_breakers``); upstream rows are read only when some breaker is open.
 - ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
@@ -26,15 +29,16 @@ Not owned here: the metrics themselves (``observability.metrics``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import orjson
-from channels.db import database_sync_to_async
 
 from ..conf import mcp_settings
 from . import metrics
@@ -44,6 +48,7 @@ logger = logging.getLogger("mcp_app.health")
 OK, DOWN, SKIPPED = "ok", "down", "skipped"
 _JSON = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 _last_status: dict[str, str] = {}
+T = TypeVar("T")
 
 
 async def _respond(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -67,6 +72,35 @@ async def healthz(scope: dict[str, Any], receive: Any, send: Any) -> None:
 # Readiness -----------------------------------------------------------------------------------------------
 
 
+# Each blocking probe runs on a thread of its own: not on the thread that database_sync_to_async and the cache's
+# async methods share (a request stuck on an unreachable database would hold it, and the cache would be reported
+# down with the database), nor on the default executor that tool calls fill.
+_probe_threads: dict[str, ThreadPoolExecutor] = {}
+
+
+async def _off_loop(name: str, function: Callable[[], T]) -> T:
+    executor = _probe_threads.get(name)
+    if executor is None:
+        executor = _probe_threads.setdefault(name, ThreadPoolExecutor(1, thread_name_prefix=f"readyz-{name}"))
+    return await asyncio.get_running_loop().run_in_executor(executor, function)
+
+
+def _in_own_connection(function: Callable[[], T]) -> Callable[[], T]:
+    """``function`` with Django's connection housekeeping around it, as ``database_sync_to_async`` does (a pooled
+    connection goes back to the pool)."""
+
+    def run() -> T:
+        from django.db import close_old_connections
+
+        close_old_connections()
+        try:
+            return function()
+        finally:
+            close_old_connections()
+
+    return run
+
+
 def _ping_database() -> None:
     from django.db import connection
 
@@ -76,18 +110,22 @@ def _ping_database() -> None:
 
 
 async def _check_database() -> str:
-    await database_sync_to_async(_ping_database)()
+    await _off_loop("database", _in_own_connection(_ping_database))
     return OK
 
 
-async def _check_cache() -> str:
+def _store_and_read() -> None:
     from django.core.cache import cache
 
     key = f"mcp:readyz:{secrets.token_hex(6)}"
-    await cache.aset(key, "1", timeout=10)
-    if await cache.aget(key) != "1":
+    cache.set(key, "1", timeout=10)
+    if cache.get(key) != "1":
         raise RuntimeError("the cache did not return what was stored")
-    await cache.adelete(key)
+    cache.delete(key)
+
+
+async def _check_cache() -> str:
+    await _off_loop("cache", _store_and_read)
     return OK
 
 
@@ -97,7 +135,10 @@ async def _check_channel_layer() -> str:
     layer = get_channel_layer()
     if layer is None:
         return SKIPPED
-    channel = await layer.new_channel("readyz.")
+    # A plain channel of its own, not a process-specific one (``new_channel``): channels-redis reads those through
+    # one per-process receive lock that a long-lived subscription (a worker call's) holds, so the probe would
+    # wait on it; a plain channel is read directly, by this probe alone.
+    channel = f"mcp.readyz.{secrets.token_hex(8)}"
     await layer.send(channel, {"type": "mcp.readyz"})
     message = await layer.receive(channel)
     if message.get("type") != "mcp.readyz":
@@ -152,10 +193,10 @@ async def _check_workers() -> str | tuple[str, dict[str, Any]]:
     one Redis round trip, no Celery inspect). ``none`` is down only with ``READYZ_REQUIRES_WORKER``."""
     from .. import heartbeat
 
-    queue = await asyncio.to_thread(heartbeat.worker_queue)
+    queue = await _off_loop("workers", heartbeat.worker_queue)
     if queue is None:
         return SKIPPED
-    count = await asyncio.to_thread(heartbeat.consumers, queue)
+    count = await _off_loop("workers", functools.partial(heartbeat.consumers, queue))
     if count:
         return OK, {"consumers": count, "queue": queue}
     return (DOWN if mcp_settings.READYZ_REQUIRES_WORKER else NO_WORKER), {"consumers": 0, "queue": queue}
@@ -228,7 +269,8 @@ async def upstreams_detail() -> dict[str, Any]:
     """The upstreams whose breaker is open or half-open; ``{"error": ...}`` if they cannot be read in time."""
     try:
         open_now = await asyncio.wait_for(
-            database_sync_to_async(_open_upstreams)(), timeout=float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS)
+            _off_loop("upstreams", _in_own_connection(_open_upstreams)),
+            timeout=float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS),
         )
     except Exception as exc:
         return {"error": "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__}

@@ -104,6 +104,12 @@ class Dispatcher:
         # method -> era -> handler: a method may exist in both eras with different wire rules (``tasks/get``).
         self._requests: dict[str, dict[str, RequestHandler]] = {}
         self._notifications: dict[str, NotificationHandler] = {}
+        # Exceptions that mean a backing service is unavailable (the app registers the database's): they leave the
+        # dispatcher as ServiceUnavailable does, so the edge answers 503, not an internal error with a traceback.
+        self.unavailable: tuple[type[BaseException], ...] = ()
+
+    def treat_as_unavailable(self, *errors: type[BaseException]) -> None:
+        self.unavailable = tuple(dict.fromkeys((*self.unavailable, *errors)))
 
     def request(self, method: str, *, eras: tuple[str, ...] = BOTH_ERAS) -> Callable[[RequestHandler], RequestHandler]:
         """Register a request handler for the protocol eras in which ``method`` exists (another handler may serve
@@ -201,7 +207,9 @@ class Dispatcher:
             return error_response(request.id, exc)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, self.unavailable):
+                raise
             logger.exception("unhandled error in %s", request.method)
             return error_response(request.id, InternalError())
         return {"jsonrpc": "2.0", "id": request.id, "result": result}

@@ -85,10 +85,21 @@ class RequestTimeout(ProtocolError):
 
 
 class ServiceUnavailable(ProtocolError):
-    """A backing service (the channel layer, the event store) is unreachable: retry later (HTTP 503)."""
+    """A backing service (the channel layer, the event store) is unreachable: retry later (HTTP 503 with
+    ``Retry-After: retry_after_seconds``)."""
 
     code = INTERNAL_ERROR
     default_message = "Service unavailable: the channel layer is unreachable; retry shortly"
+    dependency = "channel_layer"
+    retry_after_seconds = 1
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    """The database refused, failed or did not answer in time (``mcp_app.database``): HTTP 503 as well."""
+
+    default_message = "Service unavailable: the database is unreachable; retry shortly"
+    dependency = "database"
+    retry_after_seconds = 2
 
 
 class QuotaExceeded(ProtocolError):

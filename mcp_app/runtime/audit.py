@@ -33,6 +33,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, connection
 
 from ..conf import mcp_settings
+from ..database import log_failure
 from ..models import Agent, McpServer, Tenant
 from ..models.audit import ToolCall as ToolCallRecord
 from ..protocol.ports import NO_AUDIT, CallAudit
@@ -118,7 +119,7 @@ class AuditLog:
                 close_old_connections()
                 self.flush()
             except Exception:  # never let the thread die: the next tick retries
-                logger.exception("audit flusher failed")
+                log_failure(logger, "audit flusher failed")
         connection.close()
 
     def pending(self) -> int:

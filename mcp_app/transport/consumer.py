@@ -22,8 +22,9 @@ What the edge owns, in the order a request meets it:
 7. GET: the endpoint's description, or a stream (``transport.streams``); DELETE: session termination (204);
    a GET or listen stream holds a slot of its tenant's and agent's stream caps, and a new session must fit
    their session caps (``mcp_app.limits.caps``: 429), unless the process is short of file descriptors (503);
-8. failures: 503 with ``Retry-After`` while the channel layer or event store is unreachable (an error event on a
-   stream that has started), 500 with a bare ``Internal error`` for anything else.
+8. failures: 503 with ``Retry-After`` while the channel layer or event store is unreachable, or the database
+   refuses, fails or passes its bounds (``mcp_app.database``; an error event on a stream that has started), 500
+   with a bare ``Internal error`` for anything else.
 
 Not here: JSON-RPC rules and which status carries an answer (``protocol.serving``, ``protocol.statuses``), the
 back-channel of server-to-client requests and cancellation (``transport.backchannel``), stream replay and
@@ -50,6 +51,7 @@ from ..caching import identity
 from ..caching.identity import CacheMiss
 from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
+from ..database import DATABASE_ERRORS
 from ..events import CANCEL_EVENT
 from ..limits import bruteforce, caps, rates
 from ..oauth.resources import metadata_url
@@ -57,7 +59,15 @@ from ..observability import logging as request_log
 from ..observability import metrics
 from ..protocol import jsonrpc, serving, versions
 from ..protocol.context import RequestContext
-from ..protocol.errors import InvalidRequest, JsonRpcId, ProtocolError, RateLimited, ServiceUnavailable, error_response
+from ..protocol.errors import (
+    DatabaseUnavailable,
+    InvalidRequest,
+    JsonRpcId,
+    ProtocolError,
+    RateLimited,
+    ServiceUnavailable,
+    error_response,
+)
 from . import cors, sse
 from .auth import AccessDenied, AccessGrant, admit, bearer_token
 from .backchannel import BackChannel
@@ -286,9 +296,14 @@ class McpConsumer(AsyncConsumer):
             await self._respond(body)
         except asyncio.CancelledError:
             raise
-        except ServiceUnavailable:
-            metrics.record_dependency_error("channel_layer")
-            await self._layer_unavailable()
+        except ServiceUnavailable as error:
+            metrics.record_dependency_error(error.dependency)
+            await self._layer_unavailable(error)
+        except DATABASE_ERRORS as error:
+            # Refused, failed or past its bounds (mcp_app.database): a 503 the client retries, no traceback.
+            metrics.record_dependency_error("database")
+            logger.warning("database unavailable serving %s: %s", self.scope.get("path"), type(error).__name__)
+            await self._layer_unavailable(DatabaseUnavailable())
         except LAYER_ERRORS as error:
             layer_health.failed(error)
             metrics.record_dependency_error("channel_layer")
@@ -320,15 +335,17 @@ class McpConsumer(AsyncConsumer):
         request_id = jsonrpc.recover_id(payload)
         return None if isinstance(request_id, str) and "\x00" in request_id else request_id
 
-    async def _layer_unavailable(self) -> None:
-        """The channel layer or event store failed: a 503 before the response started, else end the stream with
-        an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits forever)."""
-        error = ServiceUnavailable()
+    async def _layer_unavailable(self, error: ServiceUnavailable | None = None) -> None:
+        """The channel layer, event store or database failed: a 503 before the response started, else end the
+        stream with an error (a POST stream's request gets its JSON-RPC error answer, so the client never waits
+        forever)."""
+        error = error or ServiceUnavailable()
         if self._writer is not None:
             await self._writer.settle()
         if not self._response_started:
             body = jsonrpc.encode(error_response(self._readable_id(), error))
-            await self.send_response(503, body, [*JSON_HEADERS, (b"retry-after", b"1")])
+            retry = (b"retry-after", str(error.retry_after_seconds).encode())
+            await self.send_response(503, body, [*JSON_HEADERS, retry])
             return
         if self._request_id is not None and self._streams is None:
             frame = sse.event(error_response(self._request_id, error))

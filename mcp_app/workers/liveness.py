@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from .. import heartbeat
 from ..conf import mcp_settings
+from ..database import log_failure
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.errors import InternalError
@@ -182,7 +183,7 @@ def sweep() -> dict[str, int]:
             gone = heartbeat.dead({record.owner for record in working}, timeout=grace, pid_check=False)
             counts["lost calls"] = sum(recover(record, _sweep_redispatch) for record in working if record.owner in gone)
     except Exception:
-        logger.exception("the sweep of worker calls failed")
+        log_failure(logger, "the sweep of worker calls failed")
     return counts
 
 

@@ -56,7 +56,7 @@ def database_url(settings_dict: dict[str, Any]) -> str:
         if name == ":memory:" or name.startswith("file:"):
             raise RuntimeError("e2e tests need a file-backed SQLite test database that daphne can open")
         return f"sqlite:///{Path(name).resolve()}"
-    if engine == "django.db.backends.postgresql":
+    if engine in ("django.db.backends.postgresql", "mcp_app.database"):
         user = quote(settings_dict.get("USER") or "", safe="")
         password = quote(settings_dict.get("PASSWORD") or "", safe="")
         credentials = f"{user}:{password}@" if password else (f"{user}@" if user else "")

@@ -159,6 +159,24 @@ async def test_unexpected_exception_becomes_a_bare_internal_error(
     assert caplog.records[-1].exc_info is not None  # the traceback goes to the log, not to the client
 
 
+async def test_an_error_registered_as_unavailable_leaves_the_dispatcher_for_the_edge(make_ctx: MakeCtx) -> None:
+    """The edge answers it with 503 and Retry-After (the app registers the database's errors), not a 200 carrying
+    an internal error."""
+
+    class Unreachable(Exception):
+        pass
+
+    local = Dispatcher()
+    local.treat_as_unavailable(Unreachable)
+
+    @local.request("query")
+    async def query(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
+        raise Unreachable("connection refused")
+
+    with pytest.raises(Unreachable):
+        await local.dispatch({"jsonrpc": "2.0", "id": 1, "method": "query"}, make_ctx(), max_batch_size=10)
+
+
 async def test_failing_notification_handler_owes_nothing(make_ctx: MakeCtx) -> None:
     local = Dispatcher()
     seen: list[dict[str, Any]] = []
