@@ -319,7 +319,7 @@ def test_the_typescript_sdk_in_a_browser_page_connects_with_oauth(
             page.fill("#id_password", PASSWORD)
             page.click("form button[type=submit], form input[type=submit]")
             page.wait_for_selector("#authorizationForm")
-            page.click("input[name=allow]")
+            page.click("[name=allow]")
             page.wait_for_url(f"{origin}/callback?**")
             result = page.wait_for_function("() => window.mcpResult").json_value()
             chromium.close()
