@@ -56,3 +56,14 @@ def test_errors_outside_the_admin_are_djangos(client: Any) -> None:
     response = client.get("/no-such-page/")
     assert response.status_code == 404
     assert "404 · Not found" not in response.content.decode()
+
+
+@pytest.mark.parametrize("page", ["change", "try_it"])
+def test_an_objects_name_is_written_as_it_is_in_the_title(globex: Any, login: Any, page: str) -> None:
+    from mcp_app.models import Tool
+
+    tool = Tool.objects.create(tenant=globex.tenant, name="up_add", kind="static", static_result={"content": []})
+    content = login(globex.users["admin"]).get(reverse(f"admin:mcp_app_tool_{page}", args=[tool.pk])).content
+    text = content.decode()
+    assert "Up_add" not in text
+    assert "up_add (globex)" in text
