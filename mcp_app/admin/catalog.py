@@ -113,10 +113,7 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
     readonly_fields = ("created_at", "updated_at", "derived_input_schema", "derived_output_schema")
     upstream_readonly = ("input_schema", "output_schema", "title", "description", "annotations", "icons")
     conditional_fields = {
-        field: _shown_for(field)
-        for kind in HAND_MADE_KINDS
-        for field in KIND_FIELDS[kind]
-        if "derived" not in field
+        field: _shown_for(field) for kind in HAND_MADE_KINDS for field in KIND_FIELDS[kind] if "derived" not in field
     }
     inlines = [WebhookInline]
 
