@@ -367,6 +367,21 @@ def test_the_role_alone_opens_the_api(two_tenants, key_client, user_factory):
     assert editor.post("/api/v1/memberships/", {}, format="json").status_code == 403  # owners manage members
 
 
+def test_a_member_added_through_the_api_opens_the_admin(two_tenants, key_client, user_factory):
+    from django.test import Client
+
+    acme, _ = two_tenants
+    owner = user_factory("api-owner")
+    TenantMembership.objects.create(tenant=acme.tenant, user=owner, role="owner")
+    newcomer = user_factory("api-newcomer")
+    body = {"tenant": acme.tenant.pk, "user": "api-newcomer", "role": "viewer"}
+    assert key_client(owner).post("/api/v1/memberships/", body, format="json").status_code == 201
+    browser = Client()
+    browser.force_login(type(newcomer).objects.get(pk=newcomer.pk))
+    assert browser.get("/admin/").status_code == 200
+    assert acme.tool.name in browser.get("/admin/mcp_app/tool/").content.decode()
+
+
 def test_a_user_without_a_role_gets_nothing(two_tenants, key_client, user_factory):
     bare = key_client(user_factory("bare", is_staff=True))
     assert bare.get("/api/v1/tools/").status_code == 403
