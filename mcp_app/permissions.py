@@ -7,10 +7,11 @@ A human user's rights over a tenant come from their ``TenantMembership`` role:
 - ``owner`` also manages the tenant's memberships and edits the tenant itself.
 
 Nobody can add themselves or anyone else to a tenant they do not own. Superusers may do everything; creating or
-deleting a tenant, and the operator-only tenant fields, are theirs alone. On top of the role, the user needs the
-Django model permission of the action (``mcp_app.change_tool`` …), as everywhere in Django: a tenant member is
-given them by the ``MCP tenant staff`` group (``manage.py mcp_tenant_staff_group``), or individually. Either
-check failing means no.
+deleting a tenant, and the operator-only tenant fields, are theirs alone. The role is enough: it grants the
+Django model permissions of what it allows (``has_model_permission``: a viewer anywhere holds ``view_tool``, an
+admin ``change_tool``), and a membership makes its user staff so the admin opens (``TenantMembership.save``).
+Permissions given in Django's own way (groups, user permissions) add pages, never tenants: what a user sees and
+changes is always limited to the tenants where their role allows it.
 
 Every model that belongs to a tenant is listed once in ``TENANT_PATHS`` (model label → ORM lookup path from the
 model to its tenant's primary key). ``scope_queryset`` filters any such queryset to the tenants a user may see;
@@ -185,9 +186,14 @@ def forget(user: Any) -> None:
 
 
 def has_model_permission(user: Any, action: str, model: type[models.Model] | models.Model) -> bool:
-    """The Django model permission for ``action`` (``change`` implies ``view``, as in the admin)."""
+    """Whether ``user`` holds the model permission for ``action``: a tenant role that allows it in some tenant
+    (the role is enough), or Django's own permission (``change`` implies ``view``, as in the admin)."""
     if not getattr(user, "is_active", False):
         return False
+    if _label(model) in TENANT_PATHS:
+        minimum = required_role(model, action)
+        if minimum is not None and access_for(user).tenant_ids(minimum):
+            return True
     opts = model._meta
     if user.has_perm(f"{opts.app_label}.{action}_{opts.model_name}"):
         return True
@@ -280,8 +286,8 @@ STAFF_GROUP_NAME = "MCP tenant staff"
 
 
 def ensure_staff_group(name: str = STAFF_GROUP_NAME) -> Any:
-    """The auth group holding every ``mcp_app`` model permission, created or brought up to date. Membership in
-    it is how a tenant member gets the model permissions; the roles above still decide per tenant."""
+    """The auth group holding every ``mcp_app`` model permission, created or brought up to date. Tenant members
+    do not need it (their role grants what it allows); it is for staff who are given pages the Django way."""
     from django.contrib.auth.models import Group, Permission
 
     group, _ = Group.objects.get_or_create(name=name)

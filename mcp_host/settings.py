@@ -71,6 +71,8 @@ if _PROXY_SSL_HEADER:
 
 INSTALLED_APPS = [
     "daphne",
+    # Before unfold: its few overrides of unfold's templates win (object names in titles as written).
+    "mcp_app",
     # The admin's theme (before django.contrib.admin: its templates win) and the JSON editor's assets.
     "unfold",
     "django.contrib.admin",
@@ -87,7 +89,6 @@ INSTALLED_APPS = [
     "django_json_widget",
     "oauth2_provider",
     "axes",
-    "mcp_app",
     "mcp_app.contrib.demo",
     "mcp_app.contrib.conformance",
 ]

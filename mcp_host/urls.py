@@ -13,3 +13,7 @@ urlpatterns = [
     path("api/auth/", include("rest_framework.urls")),  # sign in/out links of the browsable API
     path("", include("mcp_app.oauth.urls")),  # OAuth 2.1: /.well-known/…, /oauth/… (docs/oauth.md)
 ]
+
+# 403 and 404 in the admin's frame under /admin/, Django's own pages elsewhere (mcp_app.admin.errors).
+handler403 = "mcp_app.admin.errors.permission_denied"
+handler404 = "mcp_app.admin.errors.page_not_found"

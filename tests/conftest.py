@@ -213,12 +213,11 @@ def _manual_audit_flush() -> Any:
 
 @pytest.fixture
 def member_factory(db: Any) -> Callable[..., Any]:
-    """A staff user holding every mcp_app model permission (the ``MCP tenant staff`` group) and, for each
-    ``(tenant, role)`` given, a membership: the issue's "staff user, member of a tenant, given the permissions"."""
+    """A user and, for each ``(tenant, role)`` given, a membership; no group and no model permission: the role
+    alone is what the admin and the API go by (and a membership makes its user staff)."""
     from django.contrib.auth import get_user_model
 
     from mcp_app.models import TenantMembership
-    from mcp_app.permissions import ensure_staff_group
 
     counter = iter(range(1, 10_000))
 
@@ -227,7 +226,6 @@ def member_factory(db: Any) -> Callable[..., Any]:
         fields.setdefault("is_staff", True)
         # No password unless asked for: hashing one costs more than the rest of a test (tests use force_login).
         user = get_user_model().objects.create_user(username=username, password=fields.pop("password", None), **fields)
-        user.groups.add(ensure_staff_group())
         for tenant, role in memberships:
             TenantMembership.objects.create(tenant=tenant, user=user, role=role)
         return user
@@ -238,7 +236,7 @@ def member_factory(db: Any) -> Callable[..., Any]:
 @dataclass
 class World:
     """One tenant with one object of every tenant-owned model, keyed by model label, and its people: an owner,
-    an admin and a viewer (staff users with the model permissions), plus the raw value of its token."""
+    an admin and a viewer (members by their role alone), plus the raw value of its token."""
 
     tenant: Any
     objects: dict[str, Any]

@@ -6,6 +6,7 @@ import io
 import json
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from mcp_app.contrib.conformance.setup import LEGACY_TOOLS, PROMPTS, PYTHON_TOOLS, RESOURCES, STATIC_TOOLS, TASK_TOOLS
@@ -120,3 +121,25 @@ def test_the_demo_person_can_sign_in_and_consent(client):
     assert client.login(request=HttpRequest(), username="demo", password=first["password"])
     assert TenantMembership.objects.filter(user__username="demo", tenant__slug="demo").exists()
     assert json.loads(run_demo("--json"))["oauth"]["password"] is None  # printed once
+
+
+@pytest.mark.django_db
+def test_the_demo_person_opens_the_admin_and_reads_with_an_api_key(client):
+    """The login ``make run`` prints is enough: no staff-group step; a viewer reads, and changes nothing."""
+    from rest_framework.test import APIClient
+
+    from mcp_app.models import ApiKey
+
+    password = json.loads(run_demo("--json"))["oauth"]["password"]
+    signed_in = client.post("/admin/login/?next=/admin/", {"username": "demo", "password": password})
+    assert signed_in.status_code == 302 and signed_in["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
+    tools = client.get("/admin/mcp_app/tool/")
+    assert tools.status_code == 200 and "get_time" in tools.content.decode()
+    assert client.get("/admin/mcp_app/tool/add/").status_code == 403
+    _, raw = ApiKey.objects.issue_key(get_user_model().objects.get(username="demo"), name="demo")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    listed = api.get("/api/v1/tools/?page_size=100")
+    assert listed.status_code == 200
+    assert "echo" in {row["name"] for row in listed.json()["results"]}

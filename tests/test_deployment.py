@@ -132,3 +132,13 @@ def test_the_readme_router_snippet_is_the_tested_one_of_install_md() -> None:
     assert readme_block and install_block
     assert _code_lines(readme_block[1]) == _code_lines(install_block[1])
     assert "docs/install.md" in readme
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/install.md"])
+def test_the_install_commands_hold_no_placeholder_to_fill_in(page: str) -> None:
+    """A pasted command runs or stops with a message; ``<owner>`` made pip fail on a URL that cannot exist."""
+    text = (ROOT / page).read_text()
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in _code_lines(block):
+            command = line.split("  #", 1)[0]
+            assert not re.search(r"<[a-z][\w -]*>", command), line

@@ -1,4 +1,4 @@
-"""``mcp_app.permissions``: roles per tenant, model permissions on top, every tenant-owned model scoped."""
+"""``mcp_app.permissions``: roles per tenant (enough by themselves), every tenant-owned model scoped."""
 
 from __future__ import annotations
 
@@ -94,14 +94,38 @@ def test_owners_and_admins_edit_their_tenant_viewers_read_nobody_crosses(acme, g
     assert not can_add(viewer, globex.tenant, type(mine))
 
 
-def test_model_permissions_are_required_on_top_of_the_role(globex, member_factory):
-    user = member_factory((globex.tenant, "owner"))
-    user.groups.clear()
-    user = get_user_model().objects.get(pk=user.pk)  # fresh permission cache
+def test_the_role_alone_grants_the_model_permissions_it_allows(globex, member_factory):
+    viewer = get_user_model().objects.create_user("plain-viewer")
+    assert not viewer.is_staff
+    TenantMembership.objects.create(tenant=globex.tenant, user=viewer, role="viewer")
+    viewer = get_user_model().objects.get(pk=viewer.pk)  # fresh: no cached roles or permissions
+    assert viewer.is_staff and not viewer.groups.exists() and not viewer.user_permissions.exists()
     tool = globex.objects["mcp_app.tool"]
-    assert not can_view(user, tool) and not can_change(user, tool) and not can_add(user, globex.tenant, type(tool))
-    # The role still scopes querysets: the model permission is the admin's and the API's gate for the page.
-    assert list(scope_queryset(user, type(tool).objects.all())) == [tool]
+    assert permissions.has_model_permission(viewer, "view", type(tool))
+    assert not permissions.has_model_permission(viewer, "change", type(tool))
+    assert can_view(viewer, tool) and not can_change(viewer, tool)
+    admin = member_factory((globex.tenant, "admin"))
+    assert permissions.has_model_permission(admin, "change", type(tool)) and can_change(admin, tool)
+    assert not permissions.has_model_permission(admin, "add", TenantMembership)  # owners only
+    assert not permissions.has_model_permission(admin, "add", Tenant)  # superusers only
+
+
+def test_django_permissions_without_a_role_open_no_tenant(globex, django_user_model):
+    staff = django_user_model.objects.create_user("group-only", is_staff=True)
+    staff.groups.add(permissions.ensure_staff_group())
+    staff = django_user_model.objects.get(pk=staff.pk)
+    tool = globex.objects["mcp_app.tool"]
+    assert permissions.has_model_permission(staff, "change", type(tool))
+    assert not can_view(staff, tool) and not scope_queryset(staff, type(tool).objects.all()).exists()
+
+
+def test_existing_staff_status_is_kept_and_other_users_are_untouched(globex, django_user_model):
+    bystander = django_user_model.objects.create_user("bystander")
+    member = django_user_model.objects.create_user("member")
+    membership = TenantMembership.objects.create(tenant=globex.tenant, user=member)
+    membership.delete()
+    assert django_user_model.objects.get(pk=member.pk).is_staff
+    assert not django_user_model.objects.get(pk=bystander.pk).is_staff
 
 
 def test_only_owners_manage_memberships(acme, globex, member_factory):
@@ -188,3 +212,17 @@ def test_register_tenant_path_for_models_of_other_modules():
     finally:
         permissions.TENANT_PATHS.pop(user_model._meta.label_lower, None)
         permissions.ROLES.pop(user_model._meta.label_lower, None)
+
+
+def test_the_migration_makes_existing_members_staff(globex, django_user_model):
+    """Members made before a membership made its user staff (0017_roles_admin) open the admin after migrating."""
+    import importlib
+
+    earlier = django_user_model.objects.create_user("earlier-member")
+    bystander = django_user_model.objects.create_user("earlier-bystander")
+    TenantMembership.objects.bulk_create([TenantMembership(tenant=globex.tenant, user=earlier)])  # no save()
+    assert not django_user_model.objects.get(pk=earlier.pk).is_staff
+    migration = importlib.import_module("mcp_app.migrations.0017_roles_admin")
+    migration.members_are_staff(apps, None)
+    assert django_user_model.objects.get(pk=earlier.pk).is_staff
+    assert not django_user_model.objects.get(pk=bystander.pk).is_staff

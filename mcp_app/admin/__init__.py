@@ -4,10 +4,9 @@ One module per aggregate (``tenancy``, ``servers``, ``catalog``, ``upstreams``, 
 inline is scoped by the mixins of ``base``, which ask ``mcp_app.permissions`` (the rules the REST API shares).
 ``tryit`` adds "Try it" to catalog entries; ``audit`` holds the tool-call log and the usage page.
 
-How a tenant member gets in: a staff user with the Django model permissions of ``mcp_app`` (the
-``MCP tenant staff`` group, ``manage.py mcp_tenant_staff_group USERNAME``) and a ``TenantMembership``. The
-permissions say which pages exist for them; the membership's role says which tenants' objects they see (viewer)
-or edit (admin, owner), and only owners manage memberships.
+How a tenant member gets in: a ``TenantMembership`` is all it takes (added here, through the API or with
+``manage.py mcp_member``). It makes the user staff, and its role says which pages exist for them and which
+tenants' objects they see (viewer) or edit (admin, owner); only owners manage memberships.
 """
 
 from django.contrib import admin as _admin

@@ -6,7 +6,7 @@ ModelAdmin tenant-aware without logic of its own:
 - querysets (changelist, change form, delete, history, actions, search, autocomplete) go through
   ``scope_queryset``; another tenant's object is a 404, exactly like a missing one;
 - ``has_*_permission`` ask ``can_view`` / ``can_change`` / ``can_delete`` / ``can_add`` (the role on the object's
-  tenant plus the Django model permission); without an object, whether the user may do it in some tenant;
+  tenant, which is enough); without an object, whether the user may do it in some tenant;
 - every action receives only the selected objects the user may change (or delete) in their tenant, whatever
   the page showed, so a user who is admin in one tenant and viewer in another changes nothing in the second;
 - foreign-key and many-to-many choices of tenant-owned models are limited to the tenants the user edits;
@@ -185,6 +185,10 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
         return queryset, may_have_duplicates
 
     # -- permissions --------------------------------------------------------------------------------------------
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        # Django asks for any permission of the app; a tenant member's role grants them (no group needed).
+        return _somewhere(request, self.model, "view")
+
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         if obj is None:
             return _somewhere(request, self.model, "view")

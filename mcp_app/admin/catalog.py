@@ -2,7 +2,8 @@
 
 A Python tool is picked from the code registry, limited to what the operator allowed the user's tenants; the
 model validates the choice again (registered, allowed for the tool's tenant). Schemas are checked as JSON Schema
-2020-12 by the model. Every catalog entry has a "Try it" page (``mcp_app.admin.tryit``).
+2020-12 by the model. Entries an upstream's sync imported link to their upstream and are shown, not edited; no
+add page offers the upstream kind. Every catalog entry has a "Try it" page (``mcp_app.admin.tryit``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, ClassVar
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html
 from unfold.widgets import UnfoldAdminSelectWidget
 
@@ -56,8 +58,38 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
         "static_progress_steps",
     ),
     Tool.Kind.HTTP: ("input_schema", "output_schema"),
+    # Imported by an upstream's sync: shown, not edited (the next sync would overwrite an edit).
+    Tool.Kind.UPSTREAM: ("upstream_link", "remote_name", "input_schema", "output_schema"),
 }
+#: Kinds a person may choose on an add page (upstream entries come from syncs only).
+HAND_MADE_KINDS = [kind for kind in KIND_FIELDS if kind != Tool.Kind.UPSTREAM]
 _COMMON = ("tenant", "name", "title", "description", "kind", "task_support")
+
+
+class UpstreamEntryAdmin(TenantScopedAdmin):
+    """Catalog entries that may come from an upstream: such an entry links to its upstream and shows its name
+    there, its fields read-only (the upstream's next sync rewrites them); the add page never offers the kind."""
+
+    #: Fields of an upstream entry shown read-only besides the link and the remote name.
+    upstream_readonly: tuple[str, ...] = ()
+
+    @admin.display(description="upstream")
+    def upstream_link(self, obj: Any) -> str:
+        if obj.upstream_id is None:
+            return "—"
+        url = reverse("admin:mcp_app_upstream_change", args=[obj.upstream_id])
+        return format_html('<a class="text-primary-600 underline" href="{}">{}</a>', url, obj.upstream.name)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.kind == "upstream":
+            fields += [f for f in ("upstream_link", "remote_name", *self.upstream_readonly) if f not in fields]
+        return fields
+
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "kind":
+            kwargs["choices"] = [(value, label) for value, label in db_field.choices if value != "upstream"]
+        return super().formfield_for_choice_field(db_field, request, **kwargs)
 
 
 def _shown_for(field: str) -> str:
@@ -69,7 +101,7 @@ def _shown_for(field: str) -> str:
 
 
 @admin.register(Tool)
-class ToolAdmin(TryItMixin, TenantScopedAdmin):
+class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
     """One page per kind: a tool shows only its kind's fields (the kind is fixed once the tool exists). The add
     page offers every kind, each kind's fields shown only while it is the chosen one (``?kind=`` presets it).
     A Python tool shows the schemas its registered function derives from its type hints, read-only."""
@@ -79,18 +111,19 @@ class ToolAdmin(TryItMixin, TenantScopedAdmin):
     list_select_related = ("tenant",)
     search_fields = ("name", "title", "description", "tenant__slug")
     readonly_fields = ("created_at", "updated_at", "derived_input_schema", "derived_output_schema")
+    upstream_readonly = ("input_schema", "output_schema", "title", "description", "annotations", "icons")
     conditional_fields = {
-        field: _shown_for(field) for fields in KIND_FIELDS.values() for field in fields if "derived" not in field
+        field: _shown_for(field) for kind in HAND_MADE_KINDS for field in KIND_FIELDS[kind] if "derived" not in field
     }
     inlines = [WebhookInline]
 
     def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
         if obj is None:
             kind = request.GET.get("kind")
-            chosen = KIND_FIELDS.get(kind, ()) if kind in KIND_FIELDS else None
+            chosen = KIND_FIELDS[kind] if kind in HAND_MADE_KINDS else None
             editable = [
                 field
-                for field in dict.fromkeys(f for fields in KIND_FIELDS.values() for f in fields)
+                for field in dict.fromkeys(f for k in HAND_MADE_KINDS for f in KIND_FIELDS[k])
                 if "derived" not in field and (chosen is None or field in chosen)
             ]
             behaviour: tuple[str, ...] = tuple(editable)
@@ -114,7 +147,7 @@ class ToolAdmin(TryItMixin, TenantScopedAdmin):
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         initial = super().get_changeform_initial_data(request)
-        if request.GET.get("kind") in KIND_FIELDS:
+        if request.GET.get("kind") in HAND_MADE_KINDS:
             initial["kind"] = request.GET["kind"]
         return initial
 
@@ -123,7 +156,7 @@ class ToolAdmin(TryItMixin, TenantScopedAdmin):
         if obj is not None and obj.kind != Tool.Kind.HTTP:
             return []
         kind = request.GET.get("kind")
-        if obj is None and kind in KIND_FIELDS and kind != Tool.Kind.HTTP:
+        if obj is None and kind in HAND_MADE_KINDS and kind != Tool.Kind.HTTP:
             return []
         return super().get_inlines(request, obj)
 
@@ -165,7 +198,7 @@ class ServerToolAdmin(BindingAdmin):
 
 
 @admin.register(Resource)
-class ResourceAdmin(TryItMixin, TenantScopedAdmin):
+class ResourceAdmin(TryItMixin, UpstreamEntryAdmin):
     list_display = ("uri", "name", "tenant", "kind", "is_template", "mime_type", "updated_at")
     list_filter = ("kind", "is_template", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant",)
@@ -174,7 +207,7 @@ class ResourceAdmin(TryItMixin, TenantScopedAdmin):
 
 
 @admin.register(Prompt)
-class PromptAdmin(TryItMixin, TenantScopedAdmin):
+class PromptAdmin(TryItMixin, UpstreamEntryAdmin):
     list_display = ("name", "tenant", "kind", "title", "updated_at")
     list_filter = ("kind", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant",)

@@ -3,7 +3,8 @@
 What it shows, for the period chosen (``?days=`` 7, 30 or 90) and, for a member of several tenants, optionally
 one tenant (``?tenant=<pk>``): calls and errors per UTC day with every day of the period drawn (days without calls
 as zeros), p50/p95 duration per tool, the top agents, the calls running now (durable records of worker calls and
-tasks, with their progress) and the open sessions. A tenant's staff see only their tenants' figures (every query
+tasks, with their progress) and the open sessions; the running calls, their count and the open sessions refresh
+every 2 s (``live_figures``, served by the task admin's ``running/`` fragment with ``?cards=1``). A tenant's staff see only their tenants' figures (every query
 goes through ``mcp_app.permissions``); operators (superusers) see every tenant's, and also the SSE streams open
 across the deployment (the ``mcp_sse_streams`` gauge).
 
@@ -139,6 +140,30 @@ def running_calls(request: HttpRequest, chosen: Tenant | None = None, limit: int
     return list(queryset.select_related("server", "agent", "server__tenant").order_by("created_at")[:limit])
 
 
+def chosen_tenant(request: HttpRequest) -> Tenant | None:
+    """The tenant ``?tenant=`` picks among those the user may see (``None``: all of them)."""
+    return _scope(request)[1]
+
+
+def live_figures(request: HttpRequest, chosen: Tenant | None = None) -> dict[str, Any]:
+    """What changes from one second to the next: the calls running now, their count, the open sessions (and, for
+    operators, the SSE streams open across the deployment). The dashboard's first render and its 2 s refresh
+    (the task admin's ``running/`` fragment) both come from here, so the cards and the table agree."""
+    running = _scoped(request, ToolTask.objects.exclude(status__in=TERMINAL), chosen)
+    idle = timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
+    sessions = _scoped(
+        request, McpSession.objects.filter(terminated_at__isnull=True, last_seen_at__gt=timezone.now() - idle), chosen
+    )
+    return {
+        "running": running_calls(request, chosen),
+        "running_count": running.count(),
+        "sessions_open": sessions.count(),
+        "streams_open": _open_streams() if request.user.is_superuser else None,
+        "operator": bool(request.user.is_superuser),
+        "running_tenant": chosen.pk if chosen is not None else None,
+    }
+
+
 def may_see_dashboard(request: HttpRequest) -> bool:
     return permissions.has_model_permission(request.user, "view", ToolCall)
 
@@ -161,11 +186,6 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         .annotate(calls=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
         .order_by("-calls", "agent_key")[:TOP_AGENTS]
     )
-    running = _scoped(request, ToolTask.objects.exclude(status__in=TERMINAL), chosen)
-    idle = timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
-    sessions = _scoped(
-        request, McpSession.objects.filter(terminated_at__isnull=True, last_seen_at__gt=now - idle), chosen
-    )
     figures: dict[str, Any] = {
         "tenants": tenants,
         "tenant": chosen,
@@ -180,11 +200,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         "durations_chart": durations_chart(usage.tools),
         "durations_height": chart_height(min(len(usage.tools), 15)),
         "agents": list(agents),
-        "running_count": running.count(),
-        "running": running_calls(request, chosen),
-        "sessions_open": sessions.count(),
-        "streams_open": _open_streams() if request.user.is_superuser else None,
-        "operator": bool(request.user.is_superuser),
+        **live_figures(request, chosen),
         "tasks_url": reverse("admin:mcp_app_tooltask_changelist"),
         "calls_url": reverse("admin:mcp_app_toolcall_changelist"),
         "usage_url": reverse("admin:mcp_app_toolcall_usage"),

@@ -18,7 +18,7 @@ from ..models import McpSession, ToolTask
 from ..models.tasks import TERMINAL
 from ..services import cancel_task
 from .base import TenantScopedAdmin
-from .dashboard import running_calls
+from .dashboard import chosen_tenant, live_figures, running_calls
 
 
 @admin.register(McpSession)
@@ -92,7 +92,7 @@ class ToolTaskAdmin(TenantScopedAdmin):
         """The running calls fragment (the list's and the dashboard's), scoped like every page of this admin."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        context = {"running": running_calls(request), "running_count": self._running(request).count()}
+        context = {**live_figures(request, chosen_tenant(request)), "cards": request.GET.get("cards") == "1"}
         return TemplateResponse(request, "admin/mcp_app/tooltask/running.html", context)
 
     @admin.display(description="progress")

@@ -2,8 +2,9 @@
 
 ``sidebar(request)`` is unfold's ``SIDEBAR["navigation"]`` callable (settings: ``UNFOLD``). It is built from the
 admin site's own app list for the request, so it offers exactly the pages the user may open (the same
-permission checks as the index); mcp_app's models are grouped (Overview, Tenants, Servers, Catalog, Agents,
-Runtime), every other registered model (users and groups, another app's pages) follows under its app's name.
+permission checks as the index); mcp_app's models are grouped (Overview, Tenants, Servers, Catalog, Agents with
+the OAuth consents and OAuth agents, Runtime); an mcp_app page not placed in ``GROUPS`` and every other
+registered model (users and groups, another app's pages) follow under their app's name.
 
 Not owned here: who may see what (``mcp_app.permissions`` through each ModelAdmin), the dashboard
 (``mcp_app.admin.dashboard``).
@@ -25,7 +26,10 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (("mcpserver", "dns"), ("servertool", "link"), ("serverresource", "link"), ("serverprompt", "link")),
     ),
     ("Catalog", (("tool", "build"), ("resource", "description"), ("prompt", "chat"), ("upstream", "hub"))),
-    ("Agents", (("agent", "smart_toy"), ("agenttoken", "token"))),
+    (
+        "Agents",
+        (("agent", "smart_toy"), ("agenttoken", "token"), ("oauthconsent", "verified_user"), ("oauthagent", "badge")),
+    ),
     ("Runtime", (("tooltask", "pending_actions"), ("mcpsession", "cable"), ("toolcall", "receipt_long"))),
 )
 _OTHER_ICON = "folder"
@@ -36,10 +40,12 @@ def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
     site = admin.site
     models: dict[tuple[str, str], dict[str, Any]] = {}
     others: list[dict[str, Any]] = []
+    app_name = "mcp_app"
     for app in site.get_app_list(request):
         if app["app_label"] != "mcp_app":
             others.append(app)
             continue
+        app_name = app["name"]
         for model in app["models"]:
             models[(app["app_label"], model["object_name"].lower())] = model
 
@@ -55,6 +61,11 @@ def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
         ]
         if items:
             navigation.append({"title": title, "separator": True, "collapsible": False, "items": items})
+    grouped = {("mcp_app", name) for _, entries in GROUPS for name, _ in entries}
+    ungrouped = [model for key, model in models.items() if key not in grouped]
+    if ungrouped:
+        # A page registered without a place above still shows (under mcp_app's name), never vanishes.
+        others.insert(0, {"name": app_name, "models": ungrouped})
     for app in others:
         items = [
             {"title": model["name"], "icon": _OTHER_ICON, "link": model["admin_url"]}

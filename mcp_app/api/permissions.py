@@ -1,8 +1,8 @@
 """DRF glue onto ``mcp_app.permissions``, the one module the admin and the API ask; no rule is decided here.
 
 Each request maps to one of the four Django actions (view, add, change, delete) and is checked exactly as the
-admin checks it: the Django model permission of the action, and the user's ``TenantMembership`` role in the
-object's tenant (``viewer`` views, ``admin`` adds/changes/deletes, ``owner`` also manages memberships;
+admin checks it: the model permission of the action (which a role that allows it grants), and the user's
+``TenantMembership`` role in the object's tenant (``viewer`` views, ``admin`` adds/changes/deletes, ``owner`` also manages memberships;
 superusers everything). Querysets are scoped with ``scope_queryset`` before any lookup, so another tenant's
 object is a 404, never a 403; a user who may see an object but not change it gets a 403.
 
@@ -73,7 +73,7 @@ def django_action(request: Request, view: Any) -> str:
 
 
 class TenantRolePermission(permissions.BasePermission):
-    """Model permission plus tenant role, per request (``has_permission``) and per object."""
+    """The tenant role (which grants the model permission), per request (``has_permission``) and per object."""
 
     message = "Your role in this tenant does not allow this."
 
@@ -81,9 +81,13 @@ class TenantRolePermission(permissions.BasePermission):
         user = request.user
         if not (user and user.is_authenticated and user.is_active):
             return False
+        if request.method and not hasattr(view, request.method.lower()):
+            return True  # the view answers 405 (a method no role could use), not a 403 that hints at a role
         model = view.queryset.model
         action = django_action(request, view)
-        if not has_model_permission(user, action, model):
+        # A change or delete names one object: the role in its tenant decides (``has_object_permission``), after
+        # the scoped lookup, so another tenant's object is a 404 exactly like a missing one.
+        if not has_model_permission(user, "view" if action in ("change", "delete") else action, model):
             return False
         if action == "add":
             access = access_for(user)

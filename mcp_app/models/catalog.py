@@ -54,6 +54,14 @@ def validate_object_schema(value: Any) -> None:
 _validate_object_schema = validate_object_schema  # the name older migrations refer to
 
 
+def check_upstream_origin(entry: Any) -> None:
+    """An entry of kind ``upstream`` comes from an upstream's sync, never from a hand: it names its upstream."""
+    if entry.kind == "upstream" and entry.upstream_id is None:
+        raise ValidationError(
+            {"kind": "Upstream entries are imported by an upstream's sync (the Upstreams page), not made by hand."}
+        )
+
+
 class Tool(models.Model):
     """One tool in a tenant's catalog."""
 
@@ -172,6 +180,7 @@ class Tool(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        check_upstream_origin(self)
         if self.kind == self.Kind.PYTHON:
             self._check_python_target()
             if self.tenant_id is not None and not self.tenant.allows_python_tool(self.python_name):
@@ -342,6 +351,7 @@ class Resource(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        check_upstream_origin(self)
         if "://" not in self.uri and not self.uri.startswith(("urn:", "data:")):
             raise ValidationError({"uri": "A resource URI needs a scheme, e.g. file:///… or https://…"})
         if self.is_template != ("{" in self.uri):
@@ -429,6 +439,7 @@ class Prompt(models.Model):
 
     def clean(self) -> None:
         super().clean()
+        check_upstream_origin(self)
         try:
             validate_prompt_arguments(self.arguments)
             if self.kind == self.Kind.STATIC:

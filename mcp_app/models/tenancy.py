@@ -86,6 +86,15 @@ class Tenant(models.Model):
             )
 
 
+def make_staff(*user_ids: Any) -> None:
+    """Give these users staff status (users of a user model without ``is_staff`` are left as they are)."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model()
+    if any(field.name == "is_staff" for field in users._meta.get_fields()):
+        users._default_manager.filter(pk__in=user_ids, is_staff=False).update(is_staff=True)
+
+
 class TenantMembershipManager(models.Manager["TenantMembership"]):
     def owners_left(self, tenant_id: int, *, without: list[int] | tuple[int, ...] = ()) -> int:
         """How many owners the tenant keeps if the memberships ``without`` stop being owners."""
@@ -119,6 +128,16 @@ class TenantMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} — {self.get_role_display()} of {self.tenant.slug}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save; a new member becomes staff, since Django's admin opens only for staff and the role alone decides
+        what they see there (``mcp_app.permissions``). Removing a membership leaves staff status as it is."""
+        adding = self._state.adding
+        super().save(*args, **kwargs)
+        if adding:
+            make_staff(self.user_id)
+            if type(self).user.is_cached(self):
+                self.user.is_staff = True
 
     def clean(self) -> None:
         super().clean()

@@ -117,13 +117,29 @@ def test_the_task_list_shows_running_calls_with_progress_and_refreshes(client: A
     client.force_login(viewer)
     page = client.get(reverse("admin:mcp_app_tooltask_changelist")).content.decode()
     fragment_url = reverse("admin:mcp_app_tooltask_running")
-    assert f'hx-get="{fragment_url}"' in page and 'hx-trigger="every 2s"' in page
+    assert f'hx-get="{fragment_url}?cards=0"' in page and 'hx-trigger="every 2s"' in page
     assert 'data-percent="40"' in page and "18 to go" in page
     assert re.search(r"1 min 1\d s", page)  # started 75 s ago (elapsed, not a clock: a loaded machine adds a few)
     fragment = client.get(fragment_url).content.decode()
     assert "our_countdown" in fragment and 'data-percent="40"' in fragment
     assert "their_countdown" not in fragment and "their secret step" not in fragment
     assert "their_countdown" not in page
+
+
+def test_the_dashboards_refresh_carries_its_cards_for_the_chosen_tenant(admin_client: Any, two: Any) -> None:
+    """The cards above the running table refresh with it (out-of-band swaps), counting what the table lists."""
+    _ours, theirs, _viewer = two
+    page = admin_client.get(reverse("admin:index"), {"tenant": theirs.tenant.pk}).content.decode()
+    fragment_url = reverse("admin:mcp_app_tooltask_running")
+    assert f'hx-get="{fragment_url}?cards=1&amp;tenant={theirs.tenant.pk}"' in page
+    assert "Open sessions" in page and "Open streams" not in page
+    fragment = admin_client.get(fragment_url, {"cards": "1", "tenant": theirs.tenant.pk}).content.decode()
+    assert "their_countdown" in fragment and "our_countdown" not in fragment
+    assert '<span id="mcp-kpi-running" hx-swap-oob="true">1</span>' in fragment
+    assert re.search(r'<span id="mcp-kpi-sessions" hx-swap-oob="true">\d+</span>', fragment)
+    everything = admin_client.get(fragment_url, {"cards": "1"}).content.decode()
+    assert '<span id="mcp-kpi-running" hx-swap-oob="true">2</span>' in everything
+    assert "hx-swap-oob" not in admin_client.get(fragment_url).content.decode()  # the task list has no cards
 
 
 def test_the_running_fragment_needs_the_task_view_permission(client: Any, two: Any, django_user_model: Any) -> None:

@@ -154,3 +154,27 @@ def test_the_tenant_page_saves_again_as_shown_after_a_member_is_added(globex, lo
             r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', response.content.decode(), re.S
         )
     assert TenantMembership.objects.filter(tenant=globex.tenant).count() == 4
+
+
+def test_a_member_added_on_the_tenant_page_opens_the_admin_by_the_role_alone(globex, login, django_user_model):
+    """A plain user (not staff, no group) added as viewer reads the tenant's pages at once, and changes nothing."""
+    newcomer = django_user_model.objects.create_user("plain-newcomer")
+    client = login(globex.users["owner"])
+    change = url("tenant", "change", globex.tenant.pk)
+    data = submitted(client.get(change).content.decode())
+    rows = int(data["memberships-TOTAL_FORMS"])
+    data |= {
+        "memberships-TOTAL_FORMS": str(rows + 1),
+        f"memberships-{rows}-tenant": str(globex.tenant.pk),
+        f"memberships-{rows}-user": "plain-newcomer",
+        f"memberships-{rows}-role": "viewer",
+    }
+    assert client.post(change, data).status_code == 302
+    reader = login(django_user_model.objects.get(pk=newcomer.pk))
+    assert reader.get("/admin/").status_code == 200
+    tool = globex.objects["mcp_app.tool"]
+    listed = reader.get(url("tool", "changelist"))
+    assert listed.status_code == 200 and tool.name in listed.content.decode()
+    assert reader.get(url("tool", "change", tool.pk)).status_code == 200
+    assert reader.post(url("tool", "change", tool.pk), {"name": "renamed"}).status_code == 403
+    assert reader.get(url("tool", "add")).status_code == 403

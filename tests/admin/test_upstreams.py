@@ -240,3 +240,37 @@ def test_the_sidebar_offers_upstreams_under_catalog(globex, login):
     request = client.get(reverse("admin:index")).wsgi_request
     catalog = next(group for group in sidebar(request) if group["title"] == "Catalog")
     assert reverse("admin:mcp_app_upstream_changelist") in [item["link"] for item in catalog["items"]]
+
+
+def test_an_imported_entry_links_to_its_upstream_and_shows_its_schema(globex, login, registered: Upstream):
+    client = login(globex.users["admin"])
+    tool = Tool.objects.get(upstream=registered, remote_name="add")
+    assert tool.input_schema and "a" in tool.input_schema["properties"]
+    page = client.get(reverse("admin:mcp_app_tool_change", args=[tool.pk]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert f'href="{reverse("admin:mcp_app_upstream_change", args=[registered.pk])}"' in text
+    assert '"properties"' in text and 'name="input_schema"' not in text  # shown, not editable
+    for model, entry in (("resource", registered.resources.first()), ("prompt", registered.prompts.first())):
+        shown = client.get(reverse(f"admin:mcp_app_{model}_change", args=[entry.pk])).content.decode()
+        assert reverse("admin:mcp_app_upstream_change", args=[registered.pk]) in shown
+
+
+def test_an_upstream_entry_cannot_be_made_by_hand(globex, login):
+    from rest_framework.test import APIClient
+
+    from mcp_app.models import ApiKey
+
+    client = login(globex.users["admin"])
+    add = reverse("admin:mcp_app_tool_add")
+    assert 'value="upstream"' not in client.get(add).content.decode()
+    response = client.post(add, {"tenant": globex.tenant.pk, "name": "hand_made", "kind": "upstream"})
+    assert response.status_code == 200
+    assert "errorlist" in response.content.decode()
+    _, raw = ApiKey.objects.issue_key(globex.users["admin"], name="t")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    body = {"tenant": globex.tenant.pk, "name": "hand_made", "kind": "upstream"}
+    answer = api.post("/api/v1/tools/", body, format="json")
+    assert answer.status_code == 400 and "kind" in answer.json()["error"]["fields"], answer.content
+    assert not Tool.objects.filter(name="hand_made").exists()

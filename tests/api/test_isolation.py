@@ -350,14 +350,41 @@ def test_superusers_see_both_tenants(matrix, key_client, user_factory):
         assert {acme.objects[endpoint].pk, globex.objects[endpoint].pk} <= listed
 
 
-def test_a_member_without_the_model_permissions_is_refused(two_tenants, key_client, user_factory):
-    """As in the admin, the tenant role comes on top of Django's model permissions, not instead of them."""
+def test_the_role_alone_opens_the_api(two_tenants, key_client, user_factory):
+    """No group, no model permission, not staff: the membership's role is what the API goes by."""
     acme, _ = two_tenants
-    bare = user_factory("bare", is_staff=True)
-    TenantMembership.objects.create(tenant=acme.tenant, user=bare, role="admin")
-    client = key_client(bare)
-    assert client.get("/api/v1/tools/").status_code == 403
-    assert client.patch(f"/api/v1/tools/{acme.tool.pk}/", {"title": "x"}, format="json").status_code == 403
+    viewer, admin = user_factory("bare-viewer"), user_factory("bare-admin")
+    TenantMembership.objects.create(tenant=acme.tenant, user=viewer, role="viewer")
+    TenantMembership.objects.create(tenant=acme.tenant, user=admin, role="admin")
+    reader, editor = key_client(viewer), key_client(admin)
+    listed = reader.get("/api/v1/tools/")
+    assert listed.status_code == 200, listed.content
+    assert [row["id"] for row in listed.json()["results"]] == [acme.tool.pk]
+    refused = reader.patch(f"/api/v1/tools/{acme.tool.pk}/", {"title": "x"}, format="json")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == "Your role in this tenant does not allow this."
+    assert editor.patch(f"/api/v1/tools/{acme.tool.pk}/", {"title": "x"}, format="json").status_code == 200
+    assert editor.post("/api/v1/memberships/", {}, format="json").status_code == 403  # owners manage members
+
+
+def test_a_member_added_through_the_api_opens_the_admin(two_tenants, key_client, user_factory):
+    from django.test import Client
+
+    acme, _ = two_tenants
+    owner = user_factory("api-owner")
+    TenantMembership.objects.create(tenant=acme.tenant, user=owner, role="owner")
+    newcomer = user_factory("api-newcomer")
+    body = {"tenant": acme.tenant.pk, "user": "api-newcomer", "role": "viewer"}
+    assert key_client(owner).post("/api/v1/memberships/", body, format="json").status_code == 201
+    browser = Client()
+    browser.force_login(type(newcomer).objects.get(pk=newcomer.pk))
+    assert browser.get("/admin/").status_code == 200
+    assert acme.tool.name in browser.get("/admin/mcp_app/tool/").content.decode()
+
+
+def test_a_user_without_a_role_gets_nothing(two_tenants, key_client, user_factory):
+    bare = key_client(user_factory("bare", is_staff=True))
+    assert bare.get("/api/v1/tools/").status_code == 403
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)

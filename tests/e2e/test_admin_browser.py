@@ -10,6 +10,9 @@ A tenant's staff member (an admin of Globex; Acme's data exists too and never sh
   shown live while the call runs; meanwhile the task list shows the running countdown with its progress, start
   and elapsed time, refreshing on its own;
 
+a call starting while the dashboard is open shows in its running table and its "Running calls" card without a
+reload, and "Try it" says it finished once the answer arrived;
+
 and a walk of every admin page (changelist, add and change page of every registered model, plus the dashboard,
 usage and "Try it") as an operator, checking that none is wider than the 1,366 px window.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -265,3 +269,56 @@ def test_no_admin_page_is_wider_than_the_window(styled_daphne: Daphne, worlds: d
                 too_wide.append((path, width))
         browser.close()
     assert too_wide == []
+
+
+@pytest.fixture
+def echo_desk(transactional_db: None, access_factory: Any, member_factory: Any) -> Any:
+    """A tenant whose server exposes ``echo`` (run inline), and an admin of it who signs in with a password."""
+    access = access_factory(tools=("echo",))
+    member_factory((access.tenant, "admin"), username="echo-staff", password=PASSWORD)
+    return access
+
+
+def test_the_dashboard_cards_and_try_it_follow_the_calls_live(styled_daphne: Daphne, echo_desk: Any) -> None:
+    """The cards refresh with the running table (no reload), and "Try it" stops saying running… once answered."""
+    from playwright.sync_api import sync_playwright
+
+    from mcp_app.models import ToolTask
+
+    def start_a_call() -> None:
+        ToolTask.objects.create_task(
+            tool_name="live_countdown",
+            arguments={},
+            ttl_ms=600_000,
+            server=echo_desk.server,
+            agent=echo_desk.agent,
+            execution="worker",
+            client_task=False,
+            started_at=timezone.now(),
+        )
+
+    tool = Tool.objects.get(tenant=echo_desk.tenant, name="echo")
+    base = styled_daphne.url
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        page = browser.new_context(viewport=WINDOW).new_page()
+        page.set_default_timeout(WAIT_MS)
+        login(page, base, "echo-staff", PASSWORD)
+        page.goto(f"{base}/admin/")
+        assert page.locator("#mcp-kpi-running").inner_text().strip() == "0"
+        assert "Nothing running." in page.locator("#mcp-running").inner_text()
+        # The ORM refuses Playwright's thread (it runs an event loop): the call starts from another thread.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(start_a_call).result(timeout=30)
+        page.wait_for_function(
+            """() => document.querySelector('#mcp-running').innerText.includes('live_countdown')
+                && document.querySelector('#mcp-kpi-running').textContent.trim() === '1'"""
+        )
+
+        page.goto(f"{base}/admin/mcp_app/tool/{tool.pk}/try/")
+        page.fill("#id_arg__text", "live and done")
+        page.click("button[name=_run]")
+        page.wait_for_selector("#mcp-try-it-live[data-state=done]")
+        assert "live and done" in page.locator("#mcp-try-it-result").inner_text()
+        assert page.locator("#mcp-try-it-live-text").inner_text().strip() == "finished"
+        browser.close()

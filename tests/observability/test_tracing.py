@@ -10,16 +10,21 @@ webhook receives ``traceparent``. With tracing off nothing is recorded, and mcp_
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import shlex
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from channels.db import database_sync_to_async
+from django.core.management import call_command
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -373,3 +378,24 @@ def test_an_unsupported_exporter_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
         otel._exporters()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     assert otel._exporters() == []
+
+
+async def test_the_documented_curl_is_answered_in_the_trace_it_names(
+    access: Any, spans: InMemorySpanExporter, transactional_db: Any
+) -> None:
+    """docs/observability.md's curl, as written (with make run's demo token for ``$TOKEN``), through the real
+    router and consumer: a tool result, and the request span in the trace of its ``_meta.traceparent``."""
+    doc = (REPO_ROOT / "docs" / "observability.md").read_text()
+    [command] = [block for block in re.findall(r"```sh\n(.*?)```", doc, re.S) if block.startswith("curl")]
+    words = shlex.split(command.replace("\\\n", " "))
+    url = urlsplit(next(word for word in words if word.startswith("http")))
+    headers = dict(words[i + 1].split(": ", 1) for i, word in enumerate(words) if word == "-H")
+    body = words[words.index("-d") + 1]
+    out = io.StringIO()
+    await database_sync_to_async(call_command)("mcp_demo", "--json", stdout=out)
+    token = json.loads(out.getvalue())["token"]
+    headers = {name.lower(): value.replace("$TOKEN", token) for name, value in headers.items()}
+    reply = await call(access, path=url.path, query=url.query, headers=headers, raw=body.encode())
+    assert reply.status == 200, reply.body
+    assert reply.json()["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert trace_id(named(spans, "tools/call echo")) == TRACE_ID

@@ -2,8 +2,8 @@
 
 ``issue --user U [--name N] [--expires-in-days D] [--json]`` prints the raw key once (only its digest is
 stored); ``revoke --user U [--prefix P] [--name N] [--all]`` revokes the matching key (several only with
-``--all``); ``list --user U`` shows prefixes, names and dates, never a key. A key acts as its user, with the
-user's tenant roles.
+``--all``); ``list --user U`` shows prefixes, names and dates, never a key. Each subcommand takes ``--json``
+(one JSON value on stdout, nothing else). A key acts as its user, with the user's tenant roles.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ class Command(BaseCommand):
         revoke.add_argument("--all", action="store_true", help="Revoke every match, even more than one.")
         listing = actions.add_parser("list", help="The user's keys (never their values).")
         listing.add_argument("--user", required=True, help="Username.")
+        for command in (revoke, listing):
+            command.add_argument("--json", action="store_true", help="Print one JSON value and nothing else.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -64,12 +66,30 @@ class Command(BaseCommand):
             raise CommandError("no unrevoked key matches")
         if matches > 1 and not options["all"]:
             raise CommandError(f"{matches} keys match; add --all to revoke them all, or narrow with --prefix/--name")
-        self.stdout.write(f"Revoked {revoke_api_keys(keys)} key(s).")
+        prefixes = list(keys.values_list("prefix", flat=True))
+        revoked = revoke_api_keys(keys)
+        if options["json"]:
+            self.stdout.write(json.dumps({"revoked": revoked, "prefixes": prefixes}))
+            return
+        self.stdout.write(f"Revoked {revoked} key(s).")
 
     def handle_list(self, options: dict[str, Any]) -> None:
-        for key in ApiKey.objects.filter(user=find_user(options["user"], active=False)):
-            state = "revoked" if key.revoked_at else "expired" if not key.is_usable else "usable"
+        rows = [
+            {
+                "prefix": key.prefix,
+                "name": key.name,
+                "state": "revoked" if key.revoked_at else "expired" if not key.is_usable else "usable",
+                "created_at": _when(key.created_at),
+                "expires_at": _when(key.expires_at),
+                "last_used_at": _when(key.last_used_at),
+            }
+            for key in ApiKey.objects.filter(user=find_user(options["user"], active=False)).order_by("created_at")
+        ]
+        if options["json"]:
+            self.stdout.write(json.dumps(rows))
+            return
+        for row in rows:
             self.stdout.write(
-                f"mcpk_{key.prefix}_…\t{key.name or '-'}\t{state}\tcreated {_when(key.created_at)}"
-                f"\tlast used {_when(key.last_used_at) or 'never'}"
+                f"mcpk_{row['prefix']}_…\t{row['name'] or '-'}\t{row['state']}\tcreated {row['created_at']}"
+                f"\tlast used {row['last_used_at'] or 'never'}"
             )

@@ -2,9 +2,9 @@
 
 ``add --tenant T --user U [--role R]`` gives an active user a role (viewer by default) or changes it;
 ``remove --tenant T --user U`` ends a membership; ``list`` shows a tenant's (``--tenant``) or a user's
-(``--user``) memberships. A tenant's last owner is neither demoted nor removed. Roles decide what a user sees in
-the admin and the API; to reach the admin at all a user also needs staff status and the model permissions
-(``mcp_tenant_staff_group USERNAME``).
+(``--user``) memberships. A tenant's last owner is neither demoted nor removed. The role is all a user needs:
+it opens the admin and the API and decides what they see and change there (``mcp_app.permissions``). Each
+subcommand takes ``--json`` (one JSON value on stdout, nothing else).
 """
 
 from __future__ import annotations
@@ -16,6 +16,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcp_app.models import TenantMembership
 from mcp_app.operations import OperationError, add_member, memberships, remove_member
+
+
+def _row(membership: TenantMembership) -> dict[str, str]:
+    return {
+        "tenant": membership.tenant.slug,
+        "user": membership.user.get_username(),
+        "role": membership.role,
+        "since": membership.created_at.isoformat(),
+    }
 
 
 class Command(BaseCommand):
@@ -30,6 +39,8 @@ class Command(BaseCommand):
         remove = actions.add_parser("remove", help="End a user's membership of a tenant.")
         remove.add_argument("--tenant", required=True, help="Tenant slug.")
         remove.add_argument("--user", required=True, help="Username.")
+        for command in (add, remove):
+            command.add_argument("--json", action="store_true", help="Print one JSON object.")
         listing = actions.add_parser("list", help="A tenant's or a user's memberships.")
         listing.add_argument("--tenant", help="Tenant slug.")
         listing.add_argument("--user", help="Username.")
@@ -43,18 +54,21 @@ class Command(BaseCommand):
 
     def handle_add(self, options: dict[str, Any]) -> None:
         membership, created = add_member(options["tenant"], options["user"], options["role"])
+        if options["json"]:
+            self.stdout.write(json.dumps({**_row(membership), "created": created}))
+            return
         verb = "Added" if created else "Set"
         self.stdout.write(f"{verb} {options['user']} as {membership.role} of {options['tenant']}.")
 
     def handle_remove(self, options: dict[str, Any]) -> None:
         remove_member(options["tenant"], options["user"])
+        if options["json"]:
+            self.stdout.write(json.dumps({"tenant": options["tenant"], "user": options["user"], "removed": True}))
+            return
         self.stdout.write(f"Removed {options['user']} from {options['tenant']}.")
 
     def handle_list(self, options: dict[str, Any]) -> None:
-        rows = [
-            {"tenant": m.tenant.slug, "user": m.user.get_username(), "role": m.role, "since": m.created_at.isoformat()}
-            for m in memberships(tenant_slug=options["tenant"], username=options["user"])
-        ]
+        rows = [_row(m) for m in memberships(tenant_slug=options["tenant"], username=options["user"])]
         if options["json"]:
             self.stdout.write(json.dumps(rows))
             return

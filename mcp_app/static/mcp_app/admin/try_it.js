@@ -44,6 +44,7 @@
     data.set("_stream", "1");
     var box = live.querySelector("#mcp-try-it-live-progress");
     box.hidden = false;
+    delete box.dataset.percent;
     box.querySelector(".mcp-progress-bar").classList.add("mcp-indeterminate");
     box.querySelector(".mcp-progress-bar").firstElementChild.style.width = "";
     live.querySelector("#mcp-try-it-live-text").textContent = "running…";
@@ -82,12 +83,20 @@
         if (event.type === "notification") onNotification(event.message, live);
         if (event.type === "outcome") {
           live.querySelector("#mcp-try-it-live-outcome").innerHTML = event.html;
-          box.querySelector(".mcp-progress-bar").classList.remove("mcp-indeterminate");
-          live.dataset.state = "done";
+          finish(live, "finished", "done");
         }
       });
     }
-    if (live.dataset.state !== "done") live.dataset.state = "done";
+    if (live.dataset.state !== "done") finish(live, "ended without an answer", "done");
+  }
+
+  // The run is over: the bar stops moving and its text stops saying "running…".
+  function finish(live, message, state) {
+    var bar = live.querySelector("#mcp-try-it-live-progress .mcp-progress-bar");
+    bar.classList.remove("mcp-indeterminate");
+    if (state === "done") bar.firstElementChild.style.width = "100%";
+    live.querySelector("#mcp-try-it-live-text").textContent = message;
+    live.dataset.state = state;
   }
 
   function init() {
@@ -104,7 +113,7 @@
       event.preventDefault();
       run(form, live).catch(function (error) {
         live.querySelector("#mcp-try-it-live-outcome").replaceChildren(text("p", "The run failed: " + error));
-        live.dataset.state = "failed";
+        finish(live, "failed", "failed");
       });
     });
   }
