@@ -184,27 +184,15 @@ class RedisEventStore(EventStore):
     def __init__(
         self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, max_bytes: int | None = None, **_: Any
     ) -> None:
-        import redis.asyncio as redis
-
         self._max_events = max_events
         self._max_bytes = _max_bytes(max_bytes)
         self._url = url
         self._prefix = prefix
-        self._clients: dict[int, Any] = {}
-        self._redis = redis
 
     def _client(self) -> Any:
-        # redis.asyncio connections belong to the event loop that made them.
-        import asyncio
+        from ..redis_pool import redis_client
 
-        loop = id(asyncio.get_running_loop())
-        client = self._clients.get(loop)
-        if client is None:
-            from ..channel_layer import redis_connection_options
-
-            options = redis_connection_options(socket_timeout=CONNECT_TIMEOUT_SECONDS * 2)
-            client = self._clients[loop] = self._redis.from_url(self._url, **options)
-        return client
+        return redis_client(self._url, socket_timeout=CONNECT_TIMEOUT_SECONDS * 2)
 
     async def append(self, stream_id: str, sequence: int, message: Any) -> None:
         await self.append_many(stream_id, ((sequence, message),))
