@@ -91,9 +91,15 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_POOL_WAIT_SECONDS": 5.0,
     # Where SSE events of session streams are kept for Last-Event-ID resumption, and for how long.
     "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
-    "EVENT_STORE_TTL_SECONDS": 3600,
+    # A stream's events expire this long after its last event: clients resume within seconds (SSE_RETRY_MS), and
+    # a stream nobody resumes must not pin memory for long.
+    "EVENT_STORE_TTL_SECONDS": 300,
     # Bytes of events kept per stream (the oldest dropped first; the newest event is always kept).
     "EVENT_STORE_MAX_BYTES": 1024 * 1024,
+    # Bytes of events one agent, and one tenant, may store per EVENT_STORE_TTL_SECONDS (0: unlimited). Beyond,
+    # their events are still delivered live but not stored (a resume replays none of them; docs/reliability.md).
+    "EVENT_STORE_MAX_BYTES_PER_AGENT": 16 * 1024 * 1024,
+    "EVENT_STORE_MAX_BYTES_PER_TENANT": 64 * 1024 * 1024,
     # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
     "SSE_RETRY_MS": 1000,
     # A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
@@ -288,6 +294,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "EVENT_STORE": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
     "EVENT_STORE_MAX_BYTES": (int,),
+    "EVENT_STORE_MAX_BYTES_PER_AGENT": (int,),
+    "EVENT_STORE_MAX_BYTES_PER_TENANT": (int,),
     "SSE_RETRY_MS": (int,),
     "SSE_RESUME_IDLE_SECONDS": (int, float),
     "TASK_IMMEDIATE_SECONDS": (int, float),
