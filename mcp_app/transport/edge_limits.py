@@ -33,6 +33,15 @@ Two bounds on what daphne writes:
   (latest wins, at the newest one's place). Every other event, comment and byte is kept, in order. The held
   bytes count as pending and leave, in order, when the transport asks for more (``resumeProducing``).
 
+Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RESERVE`` left under
+``RLIMIT_NOFILE``), connections give their descriptors back instead of holding them for ``IDLE_TIMEOUT_SECONDS``:
+
+- a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and the
+  connection closes once it is sent (its client waits ``Retry-After`` or signs in again before its next request);
+- a new connection closes the idle keep-alive connections that already served a request (at most every
+  ``IDLE_SWEEP_SECONDS``). Issue 25: one agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused
+  connections open, and another tenant failed 92 of 92 requests.
+
 ``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
 ``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
 against (``SUPPORTED_TWISTED``, ``SUPPORTED_DAPHNE``) and the private attributes it uses, and refuses (logging
@@ -43,6 +52,8 @@ change. Behind a reverse proxy, set the proxy's own body limit too (nginx ``clie
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from typing import Any
 
 import orjson
@@ -56,6 +67,9 @@ SUPPORTED_TWISTED = ((22, 0), (27, 0))  # [from, to)
 LINGER_SECONDS = 2.0
 LINGER_MAX_BYTES = 8 * 1024 * 1024
 SUPPORTED_DAPHNE = ((4, 0), (5, 0))
+# Answers that close their connection under descriptor pressure, and how often idle connections are swept then.
+CLOSING_STATUSES = frozenset({401, 429, 503})
+IDLE_SWEEP_SECONDS = 0.5
 REASONS = {
     400: b"Bad Request",
     408: b"Request Timeout",
@@ -71,6 +85,7 @@ CHANNEL_INTERNALS = (
     "requests",
     "line_mode",
     "_buffer",
+    "persistent",
 )
 # The buffers of Twisted's transports (``abstract.FileDescriptor``) that hold what is written but not yet sent.
 TRANSPORT_BUFFERS = ("dataBuffer", "offset", "_tempDataBuffer", "_tempDataLen")
@@ -88,6 +103,7 @@ CHANNEL_METHODS = (
     "pauseProducing",
     "resumeProducing",
     "resetTimeout",
+    "requestDone",
 )
 
 
@@ -165,7 +181,12 @@ def _channel_class() -> type:
     # Typed as Any: this class works with Twisted's private internals (name-mangled attributes, the transport
     # before it is set, ``callLater`` of the channel) that its type hints do not describe; the version guard and
     # the internals test pin them instead.
+    from ..limits.caps import descriptors_short
+
     base: Any = http.HTTPChannel
+    # The open connections of the process, and when idle ones were last closed under descriptor pressure.
+    channels: weakref.WeakSet[Any] = weakref.WeakSet()
+    swept_at = [0.0]
 
     class LimitedHTTPChannel(base):
         """``HTTPChannel`` with the limits of the module docstring."""
@@ -180,6 +201,7 @@ def _channel_class() -> type:
         _mcp_cut = False
         _mcp_backlog = False  # the transport paused this channel: the client is not keeping up
         _mcp_held_bytes = 0
+        _mcp_served = False  # a request was answered: between requests, the connection is an idle keep-alive
 
         def connectionMade(self) -> None:
             # What the backlog holds back, in order: (progress key or None, bytes, whether they are chunk data).
@@ -187,6 +209,21 @@ def _channel_class() -> type:
             self.timeOut = float(mcp_settings.IDLE_TIMEOUT_SECONDS)
             self.abortTimeout = LINGER_SECONDS
             super().connectionMade()
+            channels.add(self)
+            now = time.monotonic()
+            if now - swept_at[0] >= IDLE_SWEEP_SECONDS and descriptors_short():
+                swept_at[0] = now
+                idle = [channel for channel in channels if channel._mcp_idle()]
+                logger.warning("descriptors short: closing %d idle keep-alive connections", len(idle))
+                for channel in idle:
+                    channel.transport.loseConnection()
+
+        def _mcp_idle(self) -> bool:
+            return bool(self._mcp_served and not self._handlingRequest and not self.requests)
+
+        def requestDone(self, request: Any) -> None:
+            self._mcp_served = True
+            super().requestDone(request)
 
         def _mcp_unsent(self) -> int:
             """Bytes written to the transport but not yet taken by the kernel; 0 if unknown (TLS)."""
@@ -253,6 +290,11 @@ def _channel_class() -> type:
             return request is not None and bool(getattr(request, "chunked", False))
 
         def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
+            this: Any = self  # ``persistent`` is Twisted's (public, untyped)
+            if int(code) in CLOSING_STATUSES and this.persistent and descriptors_short():
+                # Twisted keeps a connection alive whatever the answer says: not persistent, it closes once sent.
+                this.persistent = False
+                headers.setRawHeaders(b"Connection", [b"close"])  # the request's ``responseHeaders``
             if self._mcp_held:  # a pipelined request's answer: after what is held
                 channel: Any = self  # the transport swapped for a moment: its type is not the transport's
                 transport, collected = channel.transport, _Collector()
@@ -411,6 +453,7 @@ def _channel_class() -> type:
             super().allContentReceived()
 
         def connectionLost(self, reason: Any) -> None:
+            channels.discard(self)
             self._mcp_disarm()
             linger = getattr(self, "_mcp_linger", None)
             if linger is not None and linger.active():
