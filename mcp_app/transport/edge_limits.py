@@ -38,9 +38,12 @@ Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RE
 
 - a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and the
   connection closes once it is sent (its client waits ``Retry-After`` or signs in again before its next request);
-- a new connection closes the idle keep-alive connections that already served a request (at most every
-  ``IDLE_SWEEP_SECONDS``). Issue 25: one agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused
-  connections open, and another tenant failed 92 of 92 requests.
+- the idle keep-alive connections that already served a request are closed.
+
+Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
+connection or a 401/429: not for every connection of a process that holds tens of thousands. Issue 25: one
+agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused connections open, and another tenant
+failed 92 of 92 requests.
 
 ``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
 ``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
@@ -69,7 +72,7 @@ LINGER_MAX_BYTES = 8 * 1024 * 1024
 SUPPORTED_DAPHNE = ((4, 0), (5, 0))
 # Answers that close their connection under descriptor pressure, and how often idle connections are swept then.
 CLOSING_STATUSES = frozenset({401, 429, 503})
-IDLE_SWEEP_SECONDS = 0.5
+PRESSURE_CHECK_SECONDS = 0.5
 REASONS = {
     400: b"Bad Request",
     408: b"Request Timeout",
@@ -184,9 +187,24 @@ def _channel_class() -> type:
     from ..limits.caps import descriptors_short
 
     base: Any = http.HTTPChannel
-    # The open connections of the process, and when idle ones were last closed under descriptor pressure.
+    # The open connections of the process; when descriptors were last counted (and idle connections closed), and
+    # whether they were short.
     channels: weakref.WeakSet[Any] = weakref.WeakSet()
-    swept_at = [0.0]
+    pressure = {"checked": 0.0, "swept": 0.0, "short": False}
+
+    def under_pressure(fresh: bool = False) -> bool:
+        """Whether descriptors are short (counted at most every PRESSURE_CHECK_SECONDS unless ``fresh``); a count
+        that finds them short closes the idle keep-alive connections (at most that often too)."""
+        now = time.monotonic()
+        if fresh or now - pressure["checked"] >= PRESSURE_CHECK_SECONDS:
+            pressure["checked"], pressure["short"] = now, descriptors_short()
+            if pressure["short"] and now - pressure["swept"] >= PRESSURE_CHECK_SECONDS:
+                pressure["swept"] = now
+                idle = [channel for channel in channels if channel._mcp_idle()]
+                logger.warning("descriptors short: closing %d idle keep-alive connections", len(idle))
+                for channel in idle:
+                    channel.transport.loseConnection()
+        return bool(pressure["short"])
 
     class LimitedHTTPChannel(base):
         """``HTTPChannel`` with the limits of the module docstring."""
@@ -210,13 +228,7 @@ def _channel_class() -> type:
             self.abortTimeout = LINGER_SECONDS
             super().connectionMade()
             channels.add(self)
-            now = time.monotonic()
-            if now - swept_at[0] >= IDLE_SWEEP_SECONDS and descriptors_short():
-                swept_at[0] = now
-                idle = [channel for channel in channels if channel._mcp_idle()]
-                logger.warning("descriptors short: closing %d idle keep-alive connections", len(idle))
-                for channel in idle:
-                    channel.transport.loseConnection()
+            under_pressure()
 
         def _mcp_idle(self) -> bool:
             return bool(self._mcp_served and not self._handlingRequest and not self.requests)
@@ -291,7 +303,9 @@ def _channel_class() -> type:
 
         def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
             this: Any = self  # ``persistent`` is Twisted's (public, untyped)
-            if int(code) in CLOSING_STATUSES and this.persistent and descriptors_short():
+            status = int(code)
+            # A 503 is counted afresh: the descriptor guard's own refusal must close its connection.
+            if status in CLOSING_STATUSES and this.persistent and under_pressure(fresh=status == 503):
                 # Twisted keeps a connection alive whatever the answer says: not persistent, it closes once sent.
                 this.persistent = False
                 headers.setRawHeaders(b"Connection", [b"close"])  # the request's ``responseHeaders``

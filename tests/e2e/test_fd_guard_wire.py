@@ -168,14 +168,19 @@ async def test_under_descriptor_pressure_refusals_and_idle_connections_give_thei
         # The idle keep-alive connections were given back as soon as the pressure began.
         closed = await asyncio.gather(*(exchange.closed_by_server() for exchange in idle))
         assert all(closed), f"{closed.count(False)} of {len(idle)} idle connections still open"
-        # Many more refused attempts than descriptors are left: each is given back. A few fail authentication
-        # (401; more would be throttled to 429 for the whole address, the other tenant's too).
+        # Many more attempts than descriptors are left: each refusal is given back (and the descriptors the idle
+        # connections gave back may take a few more streams). A few fail authentication (401; more would be
+        # throttled to 429 for the whole address, the other tenant's too).
+        refused = 0
         for attempt in range(ATTEMPTS_UNDER_PRESSURE):
             token = "mcp_wrong" if attempt % 20 == 0 else None
             exchange = await RawExchange.send(low_nofile_daphne, hog, "POST" if token else "GET", token=token)
             held.append(exchange)
-            assert exchange.status == (401 if token else 503), exchange.status
-            assert exchange.headers.get("connection") == "close", (attempt, exchange.headers)
+            assert exchange.status in ((401,) if token else (200, 503)), exchange.status
+            if exchange.status != 200:
+                refused += 1
+                assert exchange.headers.get("connection") == "close", (attempt, exchange.headers)
+        assert refused >= ATTEMPTS_UNDER_PRESSURE - DAPHNE_NOFILE // 2, refused
         async with httpx.AsyncClient(timeout=10.0) as client:
             replies = await asyncio.gather(
                 *(client.post(url(low_nofile_daphne, other), json=CALL, headers=headers(other)) for _ in range(20))
