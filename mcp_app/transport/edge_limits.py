@@ -38,10 +38,11 @@ Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RE
 
 - a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and the
   connection closes once it is sent (its client waits ``Retry-After`` or signs in again before its next request);
-- the idle keep-alive connections that already served a request are closed.
+- the keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` (after answering a request) are closed.
 
 Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
-connection or a 401/429: not for every connection of a process that holds tens of thousands. Issue 25: one
+connection or a 401/429 (not for every connection of a process that holds tens of thousands), and every
+``PRESSURE_CHECK_SECONDS`` for as long as they are short. Issue 25: one
 agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused connections open, and another tenant
 failed 92 of 92 requests.
 
@@ -73,6 +74,7 @@ SUPPORTED_DAPHNE = ((4, 0), (5, 0))
 # Answers that close their connection under descriptor pressure, and how often idle connections are swept then.
 CLOSING_STATUSES = frozenset({401, 429, 503})
 PRESSURE_CHECK_SECONDS = 0.5
+PRESSURE_IDLE_SECONDS = 2.0
 REASONS = {
     400: b"Bad Request",
     408: b"Request Timeout",
@@ -187,24 +189,35 @@ def _channel_class() -> type:
     from ..limits.caps import descriptors_short
 
     base: Any = http.HTTPChannel
-    # The open connections of the process; when descriptors were last counted (and idle connections closed), and
-    # whether they were short.
+    from twisted.internet import reactor as twisted_reactor
+
+    reactor: Any = twisted_reactor  # the installed reactor (daphne's); its module-level type is not its own
+    # The open connections of the process; when descriptors were last counted (and idle connections closed),
+    # whether they were short, and the recount scheduled while they are.
     channels: weakref.WeakSet[Any] = weakref.WeakSet()
-    pressure = {"checked": 0.0, "swept": 0.0, "short": False}
+    pressure: dict[str, Any] = {"checked": 0.0, "swept": 0.0, "short": False, "recount": None}
 
     def under_pressure(fresh: bool = False) -> bool:
-        """Whether descriptors are short (counted at most every PRESSURE_CHECK_SECONDS unless ``fresh``); a count
-        that finds them short closes the idle keep-alive connections (at most that often too)."""
+        """Whether descriptors are short (counted at most every PRESSURE_CHECK_SECONDS unless ``fresh``). While
+        they are, they are counted again every PRESSURE_CHECK_SECONDS, and the keep-alive connections idle for
+        PRESSURE_IDLE_SECONDS are closed."""
         now = time.monotonic()
         if fresh or now - pressure["checked"] >= PRESSURE_CHECK_SECONDS:
             pressure["checked"], pressure["short"] = now, descriptors_short()
             if pressure["short"] and now - pressure["swept"] >= PRESSURE_CHECK_SECONDS:
                 pressure["swept"] = now
-                idle = [channel for channel in channels if channel._mcp_idle()]
-                logger.warning("descriptors short: closing %d idle keep-alive connections", len(idle))
+                idle = [channel for channel in channels if channel._mcp_idle(now)]
+                if idle:
+                    logger.warning("descriptors short: closing %d idle keep-alive connections", len(idle))
                 for channel in idle:
                     channel.transport.loseConnection()
+            if pressure["short"] and pressure["recount"] is None:
+                pressure["recount"] = reactor.callLater(PRESSURE_CHECK_SECONDS, recount)
         return bool(pressure["short"])
+
+    def recount() -> None:
+        pressure["recount"] = None
+        under_pressure(fresh=True)
 
     class LimitedHTTPChannel(base):
         """``HTTPChannel`` with the limits of the module docstring."""
@@ -219,7 +232,7 @@ def _channel_class() -> type:
         _mcp_cut = False
         _mcp_backlog = False  # the transport paused this channel: the client is not keeping up
         _mcp_held_bytes = 0
-        _mcp_served = False  # a request was answered: between requests, the connection is an idle keep-alive
+        _mcp_served_at: float | None = None  # when its last request was answered (an idle keep-alive since)
 
         def connectionMade(self) -> None:
             # What the backlog holds back, in order: (progress key or None, bytes, whether they are chunk data).
@@ -230,12 +243,15 @@ def _channel_class() -> type:
             channels.add(self)
             under_pressure()
 
-        def _mcp_idle(self) -> bool:
-            return bool(self._mcp_served and not self._handlingRequest and not self.requests)
+        def _mcp_idle(self, now: float) -> bool:
+            """A keep-alive connection between requests for PRESSURE_IDLE_SECONDS (a client reusing it at once
+            is not cut as it sends its next request)."""
+            served = self._mcp_served_at
+            return served is not None and now - served >= PRESSURE_IDLE_SECONDS and not self.requests
 
         def requestDone(self, request: Any) -> None:
-            self._mcp_served = True
             super().requestDone(request)
+            self._mcp_served_at = time.monotonic() if not self.requests else None
 
         def _mcp_unsent(self) -> int:
             """Bytes written to the transport but not yet taken by the kernel; 0 if unknown (TLS)."""
