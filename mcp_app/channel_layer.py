@@ -56,13 +56,8 @@ logger = logging.getLogger("mcp_app.channel_layer")
 BLOCKING_RECEIVE_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
 CONNECT_TIMEOUT_SECONDS = 2.0
-MAX_CONNECTIONS = 2000
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
-# redis-py 8's asyncio pool allows 100 connections and raises MaxConnectionsError beyond (it does not wait).
-# Every in-flight layer command holds one: 64 concurrent streamed calls on sessions (progress fanned out through
-# the layer) already exceed 100 on a loaded machine, and their calls failed with -32603 (measured, bench/).
-MAX_CONNECTIONS = 2000
 
 
 def _layer_errors() -> tuple[type[BaseException], ...]:
@@ -84,7 +79,8 @@ def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) 
 
     A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
     replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
-    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff.
+    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff. How many
+    connections a pool opens, and how long an idle one stays, is ``mcp_app.redis_pool``'s (the settings).
     """
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialBackoff
@@ -95,7 +91,6 @@ def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) 
         "socket_keepalive": True,
         "health_check_interval": 30,
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
-        "max_connections": MAX_CONNECTIONS,
     }
 
 

@@ -82,11 +82,24 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_IDLE_SECONDS": 3600,
     # How long a tool waits for the client to answer a sampling/elicitation request (seconds).
     "CLIENT_REQUEST_TIMEOUT_SECONDS": 300,
+    # Redis connections of a process (mcp_app.redis_pool): each pool (one per event loop, for the channel layer,
+    # the event store, the rate/quota/breaker counters) opens at most REDIS_MAX_CONNECTIONS (a command waits
+    # for a free one, at most REDIS_POOL_WAIT_SECONDS, then fails as Redis being unreachable), and closes a
+    # connection idle for REDIS_IDLE_SECONDS. docs/deployment.md sizes Redis's maxclients from these.
+    "REDIS_MAX_CONNECTIONS": 50,
+    "REDIS_IDLE_SECONDS": 10.0,
+    "REDIS_POOL_WAIT_SECONDS": 5.0,
     # Where SSE events of session streams are kept for Last-Event-ID resumption, and for how long.
     "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
-    "EVENT_STORE_TTL_SECONDS": 3600,
+    # A stream's events expire this long after its last event: clients resume within seconds (SSE_RETRY_MS), and
+    # a stream nobody resumes must not pin memory for long.
+    "EVENT_STORE_TTL_SECONDS": 300,
     # Bytes of events kept per stream (the oldest dropped first; the newest event is always kept).
     "EVENT_STORE_MAX_BYTES": 1024 * 1024,
+    # Bytes of events one agent, and one tenant, may store per EVENT_STORE_TTL_SECONDS (0: unlimited). Beyond,
+    # their events are still delivered live but not stored (a resume replays none of them; docs/reliability.md).
+    "EVENT_STORE_MAX_BYTES_PER_AGENT": 16 * 1024 * 1024,
+    "EVENT_STORE_MAX_BYTES_PER_TENANT": 64 * 1024 * 1024,
     # The reconnection delay (retry:) announced on resumable streams, in milliseconds.
     "SSE_RETRY_MS": 1000,
     # A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
@@ -302,9 +315,14 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "PAGE_MAX_BYTES": (int,),
     "SESSION_IDLE_SECONDS": (int, float),
     "CLIENT_REQUEST_TIMEOUT_SECONDS": (int, float),
+    "REDIS_MAX_CONNECTIONS": (int,),
+    "REDIS_IDLE_SECONDS": (int, float),
+    "REDIS_POOL_WAIT_SECONDS": (int, float),
     "EVENT_STORE": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
     "EVENT_STORE_MAX_BYTES": (int,),
+    "EVENT_STORE_MAX_BYTES_PER_AGENT": (int,),
+    "EVENT_STORE_MAX_BYTES_PER_TENANT": (int,),
     "SSE_RETRY_MS": (int,),
     "SSE_RESUME_IDLE_SECONDS": (int, float),
     "TASK_IMMEDIATE_SECONDS": (int, float),
@@ -536,6 +554,12 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
         raise ImproperlyConfigured("MCP_APP['AUTH_FAILURE_RATE'] must be positive and AUTH_FAILURE_BURST at least 1.")
     if values["CAP_LEASE_SECONDS"] <= 0:
         raise ImproperlyConfigured("MCP_APP['CAP_LEASE_SECONDS'] must be positive.")
+    if values["REDIS_MAX_CONNECTIONS"] < 2:
+        raise ImproperlyConfigured(
+            "MCP_APP['REDIS_MAX_CONNECTIONS'] must be at least 2 (a blocking receive holds one)."
+        )
+    if values["REDIS_IDLE_SECONDS"] <= 0 or values["REDIS_POOL_WAIT_SECONDS"] <= 0:
+        raise ImproperlyConfigured("MCP_APP['REDIS_IDLE_SECONDS'] and REDIS_POOL_WAIT_SECONDS must be positive.")
 
 
 def _check_http_tool_settings(values: dict[str, Any]) -> None:

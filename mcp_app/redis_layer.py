@@ -10,6 +10,10 @@ members, read the members, drop expired messages, add), ``group_add`` two. Here 
 through these; on the development machine each round trip costs 0.15 to 0.3 ms of a call's latency
 (docs/workers.md#performance).
 
+Its connection pools (one per event loop) are ``mcp_app.redis_pool.BoundedConnectionPool``: at most
+``REDIS_MAX_CONNECTIONS``, idle ones closed after ``REDIS_IDLE_SECONDS`` (stock channels-redis keeps every
+connection it ever opened: about two per GET stream that ended in a burst, issue 25).
+
 Receiving is channels-redis's unchanged (``BZPOPMIN`` with its backup queue, so a cancelled receive loses
 nothing). ``redis_layer_config`` (``mcp_app.channel_layer``) names this class; a project may name the stock
 one instead and lose only the speed.
@@ -56,7 +60,15 @@ return over_capacity
 
 
 class RedisChannelLayer(StockRedisChannelLayer):
-    """channels-redis's layer with its writes batched (see the module docstring)."""
+    """channels-redis's layer with its writes batched and its pools bounded (see the module docstring)."""
+
+    def create_pool(self, index: int) -> Any:
+        host = dict(self.hosts[index])
+        if "address" not in host:  # Sentinel or separate host/port options: channels-redis's own pool
+            return super().create_pool(index)
+        from .redis_pool import bounded_pool
+
+        return bounded_pool(host.pop("address"), **host)
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "message is not a dict"

@@ -300,6 +300,9 @@ if os.environ.get("MCP_IDLE_TIMEOUT_SECONDS"):
     MCP_APP["IDLE_TIMEOUT_SECONDS"] = float(os.environ["MCP_IDLE_TIMEOUT_SECONDS"])
 if os.environ.get("MCP_MAX_PENDING_BYTES"):
     MCP_APP["MAX_PENDING_BYTES"] = int(os.environ["MCP_MAX_PENDING_BYTES"])
+for _name in ("EVENT_STORE_MAX_BYTES_PER_AGENT", "EVENT_STORE_MAX_BYTES_PER_TENANT", "REDIS_MAX_CONNECTIONS"):
+    if os.environ.get(f"MCP_{_name}"):
+        MCP_APP[_name] = int(os.environ[f"MCP_{_name}"])
 if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):

@@ -361,11 +361,9 @@ class RedisBreakers:
         loop = asyncio.get_running_loop()
         found = self._async.get(loop)
         if found is None:
-            import redis.asyncio as redis
+            from ..redis_pool import redis_client
 
-            from ..channel_layer import redis_connection_options
-
-            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
+            client = redis_client(self._url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
             found = self._async[loop] = self._scripts(client)
         return found
 

@@ -252,12 +252,10 @@ class RedisRates:
         loop = id(asyncio.get_running_loop())
         script = self._clients.get(loop)
         if script is None:
-            import redis.asyncio as redis
-
-            from ..channel_layer import redis_connection_options
+            from ..redis_pool import redis_client
             from ..workers.redis_quotas import SOCKET_TIMEOUT_SECONDS
 
-            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
+            client = redis_client(self._url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
             script = self._clients[loop] = client.register_script(TAKE_SCRIPT)
         return script
 

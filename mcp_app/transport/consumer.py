@@ -539,6 +539,7 @@ class McpConsumer(AsyncConsumer):
             allow_stream=allow_stream,
             session_key=session.key if session is not None else None,
             priming=route.protocol_version >= versions.V2025_11_25,
+            owner=(grant.token.tenant_pk, grant.token.agent_pk),
         )
         self._writer = writer
         scope = session.key if session is not None else f"t{grant.token.pk}"

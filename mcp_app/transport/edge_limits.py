@@ -33,6 +33,19 @@ Two bounds on what daphne writes:
   (latest wins, at the newest one's place). Every other event, comment and byte is kept, in order. The held
   bytes count as pending and leave, in order, when the transport asks for more (``resumeProducing``).
 
+Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RESERVE`` left under
+``RLIMIT_NOFILE``), connections give their descriptors back instead of holding them for ``IDLE_TIMEOUT_SECONDS``:
+
+- a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and the
+  connection closes once it is sent (its client waits ``Retry-After`` or signs in again before its next request);
+- the keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` (after answering a request) are closed.
+
+Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
+connection or a 401/429 (not for every connection of a process that holds tens of thousands), and every
+``PRESSURE_CHECK_SECONDS`` for as long as they are short. Issue 25: one
+agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused connections open, and another tenant
+failed 92 of 92 requests.
+
 ``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
 ``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
 against (``SUPPORTED_TWISTED``, ``SUPPORTED_DAPHNE``) and the private attributes it uses, and refuses (logging
@@ -43,6 +56,8 @@ change. Behind a reverse proxy, set the proxy's own body limit too (nginx ``clie
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from typing import Any
 
 import orjson
@@ -56,6 +71,10 @@ SUPPORTED_TWISTED = ((22, 0), (27, 0))  # [from, to)
 LINGER_SECONDS = 2.0
 LINGER_MAX_BYTES = 8 * 1024 * 1024
 SUPPORTED_DAPHNE = ((4, 0), (5, 0))
+# Answers that close their connection under descriptor pressure, and how often idle connections are swept then.
+CLOSING_STATUSES = frozenset({401, 429, 503})
+PRESSURE_CHECK_SECONDS = 0.5
+PRESSURE_IDLE_SECONDS = 2.0
 REASONS = {
     400: b"Bad Request",
     408: b"Request Timeout",
@@ -71,6 +90,7 @@ CHANNEL_INTERNALS = (
     "requests",
     "line_mode",
     "_buffer",
+    "persistent",
 )
 # The buffers of Twisted's transports (``abstract.FileDescriptor``) that hold what is written but not yet sent.
 TRANSPORT_BUFFERS = ("dataBuffer", "offset", "_tempDataBuffer", "_tempDataLen")
@@ -88,6 +108,7 @@ CHANNEL_METHODS = (
     "pauseProducing",
     "resumeProducing",
     "resetTimeout",
+    "requestDone",
 )
 
 
@@ -165,7 +186,38 @@ def _channel_class() -> type:
     # Typed as Any: this class works with Twisted's private internals (name-mangled attributes, the transport
     # before it is set, ``callLater`` of the channel) that its type hints do not describe; the version guard and
     # the internals test pin them instead.
+    from ..limits.caps import descriptors_short
+
     base: Any = http.HTTPChannel
+    from twisted.internet import reactor as twisted_reactor
+
+    reactor: Any = twisted_reactor  # the installed reactor (daphne's); its module-level type is not its own
+    # The open connections of the process; when descriptors were last counted (and idle connections closed),
+    # whether they were short, and the recount scheduled while they are.
+    channels: weakref.WeakSet[Any] = weakref.WeakSet()
+    pressure: dict[str, Any] = {"checked": 0.0, "swept": 0.0, "short": False, "recount": None}
+
+    def under_pressure(fresh: bool = False) -> bool:
+        """Whether descriptors are short (counted at most every PRESSURE_CHECK_SECONDS unless ``fresh``). While
+        they are, they are counted again every PRESSURE_CHECK_SECONDS, and the keep-alive connections idle for
+        PRESSURE_IDLE_SECONDS are closed."""
+        now = time.monotonic()
+        if fresh or now - pressure["checked"] >= PRESSURE_CHECK_SECONDS:
+            pressure["checked"], pressure["short"] = now, descriptors_short()
+            if pressure["short"] and now - pressure["swept"] >= PRESSURE_CHECK_SECONDS:
+                pressure["swept"] = now
+                idle = [channel for channel in channels if channel._mcp_idle(now)]
+                if idle:
+                    logger.warning("descriptors short: closing %d idle keep-alive connections", len(idle))
+                for channel in idle:
+                    channel.transport.loseConnection()
+            if pressure["short"] and pressure["recount"] is None:
+                pressure["recount"] = reactor.callLater(PRESSURE_CHECK_SECONDS, recount)
+        return bool(pressure["short"])
+
+    def recount() -> None:
+        pressure["recount"] = None
+        under_pressure(fresh=True)
 
     class LimitedHTTPChannel(base):
         """``HTTPChannel`` with the limits of the module docstring."""
@@ -180,6 +232,7 @@ def _channel_class() -> type:
         _mcp_cut = False
         _mcp_backlog = False  # the transport paused this channel: the client is not keeping up
         _mcp_held_bytes = 0
+        _mcp_served_at: float | None = None  # when its last request was answered (an idle keep-alive since)
 
         def connectionMade(self) -> None:
             # What the backlog holds back, in order: (progress key or None, bytes, whether they are chunk data).
@@ -187,6 +240,18 @@ def _channel_class() -> type:
             self.timeOut = float(mcp_settings.IDLE_TIMEOUT_SECONDS)
             self.abortTimeout = LINGER_SECONDS
             super().connectionMade()
+            channels.add(self)
+            under_pressure()
+
+        def _mcp_idle(self, now: float) -> bool:
+            """A keep-alive connection between requests for PRESSURE_IDLE_SECONDS (a client reusing it at once
+            is not cut as it sends its next request)."""
+            served = self._mcp_served_at
+            return served is not None and now - served >= PRESSURE_IDLE_SECONDS and not self.requests
+
+        def requestDone(self, request: Any) -> None:
+            super().requestDone(request)
+            self._mcp_served_at = time.monotonic() if not self.requests else None
 
         def _mcp_unsent(self) -> int:
             """Bytes written to the transport but not yet taken by the kernel; 0 if unknown (TLS)."""
@@ -253,6 +318,13 @@ def _channel_class() -> type:
             return request is not None and bool(getattr(request, "chunked", False))
 
         def writeHeaders(self, version: bytes, code: bytes, reason: bytes, headers: Any) -> None:
+            this: Any = self  # ``persistent`` is Twisted's (public, untyped)
+            status = int(code)
+            # A 503 is counted afresh: the descriptor guard's own refusal must close its connection.
+            if status in CLOSING_STATUSES and this.persistent and under_pressure(fresh=status == 503):
+                # Twisted keeps a connection alive whatever the answer says: not persistent, it closes once sent.
+                this.persistent = False
+                headers.setRawHeaders(b"Connection", [b"close"])  # the request's ``responseHeaders``
             if self._mcp_held:  # a pipelined request's answer: after what is held
                 channel: Any = self  # the transport swapped for a moment: its type is not the transport's
                 transport, collected = channel.transport, _Collector()
@@ -411,6 +483,7 @@ def _channel_class() -> type:
             super().allContentReceived()
 
         def connectionLost(self, reason: Any) -> None:
+            channels.discard(self)
             self._mcp_disarm()
             linger = getattr(self, "_mcp_linger", None)
             if linger is not None and linger.active():

@@ -119,6 +119,7 @@ class Streams:
             session_key=session.key if session is not None else None,
             priming=session is not None and session.protocol_version >= versions.V2025_11_25 and resume is None,
             kind=GET_STREAM,
+            owner=(grant.token.tenant_pk, grant.token.agent_pk),
         )
         if session is not None:
             self._session = session

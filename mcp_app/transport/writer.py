@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -24,7 +25,9 @@ from ..events import STREAM_EVENT, stream_group
 from ..protocol import jsonrpc
 from ..protocol.errors import ServiceUnavailable
 from . import sse
-from .eventstore import POST_STREAM, get_event_store, new_stream_id
+from .eventstore import POST_STREAM, Owner, get_event_store, new_stream_id
+
+logger = logging.getLogger("mcp_app.transport")
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Headers = Sequence[tuple[bytes, bytes]]
@@ -76,8 +79,10 @@ class ResponseWriter:
         session_key: str | None = None,
         priming: bool = False,
         kind: str = POST_STREAM,
+        owner: Owner | None = None,
     ) -> None:
         self._send = send
+        self._owner = owner  # whose bytes the stored events count against (the event store's owner bounds)
         self._cors = cors
         self._allow_stream = allow_stream
         self._session_key = session_key
@@ -98,6 +103,7 @@ class ResponseWriter:
         self._keeper: asyncio.Task[None] | None = None  # keep-alive comments of a started POST stream
         self._sent_at = 0.0  # loop time of the last bytes sent
         self.ended = False  # the body is over (or handed to the edge): nothing more is written
+        self._unstored_logged = False
 
     @property
     def resumable(self) -> bool:
@@ -300,7 +306,13 @@ class ResponseWriter:
                     assert self.stream_id is not None
                     try:
                         # In the store before on the wire: a client that sees an event can resume after it.
-                        await get_event_store().append_many(self.stream_id, events)
+                        stored = await get_event_store().append_many(self.stream_id, events, self._owner)
+                        if not stored and not self._unstored_logged:
+                            # Over its owner's bound: sent live all the same, only not resumable.
+                            self._unstored_logged = True
+                            logger.warning(
+                                "stream %s: events not stored, %s over its bound", self.stream_id, self._owner
+                            )
                         if self.disconnected:
                             await self._publish(events)
                             data = b""

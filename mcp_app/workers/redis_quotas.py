@@ -106,11 +106,9 @@ class RedisQuotas:
         loop = id(asyncio.get_running_loop())
         found = self._async.get(loop)
         if found is None:
-            import redis.asyncio as redis
+            from ..redis_pool import redis_client
 
-            from ..channel_layer import redis_connection_options
-
-            client = redis.from_url(self._url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS))
+            client = redis_client(self._url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
             found = self._async[loop] = (client, self._scripts(client))
         return found[1]
 

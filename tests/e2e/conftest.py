@@ -109,12 +109,24 @@ class OwnRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
+    def start(self, *options: str) -> None:
+        """Start (or restart) the server; ``options`` are more ``redis-server`` arguments (``--maxclients``, 50)."""
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        args += options
         self.process = subprocess.Popen(
             [*args, "--dir", str(self.tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         wait_for_port(self.port, self.process, "redis-server")
+
+    def clients(self) -> int:
+        """How many clients are connected (``INFO clients``), this question's own connection excluded."""
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_timeout=5.0)
+        try:
+            return int(client.info("clients")["connected_clients"]) - 1
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.process is not None:

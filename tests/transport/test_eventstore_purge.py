@@ -21,7 +21,7 @@ async def test_the_memory_store_drops_streams_older_than_the_ttl():
         assert store.purge_expired() == 1
     assert await store.after("old-stream", 0) == []
     await store.append("new-stream", 1, {"n": 1})
-    assert store.purge_expired() == 0  # the default hour has not passed
+    assert store.purge_expired() == 0  # the default TTL has not passed
     assert await store.after("new-stream", 0) == [(1, {"n": 1})]
 
 
@@ -109,3 +109,33 @@ async def test_the_memory_store_is_bounded_in_bytes_per_stream_too():
     store = MemoryEventStore(max_bytes=1)  # the newest event is always kept
     await store.append_many("s", [(1, {"message": HUNDRED_KB}), (2, {"message": HUNDRED_KB})])
     assert [n for n, _ in await store.after("s", 0)] == [2]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def bounded_store(request: pytest.FixtureRequest, settings: object) -> object:
+    """Each store, with an agent held to 300 kB of events per TTL window and a tenant to 500 kB."""
+    settings.MCP_APP = {  # type: ignore[attr-defined]
+        **settings.MCP_APP,  # type: ignore[attr-defined]
+        "EVENT_STORE_MAX_BYTES_PER_AGENT": 300_000,
+        "EVENT_STORE_MAX_BYTES_PER_TENANT": 500_000,
+    }
+    if request.param == "memory":
+        return MemoryEventStore()
+    from tests.conftest import require_redis
+
+    return RedisEventStore(require_redis(), prefix=f"test-owner-{uuid.uuid4().hex[:8]}")
+
+
+async def test_an_agent_and_a_tenant_are_bounded_in_stored_bytes_and_others_are_not(bounded_store):
+    """Issue 25: one agent's progress calls pinned 533 MB of Redis in 20 s. Over its agent's (or tenant's) bound
+    an append stores nothing and says so; another agent of the tenant stores until the tenant's bound; another
+    tenant is untouched."""
+    store = bounded_store
+    event = {"message": HUNDRED_KB}  # ~100 kB stored
+    assert [await store.append_many(f"a1-{n}", [(1, event)], owner=(1, 11)) for n in range(3)] == [True, True, False]
+    assert await store.after("a1-2", 0) == []  # nothing of the refused append was kept
+    # Same tenant, another agent: the tenant has 200 kB stored, 300 kB left.
+    assert [await store.append_many(f"a2-{n}", [(1, event)], owner=(1, 12)) for n in range(3)] == [True, True, False]
+    assert await store.append_many("b", [(1, event), (2, event)], owner=(2, 21))  # another tenant
+    assert [n for n, _ in await store.after("b", 0)] == [1, 2]
+    assert await store.append_many("anonymous", [(n, event) for n in range(1, 5)])  # no owner: the stream's bounds

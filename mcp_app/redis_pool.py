@@ -1,0 +1,110 @@
+"""Redis connection pools of a process: bounded, and idle connections closed.
+
+redis-py's asyncio ``ConnectionPool`` opens a connection for every command in flight and keeps each one open for
+good once the command is done. A burst of GET streams ending at once (each leaves its groups and stops its
+receive loop through Redis) therefore left about two idle connections per stream in the process, never closed:
+a few hundred streams filled a Redis near its ``maxclients`` (other processes' streams then failed) and the
+descriptors of a daphne under ``ulimit -n`` (issue 25).
+
+Contract:
+
+- ``BoundedConnectionPool``: redis-py's ``BlockingConnectionPool`` (at most ``REDIS_MAX_CONNECTIONS``
+  connections; a command beyond waits for a free one, at most ``REDIS_POOL_WAIT_SECONDS``, then fails with
+  ``redis.exceptions.ConnectionError``, one of ``channel_layer.LAYER_ERRORS``: the edge answers it as Redis being
+  unreachable, 503) that closes a connection idle for ``REDIS_IDLE_SECONDS``. A closed connection stays in the
+  pool as an unconnected slot and reconnects on its next use. The pool belongs to the event loop it is used in.
+- ``redis_client(url, socket_timeout=...)``: the asyncio client of the running loop for ``url`` on such a pool,
+  one per (loop, url, socket timeout): the event store, the rate limits, the quotas and the breaker share it.
+  The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
+
+Not owned here: connection options (``channel_layer.redis_connection_options``); synchronous clients (the
+invalidation follower, the heartbeat, Django's cache), which are bounded by their threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from typing import Any
+
+import redis.asyncio as redis
+from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
+
+from .conf import mcp_settings
+
+
+class BoundedConnectionPool(BlockingConnectionPool):
+    """At most ``max_connections`` connections; one idle for ``idle_seconds`` is closed (module docstring)."""
+
+    def __init__(self, *, idle_seconds: float, **options: Any) -> None:
+        super().__init__(**options)
+        self.idle_seconds = idle_seconds
+        # The connections released and not taken again since, with when they were released.
+        self._idle: dict[AbstractConnection, float] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._closing: asyncio.Task[None] | None = None
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
+        connection = await super().get_connection(*args, **kwargs)
+        self._idle.pop(connection, None)
+        return connection
+
+    async def release(self, connection: AbstractConnection) -> None:
+        await super().release(connection)
+        self._idle[connection] = time.monotonic()
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(self.idle_seconds, self._close_idle)
+
+    def _close_idle(self) -> None:
+        self._sweep = None
+        self._closing = asyncio.get_running_loop().create_task(self._close_stale())
+
+    async def _close_stale(self) -> None:
+        cutoff = time.monotonic() - self.idle_seconds
+        for connection, since in list(self._idle.items()):
+            if since <= cutoff and self._idle.get(connection) == since:  # not taken since the list was made
+                del self._idle[connection]
+                # Without waiting for the close, disconnect does not suspend: no task can take the connection
+                # while it closes.
+                with contextlib.suppress(Exception):
+                    await connection.disconnect(nowait=True)
+        if self._idle and self._sweep is None:
+            wait = min(self._idle.values()) + self.idle_seconds - time.monotonic()
+            self._sweep = asyncio.get_running_loop().call_later(max(wait, 0.0), self._close_idle)
+
+    def open_idle(self) -> int:
+        """How many connections are open and idle."""
+        return sum(1 for connection in self._idle if connection.is_connected)
+
+
+def bounded_pool(url: str, **options: Any) -> BoundedConnectionPool:
+    """A ``BoundedConnectionPool`` for ``url`` sized by the settings; ``options`` are redis-py connection options."""
+    options.pop("max_connections", None)
+    pool: BoundedConnectionPool = BoundedConnectionPool.from_url(
+        url,
+        max_connections=int(mcp_settings.REDIS_MAX_CONNECTIONS),
+        timeout=float(mcp_settings.REDIS_POOL_WAIT_SECONDS),
+        idle_seconds=float(mcp_settings.REDIS_IDLE_SECONDS),
+        **options,
+    )
+    return pool
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, float], redis.Redis]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def redis_client(url: str, *, socket_timeout: float) -> redis.Redis:
+    """The running loop's client for ``url`` (see the module docstring); redis-py connections belong to the loop
+    that made them, so a client is never shared across loops."""
+    from .channel_layer import redis_connection_options
+
+    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    client = clients.get((url, socket_timeout))
+    if client is None:
+        pool = bounded_pool(url, **redis_connection_options(socket_timeout=socket_timeout))
+        client = clients[(url, socket_timeout)] = redis.Redis(connection_pool=pool)
+    return client
