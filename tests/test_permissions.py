@@ -215,14 +215,14 @@ def test_register_tenant_path_for_models_of_other_modules():
 
 
 def test_the_migration_makes_existing_members_staff(globex, django_user_model):
-    """Members made before a membership made its user staff (0017_roles_admin) open the admin after migrating."""
+    """Members made before a membership made its user staff (0018_roles_admin) open the admin after migrating."""
     import importlib
 
     earlier = django_user_model.objects.create_user("earlier-member")
     bystander = django_user_model.objects.create_user("earlier-bystander")
     TenantMembership.objects.bulk_create([TenantMembership(tenant=globex.tenant, user=earlier)])  # no save()
     assert not django_user_model.objects.get(pk=earlier.pk).is_staff
-    migration = importlib.import_module("mcp_app.migrations.0017_roles_admin")
+    migration = importlib.import_module("mcp_app.migrations.0018_roles_admin")
     migration.members_are_staff(apps, None)
     assert django_user_model.objects.get(pk=earlier.pk).is_staff
     assert not django_user_model.objects.get(pk=bystander.pk).is_staff

@@ -18,7 +18,7 @@ def members_are_staff(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-        ("mcp_app", "0016_upstreams"),
+        ("mcp_app", "0017_upstream_era"),
     ]
 
     operations = [migrations.RunPython(members_are_staff, migrations.RunPython.noop)]
