@@ -300,9 +300,12 @@ if os.environ.get("MCP_IDLE_TIMEOUT_SECONDS"):
     MCP_APP["IDLE_TIMEOUT_SECONDS"] = float(os.environ["MCP_IDLE_TIMEOUT_SECONDS"])
 if os.environ.get("MCP_MAX_PENDING_BYTES"):
     MCP_APP["MAX_PENDING_BYTES"] = int(os.environ["MCP_MAX_PENDING_BYTES"])
-for _name in ("EVENT_STORE_MAX_BYTES_PER_AGENT", "EVENT_STORE_MAX_BYTES_PER_TENANT", "REDIS_MAX_CONNECTIONS"):
-    if os.environ.get(f"MCP_{_name}"):
-        MCP_APP[_name] = int(os.environ[f"MCP_{_name}"])
+if os.environ.get("MCP_EVENT_STORE_MAX_BYTES_PER_AGENT"):
+    MCP_APP["EVENT_STORE_MAX_BYTES_PER_AGENT"] = int(os.environ["MCP_EVENT_STORE_MAX_BYTES_PER_AGENT"])
+if os.environ.get("MCP_EVENT_STORE_MAX_BYTES_PER_TENANT"):
+    MCP_APP["EVENT_STORE_MAX_BYTES_PER_TENANT"] = int(os.environ["MCP_EVENT_STORE_MAX_BYTES_PER_TENANT"])
+if os.environ.get("MCP_REDIS_MAX_CONNECTIONS"):
+    MCP_APP["REDIS_MAX_CONNECTIONS"] = int(os.environ["MCP_REDIS_MAX_CONNECTIONS"])
 if os.environ.get("MCP_REQUEST_DEADLINE_SECONDS"):
     MCP_APP["REQUEST_DEADLINE_SECONDS"] = float(os.environ["MCP_REQUEST_DEADLINE_SECONDS"])
 if os.environ.get("MCP_SSE_RESUME_IDLE_SECONDS"):

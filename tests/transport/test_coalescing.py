@@ -58,9 +58,9 @@ async def test_a_session_stream_is_stored_in_one_call_before_any_byte_is_sent(
     unstored_when_sent: list[str] = []
     append_many = store.append_many
 
-    async def counted(stream_id: str, burst: Any) -> None:
+    async def counted(stream_id: str, burst: Any, owner: Any = None) -> bool:
         appends.append(len(burst))
-        await append_many(stream_id, burst)
+        return await append_many(stream_id, burst, owner)
 
     send_body = writer.send_body
 
@@ -105,7 +105,7 @@ async def test_a_store_failing_mid_stream_sends_no_unkept_event_and_ends_with_an
     session_id = await open_session(access)
     store = eventstore.get_event_store()
 
-    async def unreachable(stream_id: str, burst: Any) -> None:
+    async def unreachable(stream_id: str, burst: Any, owner: Any = None) -> bool:
         raise ConnectionError("the store went away")
 
     monkeypatch.setattr(store, "append_many", unreachable)
