@@ -35,6 +35,7 @@ def session_alive(entry: SessionEntry, now: datetime) -> bool:
 class DatabaseSession:
     def __init__(self, entry: SessionEntry) -> None:
         self._pk = entry.pk
+        self.pk = entry.pk
         self.key = entry.key
         self.protocol_version = entry.protocol_version
         self.log_level: str | None = entry.log_level
