@@ -23,8 +23,16 @@ from django.core.management import call_command
 from django.test import Client
 
 from tests.conftest import Access
-from tests.e2e.conftest import BOUND_SECONDS, CALL
-from tests.helpers import data_messages, endpoint, initialize, needs_shared_layer, within_bound
+from tests.e2e.conftest import BOUND_SECONDS, CALL, Daphne
+from tests.e2e.federation.conftest import (  # noqa: F401  (fixtures used here)
+    allow_loopback,
+    bearer,
+    federate,
+    federating_daphne,
+    mcp_host_upstream,
+    second_federating_daphne,
+)
+from tests.helpers import data_messages, endpoint, initialize, needs_shared_layer, wait_until, within_bound
 from tests.helpers import post_headers as headers
 from tests.oauth_flow import Issued, run_flow, token_request
 
@@ -333,3 +341,66 @@ async def test_a_deleted_oauth_client_s_access_and_refresh_tokens_are_refused(
     )()
     assert refreshed.status_code in (400, 401), refreshed.content
     assert refreshed.json()["error"] in ("invalid_client", "invalid_grant")
+
+
+# Upstreams: disabled or deleted, their tools leave every process's catalog, a call is an unknown tool (never a
+# 5xx), and every process closes its pooled connection (the upstream, mcp-host itself here, counts its sessions).
+
+UP_CALL = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "up_echo", "arguments": {"text": "u"}}}
+
+
+def disable_upstream(upstream: Any) -> None:
+    upstream.enabled = False
+    upstream.save()
+
+
+UPSTREAM_REMOVALS: dict[str, Callable[[Any], None]] = {
+    "upstream disabled": disable_upstream,
+    "upstream deleted": lambda upstream: upstream.delete(),
+}
+
+
+@pytest.mark.parametrize("removal", list(UPSTREAM_REMOVALS))
+async def test_a_removed_upstream_leaves_every_catalog_and_its_pooled_sessions_close(
+    removal: str,
+    daphne_url: str,
+    federating_daphne: Daphne,  # noqa: F811  (the federation fixtures, imported above)
+    second_federating_daphne: Daphne,  # noqa: F811  (the federation fixtures, imported above)
+    mcp_host_upstream: Access,  # noqa: F811  (the federation fixtures, imported above)
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],  # noqa: F811  (the federation fixtures, imported above)
+) -> None:
+    from mcp_app.models import McpSession
+
+    def build() -> tuple[Access, Any]:
+        access = access_factory(tools=())
+        url = f"{daphne_url}{mcp_host_upstream.path}?{mcp_host_upstream.query}"
+        return access, federate(access, url, secret=bearer(mcp_host_upstream))
+
+    access, upstream = await database_sync_to_async(build)()
+    live_sessions = database_sync_to_async(
+        McpSession.objects.filter(server=mcp_host_upstream.server, terminated_at__isnull=True).count
+    )
+    bases = (federating_daphne.url, second_federating_daphne.url)
+    before = await live_sessions()
+    plain = headers(access, **{"MCP-Protocol-Version": "2025-11-25"})
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        for base in bases:  # each process opens (and pools) one connection to the upstream
+            served = await http.post(endpoint(base, access), json=UP_CALL, headers=plain)
+            assert served.status_code == 200 and served.json()["result"]["content"][0]["text"] == "u", served.text
+        assert await live_sessions() - before == len(bases)
+        await database_sync_to_async(UPSTREAM_REMOVALS[removal])(upstream)
+
+        async def gone(base: str) -> bool:
+            listed = await http.post(endpoint(base, access), json=TOOLS_LIST, headers=plain)
+            called = await http.post(endpoint(base, access), json=UP_CALL, headers=plain)
+            assert listed.status_code == 200 and called.status_code == 200, (listed.text, called.text)
+            names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+            return "up_echo" not in names and called.json().get("error", {}).get("code") == -32602
+
+        await within_bound(gone, bases, what=removal)
+
+    async def closed() -> bool:
+        return await live_sessions() == before
+
+    await wait_until(closed, timeout=BOUND_SECONDS + 1, what=f"{removal}: pooled upstream sessions closed")

@@ -1,6 +1,6 @@
 """Federation end to end: a daphne that may reach loopback upstreams, and the pieces every test builds on.
 
-``federating_daphne`` is a daphne of this module's own whose outbound allow-list admits 127.0.0.1 (the session's
+``federating_daphne`` (and ``second_federating_daphne``) is a daphne of this module's own whose outbound allow-list admits 127.0.0.1 (the session's
 daphne keeps the default, which refuses private addresses: the SSRF tests use it). ``mcp_host_upstream`` is
 mcp-host itself as an upstream: a server of tenant A limited to the handshake era (so the SDK client of the
 federating daphne falls back from ``server/discover`` to ``initialize``), exposing test tools that elicit,
@@ -32,6 +32,13 @@ LOOPBACK = "127.0.0.1"
 def federating_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
     env = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
     with running_daphne(tmp_path_factory, env) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def second_federating_daphne(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+    """Another federating process: each holds its own pooled upstream connections."""
+    with running_daphne(tmp_path_factory, {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}) as server:
         yield server
 
 
