@@ -27,7 +27,10 @@ def pkce() -> tuple[str, str]:
     return verifier, challenge
 
 
-def register(client: Client, redirect_uris: list[str] | None = None, name: str = "Test client") -> dict[str, Any]:
+def register(
+    client: Client, redirect_uris: list[str] | None = None, name: str = "Test client", *, auth_method: str = "none"
+) -> dict[str, Any]:
+    """Register a client (RFC 7591); ``auth_method`` other than ``none`` makes it confidential (with a secret)."""
     response = client.post(
         "/oauth/register/",
         data={
@@ -35,7 +38,7 @@ def register(client: Client, redirect_uris: list[str] | None = None, name: str =
             "redirect_uris": redirect_uris or [REDIRECT],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
-            "token_endpoint_auth_method": "none",
+            "token_endpoint_auth_method": auth_method,
         },
         content_type="application/json",
     )
@@ -72,6 +75,7 @@ class Issued:
     server: Any
     user: Any
     raw: dict[str, Any] = field(default_factory=dict)
+    client_secret: str = ""  # a confidential client's (``run_flow(auth_method=...)``)
 
     # The transport helpers' "access" protocol: no agentId in the URL.
     @property
@@ -93,8 +97,10 @@ def token_request(client: Client, **data: Any) -> Any:
     )
 
 
-def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None) -> Issued:
-    registered = register(client)
+def run_flow(
+    client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None, auth_method: str = "none"
+) -> Issued:
+    registered = register(client, auth_method=auth_method)
     client.force_login(user)
     verifier, challenge = pkce()
     params = authorize_params(registered["client_id"], server.server_id, challenge)
@@ -112,12 +118,14 @@ def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | 
         code=query["code"],
         redirect_uri=REDIRECT,
         client_id=registered["client_id"],
+        client_secret=registered.get("client_secret"),
         code_verifier=verifier,
         resource=f"{ORIGIN}/mcp/{server.server_id}",
     )
     assert token.status_code == 200, token.content
     body = token.json()
-    return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body)
+    secret = registered.get("client_secret", "")
+    return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body, secret)
 
 
 @pytest.fixture(autouse=True)

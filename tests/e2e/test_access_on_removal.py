@@ -404,3 +404,51 @@ async def test_a_removed_upstream_leaves_every_catalog_and_its_pooled_sessions_c
         return await live_sessions() == before
 
     await wait_until(closed, timeout=BOUND_SECONDS + 1, what=f"{removal}: pooled upstream sessions closed")
+
+
+def rotate_secret(issued: Issued) -> None:
+    from oauth2_provider.models import Application
+
+    client = Application.objects.get(client_id=issued.client_id)
+    client.client_secret = "a-new-secret-of-the-operator-5d1e"
+    client.save()
+
+
+async def test_rotating_a_confidential_client_s_secret_refuses_its_tokens(
+    daphne_url: str, second_daphne: Any, oauth_world: Any
+) -> None:
+    access, user = oauth_world
+    issued = await database_sync_to_async(
+        lambda: run_flow(Client(), user, access.server, auth_method="client_secret_post")
+    )()
+    assert issued.client_secret
+    bases = (daphne_url, second_daphne.url)
+    bearer = {
+        "Authorization": f"Bearer {issued.access_token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        for base in bases:
+            assert (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 200
+        await database_sync_to_async(rotate_secret)(issued)
+
+        async def refused(base: str) -> bool:
+            return (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 401
+
+        await within_bound(refused, bases, what="OAuth client secret rotated")
+
+    def refresh(secret: str) -> Any:
+        return token_request(
+            Client(),
+            grant_type="refresh_token",
+            refresh_token=issued.refresh_token,
+            client_id=issued.client_id,
+            client_secret=secret,
+        )
+
+    with_old = await database_sync_to_async(refresh)(issued.client_secret)
+    with_new = await database_sync_to_async(refresh)("a-new-secret-of-the-operator-5d1e")
+    assert with_old.status_code == 401 and with_old.json()["error"] == "invalid_client", with_old.content
+    assert with_new.status_code == 400 and with_new.json()["error"] == "invalid_grant", with_new.content
