@@ -6,6 +6,9 @@ must reach both processes within ``BOUND_SECONDS``: requests answer the document
 404 for a server or tenant, ``-32602`` for a tool), an already-open GET stream *ends*, and a withdrawn tool is
 announced (``notifications/tools/list_changed``) to the session's open stream. The guarantees are in
 docs/reliability.md ("Access on removal").
+
+Without ``REDIS_URL`` the processes follow the database log instead (``DatabaseInvalidation``), and the tests whose
+stream must hear another process's broadcast skip (under ``MCP_REQUIRE_SERVICES=1`` they fail instead).
 """
 
 from __future__ import annotations
@@ -126,7 +129,6 @@ async def session_streams(
 async def test_a_removal_refuses_requests_and_ends_open_streams_on_every_process(
     removal: str, daphne_url: str, second_daphne: Any, live_access: Access
 ) -> None:
-    needs_shared_layer()
     remove, status = REMOVALS[removal]
     bases = (daphne_url, second_daphne.url)
     async with httpx.AsyncClient(timeout=WAIT) as http, session_streams(http, bases, live_access) as opened:
