@@ -35,7 +35,16 @@ from tests.e2e.federation.conftest import (  # noqa: F401  (fixtures used here)
     mcp_host_upstream,
     second_federating_daphne,
 )
-from tests.helpers import data_messages, endpoint, initialize, needs_shared_layer, wait_until, within_bound
+from tests.helpers import (
+    data_messages,
+    endpoint,
+    initialize,
+    modern_body,
+    needs_shared_layer,
+    routing_headers,
+    wait_until,
+    within_bound,
+)
 from tests.helpers import post_headers as headers
 from tests.oauth_flow import Issued, run_flow, token_request
 
@@ -153,6 +162,41 @@ async def test_a_removal_refuses_requests_and_ends_open_streams_on_every_process
         ended = [end.result() for end in ends]
     late = {base: round(at - removed, 2) for base, (at, _) in zip(bases, ended, strict=True)}
     assert max(late.values()) <= BOUND_SECONDS, f"{removal}: open GET streams ended after {late}"
+
+
+async def test_a_removal_ends_subscriptions_listen_streams_on_every_process(
+    daphne_url: str, second_daphne: Any, live_access: Access
+) -> None:
+    """The 2026-07-28 stream (``subscriptions/listen``) ends like a GET stream."""
+    bases = (daphne_url, second_daphne.url)
+    body = modern_body("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, id="listen-1")
+    listen_headers = {**headers(live_access), **routing_headers(body)}
+    async with httpx.AsyncClient(timeout=WAIT) as http, contextlib.AsyncExitStack() as stack:
+        streams = []
+        for base in bases:
+            response = await stack.enter_async_context(
+                http.stream("POST", endpoint(base, live_access), json=body, headers=listen_headers)
+            )
+            assert response.status_code == 200
+            messages = data_messages(response.aiter_lines())
+            async with asyncio.timeout(WAIT):
+                await anext(messages)  # the acknowledgement: the stream is live
+            streams.append(messages)
+        await database_sync_to_async(edit)("Agent", live_access.agent.pk, is_active=False)
+        deactivated = time.monotonic()
+
+        async def end_of(messages: Any) -> float:
+            async for _message in messages:
+                pass
+            return time.monotonic() - deactivated
+
+        ends = [asyncio.create_task(end_of(messages)) for messages in streams]
+        _done, still_open = await asyncio.wait(ends, timeout=WAIT)
+        for end in still_open:
+            end.cancel()
+    assert not still_open, f"{len(still_open)} listen stream(s) did not end in {WAIT} s"
+    late = [end.result() for end in ends]
+    assert max(late) <= BOUND_SECONDS, late
 
 
 def withdraw_echo_from_grant(access: Access) -> None:
