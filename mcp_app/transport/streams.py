@@ -15,6 +15,7 @@
   (``mcp_app.invalidation``: within a second on every process). A refused re-check (token revoked or expired,
   agent or tenant deactivated or deleted, server disabled, deleted or out of scope, session terminated) ends the
   stream; a grant that now shows other tool, prompt or resource names sends the ``list_changed`` of that list.
+  A re-check that cannot decide (the database unreachable) leaves the stream open until the next one.
 - ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
   streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
   streams whose ``translate`` accepts it.
@@ -26,6 +27,7 @@ streams (``transport.writer``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import weakref
@@ -45,6 +47,8 @@ from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id
 from .membership import Membership
 from .sessions import DatabaseSession
 from .writer import JSON_HEADERS, Headers, ResponseWriter, Send, is_final, send_body, send_response, start_response
+
+logger = logging.getLogger("mcp_app.transport")
 
 
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
@@ -273,9 +277,8 @@ class Streams:
                     return
                 if not woken:
                     await self._body(sse.comment("keep-alive"))
-                    await self._membership.join(
-                        group
-                    )  # refreshes membership, so layers that expire groups keep streams
+                    # Refreshes membership, so layers that expire groups keep streams.
+                    await self._membership.join(group)
         finally:
             self._unwatch()
 
@@ -283,7 +286,13 @@ class Streams:
         """Check access again; announce the lists the caller's grant now shows differently."""
         if self._recheck is None or self._grant is None:
             return True
-        grant = await self._recheck()
+        try:
+            grant = await self._recheck()
+        except Exception:
+            # Nothing said no (the database is unreachable, say): the stream stays, and is re-checked again at
+            # the next keep-alive or invalidation.
+            logger.warning("could not re-check an open stream's access; it stays open", exc_info=True)
+            return True
         if grant is None:
             return False
         for kind in _changed_lists(self._grant, grant):
