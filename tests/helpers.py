@@ -21,7 +21,7 @@ import inspect
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -447,6 +447,30 @@ def needs_shared_layer() -> None:
 def endpoint(base: str, access: Any, server_id: str | None = None) -> str:
     """The MCP URL of ``access``'s server (or ``server_id``) on the daphne at ``base``."""
     return f"{base}/mcp/{server_id or access.server.server_id}?{access.query}"
+
+
+async def within_bound(
+    changed: Callable[[str], Awaitable[bool]], bases: Iterable[str], *, what: str, bound: float | None = None
+) -> dict[str, float]:
+    """Ask each daphne at ``bases`` (``changed(base)``, a request and a verdict) until every one shows a change
+    just made; fail when one has not after ``bound`` seconds (``BOUND_SECONDS``, the invalidation bound).
+    Returns how long each took."""
+    from tests.e2e.conftest import BOUND_SECONDS
+
+    limit = BOUND_SECONDS if bound is None else bound
+    started = time.monotonic()
+    seen: dict[str, float] = {}
+    pending = set(bases)
+    while pending:
+        for base in sorted(pending):
+            if await changed(base):
+                seen[base] = time.monotonic() - started
+                pending.discard(base)
+        elapsed = time.monotonic() - started
+        if pending and elapsed > limit:
+            pytest.fail(f"{what}: not seen by {sorted(pending)} after {elapsed:.2f}s (seen: {seen})")
+        await asyncio.sleep(0.01)
+    return seen
 
 
 def auth_headers(access: Any, **extra: str) -> dict[str, str]:

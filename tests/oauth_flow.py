@@ -70,9 +70,15 @@ def pkce() -> tuple[str, str]:
 
 
 def register(
-    client: Client, redirect_uris: list[str] | None = None, name: str = "Test client", **stated: Any
+    client: Client,
+    redirect_uris: list[str] | None = None,
+    name: str = "Test client",
+    *,
+    auth_method: str = "none",
+    **stated: Any,
 ) -> dict[str, Any]:
-    """Dynamic registration; ``stated`` adds what the client says about itself (``client_uri``, ``logo_uri``)."""
+    """Dynamic registration (RFC 7591); ``auth_method`` other than ``none`` makes the client confidential (with a
+    secret); ``stated`` adds what the client says about itself (``client_uri``, ``logo_uri``)."""
     response = client.post(
         "/oauth/register/",
         data={
@@ -80,7 +86,7 @@ def register(
             "redirect_uris": redirect_uris or [REDIRECT],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
-            "token_endpoint_auth_method": "none",
+            "token_endpoint_auth_method": auth_method,
             **stated,
         },
         content_type="application/json",
@@ -118,6 +124,7 @@ class Issued:
     server: Any
     user: Any
     raw: dict[str, Any] = field(default_factory=dict)
+    client_secret: str = ""  # a confidential client's (``run_flow(auth_method=...)``)
 
     # The transport helpers' "access" protocol: no agentId in the URL.
     @property
@@ -139,8 +146,10 @@ def token_request(client: Client, **data: Any) -> Any:
     )
 
 
-def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None) -> Issued:
-    registered = register(client)
+def run_flow(
+    client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None, auth_method: str = "none"
+) -> Issued:
+    registered = register(client, auth_method=auth_method)
     client.force_login(user)
     verifier, challenge = pkce()
     params = authorize_params(registered["client_id"], server.server_id, challenge)
@@ -158,12 +167,14 @@ def run_flow(client: Client, user: Any, server: Any, *, grant: dict[str, Any] | 
         code=query["code"],
         redirect_uri=REDIRECT,
         client_id=registered["client_id"],
+        client_secret=registered.get("client_secret"),
         code_verifier=verifier,
         resource=f"{ORIGIN}/mcp/{server.server_id}",
     )
     assert token.status_code == 200, token.content
     body = token.json()
-    return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body)
+    secret = registered.get("client_secret", "")
+    return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body, secret)
 
 
 def forget_registrations(address: str = "127.0.0.1") -> None:

@@ -1,5 +1,5 @@
-"""Every saved or deleted tenant, agent, token, server or session, and every change of a token's server scope or
-grant, publishes the invalidation keys of the cached snapshots it affects (``mcp_app.invalidation``).
+"""Every saved or deleted tenant, agent, token, server, session or upstream, and every change of a token's server
+scope or grant, publishes the invalidation keys of the cached snapshots it affects (``mcp_app.invalidation``).
 
 Queryset ``update()`` and ``delete()`` send no signals: the manager verbs that use them
 (``McpServer.objects.bump_catalog_version``, ``AgentTokenQuerySet.revoke``, ``McpSession.terminate``…) publish
@@ -14,7 +14,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
 from ..invalidation import publish
-from ..models import Agent, AgentToken, McpServer, McpSession, Tenant
+from ..models import Agent, AgentToken, McpServer, McpSession, Tenant, Upstream
 
 
 @receiver(post_save, sender=Tenant)
@@ -72,3 +72,11 @@ def _server_changed(sender: Any, instance: McpServer, created: bool = False, **k
 def _session_changed(sender: Any, instance: McpSession, created: bool = False, **kwargs: Any) -> None:
     if not created:
         publish(f"session:{instance.pk}")
+
+
+@receiver(post_save, sender=Upstream)
+@receiver(post_delete, sender=Upstream)
+def _upstream_changed(sender: Any, instance: Upstream, created: bool = False, **kwargs: Any) -> None:
+    # Edited, disabled or deleted: every process closes its pooled connections to it (``federation.pool``).
+    if not created:
+        publish(f"upstream:{instance.pk}")

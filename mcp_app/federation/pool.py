@@ -5,6 +5,8 @@ and ``relay.current`` tells its callbacks which call each server-to-client messa
 therefore neither connects nor re-negotiates. A connection is held open by a task of its own (the SDK's task
 groups must be left by the task that entered them); it is dropped when it breaks, when its upstream's
 configuration changes (another revision is another key), and when it has been idle ``UPSTREAM_POOL_IDLE_SECONDS``.
+An upstream edited, disabled or deleted (its ``upstream:<pk>`` invalidation, heard by every process within a
+second) has its connections closed at once, on every loop: a removed upstream keeps no session open upstream.
 Concurrent first calls wait for one connection instead of opening one each.
 
 At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls of this loop are in flight to one upstream (``Pool.slot``): each
@@ -28,6 +30,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import invalidation
 from ..conf import mcp_settings
 from ..definitions.upstreams import UpstreamEndpoint
 from .connection import UpstreamUnavailable, open_client
@@ -102,6 +105,13 @@ class Pool:
         if self._connections.get(connection.endpoint.key) is connection:
             del self._connections[connection.endpoint.key]
         connection.close()
+
+    def drop(self, pks: frozenset[int] | None) -> None:
+        """Close the connections of the upstreams ``pks`` (``None``: all of them)."""
+        for key, connection in list(self._connections.items()):
+            if pks is None or key[0] in pks:
+                del self._connections[key]
+                connection.close()
 
     def close_all(self) -> None:
         for connection in self._connections.values():
@@ -190,6 +200,20 @@ async def _watch(client: Any, pk: int) -> None:
 
 _holders: set[asyncio.Task[None]] = set()
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()
+
+
+def _heard(keys: frozenset[str] | None) -> None:
+    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop."""
+    pks = None if keys is None else frozenset(int(key[9:]) for key in keys if key.startswith("upstream:"))
+    if pks is not None and not pks:
+        return
+    for loop, found in list(_pools.items()):
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(found.drop, pks)
+
+
+invalidation.register(_heard)
 
 
 def pool() -> Pool:

@@ -1,5 +1,6 @@
 """What makes OAuth tokens stop working everywhere: a DOT access token deleted (revocation, refresh rotation,
-expiry clean-up, client deletion) revokes its mirror; a deactivated user's mirrors are revoked. Consent
+expiry clean-up, client deletion) revokes its mirror; a deactivated user's mirrors are revoked; a client whose
+secret is rotated (a new ``client_secret`` saved: the secret may have leaked) has every token revoked. Consent
 withdrawal revokes through ``OAuthConsent.withdraw``; deleting a client or a consent deletes the mirrors by
 cascade (whose deletion publishes, ``mcp_app.caching.signals``).
 
@@ -15,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models.signals import post_delete, post_save
-from oauth2_provider.models import get_access_token_model
+from django.db.models.signals import post_delete, post_save, pre_save
+from oauth2_provider.models import get_access_token_model, get_application_model
 
 from ..models import McpServer, OAuthConsent, TenantMembership
 from ..models.oauth import revoke_mirror
@@ -46,8 +47,21 @@ def _server_saved(
         OAuthConsent.objects.end_ineligible(server=instance)
 
 
+def _client_saving(sender: Any, instance: Any, **kwargs: Any) -> None:
+    # Before DOT hashes a new secret: an unchanged one is still the stored (hashed) value.
+    stored = sender.objects.filter(pk=instance.pk).values_list("client_secret", flat=True).first()
+    instance._mcp_secret_rotated = stored is not None and stored != instance.client_secret
+
+
+def _client_saved(sender: Any, instance: Any, created: bool = False, **kwargs: Any) -> None:
+    if not created and getattr(instance, "_mcp_secret_rotated", False):
+        OAuthConsent.objects.revoke_for(application=instance)
+
+
 post_delete.connect(_access_token_deleted, sender=get_access_token_model(), dispatch_uid="mcp-oauth-access-token")
 post_save.connect(_user_saved, sender=get_user_model(), dispatch_uid="mcp-oauth-user-deactivated")
 post_save.connect(_membership_changed, sender=TenantMembership, dispatch_uid="mcp-oauth-membership-saved")
 post_delete.connect(_membership_changed, sender=TenantMembership, dispatch_uid="mcp-oauth-membership-deleted")
 post_save.connect(_server_saved, sender=McpServer, dispatch_uid="mcp-oauth-server-saved")
+pre_save.connect(_client_saving, sender=get_application_model(), dispatch_uid="mcp-oauth-client-secret")
+post_save.connect(_client_saved, sender=get_application_model(), dispatch_uid="mcp-oauth-client-secret-rotated")

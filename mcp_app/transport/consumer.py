@@ -499,8 +499,8 @@ class McpConsumer(AsyncConsumer):
         if answer.stream is not None:
             if not await self._hold_stream(grant, exchange.request_id):
                 return
-            self._streams = Streams(self.send, self._cors, self._membership)
-            await self._streams.listen(grant.server.pk, answer.stream)
+            self._streams = Streams(self.send, self._cors, self._membership, recheck=self._readmit)
+            await self._streams.listen(grant, answer.stream)
             return
         extra = [(name.encode(), value.encode()) for name, value in answer.headers]
         if answer.new_session is not None:
@@ -587,8 +587,24 @@ class McpConsumer(AsyncConsumer):
             return
         if not await self._hold_stream(grant, None):
             return
-        self._streams = Streams(self.send, self._cors, self._membership)
+        self._streams = Streams(self.send, self._cors, self._membership, recheck=self._readmit)
         await self._streams.serve_get(grant, session, self._headers())
+
+    async def _readmit(self) -> AccessGrant | None:
+        """This request's credentials checked again (an open stream's re-check): the grant, or ``None`` when
+        they are refused now or the session it named has ended."""
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        session_id = self._header("mcp-session-id")
+        try:
+            grant, session = await admit(
+                self.scope["url_route"]["kwargs"]["server_id"],
+                (query.get("agentId") or [None])[0],
+                self._header("authorization"),
+                session_id,
+            )
+        except AccessDenied:
+            return None
+        return None if session_id is not None and session is None else grant
 
 
 def _open_capped_session(grant: AccessGrant, new: serving.NewSession) -> str:

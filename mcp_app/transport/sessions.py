@@ -34,7 +34,7 @@ def session_alive(entry: SessionEntry, now: datetime) -> bool:
 
 class DatabaseSession:
     def __init__(self, entry: SessionEntry) -> None:
-        self._pk = entry.pk
+        self.pk = entry.pk
         self.key = entry.key
         self.protocol_version = entry.protocol_version
         self.log_level: str | None = entry.log_level
@@ -54,21 +54,21 @@ class DatabaseSession:
     async def reload_subscriptions(self) -> frozenset[str]:
         """Subscriptions may change on any process; a stream re-reads them before filtering an update."""
         stored = await database_sync_to_async(
-            lambda: McpSession.objects.filter(pk=self._pk).values_list("subscriptions", flat=True).first()
+            lambda: McpSession.objects.filter(pk=self.pk).values_list("subscriptions", flat=True).first()
         )()
         self.subscriptions = frozenset(stored or ())
         return self.subscriptions
 
     async def terminate(self) -> None:
-        await database_sync_to_async(lambda: McpSession.objects.get(pk=self._pk).terminate())()
+        await database_sync_to_async(lambda: McpSession.objects.get(pk=self.pk).terminate())()
 
     def _set_log_level(self, level: str) -> None:
-        McpSession.objects.filter(pk=self._pk).update(log_level=level)
-        invalidation.publish(f"session:{self._pk}")
+        McpSession.objects.filter(pk=self.pk).update(log_level=level)
+        invalidation.publish(f"session:{self.pk}")
 
     def _change(self, uri: str, *, add: bool) -> frozenset[str]:
         with transaction.atomic():
-            session = McpSession.objects.select_for_update().only("subscriptions").get(pk=self._pk)
+            session = McpSession.objects.select_for_update().only("subscriptions").get(pk=self.pk)
             current = set(session.subscriptions or ())
             if add:
                 current.add(uri)

@@ -10,6 +10,12 @@
 - ``listen``: the 2026-07-28 ``subscriptions/listen`` stream: acknowledgements first, then this server's events
   that the handler's ``translate`` turns into messages.
 - Keep-alive comments every ``SSE_KEEPALIVE_SECONDS``, each refreshing group membership.
+- Access is re-checked while a GET or listen stream is open: at every keep-alive, and at once when this
+  process hears an invalidation of the stream's token, agent, tenant, server or session
+  (``mcp_app.invalidation``: within a second on every process). A refused re-check (token revoked or expired,
+  agent or tenant deactivated or deleted, server disabled, deleted or out of scope, session terminated) ends the
+  stream; a grant that now shows other tool, prompt or resource names sends the ``list_changed`` of that list.
+  A re-check that cannot decide (the database unreachable) leaves the stream open until the next one.
 - ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
   streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
   streams whose ``translate`` accepts it.
@@ -21,15 +27,20 @@ streams (``transport.writer``).
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 import time
+import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import PRODUCT_NAME, __version__
+from .. import PRODUCT_NAME, __version__, invalidation
 from ..conf import mcp_settings
 from ..events import server_group, session_group, stream_group
 from ..protocol import jsonrpc, versions
 from ..protocol.context import OpenStream
 from ..protocol.errors import InvalidRequest, error_response
+from ..protocol.messages import list_changed
 from . import sse
 from .auth import AccessGrant
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
@@ -37,18 +48,68 @@ from .membership import Membership
 from .sessions import DatabaseSession
 from .writer import JSON_HEADERS, Headers, ResponseWriter, Send, is_final, send_body, send_response, start_response
 
+logger = logging.getLogger("mcp_app.transport")
+
 
 def _forward(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+# The stream's access checked again, as on a new request: the grant, or ``None`` when it is refused now.
+Recheck = Callable[[], Awaitable[AccessGrant | None]]
+
+# Open streams that re-check access, by the invalidation keys that concern them (see ``_heard``).
+_watching: weakref.WeakSet[Streams] = weakref.WeakSet()
+_watching_lock = threading.Lock()
+
+
+def _heard(keys: frozenset[str] | None) -> None:
+    """An invalidation (from any thread): wake the open streams it concerns, on their own event loops."""
+    with _watching_lock:
+        streams = list(_watching)
+    for stream in streams:
+        if keys is None or not keys.isdisjoint(stream.tags):
+            stream.wake()
+
+
+invalidation.register(_heard)
+
+
+def _tags(grant: AccessGrant, session: DatabaseSession | None) -> frozenset[str]:
+    token, server = grant.token, grant.server
+    tags = {f"token:{token.pk}", f"agent:{token.agent_pk}", f"tenant:{token.tenant_pk}", f"server:{server.pk}"}
+    if session is not None:
+        tags.add(f"session:{session.pk}")
+    return frozenset(tags)
+
+
+def _changed_lists(before: AccessGrant, after: AccessGrant) -> list[str]:
+    """The lists (``tools``, ``prompts``, ``resources``) whose entries differ between two grants of one catalog
+    version: the caller's grant changed. (A new catalog version was announced to the server's streams already.)"""
+    if before.server.catalog_version != after.server.catalog_version:
+        return []
+    old, new = before.catalog, after.catalog
+    changed = {
+        "tools": {d.name for d in old.tools} != {d.name for d in new.tools},
+        "prompts": {d.name for d in old.prompts} != {d.name for d in new.prompts},
+        "resources": {d.uri for d in (*old.resources, *old.templates)}
+        != {d.uri for d in (*new.resources, *new.templates)},
+    }
+    return [kind for kind, differs in changed.items() if differs]
+
+
 class Streams:
     """The long-lived stream of one consumer (at most one), writing through ASGI ``send``."""
 
-    def __init__(self, send: Send, cors: Headers, membership: Membership) -> None:
+    def __init__(self, send: Send, cors: Headers, membership: Membership, recheck: Recheck | None = None) -> None:
         self._send = send
         self._cors = cors
         self._membership = membership
+        self._recheck = recheck
+        self._grant: AccessGrant | None = None
+        self.tags: frozenset[str] = frozenset()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._woken = asyncio.Event()
         self._translate: Any = _forward
         self._writer: ResponseWriter | None = None
         self._session: DatabaseSession | None = None
@@ -85,10 +146,29 @@ class Streams:
 
     # The streams ---------------------------------------------------------------------------------------
 
-    async def listen(self, server_pk: int, stream: OpenStream) -> None:
+    def wake(self) -> None:
+        """Re-check access soon (thread-safe: invalidations arrive on the log follower's thread)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._woken.set)
+
+    def _watch(self, grant: AccessGrant, session: DatabaseSession | None) -> None:
+        if self._recheck is None:
+            return
+        self._grant = grant
+        self.tags = _tags(grant, session)
+        self._loop = asyncio.get_running_loop()
+        with _watching_lock:
+            _watching.add(self)
+
+    def _unwatch(self) -> None:
+        with _watching_lock:
+            _watching.discard(self)
+
+    async def listen(self, grant: AccessGrant, stream: OpenStream) -> None:
         """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
         self._translate = stream.translate
-        group = server_group(server_pk)
+        group = server_group(grant.server.pk)
+        self._watch(grant, None)
         await self._membership.join(group)
         await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
         for message in stream.first:
@@ -110,6 +190,7 @@ class Streams:
                 await self._resume_post_stream(*resume)
                 return
         group = server_group(grant.server.pk)
+        self._watch(grant, session)
         # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
         await self._membership.join(group)
         writer = ResponseWriter(
@@ -183,10 +264,42 @@ class Streams:
 
     async def _keep_alive(self, group: str) -> None:
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
-        while True:
-            await asyncio.sleep(interval)
-            await self._body(sse.comment("keep-alive"))
-            await self._membership.join(group)  # refreshes membership, so layers that expire groups keep streams
+        try:
+            while True:
+                woken = False
+                try:
+                    await asyncio.wait_for(self._woken.wait(), timeout=interval)
+                    woken = True
+                except TimeoutError:
+                    pass
+                self._woken.clear()
+                if not await self._still_allowed():
+                    await self._body(b"", more_body=False)
+                    return
+                if not woken:
+                    await self._body(sse.comment("keep-alive"))
+                    # Refreshes membership, so layers that expire groups keep streams.
+                    await self._membership.join(group)
+        finally:
+            self._unwatch()
+
+    async def _still_allowed(self) -> bool:
+        """Check access again; announce the lists the caller's grant now shows differently."""
+        if self._recheck is None or self._grant is None:
+            return True
+        try:
+            grant = await self._recheck()
+        except Exception:
+            # Nothing said no (the database is unreachable, say): the stream stays, and is re-checked again at
+            # the next keep-alive or invalidation.
+            logger.warning("could not re-check an open stream's access; it stays open", exc_info=True)
+            return True
+        if grant is None:
+            return False
+        for kind in _changed_lists(self._grant, grant):
+            await self.broadcast({"message": list_changed(kind)})
+        self._grant = grant
+        return True
 
 
 def endpoint_description(grant: AccessGrant) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Federation end to end: a daphne that may reach loopback upstreams, and the pieces every test builds on.
 
-``federating_daphne`` is a daphne of this module's own whose outbound allow-list admits 127.0.0.1 (the session's
+``federating_daphne`` (and ``second_federating_daphne``) is a daphne of this module's own whose outbound allow-list admits 127.0.0.1 (the session's
 daphne keeps the default, which refuses private addresses: the SSRF tests use it). ``mcp_host_upstream`` is
 mcp-host itself as an upstream: a server of tenant A limited to the handshake era (so the SDK client of the
 federating daphne falls back from ``server/discover`` to ``initialize``), exposing test tools that elicit,
