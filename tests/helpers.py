@@ -427,6 +427,18 @@ async def worker_calls_drained() -> Any:
     await worker_work_ended()
 
 
+@pytest.fixture
+def own_channel_layer() -> Any:
+    """This test's own instance of the configured channel layer, dropped after it: channels-redis keeps receive
+    state (its per-channel locks) on the instance, and a receive an earlier test left pending when its event loop
+    closed would fail this test's receives ("bound to a different event loop")."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+
+    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
+    yield
+    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
+
+
 # ----------------------------------------------------------------------- a real daphne, over httpx (e2e)
 
 READ_TIMEOUT_SECONDS = 10.0  # the bound of a read from a real daphne's stream

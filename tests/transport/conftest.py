@@ -8,6 +8,7 @@ from tests.helpers import (  # noqa: F401  (fixtures)
     close_connections_of_async_threads,
     make_access,
     orm,
+    own_channel_layer,
     worker_calls_drained,
 )
 from tests.webhook_server import webhook_server  # noqa: F401  (fixture: a real HTTP server on 127.0.0.1)

@@ -8,7 +8,7 @@ import logging
 from tests.helpers import communicator
 
 
-async def test_a_closed_get_stream_logs_no_clean_up_error(access, caplog):
+async def test_a_closed_get_stream_logs_no_clean_up_error(access, caplog, own_channel_layer):
     caplog.set_level(logging.INFO, logger="mcp_app")
     for _ in range(3):
         comm = communicator(access, method="GET", headers={"accept": "text/event-stream"})
