@@ -11,6 +11,8 @@ schema already; execution (inline or worker), quotas, grants and audit are the r
   handshake-era upstream and a stateless client, the upstream call waits in this process (``Exchange``) for
   the client's retry, up to the call's timeout; the state names this loop's inbox on the channel layer, so a
   retry that reaches another process is forwarded here (``ResumeExchange``) and the step comes back (``Step``).
+  On a Celery worker the exchange waits in the worker thread's loop, which runs between calls
+  (``workers.tasks``): the retry, another worker call, is forwarded there the same way.
   Without a shared channel layer, or once the exchange is gone, the retry is told to call again.
 - **Cancelled:** cancelling the awaiting coroutine (``notifications/cancelled``, a 2026 client closing its
   stream, ``tasks/cancel``, the admin, a worker's cancel) cancels the SDK request, which cancels it upstream
@@ -338,6 +340,7 @@ class Exchange:
     endpoint: UpstreamEndpoint
     deadline: float
     asked: dict[str, Parked] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
 
 _exchanges: dict[str, Exchange] = {}
@@ -394,10 +397,11 @@ def _expire(key: str) -> None:
 
 async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, Any]) -> Step | None:
     """Give exchange ``key`` (waiting in this process) the client's answers and wait for its next step; ``None``
-    when no such exchange waits here."""
-    exchange = _exchanges.pop(key, None)
-    if exchange is None or exchange.endpoint.pk != endpoint.pk:
+    when no such exchange waits here (in this loop: another loop of a worker process is reached by forwarding)."""
+    exchange = _exchanges.get(key)
+    if exchange is None or exchange.endpoint.pk != endpoint.pk or exchange.loop is not asyncio.get_running_loop():
         return None
+    del _exchanges[key]
     for rkey, parked in exchange.asked.items():
         answer = responses.get(rkey)
         if not parked.answer.done():
@@ -545,7 +549,7 @@ async def _serve(resume: ResumeExchange) -> None:
     """Advance a forwarded exchange here and send its step back (nothing if it is not here: the sender times out
     into ``UPSTREAM_EXCHANGE_GONE``)."""
     exchange = _exchanges.get(resume.key)
-    if exchange is None or exchange.endpoint.pk != resume.upstream:
+    if exchange is None or exchange.endpoint.pk != resume.upstream or exchange.loop is not asyncio.get_running_loop():
         return
     step = await _advance(resume.key, exchange.endpoint, resume.responses)
     if step is not None and resume.reply_to:
