@@ -436,7 +436,7 @@ async def _resume_exchange(
     step = await _advance(key, endpoint, responses)
     if step is None and inbox:
         step = await _forward(ResumeExchange(key=key, upstream=endpoint.pk, responses=responses), inbox, limit)
-    if step is None:
+    if step is None or step.gone:
         return failure_result(
             "UPSTREAM_EXCHANGE_GONE",
             f"The upstream call of {tool_name} that asked for this input is no longer waiting "
@@ -458,11 +458,13 @@ MESSAGE_VERSION = 1
 
 @dataclass(frozen=True)
 class Step:
-    """What became of an exchange after the client's answers: the result, more input, or a failure."""
+    """What became of an exchange after the client's answers: the result, more input, or a failure; ``gone``:
+    it no longer waits in the loop whose inbox received the answers (it expired, or was answered already)."""
 
     result: dict[str, Any] | None = None
     input_required: InputRequired | None = None
     failure: tuple[str, str] | None = None
+    gone: bool = False
 
     def to_message(self) -> dict[str, Any]:
         needed = self.input_required
@@ -474,6 +476,7 @@ class Step:
             if needed
             else None,
             "failure": list(self.failure) if self.failure else None,
+            "gone": self.gone,
         }
 
     @classmethod
@@ -486,6 +489,7 @@ class Step:
             result=message.get("result"),
             input_required=InputRequired(requests=needed["requests"], state=needed["state"]) if needed else None,
             failure=(str(failure[0]), str(failure[1])) if failure else None,
+            gone=bool(message.get("gone")),
         )
 
 
@@ -546,13 +550,16 @@ def _on_resume(message: dict[str, Any]) -> None:
 
 
 async def _serve(resume: ResumeExchange) -> None:
-    """Advance a forwarded exchange here and send its step back (nothing if it is not here: the sender times out
-    into ``UPSTREAM_EXCHANGE_GONE``)."""
+    """Advance a forwarded exchange here and send its step back; ``gone`` at once when it no longer waits here (an
+    inbox is one loop's: the exchange cannot be in another), so the sender answers ``UPSTREAM_EXCHANGE_GONE``
+    without waiting out its timeout."""
     exchange = _exchanges.get(resume.key)
-    if exchange is None or exchange.endpoint.pk != resume.upstream or exchange.loop is not asyncio.get_running_loop():
-        return
-    step = await _advance(resume.key, exchange.endpoint, resume.responses)
-    if step is not None and resume.reply_to:
+    step = None
+    if exchange is not None and exchange.endpoint.pk == resume.upstream:
+        step = await _advance(resume.key, exchange.endpoint, resume.responses)
+    if step is None:
+        step = Step(gone=True)
+    if resume.reply_to:
         try:
             await messaging(address=resume.reply_to).send(resume.reply_to, step.to_message())
         except LAYER_ERRORS:

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import orjson
 import pytest
+from asgiref.sync import sync_to_async
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
@@ -130,16 +132,17 @@ async def test_the_worker_logs_no_upstream_url(
     assert "agentId=" not in federation_worker.log()
 
 
+async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """A stateless client's elicitation capability: the test answers the ``input_required`` itself."""
+    raise AssertionError("the test answers the input_required itself")
+
+
 async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
     worker_daphne: Daphne, second_worker_daphne: Daphne, federated_on_worker: Access
 ) -> None:
     """The handshake-era upstream asks for a name; the stateless client answers through another daphne, whose
     worker call runs on another worker process: the answer reaches the first worker's waiting upstream call."""
     needs_shared_layer()
-
-    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        raise AssertionError("the test answers the input_required itself")
-
     async with (
         asyncio.timeout(WAIT_SECONDS),
         sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one,
@@ -155,3 +158,46 @@ async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
 
     assert result.is_error is not True, result
     assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["Hello, Grace!"]
+
+
+async def test_a_worker_exchange_the_client_never_resumes_ends_at_its_timeout(
+    worker_daphne: Daphne,
+    second_worker_daphne: Daphne,
+    federated_on_worker: Access,
+    mcp_host_upstream: Access,
+) -> None:
+    """Nothing is left waiting on the worker: at the call's timeout the upstream request is cancelled (the
+    upstream's own audit says so), and a late retry, on another worker, is told at once that it is gone."""
+    from mcp_app.models import McpServer, ToolCall, Upstream
+
+    needs_shared_layer()
+    timeout = 2.0
+    await sync_to_async(Upstream.objects.filter(tenant=federated_on_worker.tenant).update)(timeout_seconds=timeout)
+    await sync_to_async(McpServer.objects.bump_catalog_version)({federated_on_worker.server.pk}, ("tools",))
+
+    @sync_to_async
+    def upstream_cancelled() -> bool:
+        statuses = ToolCall.objects.filter(server=mcp_host_upstream.server, tool_name="ask_name")
+        return list(statuses.values_list("status", flat=True)) == [ToolCall.Status.CANCELLED]
+
+    async with asyncio.timeout(WAIT_SECONDS):
+        async with sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one:
+            first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        await wait_until(
+            upstream_cancelled,
+            timeout=timeout + 10,
+            what="the upstream's ask_name call to be cancelled",
+        )
+        [key] = (first.input_requests or {}).keys()
+        answer = types.ElicitResult(action="accept", content={"name": "Late"})
+        async with sdk(
+            second_worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never
+        ) as two:
+            late = await two.session.call_tool(
+                "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
+            )
+
+    assert late.is_error is True
+    detail = orjson.loads(late.content[1].text)  # type: ignore[union-attr]
+    assert detail["code"] == "UPSTREAM_EXCHANGE_GONE"
