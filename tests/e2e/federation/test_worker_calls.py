@@ -137,16 +137,19 @@ async def never(context: Any, params: types.ElicitRequestParams) -> types.Elicit
     raise AssertionError("the test answers the input_required itself")
 
 
+@pytest.mark.parametrize("retry_on", ["another worker", "the same worker"])
 async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
-    worker_daphne: Daphne, second_worker_daphne: Daphne, federated_on_worker: Access
+    worker_daphne: Daphne, second_worker_daphne: Daphne, federated_on_worker: Access, retry_on: str
 ) -> None:
     """The handshake-era upstream asks for a name; the stateless client answers through another daphne, whose
-    worker call runs on another worker process: the answer reaches the first worker's waiting upstream call."""
+    worker call runs on another worker process, or through the same daphne (on the same worker, in whichever of
+    its threads): the answer reaches the first worker's waiting upstream call."""
     needs_shared_layer()
+    retry_daphne = second_worker_daphne if retry_on == "another worker" else worker_daphne
     async with (
         asyncio.timeout(WAIT_SECONDS),
         sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one,
-        sdk(second_worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as two,
+        sdk(retry_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as two,
     ):
         first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult), first
