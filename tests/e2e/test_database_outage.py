@@ -168,6 +168,8 @@ async def test_the_database_down_answers_503_with_retry_after_in_bounded_time_an
     token = down["oauth token"][0]
     assert int(token.headers["retry-after"]) >= 1
     assert token.json()["error"] == "temporarily_unavailable", token.text
+    assert token.headers["access-control-allow-origin"] == "*"  # a browser page's client reads it too
+    assert "Retry-After" in token.headers["access-control-expose-headers"]
     assert down[served][0].json()["token_endpoint"].endswith("/oauth/token/")
     checks = down["readyz"][0].json()["checks"]
     assert checks["database"]["status"] == "down", checks
