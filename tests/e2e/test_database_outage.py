@@ -10,8 +10,9 @@ carry nothing). Then requests that need the database get 503 with ``Retry-After`
   (``-32603``, the request's id, a message naming the database);
 - on the API, a request with an API key (``{"error": {"code": "service_unavailable"}}``);
 - ``/readyz`` answers 503 naming the database down, and Redis (cache, channel layer, Redis) still ``ok``;
-- Django's views (``DatabaseUnavailableMiddleware``): the admin's sign-in page for a browser with a session
-  cookie (a short HTML page), the OAuth token endpoint (``{"error": "temporarily_unavailable"}``); the
+- Django's views (``DatabaseUnavailableMiddleware``): the admin's sign-in page and the authorization endpoint for
+  a browser with a session cookie (a short HTML page), the OAuth token and registration endpoints
+  (``{"error": "temporarily_unavailable"}``, readable from any origin), one log line each; the
   authorization-server metadata, which needs no database, is still served;
 
 and daphne's log holds no traceback. When the proxy forwards again, the same requests succeed. Before, they got
@@ -122,6 +123,14 @@ def _requests(http: httpx.AsyncClient, outage: Outage) -> dict[str, Any]:
             f"{outage.daphne.url}/oauth/token/",
             data={"grant_type": "authorization_code", "code": "c0de", "client_id": "some-client"},
         ),
+        "oauth register": http.post(
+            f"{outage.daphne.url}/oauth/register/",
+            json={"client_name": "Outage", "redirect_uris": ["http://127.0.0.1:33333/callback"]},
+        ),
+        "oauth authorize": http.get(
+            f"{outage.daphne.url}/oauth/authorize/?response_type=code&client_id=some-client",
+            headers={"Accept": "text/html", "Cookie": f"sessionid={'s' * 32}"},
+        ),
         "oauth metadata": http.get(f"{outage.daphne.url}/.well-known/oauth-authorization-server"),
     }
 
@@ -162,14 +171,16 @@ async def test_the_database_down_answers_503_with_retry_after_in_bounded_time_an
     api = down["api"][0]
     assert int(api.headers["retry-after"]) >= 1
     assert api.json()["error"]["code"] == "service_unavailable", api.text
-    page = down["admin login"][0]
-    assert int(page.headers["retry-after"]) >= 1
-    assert page.headers["content-type"].startswith("text/html"), page.headers
-    token = down["oauth token"][0]
-    assert int(token.headers["retry-after"]) >= 1
-    assert token.json()["error"] == "temporarily_unavailable", token.text
-    assert token.headers["access-control-allow-origin"] == "*"  # a browser page's client reads it too
-    assert "Retry-After" in token.headers["access-control-expose-headers"]
+    for what in ("admin login", "oauth authorize"):  # a browser's pages
+        page = down[what][0]
+        assert int(page.headers["retry-after"]) >= 1, what
+        assert page.headers["content-type"].startswith("text/html"), (what, page.headers)
+    for what in ("oauth token", "oauth register"):  # RFC 6749 §5.2 / RFC 7591 §3.2.2 error bodies
+        response = down[what][0]
+        assert int(response.headers["retry-after"]) >= 1, what
+        assert response.json()["error"] == "temporarily_unavailable", (what, response.text)
+        assert response.headers["access-control-allow-origin"] == "*", what  # a browser page's client reads it
+        assert "Retry-After" in response.headers["access-control-expose-headers"], what
     assert down[served][0].json()["token_endpoint"].endswith("/oauth/token/")
     checks = down["readyz"][0].json()["checks"]
     assert checks["database"]["status"] == "down", checks
@@ -177,3 +188,4 @@ async def test_the_database_down_answers_503_with_retry_after_in_bounded_time_an
         assert checks[redis_backed]["status"] == "ok", (redis_backed, checks)
     assert [reply.status_code for reply in after] == [200, 200, 200], [reply.text[:200] for reply in after]
     assert "Traceback" not in outage.daphne.stderr(), outage.daphne.stderr()[-3000:]
+    assert "POST /oauth/token/: 503, the database is unavailable" in outage.daphne.stderr()  # one line instead
