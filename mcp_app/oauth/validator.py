@@ -15,7 +15,8 @@ a second exchange of the same code revokes that family: every access and refresh
 Exchanges of one code at the same moment take turns: inside the token request's transaction (``TokenView`` in
 ``oauth.views``) ``validate_code`` first locks the code's grant row (``SELECT ... FOR UPDATE``), so the first
 holds it until its tokens are saved and the grant deleted; every other finds the code gone (400
-``invalid_grant``) and, the family being remembered by then, revokes what the first issued.
+``invalid_grant``) and, the family being remembered by then, revokes what the first issued. (SQLite has no
+row locks; its ``IMMEDIATE`` transactions, the reference deployment's setting, serialize the requests instead.)
 """
 
 from __future__ import annotations
