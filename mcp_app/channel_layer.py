@@ -23,7 +23,8 @@ Contract:
   when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
 
 - ``Messaging`` (``messaging(layer)``): where subscriptions live and messages travel, on the channel layer
-  (``LayerMessaging``) or, without one or for a call run in this process, on the in-process bus (``local_bus``):
+  (``LayerMessaging``; by default the running loop's own where one was set, ``use_layer_in_loop``, else the
+  process's) or, without one or for a call run in this process, on the in-process bus (``local_bus``):
   the same shapes, the same behaviour. ``subscribe(*groups)`` gives a ``Subscription``: a channel of its own
   (``address``), a member of groups it can ``join`` and ``leave``, whose messages go to an ``on_message``
   callback (returning True ends the receiving) or are read with a bound (``receive(within)``); ``close`` ends
@@ -45,6 +46,7 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
@@ -479,15 +481,29 @@ class Messaging(Protocol):
     async def group_send(self, group: str, message: Message) -> None: ...
 
 
+_loop_layers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def use_layer_in_loop(loop: asyncio.AbstractEventLoop, layer: Any) -> None:
+    """Make ``layer`` the default layer of ``messaging()`` in ``loop`` (a Celery worker thread's loop: channels-redis
+    receives on one loop per layer, so each such loop has a layer of its own)."""
+    _loop_layers[loop] = layer
+
+
 def messaging(layer: Any = ..., *, address: str = "") -> Messaging:
-    """The channel layer ``layer`` (default: the process's) as ``Messaging``; the in-process bus without one,
-    or for an ``address`` on it."""
+    """The channel layer ``layer`` (default: the running loop's, ``use_layer_in_loop``, else the process's) as
+    ``Messaging``; the in-process bus without one, or for an ``address`` on it."""
     if address.startswith(LOCAL_PREFIX):
         return local_bus
     if layer is ...:
         from channels.layers import get_channel_layer
 
-        layer = get_channel_layer()
+        try:
+            layer = _loop_layers.get(asyncio.get_running_loop(), ...)
+        except RuntimeError:
+            layer = ...
+        if layer is ...:
+            layer = get_channel_layer()
     return local_bus if layer is None else LayerMessaging(layer)
 
 

@@ -118,6 +118,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A view failing on the database unavailable: 503 with Retry-After, one log line (docs/deployment.md).
+    "mcp_app.database.middleware.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: answers a locked-out login with 429.
     "axes.middleware.AxesMiddleware",
 ]

@@ -69,3 +69,25 @@ def test_a_busy_pool_is_not_a_failing_database(backend_settings: dict[str, Any])
     finally:
         waiter.close()
         holder.close_pool()
+
+
+def test_the_middleware_answers_only_database_errors_by_what_the_client_accepts(rf: Any) -> None:
+    """A browser gets a page, a JSON client the RFC 6749 §5.2 shape; any other error stays Django's 500.
+    (On the wire, against a real daphne and a refused database: ``tests/e2e/test_database_outage.py``.)"""
+    from django.db import InterfaceError
+    from django.http import HttpResponse
+
+    from mcp_app.database.middleware import DatabaseUnavailableMiddleware
+
+    middleware = DatabaseUnavailableMiddleware(lambda request: HttpResponse())
+    browser = rf.get("/admin/", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    page = middleware.process_exception(browser, OperationalError("connection refused"))
+    assert page is not None and page.status_code == 503
+    assert page["Content-Type"].startswith("text/html") and int(page["Retry-After"]) >= 1
+    client = rf.get("/admin/", HTTP_ACCEPT="application/json")
+    answer = middleware.process_exception(client, InterfaceError("connection already closed"))
+    assert answer is not None and answer.status_code == 503 and int(answer["Retry-After"]) >= 1
+    assert answer["Content-Type"] == "application/json"
+    assert b'"error": "temporarily_unavailable"' in answer.content
+    assert "Access-Control-Allow-Origin" not in answer  # only the authorization server's public endpoints
+    assert middleware.process_exception(browser, RuntimeError("a bug")) is None

@@ -11,6 +11,8 @@ schema already; execution (inline or worker), quotas, grants and audit are the r
   handshake-era upstream and a stateless client, the upstream call waits in this process (``Exchange``) for
   the client's retry, up to the call's timeout; the state names this loop's inbox on the channel layer, so a
   retry that reaches another process is forwarded here (``ResumeExchange``) and the step comes back (``Step``).
+  On a Celery worker the exchange waits in the worker thread's loop, which runs between calls
+  (``workers.tasks``): the retry, another worker call, is forwarded there the same way.
   Without a shared channel layer, or once the exchange is gone, the retry is told to call again.
 - **Cancelled:** cancelling the awaiting coroutine (``notifications/cancelled``, a 2026 client closing its
   stream, ``tasks/cancel``, the admin, a worker's cancel) cancels the SDK request, which cancels it upstream
@@ -338,6 +340,7 @@ class Exchange:
     endpoint: UpstreamEndpoint
     deadline: float
     asked: dict[str, Parked] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
 
 _exchanges: dict[str, Exchange] = {}
@@ -394,10 +397,11 @@ def _expire(key: str) -> None:
 
 async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, Any]) -> Step | None:
     """Give exchange ``key`` (waiting in this process) the client's answers and wait for its next step; ``None``
-    when no such exchange waits here."""
-    exchange = _exchanges.pop(key, None)
-    if exchange is None or exchange.endpoint.pk != endpoint.pk:
+    when no such exchange waits here (in this loop: another loop of a worker process is reached by forwarding)."""
+    exchange = _exchanges.get(key)
+    if exchange is None or exchange.endpoint.pk != endpoint.pk or exchange.loop is not asyncio.get_running_loop():
         return None
+    del _exchanges[key]
     for rkey, parked in exchange.asked.items():
         answer = responses.get(rkey)
         if not parked.answer.done():
@@ -432,7 +436,7 @@ async def _resume_exchange(
     step = await _advance(key, endpoint, responses)
     if step is None and inbox:
         step = await _forward(ResumeExchange(key=key, upstream=endpoint.pk, responses=responses), inbox, limit)
-    if step is None:
+    if step is None or step.gone:
         return failure_result(
             "UPSTREAM_EXCHANGE_GONE",
             f"The upstream call of {tool_name} that asked for this input is no longer waiting "
@@ -454,11 +458,13 @@ MESSAGE_VERSION = 1
 
 @dataclass(frozen=True)
 class Step:
-    """What became of an exchange after the client's answers: the result, more input, or a failure."""
+    """What became of an exchange after the client's answers: the result, more input, or a failure; ``gone``:
+    it no longer waits in the loop whose inbox received the answers (it expired, or was answered already)."""
 
     result: dict[str, Any] | None = None
     input_required: InputRequired | None = None
     failure: tuple[str, str] | None = None
+    gone: bool = False
 
     def to_message(self) -> dict[str, Any]:
         needed = self.input_required
@@ -470,6 +476,7 @@ class Step:
             if needed
             else None,
             "failure": list(self.failure) if self.failure else None,
+            "gone": self.gone,
         }
 
     @classmethod
@@ -482,6 +489,7 @@ class Step:
             result=message.get("result"),
             input_required=InputRequired(requests=needed["requests"], state=needed["state"]) if needed else None,
             failure=(str(failure[0]), str(failure[1])) if failure else None,
+            gone=bool(message.get("gone")),
         )
 
 
@@ -542,13 +550,16 @@ def _on_resume(message: dict[str, Any]) -> None:
 
 
 async def _serve(resume: ResumeExchange) -> None:
-    """Advance a forwarded exchange here and send its step back (nothing if it is not here: the sender times out
-    into ``UPSTREAM_EXCHANGE_GONE``)."""
+    """Advance a forwarded exchange here and send its step back; ``gone`` at once when it no longer waits here (an
+    inbox is one loop's: the exchange cannot be in another), so the sender answers ``UPSTREAM_EXCHANGE_GONE``
+    without waiting out its timeout."""
     exchange = _exchanges.get(resume.key)
-    if exchange is None or exchange.endpoint.pk != resume.upstream:
-        return
-    step = await _advance(resume.key, exchange.endpoint, resume.responses)
-    if step is not None and resume.reply_to:
+    step = None
+    if exchange is not None and exchange.endpoint.pk == resume.upstream:
+        step = await _advance(resume.key, exchange.endpoint, resume.responses)
+    if step is None:
+        step = Step(gone=True)
+    if resume.reply_to:
         try:
             await messaging(address=resume.reply_to).send(resume.reply_to, step.to_message())
         except LAYER_ERRORS:

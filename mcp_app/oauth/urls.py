@@ -30,7 +30,7 @@ urlpatterns = [
         name="oauth-resource-metadata",
     ),
     path("oauth/authorize/", views.AuthorizeView.as_view(), name="authorize"),
-    path("oauth/token/", public(dot.TokenView.as_view(), "POST"), name="token"),
+    path("oauth/token/", public(views.TokenView.as_view(), "POST"), name="token"),
     path("oauth/revoke/", public(dot.RevokeTokenView.as_view(), "POST"), name="revoke-token"),
     path("oauth/register/", public(views.RegistrationView.as_view(), "POST"), name="dcr-register"),
     path(

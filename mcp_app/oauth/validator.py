@@ -12,6 +12,11 @@ same digest, same expiry, the consent's grant, scoped to that one server. Access
 An authorization code is single-use (OAuth 2.1 §4.1.3): DOT deletes it at the exchange; the exchange remembers
 the code's digest with the token family it started (Django's cache, for ``REFRESH_TOKEN_EXPIRE_SECONDS``), and
 a second exchange of the same code revokes that family: every access and refresh token the code led to.
+Exchanges of one code at the same moment take turns: inside the token request's transaction (``TokenView`` in
+``oauth.views``) ``validate_code`` first locks the code's grant row (``SELECT ... FOR UPDATE``), so the first
+holds it until its tokens are saved and the grant deleted; every other finds the code gone (400
+``invalid_grant``) and, the family being remembered by then, revokes what the first issued. (SQLite has no
+row locks; its ``IMMEDIATE`` transactions, the reference deployment's setting, serialize the requests instead.)
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.cache import cache
+from django.db import router, transaction
 from django.http import HttpRequest
-from oauth2_provider.models import get_refresh_token_model
+from oauth2_provider.models import get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
@@ -88,7 +94,11 @@ class McpOAuth2Validator(OAuth2Validator):
         return True
 
     def validate_code(self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
-        """DOT's check; a code already exchanged is refused and revokes what its first exchange issued."""
+        """DOT's check, once the grant row is locked (in the token request's transaction; the module docstring);
+        a code already exchanged is refused and revokes what its first exchange issued."""
+        grants = get_grant_model().objects
+        if transaction.get_connection(router.db_for_write(grants.model)).in_atomic_block:
+            list(grants.select_for_update().filter(code=code, application=client).values_list("pk"))
         if super().validate_code(client_id, code, client, request, *args, **kwargs):
             return True
         family = cache.get(redeemed_code_key(code))

@@ -16,6 +16,9 @@ something.
   only). A consent form posted without an S256 challenge records no consent and yields no code
   (``invalid_request``); one that does not validate (an unknown grant choice, a tool, resource or prompt the server
   does not expose) is a 400 page, never a redirect (its ``redirect_uri`` is not trusted until DOT has validated it).
+- ``TokenView``: DOT's token endpoint, each request in one database transaction: exchanges of one authorization
+  code at the same moment take turns on its grant row (``validator``), so exactly one gets tokens and every other
+  ``invalid_grant``.
 - ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address
   (``mcp_app.limits.rates``: 429 with ``Retry-After``).
 - ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
@@ -30,15 +33,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db import router, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 from django.views.generic import ListView
 from oauth2_provider.exceptions import OAuthToolkitError
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import get_application_model, get_grant_model
 from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import AuthorizationView, DynamicClientRegistrationView
+from oauth2_provider.views import TokenView as DotTokenView
 from oauth2_provider.views.metadata import OAuthProtectedResourceMetadataView
 from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error
 
@@ -269,6 +274,12 @@ class AuthorizeView(AuthorizationView):
 
 
 REGISTRATION = "registration"  # the rate-limit scope of dynamic registrations
+
+
+class TokenView(DotTokenView):
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        with transaction.atomic(using=router.db_for_write(get_grant_model())):
+            return super().post(request, *args, **kwargs)
 
 
 def registration_bucket(address: str) -> rates.Bucket | None:

@@ -15,7 +15,8 @@ recorded earlier keeps the record from being taken and one sent later is heard. 
 
 Two drivers run the steps: ``execute()`` in an event loop (the serving process, no broker: the database steps
 through ``database_sync_to_async``) and ``execute_in_thread()`` in a Celery worker thread (the database steps in
-the process's main thread, or its one database thread for a thread pool; the others in the thread's own loop).
+the process's main thread, or its one database thread for a thread pool; the others in the thread's own loop,
+which runs in a thread of its own between calls too).
 Both return only after the outcome is stored; the Celery task acknowledges its message after that.
 
 Events travel on the channel layer to ``events.worker_group(task_id)``, where every process awaiting the call
@@ -34,10 +35,11 @@ Past its deadline a call is failed (-32001) the same way.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -72,7 +74,7 @@ class _Sync:
 class _Async:
     """A step of ``_steps`` that runs in the call's event loop."""
 
-    coroutine: Callable[[], Awaitable[Any]]
+    coroutine: Callable[[], Coroutine[Any, Any, Any]]
 
 
 Step = _Sync | _Async
@@ -161,7 +163,7 @@ def execute_in_thread(
     while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Async):
-                value = loop.run_until_complete(step.coroutine())
+                value = _run_in(loop, step.coroutine())
             elif here or not step.database:
                 value = step()
             else:
@@ -171,6 +173,21 @@ def execute_in_thread(
         else:
             stepper.succeed(value)
     return stepper.state
+
+
+def _run_in(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` in ``loop``: in its own thread when it runs there (a Celery worker thread's loop runs
+    between calls too, ``tasks._thread_loop``), else here until it completes."""
+    if not loop.is_running():
+        return loop.run_until_complete(coroutine)
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    try:
+        return future.result()
+    except concurrent.futures.CancelledError as cancelled:  # the coroutine was cancelled: as run_until_complete says
+        raise asyncio.CancelledError() from cancelled
+    except BaseException:
+        future.cancel()  # interrupted here (a time limit, a shutdown): the coroutine does not go on by itself
+        raise
 
 
 @functools.cache

@@ -2,7 +2,7 @@
 
 ``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``: its database steps in the worker
 process's main thread or its one database thread, the rest in the thread's own event loop and channel layer,
-kept from call to call), and returns once its outcome is stored (any pool works: prefork, or
+kept from call to call and running between calls), and returns once its outcome is stored (any pool works: prefork, or
 ``--pool threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
 (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
 the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
@@ -51,14 +51,19 @@ _local = threading.local()
 
 def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
     """This worker thread's event loop and channel layer, made once and kept: each call of the thread runs in
-    them (no loop or Redis connections to set up per call). A thread pool has one pair per thread."""
+    them (no loop or Redis connections to set up per call). A thread pool has one pair per thread. The loop runs
+    in a daemon thread of its own, between calls too: what a call leaves waiting there goes on (an upstream call
+    waiting for a stateless client's retry, its inbox on the layer, its expiry; ``federation.calls``)."""
+    from ..channel_layer import use_layer_in_loop
     from .relay import own_layer
 
     loop = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
-        _local.loop = loop
         _local.layer = own_layer()
+        use_layer_in_loop(loop, _local.layer)
+        threading.Thread(target=loop.run_forever, name="mcp-worker-loop", daemon=True).start()
+        _local.loop = loop
     return loop, _local.layer
 
 

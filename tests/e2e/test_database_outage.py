@@ -10,9 +10,14 @@ carry nothing). Then requests that need the database get 503 with ``Retry-After`
   (``-32603``, the request's id, a message naming the database);
 - on the API, a request with an API key (``{"error": {"code": "service_unavailable"}}``);
 - ``/readyz`` answers 503 naming the database down, and Redis (cache, channel layer, Redis) still ``ok``;
+- Django's views (``DatabaseUnavailableMiddleware``): the admin's sign-in page and the authorization endpoint for
+  a browser with a session cookie (a short HTML page), the OAuth token and registration endpoints
+  (``{"error": "temporarily_unavailable"}``, readable from any origin), one log line each; the
+  authorization-server metadata, which needs no database, is still served;
 
 and daphne's log holds no traceback. When the proxy forwards again, the same requests succeed. Before, they got
-500 "Internal error" with tracebacks, or hung past 40 s, and ``/readyz`` reported Redis down too (issue 25 #4).
+500 "Internal error" with tracebacks, or hung past 40 s, and ``/readyz`` reported Redis down too; the admin and
+the OAuth endpoints answered 500 with a traceback (issue 25 #4).
 """
 
 from __future__ import annotations
@@ -108,6 +113,25 @@ def _requests(http: httpx.AsyncClient, outage: Outage) -> dict[str, Any]:
             headers={"Authorization": f"Bearer {outage.api_key}", "Accept": "application/json"},
         ),
         "readyz": http.get(f"{outage.daphne.url}/readyz"),
+        # Django's own views: a browser's page, and the authorization server's machine endpoints.
+        # A browser that was here before sends its session cookie: reading the session needs the database.
+        "admin login": http.get(
+            f"{outage.daphne.url}/admin/login/",
+            headers={"Accept": "text/html", "Cookie": f"sessionid={'s' * 32}"},
+        ),
+        "oauth token": http.post(
+            f"{outage.daphne.url}/oauth/token/",
+            data={"grant_type": "authorization_code", "code": "c0de", "client_id": "some-client"},
+        ),
+        "oauth register": http.post(
+            f"{outage.daphne.url}/oauth/register/",
+            json={"client_name": "Outage", "redirect_uris": ["http://127.0.0.1:33333/callback"]},
+        ),
+        "oauth authorize": http.get(
+            f"{outage.daphne.url}/oauth/authorize/?response_type=code&client_id=some-client",
+            headers={"Accept": "text/html", "Cookie": f"sessionid={'s' * 32}"},
+        ),
+        "oauth metadata": http.get(f"{outage.daphne.url}/.well-known/oauth-authorization-server"),
     }
 
 
@@ -132,9 +156,11 @@ async def test_the_database_down_answers_503_with_retry_after_in_bounded_time_an
                 break
             await asyncio.sleep(0.2)
 
+    served = "oauth metadata"  # a document that needs no database: still served
     for what, (response, seconds) in down.items():
         assert isinstance(response, httpx.Response), (what, response, seconds)
-        assert response.status_code == 503, (what, response.status_code, response.text[:300])
+        expected = 200 if what == served else 503
+        assert response.status_code == expected, (what, response.status_code, response.text[:300])
         assert seconds < BOUND_SECONDS, (what, seconds)
     for what, request_id in (("initialize", "init-1"), ("fresh token", 9), ("tools/list", "list-1")):
         response = down[what][0]
@@ -145,9 +171,21 @@ async def test_the_database_down_answers_503_with_retry_after_in_bounded_time_an
     api = down["api"][0]
     assert int(api.headers["retry-after"]) >= 1
     assert api.json()["error"]["code"] == "service_unavailable", api.text
+    for what in ("admin login", "oauth authorize"):  # a browser's pages
+        page = down[what][0]
+        assert int(page.headers["retry-after"]) >= 1, what
+        assert page.headers["content-type"].startswith("text/html"), (what, page.headers)
+    for what in ("oauth token", "oauth register"):  # RFC 6749 §5.2 / RFC 7591 §3.2.2 error bodies
+        response = down[what][0]
+        assert int(response.headers["retry-after"]) >= 1, what
+        assert response.json()["error"] == "temporarily_unavailable", (what, response.text)
+        assert response.headers["access-control-allow-origin"] == "*", what  # a browser page's client reads it
+        assert "Retry-After" in response.headers["access-control-expose-headers"], what
+    assert down[served][0].json()["token_endpoint"].endswith("/oauth/token/")
     checks = down["readyz"][0].json()["checks"]
     assert checks["database"]["status"] == "down", checks
     for redis_backed in ("cache", "channel_layer", "redis"):
         assert checks[redis_backed]["status"] == "ok", (redis_backed, checks)
     assert [reply.status_code for reply in after] == [200, 200, 200], [reply.text[:200] for reply in after]
     assert "Traceback" not in outage.daphne.stderr(), outage.daphne.stderr()[-3000:]
+    assert "POST /oauth/token/: 503, the database is unavailable" in outage.daphne.stderr()  # one line instead

@@ -2,7 +2,9 @@
 
 The worker opens its own pooled connection to the upstream; progress crosses back to the daphne that holds the
 client's stream, and a client's cancellation reaches the worker, which cancels the upstream request, which
-stops the upstream tool. The upstream is mcp-host itself (tenant A's handshake-era server).
+stops the upstream tool. The upstream is mcp-host itself (tenant A's handshake-era server). A stateless
+client's answer to the upstream's elicitation reaches the worker whose upstream call waits for it, from another
+daphne and another worker (``second_worker_daphne`` dispatches to ``second_worker``'s queue).
 """
 
 from __future__ import annotations
@@ -13,17 +15,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
+import orjson
 import pytest
+from asgiref.sync import sync_to_async
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
 from tests.e2e.federation.conftest import LOOPBACK, WAIT_SECONDS, bearer, sdk, upstream_url
 from tests.e2e.workers import running_worker
-from tests.helpers import wait_until
+from tests.helpers import needs_shared_layer, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.services]
 
 QUEUE = f"tests-federation-{os.getpid()}"
+SECOND_QUEUE = f"{QUEUE}-second"
 ALLOW = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
 
 
@@ -38,6 +44,21 @@ def worker_daphne(
     django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, federation_worker: Any
 ) -> Iterator[Daphne]:
     with running_daphne(tmp_path_factory, {**ALLOW, "MCP_WORKER_QUEUE": QUEUE}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def second_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with running_worker(tmp_path_factory, pool="threads", concurrency=2, queue=SECOND_QUEUE, extra_env=ALLOW) as worker:
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def second_worker_daphne(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, second_worker: Any
+) -> Iterator[Daphne]:
+    """Another daphne, whose worker calls run on ``second_worker`` (another process than ``federation_worker``)."""
+    with running_daphne(tmp_path_factory, {**ALLOW, "MCP_WORKER_QUEUE": SECOND_QUEUE}) as server:
         yield server
 
 
@@ -109,3 +130,77 @@ async def test_the_worker_logs_no_upstream_url(
     assert result.is_error is False
     assert "worker call" in federation_worker.log()  # the worker's own line about the call is there
     assert "agentId=" not in federation_worker.log()
+
+
+async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """A stateless client's elicitation capability: the test answers the ``input_required`` itself."""
+    raise AssertionError("the test answers the input_required itself")
+
+
+@pytest.mark.parametrize("retry_on", ["another worker", "the same worker"])
+async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
+    worker_daphne: Daphne, second_worker_daphne: Daphne, federated_on_worker: Access, retry_on: str
+) -> None:
+    """The handshake-era upstream asks for a name; the stateless client answers through another daphne, whose
+    worker call runs on another worker process, or through the same daphne (on the same worker, in whichever of
+    its threads): the answer reaches the first worker's waiting upstream call."""
+    needs_shared_layer()
+    retry_daphne = second_worker_daphne if retry_on == "another worker" else worker_daphne
+    async with (
+        asyncio.timeout(WAIT_SECONDS),
+        sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one,
+        sdk(retry_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as two,
+    ):
+        first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        [key] = (first.input_requests or {}).keys()
+        answer = types.ElicitResult(action="accept", content={"name": "Grace"})
+        result = await two.session.call_tool(
+            "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
+        )
+
+    assert result.is_error is not True, result
+    assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["Hello, Grace!"]
+
+
+async def test_a_worker_exchange_the_client_never_resumes_ends_at_its_timeout(
+    worker_daphne: Daphne,
+    second_worker_daphne: Daphne,
+    federated_on_worker: Access,
+    mcp_host_upstream: Access,
+) -> None:
+    """Nothing is left waiting on the worker: at the call's timeout the upstream request is cancelled (the
+    upstream's own audit says so), and a late retry, on another worker, is told at once that it is gone."""
+    from mcp_app.models import McpServer, ToolCall, Upstream
+
+    needs_shared_layer()
+    timeout = 2.0
+    await sync_to_async(Upstream.objects.filter(tenant=federated_on_worker.tenant).update)(timeout_seconds=timeout)
+    await sync_to_async(McpServer.objects.bump_catalog_version)({federated_on_worker.server.pk}, ("tools",))
+
+    @sync_to_async
+    def upstream_cancelled() -> bool:
+        statuses = ToolCall.objects.filter(server=mcp_host_upstream.server, tool_name="ask_name")
+        return list(statuses.values_list("status", flat=True)) == [ToolCall.Status.CANCELLED]
+
+    async with asyncio.timeout(WAIT_SECONDS):
+        async with sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one:
+            first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult), first
+        await wait_until(
+            upstream_cancelled,
+            timeout=timeout + 10,
+            what="the upstream's ask_name call to be cancelled",
+        )
+        [key] = (first.input_requests or {}).keys()
+        answer = types.ElicitResult(action="accept", content={"name": "Late"})
+        async with sdk(
+            second_worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never
+        ) as two:
+            late = await two.session.call_tool(
+                "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
+            )
+
+    assert late.is_error is True
+    detail = orjson.loads(late.content[1].text)  # type: ignore[union-attr]
+    assert detail["code"] == "UPSTREAM_EXCHANGE_GONE"

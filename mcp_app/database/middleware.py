@@ -1,0 +1,78 @@
+"""``DatabaseUnavailableMiddleware``: a Django view that fails because the database is unavailable answers 503
+with ``Retry-After``, not 500 with a traceback (the admin, the OAuth pages and endpoints, any page of the project).
+
+Contract:
+
+- a view raising one of ``DATABASE_ERRORS`` (refused, partitioned, past its bounds, the pool's wait run out;
+  ``mcp_app.database``) gets ``503`` with ``Retry-After: RETRY_AFTER_SECONDS`` and ``Cache-Control: no-store``:
+  - JSON ``{"error": "temporarily_unavailable", "error_description": ...}`` (RFC 6749 §5.2's shape) for the
+    authorization server's machine endpoints (token, revocation, registration, metadata) and for a request that
+    does not accept HTML; those open to every origin keep their CORS headers (``oauth.cors``: a browser page
+    reads the 503 and its ``Retry-After``);
+  - a short HTML page otherwise (a browser: the admin, sign-in, consent);
+- logged as one warning line (method, path, error) on ``mcp_app.database``, no traceback; any other exception is
+  left to Django (500, logged with its traceback).
+
+Add it to ``MIDDLEWARE`` (anywhere: Django asks it about the view's exception and passes its answer back through
+every middleware). Not covered: an exception raised by another middleware outside the view (e.g. a session saved
+at the response) is still Django's 500. The MCP endpoint and the REST API answer their own 503s
+(``transport.consumer``, ``api.exceptions``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from . import DATABASE_ERRORS, RETRY_AFTER_SECONDS
+
+logger = logging.getLogger("mcp_app.database")
+
+OAUTH_NAMESPACE = "oauth2_provider"
+# DOT's endpoints that clients (not people) call: their errors are JSON (RFC 6749 §5.2, RFC 7591 §3.2.2).
+# Open to every origin (``oauth.cors.public``, whose headers these repeat: importing it would be a cycle): their
+# 503 must be readable by a browser page too.
+PUBLIC_ENDPOINTS = frozenset(
+    {"token", "revoke-token", "dcr-register", "oauth-server-metadata", "oauth-resource-metadata"}
+)
+JSON_ENDPOINTS = PUBLIC_ENDPOINTS | {"dcr-register-management"}
+DESCRIPTION = "The database is unavailable; retry after Retry-After seconds."
+PAGE = (
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>Temporarily unavailable</title></head>"
+    "<body><h1>Temporarily unavailable</h1><p>The service cannot reach its database. Please try again in a "
+    "moment.</p></body></html>"
+)
+
+
+def oauth_endpoint(request: HttpRequest) -> str | None:
+    """The name of the authorization server's endpoint ``request`` reached, if it did."""
+    match = request.resolver_match
+    return match.url_name if match is not None and OAUTH_NAMESPACE in match.namespaces else None
+
+
+class DatabaseUnavailableMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, DATABASE_ERRORS):
+            return None
+        logger.warning("%s %s: 503, the database is unavailable (%s)", request.method, request.path, exception)
+        endpoint = oauth_endpoint(request)
+        if endpoint in JSON_ENDPOINTS or not request.accepts("text/html"):
+            body = {"error": "temporarily_unavailable", "error_description": DESCRIPTION}
+            response = HttpResponse(json.dumps(body), status=503, content_type="application/json")
+            if endpoint in PUBLIC_ENDPOINTS:
+                response["Access-Control-Allow-Origin"] = "*"
+                response["Access-Control-Expose-Headers"] = "WWW-Authenticate, Retry-After"
+        else:
+            response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        response["Cache-Control"] = "no-store"
+        return response
