@@ -85,6 +85,49 @@ async def test_calls_past_the_connection_pool_wait_their_turn_and_all_succeed(
     assert time.monotonic() - started < 25  # two turns of 24 and 16, not one at a time
 
 
+@pytest.mark.e2e
+async def test_calls_past_the_pool_on_two_processes_all_succeed_and_leave_the_breaker_closed(
+    federating_daphne: Daphne,
+    second_federating_daphne: Daphne,
+    private_upstream: UpstreamProcess,
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],
+) -> None:
+    """The production shape of the busy upstream: two daphnes at their default settings, each sent 40 concurrent
+    calls of a tool slower than the connect timeout (10 s), which is what the 32nd call waited on the SDK's pool
+    for before its expiry tore the shared connection down and failed every call in flight. Now 24 run at once per
+    process and the rest take their turn: 80 results, no error, and the shared breaker still closed."""
+    from mcp_app.federation import breaker
+
+    access = await sync_to_async(access_factory)(tools=())
+    upstream = await sync_to_async(federate)(access, private_upstream.url)
+    await sync_to_async(breaker.reset)(upstream.pk)
+    body = {**slow("x", 11), "jsonrpc": "2.0"}
+    headers = {"Authorization": f"Bearer {access.raw_token}", "Accept": "application/json, text/event-stream"}
+
+    async def one(http: httpx.AsyncClient, base: str, n: int) -> dict[str, Any]:
+        args = {**body["params"]["arguments"], "tag": f"{base[-5:]}-{n}"}
+        payload = {**body, "id": n, "params": {**body["params"], "arguments": args}}
+        reply = await http.post(f"{base}{access.path}?{access.query}", json=payload, headers=headers)
+        assert reply.status_code == 200, reply.text
+        if reply.headers["content-type"].startswith("application/json"):
+            return dict(reply.json())
+        [last] = [line for line in reply.text.splitlines() if line.startswith("data: {")][-1:]
+        return dict(orjson.loads(last[len("data: ") :]))
+
+    started = time.monotonic()
+    async with httpx.AsyncClient(timeout=60) as http:
+        replies = await asyncio.gather(
+            *(one(http, daphne.url, n) for daphne in (federating_daphne, second_federating_daphne) for n in range(40))
+        )
+
+    results = [reply["result"] for reply in replies]
+    assert [result.get("isError", False) for result in results] == [False] * 80, results
+    assert {result["content"][0]["text"] for result in results} == {"done 1"}
+    assert time.monotonic() - started < 50  # two turns of 11 s per process, never one call at a time
+    assert await sync_to_async(breaker.state)(upstream.pk) == breaker.CLOSED_STATE  # no failure counted
+
+
 async def test_a_call_that_never_gets_a_turn_is_busy_and_leaves_the_others_and_the_breaker_alone(
     federated: tuple[Access, Any], private_upstream: UpstreamProcess, settings: Any
 ) -> None:
