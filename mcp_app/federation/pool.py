@@ -203,9 +203,16 @@ _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.Wea
 
 
 def _heard(keys: frozenset[str] | None) -> None:
-    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop."""
-    pks = None if keys is None else frozenset(int(key[9:]) for key in keys if key.startswith("upstream:"))
-    if pks is not None and not pks:
+    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop.
+
+    "Forget everything" (``None``: the log was (re)joined, settings reloaded) names no upstream and closes
+    nothing: it says cached reads may be stale, not that an upstream changed, and closing would fail every call
+    in flight. A connection to an upstream edited meanwhile is not reused anyway (its endpoint revision changed)
+    and closes when idle (``UPSTREAM_POOL_IDLE_SECONDS``)."""
+    if keys is None:
+        return
+    pks = frozenset(int(key[9:]) for key in keys if key.startswith("upstream:"))
+    if not pks:
         return
     for loop, found in list(_pools.items()):
         if not loop.is_closed():
