@@ -199,6 +199,42 @@ def _fresh_catalog_cache() -> Any:
     writebehind.discard()  # this test's rows go with its database
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _flush_beside_live_processes() -> Any:
+    """Transactional tests end with a flush (one ``TRUNCATE`` of every table) while the daphne and worker processes
+    of the end-to-end tests still serve the test database: an audit flush there can deadlock with the
+    ``TRUNCATE`` (PostgreSQL then aborts one of the two), and on a slow disk the ``TRUNCATE`` can outlast the
+    product's ``statement_timeout``. So the flush runs without that timeout and is retried after a deadlock; any
+    other failure still fails the test."""
+    from django.core.management.base import CommandError
+    from django.core.management.commands import flush
+    from django.db import OperationalError, connections
+
+    handle = flush.Command.handle
+
+    def patient(self: Any, **options: Any) -> Any:
+        connection = connections[options["database"]]
+        postgres = connection.vendor == "postgresql"
+        for attempt in itertools.count(1):
+            if postgres:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET statement_timeout = 0")
+            try:
+                return handle(self, **options)
+            except CommandError as failed:
+                if attempt == 3 or not isinstance(failed.__cause__, OperationalError):
+                    raise
+            finally:
+                if postgres and connection.connection is not None:
+                    with connection.cursor() as cursor:
+                        cursor.execute("RESET statement_timeout")
+        return None
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flush.Command, "handle", patient)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _manual_audit_flush() -> Any:
     """The audit buffer is flushed by hand in tests (a background thread could not see a test's transaction);
