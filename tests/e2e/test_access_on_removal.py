@@ -355,6 +355,26 @@ def live_oauth(oauth_world: Any) -> Issued:
     return run_flow(Client(), user, access.server)
 
 
+async def served_then_refused(issued: Issued, bases: tuple[str, ...], change: Callable[[], None], what: str) -> None:
+    """A call with ``issued``'s access token is served on each process; after ``change`` (made here, as the admin
+    would) it is refused with 401 on each within the bound."""
+    bearer = {
+        "Authorization": f"Bearer {issued.access_token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        for base in bases:
+            assert (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 200
+        await database_sync_to_async(change)()
+
+        async def refused(base: str) -> bool:
+            return (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 401
+
+        await within_bound(refused, bases, what=what)
+
+
 def delete_client(issued: Issued) -> None:
     from oauth2_provider.models import Application
 
@@ -365,21 +385,7 @@ async def test_a_deleted_oauth_client_s_access_and_refresh_tokens_are_refused(
     daphne_url: str, second_daphne: Any, live_oauth: Issued
 ) -> None:
     bases = (daphne_url, second_daphne.url)
-    bearer = {
-        "Authorization": f"Bearer {live_oauth.access_token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2025-11-25",
-    }
-    async with httpx.AsyncClient(timeout=WAIT) as http:
-        for base in bases:
-            assert (await http.post(f"{base}{live_oauth.path}", json=CALL, headers=bearer)).status_code == 200
-        await database_sync_to_async(delete_client)(live_oauth)
-
-        async def refused(base: str) -> bool:
-            return (await http.post(f"{base}{live_oauth.path}", json=CALL, headers=bearer)).status_code == 401
-
-        await within_bound(refused, bases, what="OAuth client deleted")
+    await served_then_refused(live_oauth, bases, lambda: delete_client(live_oauth), what="OAuth client deleted")
     refreshed = await database_sync_to_async(
         lambda: token_request(
             Client(), grant_type="refresh_token", refresh_token=live_oauth.refresh_token, client_id=live_oauth.client_id
@@ -469,21 +475,7 @@ async def test_rotating_a_confidential_client_s_secret_refuses_its_tokens(
     )()
     assert issued.client_secret
     bases = (daphne_url, second_daphne.url)
-    bearer = {
-        "Authorization": f"Bearer {issued.access_token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2025-11-25",
-    }
-    async with httpx.AsyncClient(timeout=WAIT) as http:
-        for base in bases:
-            assert (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 200
-        await database_sync_to_async(rotate_secret)(issued)
-
-        async def refused(base: str) -> bool:
-            return (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 401
-
-        await within_bound(refused, bases, what="OAuth client secret rotated")
+    await served_then_refused(issued, bases, lambda: rotate_secret(issued), what="OAuth client secret rotated")
 
     def refresh(secret: str) -> Any:
         return token_request(

@@ -16,12 +16,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
+import mcp_types as types
+import orjson
 import pytest
 from mcp.client.client import Client, ConnectMode
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
+from tests.federation.upstream_server import UpstreamProcess
 
 WAIT_SECONDS = 20.0
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
@@ -105,3 +108,54 @@ async def sdk(base: str, access: Access, *, mode: ConnectMode, **callbacks: Any)
         transport = streamable_http_client(f"{base}{access.path}?{access.query}", http_client=http_client)
         async with Client(transport, mode=mode, read_timeout_seconds=WAIT_SECONDS, **callbacks) as client:
             yield client
+
+
+@pytest.fixture
+def private_upstream(upstream_server: Callable[[str], UpstreamProcess]) -> UpstreamProcess:
+    """An upstream process of the test's own (the test may stop it)."""
+    return upstream_server("stateful")
+
+
+@pytest.fixture
+def federated(
+    private_upstream: UpstreamProcess, access_factory: Callable[..., Access], federate: Callable[..., Any]
+) -> tuple[Access, Any]:
+    """A server with no tool of its own, bound whole to ``private_upstream``: the access and the upstream row."""
+    access = access_factory(tools=())
+    return access, federate(access, private_upstream.url)
+
+
+@pytest.fixture
+async def close_pool() -> Any:
+    """Close this process's upstream connections after the test (they belong to its event loop)."""
+    yield
+    from mcp_app.federation import pool
+
+    await pool.close()
+
+
+def failure(result: dict[str, Any]) -> str:
+    """The ``code`` of an upstream failure result (and that it is one)."""
+    assert result["isError"] is True, result
+    detail = orjson.loads(result["content"][1]["text"])
+    assert detail["error_type"] == "upstream_error"
+    return str(detail["code"])
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, types.TextContent)]
+
+
+async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    raise AssertionError("the test answers the input_required itself")
+
+
+async def answer_on_another_client(one: Client, two: Client) -> types.CallToolResult:
+    """Call ``up_ask_name`` statelessly on ``one``, and answer its ``input_required`` by a retry on ``two``."""
+    first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult), first
+    [key] = (first.input_requests or {}).keys()
+    answer = types.ElicitResult(action="accept", content={"name": "Grace"})
+    return await two.session.call_tool(
+        "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
+    )

@@ -21,48 +21,24 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne
-from tests.e2e.federation.conftest import WAIT_SECONDS, bearer, sdk, upstream_url
+from tests.e2e.federation.conftest import (
+    WAIT_SECONDS,
+    answer_on_another_client,
+    bearer,
+    failure,
+    never,
+    sdk,
+    texts,
+    upstream_url,
+)
 from tests.federation.upstream_server import UpstreamProcess
 from tests.helpers import call, needs_shared_layer, result_of, rpc
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def failure(result: dict[str, Any]) -> str:
-    """The ``code`` of an upstream failure result (and that it is one)."""
-    assert result["isError"] is True, result
-    detail = orjson.loads(result["content"][1]["text"])
-    assert detail["error_type"] == "upstream_error"
-    return str(detail["code"])
-
-
-def texts(result: types.CallToolResult) -> list[str]:
-    return [block.text for block in result.content if isinstance(block, types.TextContent)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
 
 
 def slow(tag: str, delay: float) -> dict[str, Any]:
     return rpc("tools/call", {"name": "up_slow", "arguments": {"steps": 1, "delay": delay, "tag": tag}})
-
-
-@pytest.fixture
-def private_upstream(upstream_server: Callable[[str], UpstreamProcess]) -> UpstreamProcess:
-    return upstream_server("stateful")
-
-
-@pytest.fixture
-def federated(
-    private_upstream: UpstreamProcess, access_factory: Callable[..., Access], federate: Callable[..., Any]
-) -> tuple[Access, Any]:
-    access = access_factory(tools=())
-    return access, federate(access, private_upstream.url)
-
-
-@pytest.fixture(autouse=True)
-async def _close_pool() -> Any:
-    yield
-    from mcp_app.federation import pool
-
-    await pool.close()
 
 
 # Concurrency ------------------------------------------------------------------------------------------------------
@@ -386,21 +362,12 @@ async def test_a_stateless_retry_reaching_another_process_resumes_the_waiting_up
         access, upstream_url(federating_daphne, mcp_host_upstream), secret=bearer(mcp_host_upstream)
     )
 
-    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        raise AssertionError("the test answers the input_required itself")
-
     async with (
         asyncio.timeout(WAIT_SECONDS),
         sdk(federating_daphne.url, access, mode="2026-07-28", elicitation_callback=never) as one,
         sdk(second_federating_daphne.url, access, mode="2026-07-28", elicitation_callback=never) as two,
     ):
-        first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
-        assert isinstance(first, types.InputRequiredResult), first
-        [key] = (first.input_requests or {}).keys()
-        answer = types.ElicitResult(action="accept", content={"name": "Grace"})
-        result = await two.session.call_tool(
-            "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
-        )
+        result = await answer_on_another_client(one, two)
 
     assert result.is_error is not True, result
     assert texts(result) == ["Hello, Grace!"]

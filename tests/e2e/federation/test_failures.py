@@ -14,49 +14,20 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import orjson
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 
 from tests.conftest import Access
+from tests.e2e.federation.conftest import failure
 from tests.federation.upstream_server import UpstreamProcess
 from tests.helpers import call, result_of, rpc
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
 
 
 def echo(text: str = "hi") -> dict[str, Any]:
     return rpc("tools/call", {"name": "up_echo", "arguments": {"text": text}})
-
-
-def failure(result: dict[str, Any]) -> str:
-    """The ``code`` of an upstream failure result (and that it is one)."""
-    assert result["isError"] is True, result
-    detail = orjson.loads(result["content"][1]["text"])
-    assert detail["error_type"] == "upstream_error"
-    return str(detail["code"])
-
-
-@pytest.fixture
-def private_upstream(upstream_server: Callable[[str], UpstreamProcess]) -> UpstreamProcess:
-    return upstream_server("stateful")
-
-
-@pytest.fixture
-def federated(
-    private_upstream: UpstreamProcess, access_factory: Callable[..., Access], federate: Callable[..., Any]
-) -> tuple[Access, Any]:
-    access = access_factory(tools=())
-    return access, federate(access, private_upstream.url)
-
-
-@pytest.fixture(autouse=True)
-async def _close_pool() -> Any:
-    yield
-    from mcp_app.federation import pool
-
-    await pool.close()
 
 
 async def test_a_down_upstream_answers_an_error_result_at_once(

@@ -17,15 +17,7 @@ from tests.conftest import Access
 from tests.federation.upstream_server import UpstreamProcess
 from tests.helpers import call, result_of, rpc
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-async def _close_pool() -> Any:
-    yield
-    from mcp_app.federation import pool
-
-    await pool.close()
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
 
 
 def with_token(access: Access, **grant: Any) -> Access:

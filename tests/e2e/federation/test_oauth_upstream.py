@@ -20,7 +20,7 @@ from tests.e2e.conftest import free_port
 from tests.federation.upstream_server import UpstreamProcess
 from tests.helpers import call, result_of, rpc
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("close_pool")]
 
 CLIENT = ("mcp-host-tenant", "s3cret-value")
 
@@ -32,14 +32,6 @@ def oauth_upstream(tmp_path: Path) -> Iterator[UpstreamProcess]:
     upstream.start()
     yield upstream
     upstream.stop()
-
-
-@pytest.fixture(autouse=True)
-async def _close_pool() -> Any:
-    yield
-    from mcp_app.federation import pool
-
-    await pool.close()
 
 
 def register(access: Access, upstream: UpstreamProcess, secret: str) -> Any:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne
-from tests.e2e.federation.conftest import WAIT_SECONDS, sdk
+from tests.e2e.federation.conftest import WAIT_SECONDS, sdk, texts
 from tests.federation.upstream_server import UpstreamProcess
 
 pytestmark = pytest.mark.e2e
@@ -37,10 +37,6 @@ def federated(
     access = access_factory(tools=())
     federate(access, upstream.url, prefix="sdk_", name=f"sdk-{upstream.mode}")
     return access
-
-
-def texts(result: types.CallToolResult) -> list[str]:
-    return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
 @pytest.mark.parametrize("mode", ERAS)

@@ -22,7 +22,16 @@ from asgiref.sync import sync_to_async
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
-from tests.e2e.federation.conftest import LOOPBACK, WAIT_SECONDS, bearer, sdk, upstream_url
+from tests.e2e.federation.conftest import (
+    LOOPBACK,
+    WAIT_SECONDS,
+    answer_on_another_client,
+    bearer,
+    never,
+    sdk,
+    texts,
+    upstream_url,
+)
 from tests.e2e.workers import running_worker
 from tests.helpers import needs_shared_layer, wait_until
 
@@ -132,11 +141,6 @@ async def test_the_worker_logs_no_upstream_url(
     assert "agentId=" not in federation_worker.log()
 
 
-async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-    """A stateless client's elicitation capability: the test answers the ``input_required`` itself."""
-    raise AssertionError("the test answers the input_required itself")
-
-
 @pytest.mark.parametrize("retry_on", ["another worker", "the same worker"])
 async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
     worker_daphne: Daphne, second_worker_daphne: Daphne, federated_on_worker: Access, retry_on: str
@@ -151,16 +155,10 @@ async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
         sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one,
         sdk(retry_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as two,
     ):
-        first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
-        assert isinstance(first, types.InputRequiredResult), first
-        [key] = (first.input_requests or {}).keys()
-        answer = types.ElicitResult(action="accept", content={"name": "Grace"})
-        result = await two.session.call_tool(
-            "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
-        )
+        result = await answer_on_another_client(one, two)
 
     assert result.is_error is not True, result
-    assert [block.text for block in result.content if isinstance(block, types.TextContent)] == ["Hello, Grace!"]
+    assert texts(result) == ["Hello, Grace!"]
 
 
 async def test_a_worker_exchange_the_client_never_resumes_ends_at_its_timeout(
