@@ -24,14 +24,7 @@ from ..conf import mcp_settings
 from ..definitions.prompts import template_pattern
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
-from ..definitions.targets import (
-    FunctionTarget,
-    HttpTarget,
-    PythonTarget,
-    StaticPromptTarget,
-    StaticResourceTarget,
-    StaticTarget,
-)
+from ..definitions.targets import HttpTarget, StaticPromptTarget, StaticResourceTarget
 from ..definitions.upstreams import (
     UpstreamPromptTarget,
     UpstreamResourceTarget,
@@ -85,7 +78,7 @@ def _python_tool(binding: ServerTool, allowed_python_tools: Any) -> ToolDescript
         task_support=registered.task_support,
         execution=binding.execution or registered.execution,
         timeout=float(binding.timeout_seconds) if binding.timeout_seconds else registered.timeout,
-        target=PythonTarget(registered),
+        target=registered,
         ref=tool.pk,
         rate_limit=(tool.rate_limit, tool.rate_burst),
     )
@@ -122,7 +115,7 @@ def _static_tool(binding: ServerTool, _allowed: Any) -> ToolDescriptor | None:
         delay_ms=tool.static_delay_ms,
         progress_steps=tool.static_progress_steps,
     )
-    return _row_tool(binding, StaticTarget(behaviour))
+    return _row_tool(binding, behaviour)
 
 
 def _http_tool(binding: ServerTool, _allowed: Any) -> ToolDescriptor | None:
@@ -162,7 +155,7 @@ def _python_resource(resource: Resource, _server_id: int) -> object | None:
     if registered is None:
         logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
         return None
-    return FunctionTarget(registered)
+    return registered
 
 
 def _upstream_resource(resource: Resource, server_id: int) -> object | None:
@@ -225,7 +218,7 @@ def _python_prompt(prompt: Prompt, _server_id: int) -> PromptDescriptor | None:
         return None
     return _row_prompt(
         prompt,
-        FunctionTarget(registered),
+        registered,
         arguments=tuple(
             PromptArgument(name=name, description=description or None, required=required)
             for name, description, required in registered.parameters

@@ -1,8 +1,9 @@
 """What the catalog resolves an entry to, and a runner runs: the targets of tools, resources and prompts.
 
-- ``PythonTarget``: a tool registered in code (``registry``); ``FunctionTarget``: a prompt or resource
-  produced by a registered function;
-- ``StaticTarget``: a ``static`` tool's canned answers (``static``);
+An entry defined in code resolves to its definition (``registry.RegisteredTool``, ``registry.RegisteredFunction``
+for a prompt or resource function), a ``static`` tool to its canned answers (``static.StaticBehaviour``), an
+imported entry to its upstream target (``upstreams``); the rest are here:
+
 - ``HttpTarget``: a tenant's webhook (``http_tools``); its secret headers stay encrypted until a request is sent;
 - ``StaticResourceTarget`` and ``StaticPromptTarget``: a resource's stored content, a prompt's stored messages.
 
@@ -14,29 +15,7 @@ against the descriptor's schema). Nothing here runs anything or touches a databa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from .static import StaticBehaviour
-
-if TYPE_CHECKING:
-    from .registry import RegisteredFunction, RegisteredTool
-
-
-@dataclass(frozen=True)
-class PythonTarget:
-    registered: RegisteredTool
-
-
-@dataclass(frozen=True)
-class FunctionTarget:
-    """A prompt or resource produced by a function registered in code."""
-
-    registered: RegisteredFunction
-
-
-@dataclass(frozen=True)
-class StaticTarget:
-    behaviour: StaticBehaviour
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ import orjson
 
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
-from ..definitions.context import InputRequired
+from ..definitions.context import InputRequired, error_result
 from ..definitions.upstreams import (
     UpstreamEndpoint,
     UpstreamPromptTarget,
@@ -81,11 +81,7 @@ class UpstreamFailure(Exception):
 
 
 def failure_result(code: str, message: str) -> dict[str, Any]:
-    detail = {"code": code, "message": message, "error_type": "upstream_error"}
-    return {
-        "content": [{"type": "text", "text": message}, {"type": "text", "text": orjson.dumps(detail).decode()}],
-        "isError": True,
-    }
+    return error_result(message, code, "upstream_error")
 
 
 # What an upstream's answer carries about its own wire (the 2026-07-28 result envelope, its identity): our

@@ -16,12 +16,13 @@ from typing import Any
 
 import orjson
 
+from ..definitions.context import error_result
 from ..observability import metrics, tracing
 from ..protocol.context import CallContext, InvalidToolArguments
 from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import ProtocolError
 from ..protocol.modern import runs_as_task
-from .executors import error_result, executor_for, text, validator
+from .executors import executor_for, text, validator
 
 logger = logging.getLogger("mcp_app.runtime")
 

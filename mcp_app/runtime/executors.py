@@ -3,9 +3,10 @@
 An ``Executor`` knows how its kind runs: ``validate`` a tool's arguments (and convert them to what ``call``
 takes), ``call`` the tool, ``read`` a resource, ``render`` a prompt. A kind implements what its targets are for;
 the base validates against the tool's published JSON Schema and refuses the rest. ``EXECUTORS`` maps each target
-type (``definitions.targets``, ``definitions.upstreams``) to its executor, and ``executor_for`` is the one lookup:
-the inline runner (``runtime.execution``) and the routing runner ask it, nothing else branches on a target's type.
-A new kind costs a target type and an executor, added here (or, from a project or a test, to ``EXECUTORS``).
+type (a code definition, a static behaviour, ``definitions.targets``, ``definitions.upstreams``) to its executor;
+``executor_for`` is the one lookup, which the inline runner (``runtime.execution``) and the routing runner use:
+nothing else branches on a target's type. A new kind costs a target type and an executor, added here (or, from a
+project or a test, to ``EXECUTORS``).
 
 The kinds: ``python`` (``@tool``, ``@resource``, ``@prompt`` functions; arguments validated by the function's
 pydantic model, input requests of the handshake era asked in band), ``static`` (a row's canned answers, content
@@ -21,28 +22,27 @@ import functools
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import pydantic
 from jsonschema import Draft202012Validator
 
 from ..definitions import targets, upstreams
-from ..definitions.context import InputRequired, ToolError, ToolResult
+from ..definitions.context import InputRequired, ToolError, ToolResult, error_result
 from ..definitions.patterns import schema_validator
 from ..definitions.prompts import fill_placeholders, render_static_prompt
+from ..definitions.registry import RegisteredFunction, RegisteredTool
+from ..definitions.static import StaticBehaviour
 from ..federation import calls as upstream_calls
 from ..observability import metrics
 from ..protocol.context import CallContext, InvalidToolArguments
 from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
 from ..protocol.errors import InvalidParams, ProtocolError
 from ..protocol.versions import LEGACY
-from .invocation import answer_in_band, invoke, run_tool, tool_context
+from .invocation import answer_in_band, invoke, run_tool
 from .mrtr import input_required_result, verify_state
 from .webhooks import call_webhook
-
-if TYPE_CHECKING:
-    from ..definitions.registry import RegisteredTool
 
 logger = logging.getLogger("mcp_app.runtime")
 
@@ -103,12 +103,6 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def error_result(message: str, code: str, error_type: str) -> dict[str, Any]:
-    """An ``isError`` result: a sentence for the model, then ``{code, message, error_type}`` for programs."""
-    detail = {"code": code, "message": message, "error_type": error_type}
-    return {"content": [text(message), text(orjson.dumps(detail).decode())], "isError": True}
-
-
 def _content(resource: ResourceDescriptor, uri: str) -> dict[str, Any]:
     """A resource content's head: its URI and, when the resource declares one, its MIME type."""
     return {"uri": uri, "mimeType": resource.mime_type} if resource.mime_type else {"uri": uri}
@@ -122,27 +116,24 @@ def _described(prompt: PromptDescriptor) -> dict[str, Any]:
 
 
 class PythonExecutor(Executor):
-    """Tools (``PythonTarget``), resources and prompts (``FunctionTarget``) registered in code. A ``ToolError``
+    """Tools (``RegisteredTool``), resources and prompts (``RegisteredFunction``) registered in code. A ``ToolError``
     becomes an ``isError`` result with its message; any other exception is logged and becomes an ``isError``
     result with a generic message, so no internals leak to the client."""
 
     def validate(self, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
-        target: targets.PythonTarget = tool.target
+        registered: RegisteredTool = tool.target
         try:
             # Strict JSON-mode validation matches the published schema: "2" is not a number and true is not an
             # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
-            model = target.registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
+            model = registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
         except pydantic.ValidationError as exc:
             raise InvalidToolArguments(_describe_validation_error(exc)) from exc
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
-        registered = tool.target.registered
-        state = verify_state(call, tool.name)
-        if registered.context_parameter:
-            arguments[registered.context_parameter] = tool_context(call, state)
+        registered: RegisteredTool = tool.target
         try:
-            value = await run_tool(registered, arguments)
+            value = await invoke(registered, arguments, call, verify_state(call, tool.name))
             rounds = 0
             while isinstance(value, InputRequired) and call.request.era == LEGACY and call.outbound.can_request:
                 # Handshake era: carry the tool's input requests out as server-to-client requests on this call's
@@ -166,32 +157,32 @@ class PythonExecutor(Executor):
     async def read(
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
-        target: targets.FunctionTarget = resource.target
+        registered: RegisteredFunction = resource.target
         content = _content(resource, uri)
-        value = await invoke(target.registered, dict(variables), call, None)
+        value = await invoke(registered, dict(variables), call, None)
         if isinstance(value, bytes):
             content["blob"] = base64.b64encode(value).decode()
         elif isinstance(value, str):
             content["text"] = value
         else:
-            raise TypeError(f"resource function {target.registered.name} returned {type(value).__name__}")
+            raise TypeError(f"resource function {registered.name} returned {type(value).__name__}")
         return {"contents": [content]}
 
     async def render(self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext) -> dict[str, Any]:
-        target: targets.FunctionTarget = prompt.target
-        known = {name for name, _description, _required in target.registered.parameters}
+        registered: RegisteredFunction = prompt.target
+        known = {name for name, _description, _required in registered.parameters}
         unknown = sorted(set(arguments) - known)
         if unknown:
             raise InvalidParams(f"Unknown argument(s) for prompt {prompt.name}: {', '.join(unknown)}")
         salt_name = f"prompt:{prompt.name}"
-        value = await invoke(target.registered, dict(arguments), call, verify_state(call, salt_name))
+        value = await invoke(registered, dict(arguments), call, verify_state(call, salt_name))
         if isinstance(value, InputRequired):
             return input_required_result(call, salt_name, value)
         if isinstance(value, str):
             return {**_described(prompt), "messages": [{"role": "user", "content": text(value)}]}
         if isinstance(value, list):
             return {**_described(prompt), "messages": value}
-        raise TypeError(f"prompt function {target.registered.name} returned {type(value).__name__}")
+        raise TypeError(f"prompt function {registered.name} returned {type(value).__name__}")
 
 
 def _describe_validation_error(exc: pydantic.ValidationError) -> str:
@@ -250,8 +241,8 @@ class StaticExecutor(Executor):
     """A row's canned tool answers, resource content and prompt messages."""
 
     async def call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
-        target: targets.StaticTarget = tool.target
-        return await target.behaviour.answer(arguments, call.progress.report)
+        behaviour: StaticBehaviour = tool.target
+        return await behaviour.answer(arguments, call.progress.report)
 
     async def read(
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
@@ -309,9 +300,9 @@ _PYTHON, _STATIC, _UPSTREAM = PythonExecutor(), StaticExecutor(), UpstreamExecut
 
 #: The table: the executor of each type of target.
 EXECUTORS: dict[type[Any], Executor] = {
-    targets.PythonTarget: _PYTHON,
-    targets.FunctionTarget: _PYTHON,
-    targets.StaticTarget: _STATIC,
+    RegisteredTool: _PYTHON,
+    RegisteredFunction: _PYTHON,
+    StaticBehaviour: _STATIC,
     targets.StaticResourceTarget: _STATIC,
     targets.StaticPromptTarget: _STATIC,
     targets.HttpTarget: HttpExecutor(),
