@@ -17,20 +17,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from ..conf import mcp_settings
 from ..definitions.prompts import template_pattern
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
-from ..definitions.targets import (
-    FunctionTarget,
-    HttpTarget,
-    PythonTarget,
-    StaticPromptTarget,
-    StaticResourceTarget,
-    StaticTarget,
-)
+from ..definitions.targets import HttpTarget, StaticPromptTarget, StaticResourceTarget
 from ..definitions.upstreams import (
     UpstreamPromptTarget,
     UpstreamResourceTarget,
@@ -59,73 +53,47 @@ def _upstream_of(entry: Tool | Resource | Prompt, server_id: int) -> Upstream | 
     return upstream if upstream.enabled else None
 
 
-def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDescriptor | None:
+# Each kind of entry, as one function per kind in one table: how a row becomes a descriptor (``None``: left out,
+# logged). The target it carries is run by the executor registered for its type (``runtime.executors``).
+
+
+def _python_tool(binding: ServerTool, allowed_python_tools: Any) -> ToolDescriptor | None:
     tool = binding.tool
-    name = binding.name_override or tool.name
-    description = binding.description_override or tool.description or None
-    if tool.kind == Tool.Kind.PYTHON:
-        if not python_tool_allowed(allowed_python_tools, tool.python_name or tool.name):
-            # The row may exist (bound before the operator withdrew the tool): never expose it.
-            logger.warning(
-                "server %s binds python tool %r not allowed for its tenant", binding.server_id, tool.python_name
-            )
-            return None
-        registered = registry.get(tool.python_name or tool.name)
-        if registered is None:
-            logger.warning("server %s binds unregistered python tool %r", binding.server_id, tool.python_name)
-            return None
-        return ToolDescriptor(
-            name=name,
-            title=tool.title or registered.title,
-            description=description or registered.description or None,
-            input_schema=registered.input_schema,
-            output_schema=registered.output_schema,
-            annotations=tool.annotations or registered.annotations,
-            icons=tool.icons,
-            task_support=registered.task_support,
-            execution=binding.execution or registered.execution,
-            timeout=float(binding.timeout_seconds) if binding.timeout_seconds else registered.timeout,
-            target=PythonTarget(registered),
-            ref=tool.pk,
-            rate_limit=(tool.rate_limit, tool.rate_burst),
-        )
-    schema = tool.input_schema or {"type": "object", "properties": {}}
-    target: object
-    if tool.kind == Tool.Kind.UPSTREAM:
-        upstream = _upstream_of(tool, binding.server_id)
-        if upstream is None:
-            return None
-        target = UpstreamToolTarget(endpoint=endpoint_of(upstream), remote_name=tool.remote_name, input_schema=schema)
-    elif tool.kind == Tool.Kind.HTTP:
-        webhook = getattr(tool, "webhook", None)  # a missing reverse one-to-one raises; getattr's default catches it
-        if webhook is None:
-            logger.warning("server %s binds http tool %r, which has no webhook", binding.server_id, tool.name)
-            return None
-        target = HttpTarget(
-            url=webhook.url,
-            method=webhook.method,
-            input_schema=schema,
-            headers=tuple((str(key), str(value)) for key, value in (webhook.headers or {}).items()),
-            timeout_seconds=webhook.timeout_seconds,
-            secret_headers=webhook.secret_headers_encrypted,
-        )
-    else:
-        target = StaticTarget(
-            input_schema=schema,
-            behaviour=StaticBehaviour(
-                result=tool.static_result,
-                error=tool.static_error,
-                cases=tuple(tool.static_cases or ()),
-                delay_ms=tool.static_delay_ms,
-                progress_steps=tool.static_progress_steps,
-            ),
-        )
-    # Tenant-written kinds (static, http): everything the client sees comes from the row.
+    if not python_tool_allowed(allowed_python_tools, tool.python_name or tool.name):
+        # The row may exist (bound before the operator withdrew the tool): never expose it.
+        logger.warning("server %s binds python tool %r not allowed for its tenant", binding.server_id, tool.python_name)
+        return None
+    registered = registry.get(tool.python_name or tool.name)
+    if registered is None:
+        logger.warning("server %s binds unregistered python tool %r", binding.server_id, tool.python_name)
+        return None
     return ToolDescriptor(
-        name=name,
+        name=binding.name_override or tool.name,
+        title=tool.title or registered.title,
+        description=binding.description_override or tool.description or registered.description or None,
+        input_schema=registered.input_schema,
+        output_schema=registered.output_schema,
+        annotations=tool.annotations or registered.annotations,
+        icons=tool.icons,
+        task_support=registered.task_support,
+        execution=binding.execution or registered.execution,
+        timeout=float(binding.timeout_seconds) if binding.timeout_seconds else registered.timeout,
+        target=registered,
+        ref=tool.pk,
+        rate_limit=(tool.rate_limit, tool.rate_burst),
+    )
+
+
+def _row_tool(binding: ServerTool, target: object | None) -> ToolDescriptor | None:
+    """A tenant-written or imported tool (static, http, upstream): everything the client sees comes from the row."""
+    tool = binding.tool
+    if target is None:
+        return None
+    return ToolDescriptor(
+        name=binding.name_override or tool.name,
         title=tool.title or None,
-        description=description,
-        input_schema=schema,
+        description=binding.description_override or tool.description or None,
+        input_schema=tool.input_schema or {"type": "object", "properties": {}},
         output_schema=tool.output_schema,
         annotations=tool.annotations,
         icons=tool.icons,
@@ -138,20 +106,74 @@ def _descriptor(binding: ServerTool, allowed_python_tools: Any = ()) -> ToolDesc
     )
 
 
+def _static_tool(binding: ServerTool, _allowed: Any) -> ToolDescriptor | None:
+    tool = binding.tool
+    behaviour = StaticBehaviour(
+        result=tool.static_result,
+        error=tool.static_error,
+        cases=tuple(tool.static_cases or ()),
+        delay_ms=tool.static_delay_ms,
+        progress_steps=tool.static_progress_steps,
+    )
+    return _row_tool(binding, behaviour)
+
+
+def _http_tool(binding: ServerTool, _allowed: Any) -> ToolDescriptor | None:
+    tool = binding.tool
+    webhook = getattr(tool, "webhook", None)  # a missing reverse one-to-one raises; getattr's default catches it
+    if webhook is None:
+        logger.warning("server %s binds http tool %r, which has no webhook", binding.server_id, tool.name)
+        return None
+    headers = tuple((str(key), str(value)) for key, value in (webhook.headers or {}).items())
+    return _row_tool(
+        binding,
+        HttpTarget(
+            url=webhook.url,
+            method=webhook.method,
+            headers=headers,
+            timeout_seconds=webhook.timeout_seconds,
+            secret_headers=webhook.secret_headers_encrypted,
+        ),
+    )
+
+
+def _upstream_tool(binding: ServerTool, _allowed: Any) -> ToolDescriptor | None:
+    upstream = _upstream_of(binding.tool, binding.server_id)
+    return _row_tool(binding, upstream and UpstreamToolTarget(endpoint_of(upstream), binding.tool.remote_name))
+
+
+_TOOL_KINDS: dict[str, Callable[[ServerTool, Any], ToolDescriptor | None]] = {
+    Tool.Kind.PYTHON: _python_tool,
+    Tool.Kind.STATIC: _static_tool,
+    Tool.Kind.HTTP: _http_tool,
+    Tool.Kind.UPSTREAM: _upstream_tool,
+}
+
+
+def _python_resource(resource: Resource, _server_id: int) -> object | None:
+    registered = registry.resource(resource.python_name)
+    if registered is None:
+        logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
+        return None
+    return registered
+
+
+def _upstream_resource(resource: Resource, server_id: int) -> object | None:
+    upstream = _upstream_of(resource, server_id)
+    return upstream and UpstreamResourceTarget(endpoint_of(upstream))
+
+
+_RESOURCE_TARGETS: dict[str, Callable[[Resource, int], object | None]] = {
+    Resource.Kind.PYTHON: _python_resource,
+    Resource.Kind.STATIC: lambda resource, _server_id: StaticResourceTarget(text=resource.text, blob=resource.blob),
+    Resource.Kind.UPSTREAM: _upstream_resource,
+}
+
+
 def _resource_descriptor(resource: Resource, server_id: int) -> ResourceDescriptor | None:
-    if resource.kind == Resource.Kind.UPSTREAM:
-        upstream = _upstream_of(resource, server_id)
-        if upstream is None:
-            return None
-        target: object = UpstreamResourceTarget(endpoint_of(upstream))
-    elif resource.kind == Resource.Kind.PYTHON:
-        registered = registry.resource(resource.python_name)
-        if registered is None:
-            logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
-            return None
-        target = FunctionTarget(registered)
-    else:
-        target = StaticResourceTarget(text=resource.text, blob=resource.blob)
+    target = _RESOURCE_TARGETS[resource.kind](resource, server_id)
+    if target is None:
+        return None
     return ResourceDescriptor(
         uri=resource.uri,
         name=resource.name,
@@ -166,7 +188,10 @@ def _resource_descriptor(resource: Resource, server_id: int) -> ResourceDescript
     )
 
 
-def _prompt_descriptor(prompt: Prompt, server_id: int) -> PromptDescriptor | None:
+def _row_prompt(prompt: Prompt, target: object | None, **defaults: Any) -> PromptDescriptor | None:
+    """A prompt as its row describes it; ``defaults``: what a registered function says where the row is empty."""
+    if target is None:
+        return None
     arguments = tuple(
         PromptArgument(
             name=argument["name"],
@@ -176,44 +201,45 @@ def _prompt_descriptor(prompt: Prompt, server_id: int) -> PromptDescriptor | Non
         )
         for argument in prompt.arguments or ()
     )
-    if prompt.kind == Prompt.Kind.UPSTREAM:
-        upstream = _upstream_of(prompt, server_id)
-        if upstream is None:
-            return None
-        return PromptDescriptor(
-            name=prompt.name,
-            arguments=arguments,
-            title=prompt.title or None,
-            description=prompt.description or None,
-            target=UpstreamPromptTarget(endpoint_of(upstream), prompt.remote_name),
-            ref=prompt.pk,
-        )
-    if prompt.kind == Prompt.Kind.PYTHON:
-        registered = registry.prompt(prompt.python_name or prompt.name)
-        if registered is None:
-            logger.warning("prompt %s binds unregistered function %r", prompt.name, prompt.python_name)
-            return None
-        if not arguments:
-            arguments = tuple(
-                PromptArgument(name=name, description=description or None, required=required)
-                for name, description, required in registered.parameters
-            )
-        return PromptDescriptor(
-            name=prompt.name,
-            arguments=arguments,
-            title=prompt.title or registered.title,
-            description=prompt.description or registered.description or None,
-            target=FunctionTarget(registered),
-            ref=prompt.pk,
-        )
     return PromptDescriptor(
         name=prompt.name,
-        arguments=arguments,
-        title=prompt.title or None,
-        description=prompt.description or None,
-        target=StaticPromptTarget(messages=tuple(prompt.messages or ())),
+        arguments=arguments or defaults.get("arguments", ()),
+        title=prompt.title or defaults.get("title"),
+        description=prompt.description or defaults.get("description") or None,
+        target=target,
         ref=prompt.pk,
     )
+
+
+def _python_prompt(prompt: Prompt, _server_id: int) -> PromptDescriptor | None:
+    registered = registry.prompt(prompt.python_name or prompt.name)
+    if registered is None:
+        logger.warning("prompt %s binds unregistered function %r", prompt.name, prompt.python_name)
+        return None
+    return _row_prompt(
+        prompt,
+        registered,
+        arguments=tuple(
+            PromptArgument(name=name, description=description or None, required=required)
+            for name, description, required in registered.parameters
+        ),
+        title=registered.title,
+        description=registered.description,
+    )
+
+
+def _upstream_prompt(prompt: Prompt, server_id: int) -> PromptDescriptor | None:
+    upstream = _upstream_of(prompt, server_id)
+    return _row_prompt(prompt, upstream and UpstreamPromptTarget(endpoint_of(upstream), prompt.remote_name))
+
+
+_PROMPT_KINDS: dict[str, Callable[[Prompt, int], PromptDescriptor | None]] = {
+    Prompt.Kind.PYTHON: _python_prompt,
+    Prompt.Kind.STATIC: lambda prompt, _server_id: _row_prompt(
+        prompt, StaticPromptTarget(tuple(prompt.messages or ()))
+    ),
+    Prompt.Kind.UPSTREAM: _upstream_prompt,
+}
 
 
 def build_catalog(server: McpServer | Any) -> ServerCatalog:
@@ -229,14 +255,18 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
         "prompt", "prompt__upstream"
     )
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
-    tool_descriptors = [d for b in tools.order_by("position", "id") if (d := _descriptor(b, allowed)) is not None]
+    tool_descriptors = [
+        d for b in tools.order_by("position", "id") if (d := _TOOL_KINDS[b.tool.kind](b, allowed)) is not None
+    ]
     resource_descriptors = [
         r
         for b in resources.order_by("position", "id")
         if (r := _resource_descriptor(b.resource, server.pk)) is not None
     ]
     prompt_descriptors = [
-        p for b in prompts.order_by("position", "id") if (p := _prompt_descriptor(b.prompt, server.pk)) is not None
+        p
+        for b in prompts.order_by("position", "id")
+        if (p := _PROMPT_KINDS[b.prompt.kind](b.prompt, server.pk)) is not None
     ]
     return ServerCatalog(
         tools=tuple(tool_descriptors),

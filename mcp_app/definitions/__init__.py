@@ -7,8 +7,8 @@
 - ``prompts``: prompt templates (placeholders, arguments, messages) and their validation;
 - ``patterns``: what tenants write that is matched on the event loop (regexes, URI templates, JSON Schema
   patterns), matched by RE2 in linear time, and the refusal of what RE2 cannot run;
-- ``targets``: what the catalog resolves an entry to and a runner runs (``PythonTarget``, ``StaticTarget``,
-  ``HttpTarget``, ...).
+- ``targets``: what the catalog resolves an entry to and a runner runs, besides the definitions above
+  (``HttpTarget``, ``StaticResourceTarget``, ``StaticPromptTarget``).
 
 The models validate against these (a python tool names a registered function, a static tool's configuration is
 well formed), the catalog resolves entries to their targets and the runtime runs them (so the catalog and the

@@ -1,10 +1,13 @@
-"""The objects tool authors touch: ``ToolContext``, ``ToolError``, ``ToolResult`` and ``InputRequired``."""
+"""The objects tool authors touch: ``ToolContext``, ``ToolError``, ``ToolResult`` and ``InputRequired``; and
+``error_result``, the ``isError`` result every kind of tool fails with."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from ..protocol.ports import NO_CHANNEL, Outbound
 from ..protocol.reporters import LogReporter, ProgressReporter
@@ -22,6 +25,12 @@ class ToolError(Exception):
         self.message = message
         self.code = code
         self.error_type = error_type
+
+
+def error_result(message: str, code: str, error_type: str) -> dict[str, Any]:
+    """An ``isError`` result: a sentence for the model, then ``{code, message, error_type}`` for programs."""
+    detail = orjson.dumps({"code": code, "message": message, "error_type": error_type}).decode()
+    return {"content": [{"type": "text", "text": message}, {"type": "text", "text": detail}], "isError": True}
 
 
 @dataclass

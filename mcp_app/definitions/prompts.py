@@ -85,7 +85,3 @@ def template_pattern(template: str) -> UriTemplate:
     """The matcher of URIs of a simple RFC 6570 template (``{var}`` expands to one path segment), in linear time
     whatever the template (``definitions.patterns``)."""
     return UriTemplate(template)
-
-
-def template_variables(template: str) -> list[str]:
-    return [match.group(1) for match in _PLACEHOLDER.finditer(template)]

@@ -166,15 +166,6 @@ class RegisteredFunction:
     context_parameter: str | None
     is_coroutine: bool
 
-    def arguments_wire(self) -> list[dict[str, Any]]:
-        wire = []
-        for name, description, required in self.parameters:
-            argument: dict[str, Any] = {"name": name, "required": required}
-            if description:
-                argument["description"] = description
-            wire.append(argument)
-        return wire
-
 
 def build_registered_function(
     function: Callable[..., Any], *, name: str | None = None, title: str | None = None, description: str | None = None

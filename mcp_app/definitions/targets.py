@@ -1,51 +1,21 @@
 """What the catalog resolves an entry to, and a runner runs: the targets of tools, resources and prompts.
 
-- ``PythonTarget``: a tool registered in code (``registry``); ``FunctionTarget``: a prompt or resource
-  produced by a registered function;
-- ``StaticTarget``: a ``static`` tool's canned answers (``static``), with its compiled argument validator;
+An entry defined in code resolves to its definition (``registry.RegisteredTool``, ``registry.RegisteredFunction``
+for a prompt or resource function), a ``static`` tool to its canned answers (``static.StaticBehaviour``), an
+imported entry to its upstream target (``upstreams``); the rest are here:
+
 - ``HttpTarget``: a tenant's webhook (``http_tools``); its secret headers stay encrypted until a request is sent;
 - ``StaticResourceTarget`` and ``StaticPromptTarget``: a resource's stored content, a prompt's stored messages.
 
-Plain frozen data: ``catalog.resolver`` builds them from the database rows, ``runtime.execution`` (inline) and
-``runtime.webhooks`` (http) run them, and a ``ToolDescriptor`` carries one as its opaque ``target``. Nothing here
-runs anything or touches a database.
+Plain frozen data: ``catalog.resolver`` builds them from the database rows, the executor registered for each type
+(``runtime.executors``) runs them, and a descriptor carries one as its opaque ``target`` (the arguments are checked
+against the descriptor's schema). Nothing here runs anything or touches a database.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from jsonschema import Draft202012Validator
-
-from .patterns import schema_validator
-from .static import StaticBehaviour
-
-if TYPE_CHECKING:
-    from .registry import RegisteredFunction, RegisteredTool
-
-
-@dataclass(frozen=True)
-class PythonTarget:
-    registered: RegisteredTool
-
-
-@dataclass(frozen=True)
-class FunctionTarget:
-    """A prompt or resource produced by a function registered in code."""
-
-    registered: RegisteredFunction
-
-
-@dataclass(frozen=True)
-class StaticTarget:
-    input_schema: dict[str, Any]
-    behaviour: StaticBehaviour
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        return schema_validator(self.input_schema)
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -54,15 +24,10 @@ class HttpTarget:
 
     url: str
     method: str
-    input_schema: dict[str, Any]
     headers: tuple[tuple[str, str], ...] = ()
     # None: the operator's default; either way bounded by the operator's maximum when the call is made.
     timeout_seconds: float | None = None
     secret_headers: str = field(default="", repr=False)
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        return schema_validator(self.input_schema)
 
 
 @dataclass(frozen=True)

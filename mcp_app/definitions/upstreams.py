@@ -6,21 +6,17 @@ for the user (the URL rules are those of every outbound connection: ``http_tools
 
 ``UpstreamEndpoint`` is what a connection needs (frozen, secrets still encrypted and not in ``repr``);
 ``UpstreamToolTarget``, ``UpstreamResourceTarget`` and ``UpstreamPromptTarget`` are the targets of imported
-entries (``definitions.targets``), run by ``mcp_app.federation``.
+entries (``definitions.targets``), run by ``mcp_app.federation`` (through ``runtime.executors``).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from ..conf import mcp_settings
 from .http_tools import validate_url
-from .patterns import schema_validator
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _PREFIX = re.compile(r"^[A-Za-z0-9_.-]{0,64}$")
@@ -126,11 +122,6 @@ class UpstreamEndpoint:
 class UpstreamToolTarget:
     endpoint: UpstreamEndpoint
     remote_name: str
-    input_schema: dict[str, Any]
-
-    @functools.cached_property
-    def validator(self) -> Draft202012Validator:
-        return schema_validator(self.input_schema)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ import orjson
 
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
-from ..definitions.context import InputRequired
+from ..definitions.context import InputRequired, error_result
 from ..definitions.upstreams import (
     UpstreamEndpoint,
     UpstreamPromptTarget,
@@ -81,11 +81,7 @@ class UpstreamFailure(Exception):
 
 
 def failure_result(code: str, message: str) -> dict[str, Any]:
-    detail = {"code": code, "message": message, "error_type": "upstream_error"}
-    return {
-        "content": [{"type": "text", "text": message}, {"type": "text", "text": orjson.dumps(detail).decode()}],
-        "isError": True,
-    }
+    return error_result(message, code, "upstream_error")
 
 
 # What an upstream's answer carries about its own wire (the 2026-07-28 result envelope, its identity): our
@@ -596,39 +592,28 @@ def _declined(method: str) -> dict[str, Any]:
 
 
 async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallContext) -> dict[str, Any]:
-    endpoint = target.endpoint
-    relay = CallRelay(call)
-    token = current.set(relay)
-    try:
-
-        async def exchange(connection: Connection) -> dict[str, Any]:
-            return _dump(await connection.client.session.read_resource(uri))
-
-        result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange, call
-        )
-        return result
-    except UpstreamFailure as failure:
-        raise ProtocolError(failure.message, {"code": failure.code}) from failure
-    finally:
-        current.reset(token)
+    return await _request(target.endpoint, f"resources/read {uri}", lambda c: c.client.session.read_resource(uri), call)
 
 
 async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], call: CallContext) -> dict[str, Any]:
-    endpoint = target.endpoint
-    relay = CallRelay(call)
-    token = current.set(relay)
+    name = target.remote_name
+    return await _request(
+        target.endpoint, f"prompts/get {name}", lambda c: c.client.session.get_prompt(name, arguments), call
+    )
+
+
+async def _request(
+    endpoint: UpstreamEndpoint, what: str, send: Callable[[Connection], Awaitable[Any]], call: CallContext
+) -> dict[str, Any]:
+    """One guarded request whose answer is the result (a failure is a ``ProtocolError`` carrying its code)."""
+    token = current.set(CallRelay(call))
     try:
 
         async def exchange(connection: Connection) -> dict[str, Any]:
-            return _dump(await connection.client.session.get_prompt(target.remote_name, arguments))
+            return _dump(await send(connection))
 
         result: dict[str, Any] = await _guarded(
-            endpoint,
-            effective_timeout(endpoint.timeout_seconds),
-            f"prompts/get {target.remote_name}",
-            exchange,
-            call,
+            endpoint, effective_timeout(endpoint.timeout_seconds), what, exchange, call
         )
         return result
     except UpstreamFailure as failure:

@@ -7,7 +7,7 @@ never imports ``opentelemetry``. The hooks:
 - ``observability.asgi.instrument`` runs the MCP consumer inside the ASGI instrumentation (the HTTP span);
 - ``transport.consumer`` gives each request's context the tracer (``RequestContext.tracer``), through which the
   protocol's dispatcher traces each JSON-RPC request (its parent from ``_meta``'s ``traceparent``);
-- ``runtime.execution.Runner.call_tool`` traces each tool run, in the serving process or on a Celery worker (the
+- ``runtime.execution.InlineRunner.call_tool`` traces each tool run, in the serving process or on a Celery worker (the
   Celery instrumentation carries the context in the task's headers);
 - ``runtime.webhooks`` traces each webhook request and sends it ``traceparent``.
 

@@ -40,7 +40,7 @@ async def run_sync(function: Any, **kwargs: Any) -> Any:
     return await _in_a_worker_thread(function, kwargs)
 
 
-async def run_tool(registered: RegisteredTool, kwargs: dict[str, Any]) -> Any:
+async def run_tool(registered: RegisteredTool | RegisteredFunction, kwargs: dict[str, Any]) -> Any:
     if registered.is_coroutine:
         return await registered.function(**kwargs)
     return await run_sync(registered.function, **kwargs)
@@ -77,9 +77,10 @@ def tool_context(call: CallContext, state: Any) -> ToolContext:
     )
 
 
-async def invoke(registered: RegisteredFunction, kwargs: dict[str, Any], call: CallContext, state: Any) -> Any:
+async def invoke(
+    registered: RegisteredTool | RegisteredFunction, kwargs: dict[str, Any], call: CallContext, state: Any
+) -> Any:
+    """Run ``registered`` with ``kwargs`` and, if it takes one, a ``ToolContext`` of ``call`` (with ``state``)."""
     if registered.context_parameter:
         kwargs[registered.context_parameter] = tool_context(call, state)
-    if registered.is_coroutine:
-        return await registered.function(**kwargs)
-    return await run_sync(registered.function, **kwargs)
+    return await run_tool(registered, kwargs)

@@ -47,6 +47,7 @@ import orjson
 
 from .. import __version__
 from ..conf import mcp_settings
+from ..definitions.context import error_result
 from ..definitions.targets import HttpTarget
 from ..netguard import ForbiddenAddress
 from ..observability import tracing
@@ -72,11 +73,7 @@ class _Failure(Exception):
 
 
 def webhook_error(code: str, message: str) -> dict[str, Any]:
-    detail = {"code": code, "message": message, "error_type": "webhook_error"}
-    return {
-        "content": [{"type": "text", "text": message}, {"type": "text", "text": orjson.dumps(detail).decode()}],
-        "isError": True,
-    }
+    return error_result(message, code, "webhook_error")
 
 
 def _where(url: str) -> str:

@@ -19,7 +19,7 @@ from mcp_app.protocol.context import CallContext, InvalidToolArguments, Principa
 from mcp_app.protocol.descriptors import ServerCatalog, ServerDescription, ToolDescriptor
 from mcp_app.protocol.reporters import LogReporter, ProgressReporter, discard
 from mcp_app.runtime import webhooks
-from mcp_app.runtime.execution import Runner
+from mcp_app.runtime.execution import InlineRunner
 from tests.webhook_server import BIG_TOTAL, WebhookServer, running_server, self_signed_certificate
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
@@ -31,7 +31,7 @@ def tool(url: str, *, output_schema: Any = None, **target: Any) -> ToolDescripto
         name="weather",
         input_schema=SCHEMA,
         output_schema=output_schema,
-        target=HttpTarget(url=url, method=target.pop("method", "POST"), input_schema=SCHEMA, **target),
+        target=HttpTarget(url=url, method=target.pop("method", "POST"), **target),
     )
 
 
@@ -39,7 +39,7 @@ def tool_call() -> CallContext:
     request = RequestContext(
         server=ServerDescription(server_id="srv-1", name="srv"),
         catalog=ServerCatalog(),
-        runner=Runner(),
+        runner=InlineRunner(),
         protocol_version="2025-06-18",
         principal=Principal(tenant="acme", agent_id="bot-7"),
     )
@@ -47,7 +47,7 @@ def tool_call() -> CallContext:
 
 
 async def run(descriptor: ToolDescriptor, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    return await Runner().call_tool(descriptor, {"city": "Oslo"} if arguments is None else arguments, tool_call())
+    return await InlineRunner().call_tool(descriptor, {"city": "Oslo"} if arguments is None else arguments, tool_call())
 
 
 def error_code(result: dict[str, Any]) -> str:
