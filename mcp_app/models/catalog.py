@@ -59,6 +59,8 @@ class CatalogEntry(TenantScoped):
 
     Kind: ClassVar[type[models.TextChoices]]
     kind: str
+    #: The field that names the entry in its tenant's catalog (unique there) and to clients.
+    key: ClassVar[str] = "name"
     same_tenant = ("tenant", "upstream")
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="%(class)ss", verbose_name="tenant")
@@ -239,6 +241,20 @@ class CatalogBinding(TenantScoped):
     class Meta:
         abstract = True
 
+    def __str__(self) -> str:
+        return f"{self.exposed_name} on {self.server.server_id}"
+
+    @classmethod
+    def entry_field(cls) -> str:
+        """The foreign key to the exposed entry (after the server in ``same_tenant``)."""
+        return cls.same_tenant[1]
+
+    @property
+    def exposed_name(self) -> str:
+        """What clients know the entry by: its ``key`` (a name, a resource's URI)."""
+        entry: CatalogEntry = getattr(self, self.entry_field())
+        return str(getattr(entry, entry.key))
+
 
 class ServerTool(CatalogBinding):
     """Exposure of one catalog tool on one server, optionally under another name or description."""
@@ -283,9 +299,6 @@ class ServerTool(CatalogBinding):
         constraints = [models.UniqueConstraint(fields=("server", "tool"), name="mcp_server_tool_unique")]
         indexes = [models.Index(fields=("server", "enabled", "position"), name="mcp_server_tool_order")]
 
-    def __str__(self) -> str:
-        return f"{self.exposed_name} on {self.server.server_id}"
-
     @property
     def exposed_name(self) -> str:
         return self.name_override or self.tool.name
@@ -318,6 +331,8 @@ class Resource(CatalogEntry):
         STATIC = "static", "Static (content stored here)"
         PYTHON = "python", "Python (registered in code)"
         UPSTREAM = "upstream", "Upstream (read from an upstream MCP server)"
+
+    key = "uri"
 
     uri = models.CharField(
         "URI or URI template",
@@ -439,9 +454,6 @@ class ServerResource(CatalogBinding):
         ordering = ("server", "position", "id")
         constraints = [models.UniqueConstraint(fields=("server", "resource"), name="mcp_server_resource_unique")]
 
-    def __str__(self) -> str:
-        return f"{self.resource.uri} on {self.server.server_id}"
-
 
 class ServerPrompt(CatalogBinding):
     """Exposure of one catalog prompt on one server."""
@@ -458,6 +470,3 @@ class ServerPrompt(CatalogBinding):
         verbose_name_plural = "server prompts"
         ordering = ("server", "position", "id")
         constraints = [models.UniqueConstraint(fields=("server", "prompt"), name="mcp_server_prompt_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.prompt.name} on {self.server.server_id}"
