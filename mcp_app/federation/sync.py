@@ -128,6 +128,16 @@ async def _all(fetch: Any, attribute: str, limit: int, budget: _Budget) -> tuple
     return items, ""
 
 
+#: The lists a sync reads, in order (``apply`` writes them per kind, ``entry_kinds``): the ``RemoteCatalog`` list each fills, the capability that offers it, the
+#: client session's method and the attribute of its result.
+LISTS = (
+    ("tools", "tools", "list_tools", "tools"),
+    ("resources", "resources", "list_resources", "resources"),
+    ("templates", "resources", "list_resource_templates", "resource_templates"),
+    ("prompts", "prompts", "list_prompts", "prompts"),
+)
+
+
 async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
     """The upstream's catalog, read over a connection of its own. Raises ``UpstreamUnavailable``, ``TimeoutError``
     (``UPSTREAM_DEFAULT_TIMEOUT_SECONDS`` for the whole read) or the SDK's errors."""
@@ -142,18 +152,12 @@ async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
                 server_info=info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None,
                 capabilities=capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
             )
-            session = client.session
-            lists: list[tuple[str, Any, str, Any]] = []
-            if capabilities.tools is not None:
-                lists.append(("tools", session.list_tools, "tools", None))
-            if capabilities.resources is not None:
-                lists.append(("resources", session.list_resources, "resources", None))
-                lists.append(("templates", session.list_resource_templates, "resource_templates", None))
-            if capabilities.prompts is not None:
-                lists.append(("prompts", session.list_prompts, "prompts", None))
             from mcp_types import PaginatedRequestParams
 
-            for kind, method, attribute, _unused in lists:
+            for kind, capability, method_name, attribute in LISTS:
+                if getattr(capabilities, capability) is None:
+                    continue
+                method = getattr(client.session, method_name)
 
                 async def page(cursor: str | None, method: Any = method) -> Any:
                     return await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
