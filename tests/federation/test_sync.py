@@ -85,3 +85,26 @@ def test_a_new_prefix_renames_in_place_and_a_dropped_entry_is_removed(upstream: 
     assert (kept.pk, kept.name) == (entry.pk, entry.name.replace("up_", "gh_", 1))
     assert dropped.removed == renamed.updated
     assert not getattr(models, model).objects.filter(pk=entry.pk).exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_whole_binding_adds_entries_after_those_the_server_lists(upstream: Any, kind: str) -> None:
+    from mcp_app import models
+    from mcp_app.federation.sync import apply, bind
+
+    listed, item, model, _ = KINDS[kind]
+    server = models.McpServer.objects.get(tenant=upstream.tenant)
+    own = {
+        "tool": {"name": "own", "static_result": {"content": []}},
+        "resource": {"uri": "note://own", "name": "own", "text": "own"},
+        "prompt": {"name": "own"},
+    }[kind]
+    hand_made = getattr(models, model).objects.create(tenant=upstream.tenant, **own)
+    binding_model = getattr(models, f"Server{model}")
+    binding_model.objects.create(server=server, position=5, **{kind: hand_made})
+    apply(upstream, remote_with(**{listed: [item]}))
+
+    assert bind(upstream, server) == []
+
+    positions = binding_model.objects.filter(server=server).order_by("position")
+    assert [(getattr(b, kind).upstream_id, b.position) for b in positions] == [(None, 5), (upstream.pk, 6)]
