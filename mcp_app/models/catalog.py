@@ -89,6 +89,9 @@ class CatalogEntry(TenantScoped):
     class Meta:
         abstract = True
 
+    def __str__(self) -> str:
+        return f"{getattr(self, self.key)} ({self.tenant.slug})"
+
     def clean(self) -> None:
         super().clean()
         if self.kind == "upstream" and self.upstream_id is None:
@@ -187,9 +190,6 @@ class Tool(CatalogEntry):
         verbose_name_plural = "tools"
         ordering = ("tenant", "name")
         constraints = [models.UniqueConstraint(fields=("tenant", "name"), name="mcp_tool_unique_name_per_tenant")]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.tenant.slug})"
 
     def clean(self) -> None:
         super().clean()
@@ -356,9 +356,6 @@ class Resource(CatalogEntry):
         ordering = ("tenant", "uri")
         constraints = [models.UniqueConstraint(fields=("tenant", "uri"), name="mcp_resource_unique_uri_per_tenant")]
 
-    def __str__(self) -> str:
-        return f"{self.uri} ({self.tenant.slug})"
-
     def clean(self) -> None:
         super().clean()
         if "://" not in self.uri and not self.uri.startswith(("urn:", "data:")):
@@ -420,9 +417,6 @@ class Prompt(CatalogEntry):
         verbose_name_plural = "prompts"
         ordering = ("tenant", "name")
         constraints = [models.UniqueConstraint(fields=("tenant", "name"), name="mcp_prompt_unique_name_per_tenant")]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.tenant.slug})"
 
     def clean(self) -> None:
         super().clean()
