@@ -410,6 +410,7 @@ def expose(upstream: Any, server: Any) -> list[str]:
     skipped: list[str] = []
     for kind in entry_kinds():
         entry_field = kind.binding.entry_field()
+        # By keyword dicts: each concrete binding declares ``server`` (its own related name), not the base.
         bindings = kind.binding._default_manager.filter(**{"server": server})
         bound = bindings.filter(**{f"{entry_field}__upstream": upstream}).values_list(f"{entry_field}_id", flat=True)
         exposed = {binding.exposed_name for binding in bindings.select_related(entry_field)}
