@@ -9,29 +9,9 @@ from django.db import migrations, models
 def entry_fields():
     """The fields every entry now takes from ``CatalogEntry`` that changed (one instance per model)."""
     return {
-        "tenant": models.ForeignKey(
-            on_delete=django.db.models.deletion.CASCADE,
-            related_name="%(class)ss",
-            to="mcp_app.tenant",
-            verbose_name="tenant",
-        ),
-        "upstream": models.ForeignKey(
-            blank=True,
-            editable=False,
-            help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
-            null=True,
-            on_delete=django.db.models.deletion.CASCADE,
-            related_name="%(class)ss",
-            to="mcp_app.upstream",
-            verbose_name="upstream",
-        ),
-        "remote_name": models.CharField(
-            blank=True,
-            editable=False,
-            help_text="For upstream entries: its name on the upstream (without the prefix).",
-            max_length=200,
-            verbose_name="name upstream",
-        ),
+        "tenant": models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="%(class)ss", to="mcp_app.tenant", verbose_name="tenant"),
+        "upstream": models.ForeignKey(blank=True, editable=False, help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).", null=True, on_delete=django.db.models.deletion.CASCADE, related_name="%(class)ss", to="mcp_app.upstream", verbose_name="upstream"),
+        "remote_name": models.CharField(blank=True, editable=False, help_text="For upstream entries: its name on the upstream (without the prefix).", max_length=200, verbose_name="name upstream"),
     }
 
 
