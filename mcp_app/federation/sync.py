@@ -7,13 +7,14 @@ reads the upstream's lists over a fresh connection (``fetch``) and writes them i
   URI and take the prefix on their name), updated where it changed, deleted where the upstream dropped it (its
   bindings go with it, on every server);
 - every server the upstream is bound to as a whole (``UpstreamBinding``) exposes every entry, new ones included;
-- a name already taken in the tenant's catalog by another entry, an invalid name or schema, more than
-  ``UPSTREAM_MAX_ENTRIES`` of a kind, an entry larger than ``UPSTREAM_MAX_ENTRY_BYTES`` or what passes
-  ``UPSTREAM_MAX_CATALOG_BYTES`` (every process holds the catalog) is not imported and is reported
+- a name already taken in the tenant's catalog by another entry, an invalid name or schema, an entry listed
+  twice, more than ``UPSTREAM_MAX_ENTRIES`` of a kind, an entry larger than ``UPSTREAM_MAX_ENTRY_BYTES`` or what
+  passes ``UPSTREAM_MAX_CATALOG_BYTES`` (every process holds the catalog) is not imported and is reported
   (``SyncReport.skipped``); reading stops at that bound too;
 - imported text (titles, descriptions, names) loses ANSI escapes, control, zero-width and bidi-override
   characters, descriptions are cut at ``UPSTREAM_MAX_DESCRIPTION_CHARS``, and each such entry is reported under
   ``SyncReport.flagged``, as is one whose text holds a tag posing as a role marker (``<system>``): kept, flagged;
+- every kind by the same loop and rules: a kind of entry is one row of ``entry_kinds()``;
 - what changed bumps the servers' catalog versions like any edit (``catalog.signals``), so connected clients
   get ``list_changed``; a sync that changes nothing writes no entry and bumps nothing.
 
@@ -26,8 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from asgiref.sync import async_to_sync
@@ -39,6 +41,9 @@ from ..conf import mcp_settings
 from ..definitions.prompts import validate_uri_template
 from ..definitions.upstreams import UpstreamEndpoint, clean_text, has_fake_tag, prefixed
 from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, unreachable
+
+if TYPE_CHECKING:
+    from ..models.catalog import CatalogBinding, CatalogEntry
 
 logger = logging.getLogger("mcp_app.federation")
 
@@ -123,6 +128,16 @@ async def _all(fetch: Any, attribute: str, limit: int, budget: _Budget) -> tuple
     return items, ""
 
 
+#: The lists a sync reads, in order (``apply`` writes them per kind, ``entry_kinds``): the ``RemoteCatalog`` list each fills, the capability that offers it, the
+#: client session's method and the attribute of its result.
+LISTS = (
+    ("tools", "tools", "list_tools", "tools"),
+    ("resources", "resources", "list_resources", "resources"),
+    ("templates", "resources", "list_resource_templates", "resource_templates"),
+    ("prompts", "prompts", "list_prompts", "prompts"),
+)
+
+
 async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
     """The upstream's catalog, read over a connection of its own. Raises ``UpstreamUnavailable``, ``TimeoutError``
     (``UPSTREAM_DEFAULT_TIMEOUT_SECONDS`` for the whole read) or the SDK's errors."""
@@ -137,18 +152,12 @@ async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
                 server_info=info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None,
                 capabilities=capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
             )
-            session = client.session
-            lists: list[tuple[str, Any, str, Any]] = []
-            if capabilities.tools is not None:
-                lists.append(("tools", session.list_tools, "tools", None))
-            if capabilities.resources is not None:
-                lists.append(("resources", session.list_resources, "resources", None))
-                lists.append(("templates", session.list_resource_templates, "resource_templates", None))
-            if capabilities.prompts is not None:
-                lists.append(("prompts", session.list_prompts, "prompts", None))
             from mcp_types import PaginatedRequestParams
 
-            for kind, method, attribute, _unused in lists:
+            for kind, capability, method_name, attribute in LISTS:
+                if getattr(capabilities, capability) is None:
+                    continue
+                method = getattr(client.session, method_name)
 
                 async def page(cursor: str | None, method: Any = method) -> Any:
                     return await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
@@ -189,57 +198,118 @@ class _Text:
             self.flags.append(why)
 
 
-def _tool_fields(remote: dict[str, Any], text: _Text) -> dict[str, Any]:
-    execution = remote.get("execution") if isinstance(remote.get("execution"), dict) else {}
+def _tool(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict[str, Any]:
+    remote_name = str(item.get("name") or "")
+    execution = item.get("execution")
     task_support = execution.get("taskSupport") if isinstance(execution, dict) else None
     return {
-        "title": text(remote.get("title") or (remote.get("annotations") or {}).get("title"), 200),
-        "description": text(remote.get("description")),
-        "input_schema": remote.get("inputSchema") or {"type": "object"},
-        "output_schema": remote.get("outputSchema"),
-        "annotations": remote.get("annotations"),
-        "icons": remote.get("icons"),
+        "name": prefixed(prefix, remote_name),
+        "remote_name": remote_name,
+        "title": text(item.get("title") or (item.get("annotations") or {}).get("title"), 200),
+        "description": text(item.get("description")),
+        "input_schema": item.get("inputSchema") or {"type": "object"},
+        "output_schema": item.get("outputSchema"),
+        "annotations": item.get("annotations"),
+        "icons": item.get("icons"),
         # A proxied call never becomes a task upstream; here it may, like any tool, when the upstream says so.
         "task_support": task_support if task_support in ("optional", "required") else "forbidden",
     }
 
 
-def _resource_fields(remote: dict[str, Any], prefix: str, template: bool, text: _Text) -> dict[str, Any]:
+def _check_tool(fields: dict[str, Any]) -> None:
+    from ..models.catalog import validate_object_schema, validate_tool_name
+
+    validate_tool_name(fields["name"])
+    validate_object_schema(fields["input_schema"])
+    validate_object_schema(fields["output_schema"])
+
+
+def _resource(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict[str, Any]:
+    template = listed == "templates"
     return {
-        "name": prefixed(prefix, text(remote.get("name"), 200))[:200],
-        "remote_name": str(remote.get("name") or "")[:200],
-        "title": text(remote.get("title"), 200),
-        "description": text(remote.get("description")),
-        "mime_type": text(remote.get("mimeType"), 200),
-        "annotations": remote.get("annotations"),
+        "uri": str(item.get("uriTemplate" if template else "uri") or ""),
+        "name": prefixed(prefix, text(item.get("name"), 200))[:200],
+        "remote_name": str(item.get("name") or "")[:200],
+        "title": text(item.get("title"), 200),
+        "description": text(item.get("description")),
+        "mime_type": text(item.get("mimeType"), 200),
+        "annotations": item.get("annotations"),
         "is_template": template,
     }
 
 
-def _prompt_fields(remote: dict[str, Any], text: _Text) -> dict[str, Any]:
+def _check_resource(fields: dict[str, Any]) -> None:
+    """A URI mcp-host can serve; a template refused as a tenant's would be (``validate_uri_template``)."""
+    uri = fields["uri"]
+    if not uri or len(uri) > 2000 or ("://" not in uri and not uri.startswith(("urn:", "data:"))):
+        raise ValidationError("not a URI mcp-host can serve")
+    try:
+        if fields["is_template"]:
+            validate_uri_template(uri)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
+
+
+def _prompt(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict[str, Any]:
+    remote_name = str(item.get("name") or "")
     arguments = [
         {
             "name": text(argument.get("name"), 200),
             **({"description": text(argument["description"])} if argument.get("description") else {}),
             "required": bool(argument.get("required", False)),
         }
-        for argument in remote.get("arguments") or ()
+        for argument in item.get("arguments") or ()
         if isinstance(argument, dict) and argument.get("name")
     ]
     return {
-        "title": text(remote.get("title"), 200),
-        "description": text(remote.get("description")),
+        "name": prefixed(prefix, remote_name),
+        "remote_name": remote_name,
+        "title": text(item.get("title"), 200),
+        "description": text(item.get("description")),
         "arguments": arguments,
     }
 
 
-def _template_problem(uri: str) -> str | None:
-    """Why a template is refused as a tenant's would be (``validate_uri_template``), else ``None``."""
-    try:
-        validate_uri_template(uri)
-    except ValueError as exc:
-        return str(exc)
-    return None
+def _check_prompt(fields: dict[str, Any]) -> None:
+    from ..models.catalog import validate_tool_name
+
+    validate_tool_name(fields["name"])
+
+
+@dataclass(frozen=True)
+class EntryKind:
+    """How one kind of catalog entry comes from an upstream; a kind an upstream may list costs one row here.
+
+    ``lists`` are the ``RemoteCatalog`` lists its items come from; ``read(item, prefix, text, listed)`` gives the
+    entry's stored fields, its text made safe by ``text``; ``check(fields)`` raises ``ValidationError`` for an
+    entry mcp-host cannot hold; ``match`` is the field that finds the entry again at the next sync (the
+    upstream's name for it, or its URI); ``label`` how the report names it (``{}``: its ``key``)."""
+
+    model: type[CatalogEntry]
+    binding: type[CatalogBinding]
+    lists: tuple[str, ...]
+    read: Callable[[dict[str, Any], str, _Text, str], dict[str, Any]]
+    check: Callable[[dict[str, Any]], None]
+    match: str = "remote_name"
+    label: str = "{}"
+
+    @property
+    def noun(self) -> str:
+        return self.model._meta.model_name or ""
+
+    @property
+    def key_name(self) -> str:
+        return str(getattr(self.model._meta.get_field(self.model.key), "verbose_name", self.model.key))
+
+
+def entry_kinds() -> tuple[EntryKind, ...]:
+    from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+
+    return (
+        EntryKind(Tool, ServerTool, ("tools",), _tool, _check_tool),
+        EntryKind(Resource, ServerResource, ("resources", "templates"), _resource, _check_resource, match="uri"),
+        EntryKind(Prompt, ServerPrompt, ("prompts",), _prompt, _check_prompt, label="prompt {}"),
+    )
 
 
 def _admitted(report: SyncReport, what: str, fields: dict[str, Any], text: _Text) -> bool:
@@ -253,14 +323,56 @@ def _admitted(report: SyncReport, what: str, fields: dict[str, Any], text: _Text
     return True
 
 
-def _changed(entry: Any, fields: dict[str, Any]) -> bool:
-    return any(getattr(entry, name) != value for name, value in fields.items())
+def _import(kind: EntryKind, upstream: Any, remote: RemoteCatalog, report: SyncReport) -> None:
+    """Write one kind of ``remote``'s entries as ``upstream``'s: create, update, delete; skip (reported) what
+    cannot be imported: an invalid entry, one whose key another entry of the tenant has, one listed twice."""
+    model, key = kind.model, kind.model.key
+    existing = {getattr(entry, kind.match): entry for entry in model._default_manager.filter(upstream=upstream)}
+    taken = set(
+        model._default_manager.filter(tenant_id=upstream.tenant_id)
+        .exclude(upstream=upstream)
+        .values_list(key, flat=True)
+    )
+    seen: set[str] = set()
+    for listed in kind.lists:
+        for item in getattr(remote, listed):
+            text = _Text()
+            fields = kind.read(item, upstream.prefix, text, listed)
+            what = f"{kind.noun} {str(fields[key])[:128]!r}"
+            try:
+                kind.check(fields)
+            except ValidationError as exc:
+                report.skipped.append(f"{what}: {'; '.join(exc.messages)}")
+                continue
+            if fields[key] in taken:
+                report.skipped.append(f"{what}: the tenant's catalog already has a {kind.noun} of that {kind.key_name}")
+                continue
+            if fields[kind.match] in seen:
+                report.skipped.append(f"{what}: listed twice by the upstream")
+                continue
+            if not _admitted(report, what, fields, text):
+                continue
+            seen.add(fields[kind.match])
+            entry = existing.get(fields[kind.match])
+            if entry is None:
+                origin = {"tenant_id": upstream.tenant_id, "kind": "upstream", "upstream": upstream}
+                model._default_manager.create(**origin, **fields)
+                report.added.append(kind.label.format(fields[key]))
+            elif any(getattr(entry, name) != value for name, value in fields.items()):
+                for name, value in fields.items():
+                    setattr(entry, name, value)
+                entry.upstream = upstream  # known: the same-tenant rule checks it on save without a query
+                entry.save()
+                report.updated.append(kind.label.format(fields[key]))
+    for match, entry in existing.items():
+        if match not in seen:
+            report.removed.append(kind.label.format(getattr(entry, key)))
+            entry.delete()
 
 
 def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
     """Write ``remote`` as ``upstream``'s entries (one transaction), bind them where the upstream is bound whole."""
-    from ..models import Prompt, Resource, Tool, Upstream
-    from ..models.catalog import validate_object_schema, validate_tool_name
+    from ..models import Upstream
 
     report = SyncReport()
     report.skipped.extend(
@@ -272,147 +384,12 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
         "the rest was not imported"
         for kind in remote.over_budget
     )
-    prefix = upstream.prefix
     with transaction.atomic():
         # One sync of an upstream at a time across processes (every process that heard its list_changed syncs
         # it): the row lock makes the later ones find the entries the first wrote, and change nothing.
         Upstream.objects.select_for_update().filter(pk=upstream.pk).first()
-        # Tools.
-        existing = {tool.remote_name: tool for tool in Tool.objects.filter(upstream=upstream)}
-        taken = set(
-            Tool.objects.filter(tenant_id=upstream.tenant_id).exclude(upstream=upstream).values_list("name", flat=True)
-        )
-        seen: set[str] = set()
-        for item in remote.tools:
-            remote_name = str(item.get("name") or "")
-            name = prefixed(prefix, remote_name)
-            text = _Text()
-            fields = _tool_fields(item, text)
-            try:
-                validate_tool_name(name)
-                validate_object_schema(fields["input_schema"])
-                validate_object_schema(fields["output_schema"])
-            except ValidationError as exc:
-                report.skipped.append(f"tool {name!r}: {'; '.join(exc.messages)}")
-                continue
-            if name in taken:
-                report.skipped.append(f"tool {name!r}: the tenant's catalog already has a tool of that name")
-                continue
-            if remote_name in seen:
-                report.skipped.append(f"tool {name!r}: listed twice by the upstream")
-                continue
-            if not _admitted(report, f"tool {name!r}", fields, text):
-                continue
-            seen.add(remote_name)
-            tool = existing.get(remote_name)
-            if tool is None:
-                Tool.objects.create(
-                    tenant_id=upstream.tenant_id,
-                    kind=Tool.Kind.UPSTREAM,
-                    upstream=upstream,
-                    remote_name=remote_name,
-                    name=name,
-                    **fields,
-                )
-                report.added.append(name)
-            elif tool.name != name or _changed(tool, fields):
-                tool.name = name
-                for key, value in fields.items():
-                    setattr(tool, key, value)
-                tool.save()
-                report.updated.append(name)
-        for remote_name, tool in existing.items():
-            if remote_name not in seen:
-                report.removed.append(tool.name)
-                tool.delete()
-
-        # Resources and templates (keyed by URI).
-        existing_resources = {resource.uri: resource for resource in Resource.objects.filter(upstream=upstream)}
-        taken_uris = set(
-            Resource.objects.filter(tenant_id=upstream.tenant_id)
-            .exclude(upstream=upstream)
-            .values_list("uri", flat=True)
-        )
-        seen_uris: set[str] = set()
-        for item, template in [(r, False) for r in remote.resources] + [(t, True) for t in remote.templates]:
-            uri = str(item.get("uriTemplate" if template else "uri") or "")
-            text = _Text()
-            fields = _resource_fields(item, prefix, template, text)
-            if not uri or len(uri) > 2000 or ("://" not in uri and not uri.startswith(("urn:", "data:"))):
-                report.skipped.append(f"resource {uri[:100]!r}: not a URI mcp-host can serve")
-                continue
-            if uri in taken_uris:
-                report.skipped.append(f"resource {uri!r}: the tenant's catalog already has a resource of that URI")
-                continue
-            problem = _template_problem(uri) if template else None
-            if problem is not None:
-                report.skipped.append(f"resource {uri[:100]!r}: {problem}")
-                continue
-            if uri in seen_uris or not _admitted(report, f"resource {uri[:100]!r}", fields, text):
-                continue
-            seen_uris.add(uri)
-            resource = existing_resources.get(uri)
-            if resource is None:
-                Resource.objects.create(
-                    tenant_id=upstream.tenant_id, kind=Resource.Kind.UPSTREAM, upstream=upstream, uri=uri, **fields
-                )
-                report.added.append(uri)
-            elif _changed(resource, fields):
-                for key, value in fields.items():
-                    setattr(resource, key, value)
-                resource.save()
-                report.updated.append(uri)
-        for uri, resource in existing_resources.items():
-            if uri not in seen_uris:
-                report.removed.append(uri)
-                resource.delete()
-
-        # Prompts.
-        existing_prompts = {prompt.remote_name: prompt for prompt in Prompt.objects.filter(upstream=upstream)}
-        taken_prompts = set(
-            Prompt.objects.filter(tenant_id=upstream.tenant_id)
-            .exclude(upstream=upstream)
-            .values_list("name", flat=True)
-        )
-        seen_prompts: set[str] = set()
-        for item in remote.prompts:
-            remote_name = str(item.get("name") or "")
-            name = prefixed(prefix, remote_name)
-            text = _Text()
-            fields = _prompt_fields(item, text)
-            try:
-                validate_tool_name(name)
-            except ValidationError as exc:
-                report.skipped.append(f"prompt {name!r}: {'; '.join(exc.messages)}")
-                continue
-            if name in taken_prompts:
-                report.skipped.append(f"prompt {name!r}: the tenant's catalog already has a prompt of that name")
-                continue
-            if remote_name in seen_prompts or not _admitted(report, f"prompt {name!r}", fields, text):
-                continue
-            seen_prompts.add(remote_name)
-            prompt = existing_prompts.get(remote_name)
-            if prompt is None:
-                Prompt.objects.create(
-                    tenant_id=upstream.tenant_id,
-                    kind=Prompt.Kind.UPSTREAM,
-                    upstream=upstream,
-                    remote_name=remote_name,
-                    name=name,
-                    **fields,
-                )
-                report.added.append(f"prompt {name}")
-            elif prompt.name != name or _changed(prompt, fields):
-                prompt.name = name
-                for key, value in fields.items():
-                    setattr(prompt, key, value)
-                prompt.save()
-                report.updated.append(f"prompt {name}")
-        for remote_name, prompt in existing_prompts.items():
-            if remote_name not in seen_prompts:
-                report.removed.append(f"prompt {prompt.name}")
-                prompt.delete()
-
+        for kind in entry_kinds():
+            _import(kind, upstream, remote, report)
         for binding in upstream.bindings.select_related("server"):
             report.skipped.extend(expose(upstream, binding.server))
 
@@ -428,36 +405,28 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
 
 
 def expose(upstream: Any, server: Any) -> list[str]:
-    """Bind every entry of ``upstream`` that ``server`` does not expose yet; returns what could not be (a name
-    the server already exposes for another entry)."""
-    from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
-
+    """Bind every entry of ``upstream`` that ``server`` does not expose yet, after those it does; returns what
+    could not be (a name the server already exposes for another entry)."""
     skipped: list[str] = []
-    bound = set(ServerTool.objects.filter(server=server, tool__upstream=upstream).values_list("tool_id", flat=True))
-    exposed = {binding.exposed_name for binding in ServerTool.objects.filter(server=server).select_related("tool")}
-    position = (
-        ServerTool.objects.filter(server=server).order_by("-position").values_list("position", flat=True).first() or 0
-    )
-    for tool in Tool.objects.filter(upstream=upstream).exclude(pk__in=bound).order_by("name"):
-        if tool.name in exposed:
-            skipped.append(f"tool {tool.name!r}: server {server.server_id} already exposes a tool of that name")
-            continue
-        position += 1
-        ServerTool.objects.create(server=server, tool=tool, position=position)
-    bound_resources = set(
-        ServerResource.objects.filter(server=server, resource__upstream=upstream).values_list("resource_id", flat=True)
-    )
-    for resource in Resource.objects.filter(upstream=upstream).exclude(pk__in=bound_resources).order_by("uri"):
-        ServerResource.objects.create(server=server, resource=resource)
-    bound_prompts = set(
-        ServerPrompt.objects.filter(server=server, prompt__upstream=upstream).values_list("prompt_id", flat=True)
-    )
-    exposed_prompts = set(ServerPrompt.objects.filter(server=server).values_list("prompt__name", flat=True))
-    for prompt in Prompt.objects.filter(upstream=upstream).exclude(pk__in=bound_prompts).order_by("name"):
-        if prompt.name in exposed_prompts:
-            skipped.append(f"prompt {prompt.name!r}: server {server.server_id} already exposes a prompt of that name")
-            continue
-        ServerPrompt.objects.create(server=server, prompt=prompt)
+    for kind in entry_kinds():
+        entry_field = kind.binding.entry_field()
+        # By keyword dicts: each concrete binding declares ``server`` (its own related name), not the base.
+        bindings = kind.binding._default_manager.filter(**{"server": server})
+        bound = bindings.filter(**{f"{entry_field}__upstream": upstream}).values_list(f"{entry_field}_id", flat=True)
+        exposed = {binding.exposed_name for binding in bindings.select_related(entry_field)}
+        position = bindings.order_by("-position").values_list("position", flat=True).first() or 0
+        for entry in (
+            kind.model._default_manager.filter(upstream=upstream).exclude(pk__in=bound).order_by(kind.model.key)
+        ):
+            name = getattr(entry, kind.model.key)
+            if name in exposed:
+                skipped.append(
+                    f"{kind.noun} {name!r}: server {server.server_id} already exposes a {kind.noun} of that "
+                    f"{kind.key_name}"
+                )
+                continue
+            position += 1
+            kind.binding._default_manager.create(**{"server": server, "position": position, entry_field: entry})
     return skipped
 
 
@@ -472,12 +441,13 @@ def bind(upstream: Any, server: Any) -> list[str]:
 
 def unbind(upstream: Any, server: Any) -> None:
     """Stop exposing ``upstream`` on ``server``: the binding and every entry binding of it there go."""
-    from ..models import ServerPrompt, ServerResource, ServerTool, UpstreamBinding
+    from ..models import UpstreamBinding
 
     with transaction.atomic():
         UpstreamBinding.objects.filter(upstream=upstream, server=server).delete()
-        for model, field_name in ((ServerTool, "tool"), (ServerResource, "resource"), (ServerPrompt, "prompt")):
-            for binding in model.objects.filter(server=server, **{f"{field_name}__upstream": upstream}):
+        for kind in entry_kinds():
+            lookup = {"server": server, f"{kind.binding.entry_field()}__upstream": upstream}
+            for binding in kind.binding._default_manager.filter(**lookup):
                 binding.delete()  # one by one: each bump and announcement goes out (catalog.signals)
 
 

@@ -1,14 +1,15 @@
-"""A tenant's tool catalog and its binding to servers.
+"""A tenant's catalog (tools, resources, prompts) and its binding to servers.
 
-A ``Tool`` is a catalog entry of one tenant; a ``ServerTool`` exposes it on one of the tenant's servers, in a
-stable order, optionally under another name or description. Every change bumps the catalog version of the
-affected servers (see ``mcp_app.catalog.signals``), which invalidates resolved catalogs in every process.
+``Tool``, ``Resource`` and ``Prompt`` are kinds of ``CatalogEntry`` (what every entry shares: tenant, upstream
+link, timestamps); a ``CatalogBinding`` (``ServerTool``, ``ServerResource``, ``ServerPrompt``) exposes one entry
+on one of the tenant's servers, in a stable order. Every change bumps the catalog version of the affected
+servers (see ``mcp_app.catalog.signals``), which invalidates resolved catalogs in every process.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -19,7 +20,7 @@ from ..definitions.registry import registry
 from ..definitions.static import validate_static_config
 from .limits import rate_burst_field, rate_limit_field
 from .servers import McpServer
-from .tenancy import Tenant
+from .tenancy import Tenant, TenantScoped
 from .upstreams import Upstream
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -51,18 +52,55 @@ def validate_object_schema(value: Any) -> None:
         raise ValidationError(f"Not a schema mcp-host can check in linear time: {exc}") from exc
 
 
-_validate_object_schema = validate_object_schema  # the name older migrations refer to
+class CatalogEntry(TenantScoped):
+    """What every kind of catalog entry shares. Each model has its own ``Kind`` choices, ``upstream`` among them:
+    an entry of that kind comes from an upstream's sync (``mcp_app.federation.sync``), never from a hand, and
+    names its upstream, of its own tenant."""
+
+    Kind: ClassVar[type[models.TextChoices]]
+    kind: str
+    #: The field that names the entry in its tenant's catalog (unique there) and to clients.
+    key: ClassVar[str] = "name"
+    same_tenant = ("tenant", "upstream")
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="%(class)ss", verbose_name="tenant")
+    title = models.CharField("title", max_length=200, blank=True)
+    description = models.TextField("description", blank=True)
+    upstream = models.ForeignKey(
+        Upstream,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="%(class)ss",
+        verbose_name="upstream",
+        editable=False,
+        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
+    )
+    remote_name = models.CharField(
+        "name upstream",
+        max_length=200,
+        blank=True,
+        editable=False,
+        help_text="For upstream entries: its name on the upstream (without the prefix).",
+    )
+    created_at = models.DateTimeField("created", auto_now_add=True)
+    updated_at = models.DateTimeField("updated", auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{getattr(self, self.key)} ({self.tenant.slug})"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.kind == "upstream" and self.upstream_id is None:
+            raise ValidationError(
+                {"kind": "Upstream entries are imported by an upstream's sync (the Upstreams page), not made by hand."}
+            )
 
 
-def check_upstream_origin(entry: Any) -> None:
-    """An entry of kind ``upstream`` comes from an upstream's sync, never from a hand: it names its upstream."""
-    if entry.kind == "upstream" and entry.upstream_id is None:
-        raise ValidationError(
-            {"kind": "Upstream entries are imported by an upstream's sync (the Upstreams page), not made by hand."}
-        )
-
-
-class Tool(models.Model):
+class Tool(CatalogEntry):
     """One tool in a tenant's catalog."""
 
     class Kind(models.TextChoices):
@@ -71,10 +109,7 @@ class Tool(models.Model):
         HTTP = "http", "HTTP (calls the tenant's webhook)"
         UPSTREAM = "upstream", "Upstream (an upstream MCP server's tool)"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tools", verbose_name="tenant")
     name = models.CharField("name", max_length=128, validators=[validate_tool_name])
-    title = models.CharField("title", max_length=200, blank=True)
-    description = models.TextField("description", blank=True)
     kind = models.CharField("kind", max_length=16, choices=Kind.choices, default=Kind.STATIC)
     python_name = models.CharField(
         "registered tool",
@@ -147,27 +182,8 @@ class Tool(models.Model):
         blank=True,
         help_text='Icons clients may show, e.g. [{"src": "https://example.com/t.png", "mimeType": "image/png"}].',
     )
-    upstream = models.ForeignKey(
-        Upstream,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="tools",
-        verbose_name="upstream",
-        editable=False,
-        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
-    )
-    remote_name = models.CharField(
-        "name upstream",
-        max_length=128,
-        blank=True,
-        editable=False,
-        help_text="For upstream entries: its name on the upstream (without the prefix).",
-    )
     rate_limit = rate_limit_field("tool")
     rate_burst = rate_burst_field("tool")
-    created_at = models.DateTimeField("created", auto_now_add=True)
-    updated_at = models.DateTimeField("updated", auto_now=True)
 
     class Meta:
         verbose_name = "tool"
@@ -175,12 +191,8 @@ class Tool(models.Model):
         ordering = ("tenant", "name")
         constraints = [models.UniqueConstraint(fields=("tenant", "name"), name="mcp_tool_unique_name_per_tenant")]
 
-    def __str__(self) -> str:
-        return f"{self.name} ({self.tenant.slug})"
-
     def clean(self) -> None:
         super().clean()
-        check_upstream_origin(self)
         if self.kind == self.Kind.PYTHON:
             self._check_python_target()
             if self.tenant_id is not None and not self.tenant.allows_python_tool(self.python_name):
@@ -217,8 +229,37 @@ class Tool(models.Model):
         super().save(*args, **kwargs)
 
 
-class ServerTool(models.Model):
-    """Exposure of one catalog tool on one server."""
+class CatalogBinding(TenantScoped):
+    """Exposure of one catalog entry on one server: whether, and where in the list. ``same_tenant`` is the server
+    and the foreign key to the entry: a server can only expose entries of its own tenant."""
+
+    server: McpServer  # the concrete bindings declare the foreign key (a related_name each)
+
+    enabled = models.BooleanField("enabled", default=True)
+    position = models.PositiveIntegerField("position", default=0, help_text="List order (ascending).")
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.exposed_name} on {self.server.server_id}"
+
+    @classmethod
+    def entry_field(cls) -> str:
+        """The foreign key to the exposed entry (after the server in ``same_tenant``)."""
+        return cls.same_tenant[1]
+
+    @property
+    def exposed_name(self) -> str:
+        """What clients know the entry by: its ``key`` (a name, a resource's URI)."""
+        entry: CatalogEntry = getattr(self, self.entry_field())
+        return str(getattr(entry, entry.key))
+
+
+class ServerTool(CatalogBinding):
+    """Exposure of one catalog tool on one server, optionally under another name or description."""
+
+    same_tenant = ("server", "tool")
 
     class Execution(models.TextChoices):
         INLINE = "inline", "Inline (serving process)"
@@ -226,8 +267,6 @@ class ServerTool(models.Model):
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tool_bindings", verbose_name="server")
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="bindings", verbose_name="tool")
-    enabled = models.BooleanField("enabled", default=True)
-    position = models.PositiveIntegerField("position", default=0, help_text="tools/list order (ascending).")
     name_override = models.CharField(
         "exposed name",
         max_length=128,
@@ -260,17 +299,12 @@ class ServerTool(models.Model):
         constraints = [models.UniqueConstraint(fields=("server", "tool"), name="mcp_server_tool_unique")]
         indexes = [models.Index(fields=("server", "enabled", "position"), name="mcp_server_tool_order")]
 
-    def __str__(self) -> str:
-        return f"{self.exposed_name} on {self.server.server_id}"
-
     @property
     def exposed_name(self) -> str:
         return self.name_override or self.tool.name
 
     def clean(self) -> None:
         super().clean()
-        if self.server_id and self.tool_id and self.server.tenant_id != self.tool.tenant_id:
-            raise ValidationError("A server can only expose tools of its own tenant.")
         if (
             self.tool_id
             and self.tool.kind == Tool.Kind.PYTHON
@@ -284,17 +318,13 @@ class ServerTool(models.Model):
             if any(other.exposed_name == self.exposed_name for other in clash):
                 raise ValidationError(f"This server already exposes a tool named {self.exposed_name!r}.")
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.server.tenant_id != self.tool.tenant_id:
-            raise ValueError("a server can only expose tools of its own tenant")
-        super().save(*args, **kwargs)
 
-
-class Resource(models.Model):
+class Resource(CatalogEntry):
     """A resource (or a URI template of resources) in a tenant's catalog.
 
     ``static`` resources hold their text or base64 blob here; ``python`` resources are produced by a function
-    registered with ``@resource`` in code, which receives the URI template's variables as arguments.
+    registered with ``@resource`` in code, which receives the URI template's variables as arguments; ``upstream``
+    resources keep the upstream's URI.
     """
 
     class Kind(models.TextChoices):
@@ -302,7 +332,8 @@ class Resource(models.Model):
         PYTHON = "python", "Python (registered in code)"
         UPSTREAM = "upstream", "Upstream (read from an upstream MCP server)"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="resources", verbose_name="tenant")
+    key = "uri"
+
     uri = models.CharField(
         "URI or URI template",
         max_length=2000,
@@ -310,8 +341,6 @@ class Resource(models.Model):
     )
     is_template = models.BooleanField("is a URI template", default=False)
     name = models.CharField("name", max_length=200)
-    title = models.CharField("title", max_length=200, blank=True)
-    description = models.TextField("description", blank=True)
     mime_type = models.CharField("MIME type", max_length=200, blank=True)
     kind = models.CharField("kind", max_length=16, choices=Kind.choices, default=Kind.STATIC)
     text = models.TextField(
@@ -319,26 +348,7 @@ class Resource(models.Model):
     )
     blob = models.TextField("binary content (base64)", blank=True, help_text="Static binary content, base64-encoded.")
     python_name = models.CharField("registered resource", max_length=128, blank=True)
-    upstream = models.ForeignKey(
-        Upstream,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="resources",
-        verbose_name="upstream",
-        editable=False,
-        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
-    )
-    remote_name = models.CharField(
-        "name upstream",
-        max_length=200,
-        blank=True,
-        editable=False,
-        help_text="For upstream entries: its name on the upstream (without the prefix); the URI is the upstream's.",
-    )
     annotations = models.JSONField("annotations", null=True, blank=True)
-    created_at = models.DateTimeField("created", auto_now_add=True)
-    updated_at = models.DateTimeField("updated", auto_now=True)
 
     class Meta:
         verbose_name = "resource"
@@ -346,12 +356,8 @@ class Resource(models.Model):
         ordering = ("tenant", "uri")
         constraints = [models.UniqueConstraint(fields=("tenant", "uri"), name="mcp_resource_unique_uri_per_tenant")]
 
-    def __str__(self) -> str:
-        return f"{self.uri} ({self.tenant.slug})"
-
     def clean(self) -> None:
         super().clean()
-        check_upstream_origin(self)
         if "://" not in self.uri and not self.uri.startswith(("urn:", "data:")):
             raise ValidationError({"uri": "A resource URI needs a scheme, e.g. file:///… or https://…"})
         if self.is_template != ("{" in self.uri):
@@ -378,7 +384,7 @@ class Resource(models.Model):
                 raise ValidationError({"blob": "Not valid base64."}) from exc
 
 
-class Prompt(models.Model):
+class Prompt(CatalogEntry):
     """A prompt template in a tenant's catalog.
 
     ``static`` prompts hold their messages here, with ``{argument}`` placeholders; ``python`` prompts are
@@ -390,10 +396,7 @@ class Prompt(models.Model):
         PYTHON = "python", "Python (registered in code)"
         UPSTREAM = "upstream", "Upstream (an upstream MCP server's prompt)"
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="prompts", verbose_name="tenant")
     name = models.CharField("name", max_length=128, validators=[validate_tool_name])
-    title = models.CharField("title", max_length=200, blank=True)
-    description = models.TextField("description", blank=True)
     kind = models.CharField("kind", max_length=16, choices=Kind.choices, default=Kind.STATIC)
     arguments = models.JSONField(
         "arguments",
@@ -408,25 +411,6 @@ class Prompt(models.Model):
         help_text='Static prompts: [{"role": "user", "content": {"type": "text", "text": "About {topic}"}}]',
     )
     python_name = models.CharField("registered prompt", max_length=128, blank=True)
-    upstream = models.ForeignKey(
-        Upstream,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="prompts",
-        verbose_name="upstream",
-        editable=False,
-        help_text="For upstream entries: the upstream MCP server it was imported from (by its syncs).",
-    )
-    remote_name = models.CharField(
-        "name upstream",
-        max_length=128,
-        blank=True,
-        editable=False,
-        help_text="For upstream entries: its name on the upstream (without the prefix).",
-    )
-    created_at = models.DateTimeField("created", auto_now_add=True)
-    updated_at = models.DateTimeField("updated", auto_now=True)
 
     class Meta:
         verbose_name = "prompt"
@@ -434,12 +418,8 @@ class Prompt(models.Model):
         ordering = ("tenant", "name")
         constraints = [models.UniqueConstraint(fields=("tenant", "name"), name="mcp_prompt_unique_name_per_tenant")]
 
-    def __str__(self) -> str:
-        return f"{self.name} ({self.tenant.slug})"
-
     def clean(self) -> None:
         super().clean()
-        check_upstream_origin(self)
         try:
             validate_prompt_arguments(self.arguments)
             if self.kind == self.Kind.STATIC:
@@ -452,35 +432,10 @@ class Prompt(models.Model):
             )
 
 
-class CatalogBinding(models.Model):
-    """Exposure of one catalog entry on one server: whether, and where in the list. ``entry_field`` names the
-    foreign key to the entry; a server can only expose entries of its own tenant."""
-
-    entry_field = ""
-    server: McpServer  # the concrete bindings declare the foreign key (a related_name each)
-
-    enabled = models.BooleanField("enabled", default=True)
-    position = models.PositiveIntegerField("position", default=0, help_text="List order (ascending).")
-
-    class Meta:
-        abstract = True
-
-    def clean(self) -> None:
-        super().clean()
-        entry = getattr(self, self.entry_field, None) if getattr(self, f"{self.entry_field}_id", None) else None
-        if entry is not None and getattr(self, "server_id", None) and self.server.tenant_id != entry.tenant_id:
-            raise ValidationError(f"A server can only expose {self.entry_field}s of its own tenant.")
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.server.tenant_id != getattr(self, self.entry_field).tenant_id:
-            raise ValueError(f"a server can only expose {self.entry_field}s of its own tenant")
-        super().save(*args, **kwargs)
-
-
 class ServerResource(CatalogBinding):
     """Exposure of one catalog resource (or template) on one server."""
 
-    entry_field = "resource"
+    same_tenant = ("server", "resource")
 
     server = models.ForeignKey(
         McpServer, on_delete=models.CASCADE, related_name="resource_bindings", verbose_name="server"
@@ -493,14 +448,11 @@ class ServerResource(CatalogBinding):
         ordering = ("server", "position", "id")
         constraints = [models.UniqueConstraint(fields=("server", "resource"), name="mcp_server_resource_unique")]
 
-    def __str__(self) -> str:
-        return f"{self.resource.uri} on {self.server.server_id}"
-
 
 class ServerPrompt(CatalogBinding):
     """Exposure of one catalog prompt on one server."""
 
-    entry_field = "prompt"
+    same_tenant = ("server", "prompt")
 
     server = models.ForeignKey(
         McpServer, on_delete=models.CASCADE, related_name="prompt_bindings", verbose_name="server"
@@ -512,6 +464,3 @@ class ServerPrompt(CatalogBinding):
         verbose_name_plural = "server prompts"
         ordering = ("server", "position", "id")
         constraints = [models.UniqueConstraint(fields=("server", "prompt"), name="mcp_server_prompt_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.prompt.name} on {self.server.server_id}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -84,6 +84,43 @@ class Tenant(models.Model):
                     "allowed_python_tools": f"Not registered in code: {', '.join(unknown)}. Known: {', '.join(registry.names())}."
                 }
             )
+
+
+class TenantScoped(models.Model):
+    """A row whose related rows belong to one tenant: ``same_tenant`` names them, the anchor first (``tenant`` for
+    a row of the tenant's own, e.g. a catalog entry and its upstream; else e.g. a binding's server, then what it
+    exposes). ``clean()`` reports a row of another tenant on its field, and ``save()`` refuses it (``ValueError``),
+    so no path writes one; the admin and the API reach the rule through ``full_clean()``."""
+
+    same_tenant: ClassVar[tuple[str, ...]] = ()
+
+    class Meta:
+        abstract = True
+
+    def _tenant_of(self, name: str) -> int | None:
+        related_id: int | None = getattr(self, f"{name}_id")
+        return related_id if name == "tenant" or related_id is None else getattr(self, name).tenant_id
+
+    def foreign_rows(self) -> dict[str, str]:
+        """``{field: why}`` for each related row of another tenant than the anchor's (empty: none)."""
+        anchor, *others = self.same_tenant
+        tenant_id = self._tenant_of(anchor)
+        owner = self._meta.verbose_name if anchor == "tenant" else anchor
+        return {
+            name: f"The {owner} and the {name} belong to different tenants."
+            for name in others
+            if tenant_id is not None and self._tenant_of(name) not in (None, tenant_id)
+        }
+
+    def clean(self) -> None:
+        super().clean()
+        if foreign := self.foreign_rows():
+            raise ValidationError(foreign)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if foreign := self.foreign_rows():
+            raise ValueError(" ".join(foreign.values()))
+        super().save(*args, **kwargs)
 
 
 def make_staff(*user_ids: Any) -> None:

@@ -37,7 +37,7 @@ from ..definitions.upstreams import (
     validate_upstream_url,
 )
 from .servers import McpServer
-from .tenancy import Tenant
+from .tenancy import Tenant, TenantScoped
 
 
 def _valid_name(value: str) -> None:
@@ -257,8 +257,10 @@ class Upstream(models.Model):
         super().save(*args, **kwargs)
 
 
-class UpstreamBinding(models.Model):
+class UpstreamBinding(TenantScoped):
     """An upstream exposed on one server as a whole: every entry it has, including those later syncs add."""
+
+    same_tenant = ("upstream", "server")
 
     upstream = models.ForeignKey(Upstream, on_delete=models.CASCADE, related_name="bindings", verbose_name="upstream")
     server = models.ForeignKey(
@@ -274,13 +276,3 @@ class UpstreamBinding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.upstream.name} on {self.server.server_id}"
-
-    def clean(self) -> None:
-        super().clean()
-        if self.upstream_id and self.server_id and self.upstream.tenant_id != self.server.tenant_id:
-            raise ValidationError("A server can only expose upstreams of its own tenant.")
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.upstream.tenant_id != self.server.tenant_id:
-            raise ValueError("a server can only expose upstreams of its own tenant")
-        super().save(*args, **kwargs)

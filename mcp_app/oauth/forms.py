@@ -21,6 +21,8 @@ GRANT_CHOICES = [
     ("read_only", "Read-only tools only (tools marked read-only), with all resources and prompts"),
     ("chosen", "Only the tools, resources and prompts I choose below"),
 ]
+#: The kinds of catalog entry a consent grants one by one.
+GRANTABLE: dict[str, type[Tool | Resource | Prompt]] = {"tools": Tool, "resources": Resource, "prompts": Prompt}
 
 
 class SignInForm(AuthenticationForm):
@@ -35,29 +37,20 @@ class SignInForm(AuthenticationForm):
 
 
 class ConsentForm(AllowForm):
+    """DOT's ``AllowForm`` plus the grant: everything, read-only tools, or the entries of ``server`` chosen below
+    (one field per kind of catalog entry, named as ``OAuthConsent.objects.record`` takes them)."""
+
     grant = forms.ChoiceField(choices=GRANT_CHOICES, initial="all", widget=UnfoldAdminRadioSelectWidget, required=False)
-    tools = forms.ModelMultipleChoiceField(
-        queryset=Tool.objects.none(), required=False, widget=UnfoldAdminCheckboxSelectMultipleWidget
-    )
-    resources = forms.ModelMultipleChoiceField(
-        queryset=Resource.objects.none(), required=False, widget=UnfoldAdminCheckboxSelectMultipleWidget
-    )
-    prompts = forms.ModelMultipleChoiceField(
-        queryset=Prompt.objects.none(), required=False, widget=UnfoldAdminCheckboxSelectMultipleWidget
-    )
 
     def __init__(self, *args: Any, server: McpServer | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if server is not None:
-            tools = self.fields["tools"]
-            assert isinstance(tools, forms.ModelMultipleChoiceField)
-            tools.queryset = Tool.objects.filter(bindings__server=server).distinct()
-            resources = self.fields["resources"]
-            assert isinstance(resources, forms.ModelMultipleChoiceField)
-            resources.queryset = Resource.objects.filter(bindings__server=server).distinct()
-            prompts = self.fields["prompts"]
-            assert isinstance(prompts, forms.ModelMultipleChoiceField)
-            prompts.queryset = Prompt.objects.filter(bindings__server=server).distinct()
+        for name, model in GRANTABLE.items():
+            entries = model._default_manager.filter(bindings__server=server).distinct()
+            self.fields[name] = forms.ModelMultipleChoiceField(
+                queryset=entries if server is not None else entries.none(),
+                required=False,
+                widget=UnfoldAdminCheckboxSelectMultipleWidget,
+            )
 
     def grant_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``OAuthConsent.objects.record`` for the chosen grant."""
@@ -65,9 +58,5 @@ class ConsentForm(AllowForm):
         if choice == "read_only":
             return {"read_only": True}
         if choice == "chosen":
-            return {
-                "tools": list(self.cleaned_data.get("tools") or ()),
-                "resources": list(self.cleaned_data.get("resources") or ()),
-                "prompts": list(self.cleaned_data.get("prompts") or ()),
-            }
+            return {name: list(self.cleaned_data.get(name) or ()) for name in GRANTABLE}
         return {}

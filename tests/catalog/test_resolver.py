@@ -49,7 +49,7 @@ def test_binding_a_tool_of_another_tenant_is_refused(server_factory):
     server = server_factory()
     other = server_factory()
     foreign = Tool.objects.create(tenant=other.tenant, name="foreign", static_result={"content": []})
-    with pytest.raises(ValueError, match="own tenant"):
+    with pytest.raises(ValueError, match="belong to different tenants"):
         ServerTool.objects.create(server=server, tool=foreign)
     binding = ServerTool(server=server, tool=foreign)
     with pytest.raises(ValidationError):

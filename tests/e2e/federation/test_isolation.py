@@ -66,7 +66,7 @@ def test_an_upstream_cannot_be_bound_to_another_tenants_server(
     stranger = access_factory(tools=())
     upstream = federate(owner, stateless_upstream.url, prefix="o_")
 
-    with pytest.raises(ValueError, match="own tenant"):
+    with pytest.raises(ValueError, match="belong to different tenants"):
         bind(upstream, stranger.server)
 
     assert not UpstreamBinding.objects.filter(server=stranger.server).exists()
