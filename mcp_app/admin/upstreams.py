@@ -1,8 +1,8 @@
 """The admin of upstream MCP servers: register, test the connection, sync, see the imported entries and the
 circuit breaker, and bind the whole upstream to the tenant's servers.
 
-- The form has write-only secret headers (``SecretHeadersForm``, as webhooks) and a write-only OAuth client
-  secret; neither value is ever rendered.
+- The form has write-only secret headers (as webhooks) and a write-only OAuth client secret
+  (``admin.secrets``); neither value is ever rendered.
 - Saving a new upstream runs its first sync and shows the report as a message (a failure is kept with its error,
   to be fixed and synced again; ``mcp_upstream add`` and the API register all or nothing instead).
 - Whole-server bindings are an inline limited to the upstream's tenant's servers; adding one exposes every entry
@@ -19,15 +19,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 from unfold.admin import TabularInline
-from unfold.widgets import UnfoldAdminPasswordWidget, UnfoldBooleanSwitchWidget
+from unfold.widgets import UnfoldAdminPasswordWidget
 
 from .. import permissions
 from ..definitions.http_tools import display_url
@@ -37,10 +36,12 @@ from ..federation.sync import bind, sync_upstream, unbind
 from ..models import Prompt, Resource, Tool, Upstream, UpstreamBinding
 from ..operations import probe_upstream
 from .base import TenantScopedAdmin, TenantScopedInline
-from .http_tools import SecretHeadersForm
+from .secrets import WriteOnlySecretsForm, clear_switch
 
 
-class UpstreamForm(SecretHeadersForm):
+class UpstreamForm(WriteOnlySecretsForm):
+    write_only = {**WriteOnlySecretsForm.write_only, "oauth_client_secret": str}
+
     oauth_client_secret = forms.CharField(
         label="OAuth client secret",
         required=False,
@@ -48,9 +49,7 @@ class UpstreamForm(SecretHeadersForm):
         widget=UnfoldAdminPasswordWidget(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted and never shown again; leave empty to keep the current one.",
     )
-    clear_oauth_client_secret = forms.BooleanField(
-        label="remove the OAuth client secret", required=False, widget=UnfoldBooleanSwitchWidget
-    )
+    clear_oauth_client_secret = clear_switch("remove the OAuth client secret")
 
     class Meta:
         model = Upstream
@@ -71,41 +70,17 @@ class UpstreamForm(SecretHeadersForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        status = "Set." if self.instance.oauth_client_secret_encrypted else "Not set."
-        self.fields["oauth_client_secret"].help_text = f"{status} {self.fields['oauth_client_secret'].help_text}"
         if "era" in self.fields:
             self.fields["era"].required = False  # left out: auto
 
     def clean_era(self) -> str:
         return str(self.cleaned_data.get("era") or ERA_AUTO)
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        secret = cleaned.get("oauth_client_secret") or ""
-        if cleaned.get("clear_oauth_client_secret"):
-            if secret:
-                raise ValidationError("Either type a new OAuth client secret or remove it, not both.")
-            self.instance.set_oauth_client_secret("")
-        elif secret:
-            self.instance.set_oauth_client_secret(secret)
-        return cleaned
-
-
-class UpstreamBindingFormSet(BaseInlineFormSet):
-    def clean(self) -> None:
-        super().clean()
-        tenant_id = self.instance.tenant_id
-        for form in self.forms:
-            server = getattr(form, "cleaned_data", {}).get("server")
-            if server is not None and tenant_id is not None and server.tenant_id != tenant_id:
-                form.add_error("server", "A server can only expose upstreams of its own tenant.")
-
 
 class UpstreamBindingInline(TenantScopedInline, TabularInline):
     """Servers exposing the whole upstream (every entry, also those later syncs add)."""
 
     model = UpstreamBinding
-    formset = UpstreamBindingFormSet
     fields = ("server", "created_at")
     readonly_fields = ("created_at",)
     extra = 0

@@ -20,7 +20,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import set_rollback
@@ -148,3 +148,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return str(value)
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine-readable code, e.g. not_found, validation_error.")
+    message = serializers.CharField(help_text="Human-readable summary.")
+    # A field named "fields" (the error body's key): DRF's metaclass takes it out of the class attributes, so it
+    # does not shadow ``Serializer.fields`` at run time; the stubs cannot know that.
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.JSONField(), required=False, help_text="Validation errors per field (non_field_errors)."
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error response."""
+
+    error = ErrorDetailSerializer()

@@ -46,11 +46,12 @@ from ..models import (
     ToolCall,
     Upstream,
 )
-from . import filters, serializers
+from . import filters
 from .authentication import ApiKeyAuthentication, SessionAuthentication
 from .exceptions import exception_handler
 from .permissions import TenantRolePermission, scope
 from .schema import ApiAutoSchema, document
+from .serializers import agents, apikeys, audit, catalog, oauth, servers, tenants, upstreams
 from .throttling import ApiKeyRateThrottle, UserRateThrottle
 
 # Primary keys in URLs: digits only, and few enough to fit a 64-bit integer on every database.
@@ -124,7 +125,7 @@ class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
 )
 class TenantViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Tenant.objects.all()
-    serializer_class = serializers.TenantSerializer
+    serializer_class = tenants.TenantSerializer
     filterset_class = filters.TenantFilter
     ordering_fields = ("id", "slug", "name", "created_at")
 
@@ -136,7 +137,7 @@ class TenantMembershipViewSet(TenantScopedViewSet):
     """Who is a member of your tenants, with which role. Only owners add, change or remove members."""
 
     queryset = TenantMembership.objects.all()
-    serializer_class = serializers.TenantMembershipSerializer
+    serializer_class = tenants.TenantMembershipSerializer
     filterset_class = filters.TenantMembershipFilter
     select_related = ("user", "tenant")
     ordering_fields = ("id", "role", "created_at")
@@ -144,34 +145,34 @@ class TenantMembershipViewSet(TenantScopedViewSet):
     def perform_destroy(self, instance: TenantMembership) -> None:
         with transaction.atomic():
             if instance.role == TenantMembership.Role.OWNER:
-                serializers.ensure_another_owner(instance)
+                tenants.ensure_another_owner(instance)
             instance.delete()
 
 
 class McpServerViewSet(TenantScopedViewSet):
     queryset = McpServer.objects.all()
-    serializer_class = serializers.McpServerSerializer
+    serializer_class = servers.McpServerSerializer
     filterset_class = filters.McpServerFilter
     ordering_fields = ("id", "server_id", "name", "created_at", "updated_at")
 
 
 class ToolViewSet(TenantScopedViewSet):
     queryset = Tool.objects.all()
-    serializer_class = serializers.ToolSerializer
+    serializer_class = catalog.ToolSerializer
     filterset_class = filters.ToolFilter
     ordering_fields = ("id", "name", "kind", "created_at", "updated_at")
 
 
 class ResourceViewSet(TenantScopedViewSet):
     queryset = Resource.objects.all()
-    serializer_class = serializers.ResourceSerializer
+    serializer_class = catalog.ResourceSerializer
     filterset_class = filters.ResourceFilter
     ordering_fields = ("id", "uri", "name", "created_at", "updated_at")
 
 
 class PromptViewSet(TenantScopedViewSet):
     queryset = Prompt.objects.all()
-    serializer_class = serializers.PromptSerializer
+    serializer_class = catalog.PromptSerializer
     filterset_class = filters.PromptFilter
     ordering_fields = ("id", "name", "created_at", "updated_at")
 
@@ -179,7 +180,7 @@ class PromptViewSet(TenantScopedViewSet):
 @extend_schema_view(
     create=document(
         summary="Register an upstream: saved only if its first sync succeeds (else 400, nothing saved)",
-        responses={201: serializers.UpstreamCreatedSerializer},
+        responses={201: upstreams.UpstreamCreatedSerializer},
     ),
 )
 class UpstreamViewSet(TenantScopedViewSet):
@@ -193,7 +194,7 @@ class UpstreamViewSet(TenantScopedViewSet):
     """
 
     queryset = Upstream.objects.all()
-    serializer_class = serializers.UpstreamSerializer
+    serializer_class = upstreams.UpstreamSerializer
     filterset_class = filters.UpstreamFilter
     prefetch_related = ("bindings",)
     ordering_fields = ("id", "name", "created_at", "updated_at", "last_synced_at")
@@ -206,10 +207,10 @@ class UpstreamViewSet(TenantScopedViewSet):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upstream = serializer.save()
-        body = serializers.UpstreamCreatedSerializer(upstream, context=self.get_serializer_context()).data
+        body = upstreams.UpstreamCreatedSerializer(upstream, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED)
 
-    @document(request=None, responses={200: serializers.SyncReportSerializer}, summary="Sync the catalog now")
+    @document(request=None, responses={200: upstreams.SyncReportSerializer}, summary="Sync the catalog now")
     @action(detail=True, methods=["post"])
     def sync(self, request: Request, pk: str | None = None) -> Response:
         from ..federation.sync import sync_upstream
@@ -218,7 +219,7 @@ class UpstreamViewSet(TenantScopedViewSet):
 
     @document(
         request=None,
-        responses={200: serializers.UpstreamTestSerializer},
+        responses={200: upstreams.UpstreamTestSerializer},
         summary="Connect and list what the upstream offers, writing nothing",
     )
     @action(detail=True, methods=["post"])
@@ -228,8 +229,8 @@ class UpstreamViewSet(TenantScopedViewSet):
         return Response(probe_upstream(self.get_object()))
 
     @document(
-        request=serializers.UpstreamServerSerializer,
-        responses={200: serializers.UpstreamBoundSerializer},
+        request=upstreams.UpstreamServerSerializer,
+        responses={200: upstreams.UpstreamBoundSerializer},
         summary="Expose the whole upstream on one of the tenant's servers (also entries later syncs add)",
     )
     @action(detail=True, methods=["post"])
@@ -242,8 +243,8 @@ class UpstreamViewSet(TenantScopedViewSet):
         return Response(self._bound(upstream, server, skipped))
 
     @document(
-        request=serializers.UpstreamServerSerializer,
-        responses={200: serializers.UpstreamBoundSerializer},
+        request=upstreams.UpstreamServerSerializer,
+        responses={200: upstreams.UpstreamBoundSerializer},
         summary="Stop exposing the upstream on the server (its entry bindings there go too)",
     )
     @action(detail=True, methods=["post"])
@@ -256,7 +257,7 @@ class UpstreamViewSet(TenantScopedViewSet):
         return Response(self._bound(upstream, server, []))
 
     def _server(self, request: Request, upstream: Upstream) -> McpServer:
-        body = serializers.UpstreamServerSerializer(data=request.data, context=self.get_serializer_context())
+        body = upstreams.UpstreamServerSerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         server: McpServer = body.validated_data["server"]
         if server.tenant_id != upstream.tenant_id:
@@ -264,15 +265,15 @@ class UpstreamViewSet(TenantScopedViewSet):
         return server
 
     def _bound(self, upstream: Upstream, server: McpServer, skipped: list[str]) -> dict[str, Any]:
-        servers = sorted(upstream.bindings.values_list("server_id", flat=True))
-        return {"server": server.pk, "servers": servers, "skipped": skipped}
+        bound = sorted(upstream.bindings.values_list("server_id", flat=True))
+        return {"server": server.pk, "servers": bound, "skipped": skipped}
 
 
 class ServerToolViewSet(TenantScopedViewSet):
     """Which tools a server exposes, in which order and under which name."""
 
     queryset = ServerTool.objects.all()
-    serializer_class = serializers.ServerToolSerializer
+    serializer_class = catalog.ServerToolSerializer
     filterset_class = filters.ServerToolFilter
     select_related = ("tool",)
     ordering_fields = ("id", "position")
@@ -280,21 +281,21 @@ class ServerToolViewSet(TenantScopedViewSet):
 
 class ServerResourceViewSet(TenantScopedViewSet):
     queryset = ServerResource.objects.all()
-    serializer_class = serializers.ServerResourceSerializer
+    serializer_class = catalog.ServerResourceSerializer
     filterset_class = filters.ServerResourceFilter
     ordering_fields = ("id", "position")
 
 
 class ServerPromptViewSet(TenantScopedViewSet):
     queryset = ServerPrompt.objects.all()
-    serializer_class = serializers.ServerPromptSerializer
+    serializer_class = catalog.ServerPromptSerializer
     filterset_class = filters.ServerPromptFilter
     ordering_fields = ("id", "position")
 
 
 class AgentViewSet(TenantScopedViewSet):
     queryset = Agent.objects.all()
-    serializer_class = serializers.AgentSerializer
+    serializer_class = agents.AgentSerializer
     filterset_class = filters.AgentFilter
     ordering_fields = ("id", "agent_id", "name", "created_at")
 
@@ -302,14 +303,14 @@ class AgentViewSet(TenantScopedViewSet):
 @extend_schema_view(
     create=document(
         summary="Issue a token; the raw value is in this response only",
-        responses={201: serializers.AgentTokenCreatedSerializer},
+        responses={201: agents.AgentTokenCreatedSerializer},
     ),
 )
 class AgentTokenViewSet(TenantScopedViewSet):
     """Agents' bearer tokens. The raw token is returned once, by create; only its digest is stored."""
 
     queryset = AgentToken.objects.all()
-    serializer_class = serializers.AgentTokenSerializer
+    serializer_class = agents.AgentTokenSerializer
     filterset_class = filters.AgentTokenFilter
     select_related = ("agent",)
     prefetch_related = ("servers",)
@@ -321,10 +322,10 @@ class AgentTokenViewSet(TenantScopedViewSet):
         serializer.is_valid(raise_exception=True)
         with transaction.atomic():
             token = serializer.save()
-        body = serializers.AgentTokenCreatedSerializer(token, context=self.get_serializer_context()).data
+        body = agents.AgentTokenCreatedSerializer(token, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
-    @document(request=None, responses={200: serializers.AgentTokenSerializer}, summary="Revoke the token")
+    @document(request=None, responses={200: agents.AgentTokenSerializer}, summary="Revoke the token")
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         token = self.get_object()
@@ -337,7 +338,7 @@ class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMode
     """Sessions are opened by MCP clients; here they are read and terminated (never created or edited)."""
 
     queryset = McpSession.objects.all()
-    serializer_class = serializers.McpSessionSerializer
+    serializer_class = servers.McpSessionSerializer
     filterset_class = filters.McpSessionFilter
     ordering_fields = ("id", "created_at", "last_seen_at")
     action_permissions = {"terminate": "change"}
@@ -345,7 +346,7 @@ class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMode
     def get_queryset(self) -> models.QuerySet[McpSession]:
         return scope(self.queryset.all(), self.request.user).select_related("server")
 
-    @document(request=None, responses={200: serializers.McpSessionSerializer}, summary="Terminate the session")
+    @document(request=None, responses={200: servers.McpSessionSerializer}, summary="Terminate the session")
     @action(detail=True, methods=["post"])
     def terminate(self, request: Request, pk: str | None = None) -> Response:
         session = self.get_object()
@@ -368,7 +369,7 @@ class ToolCallViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelM
     """The audit log: one record per ``tools/call``, written by the audit buffer, never by the API."""
 
     queryset = ToolCall.objects.all()
-    serializer_class = serializers.ToolCallSerializer
+    serializer_class = audit.ToolCallSerializer
     filterset_class = filters.ToolCallFilter
     ordering_fields = ("id", "started_at", "duration_ms")
 
@@ -385,7 +386,7 @@ class OwnKeysPermission(permissions.BasePermission):
 @extend_schema_view(
     create=document(
         summary="Issue a personal API key; the raw value is in this response only",
-        responses={201: serializers.ApiKeyCreatedSerializer},
+        responses={201: apikeys.ApiKeyCreatedSerializer},
     ),
 )
 class ApiKeyViewSet(
@@ -399,7 +400,7 @@ class ApiKeyViewSet(
     """Your own personal API keys (everyone sees only their own, superusers too)."""
 
     queryset = ApiKey.objects.all()
-    serializer_class = serializers.ApiKeySerializer
+    serializer_class = apikeys.ApiKeySerializer
     permission_classes = (OwnKeysPermission,)
     filterset_fields = ("prefix",)
     ordering_fields = ("id", "created_at", "last_used_at")
@@ -414,10 +415,10 @@ class ApiKeyViewSet(
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         key = serializer.save()
-        body = serializers.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data
+        body = apikeys.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
-    @document(request=None, responses={200: serializers.ApiKeySerializer}, summary="Revoke the key")
+    @document(request=None, responses={200: apikeys.ApiKeySerializer}, summary="Revoke the key")
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         key = self.get_object()
@@ -438,7 +439,7 @@ class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMo
     """Consents are given on the consent page (docs/oauth.md); here they are read and withdrawn."""
 
     queryset = OAuthConsent.objects.all()
-    serializer_class = serializers.OAuthConsentSerializer
+    serializer_class = oauth.OAuthConsentSerializer
     ordering_fields = ("id", "created_at", "updated_at")
     action_permissions = {"withdraw": "change"}
 
@@ -460,7 +461,7 @@ class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMo
 @extend_schema_view(list=document(summary="OAuth agents of your tenants (one per person and client)"))
 class OAuthAgentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     queryset = OAuthAgent.objects.all()
-    serializer_class = serializers.OAuthAgentSerializer
+    serializer_class = oauth.OAuthAgentSerializer
     ordering_fields = ("id", "created_at")
 
     def get_queryset(self) -> models.QuerySet[OAuthAgent]:
