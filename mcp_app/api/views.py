@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models, transaction
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_view
@@ -45,6 +46,7 @@ from ..models import (
     Tool,
     ToolCall,
     Upstream,
+    UpstreamBinding,
 )
 from . import filters
 from .authentication import ApiKeyAuthentication, SessionAuthentication
@@ -260,8 +262,10 @@ class UpstreamViewSet(TenantScopedViewSet):
         body = upstreams.UpstreamServerSerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         server: McpServer = body.validated_data["server"]
-        if server.tenant_id != upstream.tenant_id:
-            raise ValidationError({"server": ["The server and the upstream belong to different tenants."]})
+        try:
+            UpstreamBinding(upstream=upstream, server=server).clean()  # the model's rule: the same tenant
+        except DjangoValidationError as exc:
+            raise ValidationError({"server": exc.messages}) from exc
         return server
 
     def _bound(self, upstream: Upstream, server: McpServer, skipped: list[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -238,7 +238,11 @@ class UpstreamBinding(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        if self.upstream_id and self.server_id and self.upstream.tenant_id != self.server.tenant_id:
+        try:  # the objects, not their ids: an admin form checks bindings before it saves a new upstream
+            foreign = self.upstream.tenant_id != self.server.tenant_id
+        except ObjectDoesNotExist:
+            return  # one not chosen: that field's own error says so
+        if foreign:
             raise ValidationError("A server can only expose upstreams of its own tenant.")
 
     def save(self, *args: Any, **kwargs: Any) -> None:
