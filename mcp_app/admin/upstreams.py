@@ -120,6 +120,11 @@ def _probe_message(request: HttpRequest, upstream: Upstream) -> None:
     )
 
 
+def _close_breaker(request: HttpRequest, upstream: Upstream) -> None:
+    breaker.reset(upstream.pk)
+    messages.success(request, f"The circuit breaker of {upstream.name} is closed: calls go through again.")
+
+
 @admin.register(Upstream)
 class UpstreamAdmin(TenantScopedAdmin):
     form = UpstreamForm
@@ -276,55 +281,34 @@ class UpstreamAdmin(TenantScopedAdmin):
         if not change:
             _report_message(request, form.instance, sync_upstream(form.instance), "First sync")
 
-    # -- buttons on the change page -----------------------------------------------------------------------------
+    # -- buttons on the change page: (URL part, label, icon, what it does to the upstream) -----------------------
+    buttons = (
+        ("sync", "Sync now", "sync", lambda request, obj: _report_message(request, obj, sync_upstream(obj))),
+        ("test", "Test connection", "lan", _probe_message),
+        ("close-breaker", "Close breaker", "restart_alt", _close_breaker),
+    )
+
     def get_urls(self) -> list[Any]:
-        def button(name: str, view: Any) -> Any:
-            return path(
-                f"<path:object_id>/{name}/",
-                self.admin_site.admin_view(require_POST(view)),
-                name=f"mcp_app_upstream_{name.replace('-', '_')}",
-            )
+        def button(name: str, run: Any) -> Any:
+            def view(request: HttpRequest, object_id: str) -> HttpResponse:
+                obj = self.get_object(request, object_id)  # 404 for another tenant's upstream
+                if not permissions.can_change(request.user, obj):
+                    raise PermissionDenied
+                run(request, obj)
+                return HttpResponseRedirect(reverse("admin:mcp_app_upstream_change", args=[obj.pk]))
 
-        return [
-            button("sync", self.sync_view),
-            button("test", self.test_view),
-            button("close-breaker", self.close_breaker_view),
-            *super().get_urls(),
-        ]
+            url_name = f"mcp_app_upstream_{name.replace('-', '_')}"
+            return path(f"<path:object_id>/{name}/", self.admin_site.admin_view(require_POST(view)), name=url_name)
 
-    def _changeable(self, request: HttpRequest, object_id: str) -> Upstream:
-        obj = self.get_object(request, object_id)  # 404 for another tenant's upstream
-        if not permissions.can_change(request.user, obj):
-            raise PermissionDenied
-        return obj
-
-    def _back(self, obj: Upstream) -> HttpResponse:
-        return HttpResponseRedirect(reverse("admin:mcp_app_upstream_change", args=[obj.pk]))
-
-    def sync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self._changeable(request, object_id)
-        _report_message(request, obj, sync_upstream(obj))
-        return self._back(obj)
-
-    def test_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self._changeable(request, object_id)
-        _probe_message(request, obj)
-        return self._back(obj)
-
-    def close_breaker_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self._changeable(request, object_id)
-        breaker.reset(obj.pk)
-        messages.success(request, f"The circuit breaker of {obj.name} is closed: calls go through again.")
-        return self._back(obj)
+        return [*(button(name, run) for name, _, _, run in self.buttons), *super().get_urls()]
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         obj = self.get_object(request, object_id)
         buttons = []
         if permissions.can_change(request.user, obj):
             buttons = [
-                (reverse("admin:mcp_app_upstream_sync", args=[obj.pk]), "Sync now", "sync"),
-                (reverse("admin:mcp_app_upstream_test", args=[obj.pk]), "Test connection", "lan"),
-                (reverse("admin:mcp_app_upstream_close_breaker", args=[obj.pk]), "Close breaker", "restart_alt"),
+                (reverse(f"admin:mcp_app_upstream_{name.replace('-', '_')}", args=[obj.pk]), label, icon)
+                for name, label, icon, _ in self.buttons
             ]
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), "post_buttons": buttons})
 

@@ -59,19 +59,6 @@ ERROR_CODES: dict[str, str] = {
     SERVICE_UNAVAILABLE: "503: the database is unreachable or did not answer in time; retry after `Retry-After`.",
 }
 
-_CODE_BY_CLASS: tuple[tuple[type[exceptions.APIException], str], ...] = (
-    (exceptions.NotAuthenticated, NOT_AUTHENTICATED),
-    (exceptions.AuthenticationFailed, AUTHENTICATION_FAILED),
-    (exceptions.PermissionDenied, PERMISSION_DENIED),
-    (exceptions.NotFound, NOT_FOUND),
-    (exceptions.ValidationError, VALIDATION_ERROR),
-    (exceptions.ParseError, PARSE_ERROR),
-    (exceptions.MethodNotAllowed, METHOD_NOT_ALLOWED),
-    (exceptions.NotAcceptable, NOT_ACCEPTABLE),
-    (exceptions.UnsupportedMediaType, UNSUPPORTED_MEDIA_TYPE),
-    (exceptions.Throttled, THROTTLED),
-)
-
 
 class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
@@ -97,10 +84,8 @@ def error_body(code: str, message: str, fields: dict[str, Any] | None = None) ->
 
 
 def _code_of(exc: exceptions.APIException) -> str:
-    for cls, code in _CODE_BY_CLASS:
-        if isinstance(exc, cls):
-            return code
-    return str(getattr(exc, "default_code", "") or "error")
+    # DRF's codes are ours (not_found, throttled, …), but for its validation errors' ("invalid").
+    return VALIDATION_ERROR if isinstance(exc, exceptions.ValidationError) else str(exc.default_code or "error")
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:

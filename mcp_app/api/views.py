@@ -95,8 +95,9 @@ class ApiViewMixin(_ViewBase):
         return exception_handler
 
 
-class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
-    """CRUD over one model, scoped to the user's tenants."""
+class TenantScopedMixin(ApiViewMixin):
+    # Views over one model, scoped to the user's tenants; in id order unless the model orders itself. (No
+    # docstring here or below: a view's first docstring up its classes describes it in the OpenAPI schema.)
 
     queryset: models.QuerySet[Any]
     select_related: tuple[str, ...] = ()
@@ -108,9 +109,11 @@ class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
             queryset = queryset.select_related(*self.select_related)
         if self.prefetch_related:
             queryset = queryset.prefetch_related(*self.prefetch_related)
-        if not queryset.ordered:
-            queryset = queryset.order_by("pk")
-        return queryset
+        return queryset if queryset.ordered else queryset.order_by("pk")
+
+
+class TenantScopedViewSet(TenantScopedMixin, viewsets.ModelViewSet):
+    """CRUD over one model, scoped to the user's tenants."""
 
     def perform_create(self, serializer: BaseSerializer[Any]) -> None:
         with transaction.atomic():
@@ -121,18 +124,34 @@ class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
             serializer.save()
 
 
+class TenantScopedReadOnlyViewSet(TenantScopedMixin, viewsets.ReadOnlyModelViewSet):
+    pass  # lists and details; what changes does so through actions
+
+
+class CreatedOnceMixin(_ViewBase):
+    """Create answers with ``created_serializer``: what only that response shows (a raw secret, a first sync).
+    The serializer's ``save`` runs as it is (an upstream's first sync reads the network outside a transaction)."""
+
+    created_serializer: type[BaseSerializer[Any]]
+    created_headers: dict[str, str] = {"Cache-Control": "no-store"}
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        created = serializer.save()
+        body = self.created_serializer(created, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED, headers=self.created_headers)
+
+
 @extend_schema_view(
     list=document(summary="Tenants you are a member of (all, for superusers)"),
     retrieve=document(summary="One of your tenants"),
 )
-class TenantViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+class TenantViewSet(TenantScopedReadOnlyViewSet):
     queryset = Tenant.objects.all()
     serializer_class = tenants.TenantSerializer
     filterset_class = filters.TenantFilter
     ordering_fields = ("id", "slug", "name", "created_at")
-
-    def get_queryset(self) -> models.QuerySet[Tenant]:
-        return scope(self.queryset.all(), self.request.user)
 
 
 class TenantMembershipViewSet(TenantScopedViewSet):
@@ -185,7 +204,7 @@ class PromptViewSet(TenantScopedViewSet):
         responses={201: upstreams.UpstreamCreatedSerializer},
     ),
 )
-class UpstreamViewSet(TenantScopedViewSet):
+class UpstreamViewSet(CreatedOnceMixin, TenantScopedViewSet):
     """Upstream MCP servers whose tools, resources and prompts join the tenant's catalog under a prefix.
 
     Creating one runs its first sync in the request: an upstream that cannot be read is a 400 (``non_field_errors``
@@ -197,6 +216,8 @@ class UpstreamViewSet(TenantScopedViewSet):
 
     queryset = Upstream.objects.all()
     serializer_class = upstreams.UpstreamSerializer
+    created_serializer = upstreams.UpstreamCreatedSerializer
+    created_headers: dict[str, str] = {}
     filterset_class = filters.UpstreamFilter
     prefetch_related = ("bindings",)
     ordering_fields = ("id", "name", "created_at", "updated_at", "last_synced_at")
@@ -204,13 +225,6 @@ class UpstreamViewSet(TenantScopedViewSet):
 
     def get_queryset(self) -> models.QuerySet[Upstream]:
         return super().get_queryset().with_entry_counts()  # type: ignore[attr-defined]
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upstream = serializer.save()
-        body = upstreams.UpstreamCreatedSerializer(upstream, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED)
 
     @document(request=None, responses={200: upstreams.SyncReportSerializer}, summary="Sync the catalog now")
     @action(detail=True, methods=["post"])
@@ -310,24 +324,17 @@ class AgentViewSet(TenantScopedViewSet):
         responses={201: agents.AgentTokenCreatedSerializer},
     ),
 )
-class AgentTokenViewSet(TenantScopedViewSet):
+class AgentTokenViewSet(CreatedOnceMixin, TenantScopedViewSet):
     """Agents' bearer tokens. The raw token is returned once, by create; only its digest is stored."""
 
     queryset = AgentToken.objects.all()
     serializer_class = agents.AgentTokenSerializer
+    created_serializer = agents.AgentTokenCreatedSerializer
     filterset_class = filters.AgentTokenFilter
     select_related = ("agent",)
     prefetch_related = ("servers",)
     ordering_fields = ("id", "created_at", "expires_at", "last_used_at")
     action_permissions = {"revoke": "change"}
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        with transaction.atomic():
-            token = serializer.save()
-        body = agents.AgentTokenCreatedSerializer(token, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
     @document(request=None, responses={200: agents.AgentTokenSerializer}, summary="Revoke the token")
     @action(detail=True, methods=["post"])
@@ -338,17 +345,15 @@ class AgentTokenViewSet(TenantScopedViewSet):
 
 
 @extend_schema_view(list=document(summary="Handshake-era MCP sessions of your servers"))
-class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class McpSessionViewSet(TenantScopedReadOnlyViewSet):
     """Sessions are opened by MCP clients; here they are read and terminated (never created or edited)."""
 
     queryset = McpSession.objects.all()
     serializer_class = servers.McpSessionSerializer
     filterset_class = filters.McpSessionFilter
     ordering_fields = ("id", "created_at", "last_seen_at")
+    select_related = ("server",)
     action_permissions = {"terminate": "change"}
-
-    def get_queryset(self) -> models.QuerySet[McpSession]:
-        return scope(self.queryset.all(), self.request.user).select_related("server")
 
     @document(request=None, responses={200: servers.McpSessionSerializer}, summary="Terminate the session")
     @action(detail=True, methods=["post"])
@@ -369,16 +374,13 @@ tenant_permissions.register_tenant_path(
 
 
 @extend_schema_view(list=document(summary="Audited tool calls of your tenants, newest first"))
-class ToolCallViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ToolCallViewSet(TenantScopedReadOnlyViewSet):
     """The audit log: one record per ``tools/call``, written by the audit buffer, never by the API."""
 
     queryset = ToolCall.objects.all()
     serializer_class = audit.ToolCallSerializer
     filterset_class = filters.ToolCallFilter
     ordering_fields = ("id", "started_at", "duration_ms")
-
-    def get_queryset(self) -> models.QuerySet[ToolCall]:
-        return scope(self.queryset.all(), self.request.user)
 
 
 class OwnKeysPermission(permissions.BasePermission):
@@ -394,6 +396,7 @@ class OwnKeysPermission(permissions.BasePermission):
     ),
 )
 class ApiKeyViewSet(
+    CreatedOnceMixin,
     ApiViewMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -405,6 +408,7 @@ class ApiKeyViewSet(
 
     queryset = ApiKey.objects.all()
     serializer_class = apikeys.ApiKeySerializer
+    created_serializer = apikeys.ApiKeyCreatedSerializer
     permission_classes = (OwnKeysPermission,)
     filterset_fields = ("prefix",)
     ordering_fields = ("id", "created_at", "last_used_at")
@@ -414,13 +418,6 @@ class ApiKeyViewSet(
         if not user.is_authenticated:
             return self.queryset.none()
         return self.queryset.filter(user=user)
-
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        key = serializer.save()
-        body = apikeys.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
     @document(request=None, responses={200: apikeys.ApiKeySerializer}, summary="Revoke the key")
     @action(detail=True, methods=["post"])
@@ -439,21 +436,16 @@ class ApiRootView(ApiViewMixin, routers.APIRootView):
 
 
 @extend_schema_view(list=document(summary="OAuth consents given for your servers"))
-class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class OAuthConsentViewSet(TenantScopedReadOnlyViewSet):
     """Consents are given on the consent page (docs/oauth.md); here they are read and withdrawn."""
 
     queryset = OAuthConsent.objects.all()
     serializer_class = oauth.OAuthConsentSerializer
     ordering_fields = ("id", "created_at", "updated_at")
+    ordering = ("pk",)  # not the model's (newest first): the order of the other lists
+    select_related = ("server", "user", "application")
+    prefetch_related = ("granted_tools", "granted_resources", "granted_prompts")
     action_permissions = {"withdraw": "change"}
-
-    def get_queryset(self) -> models.QuerySet[OAuthConsent]:
-        return (
-            scope(self.queryset.all(), self.request.user)
-            .select_related("server", "user", "application")
-            .prefetch_related("granted_tools", "granted_resources", "granted_prompts")
-            .order_by("pk")
-        )
 
     @document(request=None, responses={204: None}, summary="Withdraw the consent: its tokens stop working")
     @action(detail=True, methods=["post"])
@@ -463,10 +455,8 @@ class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMo
 
 
 @extend_schema_view(list=document(summary="OAuth agents of your tenants (one per person and client)"))
-class OAuthAgentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class OAuthAgentViewSet(TenantScopedReadOnlyViewSet):
     queryset = OAuthAgent.objects.all()
     serializer_class = oauth.OAuthAgentSerializer
+    select_related = ("user", "application")
     ordering_fields = ("id", "created_at")
-
-    def get_queryset(self) -> models.QuerySet[OAuthAgent]:
-        return scope(self.queryset.all(), self.request.user).select_related("user", "application").order_by("pk")

@@ -16,7 +16,7 @@ Not here: the header rules (``definitions.http_tools``), the keys (``mcp_app.cry
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import orjson
@@ -64,12 +64,14 @@ class WriteOnlySecret:
 
 class SecretHeaders(models.Model):
     """Request headers whose values are secret (an ``Authorization`` value, an API key): the names are kept in
-    clear so that forms and the API can say which are set, the values only encrypted."""
+    clear so that forms and the API can say which are set, the values only encrypted. The configuration of the
+    endpoint they are sent to (``config_checks``, ``config_errors``) is validated on every save."""
 
     secret_headers_encrypted = models.TextField("secret headers (encrypted)", blank=True, default="", editable=False)
     secret_header_names = models.JSONField("secret header names", default=list, blank=True, editable=False)
 
     encrypted_columns: ClassVar[tuple[str, ...]] = ("secret_headers_encrypted",)
+    headers: Any  # the plain headers beside them: each model declares the field, with its own help text
 
     class Meta:
         abstract = True
@@ -102,7 +104,35 @@ class SecretHeaders(models.Model):
         """The secret headers in clear, for the request that sends them. Never display or log the result."""
         return open_secret_headers(self.secret_headers_encrypted)
 
-    def secret_header_clash(self, headers: Mapping[str, str] | None) -> str:
-        """Why plain ``headers`` may not be saved beside the secret ones (a name in both), or empty."""
-        clash = {name.lower() for name in headers or {}} & {name.lower() for name in self.secret_header_names}
-        return f"Also set as a secret header: {', '.join(sorted(clash))}." if clash else ""
+    # Validation: on every save, not only in forms ---------------------------------------------------------------
+
+    def config_checks(self) -> dict[str, Callable[[], object]]:
+        """By field, a check raising ``ValueError`` with a sentence for the user; models add theirs."""
+        return {"headers": lambda: validate_headers(self.headers, "headers")}
+
+    def config_errors(self) -> dict[str, str]:
+        """By field, what is wrong with a combination of fields (a model's own rules)."""
+        return {}
+
+    def validate_config(self) -> None:
+        """Raise ``ValidationError`` (by field) unless the configuration is acceptable."""
+        errors: dict[str, str] = {}
+        for field, check in self.config_checks().items():
+            try:
+                check()
+            except ValueError as exc:
+                errors[field] = str(exc)
+        clash = {name.lower() for name in self.headers or {}} & {name.lower() for name in self.secret_header_names}
+        if not errors.get("headers") and clash:
+            errors["headers"] = f"Also set as a secret header: {', '.join(sorted(clash))}."
+        errors.update(self.config_errors())
+        if errors:
+            raise ValidationError(errors)
+
+    def clean(self) -> None:
+        super().clean()
+        self.validate_config()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.validate_config()
+        super().save(*args, **kwargs)

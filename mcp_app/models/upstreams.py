@@ -16,6 +16,7 @@ every connection, against ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
@@ -23,7 +24,7 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from ..definitions.http_tools import display_url, validate_headers
+from ..definitions.http_tools import display_url
 from ..definitions.upstreams import (
     ERA_AUTO,
     ERA_HANDSHAKE,
@@ -178,23 +179,17 @@ class Upstream(SecretHeaders):
         """The OAuth client secret in clear, for the token request. Never display or log the result."""
         return Upstream.oauth_client_secret.reveal(self)
 
-    # Validation ------------------------------------------------------------------------------------------------
+    def config_checks(self) -> dict[str, Callable[[], object]]:
+        return {
+            "name": lambda: validate_upstream_name(self.name),
+            "url": lambda: validate_upstream_url(self.url),
+            "prefix": lambda: validate_prefix(self.prefix),
+            **super().config_checks(),
+            "timeout_seconds": lambda: validate_upstream_timeout(self.timeout_seconds),
+        }
 
-    def validate_config(self) -> None:
+    def config_errors(self) -> dict[str, str]:
         errors: dict[str, str] = {}
-        for field, check in (
-            ("name", lambda: validate_upstream_name(self.name)),
-            ("url", lambda: validate_upstream_url(self.url)),
-            ("prefix", lambda: validate_prefix(self.prefix)),
-            ("headers", lambda: validate_headers(self.headers, "headers")),
-            ("timeout_seconds", lambda: validate_upstream_timeout(self.timeout_seconds)),
-        ):
-            try:
-                check()
-            except ValueError as exc:
-                errors[field] = str(exc)
-        if not errors.get("headers") and (clash := self.secret_header_clash(self.headers)):
-            errors["headers"] = clash
         if self.oauth_client_id and not self.oauth_client_secret_encrypted:
             errors["oauth_client_id"] = "Give the client secret too."
         if self.oauth_client_id and not self.oauth_issuer:
@@ -206,16 +201,7 @@ class Upstream(SecretHeaders):
                 errors["oauth_issuer"] = str(exc)
         if self.oauth_client_id and "authorization" in {name.lower() for name in self.secret_header_names}:
             errors["oauth_client_id"] = "Use OAuth or an Authorization secret header, not both."
-        if errors:
-            raise ValidationError(errors)
-
-    def clean(self) -> None:
-        super().clean()
-        self.validate_config()
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.validate_config()
-        super().save(*args, **kwargs)
+        return errors
 
 
 class UpstreamBinding(models.Model):

@@ -12,12 +12,12 @@ allowed method, well-formed headers, a timeout within ``HTTP_TOOL_MAX_TIMEOUT_SE
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..definitions.http_tools import display_url, validate_headers, validate_timeout, validate_url
+from ..definitions.http_tools import display_url, validate_timeout, validate_url
 from .catalog import Tool
 from .secrets import SecretHeaders, SecretsQuerySet
 
@@ -68,33 +68,19 @@ class Webhook(SecretHeaders):
     def __repr__(self) -> str:
         return f"<Webhook {self.pk}: {self}>"
 
-    # Validation ------------------------------------------------------------------------------------------------
+    def config_checks(self) -> dict[str, Callable[[], object]]:
+        return {
+            "url": lambda: validate_url(self.url),
+            **super().config_checks(),
+            "timeout_seconds": lambda: validate_timeout(self.timeout_seconds),
+        }
 
-    def validate_config(self) -> None:
-        """Raise ``ValidationError`` (by field) unless URL, method, headers and timeout are acceptable."""
-        errors: dict[str, str] = {}
-        for field, check in (
-            ("url", lambda: validate_url(self.url)),
-            ("headers", lambda: validate_headers(self.headers, "headers")),
-            ("timeout_seconds", lambda: validate_timeout(self.timeout_seconds)),
-        ):
-            try:
-                check()
-            except ValueError as exc:
-                errors[field] = str(exc)
+    def config_errors(self) -> dict[str, str]:
         if self.method not in self.Method.values:
-            errors["method"] = f"Allowed methods: {', '.join(self.Method.values)}."
-        if not errors.get("headers") and (clash := self.secret_header_clash(self.headers)):
-            errors["headers"] = clash
-        if errors:
-            raise ValidationError(errors)
+            return {"method": f"Allowed methods: {', '.join(self.Method.values)}."}
+        return {}
 
     def clean(self) -> None:
-        super().clean()
         if self.tool_id and self.tool.kind != Tool.Kind.HTTP:
             raise ValidationError("Only tools of kind http have a webhook.")
-        self.validate_config()
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.validate_config()
-        super().save(*args, **kwargs)
+        super().clean()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import models
+from django.db import models, transaction
 from rest_framework import serializers
 from rest_framework.fields import empty
 
@@ -79,13 +79,9 @@ class AgentTokenSerializer(serializers.ModelSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
         agent = attrs.get("agent") or (self.instance.agent if self.instance is not None else None)
-        servers = attrs.get("servers")
-        if agent is not None and servers and any(server.tenant_id != agent.tenant_id for server in servers):
-            raise serializers.ValidationError({"servers": ["A token can only be scoped to its agent's servers."]})
-        for field in GRANT_FIELDS:
-            entries = attrs.get(field) or ()
-            if agent is not None and any(entry.tenant_id != agent.tenant_id for entry in entries):
-                raise serializers.ValidationError({field: ["A token can only be granted its agent's catalog entries."]})
+        chosen = {field: attrs.get(field) for field in ("servers", *GRANT_FIELDS)}
+        if agent is not None and (foreign := AgentToken.objects.outside_tenant(agent, chosen)):
+            raise serializers.ValidationError({field: ["Not of the agent's tenant."] for field in foreign})
         return attrs
 
     def create(self, validated_data: dict[str, Any]) -> AgentToken:
@@ -94,14 +90,15 @@ class AgentTokenSerializer(serializers.ModelSerializer):
             key: (list(validated_data.get(field) or ()) if limited else None)
             for key, field in zip(("tools", "resources", "prompts"), GRANT_FIELDS, strict=True)
         }
-        token, raw = AgentToken.objects.issue_token(
-            validated_data["agent"],
-            servers=validated_data.get("servers") or None,
-            name=validated_data.get("name", ""),
-            expires_at=validated_data.get("expires_at"),
-            read_only=validated_data.get("read_only", False),
-            **grants,
-        )
+        with transaction.atomic():  # the token with its scope, or nothing
+            token, raw = AgentToken.objects.issue_token(
+                validated_data["agent"],
+                servers=validated_data.get("servers") or None,
+                name=validated_data.get("name", ""),
+                expires_at=validated_data.get("expires_at"),
+                read_only=validated_data.get("read_only", False),
+                **grants,
+            )
         token.raw_token = raw  # type: ignore[attr-defined]  # returned once, by the create response
         return token
 
