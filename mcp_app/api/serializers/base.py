@@ -18,7 +18,8 @@ from django.db import models
 from rest_framework import exceptions, serializers
 
 from ...models import Tenant
-from ..permissions import ADMIN, can_add, default_tenant, scope
+from ...permissions import ADMIN, can_add, default_tenant
+from ..permissions import scope
 
 MAX_JSON_DEPTH = 32
 

@@ -9,7 +9,7 @@ from django.db import models
 from rest_framework import serializers
 
 from ...models import Tenant, TenantMembership
-from ..permissions import OWNER, access_for
+from ...permissions import OWNER, access_for
 from .base import ModelCleanSerializer, ScopedRelatedField
 
 
