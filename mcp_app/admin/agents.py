@@ -84,17 +84,10 @@ class AgentTokenForm(forms.ModelForm):
         super().clean()
         data = self.cleaned_data
         agent = data.get("agent") or (self.instance.agent if self.instance.agent_id else None)
-        servers = data.get("servers")
-        if agent is not None and servers is not None:
-            foreign = [server.server_id for server in servers if server.tenant_id != agent.tenant_id]
-            if foreign:
-                self.add_error("servers", f"Not servers of the agent's tenant: {', '.join(foreign)}.")
         if agent is not None:
-            for name in GRANT_FIELDS[1:4]:
-                entries = data.get(name)
-                foreign = [str(entry) for entry in entries or () if entry.tenant_id != agent.tenant_id]
-                if foreign:
-                    self.add_error(name, f"Not entries of the agent's tenant: {', '.join(foreign)}.")
+            chosen = {name: data.get(name) for name in ("servers", *GRANT_FIELDS[1:4])}
+            for name, foreign in AgentToken.objects.outside_tenant(agent, chosen).items():
+                self.add_error(name, f"Not of the agent's tenant: {', '.join(map(str, foreign))}.")
         return data
 
 

@@ -1,76 +1,24 @@
 """The admin of http tools: the webhook of a ``Tool`` of kind ``http``, as an inline on the tool's page.
 
-Secret headers are write-only (``SecretHeadersForm``, which upstreams' admin shares): the form shows which are set (names only), an empty input keeps them, any input
-replaces all of them, and "clear" removes them. Their values are never rendered, not even back into the form
-after a validation error.
+Secret headers are write-only (``admin.secrets.WriteOnlySecretsForm``, as upstreams'): the form shows which are
+set (names only), an empty input keeps them, any input replaces all of them, and "clear" removes them. Their
+values are never rendered, not even back into the form after a validation error.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 from unfold.admin import StackedInline
-from unfold.widgets import UnfoldAdminTextareaWidget, UnfoldBooleanSwitchWidget
 
-from ..definitions.http_tools import parse_secret_headers
 from ..models import Tool, Webhook
 from .base import TenantScopedInline
+from .secrets import WriteOnlySecretsForm
 
 
-class WriteOnlyTextarea(UnfoldAdminTextareaWidget):
-    """A textarea that never renders a value: what was typed is not sent back, even with form errors."""
-
-    def format_value(self, value: Any) -> None:
-        return None
-
-
-class SecretHeadersForm(forms.ModelForm):
-    """A model form with write-only secret headers (http tools' webhooks, upstreams): the form says which are set
-    (names only), an empty input keeps them, any input replaces all of them, "remove" clears them. The instance's
-    ``set_secret_headers`` stores them (encrypted) when the form is clean."""
-
-    secret_headers = forms.CharField(
-        label="secret headers",
-        required=False,
-        strip=False,
-        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off", "spellcheck": "false"}),
-        help_text="One 'Name: value' per line, e.g. 'Authorization: Bearer …'. Stored encrypted and never shown "
-        "again; leave empty to keep the current ones, type new ones to replace them all.",
-    )
-    clear_secret_headers = forms.BooleanField(
-        label="remove all secret headers", required=False, widget=UnfoldBooleanSwitchWidget
-    )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        names = list(self.instance.secret_header_names) if self.instance.pk else []
-        status = f"Set: {', '.join(names)}." if names else "Not set."
-        self.fields["secret_headers"].help_text = f"{status} {self.fields['secret_headers'].help_text}"
-        self.fields["secret_headers"].widget.attrs["placeholder"] = (
-            "(set — type to replace)" if names else "Authorization: Bearer …"
-        )
-
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        text = cleaned.get("secret_headers") or ""
-        if cleaned.get("clear_secret_headers"):
-            if text.strip():
-                raise ValidationError("Either type new secret headers or remove them, not both.")
-            self.instance.set_secret_headers({})
-        elif text.strip():
-            try:
-                self.instance.set_secret_headers(parse_secret_headers(text))
-            except ValueError as exc:
-                self.add_error("secret_headers", str(exc))
-            except ValidationError as exc:
-                self.add_error("secret_headers", exc.messages)
-        return cleaned
-
-
-class WebhookForm(SecretHeadersForm):
+class WebhookForm(WriteOnlySecretsForm):
     class Meta:
         model = Webhook
         fields = ("url", "method", "headers", "timeout_seconds")

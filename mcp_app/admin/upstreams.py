@@ -1,8 +1,8 @@
 """The admin of upstream MCP servers: register, test the connection, sync, see the imported entries and the
 circuit breaker, and bind the whole upstream to the tenant's servers.
 
-- The form has write-only secret headers (``SecretHeadersForm``, as webhooks) and a write-only OAuth client
-  secret; neither value is ever rendered.
+- The form has write-only secret headers (as webhooks) and a write-only OAuth client secret
+  (``admin.secrets``); neither value is ever rendered.
 - Saving a new upstream runs its first sync and shows the report as a message (a failure is kept with its error,
   to be fixed and synced again; ``mcp_upstream add`` and the API register all or nothing instead).
 - Whole-server bindings are an inline limited to the upstream's tenant's servers; adding one exposes every entry
@@ -19,15 +19,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 from unfold.admin import TabularInline
-from unfold.widgets import UnfoldAdminPasswordWidget, UnfoldBooleanSwitchWidget
+from unfold.widgets import UnfoldAdminPasswordWidget
 
 from .. import permissions
 from ..definitions.http_tools import display_url
@@ -37,10 +36,12 @@ from ..federation.sync import bind, sync_upstream, unbind
 from ..models import Prompt, Resource, Tool, Upstream, UpstreamBinding
 from ..operations import probe_upstream
 from .base import TenantScopedAdmin, TenantScopedInline
-from .http_tools import SecretHeadersForm
+from .secrets import WriteOnlySecretsForm, clear_switch
 
 
-class UpstreamForm(SecretHeadersForm):
+class UpstreamForm(WriteOnlySecretsForm):
+    write_only = {**WriteOnlySecretsForm.write_only, "oauth_client_secret": str}
+
     oauth_client_secret = forms.CharField(
         label="OAuth client secret",
         required=False,
@@ -48,9 +49,7 @@ class UpstreamForm(SecretHeadersForm):
         widget=UnfoldAdminPasswordWidget(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Stored encrypted and never shown again; leave empty to keep the current one.",
     )
-    clear_oauth_client_secret = forms.BooleanField(
-        label="remove the OAuth client secret", required=False, widget=UnfoldBooleanSwitchWidget
-    )
+    clear_oauth_client_secret = clear_switch("remove the OAuth client secret")
 
     class Meta:
         model = Upstream
@@ -71,41 +70,17 @@ class UpstreamForm(SecretHeadersForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        status = "Set." if self.instance.oauth_client_secret_encrypted else "Not set."
-        self.fields["oauth_client_secret"].help_text = f"{status} {self.fields['oauth_client_secret'].help_text}"
         if "era" in self.fields:
             self.fields["era"].required = False  # left out: auto
 
     def clean_era(self) -> str:
         return str(self.cleaned_data.get("era") or ERA_AUTO)
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        secret = cleaned.get("oauth_client_secret") or ""
-        if cleaned.get("clear_oauth_client_secret"):
-            if secret:
-                raise ValidationError("Either type a new OAuth client secret or remove it, not both.")
-            self.instance.set_oauth_client_secret("")
-        elif secret:
-            self.instance.set_oauth_client_secret(secret)
-        return cleaned
-
-
-class UpstreamBindingFormSet(BaseInlineFormSet):
-    def clean(self) -> None:
-        super().clean()
-        tenant_id = self.instance.tenant_id
-        for form in self.forms:
-            server = getattr(form, "cleaned_data", {}).get("server")
-            if server is not None and tenant_id is not None and server.tenant_id != tenant_id:
-                form.add_error("server", "A server can only expose upstreams of its own tenant.")
-
 
 class UpstreamBindingInline(TenantScopedInline, TabularInline):
     """Servers exposing the whole upstream (every entry, also those later syncs add)."""
 
     model = UpstreamBinding
-    formset = UpstreamBindingFormSet
     fields = ("server", "created_at")
     readonly_fields = ("created_at",)
     extra = 0
@@ -143,6 +118,11 @@ def _probe_message(request: HttpRequest, upstream: Upstream) -> None:
         f"{upstream.name} answers: {info.get('name') or 'unnamed server'} {info.get('version') or ''}, "
         f"protocol {result['protocol_version']}. Offers {offers}. Nothing was imported (use Sync now).",
     )
+
+
+def _close_breaker(request: HttpRequest, upstream: Upstream) -> None:
+    breaker.reset(upstream.pk)
+    messages.success(request, f"The circuit breaker of {upstream.name} is closed: calls go through again.")
 
 
 @admin.register(Upstream)
@@ -301,55 +281,34 @@ class UpstreamAdmin(TenantScopedAdmin):
         if not change:
             _report_message(request, form.instance, sync_upstream(form.instance), "First sync")
 
-    # -- buttons on the change page -----------------------------------------------------------------------------
+    # -- buttons on the change page: (URL part, label, icon, what it does to the upstream) -----------------------
+    buttons = (
+        ("sync", "Sync now", "sync", lambda request, obj: _report_message(request, obj, sync_upstream(obj))),
+        ("test", "Test connection", "lan", _probe_message),
+        ("close-breaker", "Close breaker", "restart_alt", _close_breaker),
+    )
+
     def get_urls(self) -> list[Any]:
-        def button(name: str, view: Any) -> Any:
-            return path(
-                f"<path:object_id>/{name}/",
-                self.admin_site.admin_view(require_POST(view)),
-                name=f"mcp_app_upstream_{name.replace('-', '_')}",
-            )
+        def button(name: str, run: Any) -> Any:
+            def view(request: HttpRequest, object_id: str) -> HttpResponse:
+                obj = self.get_object(request, object_id)  # 404 for another tenant's upstream
+                if not permissions.can_change(request.user, obj):
+                    raise PermissionDenied
+                run(request, obj)
+                return HttpResponseRedirect(reverse("admin:mcp_app_upstream_change", args=[obj.pk]))
 
-        return [
-            button("sync", self.sync_view),
-            button("test", self.test_view),
-            button("close-breaker", self.close_breaker_view),
-            *super().get_urls(),
-        ]
+            url_name = f"mcp_app_upstream_{name.replace('-', '_')}"
+            return path(f"<path:object_id>/{name}/", self.admin_site.admin_view(require_POST(view)), name=url_name)
 
-    def _changeable(self, request: HttpRequest, object_id: str) -> Upstream:
-        obj = self.get_object(request, object_id)  # 404 for another tenant's upstream
-        if not permissions.can_change(request.user, obj):
-            raise PermissionDenied
-        return obj
-
-    def _back(self, obj: Upstream) -> HttpResponse:
-        return HttpResponseRedirect(reverse("admin:mcp_app_upstream_change", args=[obj.pk]))
-
-    def sync_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self._changeable(request, object_id)
-        _report_message(request, obj, sync_upstream(obj))
-        return self._back(obj)
-
-    def test_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self._changeable(request, object_id)
-        _probe_message(request, obj)
-        return self._back(obj)
-
-    def close_breaker_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        obj = self._changeable(request, object_id)
-        breaker.reset(obj.pk)
-        messages.success(request, f"The circuit breaker of {obj.name} is closed: calls go through again.")
-        return self._back(obj)
+        return [*(button(name, run) for name, _, _, run in self.buttons), *super().get_urls()]
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         obj = self.get_object(request, object_id)
         buttons = []
         if permissions.can_change(request.user, obj):
             buttons = [
-                (reverse("admin:mcp_app_upstream_sync", args=[obj.pk]), "Sync now", "sync"),
-                (reverse("admin:mcp_app_upstream_test", args=[obj.pk]), "Test connection", "lan"),
-                (reverse("admin:mcp_app_upstream_close_breaker", args=[obj.pk]), "Close breaker", "restart_alt"),
+                (reverse(f"admin:mcp_app_upstream_{name.replace('-', '_')}", args=[obj.pk]), label, icon)
+                for name, label, icon, _ in self.buttons
             ]
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), "post_buttons": buttons})
 

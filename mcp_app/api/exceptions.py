@@ -20,7 +20,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import set_rollback
@@ -59,19 +59,6 @@ ERROR_CODES: dict[str, str] = {
     SERVICE_UNAVAILABLE: "503: the database is unreachable or did not answer in time; retry after `Retry-After`.",
 }
 
-_CODE_BY_CLASS: tuple[tuple[type[exceptions.APIException], str], ...] = (
-    (exceptions.NotAuthenticated, NOT_AUTHENTICATED),
-    (exceptions.AuthenticationFailed, AUTHENTICATION_FAILED),
-    (exceptions.PermissionDenied, PERMISSION_DENIED),
-    (exceptions.NotFound, NOT_FOUND),
-    (exceptions.ValidationError, VALIDATION_ERROR),
-    (exceptions.ParseError, PARSE_ERROR),
-    (exceptions.MethodNotAllowed, METHOD_NOT_ALLOWED),
-    (exceptions.NotAcceptable, NOT_ACCEPTABLE),
-    (exceptions.UnsupportedMediaType, UNSUPPORTED_MEDIA_TYPE),
-    (exceptions.Throttled, THROTTLED),
-)
-
 
 class ServiceUnavailable(exceptions.APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
@@ -97,10 +84,8 @@ def error_body(code: str, message: str, fields: dict[str, Any] | None = None) ->
 
 
 def _code_of(exc: exceptions.APIException) -> str:
-    for cls, code in _CODE_BY_CLASS:
-        if isinstance(exc, cls):
-            return code
-    return str(getattr(exc, "default_code", "") or "error")
+    # DRF's codes are ours (not_found, throttled, …), but for its validation errors' ("invalid").
+    return VALIDATION_ERROR if isinstance(exc, exceptions.ValidationError) else str(exc.default_code or "error")
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
@@ -148,3 +133,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
     return str(value)
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Stable machine-readable code, e.g. not_found, validation_error.")
+    message = serializers.CharField(help_text="Human-readable summary.")
+    # A field named "fields" (the error body's key): DRF's metaclass takes it out of the class attributes, so it
+    # does not shadow ``Serializer.fields`` at run time; the stubs cannot know that.
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.JSONField(), required=False, help_text="Validation errors per field (non_field_errors)."
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error response."""
+
+    error = ErrorDetailSerializer()

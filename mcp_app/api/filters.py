@@ -82,40 +82,18 @@ class TenantMembershipFilter(TenantScopedFilter):
         fields = ("tenant", "tenant_slug", "user", "role")
 
 
-class McpServerFilter(TenantScopedFilter):
-    class Meta:
-        model = McpServer
-        fields = ("tenant", "tenant_slug", "server_id", "enabled")
+def tenant_scoped(model: type[Any], *fields: str) -> type[TenantScopedFilter]:
+    """The filter set of a tenant's ``model``: by tenant (id or slug) and by ``fields`` (exact)."""
+    meta = type("Meta", (), {"model": model, "fields": ("tenant", "tenant_slug", *fields)})
+    return type(f"{model.__name__}Filter", (TenantScopedFilter,), {"Meta": meta})
 
 
-class ToolFilter(TenantScopedFilter):
-    class Meta:
-        model = Tool
-        fields = ("tenant", "tenant_slug", "name", "kind", "task_support")
-
-
-class UpstreamFilter(TenantScopedFilter):
-    class Meta:
-        model = Upstream
-        fields = ("tenant", "tenant_slug", "name", "enabled")
-
-
-class ResourceFilter(TenantScopedFilter):
-    class Meta:
-        model = Resource
-        fields = ("tenant", "tenant_slug", "uri", "kind", "is_template")
-
-
-class PromptFilter(TenantScopedFilter):
-    class Meta:
-        model = Prompt
-        fields = ("tenant", "tenant_slug", "name", "kind")
-
-
-class AgentFilter(TenantScopedFilter):
-    class Meta:
-        model = Agent
-        fields = ("tenant", "tenant_slug", "agent_id", "is_active")
+McpServerFilter = tenant_scoped(McpServer, "server_id", "enabled")
+ToolFilter = tenant_scoped(Tool, "name", "kind", "task_support")
+UpstreamFilter = tenant_scoped(Upstream, "name", "enabled")
+ResourceFilter = tenant_scoped(Resource, "uri", "kind", "is_template")
+PromptFilter = tenant_scoped(Prompt, "name", "kind")
+AgentFilter = tenant_scoped(Agent, "agent_id", "is_active")
 
 
 class BindingFilter(filters.FilterSet):

@@ -19,31 +19,15 @@ from rest_framework import permissions
 from rest_framework.request import Request
 
 from ..permissions import (
-    ADMIN,
-    OWNER,
     VIEWER,
     access_for,
-    can_add,
     can_change,
     can_delete,
     can_view,
-    default_tenant,
     has_model_permission,
     required_role,
     scope_queryset,
 )
-
-__all__ = [
-    "ADMIN",
-    "OWNER",
-    "VIEWER",
-    "TenantRolePermission",
-    "access_for",
-    "can_add",
-    "default_tenant",
-    "django_action",
-    "scope",
-]
 
 _STANDARD_ACTIONS = {
     "list": "view",

@@ -56,7 +56,7 @@ class ApiAutoSchema(AutoSchema):
         responses = super()._get_response_bodies(direction)
         if direction != "response":
             return responses
-        from .serializers import ErrorSerializer
+        from .exceptions import ErrorSerializer
 
         codes = ["400", "401", "403"]
         if "{" in self.path:

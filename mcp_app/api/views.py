@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models, transaction
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_view
@@ -45,12 +46,14 @@ from ..models import (
     Tool,
     ToolCall,
     Upstream,
+    UpstreamBinding,
 )
-from . import filters, serializers
+from . import filters
 from .authentication import ApiKeyAuthentication, SessionAuthentication
 from .exceptions import exception_handler
 from .permissions import TenantRolePermission, scope
 from .schema import ApiAutoSchema, document
+from .serializers import agents, apikeys, audit, catalog, oauth, servers, tenants, upstreams
 from .throttling import ApiKeyRateThrottle, UserRateThrottle
 
 # Primary keys in URLs: digits only, and few enough to fit a 64-bit integer on every database.
@@ -92,8 +95,9 @@ class ApiViewMixin(_ViewBase):
         return exception_handler
 
 
-class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
-    """CRUD over one model, scoped to the user's tenants."""
+class TenantScopedMixin(ApiViewMixin):
+    # Views over one model, scoped to the user's tenants; in id order unless the model orders itself. (No
+    # docstring here or below: a view's first docstring up its classes describes it in the OpenAPI schema.)
 
     queryset: models.QuerySet[Any]
     select_related: tuple[str, ...] = ()
@@ -105,9 +109,11 @@ class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
             queryset = queryset.select_related(*self.select_related)
         if self.prefetch_related:
             queryset = queryset.prefetch_related(*self.prefetch_related)
-        if not queryset.ordered:
-            queryset = queryset.order_by("pk")
-        return queryset
+        return queryset if queryset.ordered else queryset.order_by("pk")
+
+
+class TenantScopedViewSet(TenantScopedMixin, viewsets.ModelViewSet):
+    """CRUD over one model, scoped to the user's tenants."""
 
     def perform_create(self, serializer: BaseSerializer[Any]) -> None:
         with transaction.atomic():
@@ -118,25 +124,41 @@ class TenantScopedViewSet(ApiViewMixin, viewsets.ModelViewSet):
             serializer.save()
 
 
+class TenantScopedReadOnlyViewSet(TenantScopedMixin, viewsets.ReadOnlyModelViewSet):
+    pass  # lists and details; what changes does so through actions
+
+
+class CreatedOnceMixin(_ViewBase):
+    """Create answers with ``created_serializer``: what only that response shows (a raw secret, a first sync).
+    The serializer's ``save`` runs as it is (an upstream's first sync reads the network outside a transaction)."""
+
+    created_serializer: type[BaseSerializer[Any]]
+    created_headers: dict[str, str] = {"Cache-Control": "no-store"}
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        created = serializer.save()
+        body = self.created_serializer(created, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED, headers=self.created_headers)
+
+
 @extend_schema_view(
     list=document(summary="Tenants you are a member of (all, for superusers)"),
     retrieve=document(summary="One of your tenants"),
 )
-class TenantViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+class TenantViewSet(TenantScopedReadOnlyViewSet):
     queryset = Tenant.objects.all()
-    serializer_class = serializers.TenantSerializer
+    serializer_class = tenants.TenantSerializer
     filterset_class = filters.TenantFilter
     ordering_fields = ("id", "slug", "name", "created_at")
-
-    def get_queryset(self) -> models.QuerySet[Tenant]:
-        return scope(self.queryset.all(), self.request.user)
 
 
 class TenantMembershipViewSet(TenantScopedViewSet):
     """Who is a member of your tenants, with which role. Only owners add, change or remove members."""
 
     queryset = TenantMembership.objects.all()
-    serializer_class = serializers.TenantMembershipSerializer
+    serializer_class = tenants.TenantMembershipSerializer
     filterset_class = filters.TenantMembershipFilter
     select_related = ("user", "tenant")
     ordering_fields = ("id", "role", "created_at")
@@ -144,34 +166,34 @@ class TenantMembershipViewSet(TenantScopedViewSet):
     def perform_destroy(self, instance: TenantMembership) -> None:
         with transaction.atomic():
             if instance.role == TenantMembership.Role.OWNER:
-                serializers.ensure_another_owner(instance)
+                tenants.ensure_another_owner(instance)
             instance.delete()
 
 
 class McpServerViewSet(TenantScopedViewSet):
     queryset = McpServer.objects.all()
-    serializer_class = serializers.McpServerSerializer
+    serializer_class = servers.McpServerSerializer
     filterset_class = filters.McpServerFilter
     ordering_fields = ("id", "server_id", "name", "created_at", "updated_at")
 
 
 class ToolViewSet(TenantScopedViewSet):
     queryset = Tool.objects.all()
-    serializer_class = serializers.ToolSerializer
+    serializer_class = catalog.ToolSerializer
     filterset_class = filters.ToolFilter
     ordering_fields = ("id", "name", "kind", "created_at", "updated_at")
 
 
 class ResourceViewSet(TenantScopedViewSet):
     queryset = Resource.objects.all()
-    serializer_class = serializers.ResourceSerializer
+    serializer_class = catalog.ResourceSerializer
     filterset_class = filters.ResourceFilter
     ordering_fields = ("id", "uri", "name", "created_at", "updated_at")
 
 
 class PromptViewSet(TenantScopedViewSet):
     queryset = Prompt.objects.all()
-    serializer_class = serializers.PromptSerializer
+    serializer_class = catalog.PromptSerializer
     filterset_class = filters.PromptFilter
     ordering_fields = ("id", "name", "created_at", "updated_at")
 
@@ -179,10 +201,10 @@ class PromptViewSet(TenantScopedViewSet):
 @extend_schema_view(
     create=document(
         summary="Register an upstream: saved only if its first sync succeeds (else 400, nothing saved)",
-        responses={201: serializers.UpstreamCreatedSerializer},
+        responses={201: upstreams.UpstreamCreatedSerializer},
     ),
 )
-class UpstreamViewSet(TenantScopedViewSet):
+class UpstreamViewSet(CreatedOnceMixin, TenantScopedViewSet):
     """Upstream MCP servers whose tools, resources and prompts join the tenant's catalog under a prefix.
 
     Creating one runs its first sync in the request: an upstream that cannot be read is a 400 (``non_field_errors``
@@ -193,7 +215,9 @@ class UpstreamViewSet(TenantScopedViewSet):
     """
 
     queryset = Upstream.objects.all()
-    serializer_class = serializers.UpstreamSerializer
+    serializer_class = upstreams.UpstreamSerializer
+    created_serializer = upstreams.UpstreamCreatedSerializer
+    created_headers: dict[str, str] = {}
     filterset_class = filters.UpstreamFilter
     prefetch_related = ("bindings",)
     ordering_fields = ("id", "name", "created_at", "updated_at", "last_synced_at")
@@ -202,14 +226,7 @@ class UpstreamViewSet(TenantScopedViewSet):
     def get_queryset(self) -> models.QuerySet[Upstream]:
         return super().get_queryset().with_entry_counts()  # type: ignore[attr-defined]
 
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upstream = serializer.save()
-        body = serializers.UpstreamCreatedSerializer(upstream, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED)
-
-    @document(request=None, responses={200: serializers.SyncReportSerializer}, summary="Sync the catalog now")
+    @document(request=None, responses={200: upstreams.SyncReportSerializer}, summary="Sync the catalog now")
     @action(detail=True, methods=["post"])
     def sync(self, request: Request, pk: str | None = None) -> Response:
         from ..federation.sync import sync_upstream
@@ -218,7 +235,7 @@ class UpstreamViewSet(TenantScopedViewSet):
 
     @document(
         request=None,
-        responses={200: serializers.UpstreamTestSerializer},
+        responses={200: upstreams.UpstreamTestSerializer},
         summary="Connect and list what the upstream offers, writing nothing",
     )
     @action(detail=True, methods=["post"])
@@ -228,8 +245,8 @@ class UpstreamViewSet(TenantScopedViewSet):
         return Response(probe_upstream(self.get_object()))
 
     @document(
-        request=serializers.UpstreamServerSerializer,
-        responses={200: serializers.UpstreamBoundSerializer},
+        request=upstreams.UpstreamServerSerializer,
+        responses={200: upstreams.UpstreamBoundSerializer},
         summary="Expose the whole upstream on one of the tenant's servers (also entries later syncs add)",
     )
     @action(detail=True, methods=["post"])
@@ -242,8 +259,8 @@ class UpstreamViewSet(TenantScopedViewSet):
         return Response(self._bound(upstream, server, skipped))
 
     @document(
-        request=serializers.UpstreamServerSerializer,
-        responses={200: serializers.UpstreamBoundSerializer},
+        request=upstreams.UpstreamServerSerializer,
+        responses={200: upstreams.UpstreamBoundSerializer},
         summary="Stop exposing the upstream on the server (its entry bindings there go too)",
     )
     @action(detail=True, methods=["post"])
@@ -256,23 +273,25 @@ class UpstreamViewSet(TenantScopedViewSet):
         return Response(self._bound(upstream, server, []))
 
     def _server(self, request: Request, upstream: Upstream) -> McpServer:
-        body = serializers.UpstreamServerSerializer(data=request.data, context=self.get_serializer_context())
+        body = upstreams.UpstreamServerSerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         server: McpServer = body.validated_data["server"]
-        if server.tenant_id != upstream.tenant_id:
-            raise ValidationError({"server": ["The server and the upstream belong to different tenants."]})
+        try:
+            UpstreamBinding(upstream=upstream, server=server).clean()  # the model's rule: the same tenant
+        except DjangoValidationError as exc:
+            raise ValidationError({"server": exc.messages}) from exc
         return server
 
     def _bound(self, upstream: Upstream, server: McpServer, skipped: list[str]) -> dict[str, Any]:
-        servers = sorted(upstream.bindings.values_list("server_id", flat=True))
-        return {"server": server.pk, "servers": servers, "skipped": skipped}
+        bound = sorted(upstream.bindings.values_list("server_id", flat=True))
+        return {"server": server.pk, "servers": bound, "skipped": skipped}
 
 
 class ServerToolViewSet(TenantScopedViewSet):
     """Which tools a server exposes, in which order and under which name."""
 
     queryset = ServerTool.objects.all()
-    serializer_class = serializers.ServerToolSerializer
+    serializer_class = catalog.ServerToolSerializer
     filterset_class = filters.ServerToolFilter
     select_related = ("tool",)
     ordering_fields = ("id", "position")
@@ -280,21 +299,21 @@ class ServerToolViewSet(TenantScopedViewSet):
 
 class ServerResourceViewSet(TenantScopedViewSet):
     queryset = ServerResource.objects.all()
-    serializer_class = serializers.ServerResourceSerializer
+    serializer_class = catalog.ServerResourceSerializer
     filterset_class = filters.ServerResourceFilter
     ordering_fields = ("id", "position")
 
 
 class ServerPromptViewSet(TenantScopedViewSet):
     queryset = ServerPrompt.objects.all()
-    serializer_class = serializers.ServerPromptSerializer
+    serializer_class = catalog.ServerPromptSerializer
     filterset_class = filters.ServerPromptFilter
     ordering_fields = ("id", "position")
 
 
 class AgentViewSet(TenantScopedViewSet):
     queryset = Agent.objects.all()
-    serializer_class = serializers.AgentSerializer
+    serializer_class = agents.AgentSerializer
     filterset_class = filters.AgentFilter
     ordering_fields = ("id", "agent_id", "name", "created_at")
 
@@ -302,29 +321,22 @@ class AgentViewSet(TenantScopedViewSet):
 @extend_schema_view(
     create=document(
         summary="Issue a token; the raw value is in this response only",
-        responses={201: serializers.AgentTokenCreatedSerializer},
+        responses={201: agents.AgentTokenCreatedSerializer},
     ),
 )
-class AgentTokenViewSet(TenantScopedViewSet):
+class AgentTokenViewSet(CreatedOnceMixin, TenantScopedViewSet):
     """Agents' bearer tokens. The raw token is returned once, by create; only its digest is stored."""
 
     queryset = AgentToken.objects.all()
-    serializer_class = serializers.AgentTokenSerializer
+    serializer_class = agents.AgentTokenSerializer
+    created_serializer = agents.AgentTokenCreatedSerializer
     filterset_class = filters.AgentTokenFilter
     select_related = ("agent",)
     prefetch_related = ("servers",)
     ordering_fields = ("id", "created_at", "expires_at", "last_used_at")
     action_permissions = {"revoke": "change"}
 
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        with transaction.atomic():
-            token = serializer.save()
-        body = serializers.AgentTokenCreatedSerializer(token, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
-
-    @document(request=None, responses={200: serializers.AgentTokenSerializer}, summary="Revoke the token")
+    @document(request=None, responses={200: agents.AgentTokenSerializer}, summary="Revoke the token")
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         token = self.get_object()
@@ -333,19 +345,17 @@ class AgentTokenViewSet(TenantScopedViewSet):
 
 
 @extend_schema_view(list=document(summary="Handshake-era MCP sessions of your servers"))
-class McpSessionViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class McpSessionViewSet(TenantScopedReadOnlyViewSet):
     """Sessions are opened by MCP clients; here they are read and terminated (never created or edited)."""
 
     queryset = McpSession.objects.all()
-    serializer_class = serializers.McpSessionSerializer
+    serializer_class = servers.McpSessionSerializer
     filterset_class = filters.McpSessionFilter
     ordering_fields = ("id", "created_at", "last_seen_at")
+    select_related = ("server",)
     action_permissions = {"terminate": "change"}
 
-    def get_queryset(self) -> models.QuerySet[McpSession]:
-        return scope(self.queryset.all(), self.request.user).select_related("server")
-
-    @document(request=None, responses={200: serializers.McpSessionSerializer}, summary="Terminate the session")
+    @document(request=None, responses={200: servers.McpSessionSerializer}, summary="Terminate the session")
     @action(detail=True, methods=["post"])
     def terminate(self, request: Request, pk: str | None = None) -> Response:
         session = self.get_object()
@@ -364,16 +374,13 @@ tenant_permissions.register_tenant_path(
 
 
 @extend_schema_view(list=document(summary="Audited tool calls of your tenants, newest first"))
-class ToolCallViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ToolCallViewSet(TenantScopedReadOnlyViewSet):
     """The audit log: one record per ``tools/call``, written by the audit buffer, never by the API."""
 
     queryset = ToolCall.objects.all()
-    serializer_class = serializers.ToolCallSerializer
+    serializer_class = audit.ToolCallSerializer
     filterset_class = filters.ToolCallFilter
     ordering_fields = ("id", "started_at", "duration_ms")
-
-    def get_queryset(self) -> models.QuerySet[ToolCall]:
-        return scope(self.queryset.all(), self.request.user)
 
 
 class OwnKeysPermission(permissions.BasePermission):
@@ -385,10 +392,11 @@ class OwnKeysPermission(permissions.BasePermission):
 @extend_schema_view(
     create=document(
         summary="Issue a personal API key; the raw value is in this response only",
-        responses={201: serializers.ApiKeyCreatedSerializer},
+        responses={201: apikeys.ApiKeyCreatedSerializer},
     ),
 )
 class ApiKeyViewSet(
+    CreatedOnceMixin,
     ApiViewMixin,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -399,7 +407,8 @@ class ApiKeyViewSet(
     """Your own personal API keys (everyone sees only their own, superusers too)."""
 
     queryset = ApiKey.objects.all()
-    serializer_class = serializers.ApiKeySerializer
+    serializer_class = apikeys.ApiKeySerializer
+    created_serializer = apikeys.ApiKeyCreatedSerializer
     permission_classes = (OwnKeysPermission,)
     filterset_fields = ("prefix",)
     ordering_fields = ("id", "created_at", "last_used_at")
@@ -410,14 +419,7 @@ class ApiKeyViewSet(
             return self.queryset.none()
         return self.queryset.filter(user=user)
 
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = self.get_serializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        key = serializer.save()
-        body = serializers.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data
-        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
-
-    @document(request=None, responses={200: serializers.ApiKeySerializer}, summary="Revoke the key")
+    @document(request=None, responses={200: apikeys.ApiKeySerializer}, summary="Revoke the key")
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         key = self.get_object()
@@ -434,21 +436,16 @@ class ApiRootView(ApiViewMixin, routers.APIRootView):
 
 
 @extend_schema_view(list=document(summary="OAuth consents given for your servers"))
-class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class OAuthConsentViewSet(TenantScopedReadOnlyViewSet):
     """Consents are given on the consent page (docs/oauth.md); here they are read and withdrawn."""
 
     queryset = OAuthConsent.objects.all()
-    serializer_class = serializers.OAuthConsentSerializer
+    serializer_class = oauth.OAuthConsentSerializer
     ordering_fields = ("id", "created_at", "updated_at")
+    ordering = ("pk",)  # not the model's (newest first): the order of the other lists
+    select_related = ("server", "user", "application")
+    prefetch_related = ("granted_tools", "granted_resources", "granted_prompts")
     action_permissions = {"withdraw": "change"}
-
-    def get_queryset(self) -> models.QuerySet[OAuthConsent]:
-        return (
-            scope(self.queryset.all(), self.request.user)
-            .select_related("server", "user", "application")
-            .prefetch_related("granted_tools", "granted_resources", "granted_prompts")
-            .order_by("pk")
-        )
 
     @document(request=None, responses={204: None}, summary="Withdraw the consent: its tokens stop working")
     @action(detail=True, methods=["post"])
@@ -458,10 +455,8 @@ class OAuthConsentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveMo
 
 
 @extend_schema_view(list=document(summary="OAuth agents of your tenants (one per person and client)"))
-class OAuthAgentViewSet(ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class OAuthAgentViewSet(TenantScopedReadOnlyViewSet):
     queryset = OAuthAgent.objects.all()
-    serializer_class = serializers.OAuthAgentSerializer
+    serializer_class = oauth.OAuthAgentSerializer
+    select_related = ("user", "application")
     ordering_fields = ("id", "created_at")
-
-    def get_queryset(self) -> models.QuerySet[OAuthAgent]:
-        return scope(self.queryset.all(), self.request.user).select_related("user", "application").order_by("pk")

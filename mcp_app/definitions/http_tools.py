@@ -4,11 +4,9 @@ The model (``mcp_app.models.Webhook``), the admin (``mcp_app.admin.http_tools``)
 
 - ``validate_url``, ``validate_headers``, ``validate_timeout``: raise ``ValueError`` with a sentence for the user;
 - ``parse_secret_headers(text_or_mapping)``: what a form or API client typed, as a header mapping (validated);
-- ``set_secret_headers(webhook, value)``: write-only update: ``None`` keeps what is stored, ``{}`` clears, a
-  mapping (or ``"Name: value"`` lines) replaces all of them; the caller saves;
-- ``redacted(webhook)``: the representation to show or return: names of the secret headers with ``"set"``,
-  never their values;
 - ``SECRET_PLACEHOLDER``: what any display shows instead of a secret value.
+
+Storing them write-only is the models' (``models.secrets.SecretHeaders``).
 
 Secret values are decrypted only by ``open_secret_headers`` (the runtime, when it sends a request).
 """
@@ -17,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -26,20 +24,6 @@ from ..conf import mcp_settings
 from ..crypto import InvalidToken, decrypt
 from ..netguard import parse_address, refusal
 from ..outbound import OutboundKind, allowed_networks
-
-
-class Webhook(Protocol):
-    """What these rules read and write of an http tool's configuration (``mcp_app.models.Webhook`` is one); a
-    protocol rather than the model, so that the model can validate with these rules without an import cycle."""
-
-    url: Any
-    method: Any
-    headers: Any
-    secret_header_names: Any
-    timeout_seconds: Any
-
-    def set_secret_headers(self, values: Mapping[str, str]) -> None: ...
-
 
 SECRET_PLACEHOLDER = "set"  # noqa: S105  (what is shown instead of a secret)
 MAX_HEADERS = 50
@@ -172,31 +156,6 @@ def parse_secret_headers(value: Any) -> dict[str, str]:
         value = headers
     validate_headers(value, "secret headers")
     return dict(value)
-
-
-def set_secret_headers(webhook: Webhook, value: Any) -> bool:
-    """Write-only update of ``webhook``'s secret headers; ``None`` keeps them. Returns whether they changed.
-    Raises ``ValueError`` for malformed input. The caller saves the webhook."""
-    if value is None:
-        return False
-    webhook.set_secret_headers(parse_secret_headers(value))
-    return True
-
-
-def secret_headers_status(webhook: Webhook) -> dict[str, str]:
-    """``{name: "set"}`` for each stored secret header: what a form or an API response may show."""
-    return {name: SECRET_PLACEHOLDER for name in webhook.secret_header_names}
-
-
-def redacted(webhook: Webhook) -> dict[str, Any]:
-    """The webhook as front doors show it: everything except secret values."""
-    return {
-        "url": webhook.url,
-        "method": webhook.method,
-        "headers": dict(webhook.headers or {}),
-        "secret_headers": secret_headers_status(webhook),
-        "timeout_seconds": webhook.timeout_seconds,
-    }
 
 
 def open_secret_headers(token: str) -> dict[str, str]:

@@ -7,8 +7,10 @@ again. ``AgentToken.objects.authenticate`` resolves a raw token in constant time
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.core.validators import RegexValidator
 from django.db import models
@@ -111,10 +113,12 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
 
         Passing any of ``tools``, ``resources`` or ``prompts`` (even empty) limits the token to exactly the
         entries passed; ``read_only`` limits it to read-only tools."""
-        if servers and any(server.tenant_id != agent.tenant_id for server in servers):
+        foreign = self.outside_tenant(
+            agent, {"servers": servers, "entries": [*(tools or ()), *(resources or ()), *(prompts or ())]}
+        )
+        if "servers" in foreign:
             raise ValueError("a token can only be scoped to servers of its agent's tenant")
-        chosen = [*(tools or ()), *(resources or ()), *(prompts or ())]
-        if any(entry.tenant_id != agent.tenant_id for entry in chosen):
+        if "entries" in foreign:
             raise ValueError("a token can only be granted catalog entries of its agent's tenant")
         limited = tools is not None or resources is not None or prompts is not None
         raw, prefix, digest = self.mint()
@@ -136,6 +140,15 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
         if prompts:
             token.granted_prompts.set(prompts)
         return token, raw
+
+    def outside_tenant(self, agent: Agent, chosen: Mapping[str, Iterable[Any] | None]) -> dict[str, list[Any]]:
+        """By name, the servers or catalog entries in ``chosen`` that are not of ``agent``'s tenant. A token is
+        scoped and granted within its agent's tenant only: the rule of ``issue_token``, the admin and the API."""
+        return {
+            name: foreign
+            for name, objects in chosen.items()
+            if (foreign := [obj for obj in objects or () if obj.tenant_id != agent.tenant_id])
+        }
 
     def catalog_grant(self, token: AgentToken) -> CatalogGrant:
         """The token's grant. No query for an unlimited token (its flags come with the token row), one per kind

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 
 from ..definitions.registry import registry
@@ -98,8 +98,14 @@ class TenantScoped(models.Model):
         abstract = True
 
     def _tenant_of(self, name: str) -> int | None:
-        related_id: int | None = getattr(self, f"{name}_id")
-        return related_id if name == "tenant" or related_id is None else getattr(self, name).tenant_id
+        if name == "tenant":
+            tenant_id: int | None = getattr(self, f"{name}_id")
+            return tenant_id
+        try:  # the object, not its id: an admin form checks a binding before it saves a new upstream
+            related = getattr(self, name)
+        except ObjectDoesNotExist:
+            return None  # not chosen: that field's own error says so
+        return None if related is None else cast("int | None", related.tenant_id)
 
     def foreign_rows(self) -> dict[str, str]:
         """``{field: why}`` for each related row of another tenant than the anchor's (empty: none)."""

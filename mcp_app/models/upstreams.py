@@ -9,24 +9,22 @@ of the tenant's servers as a whole: every entry it has now, and every entry late
 be bound one by one, like any catalog entry; grants filter them like any entry.
 
 Outbound credentials are plain headers, secret headers (stored only encrypted, write-only, exactly as an http
-tool's: ``definitions.http_tools``), or OAuth client credentials against the upstream's authorization server
-(the secret stored encrypted). The URL is checked by the SSRF guard (``netguard``) on every save and again on
+tool's: ``models.secrets``), or OAuth client credentials against the upstream's authorization server (the
+secret write-only too). The URL is checked by the SSRF guard (``netguard``) on every save and again on
 every connection, against ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-import orjson
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from ..crypto import decrypt, encrypt, rotate
-from ..definitions.http_tools import display_url, open_secret_headers, validate_headers
+from ..definitions.http_tools import display_url
 from ..definitions.upstreams import (
     ERA_AUTO,
     ERA_HANDSHAKE,
@@ -36,6 +34,7 @@ from ..definitions.upstreams import (
     validate_upstream_timeout,
     validate_upstream_url,
 )
+from .secrets import SecretHeaders, SecretsQuerySet, WriteOnlySecret
 from .servers import McpServer
 from .tenancy import Tenant, TenantScoped
 
@@ -54,7 +53,7 @@ def _valid_prefix(value: str) -> None:
         raise ValidationError(str(exc)) from exc
 
 
-class UpstreamQuerySet(models.QuerySet["Upstream"]):
+class UpstreamQuerySet(SecretsQuerySet["Upstream"]):
     def of_tenant(self, tenant: Tenant | int) -> UpstreamQuerySet:
         return self.filter(tenant=tenant)
 
@@ -83,23 +82,8 @@ class UpstreamQuerySet(models.QuerySet["Upstream"]):
                 due.append(upstream)
         return due
 
-    def rotate_secrets(self) -> int:
-        """Re-encrypt stored secrets under the first of ``SECRET_KEYS``; returns how many values were rewritten."""
-        count = 0
-        with transaction.atomic():
-            for upstream in self.only("pk", "secret_headers_encrypted", "oauth_client_secret_encrypted"):
-                changes = {}
-                for field in ("secret_headers_encrypted", "oauth_client_secret_encrypted"):
-                    value = getattr(upstream, field)
-                    if value:
-                        changes[field] = rotate(value)
-                if changes:
-                    type(upstream).objects.filter(pk=upstream.pk).update(**changes)
-                    count += len(changes)
-        return count
 
-
-class Upstream(models.Model):
+class Upstream(SecretHeaders):
     """An existing MCP server whose tools, resources and prompts a tenant brings into its catalog."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="upstreams", verbose_name="tenant")
@@ -125,8 +109,6 @@ class Upstream(models.Model):
     headers = models.JSONField(
         "headers", default=dict, blank=True, help_text='Plain request headers, e.g. {"X-Team": "billing"}.'
     )
-    secret_headers_encrypted = models.TextField("secret headers (encrypted)", blank=True, default="", editable=False)
-    secret_header_names = models.JSONField("secret header names", default=list, blank=True, editable=False)
     oauth_client_id = models.CharField(
         "OAuth client ID",
         max_length=255,
@@ -178,6 +160,9 @@ class Upstream(models.Model):
 
     objects = UpstreamQuerySet.as_manager()
 
+    oauth_client_secret = WriteOnlySecret("oauth_client_secret_encrypted")
+    encrypted_columns: ClassVar[tuple[str, ...]] = ("secret_headers_encrypted", "oauth_client_secret_encrypted")
+
     class Meta:
         verbose_name = "upstream"
         verbose_name_plural = "upstreams"
@@ -190,50 +175,21 @@ class Upstream(models.Model):
     def __repr__(self) -> str:
         return f"<Upstream {self.pk}: {self.name}>"
 
-    # Secrets ---------------------------------------------------------------------------------------------------
-
-    @property
-    def has_secret_headers(self) -> bool:
-        return bool(self.secret_headers_encrypted)
-
-    def set_secret_headers(self, values: Mapping[str, str]) -> None:
-        """Replace every secret header (an empty mapping removes them). Validated; saved by ``save()``."""
-        try:
-            validate_headers(values, "secret headers")
-        except ValueError as exc:
-            raise ValidationError({"secret_headers": str(exc)}) from exc
-        self.secret_headers_encrypted = encrypt(orjson.dumps(dict(values))) if values else ""
-        self.secret_header_names = sorted(values, key=str.lower)
-
-    def reveal_secret_headers(self) -> dict[str, str]:
-        """The secret headers in clear, for the connection that sends them. Never display or log the result."""
-        return open_secret_headers(self.secret_headers_encrypted)
-
-    def set_oauth_client_secret(self, secret: str) -> None:
-        """Replace the OAuth client secret (empty: remove it). Saved by ``save()``."""
-        self.oauth_client_secret_encrypted = encrypt(secret.encode()) if secret else ""
-
     def reveal_oauth_client_secret(self) -> str:
-        return decrypt(self.oauth_client_secret_encrypted).decode() if self.oauth_client_secret_encrypted else ""
+        """The OAuth client secret in clear, for the token request. Never display or log the result."""
+        return Upstream.oauth_client_secret.reveal(self)
 
-    # Validation ------------------------------------------------------------------------------------------------
+    def config_checks(self) -> dict[str, Callable[[], object]]:
+        return {
+            "name": lambda: validate_upstream_name(self.name),
+            "url": lambda: validate_upstream_url(self.url),
+            "prefix": lambda: validate_prefix(self.prefix),
+            **super().config_checks(),
+            "timeout_seconds": lambda: validate_upstream_timeout(self.timeout_seconds),
+        }
 
-    def validate_config(self) -> None:
+    def config_errors(self) -> dict[str, str]:
         errors: dict[str, str] = {}
-        for field, check in (
-            ("name", lambda: validate_upstream_name(self.name)),
-            ("url", lambda: validate_upstream_url(self.url)),
-            ("prefix", lambda: validate_prefix(self.prefix)),
-            ("headers", lambda: validate_headers(self.headers, "headers")),
-            ("timeout_seconds", lambda: validate_upstream_timeout(self.timeout_seconds)),
-        ):
-            try:
-                check()
-            except ValueError as exc:
-                errors[field] = str(exc)
-        clash = {name.lower() for name in self.headers or {}} & {name.lower() for name in self.secret_header_names}
-        if not errors.get("headers") and clash:
-            errors["headers"] = f"Also set as a secret header: {', '.join(sorted(clash))}."
         if self.oauth_client_id and not self.oauth_client_secret_encrypted:
             errors["oauth_client_id"] = "Give the client secret too."
         if self.oauth_client_id and not self.oauth_issuer:
@@ -245,16 +201,7 @@ class Upstream(models.Model):
                 errors["oauth_issuer"] = str(exc)
         if self.oauth_client_id and "authorization" in {name.lower() for name in self.secret_header_names}:
             errors["oauth_client_id"] = "Use OAuth or an Authorization secret header, not both."
-        if errors:
-            raise ValidationError(errors)
-
-    def clean(self) -> None:
-        super().clean()
-        self.validate_config()
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.validate_config()
-        super().save(*args, **kwargs)
+        return errors
 
 
 class UpstreamBinding(TenantScoped):

@@ -231,6 +231,11 @@ def test_a_server_of_another_tenant_cannot_be_bound(acme, globex, login, member_
     response = client.post(reverse("admin:mcp_app_upstream_change", args=[mine.pk]), data)
     assert response.status_code == 200
     assert not UpstreamBinding.objects.filter(upstream=mine).exists()
+    # Nor while registering one: the upstream is not saved yet when its bindings are checked.
+    data = form(globex.tenant, mine.url, servers=(acme.access.server,), secret_headers="", name="other")
+    response = client.post(reverse("admin:mcp_app_upstream_add"), data)
+    assert response.status_code == 200 and "upstreams of its own tenant" in response.content.decode()
+    assert not Upstream.objects.filter(name="other").exists()
 
 
 def test_the_sidebar_offers_upstreams_under_catalog(globex, login):

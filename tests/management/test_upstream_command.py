@@ -288,7 +288,7 @@ def test_rotate_secrets_re_encrypts_upstream_secrets(acme: Any, settings: Any) -
         oauth_issuer="https://auth.example.com",
     )
     upstream.set_secret_headers({"X-Api-Key": "k-1"})
-    upstream.set_oauth_client_secret("client-secret")
+    upstream.oauth_client_secret = "client-secret"
     upstream.save()
     before = raw_secrets()
 

@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
-from mcp_app.definitions.http_tools import SecretHeadersUnavailable, redacted, set_secret_headers
-from mcp_app.models import Tool, Webhook
+from mcp_app.definitions.http_tools import SecretHeadersUnavailable, parse_secret_headers
+from mcp_app.models import Tool, Upstream, Webhook
 
 SECRET = "Bearer tok-7f3a9c1e5d"
 
@@ -20,9 +20,9 @@ def http_tool(server_factory):
     return Tool.objects.create(tenant=server.tenant, name="hook", kind=Tool.Kind.HTTP)
 
 
-def raw_column(webhook: Webhook) -> str:
+def raw_column(obj: Webhook | Upstream) -> str:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT secret_headers_encrypted FROM {Webhook._meta.db_table} WHERE id = %s", [webhook.pk])
+        cursor.execute(f"SELECT secret_headers_encrypted FROM {type(obj)._meta.db_table} WHERE id = %s", [obj.pk])
         return cursor.fetchone()[0]
 
 
@@ -78,23 +78,45 @@ def test_secret_headers_are_encrypted_at_rest_and_absent_from_str_and_repr(http_
     assert fresh.reveal_secret_headers() == {"Authorization": SECRET, "X-Api-Key": "k-99"}
     for text in (str(fresh), repr(fresh), str(http_tool)):
         assert SECRET not in text and "query-secret" not in text and stored not in text
-    assert redacted(fresh)["secret_headers"] == {"Authorization": "set", "X-Api-Key": "set"}
-    assert SECRET not in repr(redacted(fresh))
+    assert fresh.secret_headers == {"Authorization": "set", "X-Api-Key": "set"}  # all any display gets
+    assert SECRET not in repr(fresh.secret_headers)
 
 
-def test_write_only_updates_keep_replace_or_clear(http_tool):
-    webhook = Webhook(tool=http_tool, url="https://hooks.example.com/x")
-    set_secret_headers(webhook, "Authorization: Bearer one\n\nX-Key: two")
-    webhook.save()
-    assert set_secret_headers(webhook, None) is False
-    assert webhook.reveal_secret_headers() == {"Authorization": "Bearer one", "X-Key": "two"}
-    set_secret_headers(webhook, {"Authorization": "Bearer three"})
-    assert webhook.reveal_secret_headers() == {"Authorization": "Bearer three"}
-    set_secret_headers(webhook, {})
-    webhook.save()
-    assert raw_column(webhook) == "" and webhook.secret_header_names == []
+@pytest.mark.parametrize("model", [Webhook, Upstream])
+def test_write_only_updates_keep_replace_or_clear(http_tool, model):
+    """One rule for the secret headers of webhooks and upstreams: assigning replaces them all, ``"set"`` (what
+    displays show) keeps a stored value, ``{}`` removes them."""
+    if model is Webhook:
+        obj = Webhook(tool=http_tool, url="https://hooks.example.com/x")
+    else:
+        obj = Upstream(tenant=http_tool.tenant, name="docs", url="https://mcp.example.com/mcp")
+    obj.secret_headers = parse_secret_headers("Authorization: Bearer one\n\nX-Key: two")
+    obj.save()
+    assert obj.reveal_secret_headers() == {"Authorization": "Bearer one", "X-Key": "two"}
+    before = obj.secret_headers_encrypted
+    obj.secret_headers = obj.secret_headers  # what a display shows, written back: nothing changes
+    assert obj.secret_headers_encrypted == before
+    obj.secret_headers = {"Authorization": "set", "X-Team": "t"}
+    assert obj.reveal_secret_headers() == {"Authorization": "Bearer one", "X-Team": "t"}
+    obj.secret_headers = {"Authorization": "Bearer three"}
+    assert obj.reveal_secret_headers() == {"Authorization": "Bearer three"}
+    obj.secret_headers = {}
+    obj.save()
+    assert raw_column(obj) == "" and obj.secret_header_names == [] and obj.secret_headers == {}
     with pytest.raises(ValueError, match="Line 1"):
-        set_secret_headers(webhook, "no colon here")
+        parse_secret_headers("no colon here")
+    with pytest.raises(ValidationError, match="set by mcp-host"):
+        obj.secret_headers = {"Host": "evil.example"}
+
+
+def test_an_oauth_client_secret_is_write_only(http_tool):
+    upstream = Upstream(tenant=http_tool.tenant, name="docs", url="https://mcp.example.com/mcp")
+    assert upstream.oauth_client_secret is False
+    upstream.oauth_client_secret = SECRET
+    assert upstream.oauth_client_secret is True and SECRET not in upstream.oauth_client_secret_encrypted
+    assert upstream.reveal_oauth_client_secret() == SECRET
+    upstream.oauth_client_secret = ""
+    assert upstream.oauth_client_secret_encrypted == "" and upstream.reveal_oauth_client_secret() == ""
 
 
 def test_a_header_cannot_be_both_plain_and_secret(http_tool):

@@ -46,7 +46,7 @@ def register(access: Access, upstream: UpstreamProcess, secret: str) -> Any:
         oauth_client_id=CLIENT[0],
         oauth_issuer=upstream.base,
     )
-    registered.set_oauth_client_secret(secret)
+    registered.oauth_client_secret = secret
     registered.save()
     report = sync_upstream(registered)
     bind(registered, access.server)

@@ -1,0 +1,57 @@
+"""MCP servers of a tenant, and the sessions clients hold on them (read-only; terminated through their action)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ...models import McpServer, McpSession
+from .base import TenantOwnedSerializer
+
+
+class McpServerSerializer(TenantOwnedSerializer):
+    endpoint = serializers.SerializerMethodField(help_text="The path MCP clients call: /mcp/<server id>.")
+
+    class Meta:
+        model = McpServer
+        fields = (
+            "id",
+            "tenant",
+            "server_id",
+            "endpoint",
+            "name",
+            "title",
+            "version",
+            "instructions",
+            "enabled",
+            "allowed_origins",
+            "protocol_versions",
+            "sessions_required",
+            "catalog_version",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("catalog_version",)
+
+    def get_endpoint(self, server: McpServer) -> str:
+        return f"/mcp/{server.server_id}"
+
+
+class McpSessionSerializer(serializers.ModelSerializer):
+    tenant = serializers.IntegerField(source="server.tenant_id", read_only=True)
+
+    class Meta:
+        model = McpSession
+        fields = (
+            "id",
+            "tenant",
+            "server",
+            "agent",
+            "protocol_version",
+            "client_info",
+            "client_capabilities",
+            "log_level",
+            "created_at",
+            "last_seen_at",
+            "terminated_at",
+        )
+        read_only_fields = fields
