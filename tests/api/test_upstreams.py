@@ -302,7 +302,7 @@ def test_an_upstream_is_never_created_in_or_bound_to_another_tenant(acme, globex
     both = key_client(member_factory((acme.tenant, "admin"), (globex.tenant, "admin")))
     refused = both.post(f"{url}bind/", {"server": globex.server.pk}, format="json")
     assert refused.status_code == 400
-    assert refused.json()["error"]["fields"] == {"server": ["A server can only expose upstreams of its own tenant."]}
+    assert refused.json()["error"]["fields"] == {"server": ["The upstream and the server belong to different tenants."]}
     assert not UpstreamBinding.objects.exists()
     assert Upstream.objects.filter(tenant=globex.tenant).count() == 0
 
