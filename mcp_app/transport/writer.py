@@ -6,7 +6,11 @@ event of resumable streams, the event store, and publishing events for a reconne
 one went away. It writes through the ASGI ``send`` callable it is given, adding the CORS headers of the request
 to the response head, and knows nothing of the consumer that serves the request.
 
-``start_response`` and ``send_body`` are the two ASGI messages every writer of this package sends.
+``start_response`` and ``send_body`` are the two ASGI messages every writer of this package sends. ``Response``
+is the ASGI side of one request at the edge: the ``send`` every writer of the request gets (noting when the head
+went out), the request's CORS headers, and what the edge writes itself: an ``Answer`` as JSON, the end of a
+cancelled call, and failures (503 with ``Retry-After`` while the channel layer, event store or database is
+unavailable, an error event on a stream that has started; 500 with a bare ``Internal error`` for anything else).
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS
+from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
+from ..database import DATABASE_ERRORS
 from ..events import STREAM_EVENT, stream_group
+from ..observability import metrics
 from ..protocol import jsonrpc
-from ..protocol.errors import ServiceUnavailable
+from ..protocol.errors import DatabaseUnavailable, JsonRpcId, ProtocolError, ServiceUnavailable, error_response
+from ..protocol.serving import Answer
 from . import sse
 from .eventstore import POST_STREAM, Owner, get_event_store, new_stream_id
 
@@ -47,6 +54,84 @@ async def send_body(send: Send, body: bytes, *, more_body: bool = False) -> None
 async def send_response(send: Send, status: int, body: bytes, headers: Headers, cors: Headers = ()) -> None:
     await start_response(send, status, headers, cors)
     await send_body(send, body)
+
+
+class Response:
+    """The one response of a request at the edge (see the module docstring)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
+        self.started = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self._send(message)
+
+    async def write(self, answer: Answer, extra: Headers = ()) -> None:
+        """The protocol's answer or the edge's refusal, as JSON (no body without a payload)."""
+        headers = [*((name.encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers), *extra]
+        if answer.payload is None:
+            await send_response(self.send, answer.status, b"", headers, self.cors)
+        else:
+            body = jsonrpc.encode(answer.payload)
+            await send_response(self.send, answer.status, body, [*JSON_HEADERS, *headers], self.cors)
+
+    async def end_cancelled(self, writer: ResponseWriter | None) -> None:
+        """A cancelled call's response ends without a JSON-RPC answer, as the spec asks."""
+        if writer is not None:
+            await writer.settle()
+        if writer is not None and writer.streaming:
+            writer.discard()
+            await send_body(self.send, b"")
+        elif not self.started:
+            await start_response(self.send, 200, sse.SSE_HEADERS, self.cors)
+            await send_body(self.send, b"")
+
+    async def fail(
+        self, error: Exception, writer: ResponseWriter | None, request_id: JsonRpcId, owed: JsonRpcId, scope: Any
+    ) -> None:
+        """``error`` ended the request: a 503 or an error event (``unavailable``), or a 500."""
+        if isinstance(error, DATABASE_ERRORS):
+            # Refused, failed or past its bounds (mcp_app.database): a 503 the client retries, no traceback.
+            logger.warning("database unavailable serving %s: %s", scope.get("path"), type(error).__name__)
+            error = DatabaseUnavailable()
+        elif isinstance(error, LAYER_ERRORS):
+            layer_health.failed(error)
+            error = ServiceUnavailable()
+        if isinstance(error, ServiceUnavailable):
+            metrics.record_dependency_error(error.dependency)
+            await self.unavailable(error, writer, request_id, owed)
+            return
+        metrics.record_exception(error)
+        logger.error("unhandled error serving %s %s", scope.get("method"), scope.get("path"), exc_info=error)
+        if writer is not None:
+            await writer.settle()
+            writer.stop_timers()
+        if not self.started:
+            await self.write(Answer(500, error_response(request_id, ProtocolError("Internal error"))))
+
+    async def unavailable(
+        self, error: ServiceUnavailable, writer: ResponseWriter | None, request_id: JsonRpcId, owed: JsonRpcId
+    ) -> None:
+        """A 503 for ``request_id`` before the response started; else the end of its stream with an error event,
+        the JSON-RPC error answer of the request a POST stream still ``owed`` (so its client never waits
+        forever)."""
+        if writer is not None:
+            await writer.settle()
+        if not self.started:
+            retry = (("retry-after", str(error.retry_after_seconds)),)
+            await self.write(Answer(503, error_response(request_id, error), headers=retry))
+            return
+        if owed is not None:
+            frame = sse.event(error_response(owed, error))
+        else:
+            frame = sse.error_event(error_response(None, error))
+        if writer is not None:
+            writer.discard()
+        with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
+            await send_body(self.send, frame, more_body=True)
+            await send_body(self.send, b"")
 
 
 def is_final(message: Any) -> bool:

@@ -1,0 +1,160 @@
+"""One POST once the edge let it in: the ``protocol.serving.Exchange`` it lends the protocol, and its answer.
+
+- ``admit(demand)``: the request log learns the era and method, and the demand the protocol decoded (its
+  messages, the tools it calls, found in the grant's cached catalog) is drawn from the limits
+  (``mcp_app.limits.admit``: no query);
+- ``context(route, ...)``: the request's ``ResponseWriter`` (JSON, or SSE from the first notification) and, in the
+  handshake era, its ``BackChannel`` (cancellable from now on when it has an id), then the handlers' context.
+  A handshake-era tool call opens its SSE stream early (``opening_delay``).
+
+- ``serve(body, session)``: ``protocol.serving.serve_post`` with this exchange;
+- ``finish(answer)``: a session the answer opens must fit its caps (``mcp_app.limits.admit``: 429) and is
+  recorded (one worker-thread call), then the answer is written as JSON or as the end of its SSE stream.
+
+The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or clean up the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from .. import limits
+from ..conf import mcp_settings
+from ..observability import logging as request_log
+from ..observability import metrics
+from ..protocol import serving, versions
+from ..protocol.context import RequestContext
+from ..protocol.errors import JsonRpcId
+from ..protocol.serving import Answer, Demand, Route
+from .auth import AccessGrant
+from .backchannel import BackChannel
+from .membership import Membership
+from .security import accepts
+from .sessions import DatabaseSession, open_session
+from .writer import Response, ResponseWriter
+
+
+class PostExchange:
+    """The ``Exchange`` of one POST under ``grant`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        response: Response,
+        membership: Membership,
+        grant: AccessGrant,
+        caller: limits.Caller,
+        headers: dict[str, str],
+        on_cancel: Callable[[], None],
+    ) -> None:
+        self._response = response
+        self._membership = membership
+        self._grant = grant
+        self._caller = caller
+        self._headers = headers
+        self._on_cancel = on_cancel
+        self._demand: Demand | None = None
+        self.request_id: JsonRpcId = None  # of a single request, for an answer the edge writes itself
+        self.call_id: str | int | None = None  # of the handshake-era request being served (cancellable)
+        self.writer: ResponseWriter | None = None
+        self.backchannel: BackChannel | None = None
+
+    async def serve(self, body: bytes, session: DatabaseSession | None) -> Answer:
+        grant = self._grant
+        request = serving.PostRequest(
+            headers=self._headers,
+            supported_versions=grant.server.supported_versions,
+            max_depth=mcp_settings.MAX_JSON_DEPTH,
+            max_batch_size=mcp_settings.MAX_BATCH_SIZE,
+            max_client_info_bytes=mcp_settings.MAX_CLIENT_INFO_BYTES,
+            sessions_required=grant.server.sessions_required,
+            session_named="mcp-session-id" in self._headers,
+            session=session,
+        )
+        try:
+            return await serving.serve_post(body, request, self)
+        finally:
+            if self.backchannel is not None:
+                self.backchannel.release()
+
+    async def finish(self, answer: Answer) -> None:
+        extra = []
+        if answer.new_session is not None:
+            limited = await limits.admit(self._caller, session=True)
+            if limited is not None:
+                await self._response.write(serving.refused(limited, self.request_id))
+                return
+            new, grant = answer.new_session, self._grant
+            raw = await database_sync_to_async(open_session)(
+                grant.server.pk, grant.token.agent_pk, new.protocol_version, dict(new.params)
+            )
+            extra.append((b"mcp-session-id", raw.encode()))
+        if self.writer is None:
+            await self._response.write(answer, extra)
+            return
+        headers = [(name.encode(), value.encode()) for name, value in answer.headers]
+        await self.writer.finish(answer.status, answer.payload, [*headers, *extra])
+
+    async def admit(self, demand: Demand) -> limits.Refusal | None:
+        request_log.bind(method=metrics.rpc_method(demand.payload), era=demand.era)
+        self.request_id = demand.request_id
+        self._demand = demand
+        found = (self._grant.catalog.tool(name) for name in demand.tools)
+        tools = [tool for tool in found if tool is not None]
+        return await limits.admit(self._caller, requests=demand.messages, tools=tools)
+
+    def context(self, route: Route, **fields: Any) -> RequestContext:
+        allow_stream = accepts(self._headers.get("accept"), "text/event-stream")
+        grant, version = self._grant, route.protocol_version
+        if route.era == versions.MODERN:
+            self.writer = ResponseWriter(self._response.send, cors=self._response.cors, allow_stream=allow_stream)
+            return grant.request_context(
+                era=route.era, protocol_version=version, headers=self._headers, emit=self.writer.notify, **fields
+            )
+        session = fields.get("session")
+        writer = self.writer = ResponseWriter(
+            self._response.send,
+            cors=self._response.cors,
+            allow_stream=allow_stream,
+            session_key=session.key if session is not None else None,
+            priming=version >= versions.V2025_11_25,
+            owner=(grant.token.tenant_pk, grant.token.agent_pk),
+        )
+        scope = session.key if session is not None else f"t{grant.token.pk}"
+        backchannel = self.backchannel = BackChannel(scope, writer, self._membership, self._on_cancel)
+        ctx = grant.request_context(
+            era=route.era,
+            protocol_version=version,
+            headers=self._headers,
+            emit=writer.notify,
+            outbound=backchannel,
+            **fields,
+        )
+        if route.request_id is not None:
+            self.call_id = route.request_id
+            backchannel.watch(route.request_id)
+        delay = opening_delay(self._demand, session is not None)
+        if delay is not None:
+            writer.open_soon(delay)
+        return ctx
+
+    async def close(self) -> None:
+        """The response is over or abandoned: no more timers, and the back-channel lets go of its groups."""
+        if self.writer is not None:
+            self.writer.stop_timers()
+        if self.backchannel is not None:
+            await self.backchannel.close()
+
+
+def opening_delay(demand: Demand | None, on_session: bool) -> float | None:
+    """When a handshake-era POST opens its SSE stream before any notification (``None``: only then): at once
+    for a tool call with a progress token (its client waits for progress), after ``SSE_OPEN_AFTER_SECONDS`` for
+    any other tool call on a session. Either way a silent call sends its headers and first bytes (the priming
+    event) long before a proxy's read timeout, and keep-alives after (``ResponseWriter.open_soon``)."""
+    if demand is None or not demand.calls:
+        return None
+    if demand.progress:
+        return 0.0
+    return float(mcp_settings.SSE_OPEN_AFTER_SECONDS) if on_session else None
