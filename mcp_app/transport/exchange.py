@@ -17,6 +17,7 @@ The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -37,40 +38,32 @@ from .sessions import DatabaseSession, open_session
 from .writer import Response, ResponseWriter
 
 
+@dataclass(eq=False)
 class PostExchange:
     """The ``Exchange`` of one POST under ``grant`` (see the module docstring)."""
 
-    def __init__(
-        self,
-        response: Response,
-        membership: Membership,
-        grant: AccessGrant,
-        caller: limits.Caller,
-        headers: dict[str, str],
-        on_cancel: Callable[[], None],
-    ) -> None:
-        self._response = response
-        self._membership = membership
-        self._grant = grant
-        self._caller = caller
-        self._headers = headers
-        self._on_cancel = on_cancel
-        self._demand: Demand | None = None
-        self.request_id: JsonRpcId = None  # of a single request, for an answer the edge writes itself
-        self.call_id: str | int | None = None  # of the handshake-era request being served (cancellable)
-        self.writer: ResponseWriter | None = None
-        self.backchannel: BackChannel | None = None
+    response: Response
+    membership: Membership
+    grant: AccessGrant
+    caller: limits.Caller
+    headers: dict[str, str]
+    on_cancel: Callable[[], None]
+    demand: Demand | None = None
+    request_id: JsonRpcId = None  # of a single request, for an answer the edge writes itself
+    call_id: str | int | None = None  # of the handshake-era request being served (cancellable)
+    writer: ResponseWriter | None = None
+    backchannel: BackChannel | None = None
 
     async def serve(self, body: bytes, session: DatabaseSession | None) -> Answer:
-        grant = self._grant
+        grant = self.grant
         request = serving.PostRequest(
-            headers=self._headers,
+            headers=self.headers,
             supported_versions=grant.server.supported_versions,
             max_depth=mcp_settings.MAX_JSON_DEPTH,
             max_batch_size=mcp_settings.MAX_BATCH_SIZE,
             max_client_info_bytes=mcp_settings.MAX_CLIENT_INFO_BYTES,
             sessions_required=grant.server.sessions_required,
-            session_named="mcp-session-id" in self._headers,
+            session_named="mcp-session-id" in self.headers,
             session=session,
         )
         try:
@@ -82,17 +75,17 @@ class PostExchange:
     async def finish(self, answer: Answer) -> None:
         extra = []
         if answer.new_session is not None:
-            limited = await limits.admit(self._caller, session=True)
+            limited = await limits.admit(self.caller, session=True)
             if limited is not None:
-                await self._response.write(serving.refused(limited, self.request_id))
+                await self.response.write(serving.refused(limited, self.request_id))
                 return
-            new, grant = answer.new_session, self._grant
+            new, grant = answer.new_session, self.grant
             raw = await database_sync_to_async(open_session)(
                 grant.server.pk, grant.token.agent_pk, new.protocol_version, dict(new.params)
             )
             extra.append((b"mcp-session-id", raw.encode()))
         if self.writer is None:
-            await self._response.write(answer, extra)
+            await self.response.write(answer, extra)
             return
         headers = [(name.encode(), value.encode()) for name, value in answer.headers]
         await self.writer.finish(answer.status, answer.payload, [*headers, *extra])
@@ -100,34 +93,31 @@ class PostExchange:
     async def admit(self, demand: Demand) -> limits.Refusal | None:
         request_log.bind(method=metrics.rpc_method(demand.payload), era=demand.era)
         self.request_id = demand.request_id
-        self._demand = demand
-        found = (self._grant.catalog.tool(name) for name in demand.tools)
+        self.demand = demand
+        found = (self.grant.catalog.tool(name) for name in demand.tools)
         tools = [tool for tool in found if tool is not None]
-        return await limits.admit(self._caller, requests=demand.messages, tools=tools)
+        return await limits.admit(self.caller, requests=demand.messages, tools=tools)
 
     def context(self, route: Route, **fields: Any) -> RequestContext:
-        allow_stream = accepts(self._headers.get("accept"), "text/event-stream")
-        grant, version = self._grant, route.protocol_version
-        if route.era == versions.MODERN:
-            self.writer = ResponseWriter(self._response.send, cors=self._response.cors, allow_stream=allow_stream)
-            return grant.request_context(
-                era=route.era, protocol_version=version, headers=self._headers, emit=self.writer.notify, **fields
-            )
-        session = fields.get("session")
+        grant, version, session = self.grant, route.protocol_version, fields.get("session")
         writer = self.writer = ResponseWriter(
-            self._response.send,
-            cors=self._response.cors,
-            allow_stream=allow_stream,
-            session_key=session.key if session is not None else None,
+            self.response.send,
+            cors=self.response.cors,
+            allow_stream=accepts(self.headers.get("accept"), "text/event-stream"),
+            session_key=session.key if session is not None else None,  # resumable: handshake-era sessions only
             priming=version >= versions.V2025_11_25,
             owner=(grant.token.tenant_pk, grant.token.agent_pk),
         )
+        if route.era == versions.MODERN:
+            return grant.request_context(
+                era=route.era, protocol_version=version, headers=self.headers, emit=writer.notify, **fields
+            )
         scope = session.key if session is not None else f"t{grant.token.pk}"
-        backchannel = self.backchannel = BackChannel(scope, writer, self._membership, self._on_cancel)
+        backchannel = self.backchannel = BackChannel(scope, writer, self.membership, self.on_cancel)
         ctx = grant.request_context(
             era=route.era,
             protocol_version=version,
-            headers=self._headers,
+            headers=self.headers,
             emit=writer.notify,
             outbound=backchannel,
             **fields,
@@ -135,7 +125,7 @@ class PostExchange:
         if route.request_id is not None:
             self.call_id = route.request_id
             backchannel.watch(route.request_id)
-        delay = opening_delay(self._demand, session is not None)
+        delay = opening_delay(self.demand, session is not None)
         if delay is not None:
             writer.open_soon(delay)
         return ctx
