@@ -1,9 +1,10 @@
 """Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
 the session named by ``Mcp-Session-Id``).
 
-``Credentials.admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can (no query, no thread
-hop) and otherwise runs the same checks once in a worker thread, loading what was missing. It either returns an
-``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
+``Credentials.admit`` (what a request presents) answers from the per-process caches of
+``mcp_app.caching.identity`` when it can (no query, no thread hop) and otherwise runs the same checks once in a
+worker thread, loading what was missing; ``Credentials.recheck`` asks again for an open stream. It either returns
+an ``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
 
 1. ``Authorization`` missing → 401 (even without ``agentId``, so a client that knows only the URL discovers
    OAuth; a server with OAuth off answers 400 without ``agentId``, as before); malformed, unknown, expired or

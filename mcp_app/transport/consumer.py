@@ -34,18 +34,10 @@ from ..observability import logging as request_log
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import ServiceUnavailable
 from ..protocol.serving import Answer, refusal, refused
-from . import cors
+from . import cors, security
 from .auth import AccessDenied, AccessGrant, Credentials, bearer_token
 from .exchange import PostExchange
 from .membership import InboxConsumer
-from .security import (
-    canonical_origin,
-    host_allowed,
-    is_json_content_type,
-    origin_allowed,
-    request_headers,
-    request_origin,
-)
 from .sessions import DatabaseSession
 from .streams import Streams, endpoint_description
 from .writer import Response, ResponseWriter
@@ -63,11 +55,11 @@ class McpConsumer(InboxConsumer):
     """Streamable HTTP endpoint of one hosted MCP server."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        self.headers = request_headers(scope)
+        self.headers = security.request_headers(scope)
         self.credentials = Credentials.of(scope, self.headers)
         self.caller = limits.Caller.of(scope, bearer_token(self.headers.get("authorization")))
-        origin = self.headers.get("origin")
-        self.canonical = canonical_origin(origin) if origin is not None else None  # the only form ever echoed
+        origin = self.headers.get("origin")  # only its canonical form is ever echoed
+        self.canonical = security.canonical_origin(origin) if origin is not None else None
         self.response = Response(send)
         self._body = bytearray()
         self._post: PostExchange | None = None
@@ -205,7 +197,9 @@ class McpConsumer(InboxConsumer):
         return refusal(405, f"Method {method} is not allowed.", (("allow", ", ".join((*ALLOWED_METHODS, "OPTIONS"))),))
 
     async def _known_host(self) -> Answer | None:
-        return None if host_allowed(self.headers.get("host")) else refusal(421, "This host name is not served here.")
+        if security.host_allowed(self.headers.get("host")):
+            return None
+        return refusal(421, "This host name is not served here.")
 
     async def _not_blocked(self) -> Answer | None:
         limited = await limits.admit(self.caller)  # cannot authenticate, spent its failures: no lookups for now
@@ -221,7 +215,7 @@ class McpConsumer(InboxConsumer):
             if limited is not None:
                 return refused(limited)
             server_id, canonical, host = self.credentials.server_id, self.canonical, self.headers.get("host")
-            challenge = denied.challenge(metadata_url(request_origin(self.scope, self.headers), server_id))
+            challenge = denied.challenge(metadata_url(security.request_origin(self.scope, self.headers), server_id))
             if (
                 canonical is not None
                 and not self.response.cors
@@ -235,7 +229,9 @@ class McpConsumer(InboxConsumer):
 
     async def _allowed_origin(self) -> Answer | None:
         assert self._grant is not None
-        if not origin_allowed(self.headers.get("origin"), self._grant.server.allowed_origins, self.headers.get("host")):
+        if not security.origin_allowed(
+            self.headers.get("origin"), self._grant.server.allowed_origins, self.headers.get("host")
+        ):
             return refusal(403, cors.ORIGIN_REFUSED)
         if self.canonical is not None:
             self.response.cors = cors.response_headers(self.canonical)
@@ -251,7 +247,7 @@ class McpConsumer(InboxConsumer):
         return refusal(405, message, (("allow", "POST"),))
 
     async def _json_body(self) -> Answer | None:
-        if is_json_content_type(self.headers.get("content-type")):
+        if security.is_json_content_type(self.headers.get("content-type")):
             return None
         return refusal(415, "Content-Type must be application/json.")
 
