@@ -15,6 +15,6 @@ Each has an in-process backend (the embedded default) and a Redis backend shared
 catalog (``mcp_app.caching.identity``, ``mcp_app.catalog``) and the settings: never a query on the request path.
 """
 
-from .admit import Caller, Refusal, admit
+from .admit import Caller, admit
 
-__all__ = ["Caller", "Refusal", "admit"]
+__all__ = ["Caller", "admit"]

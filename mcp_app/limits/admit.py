@@ -8,12 +8,12 @@ What is checked follows from what the caller is and asks (docs/limits.md):
   (``bruteforce``);
 - an authenticated caller: ``requests`` messages drawn from its tenant's and agent's buckets and one from the
   bucket of each tool it calls (``rates``); with ``stream``, a stream slot of its tenant and agent, held until
-  that exit stack closes; with ``session=True``, room under their session caps (one worker-thread call);
+  that exit stack closes; with ``session=True``, room under their session caps (one worker-thread call;
   ``caps``).
 
-A refusal carries its JSON-RPC error, the HTTP status (429: a limit of the caller; 503: this process is short of
-file descriptors) and ``Retry-After`` in seconds: when a stream or session slot frees depends on the caller, not
-on time, so a cap says 5.
+A refusal (``protocol.serving.Refusal``) carries its JSON-RPC error, the HTTP status (429: a limit of the caller;
+503: this process is short of file descriptors) and ``Retry-After`` in seconds: when a stream or session slot
+frees depends on the caller, not on time, so a cap says 5.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from ..protocol.errors import CapacityExceeded, RateLimited
+from ..protocol.serving import Refusal
 from . import bruteforce, caps, rates
 
 CAP_RETRY_AFTER = 5
@@ -45,13 +46,6 @@ class Caller:
     def of(cls, scope: dict[str, Any], raw_token: str | None) -> Caller:
         """The caller of an ASGI request, by its client address, before authentication."""
         return cls(bruteforce.client_address(scope), raw_token)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    error: RateLimited | CapacityExceeded
-    status: int
-    retry_after: int  # seconds
 
 
 async def admit(

@@ -112,17 +112,13 @@ def read_demand(era: str, payload: Any) -> Demand:
     return Demand(era, payload, max(1, len(messages)), tuple(tools), jsonrpc.recover_id(payload), calls, progress)
 
 
-class Refusal(Protocol):
-    """A limit's refusal (``mcp_app.limits.Refusal``): the error, the HTTP status and ``Retry-After`` seconds."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A limit's refusal (``mcp_app.limits.admit``): its error, the HTTP status and ``Retry-After`` in seconds."""
 
-    @property
-    def error(self) -> ProtocolError: ...
-
-    @property
-    def status(self) -> int: ...
-
-    @property
-    def retry_after(self) -> int: ...
+    error: ProtocolError
+    status: int
+    retry_after: int
 
 
 class Exchange(Protocol):

@@ -29,7 +29,7 @@ from ..observability import metrics
 from ..protocol import serving, versions
 from ..protocol.context import RequestContext
 from ..protocol.errors import JsonRpcId
-from ..protocol.serving import Answer, Demand, Route
+from ..protocol.serving import Answer, Demand, Refusal, Route
 from .auth import AccessGrant
 from .backchannel import BackChannel
 from .membership import Membership
@@ -90,7 +90,7 @@ class PostExchange:
         headers = [(name.encode(), value.encode()) for name, value in answer.headers]
         await self.writer.finish(answer.status, answer.payload, [*headers, *extra])
 
-    async def admit(self, demand: Demand) -> limits.Refusal | None:
+    async def admit(self, demand: Demand) -> Refusal | None:
         request_log.bind(method=metrics.rpc_method(demand.payload), era=demand.era)
         self.request_id = demand.request_id
         self.demand = demand

@@ -47,21 +47,14 @@ class FakeSession:
     async def unsubscribe(self, uri: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class Refused:
-    error: Any
-    status: int = 429
-    retry_after: int = 2
-
-
 @dataclass
 class RecordingExchange:
     routes: list[serving.Route] = field(default_factory=list)
     demands: list[serving.Demand] = field(default_factory=list)
 
-    limited: Any = None  # a Refused for admit to answer
+    limited: serving.Refusal | None = None  # what admit answers
 
-    async def admit(self, demand: serving.Demand) -> Any:
+    async def admit(self, demand: serving.Demand) -> serving.Refusal | None:
         self.demands.append(demand)
         return self.limited
 
@@ -247,7 +240,7 @@ async def test_no_channel_carries_nothing() -> None:
 async def test_a_rate_limited_request_is_a_429_with_retry_after_in_both_eras(modern: bool) -> None:
     from mcp_app.protocol.errors import RateLimited
 
-    exchange = RecordingExchange(limited=Refused(RateLimited("agent", 1500, 2.0, 4)))
+    exchange = RecordingExchange(limited=serving.Refusal(RateLimited("agent", 1500, 2.0, 4), 429, 2))
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
     headers = {"mcp-protocol-version": "2026-07-28" if modern else "2025-06-18"}
     answer = await serving.serve_post(orjson.dumps(message), post(headers), exchange)
