@@ -292,5 +292,5 @@ class McpConsumer(InboxConsumer):
         return limited is None
 
     def _stream(self) -> Streams:
-        self._streams = Streams(self.response.send, self.response.cors, self.membership, self.credentials.recheck)
+        self._streams = Streams(self.response, self.membership, self.credentials.recheck)
         return self._streams

@@ -101,8 +101,7 @@ class PostExchange:
     def context(self, route: Route, **fields: Any) -> RequestContext:
         grant, version, session = self.grant, route.protocol_version, fields.get("session")
         writer = self.writer = ResponseWriter(
-            self.response.send,
-            cors=self.response.cors,
+            self.response,
             allow_stream=accepts(self.headers.get("accept"), "text/event-stream"),
             session_key=session.key if session is not None else None,  # resumable: handshake-era sessions only
             priming=version >= versions.V2025_11_25,

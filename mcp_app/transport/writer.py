@@ -3,14 +3,13 @@
 ``ResponseWriter`` decides nothing about HTTP status or routing (the protocol's ``Answer`` and the edge do); it
 owns how messages become bytes on the wire: the lazy switch to ``text/event-stream``, event ids and the priming
 event of resumable streams, the event store, and publishing events for a reconnecting client once the original
-one went away. It writes through the ASGI ``send`` callable it is given, adding the CORS headers of the request
-to the response head, and knows nothing of the consumer that serves the request.
+one went away. It writes through the request's ``Response`` and knows nothing of the consumer that serves it.
 
-``start_response`` and ``send_body`` are the two ASGI messages every writer of this package sends. ``Response``
-is the ASGI side of one request at the edge: the ``send`` every writer of the request gets (noting when the head
-went out), the request's CORS headers, and what the edge writes itself: an ``Answer`` as JSON, the end of a
-cancelled call, and failures (503 with ``Retry-After`` while the channel layer, event store or database is
-unavailable, an error event on a stream that has started; 500 with a bare ``Internal error`` for anything else).
+``Response`` is the ASGI side of one request: the ``send`` every writer of the request uses (noting when the head
+went out; ``start_response`` and ``send_body`` are its two messages), the request's CORS headers on every head,
+and what the edge writes itself: an ``Answer`` as JSON, the end of a cancelled call, and failures (503 with
+``Retry-After`` while the channel layer, event store or database is unavailable, an error event on a stream that
+has started; 500 with a bare ``Internal error`` for anything else).
 """
 
 from __future__ import annotations
@@ -51,11 +50,6 @@ async def send_body(send: Send, body: bytes, *, more_body: bool = False) -> None
     await send({"type": "http.response.body", "body": body, "more_body": more_body})
 
 
-async def send_response(send: Send, status: int, body: bytes, headers: Headers, cors: Headers = ()) -> None:
-    await start_response(send, status, headers, cors)
-    await send_body(send, body)
-
-
 class Response:
     """The one response of a request at the edge (see the module docstring)."""
 
@@ -71,11 +65,13 @@ class Response:
     async def write(self, answer: Answer, extra: Headers = ()) -> None:
         """The protocol's answer or the edge's refusal, as JSON (no body without a payload)."""
         headers = [*((name.encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers), *extra]
-        if answer.payload is None:
-            await send_response(self.send, answer.status, b"", headers, self.cors)
-        else:
-            body = jsonrpc.encode(answer.payload)
-            await send_response(self.send, answer.status, body, [*JSON_HEADERS, *headers], self.cors)
+        if answer.payload is not None:
+            headers = [*JSON_HEADERS, *headers]
+        await start_response(self.send, answer.status, headers, self.cors)
+        await send_body(self.send, b"" if answer.payload is None else jsonrpc.encode(answer.payload))
+
+    async def start_stream(self) -> None:
+        await start_response(self.send, 200, sse.SSE_HEADERS, self.cors)
 
     async def end_cancelled(self, writer: ResponseWriter | None) -> None:
         """A cancelled call's response ends without a JSON-RPC answer, as the spec asks."""
@@ -85,7 +81,7 @@ class Response:
             writer.discard()
             await send_body(self.send, b"")
         elif not self.started:
-            await start_response(self.send, 200, sse.SSE_HEADERS, self.cors)
+            await self.start_stream()
             await send_body(self.send, b"")
 
     async def fail(
@@ -157,18 +153,16 @@ class ResponseWriter:
 
     def __init__(
         self,
-        send: Send,
+        response: Response,
         *,
-        cors: Headers = (),
         allow_stream: bool,
         session_key: str | None = None,
         priming: bool = False,
         kind: str = POST_STREAM,
         owner: Owner | None = None,
     ) -> None:
-        self._send = send
+        self._response = response  # its send, and the request's CORS headers
         self._owner = owner  # whose bytes the stored events count against (the event store's owner bounds)
-        self._cors = cors
         self._allow_stream = allow_stream
         self._session_key = session_key
         self._priming = priming
@@ -286,7 +280,7 @@ class ResponseWriter:
             except LAYER_ERRORS as error:
                 raise ServiceUnavailable() from error
         self.streaming = True
-        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+        await self._response.start_stream()
         head = first
         if self._session_key is not None:
             self.stream_id = new_stream_id(self._session_key, self._kind)
@@ -337,11 +331,9 @@ class ResponseWriter:
                 await self.event(payload)
             await self._drain(last=True)
         elif payload is None:
-            await send_response(self._send, 202, b"", [], self._cors)
+            await self._response.write(Answer(202))
         else:
-            await send_response(
-                self._send, status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])], self._cors
-            )
+            await self._response.write(Answer(status, payload), headers or ())
 
     def discard(self) -> None:
         """Drop what is not sent yet: the edge ends the response itself (a cancelled call, a lost layer)."""
@@ -409,7 +401,7 @@ class ResponseWriter:
                     self.stop_timers()
                 if not self.disconnected and (data or (last and done)):
                     self._sent_at = asyncio.get_running_loop().time()
-                    await send_body(self._send, data, more_body=not (last and done))
+                    await send_body(self._response.send, data, more_body=not (last and done))
                 if done:
                     return
         finally:
