@@ -7,7 +7,14 @@
 - ``bruteforce``: failed authentication throttled per source address and per token prefix (never a valid token),
   a negative cache of unknown token prefixes, sampled failure logs.
 
+The edge asks them all through one ``admit(caller, ...)`` (``admit``): a ``Refusal`` (error, HTTP status,
+``Retry-After``) or ``None``.
+
 Each has an in-process backend (the embedded default) and a Redis backend shared by every process
 (``mcp_host.settings`` chooses it whenever ``REDIS_URL`` is set). Limits come from the cached token snapshot and
 catalog (``mcp_app.caching.identity``, ``mcp_app.catalog``) and the settings: never a query on the request path.
 """
+
+from .admit import Caller, admit
+
+__all__ = ["Caller", "admit"]

@@ -108,6 +108,16 @@ def recover_id(obj: Any) -> JsonRpcId:
     return None
 
 
+def peek_id(body: bytes) -> JsonRpcId:
+    """The id of a raw body, when it can be read (for an answer the protocol did not produce: a 503 or a 500);
+    ``None`` for a batch, a notification or a body that is not JSON."""
+    try:
+        request_id = recover_id(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        return None
+    return None if isinstance(request_id, str) and "\x00" in request_id else request_id
+
+
 def classify(obj: Any) -> Message:
     if not isinstance(obj, dict):
         raise InvalidRequest("Invalid Request: a JSON-RPC message must be an object")

@@ -6,7 +6,8 @@ order, and comes back as one ``Answer`` the edge writes without looking inside:
 
 1. decode (depth-limited) .................................................... 400 + -32700
 2. era: the ``_meta`` envelope or a stateless-era ``MCP-Protocol-Version`` is modern, anything else handshake era;
-   then the edge's rate limits (``Exchange.admit``), in both eras ......... 429 + -32011 + ``Retry-After``
+   then the edge's rate limits (``Exchange.admit``, given the ``Demand`` read here once), in both eras
+   ........................................................................ 429 + -32011 + ``Retry-After``
 3. ``serve_modern``: a notification is 202; the envelope/header/version ladder (``protocol.modern``) and the
    client-metadata bounds refuse with the stateless status map (``protocol.statuses``); then dispatch, and the
    answer's status by the same map, or a stream to open (``subscriptions/listen``)
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 
 from . import jsonrpc, limits, modern, statuses, versions
 from .context import OpenStream, RequestContext
-from .errors import InvalidParams, InvalidRequest, ProtocolError, RateLimited, error_response
+from .errors import InvalidParams, InvalidRequest, JsonRpcId, ProtocolError, error_response
 from .handlers import dispatcher
 from .ports import Session
 
@@ -77,15 +78,54 @@ class Answer:
     headers: tuple[tuple[str, str], ...] = ()  # extra response headers (Retry-After of a 429)
 
 
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a decoded body asks of the edge before dispatch, read here once: its era, how many messages it holds
+    (each draws from the rate limits), the names of the tools it calls, the id an answer the edge writes itself
+    carries, and whether it holds a ``tools/call`` request (``calls``) whose client waits for progress
+    (``progress``)."""
+
+    era: str
+    payload: Any  # the decoded body, for the request log's bounded method label
+    messages: int
+    tools: tuple[str, ...] = ()
+    request_id: JsonRpcId = None
+    calls: bool = False
+    progress: bool = False
+
+
+def read_demand(era: str, payload: Any) -> Demand:
+    messages = payload if isinstance(payload, list) else [payload]
+    tools: list[str] = []
+    calls = progress = False
+    for message in messages:
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            continue
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if isinstance(params.get("name"), str):
+            tools.append(params["name"])
+        if "id" in message:
+            meta = params.get("_meta")
+            calls = True
+            progress = progress or (isinstance(meta, dict) and meta.get("progressToken") is not None)
+    return Demand(era, payload, max(1, len(messages)), tuple(tools), jsonrpc.recover_id(payload), calls, progress)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A limit's refusal (``mcp_app.limits.admit``): its error, the HTTP status and ``Retry-After`` in seconds."""
+
+    error: ProtocolError
+    status: int
+    retry_after: int
+
+
 class Exchange(Protocol):
     """What the edge lends the protocol for one POST."""
 
-    def routed(self, era: str, payload: Any) -> None:
-        """The era is known (for the request log)."""
-        ...
-
-    async def admit(self, payload: Any) -> None:
-        """Draw the decoded request from its rate limits; raises ``RateLimited`` when it must wait."""
+    async def admit(self, demand: Demand) -> Refusal | None:
+        """Draw the decoded request from the edge's limits: ``None``, or the refusal to answer."""
         ...
 
     def context(self, route: Route, **fields: Any) -> RequestContext:
@@ -93,9 +133,14 @@ class Exchange(Protocol):
         ...
 
 
-def refusal(status: int, message: str) -> Answer:
+def refusal(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Answer:
     """A refusal of the whole request: an id-less JSON-RPC error body, as the spec allows for 4xx answers."""
-    return Answer(status, error_response(None, InvalidRequest(message)))
+    return Answer(status, error_response(None, InvalidRequest(message)), headers=headers)
+
+
+def refused(by: Refusal, request_id: JsonRpcId = None) -> Answer:
+    """A limit's refusal as an answer, with ``Retry-After``."""
+    return Answer(by.status, error_response(request_id, by.error), headers=(("retry-after", str(by.retry_after)),))
 
 
 async def serve_post(body: bytes, request: PostRequest, exchange: Exchange) -> Answer:
@@ -107,15 +152,10 @@ async def serve_post(body: bytes, request: PostRequest, exchange: Exchange) -> A
     except ProtocolError as exc:
         return Answer(400, error_response(None, exc))
     is_modern = modern.is_modern(payload, request.headers.get(modern.HEADER_PROTOCOL_VERSION))
-    exchange.routed(versions.MODERN if is_modern else versions.LEGACY, payload)
-    try:
-        await exchange.admit(payload)
-    except RateLimited as exc:
-        return Answer(
-            429,
-            error_response(jsonrpc.recover_id(payload), exc),
-            headers=(("retry-after", str(exc.retry_after_seconds)),),
-        )
+    demand = read_demand(versions.MODERN if is_modern else versions.LEGACY, payload)
+    limited = await exchange.admit(demand)
+    if limited is not None:
+        return refused(limited, demand.request_id)
     if is_modern:
         return await serve_modern(payload, request, exchange)
     return await serve_legacy(payload, request, exchange)

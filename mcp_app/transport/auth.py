@@ -1,9 +1,10 @@
 """Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
 the session named by ``Mcp-Session-Id``).
 
-``admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can (no query, no thread
-hop) and otherwise runs the same checks once in a worker thread, loading what was missing. It either returns an
-``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
+``Credentials.admit`` (what a request presents) answers from the per-process caches of
+``mcp_app.caching.identity`` when it can (no query, no thread hop) and otherwise runs the same checks once in a
+worker thread, loading what was missing; ``Credentials.recheck`` asks again for an open stream. It either returns
+an ``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
 
 1. ``Authorization`` missing → 401 (even without ``agentId``, so a client that knows only the URL discovers
    OAuth; a server with OAuth off answers 400 without ``agentId``, as before); malformed, unknown, expired or
@@ -32,6 +33,7 @@ import hmac
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -72,10 +74,6 @@ class AccessDenied(Exception):
         if metadata_url and self.resource_metadata:
             parts.append(f'resource_metadata="{metadata_url}"')
         return "Bearer " + ", ".join(parts)
-
-    @property
-    def www_authenticate(self) -> str | None:
-        return self.challenge(None)
 
 
 @dataclass(frozen=True)
@@ -232,20 +230,43 @@ def _session(raw: str, grant: AccessGrant, *, load: bool) -> SessionEntry | None
     return entry
 
 
-def _admit(
-    server_id: str, agent_id: str | None, authorization: str | None, session_id: str | None, *, load: bool
-) -> tuple[AccessGrant, DatabaseSession | None]:
-    grant = authorize(server_id, agent_id, authorization, load=load)
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What one request presents: the server its path names, ``agentId``, ``Authorization``, ``Mcp-Session-Id``."""
+
+    server_id: str
+    agent_id: str | None
+    authorization: str | None
+    session_id: str | None
+
+    @classmethod
+    def of(cls, scope: dict[str, Any], headers: dict[str, str]) -> Credentials:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        agent_id = (query.get("agentId") or [None])[0]
+        server_id = scope["url_route"]["kwargs"]["server_id"]
+        return cls(server_id, agent_id, headers.get("authorization"), headers.get("mcp-session-id"))
+
+    async def admit(self) -> tuple[AccessGrant, DatabaseSession | None]:
+        """Authorize, and resolve the named session (only handshake-era paths use it; the stateless era ignores
+        it): from the caches when everything is there, else in one worker-thread call that loads what is
+        missing."""
+        try:
+            return _admit(self, load=False)
+        except CacheMiss:
+            return await database_sync_to_async(_admit)(self, load=True)
+
+    async def recheck(self) -> AccessGrant | None:
+        """The credentials checked again (an open stream's re-check, ``streams.Recheck``): the grant, or
+        ``None`` when they are refused now or the session they named has ended."""
+        try:
+            grant, session = await self.admit()
+        except AccessDenied:
+            return None
+        return None if self.session_id is not None and session is None else grant
+
+
+def _admit(credentials: Credentials, *, load: bool) -> tuple[AccessGrant, DatabaseSession | None]:
+    grant = authorize(credentials.server_id, credentials.agent_id, credentials.authorization, load=load)
+    session_id = credentials.session_id
     entry = _session(session_id, grant, load=load) if session_id is not None else None
     return grant, DatabaseSession(entry) if entry is not None else None
-
-
-async def admit(
-    server_id: str, agent_id: str | None, authorization: str | None, session_id: str | None
-) -> tuple[AccessGrant, DatabaseSession | None]:
-    """Authorize, and resolve the named session (only handshake-era paths use it; the stateless era ignores
-    it): from the caches when everything is there, else in one worker-thread call that loads what is missing."""
-    try:
-        return _admit(server_id, agent_id, authorization, session_id, load=False)
-    except CacheMiss:
-        return await database_sync_to_async(_admit)(server_id, agent_id, authorization, session_id, load=True)

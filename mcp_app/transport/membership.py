@@ -8,13 +8,23 @@ lost, the pump puts ``mcp.layer_down`` there instead, once per outage.
 
 ``close`` ends the pump and leaves every group; failures to leave are logged, never raised (membership expires
 with the layer's ``group_expiry``).
+
+``InboxConsumer`` is that inbox and its message loop, without Channels' ``await_many_dispatch`` (a task per
+source and per message): the body in a plain loop over ``receive()``, then one pending ``receive()`` (for
+``http.disconnect``) beside the ``work`` a subclass starts, and the inbox, which only channel-layer members and
+cancellations ever fill. Once the loop ends, ``cleanup`` runs, unless the work was ``detached`` (it goes on
+without its client, and cleans up itself when done).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 from typing import Any, Protocol
 
+from channels.consumer import AsyncConsumer, get_handler_name
+from channels.exceptions import StopConsumer
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LayerMessaging, Subscription
@@ -68,3 +78,71 @@ class Membership:
         """Stop the pump and leave every group."""
         if self._subscription is not None:
             await self._subscription.close()
+
+
+class InboxConsumer(AsyncConsumer):
+    """A consumer of one HTTP request: its message loop and inbox (see the module docstring)."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        self.base_send = send
+        self.channel_layer = None
+        self.channel_name = None
+        self._inbox: deque[dict[str, Any]] = deque()  # channel-layer and internal events, dispatched in order
+        self._waiter: asyncio.Future[None] | None = None
+        self.membership = Membership(self)
+        self.work: asyncio.Task[None] | None = None
+        self.detached = False
+        try:
+            await self._run(receive)
+        except StopConsumer:
+            pass
+        finally:
+            if not self.detached:
+                await self.cleanup()
+
+    async def cleanup(self) -> None:
+        await self.membership.close()
+
+    async def _run(self, receive: Any) -> None:
+        while self.work is None:
+            await self.dispatch(await receive())  # http.request (the body), or http.disconnect: StopConsumer
+        work = self.work
+        work.add_done_callback(self._wake)
+        pending = asyncio.ensure_future(receive())
+        pending.add_done_callback(self._wake)
+        try:
+            while True:
+                while self._inbox:
+                    await self.dispatch(self._inbox.popleft())
+                if pending.done():
+                    message = pending.result()
+                    pending = asyncio.ensure_future(receive())
+                    pending.add_done_callback(self._wake)
+                    await self.dispatch(message)
+                    continue
+                if work.done():
+                    return
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+        finally:
+            self._waiter = None
+            pending.cancel()
+
+    def _wake(self, _source: object = None) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def put_nowait(self, message: dict[str, Any]) -> None:
+        """The inbox (``Inbox``): an event for this consumer's message loop."""
+        self._inbox.append(message)
+        self._wake()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Unlike AsyncConsumer.dispatch, no connection clean-up per message: all ORM work goes through
+        # database_sync_to_async, which already closes stale connections around each call.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)

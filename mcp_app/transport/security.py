@@ -12,12 +12,31 @@ Host check, and a page served by this host may call it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import mcp_settings
+
+
+def request_headers(scope: dict[str, Any]) -> dict[str, str]:
+    """Request headers by lower-case name; of repeated headers the first counts."""
+    headers: dict[str, str] = {}
+    for key, value in scope.get("headers", ()):
+        headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+    return headers
+
+
+def request_origin(scope: dict[str, Any], headers: dict[str, str]) -> str:
+    """This request's origin as clients see it (the proxy's scheme header counts, as in Django); the Host
+    header was checked against ``ALLOWED_HOSTS`` already."""
+    scheme = scope.get("scheme") or "http"
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy and headers.get(proxy[0].removeprefix("HTTP_").replace("_", "-").lower()) == proxy[1]:
+        scheme = "https"
+    return f"{scheme}://{headers.get('host') or 'localhost'}"
 
 
 def host_allowed(host: str | None) -> bool:

@@ -37,16 +37,16 @@ from typing import Any
 from .. import PRODUCT_NAME, __version__, invalidation
 from ..conf import mcp_settings
 from ..events import server_group, session_group, stream_group
-from ..protocol import jsonrpc, versions
+from ..protocol import versions
 from ..protocol.context import OpenStream
-from ..protocol.errors import InvalidRequest, error_response
 from ..protocol.messages import list_changed
+from ..protocol.serving import refusal
 from . import sse
 from .auth import AccessGrant
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
 from .membership import Membership
 from .sessions import DatabaseSession
-from .writer import JSON_HEADERS, Headers, ResponseWriter, Send, is_final, send_body, send_response, start_response
+from .writer import Response, ResponseWriter, is_final, send_body
 
 logger = logging.getLogger("mcp_app.transport")
 
@@ -101,9 +101,8 @@ def _changed_lists(before: AccessGrant, after: AccessGrant) -> list[str]:
 class Streams:
     """The long-lived stream of one consumer (at most one), writing through ASGI ``send``."""
 
-    def __init__(self, send: Send, cors: Headers, membership: Membership, recheck: Recheck | None = None) -> None:
-        self._send = send
-        self._cors = cors
+    def __init__(self, response: Response, membership: Membership, recheck: Recheck | None = None) -> None:
+        self._response = response
         self._membership = membership
         self._recheck = recheck
         self._grant: AccessGrant | None = None
@@ -118,7 +117,7 @@ class Streams:
         self._events: asyncio.Queue[dict[str, Any]] | None = None
 
     async def _body(self, body: bytes, *, more_body: bool = True) -> None:
-        await send_body(self._send, body, more_body=more_body)
+        await send_body(self._response.send, body, more_body=more_body)
 
     # Events from the channel layer -------------------------------------------------------------------
 
@@ -170,7 +169,7 @@ class Streams:
         group = server_group(grant.server.pk)
         self._watch(grant, None)
         await self._membership.join(group)
-        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+        await self._response.start_stream()
         for message in stream.first:
             await self._body(sse.event(message))
         await self._keep_alive(group)
@@ -181,10 +180,7 @@ class Streams:
         if last_event_id is not None and session is not None:
             resume = parse_event_id(last_event_id, session.key)
             if resume is None:
-                body = jsonrpc.encode(
-                    error_response(None, InvalidRequest("Last-Event-ID does not name an event of this session."))
-                )
-                await send_response(self._send, 400, body, JSON_HEADERS, self._cors)
+                await self._response.write(refusal(400, "Last-Event-ID does not name an event of this session."))
                 return
             if stream_kind(resume[0]) == POST_STREAM:
                 await self._resume_post_stream(*resume)
@@ -194,8 +190,7 @@ class Streams:
         # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
         await self._membership.join(group)
         writer = ResponseWriter(
-            self._send,
-            cors=self._cors,
+            self._response,
             allow_stream=True,
             session_key=session.key if session is not None else None,
             priming=session is not None and session.protocol_version >= versions.V2025_11_25 and resume is None,
@@ -209,7 +204,7 @@ class Streams:
             await writer.start(sse.comment("ready"))
         else:
             # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
-            await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+            await self._response.start_stream()
             await self._body(sse.comment("resumed"))
             writer.streaming = True
             writer.stream_id, writer.sequence = resume
@@ -224,7 +219,7 @@ class Streams:
         events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._events = events
         await self._membership.join(stream_group(stream_id))  # listen first: no event falls between the two
-        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+        await self._response.start_stream()
         # Bytes at once: the client learns now that it is resumed (headers alone are not flushed by daphne).
         await self._body(sse.comment("resumed"))
         last = after

@@ -3,10 +3,13 @@
 ``ResponseWriter`` decides nothing about HTTP status or routing (the protocol's ``Answer`` and the edge do); it
 owns how messages become bytes on the wire: the lazy switch to ``text/event-stream``, event ids and the priming
 event of resumable streams, the event store, and publishing events for a reconnecting client once the original
-one went away. It writes through the ASGI ``send`` callable it is given, adding the CORS headers of the request
-to the response head, and knows nothing of the consumer that serves the request.
+one went away. It writes through the request's ``Response`` and knows nothing of the consumer that serves it.
 
-``start_response`` and ``send_body`` are the two ASGI messages every writer of this package sends.
+``Response`` is the ASGI side of one request: the ``send`` every writer of the request uses (noting when the head
+went out; ``start_response`` and ``send_body`` are its two messages), the request's CORS headers on every head,
+and what the edge writes itself: an ``Answer`` as JSON, the end of a cancelled call, and failures (503 with
+``Retry-After`` while the channel layer, event store or database is unavailable, an error event on a stream that
+has started; 500 with a bare ``Internal error`` for anything else).
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS
+from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
+from ..database import DATABASE_ERRORS
 from ..events import STREAM_EVENT, stream_group
+from ..observability import metrics
 from ..protocol import jsonrpc
-from ..protocol.errors import ServiceUnavailable
+from ..protocol.errors import DatabaseUnavailable, JsonRpcId, ProtocolError, ServiceUnavailable, error_response
+from ..protocol.serving import Answer
 from . import sse
 from .eventstore import POST_STREAM, Owner, get_event_store, new_stream_id
 
@@ -44,9 +50,84 @@ async def send_body(send: Send, body: bytes, *, more_body: bool = False) -> None
     await send({"type": "http.response.body", "body": body, "more_body": more_body})
 
 
-async def send_response(send: Send, status: int, body: bytes, headers: Headers, cors: Headers = ()) -> None:
-    await start_response(send, status, headers, cors)
-    await send_body(send, body)
+class Response:
+    """The one response of a request at the edge (see the module docstring)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
+        self.started = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self._send(message)
+
+    async def write(self, answer: Answer, extra: Headers = ()) -> None:
+        """The protocol's answer or the edge's refusal, as JSON (no body without a payload)."""
+        headers = [*((name.encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers), *extra]
+        if answer.payload is not None:
+            headers = [*JSON_HEADERS, *headers]
+        await start_response(self.send, answer.status, headers, self.cors)
+        await send_body(self.send, b"" if answer.payload is None else jsonrpc.encode(answer.payload))
+
+    async def start_stream(self) -> None:
+        await start_response(self.send, 200, sse.SSE_HEADERS, self.cors)
+
+    async def end_cancelled(self, writer: ResponseWriter | None) -> None:
+        """A cancelled call's response ends without a JSON-RPC answer, as the spec asks."""
+        if writer is not None:
+            await writer.settle()
+        if writer is not None and writer.streaming:
+            writer.discard()
+            await send_body(self.send, b"")
+        elif not self.started:
+            await self.start_stream()
+            await send_body(self.send, b"")
+
+    async def fail(
+        self, error: Exception, writer: ResponseWriter | None, request_id: JsonRpcId, owed: JsonRpcId, scope: Any
+    ) -> None:
+        """``error`` ended the request: a 503 or an error event (``unavailable``), or a 500."""
+        if isinstance(error, DATABASE_ERRORS):
+            # Refused, failed or past its bounds (mcp_app.database): a 503 the client retries, no traceback.
+            logger.warning("database unavailable serving %s: %s", scope.get("path"), type(error).__name__)
+            error = DatabaseUnavailable()
+        elif isinstance(error, LAYER_ERRORS):
+            layer_health.failed(error)
+            error = ServiceUnavailable()
+        if isinstance(error, ServiceUnavailable):
+            metrics.record_dependency_error(error.dependency)
+            await self.unavailable(error, writer, request_id, owed)
+            return
+        metrics.record_exception(error)
+        logger.error("unhandled error serving %s %s", scope.get("method"), scope.get("path"), exc_info=error)
+        if writer is not None:
+            await writer.settle()
+            writer.stop_timers()
+        if not self.started:
+            await self.write(Answer(500, error_response(request_id, ProtocolError("Internal error"))))
+
+    async def unavailable(
+        self, error: ServiceUnavailable, writer: ResponseWriter | None, request_id: JsonRpcId, owed: JsonRpcId
+    ) -> None:
+        """A 503 for ``request_id`` before the response started; else the end of its stream with an error event,
+        the JSON-RPC error answer of the request a POST stream still ``owed`` (so its client never waits
+        forever)."""
+        if writer is not None:
+            await writer.settle()
+        if not self.started:
+            retry = (("retry-after", str(error.retry_after_seconds)),)
+            await self.write(Answer(503, error_response(request_id, error), headers=retry))
+            return
+        if owed is not None:
+            frame = sse.event(error_response(owed, error))
+        else:
+            frame = sse.error_event(error_response(None, error))
+        if writer is not None:
+            writer.discard()
+        with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
+            await send_body(self.send, frame, more_body=True)
+            await send_body(self.send, b"")
 
 
 def is_final(message: Any) -> bool:
@@ -72,18 +153,16 @@ class ResponseWriter:
 
     def __init__(
         self,
-        send: Send,
+        response: Response,
         *,
-        cors: Headers = (),
         allow_stream: bool,
         session_key: str | None = None,
         priming: bool = False,
         kind: str = POST_STREAM,
         owner: Owner | None = None,
     ) -> None:
-        self._send = send
+        self._response = response  # its send, and the request's CORS headers
         self._owner = owner  # whose bytes the stored events count against (the event store's owner bounds)
-        self._cors = cors
         self._allow_stream = allow_stream
         self._session_key = session_key
         self._priming = priming
@@ -201,7 +280,7 @@ class ResponseWriter:
             except LAYER_ERRORS as error:
                 raise ServiceUnavailable() from error
         self.streaming = True
-        await start_response(self._send, 200, sse.SSE_HEADERS, self._cors)
+        await self._response.start_stream()
         head = first
         if self._session_key is not None:
             self.stream_id = new_stream_id(self._session_key, self._kind)
@@ -252,11 +331,9 @@ class ResponseWriter:
                 await self.event(payload)
             await self._drain(last=True)
         elif payload is None:
-            await send_response(self._send, 202, b"", [], self._cors)
+            await self._response.write(Answer(202))
         else:
-            await send_response(
-                self._send, status, jsonrpc.encode(payload), [*JSON_HEADERS, *(headers or [])], self._cors
-            )
+            await self._response.write(Answer(status, payload), headers or ())
 
     def discard(self) -> None:
         """Drop what is not sent yet: the edge ends the response itself (a cancelled call, a lost layer)."""
@@ -324,7 +401,7 @@ class ResponseWriter:
                     self.stop_timers()
                 if not self.disconnected and (data or (last and done)):
                     self._sent_at = asyncio.get_running_loop().time()
-                    await send_body(self._send, data, more_body=not (last and done))
+                    await send_body(self._response.send, data, more_body=not (last and done))
                 if done:
                     return
         finally:

@@ -50,16 +50,13 @@ class FakeSession:
 @dataclass
 class RecordingExchange:
     routes: list[serving.Route] = field(default_factory=list)
-    eras: list[str] = field(default_factory=list)
+    demands: list[serving.Demand] = field(default_factory=list)
 
-    limited: Any = None  # a RateLimited for admit to raise
+    limited: serving.Refusal | None = None  # what admit answers
 
-    def routed(self, era: str, payload: Any) -> None:
-        self.eras.append(era)
-
-    async def admit(self, payload: Any) -> None:
-        if self.limited is not None:
-            raise self.limited
+    async def admit(self, demand: serving.Demand) -> serving.Refusal | None:
+        self.demands.append(demand)
+        return self.limited
 
     def context(self, route: serving.Route, **fields: Any) -> RequestContext:
         self.routes.append(route)
@@ -121,7 +118,7 @@ async def test_an_undecodable_body_is_400_parse_error_and_routes_nowhere() -> No
     answer = await serving.serve_post(b"{not json", post(), exchange)
     assert (answer.status, answer.payload["error"]["code"]) == (400, PARSE_ERROR)
     assert answer.payload["id"] is None
-    assert exchange.routes == [] and exchange.eras == []
+    assert exchange.routes == [] and exchange.demands == []
 
 
 async def test_a_session_request_with_another_supported_version_header_is_served_under_the_session_version() -> None:
@@ -130,7 +127,7 @@ async def test_a_session_request_with_another_supported_version_header_is_served
     answer = await serving.serve_post(body("ping"), request, exchange)
     assert answer.status == 200
     assert answer.payload == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    assert exchange.eras == ["legacy"]
+    assert [demand.era for demand in exchange.demands] == ["legacy"]
     assert exchange.routes == [serving.Route("legacy", "2025-11-25", 1)]
 
 
@@ -243,7 +240,7 @@ async def test_no_channel_carries_nothing() -> None:
 async def test_a_rate_limited_request_is_a_429_with_retry_after_in_both_eras(modern: bool) -> None:
     from mcp_app.protocol.errors import RateLimited
 
-    exchange = RecordingExchange(limited=RateLimited("agent", 1500, 2.0, 4))
+    exchange = RecordingExchange(limited=serving.Refusal(RateLimited("agent", 1500, 2.0, 4), 429, 2))
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
     headers = {"mcp-protocol-version": "2026-07-28" if modern else "2025-06-18"}
     answer = await serving.serve_post(orjson.dumps(message), post(headers), exchange)
@@ -252,3 +249,21 @@ async def test_a_rate_limited_request_is_a_429_with_retry_after_in_both_eras(mod
     assert answer.payload["error"]["code"] == -32011
     assert answer.payload["error"]["data"] == {"scope": "agent", "retryAfterMs": 1500, "rate": 2.0, "burst": 4}
     assert exchange.routes == []  # never dispatched
+
+
+async def test_the_demand_names_the_tools_a_body_calls_decoded_once_for_the_edge_limits() -> None:
+    """The edge's rate limiter gets the called tools' names from the protocol's one decoding (issue 26)."""
+    exchange = RecordingExchange()
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "now", "_meta": {"progressToken": 7}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": 5}},
+    ]
+    await serving.serve_post(orjson.dumps(calls), post({"mcp-protocol-version": "2025-06-18"}), exchange)
+    [demand] = exchange.demands
+    assert (demand.era, demand.messages, demand.tools) == ("legacy", 4, ("echo", "now"))
+    assert (demand.request_id, demand.calls, demand.progress) == (None, True, True)
+    single = serving.read_demand("modern", {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {}})
+    assert (single.messages, single.tools, single.request_id, single.calls, single.progress) == (1, (), 9, True, False)
+    assert serving.read_demand("legacy", []).messages == 1

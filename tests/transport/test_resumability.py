@@ -94,7 +94,7 @@ async def test_events_missed_while_away_are_replayed_from_the_store(make_access,
     # The call finishes while nobody listens; wait for it through the server's own bookkeeping.
     from mcp_app.transport import consumer
 
-    await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
+    await asyncio.wait_for(asyncio.gather(*consumer.detached_calls), timeout=5)
     reply = await call(
         access,
         method="GET",
@@ -232,7 +232,7 @@ async def _resume_after_the_first_event(make_access, fresh_gate):
     await comm.send_input({"type": "http.disconnect"})
     await comm.wait(timeout=5)
     fresh_gate.gate.release.set()
-    await asyncio.wait_for(asyncio.gather(*consumer._detached), timeout=5)
+    await asyncio.wait_for(asyncio.gather(*consumer.detached_calls), timeout=5)
     return await call(
         access,
         method="GET",

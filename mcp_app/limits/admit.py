@@ -1,0 +1,81 @@
+"""The one question the edge asks of every limit of a request: ``await admit(caller, ...)``, a ``Refusal`` or ``None``.
+
+What is checked follows from what the caller is and asks (docs/limits.md):
+
+- a caller not authenticated (``Caller.token`` is ``None``): whether its address or token prefix is blocked after
+  failed authentications, answered from memory before any lookup; with ``failed=True``, its failed
+  authentication is counted (and logged, sampled) and refused once its address or prefix spent its failures
+  (``bruteforce``);
+- an authenticated caller: ``requests`` messages drawn from its tenant's and agent's buckets and one from the
+  bucket of each tool it calls (``rates``); with ``stream``, a stream slot of its tenant and agent, held until
+  that exit stack closes; with ``session=True``, room under their session caps (one worker-thread call;
+  ``caps``).
+
+A refusal (``protocol.serving.Refusal``) carries its JSON-RPC error, the HTTP status (429: a limit of the caller;
+503: this process is short of file descriptors) and ``Retry-After`` in seconds: when a stream or session slot
+frees depends on the caller, not on time, so a cap says 5.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from ..protocol.errors import CapacityExceeded, RateLimited
+from ..protocol.serving import Refusal
+from . import bruteforce, caps, rates
+
+CAP_RETRY_AFTER = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks: its source address and the bearer token it presents, and once authenticated its token snapshot
+    (``caching.identity.TokenEntry``)."""
+
+    address: str
+    raw_token: str | None
+    token: Any = None
+
+    @classmethod
+    def of(cls, scope: dict[str, Any], raw_token: str | None) -> Caller:
+        """The caller of an ASGI request, by its client address, before authentication."""
+        return cls(bruteforce.client_address(scope), raw_token)
+
+
+async def admit(
+    caller: Caller,
+    *,
+    failed: bool = False,
+    requests: int = 0,
+    tools: Iterable[Any] = (),
+    stream: AsyncExitStack | None = None,
+    session: bool = False,
+) -> Refusal | None:
+    """The refusal of the first limit ``caller`` is over, or ``None`` (see the module docstring)."""
+    token = caller.token
+    if token is None:
+        if not failed:
+            limited = bruteforce.blocked(caller.address, caller.raw_token)
+        else:
+            bruteforce.log_failure(caller.address, 401)
+            limited = await bruteforce.failed(caller.address, caller.raw_token)
+        return None if limited is None else Refusal(limited, 429, limited.retry_after_seconds)
+    try:
+        if requests:
+            await rates.take(rates.request_buckets(token, tools=tools, cost=requests))
+        if stream is not None:
+            slot = await caps.hold_stream(token, uuid.uuid4().hex)
+            stream.push_async_callback(slot.release)
+        if session:
+            await database_sync_to_async(caps.check_sessions)(token.tenant_pk, token.agent_pk)
+    except RateLimited as limited:
+        return Refusal(limited, 429, limited.retry_after_seconds)
+    except CapacityExceeded as capped:
+        return Refusal(capped, 503, 1) if capped.scope == "process" else Refusal(capped, 429, CAP_RETRY_AFTER)
+    return None

@@ -1,0 +1,148 @@
+"""One POST once the edge let it in: the ``protocol.serving.Exchange`` it lends the protocol, and its answer.
+
+- ``serve(body, session)``: ``protocol.serving.serve_post`` with this exchange, which calls back:
+- ``admit(demand)``: the request log learns the era and method, and the demand the protocol decoded (its
+  messages, the tools it calls, found in the grant's cached catalog) is drawn from the limits
+  (``mcp_app.limits.admit``: no query);
+- ``context(route, ...)``: the request's ``ResponseWriter`` (JSON, or SSE from the first notification) and, in the
+  handshake era, its ``BackChannel`` (cancellable from now on when it has an id), then the handlers' context.
+  A handshake-era tool call opens its SSE stream early (``opening_delay``);
+- ``finish(answer)``: a session the answer opens must fit its caps (``mcp_app.limits.admit``: 429) and is
+  recorded (one worker-thread call), then the answer is written as JSON or as the end of its SSE stream.
+
+The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or clean up the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from .. import limits
+from ..conf import mcp_settings
+from ..observability import logging as request_log
+from ..observability import metrics
+from ..protocol import serving, versions
+from ..protocol.context import RequestContext
+from ..protocol.errors import JsonRpcId
+from ..protocol.serving import Answer, Demand, Refusal, Route
+from .auth import AccessGrant
+from .backchannel import BackChannel
+from .membership import Membership
+from .security import accepts
+from .sessions import DatabaseSession, open_session
+from .writer import Response, ResponseWriter
+
+
+@dataclass(eq=False)
+class PostExchange:
+    """The ``Exchange`` of one POST under ``grant`` (see the module docstring)."""
+
+    response: Response
+    membership: Membership
+    grant: AccessGrant
+    caller: limits.Caller
+    headers: dict[str, str]
+    on_cancel: Callable[[], None]
+    demand: Demand | None = None
+    request_id: JsonRpcId = None  # of a single request, for an answer the edge writes itself
+    call_id: str | int | None = None  # of the handshake-era request being served (cancellable)
+    writer: ResponseWriter | None = None
+    backchannel: BackChannel | None = None
+
+    async def serve(self, body: bytes, session: DatabaseSession | None) -> Answer:
+        grant = self.grant
+        request = serving.PostRequest(
+            headers=self.headers,
+            supported_versions=grant.server.supported_versions,
+            max_depth=mcp_settings.MAX_JSON_DEPTH,
+            max_batch_size=mcp_settings.MAX_BATCH_SIZE,
+            max_client_info_bytes=mcp_settings.MAX_CLIENT_INFO_BYTES,
+            sessions_required=grant.server.sessions_required,
+            session_named="mcp-session-id" in self.headers,
+            session=session,
+        )
+        try:
+            return await serving.serve_post(body, request, self)
+        finally:
+            if self.backchannel is not None:
+                self.backchannel.release()
+
+    async def finish(self, answer: Answer) -> None:
+        extra = []
+        if answer.new_session is not None:
+            limited = await limits.admit(self.caller, session=True)
+            if limited is not None:
+                await self.response.write(serving.refused(limited, self.request_id))
+                return
+            new, grant = answer.new_session, self.grant
+            raw = await database_sync_to_async(open_session)(
+                grant.server.pk, grant.token.agent_pk, new.protocol_version, dict(new.params)
+            )
+            extra.append((b"mcp-session-id", raw.encode()))
+        if self.writer is None:
+            await self.response.write(answer, extra)
+            return
+        headers = [(name.encode(), value.encode()) for name, value in answer.headers]
+        await self.writer.finish(answer.status, answer.payload, [*headers, *extra])
+
+    async def admit(self, demand: Demand) -> Refusal | None:
+        request_log.bind(method=metrics.rpc_method(demand.payload), era=demand.era)
+        self.request_id = demand.request_id
+        self.demand = demand
+        found = (self.grant.catalog.tool(name) for name in demand.tools)
+        tools = [tool for tool in found if tool is not None]
+        return await limits.admit(self.caller, requests=demand.messages, tools=tools)
+
+    def context(self, route: Route, **fields: Any) -> RequestContext:
+        grant, version, session = self.grant, route.protocol_version, fields.get("session")
+        writer = self.writer = ResponseWriter(
+            self.response,
+            allow_stream=accepts(self.headers.get("accept"), "text/event-stream"),
+            session_key=session.key if session is not None else None,  # resumable: handshake-era sessions only
+            priming=version >= versions.V2025_11_25,
+            owner=(grant.token.tenant_pk, grant.token.agent_pk),
+        )
+        if route.era == versions.MODERN:
+            return grant.request_context(
+                era=route.era, protocol_version=version, headers=self.headers, emit=writer.notify, **fields
+            )
+        scope = session.key if session is not None else f"t{grant.token.pk}"
+        backchannel = self.backchannel = BackChannel(scope, writer, self.membership, self.on_cancel)
+        ctx = grant.request_context(
+            era=route.era,
+            protocol_version=version,
+            headers=self.headers,
+            emit=writer.notify,
+            outbound=backchannel,
+            **fields,
+        )
+        if route.request_id is not None:
+            self.call_id = route.request_id
+            backchannel.watch(route.request_id)
+        delay = opening_delay(self.demand, session is not None)
+        if delay is not None:
+            writer.open_soon(delay)
+        return ctx
+
+    async def close(self) -> None:
+        """The response is over or abandoned: no more timers, and the back-channel lets go of its groups."""
+        if self.writer is not None:
+            self.writer.stop_timers()
+        if self.backchannel is not None:
+            await self.backchannel.close()
+
+
+def opening_delay(demand: Demand | None, on_session: bool) -> float | None:
+    """When a handshake-era POST opens its SSE stream before any notification (``None``: only then): at once
+    for a tool call with a progress token (its client waits for progress), after ``SSE_OPEN_AFTER_SECONDS`` for
+    any other tool call on a session. Either way a silent call sends its headers and first bytes (the priming
+    event) long before a proxy's read timeout, and keep-alives after (``ResponseWriter.open_soon``)."""
+    if demand is None or not demand.calls:
+        return None
+    if demand.progress:
+        return 0.0
+    return float(mcp_settings.SSE_OPEN_AFTER_SECONDS) if on_session else None
