@@ -37,7 +37,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -103,7 +103,7 @@ def max_age(cache_control: str | None) -> int:
 async def _get(url: str, max_size: int, timeout: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
     """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step; the caller
     bounds the whole."""
-    transport = outbound.GuardedTransport(outbound.allowed_networks("cimd"))
+    transport = cast(httpx.AsyncBaseTransport, outbound.GuardedTransport(outbound.allowed_networks("cimd")))
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
     async with client, client.stream("GET", url, headers=HEADERS) as response:
         if response.headers.get("content-encoding", "identity").lower() != "identity":
