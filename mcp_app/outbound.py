@@ -168,8 +168,9 @@ class GuardedTransport:
     connection goes through ``GuardedBackend`` (``client`` and ``core``: httpx and httpcore, or httpx2 and
     httpcore2). It has the interface of ``client.AsyncBaseTransport``, which the clients call and nothing else,
     without inheriting from it, so that one class serves both. By default one connection, no keep-alive (what
-    one webhook call or one client metadata document uses). Replies other than event streams stop at
-    ``max_response_bytes`` (``ResponseTooLarge``; ``on_too_large`` is called first, in the request's context)."""
+    one webhook call or one client metadata document uses). Replies stop at ``max_response_bytes``
+    (``ResponseTooLarge``; ``on_too_large`` is called first, in the request's context); in an event stream the
+    bound is per event and only noted (``on_too_large``): the client's own bound on events ends the stream."""
 
     def __init__(
         self,
@@ -185,7 +186,9 @@ class GuardedTransport:
         on_too_large: Callable[[], None] | None = None,
     ) -> None:
         self._client, self._core = client, core
-        self._errors: dict[type[Exception], type[Exception]] = {getattr(core, name): getattr(client, name) for name in TRANSPORT_ERRORS}
+        self._errors: dict[type[Exception], type[Exception]] = {
+            getattr(core, name): getattr(client, name) for name in TRANSPORT_ERRORS
+        }
         self._limit, self._on_too_large = max_response_bytes, on_too_large
         self.pool = core.AsyncConnectionPool(
             ssl_context=ssl_context(),
@@ -215,11 +218,11 @@ class GuardedTransport:
         )
         with self._mapped():
             answer = await self.pool.handle_async_request(sent)
-        streamed = answer.headers and any(
+        events = any(
             name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
             for name, value in answer.headers
         )
-        body = _body_class(self._client)(self, answer.stream, None if streamed else self._limit)
+        body = _body_class(self._client)(self, answer.stream, events)
         return self._client.Response(
             status_code=answer.status, headers=answer.headers, stream=body, extensions=answer.extensions
         )
@@ -239,18 +242,25 @@ def _body_class(client: ModuleType) -> type:
     """The reply body of a ``GuardedTransport`` for ``client`` (a ``client.AsyncByteStream``)."""
 
     class Body(client.AsyncByteStream):  # type: ignore[name-defined]
-        def __init__(self, transport: GuardedTransport, stream: Any, limit: int | None) -> None:
-            self._transport, self._stream, self._limit = transport, stream, limit
+        def __init__(self, transport: GuardedTransport, stream: Any, events: bool) -> None:
+            self._transport, self._stream, self._events = transport, stream, events
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            seen = 0
+            limit, seen = self._transport._limit, 0
             with self._transport._mapped():
                 async for chunk in self._stream:
-                    seen += len(chunk)
-                    if self._limit is not None and seen > self._limit:
+                    if self._events:  # the largest event of the chunk, the one under way counted from its start
+                        events = chunk.replace(b"\r", b"").split(b"\n\n")
+                        largest = max([seen + len(events[0]), *map(len, events[1:])])
+                        seen = seen + len(events[0]) if len(events) == 1 else len(events[-1])
+                    else:
+                        seen += len(chunk)
+                        largest = seen
+                    if limit is not None and largest > limit:
                         if self._transport._on_too_large is not None:
                             self._transport._on_too_large()
-                        raise ResponseTooLarge(f"the reply is larger than {self._limit} bytes")
+                        if not self._events:
+                            raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
                     yield chunk
 
         async def aclose(self) -> None:
@@ -293,7 +303,8 @@ def upstream_http_client(
     ``max_calls`` connections (the caller admits no more calls at once) plus ``UPSTREAM_SPARE_CONNECTIONS``.
     ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
     ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
-    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply goes past that bound."""
+    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply or an event goes past that
+    bound."""
     # httpx2 comes with the mcp SDK, which only federation needs.
     import httpcore2
     import httpx2

@@ -66,11 +66,6 @@ logger = logging.getLogger("mcp_app.federation")
 
 META_KEY = "dev.mcp-host/upstream"
 MAX_INPUT_ROUNDS = 8
-# JSON-RPC codes the SDK's transport makes up for a failed exchange (not the upstream's own answers).
-_CONNECTION_CLOSED = -32000
-_SSE_TOO_LARGE = "byte limit"  # httpx2's SSEError: "Server-sent event exceeded the N byte limit."
-_REDIRECT = "Redirect to "  # the SDK's message for a redirect it did not follow (code -32600)
-_TRANSPORT_MESSAGES = ("Server returned an error response", "SSE stream", "Failed to parse", "Unexpected content type")
 
 
 class UpstreamFailure(Exception):
@@ -150,6 +145,7 @@ async def _guarded(
     (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
     JSON-RPC error), or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
     admission = await breaker.admit(endpoint.pk)
     if not admission.allowed:
@@ -188,14 +184,16 @@ async def _guarded(
         await breaker.failed(endpoint.pk)
         raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
     except MCPError as exc:
-        if noted.too_large or _SSE_TOO_LARGE in exc.message:
+        # The SDK's codes for an exchange that failed (not the upstream's own answers), told apart from the
+        # upstream's errors of the same codes by what the transport saw (``Trouble``).
+        if noted.too_large:
             await breaker.failed(endpoint.pk)
             raise UpstreamFailure(
                 "UPSTREAM_TOO_LARGE",
                 f"Upstream {endpoint.name} answered {what} with more than "
                 f"{mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES} bytes, the most mcp-host accepts",
             ) from exc
-        if exc.message.startswith(_REDIRECT):
+        if noted.redirected and exc.code == INVALID_REQUEST:
             # The SDK's message names the target, which may carry what the upstream did not mean to show.
             await breaker.failed(endpoint.pk)
             raise UpstreamFailure(
@@ -203,7 +201,9 @@ async def _guarded(
                 f"Upstream {endpoint.name} answered {what} with a redirect, which mcp-host does not follow: "
                 "its URL must be the MCP endpoint itself",
             ) from exc
-        if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
+        if exc.code in (CONNECTION_CLOSED, PARSE_ERROR) or (
+            noted.broken and exc.code in (INTERNAL_ERROR, INVALID_REQUEST)
+        ):
             if connection is not None:
                 pool().discard(connection)
             await breaker.failed(endpoint.pk)
