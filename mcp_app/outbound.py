@@ -139,26 +139,6 @@ class GuardedBackend:
         await self._inner.sleep(seconds)
 
 
-# The transport errors of httpcore, raised again as httpx's of the same name (as httpx's own transport does);
-# httpcore2 and httpx2 have the same names.
-TRANSPORT_ERRORS = (
-    "TimeoutException",
-    "ConnectTimeout",
-    "ReadTimeout",
-    "WriteTimeout",
-    "PoolTimeout",
-    "NetworkError",
-    "ConnectError",
-    "ReadError",
-    "WriteError",
-    "ProxyError",
-    "UnsupportedProtocol",
-    "ProtocolError",
-    "LocalProtocolError",
-    "RemoteProtocolError",
-)
-
-
 class ResponseTooLarge(Exception):
     """A reply went past the bound its transport was made with."""
 
@@ -186,8 +166,11 @@ class GuardedTransport:
         on_too_large: Callable[[], None] | None = None,
     ) -> None:
         self._client, self._core = client, core
+        # The core's errors raised again as the client's of the same name, as the client's own transport does.
         self._errors: dict[type[Exception], type[Exception]] = {
-            getattr(core, name): getattr(client, name) for name in TRANSPORT_ERRORS
+            error: getattr(client, name)
+            for name, error in vars(core).items()
+            if isinstance(error, type) and issubclass(error, Exception) and hasattr(client, name)
         }
         self._limit, self._on_too_large = max_response_bytes, on_too_large
         self.pool = core.AsyncConnectionPool(

@@ -14,19 +14,10 @@ upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party na
    ``edge_limits.LimitedHTTPChannel`` connections, a subclass of Twisted's ``HTTPChannel`` that relies on the
    private names ``edge_limits`` lists (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``).
 3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default), two levers that cut daphne's own cost per
-   request (``docs/performance.md`` has what they are worth):
-
-   - *Finished requests linger.* daphne keeps every request (``WebRequest``) in ``Server.connections`` until its
-     ``application_checker`` sweep, which runs once a second and walks the whole table: at 2,000 req/s, 2,000
-     finished requests alive at once, one long sweep a second and more work for the cyclic garbage collector.
-     An entry is reaped the moment both its application future is done and the request is finished (a
-     done-callback on the future, a check in ``protocol_disconnected``), with exactly the sweep's handling of the
-     outcome (``reap``). The sweep still runs, for its other duty: cancelling applications that outlive
-     ``application_close_timeout``.
-   - *Every POST's Content-Type is parsed as a form.* Twisted's ``Request.requestReceived`` runs
-     ``_parseContentType`` (an ``email.message.EmailMessage`` per request) on every POST with a body, to fill
-     ``request.args``, which daphne never reads (Django parses forms itself): Twisted's own switch,
-     ``parsePOSTFormSubmission``, is set off for daphne's requests.
+   request (``docs/performance.md``: what they do and are worth): a finished request is dropped from daphne's
+   ``Server.connections`` as soon as its application is done and its response finished (``reap``: the
+   ``application_checker`` sweep's handling, done at once, instead of once a second over the whole table), and
+   Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests (daphne never reads ``request.args``).
 """
 
 from __future__ import annotations
@@ -49,11 +40,6 @@ SERVER_METHODS = ("create_application", "protocol_disconnected", "application_ch
 def _version(text: str) -> tuple[int, int]:
     major, minor, *_ = (int(part) if part.isdigit() else 0 for part in [*text.split("."), "0"])
     return major, minor
-
-
-def _span(span: tuple[tuple[int, int], tuple[int, int]]) -> str:
-    (low_major, low_minor), (high_major, high_minor) = span
-    return f"{low_major}.{low_minor}-{high_major}.{high_minor}"
 
 
 def versions_supported() -> bool:
@@ -88,11 +74,6 @@ def internals_missing() -> list[str]:
     if not issubclass(HTTPFactory, twisted_http.HTTPFactory):
         missing.append("daphne's HTTPFactory is not a twisted HTTPFactory")
     missing += [f"Server.{name}" for name in SERVER_METHODS if not callable(getattr(Server, name, None))]
-    if not callable(getattr(twisted_http.Request, "requestReceived", None)):
-        missing.append("Request.requestReceived")
-    else:
-        if "_parsePOSTFormSubmission" not in twisted_http.Request.requestReceived.__code__.co_names:
-            missing.append("Request.requestReceived no longer reads _parsePOSTFormSubmission")
     if not missing:
         # Server.create_application keeps the future under "application_instance", the checker reads it there.
         for name in ("create_application", "application_checker"):
@@ -213,8 +194,8 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
     if not versions_supported():
         logger.warning(
             "daphne left as it is: verified on daphne %s and Twisted %s, found daphne %s and Twisted %s",
-            _span(VERIFIED_DAPHNE),
-            _span(VERIFIED_TWISTED),
+            VERIFIED_DAPHNE,
+            VERIFIED_TWISTED,
             daphne.__version__,
             twisted.__version__,
         )

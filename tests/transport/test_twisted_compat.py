@@ -88,7 +88,8 @@ def test_an_unsupported_version_is_refused_once_with_a_log_line(
         assert twisted_compat.install(edge_limits=True, daphne_tuning=True) is False
         assert twisted_compat.install(edge_limits=True, daphne_tuning=True) is False
     assert [record.getMessage() for record in caplog.records].count(
-        "daphne left as it is: verified on daphne 4.2-4.3 and Twisted 24.7-27.0, found daphne 5.0.0 and "
+        "daphne left as it is: verified on daphne ((4, 2), (4, 3)) and Twisted ((24, 7), (27, 0)), found daphne 5.0.0 "
+        "and "
         f"Twisted {twisted.__version__}"
     ) == 1
     assert not getattr(Server, "_mcp_tuned", False)
