@@ -270,7 +270,7 @@ async def call_tool(
                 return await _start_exchange(connection, target, arguments, call, relay, limit)
             return await _legacy_call(connection, target, arguments, call, relay)
 
-        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange, call)
+        answer = await _guarded(endpoint, limit, tool_name, exchange, call)
     except UpstreamFailure as failure:
         return _stamp(failure_result(failure.code, failure.message), endpoint, started)
     finally:
@@ -595,43 +595,32 @@ def _declined(method: str) -> dict[str, Any]:
 # Resources and prompts -------------------------------------------------------------------------------------------
 
 
-async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallContext) -> dict[str, Any]:
-    endpoint = target.endpoint
-    relay = CallRelay(call)
-    token = current.set(relay)
+async def _fetch(
+    endpoint: UpstreamEndpoint, what: str, call: CallContext, fetch: Callable[[Any], Awaitable[Any]]
+) -> dict[str, Any]:
+    """``fetch`` (of the SDK's session) on the upstream, guarded: its result, or its failure as a JSON-RPC error."""
+    token = current.set(CallRelay(call))
     try:
 
         async def exchange(connection: Connection) -> dict[str, Any]:
-            return _dump(await connection.client.session.read_resource(uri))
+            return _dump(await fetch(connection.client.session))
 
         result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), f"resources/read {uri}", exchange, call
+            endpoint, effective_timeout(endpoint.timeout_seconds), what, exchange, call
         )
         return result
     except UpstreamFailure as failure:
         raise ProtocolError(failure.message, {"code": failure.code}) from failure
     finally:
         current.reset(token)
+
+
+async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallContext) -> dict[str, Any]:
+    return await _fetch(target.endpoint, f"resources/read {uri}", call, lambda session: session.read_resource(uri))
 
 
 async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], call: CallContext) -> dict[str, Any]:
-    endpoint = target.endpoint
-    relay = CallRelay(call)
-    token = current.set(relay)
-    try:
-
-        async def exchange(connection: Connection) -> dict[str, Any]:
-            return _dump(await connection.client.session.get_prompt(target.remote_name, arguments))
-
-        result: dict[str, Any] = await _guarded(
-            endpoint,
-            effective_timeout(endpoint.timeout_seconds),
-            f"prompts/get {target.remote_name}",
-            exchange,
-            call,
-        )
-        return result
-    except UpstreamFailure as failure:
-        raise ProtocolError(failure.message, {"code": failure.code}) from failure
-    finally:
-        current.reset(token)
+    name = target.remote_name
+    return await _fetch(
+        target.endpoint, f"prompts/get {name}", call, lambda session: session.get_prompt(name, arguments)
+    )

@@ -42,14 +42,12 @@ Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RE
 
 Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
 connection or a 401/429 (not for every connection of a process that holds tens of thousands), and every
-``PRESSURE_CHECK_SECONDS`` for as long as they are short. Issue 25: one
-agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused connections open, and another tenant
-failed 92 of 92 requests.
+``PRESSURE_CHECK_SECONDS`` for as long as they are short (``docs/reliability.md``).
 
 ``twisted_compat.install`` makes daphne's ``HTTPFactory`` build these channels (``channel_class()``), behind
 ``MCP_APP["EDGE_LIMITS"]`` (on by default), on the Twisted and daphne versions they were verified on and only
-when the private names they use (``twisted_compat.CHANNEL_INTERNALS``) are there. Behind a reverse proxy, set
-the proxy's own body limit too (nginx ``client_max_body_size``).
+when the private names listed here (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``) are
+there. Behind a reverse proxy, set the proxy's own body limit too (nginx ``client_max_body_size``).
 """
 
 from __future__ import annotations
