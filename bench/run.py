@@ -6,7 +6,7 @@ consumer on daphne (the floor of our stack, ``bench/channels_floor.py``), the of
 ``bench/sdk_server.py``) stateful and stateless-JSON under uvicorn, and mcp-host (``mcp_host.asgi:application``)
 under daphne and under uvicorn, on SQLite with the in-memory layer and, when ``DATABASE_URL`` and ``REDIS_URL``
 are set, on PostgreSQL + Redis as well. With ``--levers`` (the default) the bare app, the floor and mcp-host on
-daphne also run with the daphne/Twisted levers of ``mcp_app/transport/daphne_tuning.py``.
+daphne also run with the daphne/Twisted levers of ``mcp_app/transport/twisted_compat.py``.
 
 The load generator (``bench.load``, this process, pinned to ``--client-core``) then runs, for each round, each
 concurrency and each server (in an order rotated every round), the server's scenarios: ``tools/call`` of

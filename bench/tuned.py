@@ -1,8 +1,8 @@
-"""The bench apps with the daphne/Twisted levers of ``mcp_app.transport.daphne_tuning`` applied.
+"""The bench apps with the daphne/Twisted levers of ``mcp_app.transport.twisted_compat`` (daphne tuning) applied.
 
 ``daphne bench.tuned:baseline`` is the bare ASGI app and ``daphne bench.tuned:channels_floor`` the Channels floor,
 each with both levers on (mcp-host gets them from ``MCP_DAPHNE_TUNING=1``). ``install()`` refuses (and logs why)
-outside the daphne/Twisted versions it was written for, so these rows then measure plain daphne.
+outside the daphne/Twisted versions they were verified on, so these rows then measure plain daphne.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench.baseline_app import application as baseline
-from mcp_app.transport import daphne_tuning
+from mcp_app.transport import twisted_compat
 
-TUNED = daphne_tuning.install()
+TUNED = twisted_compat.install(edge_limits=False, daphne_tuning=True)
 
 
 async def channels_floor(scope: Any, receive: Any, send: Any) -> None:

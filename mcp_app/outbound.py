@@ -13,6 +13,8 @@ again, so a DNS answer that changes in between cannot redirect it), while TLS st
 the URL's host name (the pool starts TLS with the URL's host as SNI; only the socket is pinned). It is written
 once for both cores: ``httpcore`` (httpx; webhooks) and ``httpcore2`` (httpx2, the ``mcp`` SDK's client;
 upstreams). A refused host raises ``netguard.ForbiddenAddress`` from the request, before any socket is opened.
+``GuardedTransport`` is the transport of mcp-host's own over such a pool, for either client (httpx's public
+transport interface; nothing of httpx's transports is replaced).
 
 - ``webhook_transport()``: what one webhook call uses, an httpx transport with one connection, no keep-alive and
   no proxy from the environment (a fresh one per call, so no connection is shared across tenants).
@@ -30,9 +32,10 @@ runtime), response size bounds (each caller's), pooling of upstream clients (``m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -136,24 +139,122 @@ class GuardedBackend:
         await self._inner.sleep(seconds)
 
 
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx's transport over a connection pool whose every connection goes through ``GuardedBackend``: one
-    connection, no keep-alive, no proxy from the environment. What one webhook call uses."""
+class ResponseTooLarge(Exception):
+    """A reply went past the bound its transport was made with."""
 
-    def __init__(self, allow: Sequence[AllowEntry], resolve: Resolver | None = None) -> None:
-        context = ssl_context()
-        super().__init__(verify=context, trust_env=False)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=context,
-            max_connections=1,
-            max_keepalive_connections=0,
-            network_backend=cast(httpcore.AsyncNetworkBackend, GuardedBackend(httpcore, allow, resolve)),
+
+class GuardedTransport:
+    """A transport of mcp-host's own for an httpx client, over an httpcore connection pool whose every
+    connection goes through ``GuardedBackend`` (``client`` and ``core``: httpx and httpcore, or httpx2 and
+    httpcore2). It has the interface of ``client.AsyncBaseTransport``, which the clients call and nothing else,
+    without inheriting from it, so that one class serves both. By default one connection, no keep-alive (what
+    one webhook call or one client metadata document uses). Replies stop at ``max_response_bytes``
+    (``ResponseTooLarge``; ``on_too_large`` is called first, in the request's context); in an event stream the
+    bound is per event and only noted (``on_too_large``): the client's own bound on events ends the stream."""
+
+    def __init__(
+        self,
+        allow: Sequence[AllowEntry],
+        *,
+        client: ModuleType = httpx,
+        core: ModuleType = httpcore,
+        resolve: Resolver | None = None,
+        max_connections: int = 1,
+        max_keepalive_connections: int = 0,
+        keepalive_expiry: float | None = None,
+        max_response_bytes: int | None = None,
+        on_too_large: Callable[[], None] | None = None,
+    ) -> None:
+        self._client, self._core = client, core
+        # The core's errors raised again as the client's of the same name, as the client's own transport does.
+        self._errors: dict[type[Exception], type[Exception]] = {
+            error: getattr(client, name)
+            for name, error in vars(core).items()
+            if isinstance(error, type) and issubclass(error, Exception) and hasattr(client, name)
+        }
+        self._limit, self._on_too_large = max_response_bytes, on_too_large
+        self.pool = core.AsyncConnectionPool(
+            ssl_context=ssl_context(),
+            max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
+            keepalive_expiry=keepalive_expiry,
+            network_backend=GuardedBackend(core, allow, resolve),
         )
 
+    @contextlib.contextmanager
+    def _mapped(self) -> Iterator[None]:
+        try:
+            yield
+        except tuple(self._errors) as exc:
+            kind = next(self._errors[base] for base in type(exc).__mro__ if base in self._errors)
+            raise kind(str(exc)) from exc
 
-def webhook_transport() -> GuardedTransport:
+    async def handle_async_request(self, request: Any) -> Any:
+        url = request.url
+        target = self._core.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path)
+        sent = self._core.Request(
+            method=request.method,
+            url=target,
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with self._mapped():
+            answer = await self.pool.handle_async_request(sent)
+        events = any(
+            name.lower() == b"content-type" and value.lower().startswith(b"text/event-stream")
+            for name, value in answer.headers
+        )
+        body = _body_class(self._client)(self, answer.stream, events)
+        return self._client.Response(
+            status_code=answer.status, headers=answer.headers, stream=body, extensions=answer.extensions
+        )
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+    async def __aenter__(self) -> GuardedTransport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@functools.cache
+def _body_class(client: ModuleType) -> type:
+    """The reply body of a ``GuardedTransport`` for ``client`` (a ``client.AsyncByteStream``)."""
+
+    class Body(client.AsyncByteStream):  # type: ignore[name-defined]
+        def __init__(self, transport: GuardedTransport, stream: Any, events: bool) -> None:
+            self._transport, self._stream, self._events = transport, stream, events
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            limit, seen = self._transport._limit, 0
+            with self._transport._mapped():
+                async for chunk in self._stream:
+                    if self._events:  # the largest event of the chunk, the one under way counted from its start
+                        events = chunk.replace(b"\r", b"").split(b"\n\n")
+                        largest = max([seen + len(events[0]), *map(len, events[1:])])
+                        seen = seen + len(events[0]) if len(events) == 1 else len(events[-1])
+                    else:
+                        seen += len(chunk)
+                        largest = seen
+                    if limit is not None and largest > limit:
+                        if self._transport._on_too_large is not None:
+                            self._transport._on_too_large()
+                        if not self._events:
+                            raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
+                    yield chunk
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    return Body
+
+
+def webhook_transport() -> httpx.AsyncBaseTransport:
     """A fresh guarded transport for one webhook call, against the ``"http_tool"`` allow-list."""
-    return GuardedTransport(allowed_networks("http_tool"))
+    return cast(httpx.AsyncBaseTransport, GuardedTransport(allowed_networks("http_tool")))
 
 
 # The SDK's defaults (mcp.shared._httpx_utils): a server may hold a response stream (SSE) open for long without
@@ -185,20 +286,21 @@ def upstream_http_client(
     ``max_calls`` connections (the caller admits no more calls at once) plus ``UPSTREAM_SPARE_CONNECTIONS``.
     ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
     ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
-    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply goes past that bound."""
+    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply or an event goes past that
+    bound."""
     # httpx2 comes with the mcp SDK, which only federation needs.
     import httpcore2
     import httpx2
 
-    context = ssl_context()
-    transport = httpx2.AsyncHTTPTransport(verify=context, trust_env=False)
-    # The transport's pool replaced by one over the guarded backend, as GuardedTransport does for httpx.
-    transport._pool = httpcore2.AsyncConnectionPool(
-        ssl_context=context,
+    transport = GuardedTransport(
+        allowed_networks("upstream"),
+        client=httpx2,
+        core=httpcore2,
         max_connections=max_calls + UPSTREAM_SPARE_CONNECTIONS,
         max_keepalive_connections=UPSTREAM_MAX_KEEPALIVE_CONNECTIONS,
         keepalive_expiry=UPSTREAM_KEEPALIVE_SECONDS,
-        network_backend=cast(httpcore2.AsyncNetworkBackend, GuardedBackend(httpcore2, allowed_networks("upstream"))),
+        max_response_bytes=max_response_bytes,
+        on_too_large=on_too_large,
     )
     return httpx2.AsyncClient(
         headers=headers,
@@ -209,45 +311,7 @@ def upstream_http_client(
             pool=connect_timeout,
         ),
         auth=auth,
-        transport=transport if max_response_bytes is None else _bounded(transport, max_response_bytes, on_too_large),
+        transport=cast("httpx2.AsyncBaseTransport", transport),
         follow_redirects=False,
         trust_env=False,
     )
-
-
-class ResponseTooLarge(Exception):
-    """A reply went past the bound its client was made with."""
-
-
-def _bounded(inner: Any, limit: int, on_too_large: Callable[[], None] | None = None) -> Any:
-    """``inner`` (an httpx2 transport) whose replies, other than event streams, stop at ``limit`` bytes."""
-    import httpx2
-
-    class Bounded(httpx2.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            response = await inner.handle_async_request(request)
-            if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
-                return response
-            stream = response.stream
-
-            class Counted(httpx2.AsyncByteStream):
-                async def __aiter__(self) -> Any:
-                    seen = 0
-                    async for chunk in stream:
-                        seen += len(chunk)
-                        if seen > limit:
-                            if on_too_large is not None:
-                                on_too_large()
-                            raise ResponseTooLarge(f"the reply is larger than {limit} bytes")
-                        yield chunk
-
-                async def aclose(self) -> None:
-                    await stream.aclose()
-
-            response.stream = Counted()
-            return response
-
-        async def aclose(self) -> None:
-            await inner.aclose()
-
-    return Bounded()

@@ -22,7 +22,7 @@ from django.urls import re_path  # noqa: E402
 
 from mcp_app.conf import mcp_settings  # noqa: E402
 from mcp_app.runtime.durable import recover_orphaned_tasks  # noqa: E402
-from mcp_app.transport import daphne_tuning, edge_limits, reason_phrases  # noqa: E402
+from mcp_app.transport import twisted_compat  # noqa: E402
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
 from mcp_app.workers.liveness import start_sweeping  # noqa: E402
 
@@ -31,14 +31,10 @@ from mcp_app.workers.liveness import start_sweeping  # noqa: E402
 recover_orphaned_tasks()
 if os.environ.get("MCP_LIVENESS_SWEEP", "1") != "0":  # "0": the test runner, which imports this module in-process
     start_sweeping()
-# "429 Too Many Requests", not Twisted's "429 Unknown Status" (see mcp_app.transport.reason_phrases).
-reason_phrases.install()
-# 414/431/413/408 and one Host, answered by daphne before the application (see mcp_app.transport.edge_limits).
-if mcp_settings.EDGE_LIMITS:
-    edge_limits.install()
-# Reap finished requests at once, skip Twisted's form parsing (version-guarded; see docs/performance.md).
-if mcp_settings.DAPHNE_TUNING:
-    daphne_tuning.install()
+# "429 Too Many Requests", not Twisted's "429 Unknown Status"; 414/431/413/408 and one Host, answered by daphne
+# before the application (mcp_app.transport.edge_limits); with DAPHNE_TUNING, finished requests reaped at once and
+# no form parsing (docs/performance.md). Version-guarded: see mcp_app.transport.twisted_compat.
+twisted_compat.install(edge_limits=mcp_settings.EDGE_LIMITS, daphne_tuning=mcp_settings.DAPHNE_TUNING)
 
 application = ProtocolTypeRouter({"http": URLRouter([*http_urlpatterns, re_path(r"", django_application)])})
 

@@ -66,11 +66,6 @@ logger = logging.getLogger("mcp_app.federation")
 
 META_KEY = "dev.mcp-host/upstream"
 MAX_INPUT_ROUNDS = 8
-# JSON-RPC codes the SDK's transport makes up for a failed exchange (not the upstream's own answers).
-_CONNECTION_CLOSED = -32000
-_SSE_TOO_LARGE = "byte limit"  # httpx2's SSEError: "Server-sent event exceeded the N byte limit."
-_REDIRECT = "Redirect to "  # the SDK's message for a redirect it did not follow (code -32600)
-_TRANSPORT_MESSAGES = ("Server returned an error response", "SSE stream", "Failed to parse", "Unexpected content type")
 
 
 class UpstreamFailure(Exception):
@@ -146,6 +141,7 @@ async def _guarded(
     (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
     JSON-RPC error), or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
     admission = await breaker.admit(endpoint.pk)
     if not admission.allowed:
@@ -184,14 +180,16 @@ async def _guarded(
         await breaker.failed(endpoint.pk)
         raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
     except MCPError as exc:
-        if noted.too_large or _SSE_TOO_LARGE in exc.message:
+        # The SDK's codes for an exchange that failed (not the upstream's own answers), told apart from the
+        # upstream's errors of the same codes by what the transport saw (``Trouble``).
+        if noted.too_large:
             await breaker.failed(endpoint.pk)
             raise UpstreamFailure(
                 "UPSTREAM_TOO_LARGE",
                 f"Upstream {endpoint.name} answered {what} with more than "
                 f"{mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES} bytes, the most mcp-host accepts",
             ) from exc
-        if exc.message.startswith(_REDIRECT):
+        if noted.redirected and exc.code == INVALID_REQUEST:
             # The SDK's message names the target, which may carry what the upstream did not mean to show.
             await breaker.failed(endpoint.pk)
             raise UpstreamFailure(
@@ -199,7 +197,9 @@ async def _guarded(
                 f"Upstream {endpoint.name} answered {what} with a redirect, which mcp-host does not follow: "
                 "its URL must be the MCP endpoint itself",
             ) from exc
-        if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
+        if exc.code in (CONNECTION_CLOSED, PARSE_ERROR) or (
+            noted.broken and exc.code in (INTERNAL_ERROR, INVALID_REQUEST)
+        ):
             if connection is not None:
                 pool().discard(connection)
             await breaker.failed(endpoint.pk)
@@ -266,7 +266,7 @@ async def call_tool(
                 return await _start_exchange(connection, target, arguments, call, relay, limit)
             return await _legacy_call(connection, target, arguments, call, relay)
 
-        answer = await _guarded(endpoint, limit, f"{tool_name}", exchange, call)
+        answer = await _guarded(endpoint, limit, tool_name, exchange, call)
     except UpstreamFailure as failure:
         return _stamp(failure_result(failure.code, failure.message), endpoint, started)
     finally:
@@ -591,26 +591,15 @@ def _declined(method: str) -> dict[str, Any]:
 # Resources and prompts -------------------------------------------------------------------------------------------
 
 
-async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallContext) -> dict[str, Any]:
-    return await _request(target.endpoint, f"resources/read {uri}", lambda c: c.client.session.read_resource(uri), call)
-
-
-async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], call: CallContext) -> dict[str, Any]:
-    name = target.remote_name
-    return await _request(
-        target.endpoint, f"prompts/get {name}", lambda c: c.client.session.get_prompt(name, arguments), call
-    )
-
-
-async def _request(
-    endpoint: UpstreamEndpoint, what: str, send: Callable[[Connection], Awaitable[Any]], call: CallContext
+async def _fetch(
+    endpoint: UpstreamEndpoint, what: str, call: CallContext, fetch: Callable[[Any], Awaitable[Any]]
 ) -> dict[str, Any]:
-    """One guarded request whose answer is the result (a failure is a ``ProtocolError`` carrying its code)."""
+    """``fetch`` (of the SDK's session) on the upstream, guarded: its result, or its failure as a JSON-RPC error."""
     token = current.set(CallRelay(call))
     try:
 
         async def exchange(connection: Connection) -> dict[str, Any]:
-            return _dump(await send(connection))
+            return _dump(await fetch(connection.client.session))
 
         result: dict[str, Any] = await _guarded(
             endpoint, effective_timeout(endpoint.timeout_seconds), what, exchange, call
@@ -620,3 +609,14 @@ async def _request(
         raise ProtocolError(failure.message, {"code": failure.code}) from failure
     finally:
         current.reset(token)
+
+
+async def read_resource(target: UpstreamResourceTarget, uri: str, call: CallContext) -> dict[str, Any]:
+    return await _fetch(target.endpoint, f"resources/read {uri}", call, lambda session: session.read_resource(uri))
+
+
+async def get_prompt(target: UpstreamPromptTarget, arguments: dict[str, str], call: CallContext) -> dict[str, Any]:
+    name = target.remote_name
+    return await _fetch(
+        target.endpoint, f"prompts/get {name}", call, lambda session: session.get_prompt(name, arguments)
+    )

@@ -50,11 +50,16 @@ _negotiated: dict[tuple[int, str], tuple[str, types.DiscoverResult | None]] = {}
 
 @dataclass
 class Trouble:
-    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only vaguely (a reply
-    past ``UPSTREAM_MAX_RESPONSE_BYTES`` surfaces as "Connection closed"). A call sets ``trouble`` to its own;
-    the transport's hooks run in the calling task's context and note it there."""
+    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only by its generic
+    codes (``mcp_types``): a reply or an event past ``UPSTREAM_MAX_RESPONSE_BYTES`` (``CONNECTION_CLOSED``), a
+    redirect it did not follow (``INVALID_REQUEST``), an answer to a POST that is no JSON-RPC at all (an error
+    status other than 404 without a JSON body, ``INTERNAL_ERROR``; a success that is neither JSON nor an event
+    stream, ``INVALID_REQUEST``). A call sets ``trouble`` to its own; the transport's hooks run in the calling
+    task's context and note it there."""
 
     too_large: bool = False
+    redirected: bool = False
+    broken: bool = False
 
 
 trouble: contextvars.ContextVar[Trouble | None] = contextvars.ContextVar("mcp_app.federation.trouble", default=None)
@@ -64,6 +69,17 @@ def _note_too_large() -> None:
     noted = trouble.get()
     if noted is not None:
         noted.too_large = True
+
+
+async def _note_answer(response: Any) -> None:
+    noted = trouble.get()
+    if noted is None or response.request.method != "POST":
+        return
+    status, kind = response.status_code, response.headers.get("content-type", "").lower()
+    failed = status >= 400 and status != 404 and not kind.startswith("application/json")
+    odd = status < 300 and status != 202 and not kind.startswith(("application/json", "text/event-stream"))
+    noted.redirected = noted.redirected or 300 <= status < 400
+    noted.broken = noted.broken or failed or odd
 
 
 class UpstreamUnavailable(Exception):
@@ -193,7 +209,7 @@ async def open_client(
         if response.status_code in (401, 403, 404) or response.status_code >= 500:
             refusals.append(response.status_code)
 
-    http.event_hooks["response"].append(note_refusal)
+    http.event_hooks["response"] += [note_refusal, _note_answer]
     async with http:
         mode, prior = _negotiated.get(endpoint.key, ("auto", None))
         if endpoint.era == ERA_HANDSHAKE:

@@ -4,7 +4,8 @@ DOT decides when to fetch (a ``client_id`` that is an HTTPS URL, not yet known o
 failed, checks the document (``client_id`` equal to its URL, a public client, its ``redirect_uris``) and caches
 the client by the document's ``Cache-Control``. This fetcher owns the fetch itself:
 
-- the URL by DOT's rules (HTTPS, a host and a path, no credentials, fragment or dot segments);
+- the URL by the draft's rules (HTTPS, a host, a valid port and a path, no credentials, fragment or dot
+  segments), checked here: DOT checks it inside its own fetcher, which this one replaces;
 - the connection through ``outbound.GuardedTransport`` against ``outbound.allowed_networks("cimd")``: every
   address the host resolves to must pass ``netguard`` (loopback, private, link-local, metadata and other
   non-public ranges refused unless ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]`` or ``OAUTH_CIMD_ALLOWED_NETWORKS``
@@ -17,8 +18,12 @@ the client by the document's ``Cache-Control``. This fetcher owns the fetch itse
   for a slot within their deadline): a slow host holds its own slots only, never those of other clients'
   hosts. DOT's global in-flight cap is off (``provider_settings``);
 - the answer: 200, a JSON media type (``application/json`` or ``application/*+json``), at most
-  ``CIMD_MAX_DOCUMENT_SIZE`` bytes (never read past it), a JSON object. Its cache lifetime is DOT's reading of
-  ``Cache-Control``.
+  ``CIMD_MAX_DOCUMENT_SIZE`` bytes (never read past it), a JSON object. Its cache lifetime is its
+  ``Cache-Control``'s (``max-age``; ``no-store``/``no-cache`` the least), between DOT's
+  ``CIMD_METADATA_MIN_AGE_SECONDS`` and ``CIMD_METADATA_MAX_AGE_SECONDS``.
+
+It is configured through DOT's documented ``CIMD_METADATA_FETCHER`` setting (``provider_settings``) and uses only
+DOT's public names (``CIMDError``, ``oauth2_settings``).
 
 What the document says about the client (its URL, its logo) is kept for the consent page.
 """
@@ -28,10 +33,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 import httpx
 from oauth2_provider import cimd
@@ -41,6 +48,7 @@ from .. import netguard, outbound
 from ..conf import mcp_settings
 
 HEADERS = {"Accept": "application/json, application/*+json", "Accept-Encoding": "identity"}
+MAX_AGE = re.compile(r"max-age\s*=\s*(\d+)", re.IGNORECASE)
 
 _slots = threading.Condition()
 _in_flight: dict[str, int] = {}  # fetches under way per host, in this process
@@ -67,10 +75,35 @@ def host_slot(host: str, deadline: float) -> Iterator[None]:
             _slots.notify_all()
 
 
+def client_id_host(client_id: str) -> str:
+    """The host of ``client_id`` if it is a valid client ID URL (the module docstring), else ``CIMDError``."""
+    parts = urlsplit(client_id)
+    try:
+        parts.port  # noqa: B018  (an out-of-range port raises on access)
+    except ValueError as exc:
+        raise cimd.CIMDError("client_id URL has an invalid port") from exc
+    segments = parts.path.split("/")
+    if parts.scheme != "https" or not parts.hostname or not parts.path or "." in segments or ".." in segments:
+        raise cimd.CIMDError("client_id must be an https URL with a host and a path, without dot segments")
+    if parts.username is not None or parts.password is not None or parts.fragment:
+        raise cimd.CIMDError("client_id URL must not carry credentials or a fragment")
+    return parts.hostname.lower()
+
+
+def max_age(cache_control: str | None) -> int:
+    """How long a document is cached, by its ``Cache-Control`` (the module docstring)."""
+    floor = int(oauth2_settings.CIMD_METADATA_MIN_AGE_SECONDS)
+    ceiling = int(oauth2_settings.CIMD_METADATA_MAX_AGE_SECONDS)
+    lowered = (cache_control or "").lower()
+    found = MAX_AGE.search(lowered)
+    age = floor if "no-store" in lowered or "no-cache" in lowered else int(found.group(1)) if found else ceiling
+    return max(floor, min(age, ceiling))
+
+
 async def _get(url: str, max_size: int, timeout: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
     """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step; the caller
     bounds the whole."""
-    transport = outbound.GuardedTransport(outbound.allowed_networks("cimd"))
+    transport = cast(httpx.AsyncBaseTransport, outbound.GuardedTransport(outbound.allowed_networks("cimd")))
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
     async with client, client.stream("GET", url, headers=HEADERS) as response:
         if response.headers.get("content-encoding", "identity").lower() != "identity":
@@ -99,8 +132,7 @@ def fetch_document(client_id: str) -> tuple[dict[str, Any], int]:
     docstring for the bounds."""
     timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
     deadline = time.monotonic() + timeout
-    parsed = cimd._validate_client_id_url(client_id)
-    with host_slot((parsed.hostname or "").lower(), deadline):
+    with host_slot(client_id_host(client_id), deadline):
 
         async def bounded() -> tuple[Any, str | None]:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
@@ -116,12 +148,12 @@ def fetch_document(client_id: str) -> tuple[dict[str, Any], int]:
             raise cimd.CIMDError(f"could not fetch client_id document: {exc!r}") from exc
     if not isinstance(data, dict):
         raise cimd.CIMDError("client_id document must be a JSON object")
-    return data, cimd._effective_max_age(cache_control)
+    return data, max_age(cache_control)
 
 
-class NetguardMetadataFetcher(cimd.SafeMetadataFetcher):
-    """DOT's fetcher interface (``fetch(client_id) -> (metadata, max_age)``) over ``fetch_document``; the
-    client's stated URL and logo are kept for the consent page."""
+class NetguardMetadataFetcher:
+    """DOT's documented fetcher contract (``CIMD_METADATA_FETCHER``: ``fetch(client_id) -> (metadata, max_age)``
+    or ``CIMDError``) over ``fetch_document``; the client's stated URL and logo are kept for the consent page."""
 
     def fetch(self, client_id: str) -> Any:
         metadata, max_age = fetch_document(client_id)

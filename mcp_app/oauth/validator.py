@@ -5,7 +5,9 @@ name exactly one OAuth-enabled MCP server of this origin that the user has conse
 still use (``may_consent``: a withdrawn consent, a deactivated user, a removed or downgraded member, a server's
 open consent switched off or a disabled server refuse a code exchange and a refresh with ``invalid_grant``).
 
-Each access token DOT saves is mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``):
+Everything is added through DOT's public hooks (the ``OAuth2Validator`` methods oauthlib calls:
+``validate_redirect_uri``, ``validate_code``, ``validate_refresh_token``, ``save_bearer_token``), none of its
+private ones. Each access token DOT saves is mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``):
 same digest, same expiry, the consent's grant, scoped to that one server. Access tokens look like agent tokens
 (``mcp_<prefix>_<secret>``, ``access_token``) so the request path tells them apart only by their mirror.
 
@@ -28,7 +30,7 @@ from urllib.parse import urlsplit
 from django.core.cache import cache
 from django.db import router, transaction
 from django.http import HttpRequest
-from oauth2_provider.models import get_grant_model, get_refresh_token_model
+from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
@@ -107,57 +109,62 @@ class McpOAuth2Validator(OAuth2Validator):
             get_refresh_token_model().revoke_family(family)  # deletes the access tokens: their mirrors follow
         return False
 
-    def _create_refresh_token(
-        self, request: Any, refresh_token_code: str, access_token: Any, previous_refresh_token: Any
-    ) -> Any:
-        created = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
-        if request.grant_type == "authorization_code":
-            timeout = oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS
-            cache.set(redeemed_code_key(request.code), created.token_family, timeout=timeout)
-        return created
-
-    def _check_and_set_request_resource(self, request: Any) -> None:
-        if request.grant_type in ("authorization_code", "refresh_token") and not getattr(request, "resource", None):
+    def save_bearer_token(self, token: dict[str, Any], request: Any, *args: Any, **kwargs: Any) -> Any:
+        """DOT's save (oauthlib's public hook), in one transaction with what an MCP server adds for the code and
+        refresh grants: the ``resource`` required and checked (``consent_for``), the access token mirrored as an
+        agent token of the consent, and the code's token family remembered (the module docstring). DOT has
+        normalised ``request.resource`` by then (a repeated parameter, a value inherited from the grant)."""
+        mirrored = request.grant_type in ("authorization_code", "refresh_token")
+        if mirrored and not getattr(request, "resource", None):
             raise errors.CustomOAuth2Error(
                 error="invalid_target",
                 description="The resource parameter (RFC 8707) is required: the MCP server's URL.",
                 request=request,
             )
-        super()._check_and_set_request_resource(request)
-        if request.grant_type not in ("authorization_code", "refresh_token"):
-            return
-        server = target_server(list(request.resource), _origin(request))
-        if server is None:
-            raise errors.CustomOAuth2Error(
-                error="invalid_target",
-                description="The resource must be the URL of exactly one MCP server of this site.",
-                request=request,
+        with transaction.atomic(using=router.db_for_write(get_access_token_model())):
+            saved = super().save_bearer_token(token, request, *args, **kwargs)
+            if not mirrored:
+                return saved
+            consent = consent_for(request)
+            raw = token["access_token"]
+            digest = credential_digest(raw)
+            issued = (
+                get_access_token_model()
+                .objects.filter(token_checksum=digest)
+                .values("expires", "refresh_token__token_family")
+                .first()
             )
-        user = request.user
-        consent = (
-            OAuthConsent.objects.filter(user=user, application=request.client, server=server)
-            .select_related("agent", "application", "server")
-            .first()
-            if user is not None and user.is_active
-            else None
-        )
-        if consent is None or not consent.agent.is_active:
-            raise errors.InvalidGrantError(description="No consent for this client on this server.", request=request)
-        if not may_consent(user, server):
-            raise errors.InvalidGrantError(
-                description="This account may no longer use this MCP server (membership, role or the server's "
-                "consent setting changed).",
-                request=request,
-            )
-        request.mcp_consent = consent
+            if issued is not None:  # else DOT handed back a token it had issued (and we mirrored) before
+                consent.issue_token(digest, raw.split("_")[1][:PREFIX_HEX_CHARS], issued["expires"])
+                if request.grant_type == "authorization_code":
+                    timeout = oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS
+                    cache.set(redeemed_code_key(request.code), issued["refresh_token__token_family"], timeout=timeout)
+        return saved
 
-    def _create_access_token(
-        self, expires: Any, request: Any, token: dict[str, Any], source_refresh_token: Any = None
-    ) -> Any:
-        created = super()._create_access_token(expires, request, token, source_refresh_token)
-        raw = token["access_token"]
-        consent: OAuthConsent | None = getattr(request, "mcp_consent", None)
-        if consent is not None:
-            prefix = raw.split("_")[1][:PREFIX_HEX_CHARS]
-            consent.issue_token(credential_digest(raw), prefix, expires)
-        return created
+
+def consent_for(request: Any) -> OAuthConsent:
+    """The consent the token request's one ``resource`` names, its user still eligible; else an OAuth error."""
+    server = target_server(list(request.resource), _origin(request))
+    if server is None:
+        raise errors.CustomOAuth2Error(
+            error="invalid_target",
+            description="The resource must be the URL of exactly one MCP server of this site.",
+            request=request,
+        )
+    user = request.user
+    consent = (
+        OAuthConsent.objects.filter(user=user, application=request.client, server=server)
+        .select_related("agent", "application", "server")
+        .first()
+        if user is not None and user.is_active
+        else None
+    )
+    if consent is None or not consent.agent.is_active:
+        raise errors.InvalidGrantError(description="No consent for this client on this server.", request=request)
+    if not may_consent(user, server):
+        raise errors.InvalidGrantError(
+            description="This account may no longer use this MCP server (membership, role or the server's "
+            "consent setting changed).",
+            request=request,
+        )
+    return consent

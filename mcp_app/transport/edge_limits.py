@@ -28,10 +28,10 @@ Two bounds on what daphne writes:
   application hears ``http.disconnect`` as for any client that went away (a resumable stream's call goes on and
   its events wait in the event store).
 - **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (its buffer
-  is full: the client is not keeping up), the response's chunks are held by the channel instead of queuing in the
-  transport, and a ``notifications/progress`` for a progress token replaces the one of that token still held
-  (latest wins, at the newest one's place). Every other event, comment and byte is kept, in order. The held
-  bytes count as pending and leave, in order, when the transport asks for more (``resumeProducing``).
+  is full: the client is not keeping up), the response's chunks are held by the channel in a
+  ``coalescing.Backlog`` instead of queuing in the transport (a newer progress of a token replaces the held one;
+  everything else keeps its order). The held bytes count as pending and leave, in order, when the transport asks
+  for more (``resumeProducing``).
 
 Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RESERVE`` left under
 ``RLIMIT_NOFILE``), connections give their descriptors back instead of holding them for ``IDLE_TIMEOUT_SECONDS``:
@@ -42,15 +42,12 @@ Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RE
 
 Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
 connection or a 401/429 (not for every connection of a process that holds tens of thousands), and every
-``PRESSURE_CHECK_SECONDS`` for as long as they are short. Issue 25: one
-agent's 1,100 stream attempts under ``ulimit -n 1024`` kept their refused connections open, and another tenant
-failed 92 of 92 requests.
+``PRESSURE_CHECK_SECONDS`` for as long as they are short (``docs/reliability.md``).
 
-``install()`` makes daphne's ``HTTPFactory`` build these channels. It is called by ``mcp_host.asgi`` (behind
-``MCP_APP["EDGE_LIMITS"]``, on by default); it touches Twisted internals, so it checks the versions it was written
-against (``SUPPORTED_TWISTED``, ``SUPPORTED_DAPHNE``) and the private attributes it uses, and refuses (logging
-why, leaving daphne as it is) otherwise. ``tests/transport/test_edge_limits.py`` fails when those internals
-change. Behind a reverse proxy, set the proxy's own body limit too (nginx ``client_max_body_size``).
+``twisted_compat.install`` makes daphne's ``HTTPFactory`` build these channels (``channel_class()``), behind
+``MCP_APP["EDGE_LIMITS"]`` (on by default), on the Twisted and daphne versions they were verified on and only
+when the private names listed here (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``) are
+there. Behind a reverse proxy, set the proxy's own body limit too (nginx ``client_max_body_size``).
 """
 
 from __future__ import annotations
@@ -63,14 +60,13 @@ from typing import Any
 import orjson
 
 from ..conf import mcp_settings
+from .coalescing import Backlog
 
 logger = logging.getLogger("mcp_app.transport.edge_limits")
 
-SUPPORTED_TWISTED = ((22, 0), (27, 0))  # [from, to)
 # After a refusal, input is read and dropped for this long (at most this much) before the connection closes.
 LINGER_SECONDS = 2.0
 LINGER_MAX_BYTES = 8 * 1024 * 1024
-SUPPORTED_DAPHNE = ((4, 0), (5, 0))
 # Answers that close their connection under descriptor pressure, and how often idle connections are swept then.
 CLOSING_STATUSES = frozenset({401, 429, 503})
 PRESSURE_CHECK_SECONDS = 0.5
@@ -81,7 +77,7 @@ REASONS = {
     414: b"URI Too Long",
     431: b"Request Header Fields Too Large",
 }
-# The private parts of Twisted's HTTPChannel this module relies on (checked by ``internals_missing``).
+# The private parts of Twisted's HTTPChannel the edge limits rely on, and the methods they override.
 CHANNEL_INTERNALS = (
     "_receivedHeaderSize",
     "_handlingRequest",
@@ -92,10 +88,6 @@ CHANNEL_INTERNALS = (
     "_buffer",
     "persistent",
 )
-# The buffers of Twisted's transports (``abstract.FileDescriptor``) that hold what is written but not yet sent.
-TRANSPORT_BUFFERS = ("dataBuffer", "offset", "_tempDataBuffer", "_tempDataLen")
-# What may start a request line: a method is a token (RFC 9110 §5.6.2); a CR may precede it (a stray CRLF).
-_REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\r")
 CHANNEL_METHODS = (
     "lineReceived",
     "lineLengthExceeded",
@@ -110,11 +102,10 @@ CHANNEL_METHODS = (
     "resetTimeout",
     "requestDone",
 )
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, minor, *_ = (int(part) if part.isdigit() else 0 for part in [*text.split("."), "0"])
-    return major, minor
+# The buffers of Twisted's transports (``abstract.FileDescriptor``) that hold what is written but not yet sent.
+TRANSPORT_BUFFERS = ("dataBuffer", "offset", "_tempDataBuffer", "_tempDataLen")
+# What may start a request line: a method is a token (RFC 9110 §5.6.2); a CR may precede it (a stray CRLF).
+_REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz\r")
 
 
 def error_response(status: int, message: str) -> bytes:
@@ -131,36 +122,6 @@ PENDING_ERROR = (
     b'event: error\ndata: {"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"The client did not read '
     b'its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."}}\n\n'
 )
-
-
-PROGRESS_METHOD = b'"method":"notifications/progress"'
-
-
-def sse_events(body: bytes) -> list[bytes]:
-    """``body`` cut after each blank line (the end of an SSE event); joined again they are ``body``."""
-    parts = body.split(b"\n\n")
-    events = [part + b"\n\n" for part in parts[:-1]]
-    if parts[-1]:
-        events.append(parts[-1])
-    return events
-
-
-def progress_key(event: bytes) -> bytes | None:
-    """The progress token (as JSON) of an SSE event carrying a ``notifications/progress``, else ``None``."""
-    if PROGRESS_METHOD not in event or not event.endswith(b"\n\n"):
-        return None
-    for line in event.split(b"\n"):
-        if line.startswith(b"data: "):
-            try:
-                message = orjson.loads(line[6:])
-            except orjson.JSONDecodeError:
-                return None
-            if isinstance(message, dict) and message.get("method") == "notifications/progress":
-                params = message.get("params")
-                if isinstance(params, dict) and "progressToken" in params:
-                    return orjson.dumps(params["progressToken"])
-            return None
-    return None
 
 
 def _chunk_body(sequence: list[bytes]) -> bytes | None:
@@ -180,7 +141,8 @@ class _Collector:
         self.parts.extend(parts)
 
 
-def _channel_class() -> type:
+def channel_class() -> type:
+    """``LimitedHTTPChannel``, the subclass of Twisted's ``HTTPChannel`` with the limits of the module docstring."""
     from twisted.web import http
 
     # Typed as Any: this class works with Twisted's private internals (name-mangled attributes, the transport
@@ -231,12 +193,10 @@ def _channel_class() -> type:
         _mcp_sent_at_timeout = 0  # bytes the client had read when the idle timer last fired
         _mcp_cut = False
         _mcp_backlog = False  # the transport paused this channel: the client is not keeping up
-        _mcp_held_bytes = 0
         _mcp_served_at: float | None = None  # when its last request was answered (an idle keep-alive since)
 
         def connectionMade(self) -> None:
-            # What the backlog holds back, in order: (progress key or None, bytes, whether they are chunk data).
-            self._mcp_held: list[tuple[bytes | None, bytes, bool]] = []
+            self._mcp_held = Backlog()  # what is held back while the client is not keeping up
             self.timeOut = float(mcp_settings.IDLE_TIMEOUT_SECONDS)
             self.abortTimeout = LINGER_SECONDS
             super().connectionMade()
@@ -263,8 +223,7 @@ def _channel_class() -> type:
 
         def _mcp_pending(self) -> int:
             """Bytes the client has not read yet that daphne holds: the transport's and the backlog's."""
-            unsent = self._mcp_unsent()
-            return unsent + self._mcp_held_bytes
+            return self._mcp_unsent() + self._mcp_held.size
 
         # Coalescing for a slow consumer (module docstring) --------------------------------------------------
 
@@ -277,33 +236,10 @@ def _channel_class() -> type:
             super().resumeProducing()
             self._mcp_release()
 
-        def _mcp_hold(self, key: bytes | None, data: bytes, chunk: bool) -> None:
-            if key is not None:
-                for index, (held_key, held, _chunk) in enumerate(self._mcp_held):
-                    if held_key == key:  # superseded: the newest progress of this token takes its turn at the end
-                        del self._mcp_held[index]
-                        self._mcp_held_bytes -= len(held)
-                        break
-            self._mcp_held.append((key, data, chunk))
-            self._mcp_held_bytes += len(data)
-
         def _mcp_release(self) -> None:
-            held, self._mcp_held = self._mcp_held, []
-            self._mcp_held_bytes = 0
-            if not held or self._mcp_cut:
+            parts = self._mcp_held.release()
+            if not parts or self._mcp_cut:
                 return
-            parts: list[bytes] = []
-            chunk: list[bytes] = []
-            for _key, data, is_chunk in [*held, (None, b"", False)]:
-                if is_chunk:
-                    chunk.append(data)
-                    continue
-                if chunk:
-                    body = b"".join(chunk)
-                    parts += [b"%x\r\n" % len(body), body, b"\r\n"]
-                    chunk = []
-                if data:
-                    parts.append(data)
             super().writeSequence(parts)
             self._mcp_written += sum(len(part) for part in parts)
             self._mcp_check_pending()
@@ -333,7 +269,7 @@ def _channel_class() -> type:
                     super().writeHeaders(version, code, reason, headers)
                 finally:
                     channel.transport = transport
-                self._mcp_hold(None, b"".join(collected.parts), False)
+                self._mcp_held.hold(b"".join(collected.parts), False)
                 return
             super().writeHeaders(version, code, reason, headers)
 
@@ -341,7 +277,7 @@ def _channel_class() -> type:
             if self._mcp_cut:
                 return
             if self._mcp_holding(None):
-                self._mcp_hold(None, data, False)
+                self._mcp_held.hold(data, False)
                 self._mcp_check_pending()
                 return
             super().write(data)
@@ -354,13 +290,7 @@ def _channel_class() -> type:
             sequence = list(sequence)
             chunk = _chunk_body(sequence)
             if self._mcp_holding(chunk):
-                if chunk is None:
-                    self._mcp_hold(None, b"".join(sequence), False)
-                elif PROGRESS_METHOD not in chunk:  # nothing to coalesce: held whole, not copied event by event
-                    self._mcp_hold(None, chunk, True)
-                else:
-                    for event in sse_events(chunk):
-                        self._mcp_hold(progress_key(event), event, True)
+                self._mcp_held.hold(b"".join(sequence) if chunk is None else chunk, chunk is not None)
                 self._mcp_check_pending()
                 return
             super().writeSequence(sequence)
@@ -377,7 +307,7 @@ def _channel_class() -> type:
                 "a client is not reading its answer: %d bytes pending, connection ended", self._mcp_pending()
             )
             self._mcp_cut = True  # from now on the application's writes are dropped
-            self._mcp_held, self._mcp_held_bytes = [], 0
+            self._mcp_held = Backlog()
             if request.startedWriting:
                 # One more chunk of the response under way, past the override (which drops writes now).
                 super().write(b"%x\r\n%s\r\n" % (len(PENDING_ERROR), PENDING_ERROR))
@@ -495,70 +425,10 @@ def _channel_class() -> type:
             """Free what a lost connection never sent, now. Twisted leaves it on the transport, which the channel,
             the request and the application reference in a cycle: an aborted unread answer would stay in memory
             until the garbage collector's next full pass (tens of MiB under a client that never reads)."""
-            self._mcp_held, self._mcp_held_bytes = [], 0
+            self._mcp_held = Backlog()
             transport = self.transport
             if all(hasattr(transport, name) for name in TRANSPORT_BUFFERS):
                 transport.dataBuffer, transport.offset = b"", 0
                 transport._tempDataBuffer, transport._tempDataLen = [], 0
 
     return LimitedHTTPChannel
-
-
-def internals_missing() -> list[str]:
-    """The Twisted/daphne internals ``install`` needs that this installation lacks (empty when all present)."""
-    from twisted.web import http
-
-    missing = [name for name in CHANNEL_METHODS if not hasattr(http.HTTPChannel, name)]
-    channel = http.HTTPChannel()
-    missing += [name for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
-    for name in ("_GenericHTTPChannelProtocol", "HTTPFactory"):
-        if not hasattr(http, name):
-            missing.append(f"twisted.web.http.{name}")
-    try:
-        from daphne.http_protocol import HTTPFactory
-    except ImportError:
-        missing.append("daphne.http_protocol.HTTPFactory")
-    else:
-        if not issubclass(HTTPFactory, http.HTTPFactory):
-            missing.append("daphne HTTPFactory is not a twisted HTTPFactory")
-    return missing
-
-
-def versions_supported() -> bool:
-    import daphne
-    import twisted
-
-    twisted_version = _version(twisted.__version__)
-    daphne_version = _version(daphne.__version__)
-    return (
-        SUPPORTED_TWISTED[0] <= twisted_version < SUPPORTED_TWISTED[1]
-        and SUPPORTED_DAPHNE[0] <= daphne_version < SUPPORTED_DAPHNE[1]
-    )
-
-
-_installed = False
-
-
-def install() -> bool:
-    """Make daphne build ``LimitedHTTPChannel`` connections; returns whether the limits are in place."""
-    global _installed
-    if _installed:
-        return True
-    if not versions_supported():
-        logger.warning("edge limits not installed: untested Twisted/daphne versions (see SUPPORTED_TWISTED)")
-        return False
-    missing = internals_missing()
-    if missing:
-        logger.warning("edge limits not installed: Twisted/daphne internals changed: %s", ", ".join(missing))
-        return False
-    from daphne.http_protocol import HTTPFactory
-    from twisted.web import http
-
-    channel_class = _channel_class()
-
-    def protocol(factory: Any) -> Any:
-        return http._GenericHTTPChannelProtocol(channel_class())
-
-    HTTPFactory.protocol = protocol
-    _installed = True
-    return True

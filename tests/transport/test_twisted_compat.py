@@ -1,9 +1,9 @@
-"""The daphne/Twisted internals ``daphne_tuning`` builds on, and what its two levers do to daphne's own code.
+"""The daphne/Twisted internals ``twisted_compat`` builds on, and what its changes do to daphne's own code.
 
-These fail when an upgrade of daphne or Twisted changes what the levers rely on: the version guard, the private
-attributes, and the behaviour of daphne's ``Server`` and ``WebRequest`` with the levers applied (to subclasses,
-so that nothing else in this process is tuned). The wire test through a real daphne is in
-``tests/e2e/test_daphne_tuning_wire.py``.
+These fail when an upgrade of daphne or Twisted changes what the changes rely on: the version guard, the private
+names (of the edge limits' channel and of the tuning levers), and the behaviour of daphne's ``Server`` and
+``WebRequest`` with the levers applied (to subclasses, so that nothing else in this process is tuned). The wire
+tests through a real daphne are ``tests/e2e/test_edge_limits_wire.py`` and ``test_daphne_tuning_wire.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import daphne
 import pytest
 import twisted
 
-from mcp_app.transport import daphne_tuning
+from mcp_app.transport import edge_limits, twisted_compat
 
 pytest.importorskip("daphne.server")
 
@@ -37,7 +37,7 @@ class PlainRequest(WebRequest):  # type: ignore[misc]
         pass
 
 
-daphne_tuning.patch(TunedServer, TunedRequest)
+twisted_compat.tune(TunedServer, TunedRequest)
 
 
 class FakeProtocol:
@@ -56,20 +56,26 @@ def make_server(cls: type, application: Any) -> Any:
     return server
 
 
-def test_the_installed_twisted_and_daphne_are_the_versions_the_levers_were_written_for() -> None:
-    assert daphne_tuning.versions_supported(), (twisted.__version__, daphne.__version__)
+def test_the_installed_twisted_and_daphne_are_the_versions_the_changes_were_verified_on() -> None:
+    assert twisted_compat.versions_supported(), (twisted.__version__, daphne.__version__)
 
 
-def test_every_internal_the_levers_use_still_exists() -> None:
-    assert daphne_tuning.internals_missing() == []
+def test_every_internal_the_changes_use_still_exists() -> None:
+    assert twisted_compat.internals_missing() == []
+
+
+def test_a_private_name_that_is_gone_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(edge_limits, "CHANNEL_INTERNALS", (*edge_limits.CHANNEL_INTERNALS, "_gone"))
+    monkeypatch.setattr(edge_limits, "TRANSPORT_BUFFERS", (*edge_limits.TRANSPORT_BUFFERS, "_gone_too"))
+    assert twisted_compat.internals_missing() == ["HTTPChannel()._gone", "FileDescriptor()._gone_too"]
 
 
 def test_install_does_nothing_outside_a_daphne_process(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     monkeypatch.delitem(sys.modules, "daphne.server")
-    monkeypatch.setattr(daphne_tuning, "_outcome", None)
-    assert daphne_tuning.install() is False
+    monkeypatch.setattr(twisted_compat, "_outcome", None)
+    assert twisted_compat.install(edge_limits=True, daphne_tuning=True) is False
     assert not getattr(Server, "_mcp_tuned", False) and not getattr(WebRequest, "_mcp_tuned", False)
 
 
@@ -77,15 +83,43 @@ def test_an_unsupported_version_is_refused_once_with_a_log_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(daphne, "__version__", "5.0.0")
-    monkeypatch.setattr(daphne_tuning, "_outcome", None)
-    with caplog.at_level("WARNING", logger="mcp_app.transport.daphne_tuning"):
-        assert daphne_tuning.install() is False
-        assert daphne_tuning.install() is False
+    monkeypatch.setattr(twisted_compat, "_outcome", None)
+    with caplog.at_level("WARNING", logger="mcp_app.transport.twisted_compat"):
+        assert twisted_compat.install(edge_limits=True, daphne_tuning=True) is False
+        assert twisted_compat.install(edge_limits=True, daphne_tuning=True) is False
     assert [record.getMessage() for record in caplog.records].count(
-        "daphne tuning not applied: written for daphne 4.2-4.3 and Twisted 24.7-27.0, found daphne 5.0.0 and "
+        "daphne left as it is: verified on daphne ((4, 2), (4, 3)) and Twisted ((24, 7), (27, 0)), found daphne 5.0.0 "
+        "and "
         f"Twisted {twisted.__version__}"
     ) == 1
     assert not getattr(Server, "_mcp_tuned", False)
+
+
+def test_the_edge_channel_is_what_daphne_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daphne.http_protocol import HTTPFactory
+
+    monkeypatch.setattr(HTTPFactory, "protocol", HTTPFactory.protocol)  # restored after the test
+    twisted_compat.limit_edges()
+    protocol = HTTPFactory.protocol(HTTPFactory(server=None))
+    assert type(protocol._channel).__name__ == "LimitedHTTPChannel"
+
+
+def test_reason_phrases_twisted_lacks_are_added_and_its_own_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from twisted.web import http
+
+    monkeypatch.setattr(http, "RESPONSES", {**http.RESPONSES, 200: b"Fine"})
+    monkeypatch.delitem(http.RESPONSES, 429, raising=False)
+    assert twisted_compat.add_reason_phrases() > 0
+    assert http.RESPONSES[429] == b"Too Many Requests" and http.RESPONSES[200] == b"Fine"
+    assert twisted_compat.add_reason_phrases() == 0
+
+
+def test_refusals_are_complete_http_answers_with_a_json_rpc_body() -> None:
+    raw = edge_limits.error_response(431, "too big")
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert b"connection: close" in head and f"content-length: {len(body)}".encode() in head
+    assert body == b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"too big"}}'
 
 
 async def finished_request(cls: type) -> tuple[Any, FakeProtocol]:

@@ -1,0 +1,219 @@
+"""Every change mcp-host makes to daphne's and Twisted's own code, in one place, behind one version guard.
+
+daphne (on Twisted) serves mcp-host. ``install()`` (called by ``mcp_host.asgi``, once per process, and only in a
+daphne process: ``daphne.server`` imported) changes three things, and only on the versions they were verified on
+(``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) with every private name they rely on present (``internals_missing``);
+otherwise it logs once why and leaves daphne as it is. ``tests/transport/test_twisted_compat.py`` fails when an
+upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party names*) lists each with its gain.
+
+1. **Reason phrases** (always): daphne writes a status line with Twisted's ``Request.setResponseCode(status)``,
+   which takes the phrase from ``twisted.web.http.RESPONSES`` and writes ``Unknown Status`` for a code missing
+   there: 429 (rate limits and caps), 422 and 428 among them. The standard phrase (``http.HTTPStatus``) of each
+   missing code is added to that public table; the phrases Twisted has are left alone.
+2. **Edge limits** (``MCP_APP["EDGE_LIMITS"]``, on by default): daphne's ``HTTPFactory`` builds
+   ``edge_limits.LimitedHTTPChannel`` connections, a subclass of Twisted's ``HTTPChannel`` that relies on the
+   private names ``edge_limits`` lists (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``).
+3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default), two levers that cut daphne's own cost per
+   request (``docs/performance.md``: what they do and are worth): a finished request is dropped from daphne's
+   ``Server.connections`` as soon as its application is done and its response finished (``reap``: the
+   ``application_checker`` sweep's handling, done at once, instead of once a second over the whole table), and
+   Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests (daphne never reads ``request.args``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import inspect
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger("mcp_app.transport.twisted_compat")
+
+VERIFIED_DAPHNE = ((4, 2), (4, 3))  # [from, to): verified on daphne 4.2.3
+VERIFIED_TWISTED = ((24, 7), (27, 0))  # verified on Twisted 26.10.0; parsePOSTFormSubmission is 24.7+
+SERVER_METHODS = ("create_application", "protocol_disconnected", "application_checker", "stop")
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor, *_ = (int(part) if part.isdigit() else 0 for part in [*text.split("."), "0"])
+    return major, minor
+
+
+def versions_supported() -> bool:
+    import daphne
+    import twisted
+
+    twisted_version = _version(twisted.__version__)
+    daphne_version = _version(daphne.__version__)
+    return (
+        VERIFIED_TWISTED[0] <= twisted_version < VERIFIED_TWISTED[1]
+        and VERIFIED_DAPHNE[0] <= daphne_version < VERIFIED_DAPHNE[1]
+    )
+
+
+def internals_missing() -> list[str]:
+    """The daphne/Twisted internals ``install`` needs that this installation lacks (empty when all present)."""
+    from daphne.http_protocol import HTTPFactory, WebRequest
+    from daphne.server import Server
+    from twisted.internet import abstract
+    from twisted.web import http as twisted_http
+
+    from .edge_limits import CHANNEL_INTERNALS, CHANNEL_METHODS, TRANSPORT_BUFFERS
+
+    missing = [f"HTTPChannel.{name}" for name in CHANNEL_METHODS if not hasattr(twisted_http.HTTPChannel, name)]
+    channel = twisted_http.HTTPChannel()
+    missing += [f"HTTPChannel().{name}" for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
+    descriptor = abstract.FileDescriptor()
+    missing += [f"FileDescriptor().{name}" for name in TRANSPORT_BUFFERS if not hasattr(descriptor, name)]
+    for name in ("_GenericHTTPChannelProtocol", "HTTPFactory", "RESPONSES"):
+        if not hasattr(twisted_http, name):
+            missing.append(f"twisted.web.http.{name}")
+    if not issubclass(HTTPFactory, twisted_http.HTTPFactory):
+        missing.append("daphne's HTTPFactory is not a twisted HTTPFactory")
+    missing += [f"Server.{name}" for name in SERVER_METHODS if not callable(getattr(Server, name, None))]
+    if not missing:
+        # Server.create_application keeps the future under "application_instance", the checker reads it there.
+        for name in ("create_application", "application_checker"):
+            if "application_instance" not in getattr(Server, name).__code__.co_consts:
+                missing.append(f'Server.{name} no longer keeps "application_instance"')
+        if "disconnected" not in Server.protocol_disconnected.__code__.co_consts:
+            missing.append('Server.protocol_disconnected no longer records "disconnected"')
+    if "parsePOSTFormSubmission" not in inspect.signature(twisted_http.Request.__init__).parameters:
+        missing.append("Request.__init__ has no parsePOSTFormSubmission")
+    if not issubclass(WebRequest, twisted_http.Request):
+        missing.append("daphne's WebRequest is not a twisted Request")
+    return missing
+
+
+def add_reason_phrases() -> int:
+    """Fill the phrases Twisted lacks; how many were added."""
+    from twisted.web import http as twisted_http
+
+    added = 0
+    for status in http.HTTPStatus:
+        if status.value not in twisted_http.RESPONSES:
+            twisted_http.RESPONSES[status.value] = status.phrase.encode("ascii")
+            added += 1
+    return added
+
+
+def limit_edges() -> None:
+    """Make daphne's ``HTTPFactory`` build ``edge_limits.LimitedHTTPChannel`` connections."""
+    from daphne.http_protocol import HTTPFactory
+    from twisted.web import http as twisted_http
+
+    from .edge_limits import channel_class
+
+    limited = channel_class()
+
+    def protocol(factory: Any) -> Any:
+        return twisted_http._GenericHTTPChannelProtocol(limited())
+
+    HTTPFactory.protocol = protocol
+
+
+def reap(server: Any, protocol: Any) -> None:
+    """What ``Server.application_checker`` does for one connection, done now: forget a finished application
+    (logging its exception, answering 500 if the request is still open) and drop a finished request."""
+    details = server.connections.get(protocol)
+    if details is None:
+        return
+    instance = details.get("application_instance")
+    disconnected = details.get("disconnected")
+    if instance is not None and instance.done():
+        try:
+            exception = instance.exception()
+        except asyncio.CancelledError:
+            pass
+        else:
+            if exception is not None:
+                if isinstance(exception, KeyboardInterrupt):
+                    server.stop()  # as daphne: the application asks the server to exit
+                else:
+                    logging.getLogger("daphne.server").error(
+                        "Exception inside application: %s", exception, exc_info=exception
+                    )
+                    if not disconnected:
+                        protocol.handle_exception(exception)
+        del details["application_instance"]
+        instance = None
+    if instance is None and disconnected:
+        del server.connections[protocol]
+
+
+def tune(server_class: type, request_class: type) -> None:
+    """Apply both levers of daphne tuning to ``server_class`` (daphne's ``Server``) and ``request_class`` (its ``WebRequest``);
+    ``install`` does it for daphne's own classes, the tests for subclasses."""
+    create_application: Callable[..., Any] = server_class.create_application  # type: ignore[attr-defined]
+    protocol_disconnected: Callable[..., Any] = server_class.protocol_disconnected  # type: ignore[attr-defined]
+    request_init: Callable[..., Any] = request_class.__init__  # type: ignore[misc]
+
+    def tuned_create_application(self: Any, protocol: Any, scope: Any) -> Any:
+        queue = create_application(self, protocol, scope)
+        details = self.connections.get(protocol)
+        instance = details.get("application_instance") if details else None
+        if instance is not None:
+            instance.add_done_callback(lambda _future: reap(self, protocol))
+        return queue
+
+    def tuned_protocol_disconnected(self: Any, protocol: Any) -> None:
+        protocol_disconnected(self, protocol)
+        details = self.connections.get(protocol)
+        if details is not None:
+            instance = details.get("application_instance")
+            if instance is None or instance.done():
+                reap(self, protocol)
+
+    def tuned_request_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        request_init(self, *args, **{**kwargs, "parsePOSTFormSubmission": False})  # Twisted's public switch
+
+    server_class.create_application = tuned_create_application  # type: ignore[attr-defined]
+    server_class.protocol_disconnected = tuned_protocol_disconnected  # type: ignore[attr-defined]
+    request_class.__init__ = tuned_request_init  # type: ignore[misc]
+    server_class._mcp_tuned = True  # type: ignore[attr-defined]
+    request_class._mcp_tuned = True  # type: ignore[attr-defined]
+
+
+_outcome: bool | None = None
+
+
+def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
+    """Apply the reason phrases, and the edge limits and daphne tuning if asked, once; whether they are in place.
+    Logs once when they cannot be."""
+    global _outcome
+    if _outcome is not None:
+        return _outcome
+    if "daphne.server" not in sys.modules:
+        return False  # not a daphne process (uvicorn, a management command): nothing to change, nothing to log
+    import daphne
+    import twisted
+
+    if not versions_supported():
+        logger.warning(
+            "daphne left as it is: verified on daphne %s and Twisted %s, found daphne %s and Twisted %s",
+            VERIFIED_DAPHNE,
+            VERIFIED_TWISTED,
+            daphne.__version__,
+            twisted.__version__,
+        )
+        _outcome = False
+        return False
+    missing = internals_missing()
+    if missing:
+        logger.warning("daphne left as it is: daphne/Twisted internals changed: %s", "; ".join(missing))
+        _outcome = False
+        return False
+    add_reason_phrases()
+    if edge_limits:
+        limit_edges()
+    if daphne_tuning:
+        from daphne.http_protocol import WebRequest
+        from daphne.server import Server
+
+        tune(Server, WebRequest)
+        logger.info("daphne tuning applied: finished requests reaped at once, POST bodies not parsed as forms")
+    _outcome = True
+    return True
