@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from mcp_types import CONNECTION_CLOSED
 
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
@@ -66,8 +67,7 @@ logger = logging.getLogger("mcp_app.federation")
 
 META_KEY = "dev.mcp-host/upstream"
 MAX_INPUT_ROUNDS = 8
-# JSON-RPC codes the SDK's transport makes up for a failed exchange (not the upstream's own answers).
-_CONNECTION_CLOSED = -32000
+# How the SDK's transport reports a failed exchange (not the upstream's own answers): CONNECTION_CLOSED, these.
 _SSE_TOO_LARGE = "byte limit"  # httpx2's SSEError: "Server-sent event exceeded the N byte limit."
 _REDIRECT = "Redirect to "  # the SDK's message for a redirect it did not follow (code -32600)
 _TRANSPORT_MESSAGES = ("Server returned an error response", "SSE stream", "Failed to parse", "Unexpected content type")
@@ -203,7 +203,7 @@ async def _guarded(
                 f"Upstream {endpoint.name} answered {what} with a redirect, which mcp-host does not follow: "
                 "its URL must be the MCP endpoint itself",
             ) from exc
-        if exc.code == _CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
+        if exc.code == CONNECTION_CLOSED or any(exc.message.startswith(m) for m in _TRANSPORT_MESSAGES):
             if connection is not None:
                 pool().discard(connection)
             await breaker.failed(endpoint.pk)
