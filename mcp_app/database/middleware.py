@@ -68,7 +68,7 @@ class DatabaseUnavailableMiddleware:
         return unavailable(request, exception) if isinstance(exception, DATABASE_ERRORS) else None
 
 
-def unavailable(request: HttpRequest, exception: Exception) -> HttpResponse:
+def unavailable(request: HttpRequest, exception: BaseException) -> HttpResponse:
     """The 503 answering ``request``, whose view met ``exception`` (one of ``DATABASE_ERRORS``), logged."""
     logger.warning("%s %s: 503, the database is unavailable (%s)", request.method, request.path, exception)
     if oauth_endpoint(request) in JSON_ENDPOINTS or not request.accepts("text/html"):
