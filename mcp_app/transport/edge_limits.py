@@ -63,7 +63,7 @@ from typing import Any
 import orjson
 
 from ..conf import mcp_settings
-from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST
+from ..protocol import errors
 
 logger = logging.getLogger("mcp_app.transport.edge_limits")
 
@@ -119,7 +119,7 @@ def _version(text: str) -> tuple[int, int]:
 
 
 def error_response(status: int, message: str) -> bytes:
-    body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}})
+    body = orjson.dumps(errors.error_response(None, errors.InvalidRequest(message)))
     head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
         status,
         REASONS[status],
@@ -130,7 +130,7 @@ def error_response(status: int, message: str) -> bytes:
 
 _PENDING = "The client did not read its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."
 PENDING_ERROR = b"event: error\ndata: %s\n\n" % orjson.dumps(
-    {"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": _PENDING}}
+    errors.error_response(None, errors.InternalError(_PENDING))
 )
 
 
