@@ -411,22 +411,18 @@ def load() -> AppSettings:
 
 
 class _Current:
-    """The ``AppSettings`` of the current ``MCP_APP``, loaded at first use and again after a change."""
-
-    __slots__ = ("_loaded",)
-
-    def __init__(self) -> None:
-        self._loaded: AppSettings | None = None
+    """The values of the current ``MCP_APP``, loaded at first use and again after a change: an instance attribute
+    each once loaded, so that reading a setting on the hot path is a plain attribute lookup."""
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if self._loaded is None:
-            self._loaded = load()
-        return getattr(self._loaded, name)
+        # Reached only for a name the instance lacks: nothing is loaded yet, or the name is no setting.
+        if name.startswith("_") or self.__dict__:
+            raise AttributeError(f"Unknown MCP_APP setting {name!r}.")
+        self.__dict__.update(vars(load()))
+        return getattr(self, name)
 
     def reload(self) -> None:
-        self._loaded = None
+        self.__dict__.clear()
 
 
 _current = _Current()
