@@ -83,7 +83,7 @@ test-embedded: install-dev
 	env -u DATABASE_URL -u REDIS_URL -u MCP_REQUIRE_SERVICES $(PY) -m pytest $(XDIST) tests/transport tests/interaction tests/e2e $(PYTEST_ARGS)
 
 ## Ruff, formatting, migrations in sync, the import layers (import-linter contracts in pyproject.toml) and the
-## type checker (mypy with the Django and DRF plugins; strict on protocol/, catalog/, runtime/ and workers/).
+## type checker (mypy with the Django and DRF plugins; strict on most packages, see pyproject.toml).
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -144,7 +144,7 @@ RECANCEL_SECONDS = 0.01
 
 async def _receive(layer: Any, channel: str) -> dict[str, Any]:
     """One ``layer.receive(channel)`` that ends when the calling task is cancelled (see the module docstring)."""
-    receiving = asyncio.ensure_future(layer.receive(channel))
+    receiving: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(layer.receive(channel))
     try:
         await asyncio.wait((receiving,))
     except asyncio.CancelledError:

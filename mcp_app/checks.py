@@ -8,14 +8,13 @@ from django.core.checks import Error, register
 from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import mcp_settings
+from .conf import load, mcp_settings
 
 
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     try:
-        mcp_settings.reload()
-        mcp_settings.MAX_BODY_BYTES  # noqa: B018  (forces validation)
+        load()
     except ImproperlyConfigured as exc:
         return [Error(str(exc), id="mcp_app.E001")]
     return []

@@ -7,18 +7,18 @@ from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from mcp_app.conf import DEFAULTS, mcp_settings
+from mcp_app.conf import AppSettings, mcp_settings
 
 
 def test_defaults_apply_without_configuration():
-    assert mcp_settings.MAX_BODY_BYTES == 4 * 1024 * 1024 == DEFAULTS["MAX_BODY_BYTES"]
+    assert mcp_settings.MAX_BODY_BYTES == 4 * 1024 * 1024 == AppSettings.MAX_BODY_BYTES
     assert mcp_settings.SSE_KEEPALIVE_SECONDS == 25.0
 
 
 def test_override_is_seen_and_undone():
     with override_settings(MCP_APP={"MAX_BATCH_SIZE": 7}):
         assert mcp_settings.MAX_BATCH_SIZE == 7
-    assert DEFAULTS["MAX_BATCH_SIZE"] == mcp_settings.MAX_BATCH_SIZE
+    assert AppSettings.MAX_BATCH_SIZE == mcp_settings.MAX_BATCH_SIZE
 
 
 @pytest.mark.parametrize(
@@ -41,6 +41,16 @@ def test_override_is_seen_and_undone():
         ({"WORKER_CALLS_PER_TENANT": -1}, "must not be negative"),
         ({"WORKER_CALLS_PER_AGENT": -3}, "must not be negative"),
         ({"OAUTH_CONSENT_ROLE": "member"}, "must be 'viewer', 'admin' or 'owner'"),
+        ({"MAX_BODY_BYTES": 1.5}, "must be int."),
+        ({"SESSION_IDLE_SECONDS": "1"}, "must be int or float"),
+        ({"ALLOWED_ORIGINS": "https://a.example"}, "must be list or tuple"),
+        ({"EVENT_STORE": [("BACKEND", "x")]}, "EVENT_STORE'] must be dict"),
+        ({"REDIS_MAX_CONNECTIONS": 1}, "at least 2"),
+        ({"MAX_JSON_DEPTH": 201}, "between 1 and 200"),
+        ({"STREAMS_PER_AGENT": -1}, "STREAMS_PER_AGENT'] must not be negative"),
+        ({"RATE_LIMIT_PER_TOOL": -0.5}, "RATE_LIMIT_PER_TOOL'] must not be negative"),
+        ({"HEARTBEAT_INTERVAL_SECONDS": 3.0}, "HEARTBEAT_TIMEOUT_SECONDS'] must be at least two intervals"),
+        ({"OUTBOUND_ALLOWED_NETWORKS": ["10.0.0.0/33"]}, "OUTBOUND_ALLOWED_NETWORKS"),
     ],
 )
 def test_invalid_configuration_is_refused(value, message):
@@ -49,6 +59,16 @@ def test_invalid_configuration_is_refused(value, message):
             mcp_settings.MAX_BODY_BYTES  # noqa: B018
         errors = [error for error in run_checks() if error.id == "mcp_app.E001"]
         assert errors and message in errors[0].msg
+
+
+def test_each_setting_is_declared_once_with_its_type_and_default():
+    defaults = AppSettings()  # the defaults meet their own rules
+    assert isinstance(defaults.RATE_LIMIT_PER_TOOL, float)
+    assert defaults.EVENT_STORE == {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}}
+    assert defaults.EVENT_STORE is not AppSettings().EVENT_STORE  # a backend default is never shared
+    with override_settings(MCP_APP={"ALLOWED_ORIGINS": ("https://a.example",), "SESSION_IDLE_SECONDS": 60}):
+        assert mcp_settings.ALLOWED_ORIGINS == ("https://a.example",)
+        assert mcp_settings.SESSION_IDLE_SECONDS == 60
 
 
 def test_unknown_attribute_is_an_error():

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from django.db import connections, models, transaction
 
-from ..conf import DEFAULTS, mcp_settings
+from ..conf import AppSettings, mcp_settings
 from ..database import log_failure
 from .identity import SessionEntry, TokenEntry
 
@@ -114,7 +114,7 @@ def _interval() -> float:
     try:
         return float(mcp_settings.WRITE_BEHIND_INTERVAL_SECONDS)
     except Exception:  # settings being changed or invalid: the writer keeps going with the default
-        return float(DEFAULTS["WRITE_BEHIND_INTERVAL_SECONDS"])
+        return float(AppSettings.WRITE_BEHIND_INTERVAL_SECONDS)
 
 
 def _run() -> None:

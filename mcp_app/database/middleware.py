@@ -7,8 +7,8 @@ Contract:
   ``mcp_app.database``) gets ``503`` with ``Retry-After: RETRY_AFTER_SECONDS`` and ``Cache-Control: no-store``:
   - JSON ``{"error": "temporarily_unavailable", "error_description": ...}`` (RFC 6749 §5.2's shape) for the
     authorization server's machine endpoints (token, revocation, registration, metadata) and for a request that
-    does not accept HTML; those open to every origin keep their CORS headers (``oauth.cors``: a browser page
-    reads the 503 and its ``Retry-After``);
+    does not accept HTML (``oauth.cors`` answers it too, with its CORS headers, for the endpoints open to every
+    origin: a browser page reads the 503 and its ``Retry-After``);
   - a short HTML page otherwise (a browser: the admin, sign-in, consent);
 - logged as one warning line (method, path, error) on ``mcp_app.database``, no traceback; any other exception is
   left to Django (500, logged with its traceback).
@@ -33,12 +33,16 @@ logger = logging.getLogger("mcp_app.database")
 
 OAUTH_NAMESPACE = "oauth2_provider"
 # DOT's endpoints that clients (not people) call: their errors are JSON (RFC 6749 §5.2, RFC 7591 §3.2.2).
-# Open to every origin (``oauth.cors.public``, whose headers these repeat: importing it would be a cycle): their
-# 503 must be readable by a browser page too.
-PUBLIC_ENDPOINTS = frozenset(
-    {"token", "revoke-token", "dcr-register", "oauth-server-metadata", "oauth-resource-metadata"}
+JSON_ENDPOINTS = frozenset(
+    {
+        "token",
+        "revoke-token",
+        "dcr-register",
+        "dcr-register-management",
+        "oauth-server-metadata",
+        "oauth-resource-metadata",
+    }
 )
-JSON_ENDPOINTS = PUBLIC_ENDPOINTS | {"dcr-register-management"}
 DESCRIPTION = "The database is unavailable; retry after Retry-After seconds."
 PAGE = (
     "<!doctype html><html lang=en><head><meta charset=utf-8><title>Temporarily unavailable</title></head>"
@@ -61,18 +65,17 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not isinstance(exception, DATABASE_ERRORS):
-            return None
-        logger.warning("%s %s: 503, the database is unavailable (%s)", request.method, request.path, exception)
-        endpoint = oauth_endpoint(request)
-        if endpoint in JSON_ENDPOINTS or not request.accepts("text/html"):
-            body = {"error": "temporarily_unavailable", "error_description": DESCRIPTION}
-            response = HttpResponse(json.dumps(body), status=503, content_type="application/json")
-            if endpoint in PUBLIC_ENDPOINTS:
-                response["Access-Control-Allow-Origin"] = "*"
-                response["Access-Control-Expose-Headers"] = "WWW-Authenticate, Retry-After"
-        else:
-            response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-        response["Cache-Control"] = "no-store"
-        return response
+        return unavailable(request, exception) if isinstance(exception, DATABASE_ERRORS) else None
+
+
+def unavailable(request: HttpRequest, exception: BaseException) -> HttpResponse:
+    """The 503 answering ``request``, whose view met ``exception`` (one of ``DATABASE_ERRORS``), logged."""
+    logger.warning("%s %s: 503, the database is unavailable (%s)", request.method, request.path, exception)
+    if oauth_endpoint(request) in JSON_ENDPOINTS or not request.accepts("text/html"):
+        body = {"error": "temporarily_unavailable", "error_description": DESCRIPTION}
+        response = HttpResponse(json.dumps(body), status=503, content_type="application/json")
+    else:
+        response = HttpResponse(PAGE, status=503, content_type="text/html; charset=utf-8")
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response["Cache-Control"] = "no-store"
+    return response

@@ -33,6 +33,7 @@ from ..crypto import decrypt
 from ..definitions.http_tools import open_secret_headers
 from ..definitions.upstreams import ERA_HANDSHAKE, ERA_MODERN, UpstreamEndpoint
 from ..outbound import upstream_http_client
+from ..protocol.errors import INTERNAL_ERROR
 from .relay import current
 
 logger = logging.getLogger("mcp_app.federation")
@@ -105,7 +106,7 @@ async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.Elic
     try:
         return types.ElicitResult.model_validate(answer)
     except ValidationError:
-        return types.ErrorData(code=-32603, message="The client's answer to the elicitation was malformed")
+        return types.ErrorData(code=INTERNAL_ERROR, message="The client's answer to the elicitation was malformed")
 
 
 async def _sample(
@@ -122,7 +123,7 @@ async def _sample(
             return model.model_validate(answer)
         except ValidationError:
             continue
-    return types.ErrorData(code=-32603, message="The client's answer to the sampling request was malformed")
+    return types.ErrorData(code=INTERNAL_ERROR, message="The client's answer to the sampling request was malformed")
 
 
 async def _log(params: types.LoggingMessageNotificationParams) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.context import CallContext
+from ..protocol.errors import INTERNAL_ERROR
 
 logger = logging.getLogger("mcp_app.federation")
 
@@ -69,7 +70,12 @@ class CallRelay:
         answer = await outbound.request(method, params)
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
-            return {"error": {"code": int(error.get("code", -32603)), "message": str(error.get("message", "refused"))}}
+            return {
+                "error": {
+                    "code": int(error.get("code", INTERNAL_ERROR)),
+                    "message": str(error.get("message", "refused")),
+                }
+            }
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 

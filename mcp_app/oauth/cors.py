@@ -5,7 +5,8 @@ They need no cookie and trust no origin (a client proves itself with PKCE, its s
 origin may call them: ``Access-Control-Allow-Origin: *``, never ``Access-Control-Allow-Credentials``, with
 ``WWW-Authenticate`` and ``Retry-After`` exposed. A preflight (``OPTIONS`` with
 ``Access-Control-Request-Method``) gets 204 with the endpoint's methods, the request headers such clients send
-(``Authorization``, ``Content-Type``, ``Accept``, ``MCP-Protocol-Version``) and ``CORS_MAX_AGE_SECONDS``.
+(``Authorization``, ``Content-Type``, ``Accept``, ``MCP-Protocol-Version``) and ``CORS_MAX_AGE_SECONDS``. A view
+that meets an unavailable database answers ``mcp_app.database.middleware``'s 503 here, with these headers.
 
 Not here: the authorization, sign-in and consent pages (the browser navigates to them, with cookies and CSRF
 tokens; they never answer a fetch), and the MCP endpoint, whose origins each server lists
@@ -21,6 +22,8 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from ..conf import mcp_settings
+from ..database import DATABASE_ERRORS
+from ..database.middleware import unavailable
 
 ALLOWED_REQUEST_HEADERS = "Authorization, Content-Type, Accept, MCP-Protocol-Version"
 EXPOSED = "WWW-Authenticate, Retry-After"
@@ -37,7 +40,10 @@ def public(view: Callable[..., HttpResponse], methods: str) -> Callable[..., Htt
             response["Access-Control-Allow-Headers"] = ALLOWED_REQUEST_HEADERS
             response["Access-Control-Max-Age"] = str(mcp_settings.CORS_MAX_AGE_SECONDS)
         else:
-            response = view(request, *args, **kwargs)
+            try:
+                response = view(request, *args, **kwargs)
+            except DATABASE_ERRORS as exc:
+                response = unavailable(request, exc)
             response["Access-Control-Expose-Headers"] = EXPOSED
         response["Access-Control-Allow-Origin"] = "*"
         return response

@@ -333,7 +333,7 @@ class OpenRegistration:
         return bool(mcp_settings.OAUTH_REGISTRATIONS_PER_HOUR > 0)
 
 
-class ConsentListView(ListView):
+class ConsentListView(ListView):  # type: ignore[type-arg]  # generic in django-stubs only
     template_name = "mcp_app/oauth/consents.html"
 
     def get_queryset(self) -> Any:

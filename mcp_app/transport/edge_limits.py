@@ -60,6 +60,7 @@ from typing import Any
 import orjson
 
 from ..conf import mcp_settings
+from ..protocol import errors
 from .coalescing import Backlog
 
 logger = logging.getLogger("mcp_app.transport.edge_limits")
@@ -109,7 +110,7 @@ _REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 
 def error_response(status: int, message: str) -> bytes:
-    body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
+    body = orjson.dumps(errors.error_response(None, errors.InvalidRequest(message)))
     head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
         status,
         REASONS[status],
@@ -118,9 +119,9 @@ def error_response(status: int, message: str) -> bytes:
     return head + body
 
 
-PENDING_ERROR = (
-    b'event: error\ndata: {"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"The client did not read '
-    b'its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."}}\n\n'
+_PENDING = "The client did not read its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."
+PENDING_ERROR = b"event: error\ndata: %s\n\n" % orjson.dumps(
+    errors.error_response(None, errors.InternalError(_PENDING))
 )
 
 

@@ -26,7 +26,7 @@ from ..models import ToolTask
 from ..observability import metrics
 from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
 from ..protocol.descriptors import ServerDescription
-from ..protocol.errors import InvalidParams, ProtocolError
+from ..protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
 from ..protocol.reporters import LogReporter
 from ..runtime import durable
@@ -220,7 +220,7 @@ class WorkerCall:
                 work.cancel()
                 with contextlib.suppress(BaseException):
                     await work
-                return ProtocolError(f"Tool {name} did not finish in time", code=-32001)
+                return ProtocolError(f"Tool {name} did not finish in time", code=REQUEST_TIMEOUT)
             if work.cancelled():
                 return None
             error = work.exception()

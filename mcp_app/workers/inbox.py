@@ -20,6 +20,7 @@ from channels.layers import get_channel_layer
 from ..channel_layer import LAYER_ERRORS, Subscription, messaging
 from ..events import WORKER_ANSWER
 from ..protocol.context import CallContext
+from ..protocol.errors import InternalError
 from .message import Progress
 
 logger = logging.getLogger("mcp_app.workers")
@@ -171,7 +172,7 @@ async def answer(event: dict[str, Any], call: CallContext) -> None:
     raw = event.get("params")
     params: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if not call.outbound.can_request:
-        answer: dict[str, Any] = {"error": {"code": -32603, "message": f"{method} cannot reach this client"}}
+        answer: dict[str, Any] = {"error": InternalError(f"{method} cannot reach this client").to_wire()}
     else:
         answer = await call.outbound.request(method, params)
     reply = str(event.get("reply") or "")

@@ -22,6 +22,7 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
 from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ..protocol.errors import InternalError
 from ..protocol.reporters import discard
 from ..runtime.progress import RecordedProgress
 from .message import Progress
@@ -90,7 +91,7 @@ class Relay:
             answer = message.get("answer")
             self._answers.resolve(
                 int(message.get("id", 0)),
-                answer if isinstance(answer, dict) else {"error": {"code": -32603, "message": "?"}},
+                answer if isinstance(answer, dict) else {"error": InternalError("?").to_wire()},
             )
 
     async def close(self) -> None:

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_app.catalog import prompt, tool
-from mcp_app.protocol.errors import InvalidParams, ProtocolError
+from mcp_app.protocol.errors import INTERNAL_ERROR, InvalidParams, ProtocolError
 from mcp_app.runtime import InputRequired, ToolContext, ToolError, ToolResult
 
 # A 1x1 PNG and a tiny WAV, as in the reference servers.
@@ -484,7 +484,7 @@ async def failing_job() -> Any:
 @tool(description="A job that always runs as a task and ends with a protocol error.", task_support="required")
 async def protocol_error_job() -> Any:
     await asyncio.sleep(STEP_SECONDS)
-    raise ProtocolError("protocol_error_job failed on purpose", code=-32603)
+    raise ProtocolError("protocol_error_job failed on purpose", code=INTERNAL_ERROR)
 
 
 @tool(description="Deletes a file after the user confirms; waits for the answer as a task.", task_support="required")
