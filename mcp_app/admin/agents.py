@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from unfold.admin import TabularInline
 
-from .. import permissions
+from .. import operations, permissions
 from ..models import Agent, AgentToken
 from . import quotas
 from .audit import GRANT_FIELDS
@@ -172,8 +172,4 @@ class AgentTokenAdmin(TenantScopedAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
-        revoked = 0
-        for token in queryset.filter(revoked_at__isnull=True):
-            token.revoke()
-            revoked += 1
-        self.message_user(request, f"Revoked {revoked} token(s).")
+        self.message_user(request, f"Revoked {operations.revoke(queryset)} token(s).")
