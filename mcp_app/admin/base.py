@@ -56,10 +56,6 @@ class JSONEditor(forms.Textarea):
         return context
 
 
-#: Kept for imports of the former name.
-JSONTextarea = JSONEditor
-
-
 class PrettyJSONField(forms.JSONField):
     """A JSON form field that shows its value indented and says where invalid JSON went wrong."""
 
@@ -136,10 +132,6 @@ class _ScopedChoices:
         return formfield
 
 
-def _role_for(model: type[models.Model], action: str) -> str | None:
-    return permissions.required_role(model, action)
-
-
 def _somewhere(request: HttpRequest, model: type[models.Model], action: str) -> bool:
     """Whether the user may do ``action`` on ``model`` in at least one tenant."""
     if not permissions.has_model_permission(request.user, action, model):
@@ -147,7 +139,7 @@ def _somewhere(request: HttpRequest, model: type[models.Model], action: str) -> 
     access = permissions.access_for(request.user)
     if access.is_superuser:
         return True
-    role = _role_for(model, action)
+    role = permissions.required_role(model, action)
     return role is not None and bool(access.tenant_ids(role))
 
 
@@ -223,7 +215,7 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
         action = "delete" if "delete" in needed else "change"
 
         def scoped(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-            role = _role_for(modeladmin.model, action)
+            role = permissions.required_role(modeladmin.model, action)
             if role is None and not request.user.is_superuser:
                 return None
             allowed = queryset if role is None else permissions.scope_queryset(request.user, queryset, role)
@@ -316,7 +308,7 @@ class TenantScopedInline(_ScopedChoices):
         if obj is None:
             return _somewhere(request, self.model, action)
         tenant_id = permissions.tenant_id_of(obj)
-        return permissions.access_for(request.user).has_role(tenant_id, _role_for(self.model, action))
+        return permissions.access_for(request.user).has_role(tenant_id, permissions.required_role(self.model, action))
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._parent_allows(request, obj, "change")

@@ -211,6 +211,11 @@ CHECKS: dict[str, Callable[[], Awaitable[str | tuple[str, dict[str, Any]]]]] = {
 }
 
 
+def _error_name(exc: Exception) -> str:
+    """What the body says of a failed probe: the exception's class, never its message (a URL, a password)."""
+    return "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
+
+
 async def _probe(
     name: str, check: Callable[[], Awaitable[str | tuple[str, dict[str, Any]]]], limit: float
 ) -> dict[str, Any]:
@@ -221,8 +226,7 @@ async def _probe(
         result: dict[str, Any] = {"status": status, **details}
     except Exception as exc:
         metrics.record_dependency_error(name)
-        error = "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
-        result = {"status": DOWN, "error": error}
+        result = {"status": DOWN, "error": _error_name(exc)}
     result["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
     if _last_status.get(name) != result["status"]:
         # Log transitions only: a probe every few seconds must not flood the logs while a dependency is down.
@@ -273,7 +277,7 @@ async def upstreams_detail() -> dict[str, Any]:
             timeout=float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS),
         )
     except Exception as exc:
-        return {"error": "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__}
+        return {"error": _error_name(exc)}
     return {"open": open_now}
 
 
@@ -289,10 +293,15 @@ async def readyz(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 def _bearer(scope: dict[str, Any]) -> str | None:
+    scheme, _, credentials = (header(scope, b"authorization") or "").strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
+def header(scope: dict[str, Any], name: bytes) -> str | None:
+    """The request header ``name`` (lowercase) of an ASGI ``scope``, or ``None``."""
     for key, value in scope.get("headers", ()):
-        if key.lower() == b"authorization":
-            scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
-            return credentials.strip() if scheme.lower() == "bearer" else None
+        if key.lower() == name:
+            return value.decode("latin-1")
     return None
 
 

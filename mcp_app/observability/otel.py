@@ -159,21 +159,15 @@ class Tracing:
             attributes=attributes,
             links=links,
         )
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                result = await answer()
-            except BaseException as error:  # the transport's 503, or a cancellation
-                _failed(span, _outcome_of(error))
-                raise
-            if isinstance(result, dict) and isinstance(result.get("error"), dict):
-                code = str(result["error"].get("code"))
-                span.set_attribute(RPC_RESPONSE_STATUS_CODE, code)
-                _failed(span, code)  # no description: an error's message may quote an argument's value
-            elif (
-                isinstance(result, dict) and isinstance(result.get("result"), dict) and result["result"].get("isError")
-            ):
-                _failed(span, "tool_error")
-            return result
+        result = await _in_span(span, answer())  # raises the transport's 503, or a cancellation
+        if isinstance(result, dict) and isinstance(result.get("error"), dict):
+            code = str(result["error"].get("code"))
+            span.set_attribute(RPC_RESPONSE_STATUS_CODE, code)
+            _failed(span, code)  # no description: an error's message may quote an argument's value
+        elif isinstance(result, dict) and isinstance(result.get("result"), dict) and result["result"].get("isError"):
+            _failed(span, "tool_error")
+        span.end()
+        return result
 
     # Tool runs --------------------------------------------------------------------------------------------
 
@@ -192,15 +186,11 @@ class Tracing:
         if call.request_id is not None:
             attributes[JSONRPC_REQUEST_ID] = str(call.request_id)
         span = self.tracer.start_span(f"{EXECUTE_TOOL} {tool.name}", kind=SpanKind.INTERNAL, attributes=attributes)
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                result = await run
-            except BaseException as error:
-                _failed(span, _outcome_of(error))
-                raise
-            if result.get("isError"):
-                _failed(span, "tool_error")
-            return result
+        result = await _in_span(span, run)
+        if result.get("isError"):
+            _failed(span, "tool_error")
+        span.end()
+        return result
 
     # Outbound webhook requests ----------------------------------------------------------------------------
 
@@ -219,6 +209,18 @@ class Tracing:
             except BaseException as error:
                 _failed(span, str(getattr(error, "code", "")) or type(error).__name__)
                 raise
+
+
+async def _in_span(span: trace.Span, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """Await ``run`` with ``span`` current; a failure marks the span and ends it, else the caller reads the
+    result onto the span and ends it."""
+    with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+        try:
+            return await run
+        except BaseException as error:
+            _failed(span, _outcome_of(error))
+            span.end()
+            raise
 
 
 def _where(ctx: RequestContext) -> dict[str, str]:

@@ -85,16 +85,15 @@ class Command(OperationCommand):
         remove.add_argument("--tenant", required=True, help="Tenant slug.")
         remove.add_argument("--name", required=True, help="Upstream name.")
 
-    def _report(self, report: Any) -> None:
-        for title, names in (("Added", report.added), ("Updated", report.updated), ("Removed", report.removed)):
-            if names:
-                self.stdout.write(f"{title} ({len(names)}):")
-                for name in names:
-                    self.stdout.write(f"  {name}")
-        for reason in report.skipped:
-            self.stderr.write(f"Skipped: {reason}")
-        for reason in report.flagged:
-            self.stderr.write(f"Flagged: {reason}")
+    def _report(self, report: Any, lists: list[tuple[str, list[str]]]) -> None:
+        """Each titled list of names, then what the sync skipped and flagged (on stderr)."""
+        for title, names in lists:
+            self.stdout.write(f"{title} ({len(names)}):")
+            for name in names:
+                self.stdout.write(f"  {name}")
+        for title, reasons in (("Skipped", report.skipped), ("Flagged", report.flagged)):
+            for reason in reasons:
+                self.stderr.write(f"{title}: {reason}")
 
     def handle_add(self, options: dict[str, Any]) -> None:
         registration = add_upstream(
@@ -130,14 +129,7 @@ class Command(OperationCommand):
             f"Registered upstream {upstream.name} of {upstream.tenant.slug} ({display_url(upstream.url)}, "
             f"{info.get('name') or 'unnamed server'}, protocol {upstream.protocol_version})."
         )
-        entries = _entries(upstream)
-        for kind, names in entries.items():
-            self.stdout.write(f"{kind.capitalize()} ({len(names)}):")
-            for name in names:
-                self.stdout.write(f"  {name}")
-        for title, reasons in (("Skipped", report.skipped), ("Flagged", report.flagged)):
-            for reason in reasons:
-                self.stderr.write(f"{title}: {reason}")
+        self._report(report, [(kind.capitalize(), names) for kind, names in _entries(upstream).items()])
         if upstream.secret_header_names:
             self.stdout.write(f"Secret headers (stored encrypted): {', '.join(upstream.secret_header_names)}")
         self.stdout.write(f"Bound to: {', '.join(bound)}" if bound else "Not bound to any server yet.")
@@ -155,7 +147,8 @@ class Command(OperationCommand):
             return
         if not report.ok:
             raise CommandError(f"sync of {upstream.name!r} failed (its entries are kept as they were): {report.error}")
-        self._report(report)
+        changes = (("Added", report.added), ("Updated", report.updated), ("Removed", report.removed))
+        self._report(report, [(title, names) for title, names in changes if names])
         if not report.changed:
             self.stdout.write("Nothing changed.")
 
