@@ -75,10 +75,14 @@ class AgentAdmin(TenantScopedAdmin):
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), "object_links": links})
 
 
+#: What a token's form edits: also what its page shows, before the read-only digest and timestamps.
+TOKEN_FIELDS = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+
+
 class AgentTokenForm(forms.ModelForm):
     class Meta:
         model = AgentToken
-        fields = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+        fields = TOKEN_FIELDS
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -112,20 +116,7 @@ class AgentTokenAdmin(TenantScopedAdmin):
     actions = ["revoke_tokens"]
 
     def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> _FieldGroups:
-        if obj is None:
-            return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
-        return [
-            "agent",
-            "name",
-            "servers",
-            *GRANT_FIELDS,
-            "expires_at",
-            "prefix",
-            "digest",
-            "created_at",
-            "revoked_at",
-            "last_used_at",
-        ]
+        return list(TOKEN_FIELDS if obj is None else (*TOKEN_FIELDS, *self.readonly_fields))
 
     def _agent_of_request(self, request: HttpRequest) -> Agent | None:
         """The agent a new token is for, when the form or the link names one the user may issue tokens for."""
