@@ -45,7 +45,8 @@ class AgentTokenInline(TenantScopedInline, TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(TenantScopedAdmin):
+class AgentAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
+    quota_scope = quotas.AGENT
     change_form_template = "admin/mcp_app/change_form_links.html"
     list_display = ("agent_id", "name", "tenant", "is_active", "running_worker_calls", "created_at")
     list_filter = ("is_active", ("tenant", admin.RelatedOnlyFieldListFilter))
@@ -59,13 +60,6 @@ class AgentAdmin(TenantScopedAdmin):
         if obj is not None:
             fields.append("running_worker_calls")
         return (*fields, "created_at")
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
-        return quotas.quota_changelist(quotas.AGENT)
-
-    @admin.display(description="worker calls running")
-    def running_worker_calls(self, obj: Agent) -> str:
-        return quotas.describe(obj, quotas.AGENT)
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         links = []

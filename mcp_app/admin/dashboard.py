@@ -17,7 +17,7 @@ Not owned here: the figures' SQL (``mcp_app.models.audit``), who may see what (`
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Q
@@ -113,6 +113,12 @@ def chosen_days(request: HttpRequest) -> int:
     return int(raw) if raw.isdigit() and int(raw) in USAGE_DAYS else DEFAULT_DAYS
 
 
+def period(days: int) -> tuple[datetime, datetime]:
+    """The last ``days`` UTC days, today's included: from the first one's midnight to now."""
+    now = timezone.now()
+    return (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0), now
+
+
 def _scope(request: HttpRequest) -> tuple[list[Tenant], Tenant | None, int | list[int] | None]:
     """The tenants the user may see, the one chosen (``?tenant=``; another tenant's pk is ignored), and what
     ``ToolCall.objects.usage`` takes: one id, the user's ids, or ``None`` for an operator's every tenant."""
@@ -128,10 +134,7 @@ def _scope(request: HttpRequest) -> tuple[list[Tenant], Tenant | None, int | lis
 
 def _scoped(request: HttpRequest, queryset: Any, chosen: Tenant | None) -> Any:
     queryset = permissions.scope_queryset(request.user, queryset)
-    if chosen is not None:
-        path = permissions.tenant_path(queryset.model)
-        queryset = queryset.filter(**{"pk" if path == "pk" else path: chosen.pk})
-    return queryset
+    return queryset if chosen is None else permissions.in_tenant(queryset, chosen.pk)
 
 
 def running_calls(request: HttpRequest, chosen: Tenant | None = None, limit: int = RUNNING_SHOWN) -> list[ToolTask]:
@@ -172,9 +175,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
     """Everything the dashboard draws, scoped to what ``request.user`` may see."""
     tenants, chosen, usage_scope = _scope(request)
     days = chosen_days(request)
-    now = timezone.now()
-    since = now - timedelta(days=days - 1)
-    since = since.replace(hour=0, minute=0, second=0, microsecond=0)
+    since, now = period(days)
     usage = ToolCall.objects.usage(usage_scope, since, now)
     every_day = usage.every_day(since, now)
     calls = sum(day.calls for day in every_day)
