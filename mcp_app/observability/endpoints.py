@@ -109,11 +109,6 @@ def _ping_database() -> None:
         cursor.fetchone()
 
 
-async def _check_database() -> str:
-    await _off_loop("database", _in_own_connection(_ping_database))
-    return OK
-
-
 def _store_and_read() -> None:
     from django.core.cache import cache
 
@@ -124,9 +119,14 @@ def _store_and_read() -> None:
     cache.delete(key)
 
 
-async def _check_cache() -> str:
-    await _off_loop("cache", _store_and_read)
-    return OK
+def _on_own_thread(name: str, probe: Callable[[], None]) -> Callable[[], Awaitable[str]]:
+    """The check that runs the blocking ``probe`` on the thread of ``name`` and is ``ok`` when it returns."""
+
+    async def check() -> str:
+        await _off_loop(name, probe)
+        return OK
+
+    return check
 
 
 async def _check_channel_layer() -> str:
@@ -203,8 +203,8 @@ async def _check_workers() -> str | tuple[str, dict[str, Any]]:
 
 
 CHECKS: dict[str, Callable[[], Awaitable[str | tuple[str, dict[str, Any]]]]] = {
-    "database": _check_database,
-    "cache": _check_cache,
+    "database": _on_own_thread("database", _in_own_connection(_ping_database)),
+    "cache": _on_own_thread("cache", _store_and_read),
     "channel_layer": _check_channel_layer,
     "redis": _check_redis,
     "workers": _check_workers,
