@@ -341,6 +341,12 @@ def start(*, django_views: bool) -> Tracing:
     handling, which only takes effect before the first handler is built (at start-up)."""
     provider = _provider()
     instrumentors: list[Any] = []
+
+    def instrument(instrumentor: Any) -> None:
+        if not instrumentor.is_instrumented_by_opentelemetry:  # the application's own stays the application's
+            instrumentor.instrument(tracer_provider=provider)
+            instrumentors.append(instrumentor)
+
     try:
         import celery  # noqa: F401  (the [celery] extra)
     except ImportError:
@@ -348,17 +354,11 @@ def start(*, django_views: bool) -> Tracing:
     else:
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
 
-        celery_instrumentor = CeleryInstrumentor()
-        if not celery_instrumentor.is_instrumented_by_opentelemetry:
-            celery_instrumentor.instrument(tracer_provider=provider)
-            instrumentors.append(celery_instrumentor)
+        instrument(CeleryInstrumentor())
         _flush_before_pool_processes_exit(provider)
     if django_views:
         from opentelemetry.instrumentation.django import DjangoInstrumentor
 
-        django_instrumentor = DjangoInstrumentor()
-        if not django_instrumentor.is_instrumented_by_opentelemetry:
-            django_instrumentor.instrument(tracer_provider=provider)
-            instrumentors.append(django_instrumentor)
+        instrument(DjangoInstrumentor())
     tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider=provider)
     return Tracing(tracer, provider, instrumentors)
