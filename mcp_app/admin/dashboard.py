@@ -63,41 +63,28 @@ def _options(*, stacked: bool = False, horizontal: bool = False, unit: str = "")
     }
 
 
+def _chart(labels: list[str], series: list[tuple[str, list[Any], str]], options: dict[str, Any]) -> dict[str, str]:
+    """What unfold's chart component takes: Chart.js data with one dataset per (label, values, colour)."""
+    datasets = [{"label": label, "data": values, "backgroundColor": colour} for label, values, colour in series]
+    return {"data": json.dumps({"labels": labels, "datasets": datasets}), "options": json.dumps(options)}
+
+
 def calls_chart(days: tuple[DailyUsage, ...]) -> dict[str, str]:
     """Stacked bars per day (successful calls, errors); ``days`` holds every day of the period."""
-    data = {
-        "labels": [day.day.isoformat() for day in days],
-        "datasets": [
-            {
-                "label": "calls without error",
-                "data": [day.calls - day.errors for day in days],
-                "backgroundColor": _PRIMARY,
-            },
-            {"label": "errors", "data": [day.errors for day in days], "backgroundColor": _ERROR},
-        ],
-    }
-    return {"data": json.dumps(data), "options": json.dumps(_options(stacked=True))}
+    calls = [day.calls - day.errors for day in days]
+    errors = [day.errors for day in days]
+    series = [("calls without error", calls, _PRIMARY), ("errors", errors, _ERROR)]
+    return _chart([day.day.isoformat() for day in days], series, _options(stacked=True))
 
 
 def durations_chart(tools: tuple[ToolUsage, ...], limit: int = 15) -> dict[str, str]:
     """Horizontal bars per tool: p50 and p95 duration (ms), the busiest tools first."""
     shown = tools[:limit]
-    data = {
-        "labels": [tool.tool_name for tool in shown],
-        "datasets": [
-            {
-                "label": "p50 (ms)",
-                "data": [round(tool.p50_ms or 0.0, 1) for tool in shown],
-                "backgroundColor": _PRIMARY,
-            },
-            {
-                "label": "p95 (ms)",
-                "data": [round(tool.p95_ms or 0.0, 1) for tool in shown],
-                "backgroundColor": _PRIMARY_LIGHT,
-            },
-        ],
-    }
-    return {"data": json.dumps(data), "options": json.dumps(_options(horizontal=True, unit="ms"))}
+    series = [
+        ("p50 (ms)", [round(tool.p50_ms or 0.0, 1) for tool in shown], _PRIMARY),
+        ("p95 (ms)", [round(tool.p95_ms or 0.0, 1) for tool in shown], _PRIMARY_LIGHT),
+    ]
+    return _chart([tool.tool_name for tool in shown], series, _options(horizontal=True, unit="ms"))
 
 
 def chart_height(rows: int) -> int:
