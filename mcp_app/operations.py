@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from .definitions.registry import registry
 from .models import Agent, AgentToken, ApiKey, McpServer, ServerTool, Tenant, TenantMembership, Tool, Upstream
+
+_M = TypeVar("_M", bound=Model)
 
 
 class OperationError(Exception):
@@ -87,24 +89,42 @@ def bootstrap(
     if existing is not None and not rotate:
         return BootstrapResult(tenant, server, agent, existing, None, created)
     if existing is not None:
-        revoke_tokens(AgentToken.objects.usable().filter(agent=agent, name=token_name))
+        revoke(AgentToken.objects.usable().filter(agent=agent, name=token_name))
     token, raw = AgentToken.objects.issue_token(agent, servers=[server], name=token_name)
     created.append(f"token {token.prefix}")
     return BootstrapResult(tenant, server, agent, token, raw, created)
 
 
+def _found(queryset: QuerySet[_M], what: str, tenant_slug: str | None = None, **lookup: str) -> _M:
+    """The object of ``queryset`` matching ``lookup`` (within the tenant ``tenant_slug`` when given), else an
+    ``OperationError`` saying which ``what`` is missing, and where."""
+    if tenant_slug is not None:
+        queryset = queryset.select_related("tenant").filter(tenant__slug=tenant_slug)
+    found = queryset.filter(**lookup).first()
+    if found is None:
+        raise OperationError(f"no {what}" + ("" if tenant_slug is None else f" in tenant {tenant_slug!r}"))
+    return found
+
+
+def find_tenant(tenant_slug: str) -> Tenant:
+    return _found(Tenant.objects.all(), f"tenant {tenant_slug!r}", slug=tenant_slug)
+
+
 def find_agent(tenant_slug: str, agent_id: str) -> Agent:
-    agent = Agent.objects.select_related("tenant").filter(tenant__slug=tenant_slug, agent_id=agent_id).first()
-    if agent is None:
-        raise OperationError(f"no agent {agent_id!r} in tenant {tenant_slug!r}")
-    return agent
+    return _found(Agent.objects.all(), f"agent {agent_id!r}", tenant_slug, agent_id=agent_id)
 
 
 def find_server(tenant_slug: str, server_id: str) -> McpServer:
-    server = McpServer.objects.select_related("tenant").filter(tenant__slug=tenant_slug, server_id=server_id).first()
-    if server is None:
-        raise OperationError(f"no server {server_id!r} in tenant {tenant_slug!r}")
-    return server
+    return _found(McpServer.objects.all(), f"server {server_id!r}", tenant_slug, server_id=server_id)
+
+
+def find_upstream(tenant_slug: str, name: str) -> Upstream:
+    return _found(Upstream.objects.all(), f"upstream {name!r}", tenant_slug, name=name)
+
+
+def _not_past(expires_at: datetime | None) -> None:
+    if expires_at is not None and expires_at <= timezone.now():
+        raise OperationError("the expiry is in the past")
 
 
 def issue_token(
@@ -115,19 +135,23 @@ def issue_token(
         raise OperationError("name at least one server the token may call")
     agent = find_agent(tenant_slug, agent_id)
     servers = [find_server(tenant_slug, server_id) for server_id in server_ids]
-    if expires_at is not None and expires_at <= timezone.now():
-        raise OperationError("the expiry is in the past")
+    _not_past(expires_at)
     return AgentToken.objects.issue_token(agent, servers=servers, name=name, expires_at=expires_at)
 
 
-def revoke_tokens(tokens: QuerySet[AgentToken]) -> int:
-    """Revoke every unrevoked token of ``tokens`` one by one (``AgentToken.revoke``, so that signals and cache
-    invalidation see each change); returns how many were revoked."""
+def revoke(credentials: QuerySet[Any]) -> int:
+    """Revoke every unrevoked agent token or API key of ``credentials`` one by one (their model's ``revoke``, so
+    that signals and cache invalidation see each change); returns how many were revoked."""
     revoked = 0
-    for token in tokens.filter(revoked_at__isnull=True):
-        token.revoke()
+    for credential in credentials.filter(revoked_at__isnull=True):
+        credential.revoke()
         revoked += 1
     return revoked
+
+
+def _prefix(typed: str, scheme: str) -> str:
+    """The display prefix in what an operator typed: ``ab12cd34``, ``mcp_ab12cd34_`` or ``mcp_ab12cd34_…``."""
+    return typed.removeprefix(f"{scheme}_").rstrip("_…").lower()
 
 
 def tokens_to_revoke(
@@ -138,19 +162,12 @@ def tokens_to_revoke(
         raise OperationError("name a token prefix, an agent or a token name")
     tokens = AgentToken.objects.filter(agent__tenant__slug=tenant_slug, revoked_at__isnull=True)
     if prefix is not None:
-        tokens = tokens.filter(prefix=prefix.removeprefix("mcp_").rstrip("_…").lower())
+        tokens = tokens.filter(prefix=_prefix(prefix, "mcp"))
     if agent_id is not None:
         tokens = tokens.filter(agent__agent_id=agent_id)
     if name is not None:
         tokens = tokens.filter(name=name)
     return tokens
-
-
-def find_tenant(tenant_slug: str) -> Tenant:
-    tenant = Tenant.objects.filter(slug=tenant_slug).first()
-    if tenant is None:
-        raise OperationError(f"no tenant {tenant_slug!r}")
-    return tenant
 
 
 def find_user(username: str, *, active: bool = True) -> Any:
@@ -223,8 +240,7 @@ def memberships(*, tenant_slug: str | None = None, username: str | None = None) 
 def issue_api_key(username: str, *, name: str = "", expires_at: datetime | None = None) -> tuple[ApiKey, str]:
     """A new personal API key of the (active) user; the raw key is returned once."""
     user = find_user(username)
-    if expires_at is not None and expires_at <= timezone.now():
-        raise OperationError("the expiry is in the past")
+    _not_past(expires_at)
     return ApiKey.objects.issue_key(user, name=name, expires_at=expires_at)
 
 
@@ -232,29 +248,13 @@ def api_keys_to_revoke(username: str, *, prefix: str | None = None, name: str | 
     """The user's unrevoked API keys matching every given criterion (no criterion: all of them)."""
     keys = ApiKey.objects.filter(user=find_user(username, active=False), revoked_at__isnull=True)
     if prefix is not None:
-        keys = keys.filter(prefix=prefix.removeprefix("mcpk_").rstrip("_…").lower())
+        keys = keys.filter(prefix=_prefix(prefix, "mcpk"))
     if name is not None:
         keys = keys.filter(name=name)
     return keys
 
 
-def revoke_api_keys(keys: QuerySet[ApiKey]) -> int:
-    """Revoke every unrevoked key of ``keys`` (``ApiKey.revoke``); returns how many were revoked."""
-    revoked = 0
-    for key in keys.filter(revoked_at__isnull=True):
-        key.revoke()
-        revoked += 1
-    return revoked
-
-
 # Upstream MCP servers --------------------------------------------------------------------------------------------
-
-
-def find_upstream(tenant_slug: str, name: str) -> Upstream:
-    upstream = Upstream.objects.select_related("tenant").filter(tenant__slug=tenant_slug, name=name).first()
-    if upstream is None:
-        raise OperationError(f"no upstream {name!r} in tenant {tenant_slug!r}")
-    return upstream
 
 
 def _sentence(exc: ValidationError) -> str:
@@ -326,12 +326,10 @@ def add_upstream(
     from .definitions.http_tools import parse_secret_headers
 
     tenant = find_tenant(tenant_slug)
-    servers = []
-    for server_id in bind_to:
-        server = McpServer.objects.select_related("tenant").filter(server_id=server_id).first()
-        if server is None:
-            raise OperationError(f"no server {server_id!r} in tenant {tenant_slug!r}")
-        servers.append(server)
+    where = f"in tenant {tenant_slug!r}"  # any tenant's server: register_upstream refuses another tenant's
+    servers = [
+        _found(McpServer.objects.select_related("tenant"), f"server {sid!r} {where}", server_id=sid) for sid in bind_to
+    ]
     upstream = Upstream(tenant=tenant, name=name, url=url, prefix=prefix, era=era)
     if secret_headers:
         try:

@@ -205,6 +205,12 @@ def _tenant_filter(path: str, tenant_ids: Iterable[int]) -> Q:
     return Q(**{lookup: list(tenant_ids)})
 
 
+def in_tenant(queryset: QuerySet[Any], tenant_id: int) -> QuerySet[Any]:
+    """``queryset`` limited to the objects of one tenant (no user involved: scope with ``scope_queryset``)."""
+    path = tenant_path(queryset.model)
+    return queryset.filter(**{"pk" if path == "pk" else path: tenant_id})
+
+
 def scope_queryset(user: Any, queryset: QuerySet[Any], minimum: str = VIEWER) -> QuerySet[Any]:
     """``queryset`` limited to objects of the tenants where ``user`` holds at least ``minimum``; everything
     for superusers, nothing for anonymous or inactive users. Works for every model in ``TENANT_PATHS``."""
@@ -315,6 +321,7 @@ __all__ = [
     "ensure_staff_group",
     "forget",
     "has_model_permission",
+    "in_tenant",
     "register_tenant_path",
     "required_role",
     "scope_queryset",

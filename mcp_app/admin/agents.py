@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from unfold.admin import TabularInline
 
-from .. import permissions
+from .. import operations, permissions
 from ..models import Agent, AgentToken
 from . import quotas
 from .audit import GRANT_FIELDS
@@ -45,7 +45,8 @@ class AgentTokenInline(TenantScopedInline, TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(TenantScopedAdmin):
+class AgentAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
+    quota_scope = quotas.AGENT
     change_form_template = "admin/mcp_app/change_form_links.html"
     list_display = ("agent_id", "name", "tenant", "is_active", "running_worker_calls", "created_at")
     list_filter = ("is_active", ("tenant", admin.RelatedOnlyFieldListFilter))
@@ -60,13 +61,6 @@ class AgentAdmin(TenantScopedAdmin):
             fields.append("running_worker_calls")
         return (*fields, "created_at")
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
-        return quotas.quota_changelist(quotas.AGENT)
-
-    @admin.display(description="worker calls running")
-    def running_worker_calls(self, obj: Agent) -> str:
-        return quotas.describe(obj, quotas.AGENT)
-
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         links = []
         agent = self.get_object(request, object_id)
@@ -75,10 +69,14 @@ class AgentAdmin(TenantScopedAdmin):
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), "object_links": links})
 
 
+#: What a token's form edits: also what its page shows, before the read-only digest and timestamps.
+TOKEN_FIELDS = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+
+
 class AgentTokenForm(forms.ModelForm):
     class Meta:
         model = AgentToken
-        fields = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+        fields = TOKEN_FIELDS
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -105,20 +103,7 @@ class AgentTokenAdmin(TenantScopedAdmin):
     actions = ["revoke_tokens"]
 
     def get_fields(self, request: HttpRequest, obj: AgentToken | None = None) -> _FieldGroups:
-        if obj is None:
-            return ["agent", "name", "servers", *GRANT_FIELDS, "expires_at"]
-        return [
-            "agent",
-            "name",
-            "servers",
-            *GRANT_FIELDS,
-            "expires_at",
-            "prefix",
-            "digest",
-            "created_at",
-            "revoked_at",
-            "last_used_at",
-        ]
+        return list(TOKEN_FIELDS if obj is None else (*TOKEN_FIELDS, *self.readonly_fields))
 
     def _agent_of_request(self, request: HttpRequest) -> Agent | None:
         """The agent a new token is for, when the form or the link names one the user may issue tokens for."""
@@ -165,8 +150,4 @@ class AgentTokenAdmin(TenantScopedAdmin):
 
     @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke_tokens(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
-        revoked = 0
-        for token in queryset.filter(revoked_at__isnull=True):
-            token.revoke()
-            revoked += 1
-        self.message_user(request, f"Revoked {revoked} token(s).")
+        self.message_user(request, f"Revoked {operations.revoke(queryset)} token(s).")

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from unfold.admin import ModelAdmin
 
+from .. import operations
 from ..models import ApiKey
 
 if TYPE_CHECKING:
@@ -82,8 +83,4 @@ class ApiKeyAdmin(ModelAdmin):
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        count = 0
-        for key in queryset.filter(revoked_at__isnull=True):
-            key.revoke()
-            count += 1
-        self.message_user(request, f"Revoked {count} API key(s).")
+        self.message_user(request, f"Revoked {operations.revoke(queryset)} API key(s).")

@@ -15,7 +15,6 @@ Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -24,7 +23,6 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import permissions
@@ -42,17 +40,16 @@ USAGE_DAYS = dashboard.USAGE_DAYS
 
 
 class _ScopedFilter(admin.SimpleListFilter):
-    """A list filter whose choices come only from the tenants the user may see."""
+    """A list filter on the foreign key ``parameter_name`` whose choices come only from the tenants the user may
+    see (``scoped_filter`` makes one per model)."""
 
-    field = ""
     model: Any = None
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         scoped = permissions.scope_queryset(request.user, self.model.objects.all())
-        return [(str(obj.pk), str(obj)) for obj in self.choices_of(scoped)]
-
-    def choices_of(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset
+        if self.model is not Tenant:
+            scoped = scoped.select_related("tenant")  # each choice names its tenant
+        return [(str(obj.pk), str(obj)) for obj in scoped]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
@@ -60,34 +57,12 @@ class _ScopedFilter(admin.SimpleListFilter):
             return queryset
         if not value.isdigit():
             return queryset.none()
-        return queryset.filter(**{f"{self.field}_id": int(value)})
+        return queryset.filter(**{f"{self.parameter_name}_id": int(value)})
 
 
-class TenantFilter(_ScopedFilter):
-    title = "tenant"
-    parameter_name = "tenant"
-    field = "tenant"
-    model = Tenant
-
-
-class ServerFilter(_ScopedFilter):
-    title = "server"
-    parameter_name = "server"
-    field = "server"
-    model = McpServer
-
-    def choices_of(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.select_related("tenant")
-
-
-class AgentFilter(_ScopedFilter):
-    title = "agent"
-    parameter_name = "agent"
-    field = "agent"
-    model = Agent
-
-    def choices_of(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.select_related("tenant")
+def scoped_filter(field: str, model: type[Any]) -> type[_ScopedFilter]:
+    attributes = {"title": field, "parameter_name": field, "model": model}
+    return type(f"{model.__name__}Filter", (_ScopedFilter,), attributes)
 
 
 class ToolNameFilter(admin.SimpleListFilter):
@@ -123,9 +98,9 @@ class ToolCallAdmin(TenantScopedAdmin):
         "era",
     )
     list_filter = (
-        TenantFilter,
-        ServerFilter,
-        AgentFilter,
+        scoped_filter("tenant", Tenant),
+        scoped_filter("server", McpServer),
+        scoped_filter("agent", Agent),
         ToolNameFilter,
         "status",
         ("started_at", admin.DateFieldListFilter),
@@ -191,9 +166,8 @@ class ToolCallAdmin(TenantScopedAdmin):
             raise PermissionDenied
         tenants = list(permissions.scope_queryset(request.user, Tenant.objects.order_by("slug")))
         tenant = _chosen_tenant(request, tenants)
-        days = _chosen_days(request)
-        now = timezone.now()
-        since = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        days = dashboard.chosen_days(request)
+        since, now = dashboard.period(days)
         usage = ToolCall.objects.usage(tenant.pk, since, now) if tenant else None
         context = {
             **self.admin_site.each_context(request),
@@ -220,8 +194,3 @@ def _chosen_tenant(request: HttpRequest, tenants: list[Tenant]) -> Tenant | None
     if chosen is None:
         raise Http404("No such tenant.")  # another tenant's usage looks like no tenant at all
     return chosen
-
-
-def _chosen_days(request: HttpRequest) -> int:
-    raw = request.GET.get("days", "30")
-    return int(raw) if raw.isdigit() and int(raw) in USAGE_DAYS else 30

@@ -104,9 +104,7 @@ class _ScopedChoices:
             scoped = permissions.scope_queryset(request.user, base, permissions.ADMIN)
             tenant_id = getattr(request, "_mcp_form_tenant_id", None)
             if tenant_id is not None:
-                # The form belongs to an existing object: only choices of that object's tenant.
-                path = permissions.tenant_path(related)
-                scoped = scoped.filter(**{"pk" if path == "pk" else path: tenant_id})
+                scoped = permissions.in_tenant(scoped, tenant_id)  # the form's object's tenant only
             kwargs["queryset"] = scoped
 
     def _tenant_role(self) -> str:

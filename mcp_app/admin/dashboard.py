@@ -17,7 +17,7 @@ Not owned here: the figures' SQL (``mcp_app.models.audit``), who may see what (`
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Q
@@ -63,41 +63,28 @@ def _options(*, stacked: bool = False, horizontal: bool = False, unit: str = "")
     }
 
 
+def _chart(labels: list[str], series: list[tuple[str, list[Any], str]], options: dict[str, Any]) -> dict[str, str]:
+    """What unfold's chart component takes: Chart.js data with one dataset per (label, values, colour)."""
+    datasets = [{"label": label, "data": values, "backgroundColor": colour} for label, values, colour in series]
+    return {"data": json.dumps({"labels": labels, "datasets": datasets}), "options": json.dumps(options)}
+
+
 def calls_chart(days: tuple[DailyUsage, ...]) -> dict[str, str]:
     """Stacked bars per day (successful calls, errors); ``days`` holds every day of the period."""
-    data = {
-        "labels": [day.day.isoformat() for day in days],
-        "datasets": [
-            {
-                "label": "calls without error",
-                "data": [day.calls - day.errors for day in days],
-                "backgroundColor": _PRIMARY,
-            },
-            {"label": "errors", "data": [day.errors for day in days], "backgroundColor": _ERROR},
-        ],
-    }
-    return {"data": json.dumps(data), "options": json.dumps(_options(stacked=True))}
+    calls = [day.calls - day.errors for day in days]
+    errors = [day.errors for day in days]
+    series = [("calls without error", calls, _PRIMARY), ("errors", errors, _ERROR)]
+    return _chart([day.day.isoformat() for day in days], series, _options(stacked=True))
 
 
 def durations_chart(tools: tuple[ToolUsage, ...], limit: int = 15) -> dict[str, str]:
     """Horizontal bars per tool: p50 and p95 duration (ms), the busiest tools first."""
     shown = tools[:limit]
-    data = {
-        "labels": [tool.tool_name for tool in shown],
-        "datasets": [
-            {
-                "label": "p50 (ms)",
-                "data": [round(tool.p50_ms or 0.0, 1) for tool in shown],
-                "backgroundColor": _PRIMARY,
-            },
-            {
-                "label": "p95 (ms)",
-                "data": [round(tool.p95_ms or 0.0, 1) for tool in shown],
-                "backgroundColor": _PRIMARY_LIGHT,
-            },
-        ],
-    }
-    return {"data": json.dumps(data), "options": json.dumps(_options(horizontal=True, unit="ms"))}
+    series = [
+        ("p50 (ms)", [round(tool.p50_ms or 0.0, 1) for tool in shown], _PRIMARY),
+        ("p95 (ms)", [round(tool.p95_ms or 0.0, 1) for tool in shown], _PRIMARY_LIGHT),
+    ]
+    return _chart([tool.tool_name for tool in shown], series, _options(horizontal=True, unit="ms"))
 
 
 def chart_height(rows: int) -> int:
@@ -111,6 +98,12 @@ def chart_height(rows: int) -> int:
 def chosen_days(request: HttpRequest) -> int:
     raw = request.GET.get("days", "")
     return int(raw) if raw.isdigit() and int(raw) in USAGE_DAYS else DEFAULT_DAYS
+
+
+def period(days: int) -> tuple[datetime, datetime]:
+    """The last ``days`` UTC days, today's included: from the first one's midnight to now."""
+    now = timezone.now()
+    return (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0), now
 
 
 def _scope(request: HttpRequest) -> tuple[list[Tenant], Tenant | None, int | list[int] | None]:
@@ -128,10 +121,7 @@ def _scope(request: HttpRequest) -> tuple[list[Tenant], Tenant | None, int | lis
 
 def _scoped(request: HttpRequest, queryset: Any, chosen: Tenant | None) -> Any:
     queryset = permissions.scope_queryset(request.user, queryset)
-    if chosen is not None:
-        path = permissions.tenant_path(queryset.model)
-        queryset = queryset.filter(**{"pk" if path == "pk" else path: chosen.pk})
-    return queryset
+    return queryset if chosen is None else permissions.in_tenant(queryset, chosen.pk)
 
 
 def running_calls(request: HttpRequest, chosen: Tenant | None = None, limit: int = RUNNING_SHOWN) -> list[ToolTask]:
@@ -172,9 +162,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
     """Everything the dashboard draws, scoped to what ``request.user`` may see."""
     tenants, chosen, usage_scope = _scope(request)
     days = chosen_days(request)
-    now = timezone.now()
-    since = now - timedelta(days=days - 1)
-    since = since.replace(hour=0, minute=0, second=0, microsecond=0)
+    since, now = period(days)
     usage = ToolCall.objects.usage(usage_scope, since, now)
     every_day = usage.every_day(since, now)
     calls = sum(day.calls for day in every_day)

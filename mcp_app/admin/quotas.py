@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
 
@@ -59,12 +60,22 @@ def describe(obj: Any, scope: str) -> str:
     return f"{shown} (unlimited)" if limit == 0 else f"{shown} of {limit}"
 
 
-def quota_changelist(scope: str) -> type[ChangeList]:
-    """A ChangeList that reads the running counts of its page's rows in one round trip."""
+class RunningWorkerCalls:
+    """Mixin for the tenant's and the agent's ModelAdmins: the ``running_worker_calls`` column and field of
+    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip."""
 
-    class QuotaChangeList(ChangeList):
-        def get_results(self, request: HttpRequest) -> None:
-            super().get_results(request)
-            annotate(self.result_list, scope)
+    quota_scope: str
 
-    return QuotaChangeList
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        scope = self.quota_scope
+
+        class QuotaChangeList(ChangeList):
+            def get_results(self, request: HttpRequest) -> None:
+                super().get_results(request)
+                annotate(self.result_list, scope)
+
+        return QuotaChangeList
+
+    @admin.display(description="worker calls running")
+    def running_worker_calls(self, obj: Any) -> str:
+        return describe(obj, self.quota_scope)

@@ -72,31 +72,26 @@ def _field(name: str, prop: dict[str, Any], required: bool) -> forms.Field:
         return forms.CharField(
             max_length=prop.get("maxLength"), strip=False, widget=UnfoldAdminTextInputWidget, **options
         )
-    if kind == "integer":
-        return forms.IntegerField(
-            min_value=prop.get("minimum"),
-            max_value=prop.get("maximum"),
-            widget=UnfoldAdminIntegerFieldWidget,
-            **options,
-        )
-    if kind == "number":
-        return forms.FloatField(
-            min_value=prop.get("minimum"),
-            max_value=prop.get("maximum"),
-            widget=UnfoldAdminIntegerFieldWidget,
-            **options,
-        )
+    if kind in ("integer", "number"):
+        number = forms.IntegerField if kind == "integer" else forms.FloatField
+        bounds: dict[str, Any] = {"min_value": prop.get("minimum"), "max_value": prop.get("maximum")}
+        return number(widget=UnfoldAdminIntegerFieldWidget, **bounds, **options)
     if kind == "boolean":
         return forms.BooleanField(widget=UnfoldBooleanSwitchWidget, **options)
     return PrettyJSONField(**options)
 
 
-def schema_fields(schema: dict[str, Any]) -> dict[str, forms.Field]:
-    """A form field per top-level property of an object schema, in the schema's order."""
+def _properties(schema: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """An object schema's top-level properties and the names it requires (none when it has no properties)."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict):
-        return {}
-    required = set(schema.get("required") or [])
+        return {}, set()
+    return properties, set(schema.get("required") or [])
+
+
+def schema_fields(schema: dict[str, Any]) -> dict[str, forms.Field]:
+    """A form field per top-level property of an object schema, in the schema's order."""
+    properties, required = _properties(schema)
     return {
         f"{ARG_PREFIX}{name}": _field(name, prop if isinstance(prop, dict) else {}, name in required)
         for name, prop in properties.items()
@@ -106,10 +101,7 @@ def schema_fields(schema: dict[str, Any]) -> dict[str, forms.Field]:
 def arguments_from(schema: dict[str, Any], cleaned: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """The arguments object from the form's cleaned data (empty optional fields left out), and the errors of
     required properties left empty (by field name)."""
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(properties, dict):
-        return {}, {}
-    required = set(schema.get("required") or [])
+    properties, required = _properties(schema)
     arguments: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for name, prop in properties.items():

@@ -13,30 +13,31 @@ from ..models import McpServer, ServerPrompt, ServerResource, ServerTool
 from .base import TenantScopedAdmin, TenantScopedInline
 
 
-class ServerToolInline(TenantScopedInline, TabularInline):
-    model = ServerTool
+class _BindingInline(TenantScopedInline, TabularInline):
+    """A server's bindings of one kind of entry, in their order, the entry picked by autocomplete."""
+
     extra = 0
+    ordering = ("position", "id")
+
+
+class ServerToolInline(_BindingInline):
+    model = ServerTool
     fields = ("position", "tool", "enabled", "name_override", "description_override", "execution", "timeout_seconds")
     autocomplete_fields = ("tool",)
-    ordering = ("position", "id")
     # One line per binding: the row fits a 1,366 px window without scrolling sideways.
     formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 1})}}
 
 
-class ServerResourceInline(TenantScopedInline, TabularInline):
+class ServerResourceInline(_BindingInline):
     model = ServerResource
-    extra = 0
     fields = ("position", "resource", "enabled")
     autocomplete_fields = ("resource",)
-    ordering = ("position", "id")
 
 
-class ServerPromptInline(TenantScopedInline, TabularInline):
+class ServerPromptInline(_BindingInline):
     model = ServerPrompt
-    extra = 0
     fields = ("position", "prompt", "enabled")
     autocomplete_fields = ("prompt",)
-    ordering = ("position", "id")
 
 
 @admin.register(McpServer)

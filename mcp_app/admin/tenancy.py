@@ -84,7 +84,8 @@ class TenantMembershipInline(TenantScopedInline, TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantScopedAdmin):
+class TenantAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
+    quota_scope = quotas.TENANT
     tenant_field = None
     list_display = ("slug", "name", "is_active", "running_worker_calls", "created_at")
     list_filter = ("is_active",)
@@ -96,13 +97,6 @@ class TenantAdmin(TenantScopedAdmin):
         if obj is not None:
             fields.append("running_worker_calls")
         return (*fields, "created_at")
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
-        return quotas.quota_changelist(quotas.TENANT)
-
-    @admin.display(description="worker calls running")
-    def running_worker_calls(self, obj: Tenant) -> str:
-        return quotas.describe(obj, quotas.TENANT)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
         fields = ["created_at", "running_worker_calls"]

@@ -10,30 +10,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
-from django.dispatch import receiver
 
 from ..invalidation import publish
 from ..models import Agent, AgentToken, McpServer, McpSession, Tenant, Upstream
 
+#: The invalidation key a saved or deleted row publishes, and whether a new row publishes it too (tenants and
+#: agents do; nothing can have cached a token, server, session or upstream that did not exist). An upstream's
+#: key also closes every process's pooled connections to it (``federation.pool``).
+ROW_KEYS: dict[type[Model], tuple[str, bool]] = {
+    Tenant: ("tenant", True),
+    Agent: ("agent", True),
+    AgentToken: ("token", False),
+    McpServer: ("server", False),
+    McpSession: ("session", False),
+    Upstream: ("upstream", False),
+}
 
-@receiver(post_save, sender=Tenant)
-@receiver(post_delete, sender=Tenant)
-def _tenant_changed(sender: Any, instance: Tenant, **kwargs: Any) -> None:
-    publish(f"tenant:{instance.pk}")
+
+def _row_changed(sender: Any, instance: Model, created: bool = False, **kwargs: Any) -> None:
+    key, when_created = ROW_KEYS[sender]
+    if when_created or not created:
+        publish(f"{key}:{instance.pk}")
 
 
-@receiver(post_save, sender=Agent)
-@receiver(post_delete, sender=Agent)
-def _agent_changed(sender: Any, instance: Agent, **kwargs: Any) -> None:
-    publish(f"agent:{instance.pk}")
-
-
-@receiver(post_save, sender=AgentToken)
-@receiver(post_delete, sender=AgentToken)
-def _token_changed(sender: Any, instance: AgentToken, created: bool = False, **kwargs: Any) -> None:
-    if not created:  # nothing can have cached a token that did not exist
-        publish(f"token:{instance.pk}")
+for _model in ROW_KEYS:
+    for _signal in (post_save, post_delete):
+        _signal.connect(_row_changed, sender=_model, dispatch_uid=f"mcp-row-{_model._meta.model_name}")
 
 
 def _token_links_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any) -> None:
@@ -58,25 +62,3 @@ def _token_links_changed(sender: Any, instance: Any, action: str, reverse: bool,
 
 for _link in (AgentToken.servers, AgentToken.granted_tools, AgentToken.granted_resources, AgentToken.granted_prompts):
     m2m_changed.connect(_token_links_changed, sender=_link.through, dispatch_uid=f"mcp-token-links-{_link.field.name}")
-
-
-@receiver(post_save, sender=McpServer)
-@receiver(post_delete, sender=McpServer)
-def _server_changed(sender: Any, instance: McpServer, created: bool = False, **kwargs: Any) -> None:
-    if not created:
-        publish(f"server:{instance.pk}")
-
-
-@receiver(post_save, sender=McpSession)
-@receiver(post_delete, sender=McpSession)
-def _session_changed(sender: Any, instance: McpSession, created: bool = False, **kwargs: Any) -> None:
-    if not created:
-        publish(f"session:{instance.pk}")
-
-
-@receiver(post_save, sender=Upstream)
-@receiver(post_delete, sender=Upstream)
-def _upstream_changed(sender: Any, instance: Upstream, created: bool = False, **kwargs: Any) -> None:
-    # Edited, disabled or deleted: every process closes its pooled connections to it (``federation.pool``).
-    if not created:
-        publish(f"upstream:{instance.pk}")

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from . import metrics, tracing
+from .endpoints import header
 from .logging import RequestInfo, end_request, new_request_id, start_request
 
 access_logger = logging.getLogger("mcp_app.access")
@@ -52,13 +53,6 @@ _SSE = b"text/event-stream"
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,63}$")  # what an agent id can be; anything else is not logged
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
 def _claimed_agent(scope: dict[str, Any]) -> str:
     query = scope.get("query_string", b"")
     if b"agentId=" not in query:
@@ -77,7 +71,7 @@ def instrument(app: Any) -> Any:
             return
         kwargs = scope.get("url_route", {}).get("kwargs", {})
         info = RequestInfo(
-            request_id=new_request_id(_header(scope, b"x-request-id")),
+            request_id=new_request_id(header(scope, b"x-request-id")),
             http_method=scope.get("method", ""),
             path=scope.get("path", ""),
             server=str(kwargs.get("server_id", ""))[:63],

@@ -109,11 +109,6 @@ def _ping_database() -> None:
         cursor.fetchone()
 
 
-async def _check_database() -> str:
-    await _off_loop("database", _in_own_connection(_ping_database))
-    return OK
-
-
 def _store_and_read() -> None:
     from django.core.cache import cache
 
@@ -124,9 +119,14 @@ def _store_and_read() -> None:
     cache.delete(key)
 
 
-async def _check_cache() -> str:
-    await _off_loop("cache", _store_and_read)
-    return OK
+def _on_own_thread(name: str, probe: Callable[[], None]) -> Callable[[], Awaitable[str]]:
+    """The check that runs the blocking ``probe`` on the thread of ``name`` and is ``ok`` when it returns."""
+
+    async def check() -> str:
+        await _off_loop(name, probe)
+        return OK
+
+    return check
 
 
 async def _check_channel_layer() -> str:
@@ -203,12 +203,17 @@ async def _check_workers() -> str | tuple[str, dict[str, Any]]:
 
 
 CHECKS: dict[str, Callable[[], Awaitable[str | tuple[str, dict[str, Any]]]]] = {
-    "database": _check_database,
-    "cache": _check_cache,
+    "database": _on_own_thread("database", _in_own_connection(_ping_database)),
+    "cache": _on_own_thread("cache", _store_and_read),
     "channel_layer": _check_channel_layer,
     "redis": _check_redis,
     "workers": _check_workers,
 }
+
+
+def _error_name(exc: Exception) -> str:
+    """What the body says of a failed probe: the exception's class, never its message (a URL, a password)."""
+    return "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
 
 
 async def _probe(
@@ -221,8 +226,7 @@ async def _probe(
         result: dict[str, Any] = {"status": status, **details}
     except Exception as exc:
         metrics.record_dependency_error(name)
-        error = "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__
-        result = {"status": DOWN, "error": error}
+        result = {"status": DOWN, "error": _error_name(exc)}
     result["latency_ms"] = round((time.perf_counter() - started) * 1000, 2)
     if _last_status.get(name) != result["status"]:
         # Log transitions only: a probe every few seconds must not flood the logs while a dependency is down.
@@ -273,7 +277,7 @@ async def upstreams_detail() -> dict[str, Any]:
             timeout=float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS),
         )
     except Exception as exc:
-        return {"error": "Timeout" if isinstance(exc, TimeoutError) else type(exc).__name__}
+        return {"error": _error_name(exc)}
     return {"open": open_now}
 
 
@@ -289,10 +293,15 @@ async def readyz(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 def _bearer(scope: dict[str, Any]) -> str | None:
+    scheme, _, credentials = (header(scope, b"authorization") or "").strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
+def header(scope: dict[str, Any], name: bytes) -> str | None:
+    """The request header ``name`` (lowercase) of an ASGI ``scope``, or ``None``."""
     for key, value in scope.get("headers", ()):
-        if key.lower() == b"authorization":
-            scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
-            return credentials.strip() if scheme.lower() == "bearer" else None
+        if key.lower() == name:
+            return value.decode("latin-1")
     return None
 
 

@@ -234,27 +234,26 @@ if multiprocess_dir():
     atexit.register(_mark_dead)
 
 
+def _registry() -> Any:
+    """This process's registry, or every live process's values in multiprocess mode."""
+    if not multiprocess_dir():
+        return REGISTRY
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
 def exposition() -> tuple[bytes, str]:
     """The text exposition of every metric (of all processes in multiprocess mode) and its content type."""
-    registry: Any = REGISTRY
-    if multiprocess_dir():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-    return _generate_latest(registry), CONTENT_TYPE_LATEST
+    return _generate_latest(_registry()), CONTENT_TYPE_LATEST
 
 
 def open_streams() -> int:
     """SSE responses open now: this process's, or every live process's in multiprocess mode (the admin's
     dashboard shows it to operators)."""
-    registry: Any = REGISTRY
-    if multiprocess_dir():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-    return int(registry.get_sample_value(f"{NAMESPACE}_sse_streams") or 0)
+    return int(_registry().get_sample_value(f"{NAMESPACE}_sse_streams") or 0)
 
 
 _known_methods: frozenset[str] | None = None

@@ -159,21 +159,15 @@ class Tracing:
             attributes=attributes,
             links=links,
         )
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                result = await answer()
-            except BaseException as error:  # the transport's 503, or a cancellation
-                _failed(span, _outcome_of(error))
-                raise
-            if isinstance(result, dict) and isinstance(result.get("error"), dict):
-                code = str(result["error"].get("code"))
-                span.set_attribute(RPC_RESPONSE_STATUS_CODE, code)
-                _failed(span, code)  # no description: an error's message may quote an argument's value
-            elif (
-                isinstance(result, dict) and isinstance(result.get("result"), dict) and result["result"].get("isError")
-            ):
-                _failed(span, "tool_error")
-            return result
+        result = await _in_span(span, answer())  # raises the transport's 503, or a cancellation
+        if isinstance(result, dict) and isinstance(result.get("error"), dict):
+            code = str(result["error"].get("code"))
+            span.set_attribute(RPC_RESPONSE_STATUS_CODE, code)
+            _failed(span, code)  # no description: an error's message may quote an argument's value
+        elif isinstance(result, dict) and isinstance(result.get("result"), dict) and result["result"].get("isError"):
+            _failed(span, "tool_error")
+        span.end()
+        return result
 
     # Tool runs --------------------------------------------------------------------------------------------
 
@@ -192,15 +186,11 @@ class Tracing:
         if call.request_id is not None:
             attributes[JSONRPC_REQUEST_ID] = str(call.request_id)
         span = self.tracer.start_span(f"{EXECUTE_TOOL} {tool.name}", kind=SpanKind.INTERNAL, attributes=attributes)
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                result = await run
-            except BaseException as error:
-                _failed(span, _outcome_of(error))
-                raise
-            if result.get("isError"):
-                _failed(span, "tool_error")
-            return result
+        result = await _in_span(span, run)
+        if result.get("isError"):
+            _failed(span, "tool_error")
+        span.end()
+        return result
 
     # Outbound webhook requests ----------------------------------------------------------------------------
 
@@ -219,6 +209,18 @@ class Tracing:
             except BaseException as error:
                 _failed(span, str(getattr(error, "code", "")) or type(error).__name__)
                 raise
+
+
+async def _in_span(span: trace.Span, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """Await ``run`` with ``span`` current; a failure marks the span and ends it, else the caller reads the
+    result onto the span and ends it."""
+    with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+        try:
+            return await run
+        except BaseException as error:
+            _failed(span, _outcome_of(error))
+            span.end()
+            raise
 
 
 def _where(ctx: RequestContext) -> dict[str, str]:
@@ -339,6 +341,12 @@ def start(*, django_views: bool) -> Tracing:
     handling, which only takes effect before the first handler is built (at start-up)."""
     provider = _provider()
     instrumentors: list[Any] = []
+
+    def instrument(instrumentor: Any) -> None:
+        if not instrumentor.is_instrumented_by_opentelemetry:  # the application's own stays the application's
+            instrumentor.instrument(tracer_provider=provider)
+            instrumentors.append(instrumentor)
+
     try:
         import celery  # noqa: F401  (the [celery] extra)
     except ImportError:
@@ -346,17 +354,11 @@ def start(*, django_views: bool) -> Tracing:
     else:
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
 
-        celery_instrumentor = CeleryInstrumentor()
-        if not celery_instrumentor.is_instrumented_by_opentelemetry:
-            celery_instrumentor.instrument(tracer_provider=provider)
-            instrumentors.append(celery_instrumentor)
+        instrument(CeleryInstrumentor())
         _flush_before_pool_processes_exit(provider)
     if django_views:
         from opentelemetry.instrumentation.django import DjangoInstrumentor
 
-        django_instrumentor = DjangoInstrumentor()
-        if not django_instrumentor.is_instrumented_by_opentelemetry:
-            django_instrumentor.instrument(tracer_provider=provider)
-            instrumentors.append(django_instrumentor)
+        instrument(DjangoInstrumentor())
     tracer = trace.get_tracer(INSTRUMENTATION, __version__, tracer_provider=provider)
     return Tracing(tracer, provider, instrumentors)

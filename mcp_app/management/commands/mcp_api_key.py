@@ -8,22 +8,17 @@ stored); ``revoke --user U [--prefix P] [--name N] [--all]`` revokes the matchin
 
 from __future__ import annotations
 
-import json
-from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
+from django.core.management.base import CommandParser
 
 from mcp_app.models import ApiKey
-from mcp_app.operations import OperationError, api_keys_to_revoke, find_user, issue_api_key, revoke_api_keys
+from mcp_app.operations import api_keys_to_revoke, find_user, issue_api_key
+
+from ..base import OperationCommand, expiry, when
 
 
-def _when(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Issue (printed once), revoke or list a user's personal API keys."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -43,33 +38,18 @@ class Command(BaseCommand):
         for command in (revoke, listing):
             command.add_argument("--json", action="store_true", help="Print one JSON value and nothing else.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            getattr(self, f"handle_{options['action']}")(options)
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
-
     def handle_issue(self, options: dict[str, Any]) -> None:
-        days = options["expires_in_days"]
-        expires_at = timezone.now() + timedelta(days=days) if days is not None else None
-        key, raw = issue_api_key(options["user"], name=options["name"], expires_at=expires_at)
-        if options["json"]:
-            self.stdout.write(json.dumps({"key": raw, "prefix": key.prefix, "expires_at": _when(key.expires_at)}))
+        key, raw = issue_api_key(options["user"], name=options["name"], expires_at=expiry(options["expires_in_days"]))
+        if self.emit(options, {"key": raw, "prefix": key.prefix, "expires_at": when(key.expires_at)}):
             return
         self.stdout.write(raw)
         self.stderr.write(f"Issued mcpk_{key.prefix}_… (shown only this once; revoke with mcp_api_key revoke).")
 
     def handle_revoke(self, options: dict[str, Any]) -> None:
         keys = api_keys_to_revoke(options["user"], prefix=options["prefix"], name=options["name"])
-        matches = keys.count()
-        if matches == 0:
-            raise CommandError("no unrevoked key matches")
-        if matches > 1 and not options["all"]:
-            raise CommandError(f"{matches} keys match; add --all to revoke them all, or narrow with --prefix/--name")
         prefixes = list(keys.values_list("prefix", flat=True))
-        revoked = revoke_api_keys(keys)
-        if options["json"]:
-            self.stdout.write(json.dumps({"revoked": revoked, "prefixes": prefixes}))
+        revoked = self.revoke(keys, "key", options["all"], "with --prefix/--name")
+        if self.emit(options, {"revoked": revoked, "prefixes": prefixes}):
             return
         self.stdout.write(f"Revoked {revoked} key(s).")
 
@@ -79,14 +59,13 @@ class Command(BaseCommand):
                 "prefix": key.prefix,
                 "name": key.name,
                 "state": "revoked" if key.revoked_at else "expired" if not key.is_usable else "usable",
-                "created_at": _when(key.created_at),
-                "expires_at": _when(key.expires_at),
-                "last_used_at": _when(key.last_used_at),
+                "created_at": when(key.created_at),
+                "expires_at": when(key.expires_at),
+                "last_used_at": when(key.last_used_at),
             }
             for key in ApiKey.objects.filter(user=find_user(options["user"], active=False)).order_by("created_at")
         ]
-        if options["json"]:
-            self.stdout.write(json.dumps(rows))
+        if self.emit(options, rows):
             return
         for row in rows:
             self.stdout.write(

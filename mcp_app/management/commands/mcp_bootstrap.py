@@ -6,16 +6,17 @@ Run it again and nothing is duplicated; the token is printed only when one is is
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
-from mcp_app.operations import OperationError, bootstrap
+from mcp_app.operations import bootstrap
+
+from ..base import OperationCommand
 
 
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Create (idempotently) a tenant, an MCP server exposing some @tools, an agent and a token for it."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,34 +36,29 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            result = bootstrap(
-                tenant_slug=options["tenant"],
-                tenant_name=options["tenant_name"],
-                server_id=options["server"],
-                agent_id=options["agent"],
-                tools=options["tools"],
-                token_name=options["token_name"],
-                rotate=options["rotate"],
-            )
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
+    def run(self, options: dict[str, Any]) -> None:
+        result = bootstrap(
+            tenant_slug=options["tenant"],
+            tenant_name=options["tenant_name"],
+            server_id=options["server"],
+            agent_id=options["agent"],
+            tools=options["tools"],
+            token_name=options["token_name"],
+            rotate=options["rotate"],
+        )
         url = f"{options['base_url'].rstrip('/')}/mcp/{result.server.server_id}?agentId={result.agent.agent_id}"
-        if options["json"]:
-            self.stdout.write(
-                json.dumps(
-                    {
-                        "url": url,
-                        "tenant": result.tenant.slug,
-                        "server_id": result.server.server_id,
-                        "agent_id": result.agent.agent_id,
-                        "token": result.raw_token,
-                        "token_prefix": result.token.prefix,
-                        "created": result.created,
-                    }
-                )
-            )
+        if self.emit(
+            options,
+            {
+                "url": url,
+                "tenant": result.tenant.slug,
+                "server_id": result.server.server_id,
+                "agent_id": result.agent.agent_id,
+                "token": result.raw_token,
+                "token_prefix": result.token.prefix,
+                "created": result.created,
+            },
+        ):
             return
         self.stdout.write(f"Created: {', '.join(result.created)}" if result.created else "Everything already existed.")
         self.stdout.write(f"  MCP URL : {url}")

@@ -7,14 +7,15 @@ and the command says so). ``--json`` prints the wire lists.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from mcp_app.catalog.resolver import resolve_catalog
 from mcp_app.models import AgentToken
-from mcp_app.operations import OperationError, find_agent, find_server
+from mcp_app.operations import find_agent, find_server
+
+from ..base import OperationCommand
 
 KINDS = (
     ("tools", "Tools"),
@@ -24,7 +25,7 @@ KINDS = (
 )
 
 
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Show a server's effective catalog (tools, resources, templates, prompts), optionally for one agent."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -33,12 +34,9 @@ class Command(BaseCommand):
         parser.add_argument("--agent", help="Agent id: check it may call the server and show what it sees.")
         parser.add_argument("--json", action="store_true", help="Print the wire lists as one JSON object.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            server = find_server(options["tenant"], options["server"])
-            agent = find_agent(options["tenant"], options["agent"]) if options["agent"] else None
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
+    def run(self, options: dict[str, Any]) -> None:
+        server = find_server(options["tenant"], options["server"])
+        agent = find_agent(options["tenant"], options["agent"]) if options["agent"] else None
         if agent is not None:
             if not agent.is_active:
                 raise CommandError(f"agent {agent.agent_id!r} is inactive: its tokens do not authenticate")
@@ -48,10 +46,7 @@ class Command(BaseCommand):
             self.stderr.write(f"Note: {server.server_id!r} is not served now (disabled, or its tenant is inactive).")
         catalog = resolve_catalog(server)
         wire = {kind: catalog.wire(kind) for kind, _title in KINDS}
-        if options["json"]:
-            self.stdout.write(
-                json.dumps({"server": server.server_id, "catalog_version": server.catalog_version, **wire})
-            )
+        if self.emit(options, {"server": server.server_id, "catalog_version": server.catalog_version, **wire}):
             return
         who = f" for agent {agent.agent_id}" if agent is not None else ""
         self.stdout.write(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
+from django.core.management.base import CommandParser
 
-from mcp_app.operations import OperationError, issue_token
+from mcp_app.operations import issue_token
+
+from ..base import OperationCommand, expiry, when
 
 
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Issue a token for an agent, scoped to servers of its tenant; the raw token is printed once."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -25,18 +24,12 @@ class Command(BaseCommand):
         parser.add_argument("--expires-in-days", type=float, help="Lifetime in days (default: no expiry).")
         parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        days = options["expires_in_days"]
-        expires_at = timezone.now() + timedelta(days=days) if days is not None else None
-        try:
-            token, raw = issue_token(
-                options["tenant"], options["agent"], options["servers"], name=options["name"], expires_at=expires_at
-            )
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
-        if options["json"]:
-            expiry = token.expires_at.isoformat() if token.expires_at else None
-            self.stdout.write(json.dumps({"token": raw, "prefix": token.prefix, "expires_at": expiry}))
+    def run(self, options: dict[str, Any]) -> None:
+        expires_at = expiry(options["expires_in_days"])
+        token, raw = issue_token(
+            options["tenant"], options["agent"], options["servers"], name=options["name"], expires_at=expires_at
+        )
+        if self.emit(options, {"token": raw, "prefix": token.prefix, "expires_at": when(token.expires_at)}):
             return
         self.stdout.write(raw)
         self.stderr.write(f"Issued mcp_{token.prefix}_… (shown only this once; revoke with mcp_revoke_token).")

@@ -9,13 +9,14 @@ subcommand takes ``--json`` (one JSON value on stdout, nothing else).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from mcp_app.models import TenantMembership
-from mcp_app.operations import OperationError, add_member, memberships, remove_member
+from mcp_app.operations import add_member, memberships, remove_member
+
+from ..base import OperationCommand
 
 
 def _row(membership: TenantMembership) -> dict[str, str]:
@@ -27,7 +28,7 @@ def _row(membership: TenantMembership) -> dict[str, str]:
     }
 
 
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Add, change, remove or list tenant memberships (roles: owner, admin, viewer)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -46,31 +47,22 @@ class Command(BaseCommand):
         listing.add_argument("--user", help="Username.")
         listing.add_argument("--json", action="store_true", help="Print a JSON array.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            getattr(self, f"handle_{options['action']}")(options)
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
-
     def handle_add(self, options: dict[str, Any]) -> None:
         membership, created = add_member(options["tenant"], options["user"], options["role"])
-        if options["json"]:
-            self.stdout.write(json.dumps({**_row(membership), "created": created}))
+        if self.emit(options, {**_row(membership), "created": created}):
             return
         verb = "Added" if created else "Set"
         self.stdout.write(f"{verb} {options['user']} as {membership.role} of {options['tenant']}.")
 
     def handle_remove(self, options: dict[str, Any]) -> None:
         remove_member(options["tenant"], options["user"])
-        if options["json"]:
-            self.stdout.write(json.dumps({"tenant": options["tenant"], "user": options["user"], "removed": True}))
+        if self.emit(options, {"tenant": options["tenant"], "user": options["user"], "removed": True}):
             return
         self.stdout.write(f"Removed {options['user']} from {options['tenant']}.")
 
     def handle_list(self, options: dict[str, Any]) -> None:
         rows = [_row(m) for m in memberships(tenant_slug=options["tenant"], username=options["user"])]
-        if options["json"]:
-            self.stdout.write(json.dumps(rows))
+        if self.emit(options, rows):
             return
         for row in rows:
             self.stdout.write(f"{row['tenant']}\t{row['user']}\t{row['role']}")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
-from mcp_app.operations import OperationError, revoke_tokens, tokens_to_revoke
+from mcp_app.operations import tokens_to_revoke
+
+from ..base import OperationCommand
 
 
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Revoke a tenant's tokens matching a prefix (mcp_<prefix>_…), an agent and/or a token name."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -19,17 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--name", help="Token name.")
         parser.add_argument("--all", action="store_true", help="Revoke every match, even more than one.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            tokens = tokens_to_revoke(
-                options["tenant"], prefix=options["prefix"], agent_id=options["agent"], name=options["name"]
-            )
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
-        matches = tokens.count()
-        if matches == 0:
-            raise CommandError("no unrevoked token matches")
-        if matches > 1 and not options["all"]:
-            raise CommandError(f"{matches} tokens match; add --all to revoke them all, or narrow the criteria")
-        revoked = revoke_tokens(tokens)
+    def run(self, options: dict[str, Any]) -> None:
+        tokens = tokens_to_revoke(
+            options["tenant"], prefix=options["prefix"], agent_id=options["agent"], name=options["name"]
+        )
+        revoked = self.revoke(tokens, "token", options["all"], "the criteria")
         self.stdout.write(f"Revoked {revoked} token(s).")

@@ -11,25 +11,22 @@ protocol era spoken to it (from its next connection on).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from mcp_app.definitions.http_tools import display_url
 from mcp_app.definitions.upstreams import ERA_AUTO, ERAS
 from mcp_app.federation.sync import sync_upstream
 from mcp_app.models import Prompt, Resource, Tool, Upstream
-from mcp_app.operations import OperationError, add_upstream, find_upstream, set_upstream_era, upstreams
+from mcp_app.operations import add_upstream, find_upstream, set_upstream_era, upstreams
+
+from ..base import OperationCommand, when
 
 ERA_HELP = (
     "Protocol era spoken to the upstream: auto (2026-07-28 where offered, else the handshake), 2025-11-25 (always "
     "the handshake: tools that elicit or sample the handshake way need it), or 2026-07-28."
 )
-
-
-def _when(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def _entries(upstream: Upstream) -> dict[str, list[str]]:
@@ -40,7 +37,7 @@ def _entries(upstream: Upstream) -> dict[str, list[str]]:
     }
 
 
-class Command(BaseCommand):
+class Command(OperationCommand):
     help = "Register, sync, list or remove a tenant's upstream MCP servers (their entries join its catalog)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -88,22 +85,15 @@ class Command(BaseCommand):
         remove.add_argument("--tenant", required=True, help="Tenant slug.")
         remove.add_argument("--name", required=True, help="Upstream name.")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            getattr(self, f"handle_{options['action']}")(options)
-        except OperationError as exc:
-            raise CommandError(str(exc)) from exc
-
-    def _report(self, report: Any) -> None:
-        for title, names in (("Added", report.added), ("Updated", report.updated), ("Removed", report.removed)):
-            if names:
-                self.stdout.write(f"{title} ({len(names)}):")
-                for name in names:
-                    self.stdout.write(f"  {name}")
-        for reason in report.skipped:
-            self.stderr.write(f"Skipped: {reason}")
-        for reason in report.flagged:
-            self.stderr.write(f"Flagged: {reason}")
+    def _report(self, report: Any, lists: list[tuple[str, list[str]]]) -> None:
+        """Each titled list of names, then what the sync skipped and flagged (on stderr)."""
+        for title, names in lists:
+            self.stdout.write(f"{title} ({len(names)}):")
+            for name in names:
+                self.stdout.write(f"  {name}")
+        for title, reasons in (("Skipped", report.skipped), ("Flagged", report.flagged)):
+            for reason in reasons:
+                self.stderr.write(f"{title}: {reason}")
 
     def handle_add(self, options: dict[str, Any]) -> None:
         registration = add_upstream(
@@ -117,38 +107,29 @@ class Command(BaseCommand):
         )
         upstream, report = registration.upstream, registration.report
         bound = [server.server_id for server in registration.servers]
-        if options["json"]:
-            self.stdout.write(
-                json.dumps(
-                    {
-                        "tenant": upstream.tenant.slug,
-                        "name": upstream.name,
-                        "url": display_url(upstream.url),
-                        "prefix": upstream.prefix,
-                        "era": upstream.era,
-                        "protocol_version": upstream.protocol_version,
-                        "server_info": upstream.server_info,
-                        "secret_headers": list(upstream.secret_header_names),
-                        "entries": _entries(upstream),
-                        "bound": bound,
-                        "sync": report.as_dict(),
-                    }
-                )
-            )
+        if self.emit(
+            options,
+            {
+                "tenant": upstream.tenant.slug,
+                "name": upstream.name,
+                "url": display_url(upstream.url),
+                "prefix": upstream.prefix,
+                "era": upstream.era,
+                "protocol_version": upstream.protocol_version,
+                "server_info": upstream.server_info,
+                "secret_headers": list(upstream.secret_header_names),
+                "entries": _entries(upstream),
+                "bound": bound,
+                "sync": report.as_dict(),
+            },
+        ):
             return
         info = upstream.server_info or {}
         self.stdout.write(
             f"Registered upstream {upstream.name} of {upstream.tenant.slug} ({display_url(upstream.url)}, "
             f"{info.get('name') or 'unnamed server'}, protocol {upstream.protocol_version})."
         )
-        entries = _entries(upstream)
-        for kind, names in entries.items():
-            self.stdout.write(f"{kind.capitalize()} ({len(names)}):")
-            for name in names:
-                self.stdout.write(f"  {name}")
-        for title, reasons in (("Skipped", report.skipped), ("Flagged", report.flagged)):
-            for reason in reasons:
-                self.stderr.write(f"{title}: {reason}")
+        self._report(report, [(kind.capitalize(), names) for kind, names in _entries(upstream).items()])
         if upstream.secret_header_names:
             self.stdout.write(f"Secret headers (stored encrypted): {', '.join(upstream.secret_header_names)}")
         self.stdout.write(f"Bound to: {', '.join(bound)}" if bound else "Not bound to any server yet.")
@@ -160,14 +141,14 @@ class Command(BaseCommand):
     def handle_sync(self, options: dict[str, Any]) -> None:
         upstream = find_upstream(options["tenant"], options["name"])
         report = sync_upstream(upstream)
-        if options["json"]:
-            self.stdout.write(json.dumps(report.as_dict()))
+        if self.emit(options, report.as_dict()):
             if not report.ok:
                 raise CommandError(f"sync of {upstream.name!r} failed: {report.error}")
             return
         if not report.ok:
             raise CommandError(f"sync of {upstream.name!r} failed (its entries are kept as they were): {report.error}")
-        self._report(report)
+        changes = (("Added", report.added), ("Updated", report.updated), ("Removed", report.removed))
+        self._report(report, [(title, names) for title, names in changes if names])
         if not report.changed:
             self.stdout.write("Nothing changed.")
 
@@ -182,13 +163,12 @@ class Command(BaseCommand):
                     "prefix": upstream.prefix,
                     "enabled": upstream.enabled,
                     "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
-                    "last_synced_at": _when(upstream.last_synced_at),
+                    "last_synced_at": when(upstream.last_synced_at),
                     "last_sync_error": upstream.last_sync_error,
                     "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
                 }
             )
-        if options["json"]:
-            self.stdout.write(json.dumps(rows))
+        if self.emit(options, rows):
             return
         if not rows:
             self.stdout.write("No upstreams.")
