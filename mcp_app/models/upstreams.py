@@ -26,14 +26,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..crypto import decrypt, encrypt, rotate
-from ..definitions.http_tools import display_url, open_secret_headers, validate_headers
+from ..definitions.http_tools import display_url, open_secret_headers, validate_headers, validate_timeout
 from ..definitions.upstreams import (
     ERA_AUTO,
     ERA_HANDSHAKE,
     ERA_MODERN,
     validate_prefix,
     validate_upstream_name,
-    validate_upstream_timeout,
     validate_upstream_url,
 )
 from .servers import McpServer
@@ -225,7 +224,7 @@ class Upstream(models.Model):
             ("url", lambda: validate_upstream_url(self.url)),
             ("prefix", lambda: validate_prefix(self.prefix)),
             ("headers", lambda: validate_headers(self.headers, "headers")),
-            ("timeout_seconds", lambda: validate_upstream_timeout(self.timeout_seconds)),
+            ("timeout_seconds", lambda: validate_timeout(self.timeout_seconds, "upstream")),
         ):
             try:
                 check()
