@@ -1,5 +1,6 @@
 """The objects tool authors touch: ``ToolContext``, ``ToolError``, ``ToolResult`` and ``InputRequired``; and
-``error_result``, the ``isError`` result every kind of tool fails with."""
+``error_result``, the ``isError`` result every kind of tool fails with; ``CONTENT_BLOCK_FIELDS``, the content
+block types."""
 
 from __future__ import annotations
 
@@ -31,6 +32,16 @@ def error_result(message: str, code: str, error_type: str) -> dict[str, Any]:
     """An ``isError`` result: a sentence for the model, then ``{code, message, error_type}`` for programs."""
     detail = orjson.dumps({"code": code, "message": message, "error_type": error_type}).decode()
     return {"content": [{"type": "text", "text": message}, {"type": "text", "text": detail}], "isError": True}
+
+
+# The content block types of results and prompt messages, and the string fields each needs.
+CONTENT_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource": (),
+    "resource_link": ("uri", "name"),
+}
 
 
 @dataclass
