@@ -85,7 +85,8 @@ class SessionChannel:
 
 
 async def reload_task(pk: int) -> ToolTask | None:
-    return await database_sync_to_async(ToolTask.objects.load)(pk)
+    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.load)(pk)
+    return task
 
 
 async def announce(task_pk: int, channel: SessionChannel) -> None:
