@@ -1,6 +1,6 @@
 """The objects tool authors touch: ``ToolContext``, ``ToolError``, ``ToolResult`` and ``InputRequired``; and
 ``error_result``, the ``isError`` result every kind of tool fails with; ``CONTENT_BLOCK_FIELDS``, the content
-block types."""
+block types; ``REQUIRED_CAPABILITY``, the client capability each input request needs."""
 
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ CONTENT_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
     "resource": (),
     "resource_link": ("uri", "name"),
 }
+
+# Which client capability each kind of server-to-client (input) request needs.
+REQUIRED_CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
 @dataclass
@@ -102,11 +105,7 @@ class ToolContext:
         SSE stream and the answer may arrive at any process. The stateless revision has no such requests: tools
         there return ``InputRequired`` instead. Failures raise ``ClientRequestError`` (an ``isError`` result).
         """
-        capability = {
-            "sampling/createMessage": "sampling",
-            "elicitation/create": "elicitation",
-            "roots/list": "roots",
-        }.get(method)
+        capability = REQUIRED_CAPABILITY.get(method)
         if capability is not None and not self.client_supports(capability):
             raise ClientRequestError(f"The client does not support {capability}.")
         if not self._outbound.can_request:

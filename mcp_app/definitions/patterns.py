@@ -30,7 +30,7 @@ import re2
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-__all__ = ["UriTemplate", "check_schema_patterns", "compile_regex", "regex_search", "schema_validator"]
+__all__ = ["PLACEHOLDER", "UriTemplate", "check_schema_patterns", "compile_regex", "regex_search", "schema_validator"]
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a URI template's or a static prompt's ``{name}``
 _CACHED = 1024  # distinct tenant regexes kept compiled per process
