@@ -1,5 +1,6 @@
 """The objects tool authors touch: ``ToolContext``, ``ToolError``, ``ToolResult`` and ``InputRequired``; and
-``error_result``, the ``isError`` result every kind of tool fails with."""
+``error_result``, the ``isError`` result every kind of tool fails with; ``CONTENT_BLOCK_FIELDS``, the content
+block types; ``REQUIRED_CAPABILITY``, the client capability each input request needs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,19 @@ def error_result(message: str, code: str, error_type: str) -> dict[str, Any]:
     """An ``isError`` result: a sentence for the model, then ``{code, message, error_type}`` for programs."""
     detail = orjson.dumps({"code": code, "message": message, "error_type": error_type}).decode()
     return {"content": [{"type": "text", "text": message}, {"type": "text", "text": detail}], "isError": True}
+
+
+# The content block types of results and prompt messages, and the string fields each needs.
+CONTENT_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource": (),
+    "resource_link": ("uri", "name"),
+}
+
+# Which client capability each kind of server-to-client (input) request needs.
+REQUIRED_CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
 @dataclass
@@ -91,11 +105,7 @@ class ToolContext:
         SSE stream and the answer may arrive at any process. The stateless revision has no such requests: tools
         there return ``InputRequired`` instead. Failures raise ``ClientRequestError`` (an ``isError`` result).
         """
-        capability = {
-            "sampling/createMessage": "sampling",
-            "elicitation/create": "elicitation",
-            "roots/list": "roots",
-        }.get(method)
+        capability = REQUIRED_CAPABILITY.get(method)
         if capability is not None and not self.client_supports(capability):
             raise ClientRequestError(f"The client does not support {capability}.")
         if not self._outbound.can_request:

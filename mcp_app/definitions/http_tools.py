@@ -2,7 +2,8 @@
 
 The model (``mcp_app.models.Webhook``), the admin (``mcp_app.admin.http_tools``) and the REST API share these:
 
-- ``validate_url``, ``validate_headers``, ``validate_timeout``: raise ``ValueError`` with a sentence for the user;
+- ``validate_url``, ``validate_headers``, ``validate_timeout``: raise ``ValueError`` with a sentence for the user
+  (the URL and timeout rules serve upstreams too, by ``kind``);
 - ``parse_secret_headers(text_or_mapping)``: what a form or API client typed, as a header mapping (validated);
 - ``SECRET_PLACEHOLDER``: what any display shows instead of a secret value.
 
@@ -117,17 +118,23 @@ def validate_headers(headers: Any, what: str = "headers") -> None:
             raise ValueError(f"The value of {name} may contain only printable ASCII characters (no line breaks).")
 
 
-def validate_timeout(timeout: float | None) -> None:
-    if timeout is None:
-        return
-    maximum = mcp_settings.HTTP_TOOL_MAX_TIMEOUT_SECONDS
-    if not 0 < timeout <= maximum:
+def _timeout_bounds(kind: OutboundKind) -> tuple[float, float]:
+    """The operator's default and maximum seconds for a call of ``kind`` (an http tool's or an upstream's)."""
+    if kind == "upstream":
+        return mcp_settings.UPSTREAM_DEFAULT_TIMEOUT_SECONDS, mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS
+    return mcp_settings.HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS, mcp_settings.HTTP_TOOL_MAX_TIMEOUT_SECONDS
+
+
+def validate_timeout(timeout: float | None, kind: OutboundKind = "http_tool") -> None:
+    maximum = _timeout_bounds(kind)[1]
+    if timeout is not None and not 0 < timeout <= maximum:
         raise ValueError(f"The timeout must be more than 0 and at most {maximum:g} seconds.")
 
 
-def effective_timeout(timeout: float | None) -> float:
-    value = mcp_settings.HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
-    return float(min(value, mcp_settings.HTTP_TOOL_MAX_TIMEOUT_SECONDS))
+def effective_timeout(timeout: float | None, kind: OutboundKind = "http_tool") -> float:
+    """``timeout`` (``None``: the operator's default for ``kind``), at most the operator's maximum."""
+    default, maximum = _timeout_bounds(kind)
+    return float(min(default if timeout is None else timeout, maximum))
 
 
 def display_url(url: str) -> str:

@@ -30,9 +30,9 @@ import re2
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-__all__ = ["UriTemplate", "check_schema_patterns", "compile_regex", "regex_search", "schema_validator"]
+__all__ = ["PLACEHOLDER", "UriTemplate", "check_schema_patterns", "compile_regex", "regex_search", "schema_validator"]
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a URI template's or a static prompt's ``{name}``
 _CACHED = 1024  # distinct tenant regexes kept compiled per process
 _MAX_MEM = 8 << 20  # RE2's default memory budget of one compiled pattern (bytes): bigger ones are refused
 
@@ -74,7 +74,7 @@ class UriTemplate:
         parts: list[str] = []
         named: set[str] = set()
         position = 0
-        for found in _PLACEHOLDER.finditer(template):
+        for found in PLACEHOLDER.finditer(template):
             parts.append(re2.escape(template[position : found.start()]))
             name = found.group(1)
             parts.append(f"(?P<{name}>[^/?#]+)" if name not in named else "[^/?#]+")

@@ -4,15 +4,13 @@ prompts, URI-template matching (linear-time, ``definitions.patterns``), and curs
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .patterns import UriTemplate
+from .context import CONTENT_BLOCK_FIELDS
+from .patterns import PLACEHOLDER, UriTemplate
 
 _ROLES = {"user", "assistant"}
-_CONTENT_TYPES = {"text", "image", "audio", "resource", "resource_link"}
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def validate_prompt_arguments(arguments: Any) -> None:
@@ -41,27 +39,23 @@ def validate_prompt_messages(messages: Any) -> None:
         if not isinstance(message, dict) or message.get("role") not in _ROLES:
             raise ValueError("Each prompt message needs a role, 'user' or 'assistant'.")
         content = message.get("content")
-        if not isinstance(content, dict) or content.get("type") not in _CONTENT_TYPES:
+        if not isinstance(content, dict) or content.get("type") not in CONTENT_BLOCK_FIELDS:
             raise ValueError("Each prompt message needs one content block with a known type.")
 
 
-def _fill_text(text: str, arguments: Mapping[str, str]) -> str:
-    return _PLACEHOLDER.sub(lambda match: arguments.get(match.group(1), match.group(0)), text)
+def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
+    """``text`` with each ``{name}`` that ``values`` knows replaced; other braces are left alone."""
+    return PLACEHOLDER.sub(lambda match: values.get(match.group(1), match.group(0)), text)
 
 
 def _fill(value: Any, arguments: Mapping[str, str]) -> Any:
     if isinstance(value, str):
-        return _fill_text(value, arguments)
+        return fill_placeholders(value, arguments)
     if isinstance(value, list):
         return [_fill(item, arguments) for item in value]
     if isinstance(value, dict):
         return {key: _fill(item, arguments) for key, item in value.items()}
     return value
-
-
-def fill_placeholders(text: str, values: Mapping[str, str]) -> str:
-    """``text`` with each ``{name}`` that ``values`` knows replaced; other braces are left alone."""
-    return _fill_text(text, values)
 
 
 def render_static_prompt(messages: Sequence[Mapping[str, Any]], arguments: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -73,7 +67,7 @@ def validate_uri_template(template: str) -> None:
     """Raise ``ValueError`` for a template with two variables side by side (``{a}{b}``): where one ends and the
     next begins would be arbitrary. Refused when a tenant saves a resource and when one is synced from an
     upstream; matching stays linear-time whatever the template (``template_pattern``)."""
-    found = [(match.start(), match.end()) for match in _PLACEHOLDER.finditer(template)]
+    found = [(match.start(), match.end()) for match in PLACEHOLDER.finditer(template)]
     for (_, end), (start, _) in itertools.pairwise(found):
         if end == start:
             raise ValueError(

@@ -205,12 +205,8 @@ class ToolRegistry:
         self._lock = threading.Lock()
 
     def register_function(self, kind: str, registered: RegisteredFunction) -> RegisteredFunction:
-        table = self._prompts if kind == "prompt" else self._resources
-        with self._lock:
-            existing = table.get(registered.name)
-            if existing is not None and existing.function is not registered.function:
-                raise ValueError(f"a different {kind} is already registered as {registered.name!r}")
-            table[registered.name] = registered
+        """Register a ``"prompt"`` or ``"resource"`` function."""
+        self._add(self._prompts if kind == "prompt" else self._resources, kind, registered)
         return registered
 
     def prompt(self, name: str) -> RegisteredFunction | None:
@@ -220,12 +216,15 @@ class ToolRegistry:
         return self._resources.get(name)
 
     def register(self, registered: RegisteredTool) -> RegisteredTool:
-        with self._lock:
-            existing = self._tools.get(registered.name)
-            if existing is not None and existing.function is not registered.function:
-                raise ValueError(f"a different tool is already registered as {registered.name!r}")
-            self._tools[registered.name] = registered
+        self._add(self._tools, "tool", registered)
         return registered
+
+    def _add(self, table: dict[str, Any], kind: str, registered: RegisteredTool | RegisteredFunction) -> None:
+        with self._lock:
+            existing = table.get(registered.name)
+            if existing is not None and existing.function is not registered.function:
+                raise ValueError(f"a different {kind} is already registered as {registered.name!r}")
+            table[registered.name] = registered
 
     def unregister(self, name: str) -> None:
         with self._lock:
@@ -246,35 +245,27 @@ class ToolRegistry:
 registry = ToolRegistry()
 
 
+class ToolOptions(typing.TypedDict, total=False):
+    """The options of ``@tool(...)``, as ``build_registered_tool`` takes them."""
+
+    name: str | None
+    title: str | None
+    description: str | None
+    annotations: Mapping[str, Any] | None
+    task_support: str
+    execution: str
+    timeout: float | None
+
+
 @typing.overload
 def tool(function: ToolFunction, /) -> ToolFunction: ...
 
 
 @typing.overload
-def tool(
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    annotations: Mapping[str, Any] | None = None,
-    task_support: str = "forbidden",
-    execution: str = "inline",
-    timeout: float | None = None,
-) -> Callable[[ToolFunction], ToolFunction]: ...
+def tool(**options: typing.Unpack[ToolOptions]) -> Callable[[ToolFunction], ToolFunction]: ...
 
 
-def tool(
-    function: ToolFunction | None = None,
-    /,
-    *,
-    name: str | None = None,
-    title: str | None = None,
-    description: str | None = None,
-    annotations: Mapping[str, Any] | None = None,
-    task_support: str = "forbidden",
-    execution: str = "inline",
-    timeout: float | None = None,
-) -> Any:
+def tool(function: ToolFunction | None = None, /, **options: typing.Unpack[ToolOptions]) -> Any:
     """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``).
 
     ``task_support`` (2026-07-28 tasks extension): ``"optional"`` tools become durable tasks when they do not
@@ -287,18 +278,7 @@ def tool(
     """
 
     def decorate(func: ToolFunction) -> ToolFunction:
-        registry.register(
-            build_registered_tool(
-                func,
-                name=name,
-                title=title,
-                description=description,
-                annotations=annotations,
-                task_support=task_support,
-                execution=execution,
-                timeout=timeout,
-            )
-        )
+        registry.register(build_registered_tool(func, **options))
         return func
 
     if function is not None:

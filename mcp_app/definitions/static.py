@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.errors import ProtocolError
+from .context import CONTENT_BLOCK_FIELDS
 from .patterns import compile_regex, regex_search
 
-_CONTENT_TYPES = {"text", "image", "audio", "resource", "resource_link"}
 _PREDICATES = ("equals", "contains", "matches", "exists")
 _MISSING = object()
 MAX_DELAY_MS = 10 * 60 * 1000
@@ -47,7 +47,7 @@ def _validate_result(result: Any) -> None:
         raise ValueError("A static result must be a CallToolResult object.")
     content = result.get("content", [])
     if not isinstance(content, list) or not all(
-        isinstance(block, dict) and block.get("type") in _CONTENT_TYPES for block in content
+        isinstance(block, dict) and block.get("type") in CONTENT_BLOCK_FIELDS for block in content
     ):
         raise ValueError("A static result's content must be a list of content blocks with a known type.")
     if "isError" in result and not isinstance(result["isError"], bool):

@@ -2,7 +2,8 @@
 
 The model (``mcp_app.models.Upstream``), the admin, the API and ``mcp_upstream`` share the rules:
 ``validate_upstream_name``, ``validate_prefix`` and ``validate_upstream_url`` raise ``ValueError`` with a sentence
-for the user (the URL rules are those of every outbound connection: ``http_tools.validate_url``).
+for the user (the URL and timeout rules are those of every outbound connection: ``http_tools.validate_url`` and
+``validate_timeout``).
 
 ``UpstreamEndpoint`` is what a connection needs (frozen, secrets still encrypted and not in ``repr``);
 ``UpstreamToolTarget``, ``UpstreamResourceTarget`` and ``UpstreamPromptTarget`` are the targets of imported
@@ -15,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conf import mcp_settings
 from .http_tools import validate_url
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -50,19 +50,6 @@ ERAS = (ERA_AUTO, ERA_HANDSHAKE, ERA_MODERN)
 def validate_era(era: str) -> None:
     if era not in ERAS:
         raise ValueError(f"The era is one of {', '.join(ERAS)}.")
-
-
-def validate_upstream_timeout(timeout: float | None) -> None:
-    if timeout is None:
-        return
-    maximum = mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS
-    if not 0 < timeout <= maximum:
-        raise ValueError(f"The timeout must be more than 0 and at most {maximum:g} seconds.")
-
-
-def effective_timeout(timeout: float | None) -> float:
-    value = mcp_settings.UPSTREAM_DEFAULT_TIMEOUT_SECONDS if timeout is None else timeout
-    return float(min(value, mcp_settings.UPSTREAM_MAX_TIMEOUT_SECONDS))
 
 
 # What an upstream's text may not bring into the catalog: ANSI escape sequences, C0/C1 controls (but tab and

@@ -47,12 +47,12 @@ import orjson
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
 from ..definitions.context import InputRequired, error_result
+from ..definitions.http_tools import effective_timeout
 from ..definitions.upstreams import (
     UpstreamEndpoint,
     UpstreamPromptTarget,
     UpstreamResourceTarget,
     UpstreamToolTarget,
-    effective_timeout,
 )
 from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
@@ -247,7 +247,9 @@ async def call_tool(
     a stateless client must give first (``state``: what an earlier ``InputRequired`` of this call carried, as
     the runtime verified it; the runtime signs and checks it, as for every tool)."""
     endpoint = target.endpoint
-    limit = deadline_seconds if deadline_seconds is not None else effective_timeout(endpoint.timeout_seconds)
+    limit = (
+        deadline_seconds if deadline_seconds is not None else effective_timeout(endpoint.timeout_seconds, "upstream")
+    )
     started = time.monotonic()
     parked = state.get("p") if isinstance(state, dict) else None
     if parked is not None:
@@ -602,7 +604,7 @@ async def _fetch(
             return _dump(await fetch(connection.client.session))
 
         result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds), what, exchange, call
+            endpoint, effective_timeout(endpoint.timeout_seconds, "upstream"), what, exchange, call
         )
         return result
     except UpstreamFailure as failure:

@@ -20,7 +20,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager, CredentialQuerySet
+from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager
 
 KEY_SCHEME = "mcpk"
 
@@ -29,15 +29,8 @@ def looks_like_api_key(raw: str) -> bool:
     return raw.startswith(f"{KEY_SCHEME}_")
 
 
-class ApiKeyQuerySet(CredentialQuerySet["ApiKey"]):
-    pass
-
-
 class ApiKeyManager(CredentialManager["ApiKey"]):
     scheme = KEY_SCHEME
-
-    def get_queryset(self) -> ApiKeyQuerySet:
-        return ApiKeyQuerySet(self.model, using=self._db)
 
     def issue_key(
         self, user: AbstractBaseUser, *, name: str = "", expires_at: datetime | None = None

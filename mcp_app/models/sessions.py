@@ -9,7 +9,6 @@ id, or one presented by another agent or on another server, resolves to nothing 
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,13 +18,13 @@ from django.utils import timezone
 
 from ..invalidation import publish
 from .agents import Agent
+from .credentials import credential_digest
 from .servers import McpServer
 
 SESSION_BYTES = 32
 
 
-def session_digest(raw: str) -> str:
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+session_digest = credential_digest  # a session id is stored as its digest, as bearer credentials are
 
 
 class McpSessionManager(models.Manager["McpSession"]):

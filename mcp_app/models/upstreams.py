@@ -24,14 +24,13 @@ from django.db import models
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from ..definitions.http_tools import display_url
+from ..definitions.http_tools import display_url, validate_timeout
 from ..definitions.upstreams import (
     ERA_AUTO,
     ERA_HANDSHAKE,
     ERA_MODERN,
     validate_prefix,
     validate_upstream_name,
-    validate_upstream_timeout,
     validate_upstream_url,
 )
 from .secrets import SecretHeaders, SecretsQuerySet, WriteOnlySecret
@@ -185,7 +184,7 @@ class Upstream(SecretHeaders):
             "url": lambda: validate_upstream_url(self.url),
             "prefix": lambda: validate_prefix(self.prefix),
             **super().config_checks(),
-            "timeout_seconds": lambda: validate_upstream_timeout(self.timeout_seconds),
+            "timeout_seconds": lambda: validate_timeout(self.timeout_seconds, "upstream"),
         }
 
     def config_errors(self) -> dict[str, str]:

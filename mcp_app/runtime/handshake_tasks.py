@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -62,8 +61,6 @@ from . import durable
 from .progress import RecordedProgress
 from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
 
-logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
-
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
 MIN_TTL_MS = 1_000
 
@@ -76,18 +73,11 @@ def granted_ttl(requested: int | None) -> int:
     return max(min(requested, ceiling), min(MIN_TTL_MS, ceiling))
 
 
-def outcome_fields(tool_name: str, outcome: Any) -> dict[str, Any]:
-    """How a finished call settles its 2025-11-25 task (see the module docstring; ``durable.columns``)."""
-    return durable.columns(outcome, handshake=True, tool_name=tool_name)
-
-
 def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: SessionChannel) -> None:
-    """Settle a 2025-11-25 ``task`` from ``work`` when it ends, and tell its session (``durable.follow``)."""
-
-    async def tell_session() -> None:
-        await announce(task.pk, channel)
-
-    durable.follow(task, work, columns=functools.partial(outcome_fields, task.tool_name), announce=tell_session)
+    """Settle a 2025-11-25 ``task`` from ``work`` when it ends, as the module docstring says (``durable.columns``
+    for this era), and tell its session (``durable.follow``)."""
+    columns = functools.partial(durable.columns, handshake=True, tool_name=task.tool_name)
+    durable.follow(task, work, columns=columns, announce=functools.partial(announce, task.pk, channel))
 
 
 def _withheld_tools(ctx: RequestContext) -> set[str]:
@@ -217,6 +207,3 @@ class HandshakeTaskService:
         await group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
         current = await reload_task(task.pk)
         return wire.task(task_state(current if current is not None else task))
-
-
-__all__ = ["HandshakeTaskService", "follow_handshake", "granted_ttl", "outcome_fields", "task_state"]

@@ -12,20 +12,13 @@ from typing import Any
 
 from django.core import signing
 
-from ..definitions.context import InputRequired
+from ..definitions.context import REQUIRED_CAPABILITY, InputRequired
 from ..protocol.context import CallContext
 from ..protocol.errors import InvalidParams, MissingRequiredClientCapability
 from ..protocol.versions import MODERN
 
 STATE_MAX_AGE_SECONDS = 15 * 60
 PARK = "__mcp_park__"
-
-# Which client capability each kind of input request needs.
-REQUIRED_CAPABILITY = {
-    "elicitation/create": "elicitation",
-    "sampling/createMessage": "sampling",
-    "roots/list": "roots",
-}
 
 
 def _salt(call: CallContext, tool_name: str) -> str:

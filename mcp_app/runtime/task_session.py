@@ -21,7 +21,6 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.utils import timezone
 
 from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription
 from ..conf import mcp_settings
@@ -86,7 +85,7 @@ class SessionChannel:
 
 
 async def reload_task(pk: int) -> ToolTask | None:
-    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.filter(pk=pk).first)()
+    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.load)(pk)
     return task
 
 
@@ -132,15 +131,6 @@ class StatusWatch:
     async def __aexit__(self, *exc_info: Any) -> None:
         if self._subscription is not None:
             await self._subscription.close()
-
-
-def _resume(pk: int) -> bool:
-    """An answered task goes back to ``working`` (only from ``input_required``: never out of a terminal status)."""
-    return bool(
-        ToolTask.objects.filter(pk=pk, status=ToolTask.Status.INPUT_REQUIRED).update(
-            status=ToolTask.Status.WORKING, status_message="", updated_at=timezone.now()
-        )
-    )
 
 
 class TaskOutbound(SendOnly):
@@ -189,6 +179,12 @@ class TaskOutbound(SendOnly):
             )
         finally:
             await subscription.close()
-            resumed = await database_sync_to_async(_resume)(task.pk)
+            # An answered task goes back to ``working`` (only from ``input_required``, never out of a terminal one).
+            resumed = await database_sync_to_async(ToolTask.objects.transition)(
+                task.pk,
+                where={"status": ToolTask.Status.INPUT_REQUIRED},
+                status=ToolTask.Status.WORKING,
+                status_message="",
+            )
             if resumed:
                 await announce(task.pk, channel)

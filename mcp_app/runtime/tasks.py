@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -35,8 +34,6 @@ from ..protocol.errors import INVALID_PARAMS, CapacityExceeded, ProtocolError
 from ..protocol.reporters import LogReporter, ProgressReporter, discard
 from . import durable
 from .mrtr import PARK
-
-logger = logging.getLogger("mcp_app.runtime.tasks")
 
 
 def iso(moment: Any) -> str:

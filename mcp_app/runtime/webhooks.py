@@ -47,7 +47,7 @@ import orjson
 
 from .. import __version__
 from ..conf import mcp_settings
-from ..definitions.context import error_result
+from ..definitions.context import CONTENT_BLOCK_FIELDS, error_result
 from ..definitions.targets import HttpTarget
 from ..netguard import ForbiddenAddress
 from ..observability import tracing
@@ -55,14 +55,6 @@ from ..outbound import webhook_transport
 from ..protocol.context import CallContext
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
-
-_CONTENT_REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "text": ("text",),
-    "image": ("data", "mimeType"),
-    "audio": ("data", "mimeType"),
-    "resource": (),
-    "resource_link": ("uri", "name"),
-}
 
 
 class _Failure(Exception):
@@ -161,9 +153,7 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
                 return await _read(response, limit)
             finally:
                 await response.aclose()
-    except TimeoutError:
-        raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
-    except httpx.TimeoutException:
+    except (TimeoutError, httpx.TimeoutException):
         raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
     except httpx.InvalidURL:
         raise _Failure("WEBHOOK_UNREACHABLE", "the webhook's URL is not valid") from None
@@ -213,9 +203,9 @@ def _check_content(content: Any) -> str | None:
     if not isinstance(content, list):
         return "content must be a list of content blocks"
     for index, block in enumerate(content):
-        if not isinstance(block, dict) or block.get("type") not in _CONTENT_REQUIREMENTS:
+        if not isinstance(block, dict) or block.get("type") not in CONTENT_BLOCK_FIELDS:
             return f"content block {index} has no known type"
-        for key in _CONTENT_REQUIREMENTS[block["type"]]:
+        for key in CONTENT_BLOCK_FIELDS[block["type"]]:
             if not isinstance(block.get(key), str):
                 return f"content block {index} ({block['type']}) needs a string {key!r}"
         if block["type"] == "resource" and not (

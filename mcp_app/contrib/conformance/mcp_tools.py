@@ -54,6 +54,7 @@ def _sample(text: str, max_tokens: int = 100) -> dict[str, Any]:
 LIST_ROOTS: dict[str, Any] = {"method": "roots/list", "params": {}}
 ASK_NAME = _elicit("What is your name?", {"name": {"type": "string"}}, ["name"])
 CONFIRM = _elicit("Please confirm", {"ok": {"type": "boolean"}}, ["ok"])
+ASK_COLOUR = _elicit("Step 2: What is your favorite color?", {"color": {"type": "string"}}, ["color"])
 
 
 def _response(ctx: ToolContext, key: str) -> dict[str, Any] | None:
@@ -270,15 +271,13 @@ async def test_input_required_result_multi_round(ctx: ToolContext) -> Any:
         answer = _response(ctx, "step1")
         if answer is not None:
             name = (_elicited(answer) or {}).get("name")
-            ask_colour = _elicit("Step 2: What is your favorite color?", {"color": {"type": "string"}}, ["color"])
-            return InputRequired(requests={"step2": ask_colour}, state={"round": 2, "name": name})
+            return InputRequired(requests={"step2": ASK_COLOUR}, state={"round": 2, "name": name})
     if state.get("round") == 2:
         answer = _response(ctx, "step2")
         if answer is not None:
             colour = (_elicited(answer) or {}).get("color")
             return f"{state.get('name')} likes {colour}."
-        ask_colour = _elicit("Step 2: What is your favorite color?", {"color": {"type": "string"}}, ["color"])
-        return InputRequired(requests={"step2": ask_colour}, state=state)
+        return InputRequired(requests={"step2": ASK_COLOUR}, state=state)
     ask_name = _elicit("Step 1: What is your name?", {"name": {"type": "string"}}, ["name"])
     return InputRequired(requests={"step1": ask_name}, state={"round": 1})
 

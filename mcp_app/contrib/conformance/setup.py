@@ -183,23 +183,15 @@ def ensure_conformance(extra_origins: Iterable[str] = ()) -> McpServer:
         server.protocol_versions = list(ALL_VERSIONS)
         server.save(update_fields=["allowed_origins", "protocol_versions", "updated_at"])
 
-    tools = [
-        Tool.objects.update_or_create(
-            tenant=tenant, name=name, defaults={"kind": Tool.Kind.PYTHON, "python_name": name}
-        )[0]
-        for name in PYTHON_TOOLS
+    # Python tools, then the static one (with its fields), then the legacy and task fixtures.
+    rows = [
+        *((name, None) for name in PYTHON_TOOLS),
+        *STATIC_TOOLS,
+        *((name, None) for name in LEGACY_TOOLS + TASK_TOOLS),
     ]
-    tools += [
-        Tool.objects.update_or_create(tenant=tenant, name=name, defaults={"kind": Tool.Kind.STATIC, **fields})[0]
-        for name, fields in STATIC_TOOLS
-    ]
-    tools += [
-        Tool.objects.update_or_create(
-            tenant=tenant, name=name, defaults={"kind": Tool.Kind.PYTHON, "python_name": name}
-        )[0]
-        for name in (*LEGACY_TOOLS, *TASK_TOOLS)
-    ]
-    for position, tool in enumerate(tools):
+    for position, (name, fields) in enumerate(rows):
+        defaults = {"kind": Tool.Kind.STATIC, **fields} if fields else {"kind": Tool.Kind.PYTHON, "python_name": name}
+        tool, _ = Tool.objects.update_or_create(tenant=tenant, name=name, defaults=defaults)
         ServerTool.objects.update_or_create(server=server, tool=tool, defaults={"position": position, "enabled": True})
 
     for position, fields in enumerate(RESOURCES):

@@ -83,17 +83,14 @@ DEMO_TOKEN_NAME = "mcp_demo"  # noqa: S105  (a label, not a secret)
 
 
 def _demo_token(agent: Agent, servers: list[McpServer], reuse: str | None) -> str:
-    if reuse:
-        token = AgentToken.objects.authenticate(reuse.strip())
-        if token is not None and token.agent_id == agent.pk:
-            full = AgentToken.objects.get(pk=token.pk)
-            if full.name == DEMO_TOKEN_NAME:
-                full.servers.set(servers)
-                for stale in AgentToken.objects.usable().filter(agent=agent, name=DEMO_TOKEN_NAME).exclude(pk=full.pk):
-                    stale.revoke()
-                return reuse.strip()
-    for stale in AgentToken.objects.usable().filter(agent=agent, name=DEMO_TOKEN_NAME):
-        stale.revoke()
+    token = AgentToken.objects.authenticate(reuse.strip()) if reuse else None
+    if token is not None and (token.agent_id != agent.pk or token.name != DEMO_TOKEN_NAME):
+        token = None  # a live token, but not the demo agent's demo token: left alone, and a new one issued
+    stale = AgentToken.objects.usable().filter(agent=agent, name=DEMO_TOKEN_NAME)
+    (stale.exclude(pk=token.pk) if token is not None else stale).revoke()
+    if token is not None and reuse:
+        token.servers.set(servers)
+        return reuse.strip()
     _token, raw = AgentToken.objects.issue_token(agent, servers=servers, name=DEMO_TOKEN_NAME)
     return raw
 
