@@ -1,6 +1,6 @@
 """The composition root: which implementation serves each port of the protocol core, built in one place.
 
-- ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (``WorkerRunner``: tools bound
+- ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (``RoutingRunner``: tools bound
   with ``execution="worker"`` go to Celery workers, or run in this process without a broker, after admission
   against their quotas; the rest run inline).
 - ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
@@ -40,9 +40,9 @@ def get_runner() -> ToolRunner:
     """The process's tool runner (built on first use)."""
     global _runner
     if _runner is None:
-        from .workers.runner import WorkerRunner
+        from .workers.runner import RoutingRunner
 
-        _runner = WorkerRunner()
+        _runner = RoutingRunner()
     return _runner
 
 

@@ -339,13 +339,9 @@ async def task(access: Any, method: str, task_id: str, capabilities: Any = DECLA
 
 async def worker_work_ended() -> None:
     """Wait (bounded) until the in-process work of every worker call (``WORKER_DISPATCH`` in-process) has ended."""
-    from mcp_app.workers import runner
+    from mcp_app.runtime import durable
 
-    for _ in range(3):
-        pending = list(runner._local_work)
-        if not pending:
-            return
-        await asyncio.wait(pending, timeout=WAIT_SECONDS)
+    await durable.drain(WAIT_SECONDS)
 
 
 # ------------------------------------------------------------------------------------------- waiting

@@ -1,6 +1,6 @@
 """Worker calls: tool calls that run on Celery workers (``execution="worker"``), with the same context as inline.
 
-- ``runner.WorkerRunner``: the ``ToolRunner`` the serving process uses (worker tools dispatched, others inline);
+- ``runner.RoutingRunner``: the ``ToolRunner`` the serving process uses (worker tools dispatched, others inline);
 - ``execute``: running one call where it runs (a worker, or the serving process without a broker);
 - ``records``: what of the durable record is the workers' (``call_spec``; its state changes are ``ToolTask.objects``');
 - ``tasks``: the Celery tasks (``run_tool_call``, the reaper ``reap_worker_calls``);

@@ -31,7 +31,7 @@ from ..protocol.ports import NO_CHANNEL, SendOnly
 from ..protocol.reporters import LogReporter
 from ..runtime import durable
 from . import quotas, records
-from .message import WorkerMessage
+from .message import Done, WorkerMessage
 from .relay import CancelListener, Relay, RelayedProgress
 
 logger = logging.getLogger("mcp_app.workers")
@@ -170,7 +170,7 @@ class WorkerCall:
         """Not run: whoever awaits it re-reads the record."""
         await self.close()
         if self.task_id is not None:
-            await Relay(self.task_id, self.layer).publish({"kind": "done"})
+            await Relay(self.task_id, self.layer).publish(Done())
 
     async def run(self) -> Any:
         """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
@@ -248,7 +248,7 @@ class WorkerCall:
         then stop listening: a cancellation heard after the tool returned changes nothing."""
         assert self.relay is not None
         try:
-            await self.relay.publish(done_event(outcome) if stored else {"kind": "done"})
+            await self.relay.publish(done_event(outcome) if stored else Done())
         finally:
             await self.close()
             self.log_line(outcome, stored)
@@ -328,15 +328,15 @@ class _WorkerOutbound(SendOnly):
 MAX_EVENT_OUTCOME_BYTES = 64 * 1024
 
 
-def done_event(outcome: Any) -> dict[str, Any]:
-    """``done``, with the outcome as the record now holds it when it is small enough to travel."""
+def done_event(outcome: Any) -> Done:
+    """``Done``, with the outcome as the record now holds it when it is small enough to travel."""
     if isinstance(outcome, ProtocolError):
-        return {"kind": "done", "error": outcome.to_wire()}
+        return Done(error=outcome.to_wire())
     if isinstance(outcome, dict):
         try:
             size = len(orjson.dumps(outcome))
         except TypeError:
-            return {"kind": "done"}
+            return Done()
         if size <= MAX_EVENT_OUTCOME_BYTES:
-            return {"kind": "done", "result": outcome}
-    return {"kind": "done"}
+            return Done(result=outcome)
+    return Done()

@@ -21,7 +21,7 @@ from ..channel_layer import LAYER_ERRORS, Subscription, messaging
 from ..events import WORKER_ANSWER
 from ..protocol.context import CallContext
 from ..protocol.errors import InternalError
-from .message import Progress
+from .message import Ask, Progress
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -140,11 +140,9 @@ async def close_inbox() -> None:
             await inbox.close()
 
 
-async def progressed(event: dict[str, Any], call: CallContext) -> None:
-    """A worker's progress report (``Progress``), sent as this request's ``notifications/progress`` (its token)."""
-    report = Progress.from_event(event)
-    if report is not None:
-        await call.progress.report(report.progress, report.total, report.message)
+async def progressed(report: Progress, call: CallContext) -> None:
+    """A worker's progress report, sent as this request's ``notifications/progress`` (its token)."""
+    await call.progress.report(report.progress, report.total, report.message)
 
 
 async def pass_on(message: dict[str, Any], call: CallContext) -> None:
@@ -165,16 +163,13 @@ async def pass_on(message: dict[str, Any], call: CallContext) -> None:
         await call.request.emit(message)
 
 
-async def answer(event: dict[str, Any], call: CallContext) -> None:
+async def answer(event: Ask, call: CallContext) -> None:
     """A worker's server-to-client request, asked of the client through the call's own ``Outbound``; the answer
     goes back to the worker's reply address."""
-    method = str(event.get("method"))
-    raw = event.get("params")
-    params: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    method, params = event.method, event.params
     if not call.outbound.can_request:
         answer: dict[str, Any] = {"error": InternalError(f"{method} cannot reach this client").to_wire()}
     else:
         answer = await call.outbound.request(method, params)
-    reply = str(event.get("reply") or "")
-    message = {"type": WORKER_ANSWER, "id": event.get("id"), "answer": answer}
-    await messaging(address=reply).send(reply, message)
+    message = {"type": WORKER_ANSWER, "id": event.id, "answer": answer}
+    await messaging(address=event.reply).send(event.reply, message)

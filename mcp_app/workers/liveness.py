@@ -45,7 +45,7 @@ from ..protocol.errors import InternalError
 from ..runtime import durable
 from . import quotas, records
 from .dispatch import broker_configured, send
-from .message import WorkerMessage
+from .message import Done, WorkerMessage
 from .relay import Relay
 
 logger = logging.getLogger("mcp_app.workers")
@@ -150,7 +150,7 @@ def _settled(record: ToolTask) -> None:
     """Tell every awaiting process, give the call's quota slot back."""
     quotas.release_call(record.task_id)
     try:
-        async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
+        async_to_sync(Relay(record.task_id).publish)(Done())
     except Exception as error:  # the awaiting processes read the record on their back-off anyway
         logger.warning("could not announce worker call %s: %s", record.task_id[:8], type(error).__name__)
 

@@ -13,15 +13,16 @@ Celery message carries; ``from_wire`` reads it back, and reads the older shapes 
 
 Unknown keys are ignored, so a message of a newer version still runs on an older worker as far as it can.
 
-``Progress`` is what crosses back: a tool's progress report as typed data (progress, total, message), which the
-awaiting process alone encodes as the client's ``notifications/progress``, with the client's token.
+What crosses back is a ``WorkerEvent``, one typed family: ``Notify``, ``Progress``, ``Ask`` and ``Done``, written
+by ``event_to_wire`` and read by ``event_from_wire`` (the keys of the events of earlier versions, so an event of an
+older worker is still understood).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 VERSION = 2
 
@@ -74,25 +75,74 @@ class WorkerMessage:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """A tool's progress report as it travels from the worker to the process awaiting the call, which alone
-    encodes the client's ``notifications/progress`` (with the client's own progress token)."""
+class Notify:
+    """A notification of the tool (a log message, a list change), sent on as the request's own."""
 
+    KIND: ClassVar[str] = "notify"
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A tool's progress report; the awaiting process alone encodes the client's ``notifications/progress``
+    (with the client's own progress token)."""
+
+    KIND: ClassVar[str] = "progress"
     progress: float
     total: float | None = None
     message: str | None = None
 
-    def to_event(self) -> dict[str, Any]:
-        return {"kind": "progress", "progress": self.progress, "total": self.total, "message": self.message}
 
-    @classmethod
-    def from_event(cls, event: dict[str, Any]) -> Progress | None:
-        """The report of a ``progress`` event, or ``None`` when it carries no number."""
-        progress, total, message = event.get("progress"), event.get("total"), event.get("message")
+@dataclass(frozen=True)
+class Ask:
+    """A server-to-client request (elicitation, sampling) the awaiting process asks of its client; the answer
+    goes back to ``reply`` under ``id``."""
+
+    KIND: ClassVar[str] = "request"
+    id: int
+    method: str
+    params: dict[str, Any]
+    reply: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """The outcome is stored; it travels along (``result`` or ``error``) when small, else the record holds it."""
+
+    KIND: ClassVar[str] = "done"
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+WorkerEvent = Notify | Progress | Ask | Done
+
+
+def event_to_wire(event: WorkerEvent) -> dict[str, Any]:
+    """The body of ``event`` on the channel layer (its ``kind`` and fields; the relay adds type and group)."""
+    return {"kind": event.KIND, **{key: value for key, value in dataclasses.asdict(event).items() if value is not None}}
+
+
+def event_from_wire(body: dict[str, Any]) -> WorkerEvent | None:
+    """The typed event of ``body``, or ``None`` for an unknown kind or one without its required fields (a
+    progress report without a number); fields of the wrong type are dropped, unknown keys ignored."""
+    kind = body.get("kind")
+    if kind == Notify.KIND:
+        return Notify(_dict(body.get("message")) or {})
+    if kind == Progress.KIND:
+        progress, total, message = body.get("progress"), body.get("total"), body.get("message")
         if not isinstance(progress, int | float):
             return None
-        return cls(
-            progress=progress,
-            total=total if isinstance(total, int | float) else None,
-            message=message if isinstance(message, str) else None,
+        return Progress(
+            progress, total if isinstance(total, int | float) else None, message if isinstance(message, str) else None
         )
+    if kind == Ask.KIND:
+        return Ask(
+            body.get("id", 0), str(body.get("method")), _dict(body.get("params")) or {}, str(body.get("reply") or "")
+        )
+    if kind == Done.KIND:
+        return Done(_dict(body.get("result")), _dict(body.get("error")))
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None

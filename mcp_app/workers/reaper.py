@@ -18,6 +18,7 @@ from ..models.tasks import WORKER
 from ..protocol.errors import RequestTimeout
 from ..runtime import durable
 from . import quotas
+from .message import Done
 from .relay import Relay
 
 DEADLINE_MESSAGE = "The call did not finish before its deadline"
@@ -41,7 +42,7 @@ def fail_overdue(now: Any = None, *, dry_run: bool = False) -> int:
     ]
     for record in failed:
         quotas.release_call(record.task_id)
-        async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
+        async_to_sync(Relay(record.task_id).publish)(Done())
         async_to_sync(durable.stop)(record)
     return len(failed)
 

@@ -1,7 +1,7 @@
 """The events between a worker call and the processes awaiting it, and its cancellation, on the messaging
 primitive (``channel_layer``): the channel layer, or the in-process bus for a call run in the serving process.
 
-- ``Relay``: the worker side of one call's events (``notify``, ``progress``, ``request`` and ``done`` on
+- ``Relay``: the worker side of one call's events (``message.WorkerEvent``: notify, progress, ask, done; on
   ``events.worker_group``); a server-to-client request waits for its answer on a subscription of its own with a
   ``Correlator`` (the same -32001 timeout answer as everywhere).
 - ``CancelListener``: hears the call's cancellation on ``events.task_group``, on the channel its dispatcher
@@ -25,7 +25,7 @@ from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group,
 from ..protocol.errors import InternalError
 from ..protocol.reporters import discard
 from ..runtime.progress import RecordedProgress
-from .message import Progress
+from .message import Ask, Notify, Progress, WorkerEvent, event_to_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -64,18 +64,15 @@ class Relay:
         self._ids = itertools.count(1)
         self._subscription: Subscription | None = None
 
-    async def publish(self, event: dict[str, Any]) -> None:
-        message = {"type": WORKER_EVENT, "group": self.group, **event}
+    async def publish(self, event: WorkerEvent) -> None:
+        message = {"type": WORKER_EVENT, "group": self.group, **event_to_wire(event)}
         try:
             await self.bus.group_send(self.group, message)
         except LAYER_ERRORS as error:  # the call goes on; its outcome is in the record
             logger.warning("could not relay a worker event (%s): %s", type(error).__name__, error)
 
     async def notify(self, message: dict[str, Any]) -> None:
-        await self.publish({"kind": "notify", "message": message})
-
-    async def progress(self, report: Progress) -> None:
-        await self.publish(report.to_event())
+        await self.publish(Notify(message))
 
     async def ask(self, method: str, params: dict[str, Any], *, within: float) -> dict[str, Any]:
         """A server-to-client request, carried by whichever process awaits the call; its answer comes back."""
@@ -83,7 +80,7 @@ class Relay:
             self._subscription = await self.bus.subscribe(on_message=self._answer, stop_by_message=True)
         reply = self._subscription.address
         request_id = next(self._ids)
-        event = {"kind": "request", "id": request_id, "method": method, "params": params, "reply": reply}
+        event = Ask(request_id, method, params, reply)
         return await self._answers.ask(request_id, lambda: self.publish(event), method=method, within=within)
 
     def _answer(self, message: dict[str, Any]) -> None:
@@ -113,7 +110,7 @@ class RelayedProgress(RecordedProgress):
         return self.wanted
 
     async def send(self, progress: float, total: float | None, message: str | None) -> None:
-        await self.relay.progress(Progress(progress, total, message))
+        await self.relay.publish(Progress(progress, total, message))
 
 
 class CancelListener:

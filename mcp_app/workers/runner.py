@@ -58,6 +58,7 @@ from .dispatch import message as _message
 from .dispatch import send as _send
 from .execute import execute
 from .inbox import listen
+from .message import Ask, Done, Notify, Progress, event_from_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -67,9 +68,6 @@ MAX_KEY_LENGTH = 200
 # The record is re-read when no event came for this long (doubling up to the maximum).
 POLL_FIRST_SECONDS = 0.5
 POLL_MAX_SECONDS = 5.0
-
-# In-process worker calls (no broker), referenced until done.
-_local_work: set[asyncio.Task[Any]] = set()
 
 
 def idempotency_key(call: CallContext) -> str:
@@ -99,14 +97,7 @@ class _Started:
     redispatch: Any = None
 
 
-def _keep(work: asyncio.Task[Any]) -> None:
-    """Reference background work of this module until it is done."""
-    _local_work.add(work)
-    work.add_done_callback(_local_work.discard)
-
-
 def _local_done(work: asyncio.Task[Any]) -> None:
-    _local_work.discard(work)
     if not work.cancelled() and work.exception() is not None:
         logger.error("an in-process worker call failed", exc_info=work.exception())
 
@@ -196,10 +187,9 @@ class RoutingRunner:
                 record = await database_sync_to_async(ToolTask.objects.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
-            work = asyncio.ensure_future(
-                execute(record.pk, record.celery_id, _message(record, info, served), layer=None)
+            work = durable.keep(
+                asyncio.ensure_future(execute(record.pk, record.celery_id, _message(record, info, served), layer=None))
             )
-            _local_work.add(work)
             work.add_done_callback(_local_done)
         redispatch = functools.partial(_send, info=info, served=served) if celery else None
         return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease, redispatch=redispatch)
@@ -227,43 +217,30 @@ class RoutingRunner:
                         continue
                     poll = min(poll * 2, POLL_MAX_SECONDS)
                     continue
-                if event.get("type") != WORKER_EVENT:
-                    continue
-                kind = event.get("kind")
-                if kind == "notify":
-                    await inbox.pass_on(event.get("message") or {}, call)
-                elif kind == "progress":
-                    await inbox.progressed(event, call)
-                elif kind == "request":
-                    await inbox.answer(event, call)
-                elif kind == "done":
-                    if "result" in event and isinstance(event["result"], dict):
-                        return self._event_result(event["result"], call)
-                    if isinstance(event.get("error"), dict):
-                        error = event["error"]
-                        raise ProtocolError(str(error.get("message")), error.get("data"), code=int(error["code"]))
-                    current = await database_sync_to_async(ToolTask.objects.load)(record.pk)
-                    if current is not None and durable.settled(current):
-                        return self._result(current, call)
+                match event_from_wire(event) if event.get("type") == WORKER_EVENT else None:
+                    case Notify(message=message):
+                        await inbox.pass_on(message, call)
+                    case Progress() as report:
+                        await inbox.progressed(report, call)
+                    case Ask() as ask:
+                        await inbox.answer(ask, call)
+                    case Done() as done:
+                        current = _carried(done) or await database_sync_to_async(ToolTask.objects.load)(record.pk)
+                        if current is not None and durable.settled(current):
+                            return self._result(current, call)
         except asyncio.CancelledError:
             if cancel_on_exit and not (started.detachable and _detaches(call)):
-                await asyncio.shield(cancel_call(record))
+                await asyncio.shield(durable.cancel(record))
             else:
                 started.lease = None  # the call goes on without us: whoever settles it gives the slot back
             raise
         finally:
             await release(started.lease)
-            _keep(asyncio.ensure_future(started.leave()))  # stop listening off the answer's path
-
-    @staticmethod
-    def _event_result(outcome: dict[str, Any], call: CallContext) -> dict[str, Any]:
-        """The outcome carried by ``done``: what ``durable.outcome_of`` would read back from the record."""
-        if outcome.get("resultType") != "input_required":
-            outcome = {key: value for key, value in outcome.items() if key != "resultType"}
-        return outcome if call.in_task else durable.strip_internal(dict(outcome))
+            durable.keep(asyncio.ensure_future(started.leave()))  # stop listening off the answer's path
 
     @staticmethod
     def _result(record: ToolTask, call: CallContext) -> dict[str, Any]:
+        """The call's outcome, from its settled record (read back, or as ``Done`` carried it): the one decoder."""
         outcome = durable.outcome_of(record)
         return outcome if call.in_task else durable.strip_internal(outcome)
 
@@ -294,19 +271,19 @@ class RoutingRunner:
         return result
 
 
-# The former name, kept for projects that import it.
-WorkerRunner = RoutingRunner
+def _carried(done: Done) -> ToolTask | None:
+    """The record as the outcome ``done`` carries settles it (unsaved), so that it is decoded like one read back;
+    ``None`` when the outcome did not travel (too large, or announced by the reaper or liveness)."""
+    if done.error is not None:
+        return ToolTask(status=ToolTask.Status.FAILED, error=done.error)
+    if done.result is not None:
+        return ToolTask(**durable.columns(done.result, keep_answer=True))
+    return None
 
 
 def _detaches(call: CallContext) -> bool:
     """A closed stream of a 2026 call with an idempotency key does not cancel it (the client will re-issue)."""
     return call.request.era == versions.MODERN and bool((call.meta or {}).get(IDEMPOTENCY_META))
-
-
-async def cancel_call(record: ToolTask, message: str = "Cancelled by the client") -> bool:
-    """Cancel a worker call from the serving process (``durable.cancel``: marked cancelled, the worker told, its
-    Celery task revoked)."""
-    return await durable.cancel(record, message)
 
 
 def _revoke(record: ToolTask) -> None:

@@ -84,6 +84,7 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
 
     from ..models import ToolTask
     from . import records
+    from .message import Done
     from .relay import Relay
 
     try:
@@ -91,7 +92,7 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
         if ToolTask.objects.store(record_pk, records.lost()):
             record = ToolTask.objects.load(record_pk)
             if record is not None:
-                async_to_sync(Relay(record.task_id).publish)({"kind": "done"})
+                async_to_sync(Relay(record.task_id).publish)(Done())
     except Exception:
         logger.exception("could not fail the record of a lost worker call")
 

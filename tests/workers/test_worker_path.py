@@ -20,7 +20,7 @@ from mcp_app.protocol.reporters import ProgressReporter
 from mcp_app.workers import admission, dispatch, execute, records, relay
 from mcp_app.workers import call as worker_call
 from mcp_app.workers import inbox as worker_inbox
-from mcp_app.workers.message import VERSION, Progress, WorkerMessage
+from mcp_app.workers.message import VERSION, Notify, Progress, WorkerMessage, event_from_wire, event_to_wire
 from tests.conftest import require_redis
 from tests.helpers import (
     close_connections_of_async_threads,  # noqa: F401  (same clean-up here)
@@ -420,7 +420,7 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
         channel = inbox.subscription.address
         assert "!" in channel
         assert await members(a) == await members(b) == [channel.encode()]
-        await relay.Relay(call_a, sender).publish({"kind": "notify", "message": {"n": 1}})
+        await relay.Relay(call_a, sender).publish(Notify({"n": 1}))
         await sender.group_send(a, {"type": WORKER_EVENT, "kind": "notify", "message": {"n": "no group"}})
         await sender.group_send(b, {"type": WORKER_EVENT, "group": b, "kind": "notify", "message": {"n": 2}})
         await sender.group_send(a, {"type": WORKER_EVENT, "group": a, "kind": "notify", "message": {"n": 3}})
@@ -484,12 +484,14 @@ async def test_progress_crosses_as_typed_data_and_is_encoded_once_with_the_clien
         sent.append(message)
 
     call = SimpleNamespace(progress=ProgressReporter("client-token", emit))
-    event = orjson.loads(orjson.dumps(Progress(1, 4, "one").to_event()))
+    event = orjson.loads(orjson.dumps(event_to_wire(Progress(1, 4, "one"))))
     assert "progressToken" not in orjson.dumps(event).decode()
-    await worker_inbox.progressed(event, call)  # type: ignore[arg-type]
+    report = event_from_wire(event)
+    assert isinstance(report, Progress)
+    await worker_inbox.progressed(report, call)  # type: ignore[arg-type]
     older = {"method": "notifications/progress", "params": {"progressToken": 0, "progress": 2, "total": 4}}
     await worker_inbox.pass_on(older, call)  # type: ignore[arg-type]
-    await worker_inbox.progressed({"kind": "progress", "progress": None}, call)  # type: ignore[arg-type]
+    assert event_from_wire({"kind": "progress", "progress": None}) is None
     assert [message["params"] for message in sent] == [
         {"progressToken": "client-token", "progress": 1, "total": 4, "message": "one"},
         {"progressToken": "client-token", "progress": 2, "total": 4},
