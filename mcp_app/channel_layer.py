@@ -57,7 +57,6 @@ logger = logging.getLogger("mcp_app.channel_layer")
 # channels-redis blocks in BZPOPMIN for this long (RedisChannelLayer.brpop_timeout); the socket must wait longer.
 BLOCKING_RECEIVE_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
-CONNECT_TIMEOUT_SECONDS = 2.0
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
 
@@ -76,30 +75,12 @@ def _layer_errors() -> tuple[type[BaseException], ...]:
 LAYER_ERRORS: tuple[type[BaseException], ...] = _layer_errors()
 
 
-def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> dict[str, Any]:
-    """redis-py connection options for the layer and the event store.
-
-    A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
-    replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
-    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff. How many
-    connections a pool opens, and how long an idle one stays, is ``mcp_app.redis_pool``'s (the settings).
-    """
-    from redis.asyncio.retry import Retry
-    from redis.backoff import ExponentialBackoff
-
-    return {
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
-        "socket_keepalive": True,
-        "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
-    }
-
-
 def redis_layer_config(url: str, *, prefix: str = "asgi", **config: Any) -> dict[str, Any]:
     """``CHANNEL_LAYERS["default"]`` for channels-redis at ``url`` with connection options that suit it, and its
     writes batched (``mcp_app.redis_layer.RedisChannelLayer``)."""
-    host = {"address": url, **redis_connection_options()}
+    from .redis_pool import redis_connection_options
+
+    host = {"address": url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS)}
     return {"BACKEND": "mcp_app.redis_layer.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix, **config}}
 
 

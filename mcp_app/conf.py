@@ -89,10 +89,21 @@ DEFAULTS: dict[str, Any] = {
     "REDIS_MAX_CONNECTIONS": 50,
     "REDIS_IDLE_SECONDS": 10.0,
     "REDIS_POOL_WAIT_SECONDS": 5.0,
-    # Where SSE events of session streams are kept for Last-Event-ID resumption, and for how long.
-    "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
-    # A stream's events expire this long after its last event: clients resume within seconds (SSE_RETRY_MS), and
-    # a stream nobody resumes must not pin memory for long.
+    # Where each piece of state that processes share lives (mcp_app.backends; docs/architecture.md has the table):
+    # a name maps to {"BACKEND": dotted path, "OPTIONS": {...}}, and a name left out keeps its embedded default.
+    # mcp_host.settings puts every one in Redis whenever REDIS_URL is set.
+    "BACKENDS": {
+        "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
+        # DatabaseInvalidation: several processes without Redis follow a table instead.
+        "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
+        "HEARTBEAT": {"BACKEND": "mcp_app.heartbeat.LocalHeartbeats", "OPTIONS": {}},
+        "WORKER_QUOTAS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
+        "STREAM_CAPS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
+        "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
+        "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.LocalBreakers", "OPTIONS": {}},
+    },
+    # SSE events kept for Last-Event-ID resumption (EVENT_STORE) expire this long after their stream's last event:
+    # clients resume within seconds (SSE_RETRY_MS), and a stream nobody resumes must not pin memory for long.
     "EVENT_STORE_TTL_SECONDS": 300,
     # Bytes of events kept per stream (the oldest dropped first; the newest event is always kept).
     "EVENT_STORE_MAX_BYTES": 1024 * 1024,
@@ -173,7 +184,7 @@ DEFAULTS: dict[str, Any] = {
     # has room for these plus the upstream's standalone stream); more wait their turn within their own timeout,
     # and one still waiting when it ends answers UPSTREAM_BUSY (the shared connection is never torn down for it).
     "UPSTREAM_MAX_CONCURRENT_CALLS": 24,
-    # Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many
+    # Circuit breaker per upstream (the BREAKERS backend, shared by every process through Redis): this many
     # failures within the window open it; open, calls fail at once for the cool-down, then one call probes.
     "UPSTREAM_BREAKER_FAILURES": 5,
     "UPSTREAM_BREAKER_WINDOW_SECONDS": 30.0,
@@ -201,9 +212,6 @@ DEFAULTS: dict[str, Any] = {
     # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
     # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
     "TRACING": False,
-    # How changes reach the per-process caches of other processes (see mcp_app.invalidation):
-    # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
-    "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
     # Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
     # request is resolved from the database. The bound on how stale a cached token, server or session can be.
     "INVALIDATION_STALENESS_SECONDS": 0.75,
@@ -225,11 +233,9 @@ DEFAULTS: dict[str, Any] = {
     # (max_worker_calls); 0: unlimited.
     "WORKER_CALLS_PER_TENANT": 50,
     "WORKER_CALLS_PER_AGENT": 20,
-    # Where running worker calls are counted against those limits (mcp_app.workers.quotas): LocalQuotas (one
-    # process, the embedded default) or RedisQuotas ({"url": ...}; every process shares the counts).
-    "WORKER_QUOTAS": {"BACKEND": "mcp_app.workers.quotas.LocalQuotas", "OPTIONS": {}},
-    # A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a
-    # process that died (SIGKILL, OOM) frees itself at most this long after its last renewal.
+    # Running worker calls are counted in the WORKER_QUOTAS backend (mcp_app.limits.quotas): each holds its slot
+    # by a lease its process renews every third of this (seconds); the slot of a process that died (SIGKILL, OOM)
+    # frees itself at most this long after its last renewal.
     "WORKER_CALL_LEASE_SECONDS": 30.0,
     # Request rates (mcp_app.limits.rates, docs/limits.md): requests per second and bursts per tenant, agent
     # and tool (each tools/call draws from its tool's), unless the tenant, agent or tool sets its own rate_limit
@@ -240,11 +246,9 @@ DEFAULTS: dict[str, Any] = {
     "RATE_BURST_PER_AGENT": 400,
     "RATE_LIMIT_PER_TOOL": 0.0,
     "RATE_BURST_PER_TOOL": 100,
-    # Where the buckets live: LocalRates (one process, the embedded default) or RedisRates ({"url": ...}).
-    "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
     # Caps (mcp_app.limits.caps): concurrent GET/listen streams and live sessions per tenant and per agent (0:
-    # unlimited); over a cap, 429 with Retry-After and JSON-RPC -32012. Stream slots are leases (counted with the
-    # WORKER_QUOTAS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves.
+    # unlimited); over a cap, 429 with Retry-After and JSON-RPC -32012. Stream slots are leases (counted in the
+    # STREAM_CAPS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves.
     "STREAMS_PER_TENANT": 5000,
     "STREAMS_PER_AGENT": 1000,
     "SESSIONS_PER_TENANT": 10_000,
@@ -273,12 +277,11 @@ DEFAULTS: dict[str, Any] = {
     # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
     "WORKER_QUEUE": "",
     # Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
-    # (seconds) in HEARTBEAT (LocalHeartbeats: one process; RedisHeartbeats {"url": ...}: shared), and counts as
-    # dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are re-queued or failed, its tasks failed). The
-    # sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in serving processes. A worker call no
-    # worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER: /readyz answers 503 while
+    # (seconds) in the HEARTBEAT backend, and counts as dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls
+    # are re-queued or failed, its tasks failed). The sweep of dead owners' records runs every
+    # LIVENESS_SWEEP_SECONDS in serving processes. A worker call no worker takes within WORKER_QUEUE_TIMEOUT_SECONDS
+    # fails. READYZ_REQUIRES_WORKER: /readyz answers 503 while
     # no worker consumes the queue (default: reported, still 200, since inline tools are served).
-    "HEARTBEAT": {"BACKEND": "mcp_app.heartbeat.LocalHeartbeats", "OPTIONS": {}},
     "HEARTBEAT_INTERVAL_SECONDS": 1.0,
     "HEARTBEAT_TIMEOUT_SECONDS": 5.0,
     "LIVENESS_SWEEP_SECONDS": 2.0,
@@ -318,7 +321,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "REDIS_MAX_CONNECTIONS": (int,),
     "REDIS_IDLE_SECONDS": (int, float),
     "REDIS_POOL_WAIT_SECONDS": (int, float),
-    "EVENT_STORE": (dict,),
+    "BACKENDS": (dict,),
     "EVENT_STORE_TTL_SECONDS": (int, float),
     "EVENT_STORE_MAX_BYTES": (int,),
     "EVENT_STORE_MAX_BYTES_PER_AGENT": (int,),
@@ -333,7 +336,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "WORKER_CALL_MAX_ATTEMPTS": (int,),
     "WORKER_CALLS_PER_TENANT": (int,),
     "WORKER_CALLS_PER_AGENT": (int,),
-    "WORKER_QUOTAS": (dict,),
     "WORKER_CALL_LEASE_SECONDS": (int, float),
     "IDEMPOTENCY_TTL_SECONDS": (int, float),
     "RATE_LIMIT_PER_TENANT": (int, float),
@@ -342,7 +344,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "RATE_BURST_PER_AGENT": (int,),
     "RATE_LIMIT_PER_TOOL": (int, float),
     "RATE_BURST_PER_TOOL": (int,),
-    "RATE_LIMITS": (dict,),
     "STREAMS_PER_TENANT": (int,),
     "STREAMS_PER_AGENT": (int,),
     "SESSIONS_PER_TENANT": (int,),
@@ -395,13 +396,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "METRICS_TOKEN": (str,),
     "HEALTH_CHECK_TIMEOUT_SECONDS": (int, float),
     "TRACING": (bool,),
-    "HEARTBEAT": (dict,),
     "HEARTBEAT_INTERVAL_SECONDS": (int, float),
     "HEARTBEAT_TIMEOUT_SECONDS": (int, float),
     "LIVENESS_SWEEP_SECONDS": (int, float),
     "WORKER_QUEUE_TIMEOUT_SECONDS": (int, float),
     "READYZ_REQUIRES_WORKER": (bool,),
-    "INVALIDATION": (dict,),
     "INVALIDATION_STALENESS_SECONDS": (int, float),
     "IDENTITY_CACHE_SIZE": (int,),
     "IDENTITY_CACHE_MAX_AGE_SECONDS": (int, float),
@@ -463,14 +462,15 @@ class McpSettings:
         ):
             if values[key] < 1:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be at least 1.")
-        if "BACKEND" not in values["EVENT_STORE"]:
-            raise ImproperlyConfigured("MCP_APP['EVENT_STORE'] needs a BACKEND dotted path.")
+        for name, config in values["BACKENDS"].items():
+            if name not in DEFAULTS["BACKENDS"]:
+                raise ImproperlyConfigured(f"Unknown MCP_APP['BACKENDS'] name {name!r}.")
+            if not isinstance(config, dict) or "BACKEND" not in config:
+                raise ImproperlyConfigured(f"MCP_APP['BACKENDS'][{name!r}] needs a BACKEND dotted path.")
         if values["CACHE_TTL_MS"] < 0:
             raise ImproperlyConfigured("MCP_APP['CACHE_TTL_MS'] must not be negative.")
         if values["HEALTH_CHECK_TIMEOUT_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['HEALTH_CHECK_TIMEOUT_SECONDS'] must be positive.")
-        if "BACKEND" not in values["HEARTBEAT"]:
-            raise ImproperlyConfigured("MCP_APP['HEARTBEAT'] needs a BACKEND dotted path.")
         for key in (
             "HEARTBEAT_INTERVAL_SECONDS",
             "HEARTBEAT_TIMEOUT_SECONDS",
@@ -481,16 +481,12 @@ class McpSettings:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must be positive.")
         if values["HEARTBEAT_TIMEOUT_SECONDS"] < 2 * values["HEARTBEAT_INTERVAL_SECONDS"]:
             raise ImproperlyConfigured("MCP_APP['HEARTBEAT_TIMEOUT_SECONDS'] must be at least two intervals.")
-        if "BACKEND" not in values["WORKER_QUOTAS"]:
-            raise ImproperlyConfigured("MCP_APP['WORKER_QUOTAS'] needs a BACKEND dotted path.")
         if values["WORKER_CALL_LEASE_SECONDS"] <= 0:
             raise ImproperlyConfigured("MCP_APP['WORKER_CALL_LEASE_SECONDS'] must be positive.")
         for key in ("WORKER_CALLS_PER_TENANT", "WORKER_CALLS_PER_AGENT"):
             if values[key] < 0:
                 raise ImproperlyConfigured(f"MCP_APP[{key!r}] must not be negative (0: unlimited).")
         _check_limit_settings(values)
-        if "BACKEND" not in values["INVALIDATION"]:
-            raise ImproperlyConfigured("MCP_APP['INVALIDATION'] needs a BACKEND dotted path.")
         for key in (
             "INVALIDATION_STALENESS_SECONDS",
             "IDENTITY_CACHE_MAX_AGE_SECONDS",
@@ -535,8 +531,6 @@ def _check_limit_settings(values: dict[str, Any]) -> None:
             raise ImproperlyConfigured(f"MCP_APP['RATE_LIMIT_PER_{scope}'] must not be negative (0: unlimited).")
         if values[f"RATE_BURST_PER_{scope}"] < 1:
             raise ImproperlyConfigured(f"MCP_APP['RATE_BURST_PER_{scope}'] must be at least 1.")
-    if "BACKEND" not in values["RATE_LIMITS"]:
-        raise ImproperlyConfigured("MCP_APP['RATE_LIMITS'] needs a BACKEND dotted path.")
     for key in (
         "STREAMS_PER_TENANT",
         "STREAMS_PER_AGENT",

@@ -1,5 +1,5 @@
 """What the admin shows of worker-call quotas: how many worker calls of a tenant or agent run now, against its
-effective limit (``mcp_app.workers.quotas``).
+effective limit (``mcp_app.limits.quotas``).
 
 Counts are read from the quota backend (Redis when configured, else this process's memory), never from the
 database: a changelist page asks once for all its rows (``QuotaChangeList``), a change page once for its object.
@@ -17,7 +17,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
 
 from ..conf import mcp_settings
-from ..workers import quotas
+from ..limits import quotas
 
 logger = logging.getLogger("mcp_app.admin")
 

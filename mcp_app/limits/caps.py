@@ -15,8 +15,8 @@ The contract (docs/limits.md):
   every process shares, so it holds fleet-wide and nothing can leak; two initializations racing for the last
   slot may both pass (the count is not locked: a bound of the cap plus the concurrent initializations).
 
-**Slots are leases** of ``mcp_app.workers.quotas`` (its ``LocalQuotas`` / ``RedisQuotas`` backend, configured by
-``WORKER_QUOTAS``, under the key prefix ``mcp:cap:streams``): the check and the taking of a slot are one atomic
+**Slots are leases** of ``limits.quotas`` (the ``STREAM_CAPS`` backend of ``mcp_app.backends``, a ``LocalQuotas``
+or a ``RedisQuotas`` under its own key prefix): the check and the taking of a slot are one atomic
 step across processes, the holder renews its lease every third of ``CAP_LEASE_SECONDS``, and the slots of a
 process that died (SIGKILL, OOM) free themselves at most ``CAP_LEASE_SECONDS`` after its last renewal.
 """
@@ -28,14 +28,13 @@ import contextlib
 import logging
 import os
 import resource
-import threading
 from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings, on_reload
+from ..backends import backends
+from ..conf import mcp_settings
 from ..observability import metrics
 from ..protocol.errors import CapacityExceeded, ServiceUnavailable
 
@@ -103,7 +102,7 @@ async def hold_stream(token: Any, slot_id: str) -> Slot:
         raise CapacityExceeded(STREAMS, "process", 0)
     tenant_limit = max(0, int(mcp_settings.STREAMS_PER_TENANT))
     agent_limit = max(0, int(mcp_settings.STREAMS_PER_AGENT))
-    backend = _backend(STREAMS)
+    backend = backends["STREAM_CAPS"]
     ttl = float(mcp_settings.CAP_LEASE_SECONDS)
     try:
         refused = await backend.acquire(slot_id, token.tenant_pk, token.agent_pk, tenant_limit, agent_limit, ttl)
@@ -133,24 +132,3 @@ def check_sessions(tenant_pk: int, agent_pk: int) -> None:
         if live.count() >= limit:
             metrics.cap_refused(SESSIONS, scope)
             raise CapacityExceeded(SESSIONS, scope, int(limit))
-
-
-_backends: dict[str, Any] = {}
-_lock = threading.Lock()
-
-
-def _backend(resource_name: str) -> Any:
-    """The lease backend of ``resource_name``: ``WORKER_QUOTAS``'s class and options under its own prefix."""
-    with _lock:
-        found = _backends.get(resource_name)
-        if found is None:
-            config = mcp_settings.WORKER_QUOTAS
-            options = {**config.get("OPTIONS", {}), "prefix": f"mcp:cap:{resource_name}"}
-            found = _backends[resource_name] = import_string(config["BACKEND"])(**options)
-        return found
-
-
-@on_reload
-def reset_caps() -> None:
-    with _lock:
-        _backends.clear()

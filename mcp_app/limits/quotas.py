@@ -1,4 +1,4 @@
-"""Admission of worker calls: at most N of a tenant's, and M of an agent's, worker calls run at once.
+"""Leases: at most N of a tenant's, and M of an agent's, worker calls (or streams) held at once.
 
 The API (``docs/quotas.md``; the seam between the transport, the worker runner and the reaper):
 
@@ -26,18 +26,18 @@ up after it; stale members are dropped by the next admission. A lease that expir
 (an event loop blocked for longer than the lease) is not renewed back into existence: the slot may have been
 given to another call meanwhile, so the holder logs it and the call goes on uncounted.
 
-**Backends** (``MCP_APP["WORKER_QUOTAS"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``):
+**Backends** (``mcp_app.backends``: ``WORKER_QUOTAS`` for worker calls, ``STREAM_CAPS`` for the streams of
+``limits.caps``):
 
 - ``LocalQuotas`` (the embedded default): this process's memory, under a lock; the same semantics, for one
   process (several processes without Redis each count their own calls).
-- ``RedisQuotas`` (``{"url": ...}``, chosen by ``mcp_host.settings`` whenever ``REDIS_URL`` is set): two sorted
-  sets per call (the tenant's and the agent's, scored by expiry in Redis's own clock, so processes' clocks
-  need not agree) and a lease key naming them, changed only by Lua scripts: a check and an admission are one
-  script. An unreachable Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is
-  not silently lifted.
+- ``RedisQuotas`` (``{"url": ..., "prefix": ...}``, ``limits.redis_quotas``): two sorted sets per call (the
+  tenant's and the agent's, scored by expiry in Redis's own clock, so processes' clocks need not agree) and a
+  lease key naming them, changed only by Lua scripts: a check and an admission are one script. An unreachable
+  Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is not silently lifted.
 
-Not owned here: where calls are admitted (the runner that dispatches worker calls; ``mcp_app.workers.admission``
-until then), the limits' storage (``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
+Not owned here: where calls are admitted (``mcp_app.workers.admission``), the limits' storage
+(``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
 """
 
 from __future__ import annotations
@@ -50,9 +50,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from django.utils.module_loading import import_string
-
-from ..conf import mcp_settings, on_reload
+from ..backends import backends
+from ..conf import mcp_settings
 from ..observability import metrics
 from ..protocol.errors import QuotaExceeded, ServiceUnavailable
 from .redis_quotas import RedisQuotas
@@ -67,11 +66,10 @@ __all__ = [
     "get_quotas",
     "limits_for",
     "release_call",
-    "reset_quotas",
     "running_calls",
 ]
 
-logger = logging.getLogger("mcp_app.workers")
+logger = logging.getLogger("mcp_app.limits")
 
 TENANT = "tenant"
 AGENT = "agent"
@@ -96,7 +94,7 @@ def limits_for(holder: Any) -> tuple[int, int]:
 
 
 class QuotaBackend(Protocol):
-    """Where slots live (``MCP_APP["WORKER_QUOTAS"]["BACKEND"]``): ``LocalQuotas`` or ``RedisQuotas``. ``acquire``
+    """Where slots live: ``LocalQuotas`` or ``RedisQuotas``. ``acquire``
     returns ``None`` when admitted, else the scope that refused (``"tenant"`` or ``"agent"``); ``renew`` whether
     the lease was still held; every method may raise the backend's connection errors."""
 
@@ -305,23 +303,7 @@ class LocalQuotas:
             return {pk: count(TENANT, pk) for pk in tenants}, {pk: count(AGENT, pk) for pk in agents}
 
 
-_backend: QuotaBackend | None = None
-_backend_lock = threading.Lock()
-
-
 def get_quotas() -> QuotaBackend:
-    """The configured backend (``MCP_APP["WORKER_QUOTAS"]``), built once per process."""
-    global _backend
-    with _backend_lock:
-        if _backend is None:
-            config = mcp_settings.WORKER_QUOTAS
-            _backend = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
-        return _backend
-
-
-@on_reload
-def reset_quotas() -> None:
-    """Forget the backend (settings changed); a local backend's leases go with it."""
-    global _backend
-    with _backend_lock:
-        _backend = None
+    """The ``WORKER_QUOTAS`` backend of this process."""
+    found: QuotaBackend = backends["WORKER_QUOTAS"]
+    return found
