@@ -23,7 +23,6 @@ process that died (SIGKILL, OOM) free themselves at most ``CAP_LEASE_SECONDS`` a
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -36,7 +35,8 @@ from django.utils import timezone
 from ..backends import backends
 from ..conf import mcp_settings
 from ..observability import metrics
-from ..protocol.errors import CapacityExceeded, ServiceUnavailable
+from ..protocol.errors import CapacityExceeded
+from .quotas import Lease, take
 
 __all__ = ["CapacityExceeded", "Slot", "check_sessions", "descriptors_short", "hold_stream"]
 
@@ -46,36 +46,7 @@ STREAMS = "streams"
 SESSIONS = "sessions"
 
 
-class Slot:
-    """One held stream slot: renewed in the background, given back by ``release``."""
-
-    def __init__(self, backend: Any, slot_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
-        self._backend = backend
-        self.slot_id = slot_id
-        self._pks = (tenant_pk, agent_pk)
-        self._ttl = ttl
-        self._released = False
-        self._renewal = asyncio.get_running_loop().create_task(self._renew())
-
-    async def _renew(self) -> None:
-        while not self._released:
-            await asyncio.sleep(self._ttl / 3)
-            try:
-                if not await self._backend.renew(self.slot_id, *self._pks, self._ttl):
-                    logger.info("stream slot %s expired; no longer counted", self.slot_id)
-                    return
-            except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
-                logger.warning("could not renew the stream slot %s: %s", self.slot_id, error)
-
-    async def release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        self._renewal.cancel()
-        try:
-            await asyncio.shield(self._backend.release(self.slot_id, *self._pks))
-        except Exception as error:
-            logger.warning("could not release the stream slot %s (it expires by itself): %s", self.slot_id, error)
+Slot = Lease  # a stream's slot is a lease of the STREAM_CAPS backend
 
 
 def descriptors_short() -> bool:
@@ -104,16 +75,12 @@ async def hold_stream(token: Any, slot_id: str) -> Slot:
     agent_limit = max(0, int(mcp_settings.STREAMS_PER_AGENT))
     backend = backends["STREAM_CAPS"]
     ttl = float(mcp_settings.CAP_LEASE_SECONDS)
-    try:
-        refused = await backend.acquire(slot_id, token.tenant_pk, token.agent_pk, tenant_limit, agent_limit, ttl)
-    except Exception as error:
-        logger.warning("stream caps are unavailable: %s: %s", type(error).__name__, error)
-        metrics.record_dependency_error("redis")
-        raise ServiceUnavailable("Service unavailable: stream caps cannot be checked; retry shortly") from error
+    pks = (token.tenant_pk, token.agent_pk)
+    refused = await take(backend, slot_id, *pks, (tenant_limit, agent_limit), ttl, "stream caps")
     if refused is not None:
         metrics.cap_refused(STREAMS, refused)
         raise CapacityExceeded(STREAMS, refused, tenant_limit if refused == "tenant" else agent_limit)
-    return Slot(backend, slot_id, token.tenant_pk, token.agent_pk, ttl)
+    return Slot(backend, slot_id, *pks, ttl, "stream slot")
 
 
 def check_sessions(tenant_pk: int, agent_pk: int) -> None:

@@ -47,7 +47,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ..backends import backends
@@ -73,6 +73,7 @@ logger = logging.getLogger("mcp_app.limits")
 
 TENANT = "tenant"
 AGENT = "agent"
+WORKER_CALLS = "worker-call admission"
 
 
 def _effective(own: int | None, default: int) -> int:
@@ -114,24 +115,34 @@ class QuotaBackend(Protocol):
 
 
 class Lease:
-    """One admitted call's slot: renewed in the background while held, given back by ``release``."""
+    """One held slot (a worker call's, a stream's): renewed in the background while held (from the event loop it
+    was taken in), given back by ``release``. ``what`` names it in logs; ``gauge`` counts held leases."""
 
-    def __init__(self, backend: QuotaBackend, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
+    def __init__(
+        self,
+        backend: QuotaBackend,
+        call_id: str,
+        tenant_pk: int,
+        agent_pk: int,
+        ttl: float,
+        what: str,
+        gauge: Callable[[int], None] | None = None,
+    ) -> None:
         self.call_id = call_id
         self.tenant_pk = tenant_pk
         self.agent_pk = agent_pk
         self._backend = backend
         self._ttl = ttl
+        self._what = what
+        self._gauge = gauge
         self._released = False
-        self._renewal: asyncio.Task[None] | None = None
-        metrics.worker_call_lease(1)
+        if gauge is not None:
+            gauge(1)
+        self._renewal: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(self._renew_until_released())
 
     @property
     def released(self) -> bool:
         return self._released
-
-    def _start_renewal(self) -> None:
-        self._renewal = asyncio.get_running_loop().create_task(self._renew_until_released())
 
     async def _renew_until_released(self) -> None:
         while not self._released:
@@ -141,13 +152,11 @@ class Lease:
             try:
                 held = await self._backend.renew(self.call_id, self.tenant_pk, self.agent_pk, self._ttl)
             except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
-                logger.warning("could not renew the worker-call lease %s: %s", self.call_id, error)
+                logger.warning("could not renew the %s %s: %s", self._what, self.call_id, error)
                 continue
             if not held:
                 if not self._released:
-                    logger.info(
-                        "worker-call lease %s was released elsewhere or expired; no longer counted", self.call_id
-                    )
+                    logger.info("%s %s was released elsewhere or expired; no longer counted", self._what, self.call_id)
                     self._mark_released()
                 return
 
@@ -155,7 +164,8 @@ class Lease:
         if self._released:
             return False
         self._released = True
-        metrics.worker_call_lease(-1)
+        if self._gauge is not None:
+            self._gauge(-1)
         renewal, self._renewal = self._renewal, None
         if renewal is not None and not renewal.done():
             with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to stop
@@ -170,7 +180,7 @@ class Lease:
             # Shielded: a release awaited in a ``finally`` of a call cancelled again still completes.
             await asyncio.shield(self._backend.release(self.call_id, self.tenant_pk, self.agent_pk))
         except Exception as error:
-            logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
+            self._log_release_failure(error)
 
     def release_sync(self) -> None:
         """``release`` for synchronous code (any thread)."""
@@ -179,11 +189,28 @@ class Lease:
         try:
             self._backend.release_sync(self.call_id)
         except Exception as error:
-            logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
+            self._log_release_failure(error)
+
+    def _log_release_failure(self, error: Exception) -> None:
+        logger.warning("could not release the %s %s (it expires by itself): %s", self._what, self.call_id, error)
 
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
         return f"<Lease {self.call_id} tenant={self.tenant_pk} agent={self.agent_pk} {state}>"
+
+
+async def take(
+    backend: QuotaBackend, lease_id: str, tenant_pk: int, agent_pk: int, limits: tuple[int, int], ttl: float, what: str
+) -> str | None:
+    """Take a slot of ``backend``: ``None`` when taken, else the scope that refused. Raises ``ServiceUnavailable``
+    when the backend cannot be reached (a limit that cannot be checked is not lifted)."""
+    try:
+        refused: str | None = await backend.acquire(lease_id, tenant_pk, agent_pk, *limits, ttl)
+    except Exception as error:
+        logger.warning("%s: unavailable (%s: %s)", what, type(error).__name__, error)
+        metrics.record_dependency_error("redis")
+        raise ServiceUnavailable(f"Service unavailable: {what} cannot be checked; retry shortly") from error
+    return refused
 
 
 async def acquire(call_id: str, *, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int) -> Lease:
@@ -191,20 +218,11 @@ async def acquire(call_id: str, *, tenant_pk: int, agent_pk: int, tenant_limit: 
     (the lease is renewed there)."""
     backend = get_quotas()
     ttl = float(mcp_settings.WORKER_CALL_LEASE_SECONDS)
-    try:
-        refused = await backend.acquire(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
-    except Exception as error:
-        logger.warning("worker-call admission is unavailable: %s: %s", type(error).__name__, error)
-        metrics.record_dependency_error("redis")
-        raise ServiceUnavailable(
-            "Service unavailable: worker-call admission cannot be checked; retry shortly"
-        ) from error
+    refused = await take(backend, call_id, tenant_pk, agent_pk, (tenant_limit, agent_limit), ttl, WORKER_CALLS)
     if refused is not None:
         metrics.worker_quota_refused(refused)
         raise QuotaExceeded(refused, tenant_limit if refused == TENANT else agent_limit)
-    lease = Lease(backend, call_id, tenant_pk, agent_pk, ttl)
-    lease._start_renewal()
-    return lease
+    return Lease(backend, call_id, tenant_pk, agent_pk, ttl, "worker-call lease", metrics.worker_call_lease)
 
 
 def release_call(call_id: str) -> None:

@@ -242,9 +242,7 @@ async def main():
         refused = await backend.acquire(call_id, 1, 10, int(limit), 0, float(ttl))
         return None if refused else call_id
     admitted = [c for c in await asyncio.gather(*(one(i) for i in range(int(attempts)))) if c]
-    leases = [Lease(backend, call_id, 1, 10, float(ttl)) for call_id in admitted]
-    for lease in leases:
-        lease._start_renewal()
+    leases = [Lease(backend, call_id, 1, 10, float(ttl), "lease") for call_id in admitted]  # renewed until killed
     print(json.dumps(admitted), flush=True)
     if hold == "hold":
         await asyncio.Event().wait()  # holds its leases (renewing them) until killed
