@@ -21,7 +21,9 @@ The contract, in the shape of Channels' ``ChannelLayerManager``:
   ``redis_pool``, imported on first use so that the embedded default runs without redis-py);
 - ``health``: the one tracker of shared state being unreachable. ``health.failed(name, error, consequence)``
   logs the first failure of an outage, naming what this process does meanwhile; ``health.succeeded(name)`` logs
-  the end of the outage (the callers count errors in ``metrics`` where they did before).
+  the end of the outage (the callers count errors in ``metrics`` where they did before); ``await
+  health.attempt(name, operation, fallback, consequence)`` and ``attempt_sync`` run an operation and answer
+  ``fallback()`` instead while the backend is unreachable.
 
 Not owned here: the Redis clients the backends use (``redis_pool``: one factory per event loop and process) and
 Django's own shared state (the cache, the channel layer, the Celery broker: the project's settings).
@@ -32,8 +34,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
@@ -41,6 +43,8 @@ from django.utils.module_loading import import_string
 from .conf import DEFAULTS, mcp_settings, on_reload
 
 logger = logging.getLogger("mcp_app.backends")
+
+T = TypeVar("T")
 
 
 class BackendManager:
@@ -97,6 +101,14 @@ backends = BackendManager()
 on_reload(backends.reset)
 
 
+# The first lines of a Lua script that reads the time from Redis itself (``now``, in milliseconds), so that the
+# processes' clocks never matter.
+REDIS_NOW = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
+
 class RedisBacked:
     """A backend in Redis at ``url``, its keys under ``prefix`` (see the module docstring)."""
 
@@ -141,6 +153,24 @@ class SharedStateHealth:
             logger.warning(
                 "shared state %s is unavailable (%s: %s); %s", name, type(error).__name__, error, consequence
             )
+
+    async def attempt(self, name: str, operation: Awaitable[T], fallback: Callable[[], T], consequence: str) -> T:
+        try:
+            found = await operation
+        except Exception as error:
+            self.failed(name, error, consequence)
+            return fallback()
+        self.succeeded(name)
+        return found
+
+    def attempt_sync(self, name: str, operation: Callable[[], T], fallback: Callable[[], T], consequence: str) -> T:
+        try:
+            found = operation()
+        except Exception as error:
+            self.failed(name, error, consequence)
+            return fallback()
+        self.succeeded(name)
+        return found
 
     def forget(self, names: Iterable[str]) -> None:
         """The backends of ``names`` were replaced: whatever was known of their outages is moot."""

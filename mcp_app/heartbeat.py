@@ -20,9 +20,10 @@ The contract:
   (``None``: unknown, the backend is local). ``/readyz`` reports it.
 - ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
 
-Backends (the ``HEARTBEAT`` backend of ``mcp_app.backends``): ``LocalHeartbeats`` (the embedded default: one process; another owner on
-this host is judged by its pid, a zombie counting as dead, one on another host never) and ``RedisHeartbeats``
-(``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need not agree).
+Backends (the ``HEARTBEAT`` backend of ``mcp_app.backends``): ``LocalHeartbeats`` (the embedded default: one
+process; another owner on this host is judged by its pid, a zombie counting as dead, one on another host never)
+and ``RedisHeartbeats`` (``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need
+not agree).
 
 Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``,
 ``workers.liveness``).
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .backends import RedisBacked, backends, health
+from .backends import REDIS_NOW, RedisBacked, backends, health
 from .conf import mcp_settings, on_reload
 from .database import log_failure
 from .process import owner_id, owner_is_dead
@@ -71,9 +72,9 @@ class LocalHeartbeats:
         return None
 
 
-_BEAT = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+_BEAT = (
+    REDIS_NOW
+    + """
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 for i = 2, #KEYS do
@@ -82,10 +83,11 @@ for i = 2, #KEYS do
 end
 return now
 """
+)
 
-_DEAD = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+_DEAD = (
+    REDIS_NOW
+    + """
 local oldest = now - tonumber(ARGV[1])
 local dead = {}
 for i = 2, #ARGV do
@@ -94,12 +96,14 @@ for i = 2, #ARGV do
 end
 return dead
 """
+)
 
-_COUNT = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+_COUNT = (
+    REDIS_NOW
+    + """
 return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')
 """
+)
 
 
 class RedisHeartbeats(RedisBacked):

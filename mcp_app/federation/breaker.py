@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..backends import RedisBacked, backends, health
+from ..backends import REDIS_NOW, RedisBacked, backends, health
 from ..conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.federation.breaker")
@@ -206,16 +206,12 @@ class LocalBreakers:
 
 # -- in Redis -------------------------------------------------------------------------------------------------
 
-# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter. Per
-# upstream: a hash (open_until, failures, probe_until; absent: closed with no open history) and a sorted set of
-# failure times within the window; one sorted set of the open breakers (pk scored by open_until) for /readyz.
-_NOW = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
+# Every script reads the time from Redis itself (REDIS_NOW). Per upstream: a hash (open_until, failures,
+# probe_until; absent: closed with no open history) and a sorted set of failure times within the window; one
+# sorted set of the open breakers (pk scored by open_until) for /readyz.
 # KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe, {0, wait ms} refused.
 ADMIT_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
 if open_until == 0 then return {1, 0} end
@@ -228,7 +224,7 @@ return {2, 0}
 )
 # KEYS: hash, failures, open set. ARGV: pk. Returns 1 when a half-open breaker closed, else 0.
 SUCCEEDED_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
 if open_until == 0 or now < open_until then return 0 end
@@ -240,7 +236,7 @@ return 1
 # KEYS: hash, failures, open set. ARGV: pk, failures to open, window (ms), cool-down (ms), a unique member,
 # idle expiry (ms). Returns 0 counted, 1 opened, 2 re-opened (a failed probe), 3 open already.
 FAILED_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local cooldown = tonumber(ARGV[4])
 local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
@@ -271,7 +267,7 @@ return outcome
 # KEYS: hash and failures of each breaker, in pairs. ARGV: window (ms). Returns {now, {open_until, failures}...}
 # (open_until 0: closed, and failures are those within the window).
 STATES_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local found = {now}
 for i = 1, #KEYS, 2 do
@@ -290,7 +286,7 @@ return found
 # KEYS: open set. ARGV: prefix. Returns {now, {pk, open_until, failures}...} of the breakers still open or
 # half-open; members whose breaker closed by expiry are removed.
 OPEN_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local found = {now}
 for _, pk in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -400,12 +396,7 @@ async def admit(pk: int) -> Admission:
     seen = _closed_at.get(pk)
     if seen is not None and time.monotonic() - seen < CLOSED_REUSE_SECONDS:
         return ALLOWED
-    try:
-        admission = await breakers().admit(pk, policy)
-    except Exception as error:
-        health.failed(BREAKERS, error, UNAVAILABLE)
-        return ALLOWED
-    health.succeeded(BREAKERS)
+    admission = await health.attempt(BREAKERS, breakers().admit(pk, policy), lambda: ALLOWED, UNAVAILABLE)
     if admission.allowed and not admission.probe:
         _closed_at[pk] = time.monotonic()
     else:
@@ -418,13 +409,7 @@ async def succeeded(pk: int) -> None:
     policy = Policy.current()
     if policy.failures < 1:
         return
-    try:
-        closed = await breakers().succeeded(pk, policy)
-    except Exception as error:
-        health.failed(BREAKERS, error, UNAVAILABLE)
-        return
-    health.succeeded(BREAKERS)
-    if closed:
+    if await health.attempt(BREAKERS, breakers().succeeded(pk, policy), lambda: False, UNAVAILABLE):
         logger.info("upstream %s: circuit breaker closed (the probe succeeded)", pk)
 
 
@@ -437,12 +422,8 @@ async def failed(pk: int, source: str | None = None) -> None:
     policy = Policy.current()
     if policy.failures < 1:
         return
-    try:
-        outcome = await breakers().failed(pk, policy, f"source:{source}" if source else None)
-    except Exception as error:
-        health.failed(BREAKERS, error, UNAVAILABLE)
-        return
-    health.succeeded(BREAKERS)
+    member = f"source:{source}" if source else None
+    outcome = await health.attempt(BREAKERS, breakers().failed(pk, policy, member), lambda: 0, UNAVAILABLE)
     if outcome == 1:
         logger.warning(
             "upstream %s: circuit breaker opened after %d failures within %g s; calls fail for %g s",
@@ -457,14 +438,11 @@ async def failed(pk: int, source: str | None = None) -> None:
 
 def states(pks: list[int] | tuple[int, ...] | set[int]) -> dict[int, BreakerState]:
     """The state of each breaker (closed when the shared state cannot be read: it does not hold calls back)."""
-    pks = list(pks)
-    try:
-        found = breakers().states(pks, Policy.current())
-    except Exception as error:
-        health.failed(BREAKERS, error, UNAVAILABLE)
-        return dict.fromkeys(pks, CLOSED_STATE)
-    health.succeeded(BREAKERS)
-    return found
+    asked = list(pks)
+    closed = dict.fromkeys(asked, CLOSED_STATE)
+    return health.attempt_sync(
+        BREAKERS, lambda: breakers().states(asked, Policy.current()), lambda: closed, UNAVAILABLE
+    )
 
 
 def state(pk: int) -> BreakerState:
@@ -473,13 +451,7 @@ def state(pk: int) -> BreakerState:
 
 def open_breakers() -> dict[int, BreakerState]:
     """Every breaker that is open or half-open (without knowing the upstreams: one read, no query)."""
-    try:
-        found = breakers().open_breakers(Policy.current())
-    except Exception as error:
-        health.failed(BREAKERS, error, UNAVAILABLE)
-        return {}
-    health.succeeded(BREAKERS)
-    return found
+    return health.attempt_sync(BREAKERS, lambda: breakers().open_breakers(Policy.current()), dict, UNAVAILABLE)
 
 
 def reset(pk: int) -> None:

@@ -118,30 +118,22 @@ async def take(buckets: Sequence[Bucket]) -> None:
     """Draw from every bucket or none; raise ``RateLimited``, see the module docstring."""
     if not buckets:
         return
-    try:
-        refused = await get_rates().take(buckets)
-        health.succeeded(RATE_LIMITS)
-    except Exception as error:
-        refused = _outage(error, buckets)
-    _refuse(buckets, refused)
+    _refuse(buckets, await health.attempt(RATE_LIMITS, get_rates().take(buckets), lambda: _outage(buckets), LOCAL))
 
 
 def take_sync(buckets: Sequence[Bucket]) -> None:
     """``take`` for synchronous code (a Django view): the same buckets in the same backend, without a loop."""
     if not buckets:
         return
-    try:
-        refused = get_rates().take_sync(buckets)
-        health.succeeded(RATE_LIMITS)
-    except Exception as error:
-        refused = _outage(error, buckets)
-    _refuse(buckets, refused)
+    _refuse(
+        buckets,
+        health.attempt_sync(RATE_LIMITS, lambda: get_rates().take_sync(buckets), lambda: _outage(buckets), LOCAL),
+    )
 
 
-def _outage(error: Exception, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+def _outage(buckets: Sequence[Bucket]) -> tuple[int, float] | None:
     # Not silently lifted, not a 503 for every call: this process's own buckets hold the limits meanwhile.
     metrics.record_dependency_error("redis")
-    health.failed(RATE_LIMITS, error, "this process's own rate buckets decide meanwhile")
     return _fallback.take_sync(buckets)
 
 
@@ -246,6 +238,7 @@ class RedisRates(RedisBacked):
 
 
 RATE_LIMITS = "RATE_LIMITS"  # the name of the backend (mcp_app.backends)
+LOCAL = "this process's own rate buckets decide meanwhile"
 _fallback = LocalRates()  # this process's buckets while the shared backend is unreachable
 
 

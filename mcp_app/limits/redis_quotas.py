@@ -7,13 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends import RedisBacked
+from ..backends import REDIS_NOW, RedisBacked
 
-# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter.
-_NOW = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
 _EXTEND = """
 for i = 1, 2 do
   if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
@@ -22,7 +17,7 @@ end
 # KEYS: tenant set, agent set, lease key. ARGV: call id, tenant limit, agent limit, ttl (ms), lease value.
 # Returns '' when admitted, else the scope that is full.
 ACQUIRE_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local ttl = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -42,7 +37,7 @@ redis.call('SET', KEYS[3], ARGV[5], 'PX', ttl)
 )
 # KEYS: tenant set, agent set, lease key. ARGV: call id, ttl (ms). 1: renewed; 0: the lease had gone.
 RENEW_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local ttl = tonumber(ARGV[2])
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -63,7 +58,7 @@ return 1
 """
 # KEYS: sets to count. Returns the number of unexpired members of each.
 COUNT_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local counts = {}
 for i, key in ipairs(KEYS) do counts[i] = redis.call('ZCOUNT', key, '(' .. now, '+inf') end
