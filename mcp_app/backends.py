@@ -19,11 +19,11 @@ The contract, in the shape of Channels' ``ChannelLayerManager``:
   (a follower's thread) stopped;
 - ``RedisBacked``: the base of every Redis backend (``url``, key ``prefix``, and the clients and scripts of
   ``redis_pool``, imported on first use so that the embedded default runs without redis-py);
-- ``health``: the one tracker of shared state being unreachable. ``health.failed(name, error, consequence)``
-  logs the first failure of an outage, naming what this process does meanwhile; ``health.succeeded(name)`` logs
-  the end of the outage (the callers count errors in ``metrics`` where they did before); ``await
-  health.attempt(name, operation, fallback, consequence)`` and ``attempt_sync`` run an operation and answer
-  ``fallback()`` instead while the backend is unreachable.
+- ``Health(name, consequence)``: the one tracker of a piece of shared state being unreachable (each backend's
+  user holds one, and so does the channel layer). ``failed(error)`` logs the first failure of an outage, naming
+  what this process does meanwhile; ``succeeded()`` logs its end; ``up`` says which; ``await attempt(operation,
+  fallback)`` and ``attempt_sync`` run an operation and answer ``fallback()`` instead while it fails. The callers
+  count errors in ``metrics`` where they did before.
 
 Not owned here: the Redis clients the backends use (``redis_pool``: one factory per event loop and process) and
 Django's own shared state (the cache, the channel layer, the Celery broker: the project's settings).
@@ -83,14 +83,14 @@ class BackendManager:
             old = self._set.pop(name, None) or self._built.pop(name, None)
             if backend is not None:
                 self._set[name] = backend
-        health.forget([name])
+        _forget_outages([name])
         return old
 
     def reset(self) -> None:
         """Forget the backends built from the settings (stopping those that run a thread)."""
         with self._lock:
             built, self._built = self._built, {}
-        health.forget(built)
+        _forget_outages(built)
         for backend in built.values():
             stop = getattr(backend, "stop", None)
             if stop is not None:
@@ -141,46 +141,60 @@ class RedisBacked:
         return script(self._sync_client(), source)
 
 
-class SharedStateHealth:
-    """Which backends of shared state are unreachable now, each outage logged once (see the module docstring)."""
+_trackers: dict[str, Health] = {}
 
-    def __init__(self) -> None:
-        self._down_since: dict[str, float] = {}
 
-    def failed(self, name: str, error: BaseException, consequence: str) -> None:
-        if name not in self._down_since:
-            self._down_since[name] = time.monotonic()
+class Health:
+    """Whether one piece of shared state answered its last operation (see the module docstring)."""
+
+    def __init__(self, name: str, consequence: str) -> None:
+        self.name = name
+        self.consequence = consequence  # what this process does while it is unreachable, for the log
+        self.down_since: float | None = None
+        _trackers[name] = self
+
+    @property
+    def up(self) -> bool:
+        return self.down_since is None
+
+    def failed(self, error: BaseException) -> None:
+        if self.down_since is None:
+            self.down_since = time.monotonic()
             logger.warning(
-                "shared state %s is unavailable (%s: %s); %s", name, type(error).__name__, error, consequence
+                "shared state %s is unavailable (%s: %s); %s", self.name, type(error).__name__, error, self.consequence
             )
 
-    async def attempt(self, name: str, operation: Awaitable[T], fallback: Callable[[], T], consequence: str) -> T:
+    def succeeded(self) -> None:
+        if self.down_since is not None:
+            logger.warning(
+                "shared state %s is available again after %.1f s", self.name, time.monotonic() - self.down_since
+            )
+            self.down_since = None
+
+    async def attempt(self, operation: Awaitable[T], fallback: Callable[[], T]) -> T:
+        """``await operation``, or ``fallback()`` when it fails (the outage noted)."""
         try:
             found = await operation
         except Exception as error:
-            self.failed(name, error, consequence)
+            self.failed(error)
             return fallback()
-        self.succeeded(name)
+        self.succeeded()
         return found
 
-    def attempt_sync(self, name: str, operation: Callable[[], T], fallback: Callable[[], T], consequence: str) -> T:
+    def attempt_sync(self, operation: Callable[[], T], fallback: Callable[[], T]) -> T:
+        """``operation()``, or ``fallback()`` when it fails (the outage noted)."""
         try:
             found = operation()
         except Exception as error:
-            self.failed(name, error, consequence)
+            self.failed(error)
             return fallback()
-        self.succeeded(name)
+        self.succeeded()
         return found
 
-    def forget(self, names: Iterable[str]) -> None:
-        """The backends of ``names`` were replaced: whatever was known of their outages is moot."""
-        for name in names:
-            self._down_since.pop(name, None)
 
-    def succeeded(self, name: str) -> None:
-        since = self._down_since.pop(name, None)
-        if since is not None:
-            logger.info("shared state %s is available again after %.1f s", name, time.monotonic() - since)
-
-
-health = SharedStateHealth()
+def _forget_outages(names: Iterable[str]) -> None:
+    """The backends of ``names`` were replaced: what was known of their outages is moot."""
+    for name in names:
+        tracker = _trackers.get(name)
+        if tracker is not None:
+            tracker.down_since = None

@@ -18,9 +18,9 @@ Contract:
   ``BZPOPMIN`` carried on into the 5 s block (a torn-down ``tasks/result`` listener held its answer that long, seen
   in CI). Each receive therefore runs as a child task that is cancelled again until it has ended; a message it
   returns after the cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
-- ``layer_health`` remembers whether the layer answered its last operation, so the edge can refuse work that
-  needs the layer with a fast 503 while Redis is down, and notices by itself (the next successful operation)
-  when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
+- ``layer_health`` (a ``backends.Health``, which logs each outage once) remembers whether the layer answered its
+  last operation, so the edge can refuse work that needs the layer with a fast 503 while Redis is down, and
+  notices by itself (the next successful operation) when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
 
 - ``Messaging`` (``messaging(layer)``): where subscriptions live and messages travel, on the channel layer
   (``LayerMessaging``; by default the running loop's own where one was set, ``use_layer_in_loop``, else the
@@ -45,11 +45,11 @@ import contextvars
 import itertools
 import logging
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
+from .backends import Health
 from .protocol.errors import RequestTimeout
 
 logger = logging.getLogger("mcp_app.channel_layer")
@@ -84,28 +84,7 @@ def redis_layer_config(url: str, *, prefix: str = "asgi", **config: Any) -> dict
     return {"BACKEND": "mcp_app.redis_layer.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix, **config}}
 
 
-class LayerHealth:
-    """Whether the channel layer answered its last operation; shared by everything in the process."""
-
-    def __init__(self) -> None:
-        self.down_since: float | None = None
-
-    @property
-    def up(self) -> bool:
-        return self.down_since is None
-
-    def failed(self, error: BaseException) -> None:
-        if self.down_since is None:
-            self.down_since = time.monotonic()
-            logger.error("the channel layer is unreachable: %s: %s", type(error).__name__, error)
-
-    def succeeded(self) -> None:
-        if self.down_since is not None:
-            logger.warning("the channel layer is reachable again after %.1fs", time.monotonic() - self.down_since)
-            self.down_since = None
-
-
-layer_health = LayerHealth()
+layer_health = Health("CHANNEL_LAYER", "what needs it (streams, worker calls, cancellations) is refused meanwhile")
 
 
 async def guarded(operation: Awaitable[Any]) -> Any:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .backends import REDIS_NOW, RedisBacked, backends, health
+from .backends import REDIS_NOW, Health, RedisBacked, backends
 from .conf import mcp_settings, on_reload
 from .database import log_failure
 from .process import owner_id, owner_is_dead
@@ -49,6 +49,7 @@ logger = logging.getLogger("mcp_app.heartbeat")
 # Owners silent for this long are forgotten (their records were recovered long before).
 FORGET_AFTER_MS = 24 * 3600 * 1000
 HEARTBEAT = "HEARTBEAT"  # the name of the backend (mcp_app.backends)
+_health = Health(HEARTBEAT, "no owner is judged dead by its heartbeat meanwhile")
 
 
 class LocalHeartbeats:
@@ -158,11 +159,11 @@ class _Pulse:
             self.backend.beat(owner_id(), sorted(self.queues))
         except Exception as error:
             self.healthy_since = None
-            health.failed(HEARTBEAT, error, "no owner is judged dead by its heartbeat meanwhile")
+            _health.failed(error)
             return
         if self.healthy_since is None:
             self.healthy_since = time.monotonic()
-        health.succeeded(HEARTBEAT)
+        _health.succeeded()
 
     def _run(self) -> None:
         interval = float(mcp_settings.HEARTBEAT_INTERVAL_SECONDS)

@@ -40,7 +40,7 @@ from django.db import close_old_connections, connections, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .backends import RedisBacked, backends, health
+from .backends import Health, RedisBacked, backends
 from .conf import mcp_settings, on_reload
 
 logger = logging.getLogger("mcp_app.caching")
@@ -169,7 +169,7 @@ class _Follower:
                 # Whatever was published while we were not following is unknown: forget everything.
                 apply(None)
                 self._heard = time.monotonic()
-                health.succeeded(INVALIDATION)
+                _health.succeeded()
                 failures = 0
                 while not self._stop.is_set():
                     cursor, keys = self._read(cursor)
@@ -179,7 +179,7 @@ class _Follower:
             except Exception as error:
                 self._heard = 0.0
                 failures += 1
-                health.failed(INVALIDATION, error, "caches are bypassed until the log is followed again")
+                _health.failed(error)
                 self._disconnect()
                 self._stop.wait(min(0.05 * failures, 1.0))
         self._disconnect()
@@ -270,6 +270,7 @@ class DatabaseInvalidation(_Follower):
 
 
 INVALIDATION = "INVALIDATION"  # the name of the backend (mcp_app.backends)
+_health = Health(INVALIDATION, "caches are bypassed until the log is followed again")
 
 
 def get_backend() -> Any:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..backends import REDIS_NOW, RedisBacked, backends, health
+from ..backends import REDIS_NOW, Health, RedisBacked, backends
 from ..conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.federation.breaker")
@@ -373,7 +373,7 @@ class RedisBreakers(RedisBacked):
 # -- the module's verbs ----------------------------------------------------------------------------------------
 
 BREAKERS = "BREAKERS"  # the name of the backend (mcp_app.backends)
-UNAVAILABLE = "calls are not held back until it is available again"
+_health = Health(BREAKERS, "calls are not held back until it is available again")
 
 
 def breakers() -> LocalBreakers | RedisBreakers:
@@ -396,7 +396,7 @@ async def admit(pk: int) -> Admission:
     seen = _closed_at.get(pk)
     if seen is not None and time.monotonic() - seen < CLOSED_REUSE_SECONDS:
         return ALLOWED
-    admission = await health.attempt(BREAKERS, breakers().admit(pk, policy), lambda: ALLOWED, UNAVAILABLE)
+    admission = await _health.attempt(breakers().admit(pk, policy), lambda: ALLOWED)
     if admission.allowed and not admission.probe:
         _closed_at[pk] = time.monotonic()
     else:
@@ -409,7 +409,7 @@ async def succeeded(pk: int) -> None:
     policy = Policy.current()
     if policy.failures < 1:
         return
-    if await health.attempt(BREAKERS, breakers().succeeded(pk, policy), lambda: False, UNAVAILABLE):
+    if await _health.attempt(breakers().succeeded(pk, policy), lambda: False):
         logger.info("upstream %s: circuit breaker closed (the probe succeeded)", pk)
 
 
@@ -423,7 +423,7 @@ async def failed(pk: int, source: str | None = None) -> None:
     if policy.failures < 1:
         return
     member = f"source:{source}" if source else None
-    outcome = await health.attempt(BREAKERS, breakers().failed(pk, policy, member), lambda: 0, UNAVAILABLE)
+    outcome = await _health.attempt(breakers().failed(pk, policy, member), lambda: 0)
     if outcome == 1:
         logger.warning(
             "upstream %s: circuit breaker opened after %d failures within %g s; calls fail for %g s",
@@ -440,9 +440,7 @@ def states(pks: list[int] | tuple[int, ...] | set[int]) -> dict[int, BreakerStat
     """The state of each breaker (closed when the shared state cannot be read: it does not hold calls back)."""
     asked = list(pks)
     closed = dict.fromkeys(asked, CLOSED_STATE)
-    return health.attempt_sync(
-        BREAKERS, lambda: breakers().states(asked, Policy.current()), lambda: closed, UNAVAILABLE
-    )
+    return _health.attempt_sync(lambda: breakers().states(asked, Policy.current()), lambda: closed)
 
 
 def state(pk: int) -> BreakerState:
@@ -451,7 +449,7 @@ def state(pk: int) -> BreakerState:
 
 def open_breakers() -> dict[int, BreakerState]:
     """Every breaker that is open or half-open (without knowing the upstreams: one read, no query)."""
-    return health.attempt_sync(BREAKERS, lambda: breakers().open_breakers(Policy.current()), dict, UNAVAILABLE)
+    return _health.attempt_sync(lambda: breakers().open_breakers(Policy.current()), dict)
 
 
 def reset(pk: int) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends import RedisBacked, backends, health
+from ..backends import Health, RedisBacked, backends
 from ..conf import mcp_settings
 from ..observability import metrics
 from ..protocol.errors import RateLimited
@@ -118,7 +118,7 @@ async def take(buckets: Sequence[Bucket]) -> None:
     """Draw from every bucket or none; raise ``RateLimited``, see the module docstring."""
     if not buckets:
         return
-    _refuse(buckets, await health.attempt(RATE_LIMITS, get_rates().take(buckets), lambda: _outage(buckets), LOCAL))
+    _refuse(buckets, await _health.attempt(get_rates().take(buckets), lambda: _outage(buckets)))
 
 
 def take_sync(buckets: Sequence[Bucket]) -> None:
@@ -127,7 +127,7 @@ def take_sync(buckets: Sequence[Bucket]) -> None:
         return
     _refuse(
         buckets,
-        health.attempt_sync(RATE_LIMITS, lambda: get_rates().take_sync(buckets), lambda: _outage(buckets), LOCAL),
+        _health.attempt_sync(lambda: get_rates().take_sync(buckets), lambda: _outage(buckets)),
     )
 
 
@@ -238,7 +238,7 @@ class RedisRates(RedisBacked):
 
 
 RATE_LIMITS = "RATE_LIMITS"  # the name of the backend (mcp_app.backends)
-LOCAL = "this process's own rate buckets decide meanwhile"
+_health = Health(RATE_LIMITS, "this process's own rate buckets decide meanwhile")
 _fallback = LocalRates()  # this process's buckets while the shared backend is unreachable
 
 
