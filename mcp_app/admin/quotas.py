@@ -29,8 +29,7 @@ _DEFAULTS = {TENANT: "WORKER_CALLS_PER_TENANT", AGENT: "WORKER_CALLS_PER_AGENT"}
 
 def effective_limit(obj: Any, scope: str) -> int:
     """The limit that applies to ``obj`` (its own ``max_worker_calls``, else the setting); 0: unlimited."""
-    own = obj.max_worker_calls
-    return max(0, int(getattr(mcp_settings, _DEFAULTS[scope]) if own is None else own))
+    return quotas.effective(obj.max_worker_calls, getattr(mcp_settings, _DEFAULTS[scope]))
 
 
 def annotate(objects: Any, scope: str) -> None:

@@ -63,6 +63,7 @@ __all__ = [
     "QuotaExceeded",
     "RedisQuotas",
     "acquire",
+    "effective",
     "get_quotas",
     "limits_for",
     "release_call",
@@ -76,7 +77,8 @@ AGENT = "agent"
 WORKER_CALLS = "worker-call admission"
 
 
-def _effective(own: int | None, default: int) -> int:
+def effective(own: int | None, default: int) -> int:
+    """A tenant's or agent's own limit, else the setting's; 0: unlimited."""
     return max(0, int(default if own is None else own))
 
 
@@ -89,8 +91,8 @@ def limits_for(holder: Any) -> tuple[int, int]:
         return (int(limits[0]), int(limits[1]))
     token = getattr(holder, "token", holder)
     return (
-        _effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
-        _effective(token.agent_max_worker_calls, mcp_settings.WORKER_CALLS_PER_AGENT),
+        effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
+        effective(token.agent_max_worker_calls, mcp_settings.WORKER_CALLS_PER_AGENT),
     )
 
 

@@ -65,16 +65,11 @@ Owner = tuple[int, int]
 class EventStore:
     """Interface: append events of a stream, read the ones after a sequence number."""
 
-    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
-        raise NotImplementedError
-
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
         """Append a burst of events (``(sequence, message)``, in order) at once: one round trip in Redis. When it
         returns True, every one of them is readable by ``after``; False: ``owner`` is over its bound and none
         was stored (see the module docstring)."""
-        for sequence, message in events:
-            await self.append(stream_id, sequence, message)
-        return True
+        raise NotImplementedError
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
@@ -155,9 +150,6 @@ class MemoryEventStore(EventStore):
                 self._touched.pop(stream_id, None)
                 self._bytes.pop(stream_id, None)
         return len(stale)
-
-    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
-        await self.append_many(stream_id, ((sequence, message),))
 
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
         sized = [(sequence, message, len(orjson.dumps([sequence, message]))) for sequence, message in events]
@@ -243,9 +235,6 @@ class RedisEventStore(RedisBacked, EventStore):
 
     def _client(self, socket_timeout: float | None = SOCKET_TIMEOUT_SECONDS) -> Any:
         return super()._client(socket_timeout)
-
-    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
-        await self.append_many(stream_id, ((sequence, message),))
 
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
         key = f"{self._prefix}:{stream_id}"
