@@ -14,7 +14,7 @@ The contract, in the shape of Channels' ``ChannelLayerManager``:
 
 - ``backends[name]``: the backend, built from the settings on first use (once per process, thread-safe);
 - ``backends.set(name, backend) -> previous``: put an instance in place (tests); it stays, whatever the settings
-  say, until it is set back (``set(name, None)`` returns the name to its settings);
+  say, until it is set back: ``set(name, None)`` drops it (or, with none set, the built one, rebuilt on next use);
 - when ``MCP_APP`` changes (``override_settings``), the built backends are forgotten, and those with a ``stop()``
   (a follower's thread) stopped;
 - ``RedisBacked``: the base of every Redis backend (``url``, key ``prefix``, and the clients and scripts of
@@ -69,18 +69,20 @@ class BackendManager:
         return backend_class(**config.get("OPTIONS", {}))
 
     def __getitem__(self, name: str) -> Any:
-        found = self._set.get(name) or self._built.get(name)
+        found = self._set.get(name, self._built.get(name))
         if found is None:
             with self._lock:
-                found = self._set.get(name) or self._built.get(name)
+                found = self._set.get(name, self._built.get(name))
                 if found is None:
                     found = self._built[name] = self.make_backend(name)
         return found
 
     def set(self, name: str, backend: Any) -> Any:
-        """Use ``backend`` for ``name`` until set again (``None``: the settings' again); returns the one replaced."""
+        """Use ``backend`` for ``name`` until set again (see the module docstring); returns the one it replaces."""
         with self._lock:
-            old = self._set.pop(name, None) or self._built.pop(name, None)
+            old = self._set.pop(name, None)
+            if old is None:
+                old = self._built.pop(name, None) if backend is None else self._built.get(name)
             if backend is not None:
                 self._set[name] = backend
         _forget_outages([name])
