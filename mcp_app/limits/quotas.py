@@ -130,9 +130,7 @@ class Lease:
         what: str,
         gauge: Callable[[int], None] | None = None,
     ) -> None:
-        self.call_id = call_id
-        self.tenant_pk = tenant_pk
-        self.agent_pk = agent_pk
+        self.call_id, self.tenant_pk, self.agent_pk = call_id, tenant_pk, agent_pk  # what the backend counts
         self._backend = backend
         self._ttl = ttl
         self._what = what
