@@ -18,9 +18,9 @@ Contract:
   ``BZPOPMIN`` carried on into the 5 s block (a torn-down ``tasks/result`` listener held its answer that long, seen
   in CI). Each receive therefore runs as a child task that is cancelled again until it has ended; a message it
   returns after the cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
-- ``layer_health`` remembers whether the layer answered its last operation, so the edge can refuse work that
-  needs the layer with a fast 503 while Redis is down, and notices by itself (the next successful operation)
-  when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
+- ``layer_health`` (a ``backends.Health``, which logs each outage once) remembers whether the layer answered its
+  last operation, so the edge can refuse work that needs the layer with a fast 503 while Redis is down, and
+  notices by itself (the next successful operation) when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
 
 - ``Messaging`` (``messaging(layer)``): where subscriptions live and messages travel, on the channel layer
   (``LayerMessaging``; by default the running loop's own where one was set, ``use_layer_in_loop``, else the
@@ -45,11 +45,11 @@ import contextvars
 import itertools
 import logging
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
+from .backends import Health
 from .protocol.errors import RequestTimeout
 
 logger = logging.getLogger("mcp_app.channel_layer")
@@ -57,7 +57,6 @@ logger = logging.getLogger("mcp_app.channel_layer")
 # channels-redis blocks in BZPOPMIN for this long (RedisChannelLayer.brpop_timeout); the socket must wait longer.
 BLOCKING_RECEIVE_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
-CONNECT_TIMEOUT_SECONDS = 2.0
 BACKOFF_FIRST_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
 
@@ -76,55 +75,16 @@ def _layer_errors() -> tuple[type[BaseException], ...]:
 LAYER_ERRORS: tuple[type[BaseException], ...] = _layer_errors()
 
 
-def redis_connection_options(*, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> dict[str, Any]:
-    """redis-py connection options for the layer and the event store.
-
-    A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
-    replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
-    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff. How many
-    connections a pool opens, and how long an idle one stays, is ``mcp_app.redis_pool``'s (the settings).
-    """
-    from redis.asyncio.retry import Retry
-    from redis.backoff import ExponentialBackoff
-
-    return {
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
-        "socket_keepalive": True,
-        "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
-    }
-
-
 def redis_layer_config(url: str, *, prefix: str = "asgi", **config: Any) -> dict[str, Any]:
     """``CHANNEL_LAYERS["default"]`` for channels-redis at ``url`` with connection options that suit it, and its
     writes batched (``mcp_app.redis_layer.RedisChannelLayer``)."""
-    host = {"address": url, **redis_connection_options()}
+    from .redis_pool import redis_connection_options
+
+    host = {"address": url, **redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS)}
     return {"BACKEND": "mcp_app.redis_layer.RedisChannelLayer", "CONFIG": {"hosts": [host], "prefix": prefix, **config}}
 
 
-class LayerHealth:
-    """Whether the channel layer answered its last operation; shared by everything in the process."""
-
-    def __init__(self) -> None:
-        self.down_since: float | None = None
-
-    @property
-    def up(self) -> bool:
-        return self.down_since is None
-
-    def failed(self, error: BaseException) -> None:
-        if self.down_since is None:
-            self.down_since = time.monotonic()
-            logger.error("the channel layer is unreachable: %s: %s", type(error).__name__, error)
-
-    def succeeded(self) -> None:
-        if self.down_since is not None:
-            logger.warning("the channel layer is reachable again after %.1fs", time.monotonic() - self.down_since)
-            self.down_since = None
-
-
-layer_health = LayerHealth()
+layer_health = Health("CHANNEL_LAYER", "what needs it (streams, worker calls, cancellations) is refused meanwhile")
 
 
 async def guarded(operation: Awaitable[Any]) -> Any:

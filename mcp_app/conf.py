@@ -45,9 +45,26 @@ def _pattern(value: str) -> str | None:
     return None
 
 
-def _backend(path: str) -> Callable[[], dict[str, Any]]:
-    """The default of a ``Backend`` setting: a fresh ``{"BACKEND": path, "OPTIONS": {}}`` per instance."""
-    return lambda: {"BACKEND": path, "OPTIONS": {}}
+# The named backends of shared state (mcp_app.backends) and their embedded defaults.
+DEFAULT_BACKENDS: dict[str, dict[str, Any]] = {
+    "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}},
+    # DatabaseInvalidation: several processes without Redis follow a table instead.
+    "INVALIDATION": {"BACKEND": "mcp_app.invalidation.LocalInvalidation", "OPTIONS": {}},
+    "HEARTBEAT": {"BACKEND": "mcp_app.heartbeat.LocalHeartbeats", "OPTIONS": {}},
+    "WORKER_QUOTAS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
+    "STREAM_CAPS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
+    "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
+    "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.LocalBreakers", "OPTIONS": {}},
+}
+
+
+def _backends(value: dict[str, Any]) -> str | None:
+    for name, config in value.items():
+        if name not in DEFAULT_BACKENDS:
+            return f"name {name!r} is no backend of {', '.join(DEFAULT_BACKENDS)}"
+        if not isinstance(config, dict) or "BACKEND" not in config:
+            return f"entry {name!r} needs a BACKEND dotted path"
+    return None
 
 
 # DRF's rate format: a count, "/", and a period of which DRF reads the first letter.
@@ -58,7 +75,7 @@ Positive = Annotated[float, _rule(lambda v: v > 0, "must be positive")]
 NotNegative = Annotated[int, _rule(lambda v: v >= 0, "must not be negative")]
 Unlimited = Annotated[int, _rule(lambda v: v >= 0, "must not be negative (0: unlimited)")]
 UnlimitedRate = Annotated[float, _rule(lambda v: v >= 0, "must not be negative (0: unlimited)")]
-Backend = Annotated[dict[str, Any], _rule(lambda v: "BACKEND" in v, "needs a BACKEND dotted path")]
+Backends = Annotated[dict[str, Any], _backends]
 Networks = Annotated[Sequence[str], _allow_list]
 ApiRate = Annotated[
     str | None,
@@ -160,10 +177,12 @@ class AppSettings:
     REDIS_MAX_CONNECTIONS: RedisConnections = 50
     REDIS_IDLE_SECONDS: Positive = 10.0
     REDIS_POOL_WAIT_SECONDS: Positive = 5.0
-    # Where SSE events of session streams are kept for Last-Event-ID resumption, and for how long.
-    EVENT_STORE: Backend = field(default_factory=_backend("mcp_app.transport.eventstore.MemoryEventStore"))
-    # A stream's events expire this long after its last event: clients resume within seconds (SSE_RETRY_MS), and
-    # a stream nobody resumes must not pin memory for long.
+    # Where each piece of state that processes share lives (mcp_app.backends; docs/architecture.md has the table):
+    # a name of DEFAULT_BACKENDS maps to {"BACKEND": dotted path, "OPTIONS": {...}}; a name left out keeps its
+    # embedded default. mcp_host.settings puts every one in Redis whenever REDIS_URL is set.
+    BACKENDS: Backends = field(default_factory=dict)
+    # SSE events kept for Last-Event-ID resumption (EVENT_STORE) expire this long after their stream's last event:
+    # clients resume within seconds (SSE_RETRY_MS), and a stream nobody resumes must not pin memory for long.
     EVENT_STORE_TTL_SECONDS: float = 300
     # Bytes of events kept per stream (the oldest dropped first; the newest event is always kept).
     EVENT_STORE_MAX_BYTES: Count = 1024 * 1024
@@ -285,9 +304,6 @@ class AppSettings:
     # OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
     # mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md).
     TRACING: bool = False
-    # How changes reach the per-process caches of other processes (see mcp_app.invalidation):
-    # LocalInvalidation (one process), RedisInvalidation ({"url": ...}) or DatabaseInvalidation.
-    INVALIDATION: Backend = field(default_factory=_backend("mcp_app.invalidation.LocalInvalidation"))
     # Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
     # request is resolved from the database. The bound on how stale a cached token, server or session can be.
     INVALIDATION_STALENESS_SECONDS: Positive = 0.75
@@ -309,9 +325,6 @@ class AppSettings:
     # (max_worker_calls); 0: unlimited.
     WORKER_CALLS_PER_TENANT: Unlimited = 50
     WORKER_CALLS_PER_AGENT: Unlimited = 20
-    # Where running worker calls are counted against those limits (mcp_app.workers.quotas): LocalQuotas (one
-    # process, the embedded default) or RedisQuotas ({"url": ...}; every process shares the counts).
-    WORKER_QUOTAS: Backend = field(default_factory=_backend("mcp_app.workers.quotas.LocalQuotas"))
     # A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a
     # process that died (SIGKILL, OOM) frees itself at most this long after its last renewal.
     WORKER_CALL_LEASE_SECONDS: Positive = 30.0
@@ -324,11 +337,9 @@ class AppSettings:
     RATE_BURST_PER_AGENT: Count = 400
     RATE_LIMIT_PER_TOOL: UnlimitedRate = 0.0
     RATE_BURST_PER_TOOL: Count = 100
-    # Where the buckets live: LocalRates (one process, the embedded default) or RedisRates ({"url": ...}).
-    RATE_LIMITS: Backend = field(default_factory=_backend("mcp_app.limits.rates.LocalRates"))
     # Caps (mcp_app.limits.caps): concurrent GET/listen streams and live sessions per tenant and per agent (0:
     # unlimited); over a cap, 429 with Retry-After and JSON-RPC -32012. Stream slots are leases (counted with the
-    # WORKER_QUOTAS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves.
+    # STREAM_CAPS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves.
     STREAMS_PER_TENANT: NotNegative = 5000
     STREAMS_PER_AGENT: NotNegative = 1000
     SESSIONS_PER_TENANT: NotNegative = 10_000
@@ -357,12 +368,11 @@ class AppSettings:
     # The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q.
     WORKER_QUEUE: str = ""
     # Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
-    # (seconds) in HEARTBEAT (LocalHeartbeats: one process; RedisHeartbeats {"url": ...}: shared), and counts as
+    # (seconds) in the HEARTBEAT backend, and counts as
     # dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are re-queued or failed, its tasks failed). The
     # sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in serving processes. A worker call no
     # worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER: /readyz answers 503 while
     # no worker consumes the queue (default: reported, still 200, since inline tools are served).
-    HEARTBEAT: Backend = field(default_factory=_backend("mcp_app.heartbeat.LocalHeartbeats"))
     HEARTBEAT_INTERVAL_SECONDS: Positive = 1.0
     HEARTBEAT_TIMEOUT_SECONDS: Positive = 5.0
     LIVENESS_SWEEP_SECONDS: Positive = 2.0

@@ -20,9 +20,10 @@ The contract:
   (``None``: unknown, the backend is local). ``/readyz`` reports it.
 - ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
 
-Backends (``MCP_APP["HEARTBEAT"]``): ``LocalHeartbeats`` (the embedded default: one process; another owner on
-this host is judged by its pid, a zombie counting as dead, one on another host never) and ``RedisHeartbeats``
-(``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need not agree).
+Backends (the ``HEARTBEAT`` backend of ``mcp_app.backends``): ``LocalHeartbeats`` (the embedded default: one
+process; another owner on this host is judged by its pid, a zombie counting as dead, one on another host never)
+and ``RedisHeartbeats`` (``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need
+not agree).
 
 Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``,
 ``workers.liveness``).
@@ -38,8 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.utils.module_loading import import_string
-
+from .backends import REDIS_NOW, Health, RedisBacked, backends
 from .conf import mcp_settings, on_reload
 from .database import log_failure
 from .process import owner_id, owner_is_dead
@@ -48,7 +48,8 @@ logger = logging.getLogger("mcp_app.heartbeat")
 
 # Owners silent for this long are forgotten (their records were recovered long before).
 FORGET_AFTER_MS = 24 * 3600 * 1000
-SOCKET_TIMEOUT_SECONDS = 2.0
+HEARTBEAT = "HEARTBEAT"  # the name of the backend (mcp_app.backends)
+_health = Health(HEARTBEAT, "no owner is judged dead by its heartbeat meanwhile")
 
 
 class LocalHeartbeats:
@@ -72,9 +73,9 @@ class LocalHeartbeats:
         return None
 
 
-_BEAT = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+_BEAT = (
+    REDIS_NOW
+    + """
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 for i = 2, #KEYS do
@@ -83,10 +84,11 @@ for i = 2, #KEYS do
 end
 return now
 """
+)
 
-_DEAD = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+_DEAD = (
+    REDIS_NOW
+    + """
 local oldest = now - tonumber(ARGV[1])
 local dead = {}
 for i = 2, #ARGV do
@@ -95,30 +97,24 @@ for i = 2, #ARGV do
 end
 return dead
 """
+)
 
-_COUNT = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+_COUNT = (
+    REDIS_NOW
+    + """
 return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')
 """
+)
 
 
-class RedisHeartbeats:
+class RedisHeartbeats(RedisBacked):
     """Beats in Redis: ``<prefix>:owners`` (every owner, scored by its last beat) and ``<prefix>:queue:<name>``
     (the worker processes consuming a queue)."""
 
     shared = True
 
     def __init__(self, url: str, prefix: str = "mcp:live", **_options: Any) -> None:
-        import redis
-
-        self._client = redis.Redis.from_url(
-            url, socket_connect_timeout=SOCKET_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
-        )
-        self._prefix = prefix
-        self._beat = self._client.register_script(_BEAT)
-        self._dead = self._client.register_script(_DEAD)
-        self._count = self._client.register_script(_COUNT)
+        super().__init__(url, prefix)
 
     def _owners(self) -> str:
         return f"{self._prefix}:owners"
@@ -127,21 +123,21 @@ class RedisHeartbeats:
         return f"{self._prefix}:queue:{name}"
 
     def beat(self, owner: str, queues: Iterable[str]) -> None:
-        self._beat(keys=[self._owners(), *map(self._queue, queues)], args=[owner, FORGET_AFTER_MS])
+        self._sync_script(_BEAT)(keys=[self._owners(), *map(self._queue, queues)], args=[owner, FORGET_AFTER_MS])
 
     def leave(self, owner: str, queues: Iterable[str]) -> None:
         for queue in queues:
-            self._client.zrem(self._queue(queue), owner)
+            self._sync_client().zrem(self._queue(queue), owner)
 
     def dead(self, owners: Iterable[str], timeout: float) -> set[str]:
         asked = sorted(set(owners))
         if not asked:
             return set()
-        found = self._dead(keys=[self._owners()], args=[int(timeout * 1000), *asked])
+        found = self._sync_script(_DEAD)(keys=[self._owners()], args=[int(timeout * 1000), *asked])
         return {item.decode() if isinstance(item, bytes) else str(item) for item in found}
 
     def consumers(self, queue: str, timeout: float) -> int | None:
-        return int(self._count(keys=[self._queue(queue)], args=[int(timeout * 1000)]))
+        return int(self._sync_script(_COUNT)(keys=[self._queue(queue)], args=[int(timeout * 1000)]))
 
 
 class _Pulse:
@@ -153,7 +149,6 @@ class _Pulse:
         self.queues: set[str] = set()
         self.jobs: list[list[Any]] = []  # [interval, job, next run (monotonic)]
         self.healthy_since: float | None = None
-        self.failing = False
         self.stopped = threading.Event()
         self.lock = threading.Lock()
         self.first_beat_in_thread = False
@@ -164,15 +159,11 @@ class _Pulse:
             self.backend.beat(owner_id(), sorted(self.queues))
         except Exception as error:
             self.healthy_since = None
-            if not self.failing:
-                logger.warning("heartbeat failed: %s: %s", type(error).__name__, error)
-            self.failing = True
+            _health.failed(error)
             return
         if self.healthy_since is None:
             self.healthy_since = time.monotonic()
-        if self.failing:
-            logger.info("heartbeat restored")
-        self.failing = False
+        _health.succeeded()
 
     def _run(self) -> None:
         interval = float(mcp_settings.HEARTBEAT_INTERVAL_SECONDS)
@@ -196,17 +187,9 @@ _pulse: _Pulse | None = None
 _lock = threading.Lock()
 
 
-_built: Any = None
-
-
 def backend() -> Any:
-    """The configured backend (``MCP_APP["HEARTBEAT"]``), built once per process (redis-py's pool makes new
-    connections in a forked child by itself)."""
-    global _built
-    if _built is None:
-        config = mcp_settings.HEARTBEAT
-        _built = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
-    return _built
+    """The ``HEARTBEAT`` backend of this process."""
+    return backends[HEARTBEAT]
 
 
 def _running(*, beat_now: bool = True) -> _Pulse:
@@ -304,10 +287,9 @@ def consumers(queue: str) -> int | None:
 
 @on_reload
 def reset() -> None:
-    """Settings changed (tests): the next use builds the backend again. A running pulse keeps its thread."""
-    global _built, _pulse
+    """Settings changed (tests): the pulse stops, and the next use starts one on the backend of the new settings."""
+    global _pulse
     with _lock:
         if _pulse is not None:
             _pulse.stopped.set()
         _pulse = None
-        _built = None

@@ -6,7 +6,7 @@ transaction commits. Publishing applies the keys to this process's caches at onc
 shared log of the configured backend; every other process follows that log from a background thread and drops
 the entries tagged with those keys. Nothing of this runs on the request path.
 
-Backends (``MCP_APP["INVALIDATION"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``):
+Backends (the ``INVALIDATION`` backend of ``mcp_app.backends``):
 
 - ``LocalInvalidation`` (the embedded default): one process, nothing shared, always healthy.
 - ``RedisInvalidation``: a capped Redis stream read with a blocking ``XREAD`` (a change arrives in
@@ -27,7 +27,6 @@ invalidated meanwhile.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
 import threading
@@ -40,8 +39,8 @@ from django.apps import apps
 from django.db import close_old_connections, connections, transaction
 from django.db.models import Max
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
+from .backends import Health, RedisBacked, backends
 from .conf import mcp_settings, on_reload
 
 logger = logging.getLogger("mcp_app.caching")
@@ -170,17 +169,17 @@ class _Follower:
                 # Whatever was published while we were not following is unknown: forget everything.
                 apply(None)
                 self._heard = time.monotonic()
+                _health.succeeded()
                 failures = 0
                 while not self._stop.is_set():
                     cursor, keys = self._read(cursor)
                     if keys:
                         apply(keys)
                     self._heard = time.monotonic()
-            except Exception:
+            except Exception as error:
                 self._heard = 0.0
                 failures += 1
-                if failures == 1 or failures % 100 == 0:
-                    logger.warning("cannot follow the cache invalidation log (caches bypassed)", exc_info=True)
+                _health.failed(error)
                 self._disconnect()
                 self._stop.wait(min(0.05 * failures, 1.0))
         self._disconnect()
@@ -195,39 +194,30 @@ class _Follower:
         pass
 
 
-class RedisInvalidation(_Follower):
+class RedisInvalidation(RedisBacked, _Follower):
     """A capped Redis stream, read with a blocking ``XREAD`` (``BLOCK_MS`` at a time)."""
 
     def __init__(self, *, url: str, key: str = "mcp:invalidation", max_length: int = 10_000, block_ms: int = 250):
-        super().__init__()
-        self._url = url
-        self._key = key
+        RedisBacked.__init__(self, url, key)
+        _Follower.__init__(self)
         self._max_length = max_length
         self._block_ms = block_ms
-        self._publisher: Any = None
-        self._reader: Any = None
 
-    def _client(self) -> Any:
-        import redis
-
+    def _reader(self) -> Any:
         # The socket timeout must outlast a blocking read, or every idle read would end in a timeout error.
-        timeout = self._block_ms / 1000 + 2.0
-        return redis.Redis.from_url(self._url, socket_timeout=timeout, socket_connect_timeout=1.0)
+        return self._sync_client(socket_timeout=self._block_ms / 1000 + 2.0)
 
     def publish(self, keys: list[str]) -> None:
-        if self._publisher is None:
-            self._publisher = self._client()
-        self._publisher.xadd(
-            self._key, {"k": " ".join(keys), "o": self.origin}, maxlen=self._max_length, approximate=True
+        self._sync_client().xadd(
+            self._prefix, {"k": " ".join(keys), "o": self.origin}, maxlen=self._max_length, approximate=True
         )
 
     def _connect(self) -> Any:
-        self._reader = self._client()
-        newest = self._reader.xrevrange(self._key, count=1)
+        newest = self._reader().xrevrange(self._prefix, count=1)
         return newest[0][0] if newest else b"0-0"
 
     def _read(self, cursor: Any) -> tuple[Any, list[str]]:
-        answer = self._reader.xread({self._key: cursor}, block=self._block_ms, count=500)
+        answer = self._reader().xread({self._prefix: cursor}, block=self._block_ms, count=500)
         keys: list[str] = []
         for _stream, entries in answer or ():
             for entry_id, fields in entries:
@@ -235,12 +225,6 @@ class RedisInvalidation(_Follower):
                 if fields.get(b"o") != self.origin.encode():
                     keys.extend((fields.get(b"k") or b"").decode().split())
         return cursor, keys
-
-    def _disconnect(self) -> None:
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            with contextlib.suppress(Exception):  # already failing; the follower logs and retries
-                reader.close()
 
 
 def _log_model() -> Any:
@@ -285,22 +269,16 @@ class DatabaseInvalidation(_Follower):
         connections.close_all()
 
 
-_backend: Any = None
+INVALIDATION = "INVALIDATION"  # the name of the backend (mcp_app.backends)
+_health = Health(INVALIDATION, "caches are bypassed until the log is followed again")
 
 
 def get_backend() -> Any:
-    global _backend
-    if _backend is None:
-        config = mcp_settings.INVALIDATION
-        _backend = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
-    return _backend
+    """The ``INVALIDATION`` backend of this process."""
+    return backends[INVALIDATION]
 
 
 @on_reload
-def reset_backend() -> None:
-    """Stop following and forget the backend (settings changed, or a test wants a clean start)."""
-    global _backend
-    backend, _backend = _backend, None
-    if backend is not None:
-        backend.stop()
+def forget_everything() -> None:
+    """Settings changed (the manager stopped the follower): what it did not hear about is unknown."""
     apply(None)

@@ -14,25 +14,53 @@ Contract:
   unreachable, 503) that closes a connection idle for ``REDIS_IDLE_SECONDS``. A closed connection stays in the
   pool as an unconnected slot and reconnects on its next use. The pool belongs to the event loop it is used in.
 - ``redis_client(url, socket_timeout=...)``: the asyncio client of the running loop for ``url`` on such a pool,
-  one per (loop, url, socket timeout): the event store, the rate limits, the quotas and the breaker share it.
-  The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
+  one per (loop, url, socket timeout): every backend of shared state (``mcp_app.backends``) and ``/readyz`` use
+  it. The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
+- ``sync_redis_client(url, socket_timeout=...)``: the process's blocking client for ``url`` (thread-safe; redis-py's
+  pool opens new connections in a forked child by itself), for the sync paths: a Django view, the admin, the
+  invalidation follower, the heartbeat thread, the purge.
+- ``script(client, source)``: the Lua ``source`` registered once on ``client`` (``EVALSHA``, loaded on a miss).
 
-Not owned here: connection options (``channel_layer.redis_connection_options``); synchronous clients (the
-invalidation follower, the heartbeat, Django's cache), which are bounded by their threads.
+- ``redis_connection_options(socket_timeout=...)``: the connection options of every one of them and of the channel
+  layer's pools.
+
+Not owned here: Django's cache and Celery's broker, which the project configures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import weakref
 from typing import Any
 
 import redis.asyncio as redis
 from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from .conf import mcp_settings
+
+CONNECT_TIMEOUT_SECONDS = 2.0
+
+
+def redis_connection_options(*, socket_timeout: float) -> dict[str, Any]:
+    """redis-py connection options for the channel layer and every client made here.
+
+    A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
+    replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
+    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff. How many
+    connections a pool opens, and how long an idle one stays, is the settings' (``bounded_pool``).
+    """
+    return {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
+    }
 
 
 class BoundedConnectionPool(BlockingConnectionPool):
@@ -92,19 +120,49 @@ def bounded_pool(url: str, **options: Any) -> BoundedConnectionPool:
     return pool
 
 
+SOCKET_TIMEOUT_SECONDS = 2.0  # a command of shared state (not a blocking read) that takes longer has failed
+
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, float], redis.Redis]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def redis_client(url: str, *, socket_timeout: float) -> redis.Redis:
+def redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> redis.Redis:
     """The running loop's client for ``url`` (see the module docstring); redis-py connections belong to the loop
     that made them, so a client is never shared across loops."""
-    from .channel_layer import redis_connection_options
-
     clients = _clients.setdefault(asyncio.get_running_loop(), {})
     client = clients.get((url, socket_timeout))
     if client is None:
         pool = bounded_pool(url, **redis_connection_options(socket_timeout=socket_timeout))
         client = clients[(url, socket_timeout)] = redis.Redis(connection_pool=pool)
     return client
+
+
+_sync_clients: dict[tuple[str, float], Any] = {}
+_sync_lock = threading.Lock()
+
+
+def sync_redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Any:
+    """The process's blocking client for ``url`` and ``socket_timeout`` (see the module docstring)."""
+    with _sync_lock:
+        client = _sync_clients.get((url, socket_timeout))
+        if client is None:
+            import redis as blocking
+            import redis.retry
+
+            options = redis_connection_options(socket_timeout=socket_timeout)
+            options["retry"] = redis.retry.Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)  # the blocking kind
+            client = _sync_clients[(url, socket_timeout)] = blocking.Redis.from_url(url, **options)
+        return client
+
+
+_scripts: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def script(client: Any, source: str) -> Any:
+    """``source`` registered on ``client`` (a ``Script`` or ``AsyncScript``, by the client's kind), once per client."""
+    registered = _scripts.setdefault(client, {})
+    found = registered.get(source)
+    if found is None:
+        found = registered[source] = client.register_script(source)
+    return found

@@ -20,12 +20,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .conf import mcp_settings
+from .limits.quotas import limits_for
 from .observability import tracing
 from .protocol import versions
 from .protocol.context import Principal, RequestContext, ToolRunner
 from .protocol.descriptors import ServerCatalog
 from .runtime.audit import request_audit
-from .workers.quotas import limits_for
 
 if TYPE_CHECKING:
     from .caching.identity import ServerEntry, TokenEntry

@@ -241,26 +241,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MCP_APP: dict[str, object] = {}
 if REDIS_URL:
-    # Several daphne processes: SSE events must be resumable on any of them.
-    MCP_APP["EVENT_STORE"] = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}}
-if REDIS_URL:
-    # Several daphne processes: a change reaches every process's caches through a Redis stream.
-    MCP_APP["INVALIDATION"] = {
-        "BACKEND": "mcp_app.invalidation.RedisInvalidation",
-        "OPTIONS": {"url": REDIS_URL},
+    # Several processes: every piece of shared state in Redis (docs/architecture.md, "Where shared state lives"),
+    # so SSE events resume on any process, changes reach every process's caches, and limits, leases, heartbeats
+    # and breakers hold across them all.
+    MCP_APP["BACKENDS"] = {
+        "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": {"url": REDIS_URL}},
+        "INVALIDATION": {"BACKEND": "mcp_app.invalidation.RedisInvalidation", "OPTIONS": {"url": REDIS_URL}},
+        "HEARTBEAT": {"BACKEND": "mcp_app.heartbeat.RedisHeartbeats", "OPTIONS": {"url": REDIS_URL}},
+        "WORKER_QUOTAS": {"BACKEND": "mcp_app.limits.quotas.RedisQuotas", "OPTIONS": {"url": REDIS_URL}},
+        "STREAM_CAPS": {
+            "BACKEND": "mcp_app.limits.quotas.RedisQuotas",
+            "OPTIONS": {"url": REDIS_URL, "prefix": "mcp:cap:streams"},
+        },
+        "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}},
+        "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.RedisBreakers", "OPTIONS": {"url": REDIS_URL}},
     }
 elif os.environ.get("MCP_INVALIDATION") == "database":
     # Several processes without Redis: they follow a table of the shared database instead.
-    MCP_APP["INVALIDATION"] = {"BACKEND": "mcp_app.invalidation.DatabaseInvalidation", "OPTIONS": {}}
-if REDIS_URL:
-    # Several processes: running worker calls are counted in Redis, so a tenant's limit holds across them all.
-    MCP_APP["WORKER_QUOTAS"] = {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": {"url": REDIS_URL}}
-if REDIS_URL:
-    # Several processes: each one's heartbeat (and each worker's queues) in Redis, judged by all.
-    MCP_APP["HEARTBEAT"] = {"BACKEND": "mcp_app.heartbeat.RedisHeartbeats", "OPTIONS": {"url": REDIS_URL}}
-if REDIS_URL:
-    # Several processes: rate buckets, caps and failed-authentication counts hold across them all.
-    MCP_APP["RATE_LIMITS"] = {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}}
+    MCP_APP["BACKENDS"] = {"INVALIDATION": {"BACKEND": "mcp_app.invalidation.DatabaseInvalidation", "OPTIONS": {}}}
 # Rates per second (0: unlimited; the fields on tenants, agents and tools override them, docs/limits.md).
 for _name in (
     "HEARTBEAT_INTERVAL_SECONDS",

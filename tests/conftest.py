@@ -179,6 +179,27 @@ def _register_test_tools() -> None:
 
 
 @pytest.fixture
+def use_backend() -> Any:
+    """``use_backend(name, backend)``: this test's backend of shared state (``mcp_app.backends.set``), whatever
+    the settings; after the test the name is the settings' again (and the test's backend stopped, if it runs a
+    thread). Returns ``backend``."""
+    from mcp_app.backends import backends
+
+    used: set[str] = set()
+
+    def use(name: str, backend: Any) -> Any:
+        backends.set(name, backend)
+        used.add(name)
+        return backend
+
+    yield use
+    for name in used:
+        stop = getattr(backends.set(name, None), "stop", None)
+        if stop is not None:
+            stop()
+
+
+@pytest.fixture
 def fresh_gate() -> Any:
     import tests.tools
 

@@ -182,13 +182,14 @@ def forget_registrations(address: str = "127.0.0.1") -> None:
     daphne processes of the end-to-end tests use)."""
     from django.conf import settings
 
+    from mcp_app.backends import backends
     from mcp_app.limits import rates
     from mcp_app.oauth.views import registration_bucket
 
     bucket = registration_bucket(address)
     if bucket is None:
         return
-    rates.reset_rates()
+    backends.set(rates.RATE_LIMITS, None)  # a local backend's buckets go with it
     if settings.REDIS_URL:
         import redis
 

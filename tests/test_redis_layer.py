@@ -20,9 +20,10 @@ WAIT = 5.0
 
 
 def _host() -> dict[str, Any]:
-    from mcp_app.channel_layer import redis_connection_options
+    from mcp_app.channel_layer import redis_layer_config
 
-    return {"address": require_redis(), **redis_connection_options()}
+    host: dict[str, Any] = redis_layer_config(require_redis())["CONFIG"]["hosts"][0]
+    return host
 
 
 @pytest.fixture

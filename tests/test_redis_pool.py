@@ -36,11 +36,12 @@ async def named_clients(name: str) -> int:
 async def test_a_pool_opens_at_most_its_bound_and_closes_idle_connections(bounds: None) -> None:
     import redis.asyncio as redis
 
-    from mcp_app.channel_layer import redis_connection_options
-    from mcp_app.redis_pool import bounded_pool
+    from mcp_app.channel_layer import SOCKET_TIMEOUT_SECONDS
+    from mcp_app.redis_pool import bounded_pool, redis_connection_options
 
     name = f"pooltest{uuid.uuid4().hex[:8]}"
-    pool = bounded_pool(require_redis(), client_name=name, **redis_connection_options())
+    options = redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS)
+    pool = bounded_pool(require_redis(), client_name=name, **options)
     client = redis.Redis.from_pool(pool)
     try:
         # 20 commands that each hold a connection for 0.2 s: 4 at a time, none refused.
@@ -59,11 +60,11 @@ async def _zero(name: str) -> bool:
 
 
 async def test_the_channel_layer_pool_is_bounded(bounds: None) -> None:
-    from mcp_app.channel_layer import redis_connection_options
+    from mcp_app.channel_layer import redis_layer_config
     from mcp_app.redis_layer import RedisChannelLayer
     from mcp_app.redis_pool import BoundedConnectionPool
 
-    layer = RedisChannelLayer(hosts=[{"address": require_redis(), **redis_connection_options()}], prefix="pooltest")
+    layer = RedisChannelLayer(hosts=redis_layer_config(require_redis())["CONFIG"]["hosts"], prefix="pooltest")
     try:
         pool = layer.connection(0).connection_pool
         assert isinstance(pool, BoundedConnectionPool)

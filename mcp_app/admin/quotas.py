@@ -1,5 +1,5 @@
 """What the admin shows of worker-call quotas: how many worker calls of a tenant or agent run now, against its
-effective limit (``mcp_app.workers.quotas``).
+effective limit (``mcp_app.limits.quotas``).
 
 Counts are read from the quota backend (Redis when configured, else this process's memory), never from the
 database: a changelist page asks once for all its rows (``QuotaChangeList``), a change page once for its object.
@@ -18,7 +18,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
 
 from ..conf import mcp_settings
-from ..workers import quotas
+from ..limits import quotas
 
 logger = logging.getLogger("mcp_app.admin")
 
@@ -30,8 +30,7 @@ _DEFAULTS = {TENANT: "WORKER_CALLS_PER_TENANT", AGENT: "WORKER_CALLS_PER_AGENT"}
 
 def effective_limit(obj: Any, scope: str) -> int:
     """The limit that applies to ``obj`` (its own ``max_worker_calls``, else the setting); 0: unlimited."""
-    own = obj.max_worker_calls
-    return max(0, int(getattr(mcp_settings, _DEFAULTS[scope]) if own is None else own))
+    return quotas.effective(obj.max_worker_calls, getattr(mcp_settings, _DEFAULTS[scope]))
 
 
 def annotate(objects: Any, scope: str) -> None:

@@ -119,7 +119,7 @@ class TokenEntry:
     # catalog view's cache key. ``None``: everything its servers expose.
     grant: CatalogGrant | None = None
     # The tenant's and the agent's own ``max_worker_calls`` (``None``: the WORKER_CALLS_PER_* setting applies);
-    # ``mcp_app.workers.quotas.limits_for`` turns them into effective limits without a query.
+    # ``mcp_app.limits.quotas.limits_for`` turns them into effective limits without a query.
     tenant_max_worker_calls: int | None = None
     agent_max_worker_calls: int | None = None
     # The tenant's and the agent's own (rate_limit, rate_burst) (``mcp_app.limits.rates``; None: the settings).

@@ -16,11 +16,12 @@ is still refused; the probe's success closes it (and forgets its failures), its 
 cool-down. A probe that never reports (its process died) gives its turn to another call after
 ``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches the breakers off.
 
-With ``settings.REDIS_URL``, ``RedisBreakers`` keeps each breaker in Redis and changes it only through the Lua
-scripts below (one round trip per call, atomic across processes, Redis's own clock): so every process sees the
-same state and, half-open, exactly one process's call probes. Without it ``LocalBreakers`` does the same in this
-process's memory, under a lock. If Redis cannot be reached the breakers do not block calls (every admission is
-allowed, and the outage is logged once, until Redis answers again): a Redis outage must not stop federation.
+The breakers are the ``BREAKERS`` backend of ``mcp_app.backends``. ``RedisBreakers`` keeps each breaker in Redis
+and changes it only through the Lua scripts below (one round trip per call, atomic across processes, Redis's own
+clock): so every process sees the same state and, half-open, exactly one process's call probes. ``LocalBreakers``
+(the embedded default) does the same in this process's memory, under a lock. If Redis cannot be reached the
+breakers do not block calls (every admission is allowed, and the outage is logged once by ``backends.health``,
+until Redis answers again): a Redis outage must not stop federation.
 
 Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages
 (``admin``, ``observability.endpoints`` read ``states`` and ``open_breakers``).
@@ -28,18 +29,15 @@ Not here: what counts as a failure (the caller's), the call's own timeout, the a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from django.conf import settings
-
+from ..backends import REDIS_NOW, Health, RedisBacked, backends
 from ..conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.federation.breaker")
@@ -208,16 +206,12 @@ class LocalBreakers:
 
 # -- in Redis -------------------------------------------------------------------------------------------------
 
-# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter. Per
-# upstream: a hash (open_until, failures, probe_until; absent: closed with no open history) and a sorted set of
-# failure times within the window; one sorted set of the open breakers (pk scored by open_until) for /readyz.
-_NOW = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
+# Every script reads the time from Redis itself (REDIS_NOW). Per upstream: a hash (open_until, failures,
+# probe_until; absent: closed with no open history) and a sorted set of failure times within the window; one
+# sorted set of the open breakers (pk scored by open_until) for /readyz.
 # KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe, {0, wait ms} refused.
 ADMIT_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
 if open_until == 0 then return {1, 0} end
@@ -230,7 +224,7 @@ return {2, 0}
 )
 # KEYS: hash, failures, open set. ARGV: pk. Returns 1 when a half-open breaker closed, else 0.
 SUCCEEDED_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
 if open_until == 0 or now < open_until then return 0 end
@@ -242,7 +236,7 @@ return 1
 # KEYS: hash, failures, open set. ARGV: pk, failures to open, window (ms), cool-down (ms), a unique member,
 # idle expiry (ms). Returns 0 counted, 1 opened, 2 re-opened (a failed probe), 3 open already.
 FAILED_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local cooldown = tonumber(ARGV[4])
 local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
@@ -273,7 +267,7 @@ return outcome
 # KEYS: hash and failures of each breaker, in pairs. ARGV: window (ms). Returns {now, {open_until, failures}...}
 # (open_until 0: closed, and failures are those within the window).
 STATES_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local found = {now}
 for i = 1, #KEYS, 2 do
@@ -292,7 +286,7 @@ return found
 # KEYS: open set. ARGV: prefix. Returns {now, {pk, open_until, failures}...} of the breakers still open or
 # half-open; members whose breaker closed by expiry are removed.
 OPEN_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local found = {now}
 for _, pk in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -313,9 +307,6 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 return 1
 """
 
-CONNECT_TIMEOUT_SECONDS = 1.0
-SOCKET_TIMEOUT_SECONDS = 2.0
-
 
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
@@ -325,61 +316,17 @@ def _datetime(ms: float) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-class RedisBreakers:
+class RedisBreakers(RedisBacked):
     """The breakers in Redis under ``prefix``, shared by every process that uses the same ``url``."""
 
     def __init__(self, url: str, prefix: str = "mcp:breaker", **_options: Any) -> None:
-        self._url = url
-        self._prefix = prefix
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Any]] = weakref.WeakKeyDictionary()
-        self._sync: dict[str, Any] | None = None
-        self._sync_lock = threading.Lock()
-
-    async def aclose(self) -> None:
-        """Close this event loop's connections (at the loop's end; tests)."""
-        scripts = self._async.pop(asyncio.get_running_loop(), None)
-        if scripts is not None:
-            await scripts["admit"].registered_client.aclose()
+        super().__init__(url, prefix)
 
     def _keys(self, pk: int) -> list[str]:
         return [f"{self._prefix}:{pk}", f"{self._prefix}:{pk}:failures", f"{self._prefix}:open"]
 
-    @staticmethod
-    def _scripts(client: Any) -> dict[str, Any]:
-        return {
-            "admit": client.register_script(ADMIT_SCRIPT),
-            "succeeded": client.register_script(SUCCEEDED_SCRIPT),
-            "failed": client.register_script(FAILED_SCRIPT),
-            "states": client.register_script(STATES_SCRIPT),
-            "open": client.register_script(OPEN_SCRIPT),
-            "reset": client.register_script(RESET_SCRIPT),
-        }
-
-    def _async_scripts(self) -> dict[str, Any]:
-        # redis.asyncio connections belong to the event loop that made them (as in workers.redis_quotas); held
-        # weakly, so that a closed loop's client goes with it and a new loop never gets it.
-        loop = asyncio.get_running_loop()
-        found = self._async.get(loop)
-        if found is None:
-            from ..redis_pool import redis_client
-
-            client = redis_client(self._url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
-            found = self._async[loop] = self._scripts(client)
-        return found
-
-    def _sync_scripts(self) -> dict[str, Any]:
-        with self._sync_lock:
-            if self._sync is None:
-                import redis
-
-                client = redis.Redis.from_url(
-                    self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
-                )
-                self._sync = self._scripts(client)
-            return self._sync
-
     async def admit(self, pk: int, policy: Policy) -> Admission:
-        verdict, wait = await self._async_scripts()["admit"](
+        verdict, wait = await self._script(ADMIT_SCRIPT)(
             keys=self._keys(pk)[:1], args=[_ms(policy.probe_lease), _ms(policy.cooldown)]
         )
         if int(verdict) == 0:
@@ -387,7 +334,7 @@ class RedisBreakers:
         return Admission(True, probe=int(verdict) == 2)
 
     async def succeeded(self, pk: int, policy: Policy) -> bool:
-        return bool(int(await self._async_scripts()["succeeded"](keys=self._keys(pk), args=[pk])))
+        return bool(int(await self._script(SUCCEEDED_SCRIPT)(keys=self._keys(pk), args=[pk])))
 
     async def failed(self, pk: int, policy: Policy, member: str | None = None) -> int:
         args = [
@@ -398,13 +345,13 @@ class RedisBreakers:
             member or uuid.uuid4().hex,  # one member's failures are one ZADD member: counted once
             _ms(IDLE_EXPIRY_SECONDS),
         ]
-        return int(await self._async_scripts()["failed"](keys=self._keys(pk), args=args))
+        return int(await self._script(FAILED_SCRIPT)(keys=self._keys(pk), args=args))
 
     def states(self, pks: list[int], policy: Policy) -> dict[int, BreakerState]:
         if not pks:
             return {}
         keys = [key for pk in pks for key in self._keys(pk)[:2]]
-        now, *rows = self._sync_scripts()["states"](keys=keys, args=[_ms(policy.window)])
+        now, *rows = self._sync_script(STATES_SCRIPT)(keys=keys, args=[_ms(policy.window)])
         found: dict[int, BreakerState] = {}
         for pk, (open_until, failures) in zip(pks, rows, strict=True):
             until = int(open_until)
@@ -413,50 +360,26 @@ class RedisBreakers:
         return found
 
     def open_breakers(self, policy: Policy) -> dict[int, BreakerState]:
-        now, *rows = self._sync_scripts()["open"](keys=self._keys(0)[2:], args=[self._prefix])
+        now, *rows = self._sync_script(OPEN_SCRIPT)(keys=self._keys(0)[2:], args=[self._prefix])
         return {
             int(pk): BreakerState(_status(int(until), int(now)), int(failures), _datetime(int(until)))
             for pk, until, failures in rows
         }
 
     def reset(self, pk: int) -> None:
-        self._sync_scripts()["reset"](keys=self._keys(pk), args=[pk])
+        self._sync_script(RESET_SCRIPT)(keys=self._keys(pk), args=[pk])
 
 
 # -- the module's verbs ----------------------------------------------------------------------------------------
 
-_backends: dict[str | None, LocalBreakers | RedisBreakers] = {}
-_backends_lock = threading.Lock()
-_outage = False
+BREAKERS = "BREAKERS"  # the name of the backend (mcp_app.backends)
+_health = Health(BREAKERS, "calls are not held back until it is available again")
 
 
 def breakers() -> LocalBreakers | RedisBreakers:
-    """The breakers of this process: in Redis when ``settings.REDIS_URL`` names one, else in memory."""
-    url = getattr(settings, "REDIS_URL", None) or None
-    found = _backends.get(url)
-    if found is None:
-        with _backends_lock:
-            found = _backends.get(url)
-            if found is None:
-                found = _backends[url] = RedisBreakers(url) if url else LocalBreakers()
+    """The ``BREAKERS`` backend of this process."""
+    found: LocalBreakers | RedisBreakers = backends[BREAKERS]
     return found
-
-
-def _unavailable(error: Exception) -> None:
-    global _outage
-    if not _outage:
-        _outage = True
-        logger.warning(
-            "upstream circuit breakers: the shared state is unavailable (%s); calls are not held back until it is",
-            type(error).__name__,
-        )
-
-
-def _available() -> None:
-    global _outage
-    if _outage:
-        _outage = False
-        logger.info("upstream circuit breakers: the shared state is available again")
 
 
 # A process that found a breaker closed admits calls for this long without asking again (no round trip on the
@@ -473,12 +396,7 @@ async def admit(pk: int) -> Admission:
     seen = _closed_at.get(pk)
     if seen is not None and time.monotonic() - seen < CLOSED_REUSE_SECONDS:
         return ALLOWED
-    try:
-        admission = await breakers().admit(pk, policy)
-    except Exception as error:
-        _unavailable(error)
-        return ALLOWED
-    _available()
+    admission = await _health.attempt(breakers().admit(pk, policy), lambda: ALLOWED)
     if admission.allowed and not admission.probe:
         _closed_at[pk] = time.monotonic()
     else:
@@ -491,13 +409,7 @@ async def succeeded(pk: int) -> None:
     policy = Policy.current()
     if policy.failures < 1:
         return
-    try:
-        closed = await breakers().succeeded(pk, policy)
-    except Exception as error:
-        _unavailable(error)
-        return
-    _available()
-    if closed:
+    if await _health.attempt(breakers().succeeded(pk, policy), lambda: False):
         logger.info("upstream %s: circuit breaker closed (the probe succeeded)", pk)
 
 
@@ -510,12 +422,8 @@ async def failed(pk: int, source: str | None = None) -> None:
     policy = Policy.current()
     if policy.failures < 1:
         return
-    try:
-        outcome = await breakers().failed(pk, policy, f"source:{source}" if source else None)
-    except Exception as error:
-        _unavailable(error)
-        return
-    _available()
+    member = f"source:{source}" if source else None
+    outcome = await _health.attempt(breakers().failed(pk, policy, member), lambda: 0)
     if outcome == 1:
         logger.warning(
             "upstream %s: circuit breaker opened after %d failures within %g s; calls fail for %g s",
@@ -530,14 +438,9 @@ async def failed(pk: int, source: str | None = None) -> None:
 
 def states(pks: list[int] | tuple[int, ...] | set[int]) -> dict[int, BreakerState]:
     """The state of each breaker (closed when the shared state cannot be read: it does not hold calls back)."""
-    pks = list(pks)
-    try:
-        found = breakers().states(pks, Policy.current())
-    except Exception as error:
-        _unavailable(error)
-        return dict.fromkeys(pks, CLOSED_STATE)
-    _available()
-    return found
+    asked = list(pks)
+    closed = dict.fromkeys(asked, CLOSED_STATE)
+    return _health.attempt_sync(lambda: breakers().states(asked, Policy.current()), lambda: closed)
 
 
 def state(pk: int) -> BreakerState:
@@ -546,13 +449,7 @@ def state(pk: int) -> BreakerState:
 
 def open_breakers() -> dict[int, BreakerState]:
     """Every breaker that is open or half-open (without knowing the upstreams: one read, no query)."""
-    try:
-        found = breakers().open_breakers(Policy.current())
-    except Exception as error:
-        _unavailable(error)
-        return {}
-    _available()
-    return found
+    return _health.attempt_sync(lambda: breakers().open_breakers(Policy.current()), dict)
 
 
 def reset(pk: int) -> None:

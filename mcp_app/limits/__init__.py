@@ -5,13 +5,15 @@
   descriptors (503 before they run out); running inline tasks are capped where their rows are written
   (``ToolTask.objects.check_inline_cap``);
 - ``bruteforce``: failed authentication throttled per source address and per token prefix (never a valid token),
-  a negative cache of unknown token prefixes, sampled failure logs.
+  a negative cache of unknown token prefixes, sampled failure logs;
+- ``quotas``: leases, the slots of running worker calls (their admission, ``workers.admission``) and of streams.
 
 The edge asks them all through one ``admit(caller, ...)`` (``admit``): a ``Refusal`` (error, HTTP status,
 ``Retry-After``) or ``None``.
 
-Each has an in-process backend (the embedded default) and a Redis backend shared by every process
-(``mcp_host.settings`` chooses it whenever ``REDIS_URL`` is set). Limits come from the cached token snapshot and
+Each has an in-process backend (the embedded default) and a Redis backend shared by every process, named backends
+of ``mcp_app.backends`` (``mcp_host.settings`` chooses the Redis ones whenever ``REDIS_URL`` is set). Nothing here
+imports ``mcp_app.workers`` (an import-linter contract). Limits come from the cached token snapshot and
 catalog (``mcp_app.caching.identity``, ``mcp_app.catalog``) and the settings: never a query on the request path.
 """
 

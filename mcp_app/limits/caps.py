@@ -15,29 +15,28 @@ The contract (docs/limits.md):
   every process shares, so it holds fleet-wide and nothing can leak; two initializations racing for the last
   slot may both pass (the count is not locked: a bound of the cap plus the concurrent initializations).
 
-**Slots are leases** of ``mcp_app.workers.quotas`` (its ``LocalQuotas`` / ``RedisQuotas`` backend, configured by
-``WORKER_QUOTAS``, under the key prefix ``mcp:cap:streams``): the check and the taking of a slot are one atomic
+**Slots are leases** of ``limits.quotas`` (the ``STREAM_CAPS`` backend of ``mcp_app.backends``, a ``LocalQuotas``
+or a ``RedisQuotas`` under its own key prefix): the check and the taking of a slot are one atomic
 step across processes, the holder renews its lease every third of ``CAP_LEASE_SECONDS``, and the slots of a
 process that died (SIGKILL, OOM) free themselves at most ``CAP_LEASE_SECONDS`` after its last renewal.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import resource
-import threading
 from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings, on_reload
+from ..backends import backends
+from ..conf import mcp_settings
 from ..observability import metrics
-from ..protocol.errors import CapacityExceeded, ServiceUnavailable
+from ..protocol.errors import CapacityExceeded
+from .quotas import Lease, take
 
 __all__ = ["CapacityExceeded", "Slot", "check_sessions", "descriptors_short", "hold_stream"]
 
@@ -47,36 +46,7 @@ STREAMS = "streams"
 SESSIONS = "sessions"
 
 
-class Slot:
-    """One held stream slot: renewed in the background, given back by ``release``."""
-
-    def __init__(self, backend: Any, slot_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
-        self._backend = backend
-        self.slot_id = slot_id
-        self._pks = (tenant_pk, agent_pk)
-        self._ttl = ttl
-        self._released = False
-        self._renewal = asyncio.get_running_loop().create_task(self._renew())
-
-    async def _renew(self) -> None:
-        while not self._released:
-            await asyncio.sleep(self._ttl / 3)
-            try:
-                if not await self._backend.renew(self.slot_id, *self._pks, self._ttl):
-                    logger.info("stream slot %s expired; no longer counted", self.slot_id)
-                    return
-            except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
-                logger.warning("could not renew the stream slot %s: %s", self.slot_id, error)
-
-    async def release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        self._renewal.cancel()
-        try:
-            await asyncio.shield(self._backend.release(self.slot_id, *self._pks))
-        except Exception as error:
-            logger.warning("could not release the stream slot %s (it expires by itself): %s", self.slot_id, error)
+Slot = Lease  # a stream's slot is a lease of the STREAM_CAPS backend
 
 
 def descriptors_short() -> bool:
@@ -103,18 +73,14 @@ async def hold_stream(token: Any, slot_id: str) -> Slot:
         raise CapacityExceeded(STREAMS, "process", 0)
     tenant_limit = max(0, int(mcp_settings.STREAMS_PER_TENANT))
     agent_limit = max(0, int(mcp_settings.STREAMS_PER_AGENT))
-    backend = _backend(STREAMS)
+    backend = backends["STREAM_CAPS"]
     ttl = float(mcp_settings.CAP_LEASE_SECONDS)
-    try:
-        refused = await backend.acquire(slot_id, token.tenant_pk, token.agent_pk, tenant_limit, agent_limit, ttl)
-    except Exception as error:
-        logger.warning("stream caps are unavailable: %s: %s", type(error).__name__, error)
-        metrics.record_dependency_error("redis")
-        raise ServiceUnavailable("Service unavailable: stream caps cannot be checked; retry shortly") from error
+    pks = (token.tenant_pk, token.agent_pk)
+    refused = await take(backend, slot_id, *pks, (tenant_limit, agent_limit), ttl, "stream caps")
     if refused is not None:
         metrics.cap_refused(STREAMS, refused)
         raise CapacityExceeded(STREAMS, refused, tenant_limit if refused == "tenant" else agent_limit)
-    return Slot(backend, slot_id, token.tenant_pk, token.agent_pk, ttl)
+    return Slot(backend, slot_id, *pks, ttl, "stream slot")
 
 
 def check_sessions(tenant_pk: int, agent_pk: int) -> None:
@@ -133,24 +99,3 @@ def check_sessions(tenant_pk: int, agent_pk: int) -> None:
         if live.count() >= limit:
             metrics.cap_refused(SESSIONS, scope)
             raise CapacityExceeded(SESSIONS, scope, int(limit))
-
-
-_backends: dict[str, Any] = {}
-_lock = threading.Lock()
-
-
-def _backend(resource_name: str) -> Any:
-    """The lease backend of ``resource_name``: ``WORKER_QUOTAS``'s class and options under its own prefix."""
-    with _lock:
-        found = _backends.get(resource_name)
-        if found is None:
-            config = mcp_settings.WORKER_QUOTAS
-            options = {**config.get("OPTIONS", {}), "prefix": f"mcp:cap:{resource_name}"}
-            found = _backends[resource_name] = import_string(config["BACKEND"])(**options)
-        return found
-
-
-@on_reload
-def reset_caps() -> None:
-    with _lock:
-        _backends.clear()

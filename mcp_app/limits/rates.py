@@ -10,9 +10,10 @@ The contract:
   snapshot and the catalog's tool descriptors (no query).
 - ``await take(buckets)``: draws ``cost`` tokens from every bucket at once, or from none: it raises
   ``RateLimited`` (JSON-RPC -32011, ``data.scope``, ``data.retryAfterMs``; the edge answers HTTP 429 with
-  ``Retry-After``) naming the scope that must wait longest. While the shared backend is unreachable, this
-  process's own buckets (``LocalRates``) decide: the limits still hold for each process's requests, calls that
-  need no Redis are still served, and the outage is logged (once per ``OUTAGE_LOG_INTERVAL_SECONDS``) and counted.
+  ``Retry-After``) naming the scope that must wait longest. While the shared backend (``RATE_LIMITS`` of
+  ``mcp_app.backends``) is unreachable, this process's own buckets (``LocalRates``) decide: the limits still hold
+  for each process's requests, calls that need no Redis are still served, and the outage is logged (once, by
+  ``backends.health``) and counted.
 
 **The algorithm** is GCRA, the token bucket kept as one number per bucket (its *theoretical arrival time*): a
 request of cost ``n`` is admitted when ``max(tat, now) + n/rate - now <= burst/rate``, and then moves ``tat``
@@ -26,8 +27,6 @@ state store reads the time from each client's clock.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import math
 import threading
 import time
@@ -35,9 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils.module_loading import import_string
-
-from ..conf import mcp_settings, on_reload
+from ..backends import Health, RedisBacked, backends
+from ..conf import mcp_settings
 from ..observability import metrics
 from ..protocol.errors import RateLimited
 
@@ -52,8 +50,6 @@ __all__ = [
     "take",
     "take_sync",
 ]
-
-logger = logging.getLogger("mcp_app.limits")
 
 TENANT = "tenant"
 AGENT = "agent"
@@ -122,28 +118,22 @@ async def take(buckets: Sequence[Bucket]) -> None:
     """Draw from every bucket or none; raise ``RateLimited``, see the module docstring."""
     if not buckets:
         return
-    try:
-        refused = await get_rates().take(buckets)
-    except Exception as error:
-        refused = _outage(error, buckets)
-    _refuse(buckets, refused)
+    _refuse(buckets, await _health.attempt(get_rates().take(buckets), lambda: _outage(buckets)))
 
 
 def take_sync(buckets: Sequence[Bucket]) -> None:
     """``take`` for synchronous code (a Django view): the same buckets in the same backend, without a loop."""
     if not buckets:
         return
-    try:
-        refused = get_rates().take_sync(buckets)
-    except Exception as error:
-        refused = _outage(error, buckets)
-    _refuse(buckets, refused)
+    _refuse(
+        buckets,
+        _health.attempt_sync(lambda: get_rates().take_sync(buckets), lambda: _outage(buckets)),
+    )
 
 
-def _outage(error: Exception, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+def _outage(buckets: Sequence[Bucket]) -> tuple[int, float] | None:
     # Not silently lifted, not a 503 for every call: this process's own buckets hold the limits meanwhile.
     metrics.record_dependency_error("redis")
-    _log_outage(error)
     return _fallback.take_sync(buckets)
 
 
@@ -153,22 +143,6 @@ def _refuse(buckets: Sequence[Bucket], refused: tuple[int, float] | None) -> Non
         bucket = buckets[index]
         metrics.rate_limited(bucket.scope)
         raise RateLimited(bucket.scope, max(1, math.ceil(wait_ms)), bucket.limit.rate, bucket.limit.burst)
-
-
-OUTAGE_LOG_INTERVAL_SECONDS = 10.0
-_last_outage_log = 0.0
-
-
-def _log_outage(error: Exception) -> None:
-    global _last_outage_log
-    now = time.monotonic()
-    if now - _last_outage_log >= OUTAGE_LOG_INTERVAL_SECONDS:
-        _last_outage_log = now
-        logger.warning(
-            "rate limits: the shared backend is unavailable (%s: %s); this process's own buckets decide meanwhile",
-            type(error).__name__,
-            error,
-        )
 
 
 def _cost(bucket: Bucket) -> int:
@@ -237,48 +211,19 @@ return {0, 0}
 KEY_PREFIX = "mcp:rate"  # RedisRates' default: a bucket ``key`` is the Redis key ``mcp:rate:<key>``
 
 
-class RedisRates:
+class RedisRates(RedisBacked):
     """Buckets in Redis under ``prefix``, shared by every process that uses the same ``url``."""
 
     def __init__(self, url: str, prefix: str = KEY_PREFIX, **_: Any) -> None:
-        self._url = url
-        self._prefix = prefix
-        self._clients: dict[int, Any] = {}
-        self._sync_script: Any = None
-        self._sync_lock = threading.Lock()
-
-    def _script(self) -> Any:
-        # redis.asyncio connections belong to the event loop that made them (as in workers.quotas).
-        loop = id(asyncio.get_running_loop())
-        script = self._clients.get(loop)
-        if script is None:
-            from ..redis_pool import redis_client
-            from ..workers.redis_quotas import SOCKET_TIMEOUT_SECONDS
-
-            client = redis_client(self._url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
-            script = self._clients[loop] = client.register_script(TAKE_SCRIPT)
-        return script
+        super().__init__(url, prefix)
 
     async def take(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
-        index, wait = await self._script()(keys=self._keys(buckets), args=self._args(buckets))
+        index, wait = await self._script(TAKE_SCRIPT)(keys=self._keys(buckets), args=self._args(buckets))
         return None if int(index) == 0 else (int(index) - 1, float(wait))
 
     def take_sync(self, buckets: Sequence[Bucket]) -> tuple[int, float] | None:
-        """``take`` from synchronous code, over one blocking client (thread-safe) per backend."""
-        with self._sync_lock:
-            if self._sync_script is None:
-                import redis
-                from redis.backoff import ExponentialBackoff
-                from redis.retry import Retry
-
-                from ..channel_layer import redis_connection_options
-                from ..workers.redis_quotas import SOCKET_TIMEOUT_SECONDS
-
-                options = redis_connection_options(socket_timeout=SOCKET_TIMEOUT_SECONDS)
-                options["retry"] = Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)  # the blocking client's kind
-                client = redis.Redis.from_url(self._url, **options)
-                self._sync_script = client.register_script(TAKE_SCRIPT)
-        index, wait = self._sync_script(keys=self._keys(buckets), args=self._args(buckets))
+        """``take`` from synchronous code, over the process's blocking client (thread-safe)."""
+        index, wait = self._sync_script(TAKE_SCRIPT)(keys=self._keys(buckets), args=self._args(buckets))
         return None if int(index) == 0 else (int(index) - 1, float(wait))
 
     def _keys(self, buckets: Sequence[Bucket]) -> list[str]:
@@ -292,24 +237,11 @@ class RedisRates:
         return args
 
 
+RATE_LIMITS = "RATE_LIMITS"  # the name of the backend (mcp_app.backends)
+_health = Health(RATE_LIMITS, "this process's own rate buckets decide meanwhile")
 _fallback = LocalRates()  # this process's buckets while the shared backend is unreachable
-_backend: Any = None
-_backend_lock = threading.Lock()
 
 
 def get_rates() -> Any:
-    """The configured backend (``MCP_APP["RATE_LIMITS"]``), built once per process."""
-    global _backend
-    with _backend_lock:
-        if _backend is None:
-            config = mcp_settings.RATE_LIMITS
-            _backend = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
-        return _backend
-
-
-@on_reload
-def reset_rates() -> None:
-    """Forget the backend (settings changed); a local backend's buckets go with it."""
-    global _backend
-    with _backend_lock:
-        _backend = None
+    """The ``RATE_LIMITS`` backend of this process."""
+    return backends[RATE_LIMITS]

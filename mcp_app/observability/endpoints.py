@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from ..backends import backends
 from ..conf import mcp_settings
 from . import metrics
 
@@ -147,7 +148,8 @@ async def _check_channel_layer() -> str:
 
 
 def redis_urls() -> list[str]:
-    """Every Redis URL the settings name (cache, channel layer, event store, Celery broker), without repeats."""
+    """Every Redis URL the settings name (cache, channel layer, shared-state backends, Celery broker), without
+    repeats."""
     from django.conf import settings
 
     found: list[str] = []
@@ -164,7 +166,8 @@ def redis_urls() -> list[str]:
             add(cache.get("LOCATION"))
     for layer in getattr(settings, "CHANNEL_LAYERS", {}).values():
         add(layer.get("CONFIG", {}).get("hosts", []))
-    add(mcp_settings.EVENT_STORE.get("OPTIONS", {}).get("url"))
+    for config in backends.configs().values():
+        add(config.get("OPTIONS", {}).get("url"))
     add(getattr(settings, "CELERY_BROKER_URL", None))
     return found
 
@@ -173,15 +176,10 @@ async def _check_redis() -> str:
     urls = redis_urls()
     if not urls:
         return SKIPPED
-    from redis.asyncio import Redis
+    from ..redis_pool import redis_client  # redis-py: only where Redis is configured
 
-    timeout = float(mcp_settings.HEALTH_CHECK_TIMEOUT_SECONDS)
-    for url in urls:
-        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-        try:
-            await client.ping()
-        finally:
-            await client.aclose()
+    for url in urls:  # within HEALTH_CHECK_TIMEOUT_SECONDS (``_probe``)
+        await redis_client(url).ping()
     return OK
 
 

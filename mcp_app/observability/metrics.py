@@ -75,7 +75,7 @@ WORKER_CALLS = Gauge(
 )
 WORKER_CALL_LEASES = Gauge(
     "worker_call_leases",
-    "Worker-call slots (quota leases, mcp_app.workers.quotas) held by live processes: calls admitted and running.",
+    "Worker-call slots (quota leases, mcp_app.limits.quotas) held by live processes: calls admitted and running.",
     namespace=NAMESPACE,
     multiprocess_mode="livesum",
 )

@@ -14,7 +14,7 @@ False (the writer still sends the events live: the stream works, but a resume re
 events expire one TTL after their stream's last append, what an owner holds stays near twice its bound (one
 agent's 3,841 progress calls with 1 KB tokens in 20 s pinned 533 MB of Redis before, issue 25).
 
-Stores are chosen with ``MCP_APP["EVENT_STORE"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``.
+The store is the ``EVENT_STORE`` backend of ``mcp_app.backends``.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from django.utils.module_loading import import_string
 
-from ..conf import mcp_settings, on_reload
+from ..backends import RedisBacked, backends
+from ..conf import mcp_settings
 
 STREAM_PREFIX_CHARS = 12
-CONNECT_TIMEOUT_SECONDS = 2.0
+SOCKET_TIMEOUT_SECONDS = 4.0
 
 
 POST_STREAM = "p"
@@ -65,16 +65,11 @@ Owner = tuple[int, int]
 class EventStore:
     """Interface: append events of a stream, read the ones after a sequence number."""
 
-    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
-        raise NotImplementedError
-
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
         """Append a burst of events (``(sequence, message)``, in order) at once: one round trip in Redis. When it
         returns True, every one of them is readable by ``after``; False: ``owner`` is over its bound and none
         was stored (see the module docstring)."""
-        for sequence, message in events:
-            await self.append(stream_id, sequence, message)
-        return True
+        raise NotImplementedError
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         raise NotImplementedError
@@ -156,9 +151,6 @@ class MemoryEventStore(EventStore):
                 self._bytes.pop(stream_id, None)
         return len(stale)
 
-    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
-        await self.append_many(stream_id, ((sequence, message),))
-
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
         sized = [(sequence, message, len(orjson.dumps([sequence, message]))) for sequence, message in events]
         size = sum(item[2] for item in sized)
@@ -229,7 +221,7 @@ return total
 """
 
 
-class RedisEventStore(EventStore):
+class RedisEventStore(RedisBacked, EventStore):
     """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL, holding at most
     ``max_events`` and ``max_bytes`` (the oldest dropped first, in the same round trip as the append: a Lua script
     that also keeps the stream's byte count in a key of its own)."""
@@ -237,18 +229,12 @@ class RedisEventStore(EventStore):
     def __init__(
         self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, max_bytes: int | None = None, **_: Any
     ) -> None:
+        super().__init__(url, prefix)
         self._max_events = max_events
         self._max_bytes = _max_bytes(max_bytes)
-        self._url = url
-        self._prefix = prefix
 
-    def _client(self) -> Any:
-        from ..redis_pool import redis_client
-
-        return redis_client(self._url, socket_timeout=CONNECT_TIMEOUT_SECONDS * 2)
-
-    async def append(self, stream_id: str, sequence: int, message: Any) -> None:
-        await self.append_many(stream_id, ((sequence, message),))
+    def _client(self, socket_timeout: float | None = SOCKET_TIMEOUT_SECONDS) -> Any:
+        return super()._client(socket_timeout)
 
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
         key = f"{self._prefix}:{stream_id}"
@@ -265,16 +251,11 @@ class RedisEventStore(EventStore):
     def purge_expired(self, *, dry_run: bool = False) -> int:
         """Keys expire by themselves; this removes any left without an expiry (a process that died between
         writing an event and setting its TTL), so nothing stays forever."""
-        import redis
-
-        client = redis.Redis.from_url(self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        client = self._sync_client()
         removed = 0
-        try:
-            for key in client.scan_iter(match=f"{self._prefix}:*", count=500):
-                if client.ttl(key) == -1:
-                    removed += 1 if dry_run else client.delete(key)
-        finally:
-            client.close()
+        for key in client.scan_iter(match=f"{self._prefix}:*", count=500):
+            if client.ttl(key) == -1:
+                removed += 1 if dry_run else client.delete(key)
         return removed
 
     async def mark(self, key: str, ttl_seconds: float) -> None:
@@ -288,24 +269,10 @@ class RedisEventStore(EventStore):
         return [tuple(orjson.loads(row)) for row in rows]
 
 
-_store: EventStore | None = None
-_store_lock = threading.Lock()
-
-
 def get_event_store() -> EventStore:
-    global _store
-    with _store_lock:
-        if _store is None:
-            config = mcp_settings.EVENT_STORE
-            _store = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
-        return _store
-
-
-@on_reload
-def reset_event_store() -> None:
-    global _store
-    with _store_lock:
-        _store = None
+    """The ``EVENT_STORE`` backend of this process."""
+    store: EventStore = backends["EVENT_STORE"]
+    return store
 
 
 def purge_event_store(now: object = None, dry_run: bool = False) -> int:

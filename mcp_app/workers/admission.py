@@ -1,6 +1,6 @@
 """Admission of worker calls: a slot of the caller's tenant and of its agent before a call is recorded.
 
-``admit(principal, call_id)`` takes the slot (``mcp_app.workers.quotas.acquire``, with the limits carried by
+``admit(principal, call_id)`` takes the slot (``mcp_app.limits.quotas.acquire``, with the limits carried by
 the request's ``Principal``: no query) or raises ``QuotaExceeded`` (-32010), so a refused call never runs. The
 routing runner (``workers.runner.RoutingRunner.start``) is the single caller: it admits before the durable record
 exists and gives the slot back when the call settles; the worker and the reaper give it back too when the
@@ -27,8 +27,8 @@ from ..events import (
     worker_cancel_channel,
     worker_group,
 )
+from ..limits import quotas
 from ..protocol.context import Principal
-from . import quotas
 from .inbox import listen
 
 

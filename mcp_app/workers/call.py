@@ -22,6 +22,7 @@ from channels.db import database_sync_to_async
 
 from ..caching.identity import ServerEntry
 from ..heartbeat import owner as owner_id
+from ..limits import quotas
 from ..models import ToolTask
 from ..observability import metrics
 from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
@@ -30,7 +31,7 @@ from ..protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL, SendOnly
 from ..protocol.reporters import LogReporter
 from ..runtime import durable
-from . import quotas, records
+from . import records
 from .message import Done, WorkerMessage
 from .relay import CancelListener, Relay, RelayedProgress
 

@@ -39,11 +39,12 @@ from django.utils import timezone
 from .. import heartbeat
 from ..conf import mcp_settings
 from ..database import log_failure
+from ..limits import quotas
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.errors import InternalError
 from ..runtime import durable
-from . import quotas, records
+from . import records
 from .dispatch import broker_configured, send
 from .message import Done, WorkerMessage
 from .relay import Relay

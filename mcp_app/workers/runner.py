@@ -42,6 +42,7 @@ from ..events import (
     WORKER_EVENT,
     worker_group,
 )
+from ..limits import quotas
 from ..models import ToolTask
 from ..protocol import versions
 from ..protocol.context import CallContext
@@ -51,7 +52,7 @@ from ..protocol.modern import runs_as_task
 from ..runtime import durable
 from ..runtime.execution import InlineRunner, validate_arguments
 from ..runtime.mrtr import PARK
-from . import inbox, liveness, quotas, records
+from . import inbox, liveness, records
 from .admission import listen_and_admit, release, undispatched
 from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
 from .dispatch import message as _message

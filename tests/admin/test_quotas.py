@@ -14,8 +14,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.urls import reverse
 
+from mcp_app.limits import quotas
 from mcp_app.models import Agent, Tenant
-from mcp_app.workers import quotas
 from tests.conftest import REQUIRE_SERVICES
 
 
@@ -29,18 +29,15 @@ def text(response: Any) -> str:
 
 
 @pytest.fixture(params=["local", "redis"])
-def backend(request: pytest.FixtureRequest, settings: Any) -> Any:
+def backend(request: pytest.FixtureRequest, use_backend: Any) -> Any:
     if request.param == "redis":
         if not django_settings.REDIS_URL:
             if REQUIRE_SERVICES:
                 pytest.fail("MCP_REQUIRE_SERVICES=1 but REDIS_URL is not configured")
             pytest.skip("needs REDIS_URL")
-        options = {"url": django_settings.REDIS_URL, "prefix": f"mcp:test-quota:{secrets.token_hex(6)}"}
-        config = {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": options}
-    else:
-        config = {"BACKEND": "mcp_app.workers.quotas.LocalQuotas", "OPTIONS": {}}
-    settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUOTAS": config}
-    return quotas.get_quotas()
+        prefix = f"mcp:test-quota:{secrets.token_hex(6)}"
+        return use_backend("WORKER_QUOTAS", quotas.RedisQuotas(django_settings.REDIS_URL, prefix=prefix))
+    return use_backend("WORKER_QUOTAS", quotas.LocalQuotas())
 
 
 def hold(backend: Any, world: Any, count: int) -> None:
@@ -80,17 +77,11 @@ def test_changelists_and_change_pages_show_running_calls_against_the_limit(
     assert "1 of 3" in text(admin_client.get(url("tenant", "change", acme.tenant.pk)))
 
 
-def test_the_pages_render_when_the_quota_backend_is_unreachable(settings: Any, acme: Any, admin_client: Any) -> None:
+def test_the_pages_render_when_the_quota_backend_is_unreachable(use_backend: Any, acme: Any, admin_client: Any) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings.MCP_APP = {
-        **settings.MCP_APP,
-        "WORKER_QUOTAS": {
-            "BACKEND": "mcp_app.workers.quotas.RedisQuotas",
-            "OPTIONS": {"url": f"redis://127.0.0.1:{port}/0"},
-        },
-    }
+    use_backend("WORKER_QUOTAS", quotas.RedisQuotas(f"redis://127.0.0.1:{port}/0"))
     response = admin_client.get(url("tenant", "change", acme.tenant.pk))
     assert response.status_code == 200
     assert "unknown of 50" in text(response)

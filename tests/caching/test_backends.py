@@ -29,12 +29,8 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-def redis_unreachable(settings: Any) -> None:
-    url = f"redis://127.0.0.1:{closed_port()}/0"
-    settings.MCP_APP = {
-        **settings.MCP_APP,
-        "INVALIDATION": {"BACKEND": "mcp_app.invalidation.RedisInvalidation", "OPTIONS": {"url": url}},
-    }
+def redis_unreachable(use_backend: Any) -> None:
+    use_backend("INVALIDATION", invalidation.RedisInvalidation(url=f"redis://127.0.0.1:{closed_port()}/0"))
 
 
 async def test_with_redis_unreachable_requests_are_served_from_the_database_and_see_changes_at_once(

@@ -219,14 +219,13 @@ def running_daphne(
 
 
 @pytest.fixture(autouse=True)
-def _publish_where_daphne_follows(settings: Any) -> None:
+def _publish_where_daphne_follows(settings: Any, use_backend: Any) -> None:
     """Changes this test process makes through the ORM must reach the daphne processes' caches: without Redis
     they follow the database log (see ``running_daphne``), so this process publishes there too."""
+    from mcp_app import invalidation
+
     if not settings.REDIS_URL:
-        settings.MCP_APP = {
-            **settings.MCP_APP,
-            "INVALIDATION": {"BACKEND": "mcp_app.invalidation.DatabaseInvalidation", "OPTIONS": {}},
-        }
+        use_backend("INVALIDATION", invalidation.DatabaseInvalidation())
 
 
 @pytest.fixture(scope="session")

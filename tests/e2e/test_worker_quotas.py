@@ -175,7 +175,7 @@ async def test_a_tenant_at_its_worker_quota_is_refused_while_another_tenant_runs
         page = (await admin.get(f"{base}/admin/mcp_app/tenant/{a.tenant.pk}/change/")).text
         assert "2 of 2" in re.sub(r"<[^>]+>|\s+", " ", page).replace("  ", " ")
         if django_settings.REDIS_URL:  # shared counts: this process reads what the daphne holds
-            from mcp_app.workers import quotas
+            from mcp_app.limits import quotas
 
             tenants, _agents = await asyncio.to_thread(quotas.running_calls, tenants=[a.tenant.pk, b.tenant.pk])
             assert tenants == {a.tenant.pk: 2, b.tenant.pk: 0}

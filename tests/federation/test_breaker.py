@@ -7,7 +7,7 @@ import asyncio
 import logging
 import secrets
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from mcp_app.federation import breaker
-from mcp_app.federation.breaker import Policy, RedisBreakers
+from mcp_app.federation.breaker import LocalBreakers, Policy, RedisBreakers
 from tests.helpers import wait_until
 
 FAILURES, WINDOW, COOLDOWN = 3, 0.6, 0.3
@@ -32,22 +32,21 @@ def short(settings: Any) -> None:
 
 
 @pytest.fixture(params=["redis", "local"])
-def kind(request: Any, settings: Any, short: None) -> str:
-    if request.param == "redis" and not django_settings.REDIS_URL:
-        pytest.skip("needs REDIS_URL")
-    if request.param == "local":
-        settings.REDIS_URL = None
+def kind(request: Any, use_backend: Any, short: None) -> str:
+    if request.param == "redis":
+        if not django_settings.REDIS_URL:
+            pytest.skip("needs REDIS_URL")
+        use_backend("BREAKERS", RedisBreakers(django_settings.REDIS_URL))
+    else:
+        use_backend("BREAKERS", LocalBreakers())
     return str(request.param)
 
 
 @pytest.fixture
-async def pk(kind: str) -> AsyncIterator[int]:
+def pk(kind: str) -> Iterator[int]:
     value = 10**6 + secrets.randbelow(10**9)
     yield value
     breaker.reset(value)
-    backend = breaker.breakers()
-    if isinstance(backend, RedisBreakers):
-        await backend.aclose()
 
 
 async def open_it(pk: int) -> None:
@@ -136,16 +135,15 @@ async def test_no_failure_count_switches_the_breakers_off(pk: int, settings: Any
 
 @pytest.mark.skipif(not django_settings.REDIS_URL, reason="needs REDIS_URL")
 async def test_processes_share_each_breaker_through_redis(short: None) -> None:
-    # Two backends on the same Redis are what two processes see (each has its own clients and connections).
+    # Two backends on the same Redis are what two processes see (each has its own clients and connections: the
+    # URLs differ by client name).
     policy = Policy.current()
     pk = 10**6 + secrets.randbelow(10**9)
-    first, second = RedisBreakers(django_settings.REDIS_URL), RedisBreakers(django_settings.REDIS_URL)
+    first, second = (RedisBreakers(f"{django_settings.REDIS_URL}?client_name={name}") for name in ("one", "two"))
     try:
         await share(first, second, pk, policy)
     finally:
         first.reset(pk)
-        await first.aclose()
-        await second.aclose()
 
 
 async def share(first: RedisBreakers, second: RedisBreakers, pk: int, policy: Policy) -> None:
@@ -161,14 +159,14 @@ async def share(first: RedisBreakers, second: RedisBreakers, pk: int, policy: Po
 
 
 async def test_an_unreachable_redis_does_not_hold_calls_back(
-    settings: Any, caplog: pytest.LogCaptureFixture, short: None
+    use_backend: Any, caplog: pytest.LogCaptureFixture, short: None
 ) -> None:
     with socket.socket() as sock:  # a port nothing listens on once it is closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings.REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    use_backend("BREAKERS", RedisBreakers(f"redis://127.0.0.1:{port}/0"))
     pk = 10**6 + secrets.randbelow(10**9)
-    with caplog.at_level(logging.WARNING, logger="mcp_app.federation.breaker"):
+    with caplog.at_level(logging.WARNING, logger="mcp_app.backends"):
         for _ in range(FAILURES + 2):
             await breaker.failed(pk)
             assert (await breaker.admit(pk)).allowed

@@ -14,13 +14,13 @@ from tests.conftest import REQUIRE_SERVICES
 
 async def test_the_memory_store_drops_streams_older_than_the_ttl():
     store = MemoryEventStore()
-    await store.append("old-stream", 1, {"n": 1})
+    await store.append_many("old-stream", [(1, {"n": 1})])
     with override_settings(MCP_APP={"EVENT_STORE_TTL_SECONDS": 0}):
         assert store.purge_expired(dry_run=True) == 1
         assert await store.after("old-stream", 0) == [(1, {"n": 1})]  # a dry run only counts
         assert store.purge_expired() == 1
     assert await store.after("old-stream", 0) == []
-    await store.append("new-stream", 1, {"n": 1})
+    await store.append_many("new-stream", [(1, {"n": 1})])
     assert store.purge_expired() == 0  # the default TTL has not passed
     assert await store.after("new-stream", 0) == [(1, {"n": 1})]
 

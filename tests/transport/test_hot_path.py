@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 
-from mcp_app.conf import mcp_settings
+from mcp_app.limits import rates
 from tests.helpers import call, open_session, tool_call
 from tests.request_path import caches_ready
 
@@ -77,7 +77,7 @@ async def test_a_warm_plain_call_subscribes_to_nothing_and_runs_in_two_tasks(
     # The application itself (the communicator starts it), the work, the pending receive(); before: five (two
     # receive()/inbox waits for the body, one more after it, and a sleeping cancellation watcher).
     expected = ["ProtocolTypeRouter.__call__", "McpConsumer._serve", "Queue.get"]
-    if mcp_settings.RATE_LIMITS["BACKEND"].endswith("RedisRates"):
+    if isinstance(rates.get_rates(), rates.RedisRates):
         # The rate buckets' one Redis round trip: redis-py sends under its socket timeout (asyncio.wait_for, a task).
         expected.append("AbstractConnection._send_packed_command")
     assert sorted(created) == sorted(expected)

@@ -182,40 +182,30 @@ async def test_a_tool_closing_its_stream_mid_call_is_resumed_by_last_event_id(ma
     }
 
 
-async def test_a_resume_past_events_the_store_dropped_says_so(make_access, fresh_gate):
-    from django.test import override_settings
+async def test_a_resume_past_events_the_store_dropped_says_so(make_access, fresh_gate, use_backend):
+    from mcp_app.transport.eventstore import MemoryEventStore
 
-    from mcp_app.transport.eventstore import reset_event_store
-
-    with override_settings(
-        MCP_APP={
-            "EVENT_STORE": {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {"max_events": 1}}
-        }
-    ):
-        reply = await _resume_after_the_first_event(make_access, fresh_gate)
-    reset_event_store()
+    use_backend("EVENT_STORE", MemoryEventStore(max_events=1))
+    reply = await _resume_after_the_first_event(make_access, fresh_gate)
     assert b"events 1-2 of this stream were dropped" in reply.body
     assert events(reply.body)[-1][1]["result"]["content"][0]["text"] == "finished"
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])
-async def test_a_resume_past_events_the_byte_bound_dropped_says_so(make_access, fresh_gate, backend):
+async def test_a_resume_past_events_the_byte_bound_dropped_says_so(make_access, fresh_gate, backend, use_backend):
     """The byte bound (``max_bytes``; 1 byte here: only the newest event stays) drops the oldest events first, in
     memory and in Redis, and a resume past them says so."""
     import secrets
 
-    from django.test import override_settings
-
-    from mcp_app.transport.eventstore import reset_event_store
+    from mcp_app.transport.eventstore import MemoryEventStore, RedisEventStore
     from tests.conftest import require_redis
 
-    store: dict = {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {"max_bytes": 1}}
     if backend == "redis":
-        options = {"url": require_redis(), "prefix": f"test-bytes-{secrets.token_hex(4)}", "max_bytes": 1}
-        store = {"BACKEND": "mcp_app.transport.eventstore.RedisEventStore", "OPTIONS": options}
-    with override_settings(MCP_APP={"EVENT_STORE": store}):
-        reply = await _resume_after_the_first_event(make_access, fresh_gate)
-    reset_event_store()
+        store = RedisEventStore(require_redis(), prefix=f"test-bytes-{secrets.token_hex(4)}", max_bytes=1)
+    else:
+        store = MemoryEventStore(max_bytes=1)
+    use_backend("EVENT_STORE", store)
+    reply = await _resume_after_the_first_event(make_access, fresh_gate)
     assert b"events 1-2 of this stream were dropped" in reply.body
     assert events(reply.body)[-1][1]["result"]["content"][0]["text"] == "finished"
 
@@ -223,9 +213,7 @@ async def test_a_resume_past_events_the_byte_bound_dropped_says_so(make_access, 
 async def _resume_after_the_first_event(make_access, fresh_gate):
     """A call whose client went away after its first event; once it finished, a GET resumes after that event."""
     from mcp_app.transport import consumer
-    from mcp_app.transport.eventstore import reset_event_store
 
-    reset_event_store()
     access = await make_access(tools=("progress_then_wait",))
     session_id = await open_session(access)
     comm, seen = await start_call(access, session_id)

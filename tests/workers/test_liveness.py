@@ -25,12 +25,11 @@ BOUND_SECONDS = 10.0
 
 
 @pytest.fixture
-def beats(settings: Any) -> Iterator[None]:
+def beats(settings: Any, use_backend: Any) -> Iterator[None]:
     """A heartbeat in Redis with a short timeout, queue ``live-test``; this process has beaten long enough to
     judge others."""
-    url = require_redis()
+    use_backend("HEARTBEAT", heartbeat.RedisHeartbeats(require_redis(), prefix="mcp:t-live"))
     config = {
-        "HEARTBEAT": {"BACKEND": "mcp_app.heartbeat.RedisHeartbeats", "OPTIONS": {"url": url, "prefix": "mcp:t-live"}},
         "HEARTBEAT_INTERVAL_SECONDS": 0.2,
         "HEARTBEAT_TIMEOUT_SECONDS": TIMEOUT,
         "WORKER_QUEUE": "live-test",

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from mcp_app.caching import identity
+from mcp_app.limits import quotas
 from mcp_app.models import Agent, AgentToken, ServerTool, Tenant
 from mcp_app.protocol.errors import WORKER_QUOTA_EXCEEDED
-from mcp_app.workers import quotas
 from tests.helpers import Reply, call, communicator, error_of, result_of, rpc
 from tests.helpers import modern_call_tool as call_tool
 
@@ -165,20 +165,14 @@ def test_the_cached_token_carries_the_effective_limits(
 
 
 async def test_with_the_quota_backend_unreachable_a_worker_call_is_refused_with_503_and_inline_calls_run(
-    worker_access: Any, settings: Any, fresh_gate: Any
+    worker_access: Any, use_backend: Any, fresh_gate: Any
 ) -> None:
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings.MCP_APP = {
-        **settings.MCP_APP,
-        "WORKER_QUOTAS": {
-            "BACKEND": "mcp_app.workers.quotas.RedisQuotas",
-            "OPTIONS": {"url": f"redis://127.0.0.1:{port}/0"},
-        },
-    }
+    use_backend("WORKER_QUOTAS", quotas.RedisQuotas(f"redis://127.0.0.1:{port}/0"))
     refused = await call(worker_access, RECORD)
     assert refused.status == 503 and refused.headers.get("retry-after") == "1", refused.body
     assert fresh_gate.executions == [], "a limit that cannot be checked is not lifted"

@@ -1,4 +1,4 @@
-"""Worker-call admission (``mcp_app.workers.quotas``) on both backends: the in-process one and real Redis.
+"""Worker-call admission (``mcp_app.limits.quotas``) on both backends: the in-process one and real Redis.
 
 Every test runs on ``LocalQuotas`` and on ``RedisQuotas`` (against ``REDIS_URL``, keys under a prefix of its
 own; skipped without Redis unless ``MCP_REQUIRE_SERVICES=1``). Races use many asyncio tasks, threads, and two
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 
+from mcp_app.limits import quotas
 from mcp_app.protocol.errors import WORKER_QUOTA_EXCEEDED, QuotaExceeded
-from mcp_app.workers import quotas
 from tests.conftest import REQUIRE_SERVICES
 from tests.helpers import wait_until_blocking
 
@@ -40,16 +40,12 @@ def _need_redis() -> str:
 
 
 @pytest.fixture(params=["local", "redis"])
-def backend_name(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
-    """Configure the quota backend for one test (a fresh prefix: tests never see each other's leases)."""
+def backend_name(request: pytest.FixtureRequest, use_backend: Any) -> Iterator[str]:
+    """The quota backend of one test (a fresh prefix: tests never see each other's leases)."""
     if request.param == "redis":
-        config = {
-            "BACKEND": "mcp_app.workers.quotas.RedisQuotas",
-            "OPTIONS": {"url": _need_redis(), "prefix": f"mcp:test-quota:{secrets.token_hex(6)}"},
-        }
+        use_backend("WORKER_QUOTAS", quotas.RedisQuotas(_need_redis(), prefix=f"mcp:test-quota:{secrets.token_hex(6)}"))
     else:
-        config = {"BACKEND": "mcp_app.workers.quotas.LocalQuotas", "OPTIONS": {}}
-    settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUOTAS": config}
+        use_backend("WORKER_QUOTAS", quotas.LocalQuotas())
     yield request.param
 
 
@@ -232,7 +228,7 @@ async def test_a_held_lease_is_renewed_for_as_long_as_its_call_runs(
 # A contender process: connects to the Redis backend, waits for "go" on stdin, then races for the slots.
 CONTENDER = r"""
 import asyncio, json, sys
-from mcp_app.workers.quotas import Lease, RedisQuotas
+from mcp_app.limits.quotas import Lease, RedisQuotas
 
 url, prefix, name, attempts, limit, ttl, hold = sys.argv[1:8]
 backend = RedisQuotas(url, prefix)
@@ -246,9 +242,7 @@ async def main():
         refused = await backend.acquire(call_id, 1, 10, int(limit), 0, float(ttl))
         return None if refused else call_id
     admitted = [c for c in await asyncio.gather(*(one(i) for i in range(int(attempts)))) if c]
-    leases = [Lease(backend, call_id, 1, 10, float(ttl)) for call_id in admitted]
-    for lease in leases:
-        lease._start_renewal()
+    leases = [Lease(backend, call_id, 1, 10, float(ttl), "lease") for call_id in admitted]  # renewed until killed
     print(json.dumps(admitted), flush=True)
     if hold == "hold":
         await asyncio.Event().wait()  # holds its leases (renewing them) until killed
@@ -285,17 +279,14 @@ def _line(process: Any) -> str:
     return str(line).strip()
 
 
-def _redis_quotas(settings: Any) -> tuple[str, str]:
+def _redis_quotas(use_backend: Any) -> tuple[str, str]:
     url, prefix = _need_redis(), f"mcp:test-quota:{secrets.token_hex(6)}"
-    settings.MCP_APP = {
-        **settings.MCP_APP,
-        "WORKER_QUOTAS": {"BACKEND": "mcp_app.workers.quotas.RedisQuotas", "OPTIONS": {"url": url, "prefix": prefix}},
-    }
+    use_backend("WORKER_QUOTAS", quotas.RedisQuotas(url, prefix=prefix))
     return url, prefix
 
 
-def test_two_processes_racing_for_n_slots_get_exactly_n(settings: Any) -> None:
-    url, prefix = _redis_quotas(settings)
+def test_two_processes_racing_for_n_slots_get_exactly_n(use_backend: Any) -> None:
+    url, prefix = _redis_quotas(use_backend)
     contenders = [_contender(url, prefix, name, 40, 6, 30.0, hold=False) for name in ("p", "q")]
     try:
         for process in contenders:
@@ -317,8 +308,8 @@ def test_two_processes_racing_for_n_slots_get_exactly_n(settings: Any) -> None:
     assert running(tenant=1) == 0
 
 
-def test_the_slots_of_a_process_killed_with_sigkill_free_themselves(settings: Any) -> None:
-    url, prefix = _redis_quotas(settings)
+def test_the_slots_of_a_process_killed_with_sigkill_free_themselves(use_backend: Any) -> None:
+    url, prefix = _redis_quotas(use_backend)
     ttl = 1.0
     holder = _contender(url, prefix, "doomed", 2, 2, ttl, hold=True)
     try:

@@ -1,4 +1,4 @@
-"""Admission of worker calls: at most N of a tenant's, and M of an agent's, worker calls run at once.
+"""Leases: at most N of a tenant's, and M of an agent's, worker calls (or streams) held at once.
 
 The API (``docs/quotas.md``; the seam between the transport, the worker runner and the reaper):
 
@@ -26,18 +26,18 @@ up after it; stale members are dropped by the next admission. A lease that expir
 (an event loop blocked for longer than the lease) is not renewed back into existence: the slot may have been
 given to another call meanwhile, so the holder logs it and the call goes on uncounted.
 
-**Backends** (``MCP_APP["WORKER_QUOTAS"] = {"BACKEND": dotted.path, "OPTIONS": {...}}``):
+**Backends** (``mcp_app.backends``: ``WORKER_QUOTAS`` for worker calls, ``STREAM_CAPS`` for the streams of
+``limits.caps``):
 
 - ``LocalQuotas`` (the embedded default): this process's memory, under a lock; the same semantics, for one
   process (several processes without Redis each count their own calls).
-- ``RedisQuotas`` (``{"url": ...}``, chosen by ``mcp_host.settings`` whenever ``REDIS_URL`` is set): two sorted
-  sets per call (the tenant's and the agent's, scored by expiry in Redis's own clock, so processes' clocks
-  need not agree) and a lease key naming them, changed only by Lua scripts: a check and an admission are one
-  script. An unreachable Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is
-  not silently lifted.
+- ``RedisQuotas`` (``{"url": ..., "prefix": ...}``, ``limits.redis_quotas``): two sorted sets per call (the
+  tenant's and the agent's, scored by expiry in Redis's own clock, so processes' clocks need not agree) and a
+  lease key naming them, changed only by Lua scripts: a check and an admission are one script. An unreachable
+  Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is not silently lifted.
 
-Not owned here: where calls are admitted (the runner that dispatches worker calls; ``mcp_app.workers.admission``
-until then), the limits' storage (``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
+Not owned here: where calls are admitted (``mcp_app.workers.admission``), the limits' storage
+(``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
 """
 
 from __future__ import annotations
@@ -47,12 +47,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from django.utils.module_loading import import_string
-
-from ..conf import mcp_settings, on_reload
+from ..backends import backends
+from ..conf import mcp_settings
 from ..observability import metrics
 from ..protocol.errors import QuotaExceeded, ServiceUnavailable
 from .redis_quotas import RedisQuotas
@@ -64,20 +63,22 @@ __all__ = [
     "QuotaExceeded",
     "RedisQuotas",
     "acquire",
+    "effective",
     "get_quotas",
     "limits_for",
     "release_call",
-    "reset_quotas",
     "running_calls",
 ]
 
-logger = logging.getLogger("mcp_app.workers")
+logger = logging.getLogger("mcp_app.limits")
 
 TENANT = "tenant"
 AGENT = "agent"
+WORKER_CALLS = "worker-call admission"
 
 
-def _effective(own: int | None, default: int) -> int:
+def effective(own: int | None, default: int) -> int:
+    """A tenant's or agent's own limit, else the setting's; 0: unlimited."""
     return max(0, int(default if own is None else own))
 
 
@@ -90,13 +91,13 @@ def limits_for(holder: Any) -> tuple[int, int]:
         return (int(limits[0]), int(limits[1]))
     token = getattr(holder, "token", holder)
     return (
-        _effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
-        _effective(token.agent_max_worker_calls, mcp_settings.WORKER_CALLS_PER_AGENT),
+        effective(token.tenant_max_worker_calls, mcp_settings.WORKER_CALLS_PER_TENANT),
+        effective(token.agent_max_worker_calls, mcp_settings.WORKER_CALLS_PER_AGENT),
     )
 
 
 class QuotaBackend(Protocol):
-    """Where slots live (``MCP_APP["WORKER_QUOTAS"]["BACKEND"]``): ``LocalQuotas`` or ``RedisQuotas``. ``acquire``
+    """Where slots live: ``LocalQuotas`` or ``RedisQuotas``. ``acquire``
     returns ``None`` when admitted, else the scope that refused (``"tenant"`` or ``"agent"``); ``renew`` whether
     the lease was still held; every method may raise the backend's connection errors."""
 
@@ -116,24 +117,32 @@ class QuotaBackend(Protocol):
 
 
 class Lease:
-    """One admitted call's slot: renewed in the background while held, given back by ``release``."""
+    """One held slot (a worker call's, a stream's): renewed in the background while held (from the event loop it
+    was taken in), given back by ``release``. ``what`` names it in logs; ``gauge`` counts held leases."""
 
-    def __init__(self, backend: QuotaBackend, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> None:
-        self.call_id = call_id
-        self.tenant_pk = tenant_pk
-        self.agent_pk = agent_pk
+    def __init__(
+        self,
+        backend: QuotaBackend,
+        call_id: str,
+        tenant_pk: int,
+        agent_pk: int,
+        ttl: float,
+        what: str,
+        gauge: Callable[[int], None] | None = None,
+    ) -> None:
+        self.call_id, self.tenant_pk, self.agent_pk = call_id, tenant_pk, agent_pk  # what the backend counts
         self._backend = backend
         self._ttl = ttl
+        self._what = what
+        self._gauge = gauge
         self._released = False
-        self._renewal: asyncio.Task[None] | None = None
-        metrics.worker_call_lease(1)
+        if gauge is not None:
+            gauge(1)
+        self._renewal: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(self._renew_until_released())
 
     @property
     def released(self) -> bool:
         return self._released
-
-    def _start_renewal(self) -> None:
-        self._renewal = asyncio.get_running_loop().create_task(self._renew_until_released())
 
     async def _renew_until_released(self) -> None:
         while not self._released:
@@ -143,13 +152,11 @@ class Lease:
             try:
                 held = await self._backend.renew(self.call_id, self.tenant_pk, self.agent_pk, self._ttl)
             except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
-                logger.warning("could not renew the worker-call lease %s: %s", self.call_id, error)
+                logger.warning("could not renew the %s %s: %s", self._what, self.call_id, error)
                 continue
             if not held:
                 if not self._released:
-                    logger.info(
-                        "worker-call lease %s was released elsewhere or expired; no longer counted", self.call_id
-                    )
+                    logger.info("%s %s was released elsewhere or expired; no longer counted", self._what, self.call_id)
                     self._mark_released()
                 return
 
@@ -157,7 +164,8 @@ class Lease:
         if self._released:
             return False
         self._released = True
-        metrics.worker_call_lease(-1)
+        if self._gauge is not None:
+            self._gauge(-1)
         renewal, self._renewal = self._renewal, None
         if renewal is not None and not renewal.done():
             with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to stop
@@ -172,7 +180,7 @@ class Lease:
             # Shielded: a release awaited in a ``finally`` of a call cancelled again still completes.
             await asyncio.shield(self._backend.release(self.call_id, self.tenant_pk, self.agent_pk))
         except Exception as error:
-            logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
+            self._log_release_failure(error)
 
     def release_sync(self) -> None:
         """``release`` for synchronous code (any thread)."""
@@ -181,11 +189,28 @@ class Lease:
         try:
             self._backend.release_sync(self.call_id)
         except Exception as error:
-            logger.warning("could not release the worker-call lease %s (it expires by itself): %s", self.call_id, error)
+            self._log_release_failure(error)
+
+    def _log_release_failure(self, error: Exception) -> None:
+        logger.warning("could not release the %s %s (it expires by itself): %s", self._what, self.call_id, error)
 
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
         return f"<Lease {self.call_id} tenant={self.tenant_pk} agent={self.agent_pk} {state}>"
+
+
+async def take(
+    backend: QuotaBackend, lease_id: str, tenant_pk: int, agent_pk: int, limits: tuple[int, int], ttl: float, what: str
+) -> str | None:
+    """Take a slot of ``backend``: ``None`` when taken, else the scope that refused. Raises ``ServiceUnavailable``
+    when the backend cannot be reached (a limit that cannot be checked is not lifted)."""
+    try:
+        refused: str | None = await backend.acquire(lease_id, tenant_pk, agent_pk, *limits, ttl)
+    except Exception as error:
+        logger.warning("%s: unavailable (%s: %s)", what, type(error).__name__, error)
+        metrics.record_dependency_error("redis")
+        raise ServiceUnavailable(f"Service unavailable: {what} cannot be checked; retry shortly") from error
+    return refused
 
 
 async def acquire(call_id: str, *, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int) -> Lease:
@@ -193,20 +218,11 @@ async def acquire(call_id: str, *, tenant_pk: int, agent_pk: int, tenant_limit: 
     (the lease is renewed there)."""
     backend = get_quotas()
     ttl = float(mcp_settings.WORKER_CALL_LEASE_SECONDS)
-    try:
-        refused = await backend.acquire(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
-    except Exception as error:
-        logger.warning("worker-call admission is unavailable: %s: %s", type(error).__name__, error)
-        metrics.record_dependency_error("redis")
-        raise ServiceUnavailable(
-            "Service unavailable: worker-call admission cannot be checked; retry shortly"
-        ) from error
+    refused = await take(backend, call_id, tenant_pk, agent_pk, (tenant_limit, agent_limit), ttl, WORKER_CALLS)
     if refused is not None:
         metrics.worker_quota_refused(refused)
         raise QuotaExceeded(refused, tenant_limit if refused == TENANT else agent_limit)
-    lease = Lease(backend, call_id, tenant_pk, agent_pk, ttl)
-    lease._start_renewal()
-    return lease
+    return Lease(backend, call_id, tenant_pk, agent_pk, ttl, "worker-call lease", metrics.worker_call_lease)
 
 
 def release_call(call_id: str) -> None:
@@ -305,23 +321,7 @@ class LocalQuotas:
             return {pk: count(TENANT, pk) for pk in tenants}, {pk: count(AGENT, pk) for pk in agents}
 
 
-_backend: QuotaBackend | None = None
-_backend_lock = threading.Lock()
-
-
 def get_quotas() -> QuotaBackend:
-    """The configured backend (``MCP_APP["WORKER_QUOTAS"]``), built once per process."""
-    global _backend
-    with _backend_lock:
-        if _backend is None:
-            config = mcp_settings.WORKER_QUOTAS
-            _backend = import_string(config["BACKEND"])(**config.get("OPTIONS", {}))
-        return _backend
-
-
-@on_reload
-def reset_quotas() -> None:
-    """Forget the backend (settings changed); a local backend's leases go with it."""
-    global _backend
-    with _backend_lock:
-        _backend = None
+    """The ``WORKER_QUOTAS`` backend of this process."""
+    found: QuotaBackend = backends["WORKER_QUOTAS"]
+    return found

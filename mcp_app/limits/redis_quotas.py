@@ -1,19 +1,14 @@
-"""The Redis backend of the worker-call quotas (``workers.quotas``; ``MCP_APP["WORKER_QUOTAS"]["BACKEND"]`` names
-it as ``mcp_app.workers.quotas.RedisQuotas``): two sorted sets per call (the tenant's and the agent's, scored by
+"""The Redis backend of the leases (``limits.quotas``; the backends ``WORKER_QUOTAS`` and ``STREAM_CAPS`` name it
+as ``mcp_app.limits.quotas.RedisQuotas``): two sorted sets per call (the tenant's and the agent's, scored by
 expiry in Redis's own clock) and a lease key naming them, changed only by the Lua scripts below.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from typing import Any
 
-# Every script reads the time from Redis itself (milliseconds), so the processes' clocks never matter.
-_NOW = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
+from ..backends import REDIS_NOW, RedisBacked
+
 _EXTEND = """
 for i = 1, 2 do
   if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
@@ -22,7 +17,7 @@ end
 # KEYS: tenant set, agent set, lease key. ARGV: call id, tenant limit, agent limit, ttl (ms), lease value.
 # Returns '' when admitted, else the scope that is full.
 ACQUIRE_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local ttl = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -42,7 +37,7 @@ redis.call('SET', KEYS[3], ARGV[5], 'PX', ttl)
 )
 # KEYS: tenant set, agent set, lease key. ARGV: call id, ttl (ms). 1: renewed; 0: the lease had gone.
 RENEW_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local ttl = tonumber(ARGV[2])
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
@@ -63,7 +58,7 @@ return 1
 """
 # KEYS: sets to count. Returns the number of unexpired members of each.
 COUNT_SCRIPT = (
-    _NOW
+    REDIS_NOW
     + """
 local counts = {}
 for i, key in ipairs(KEYS) do counts[i] = redis.call('ZCOUNT', key, '(' .. now, '+inf') end
@@ -71,19 +66,12 @@ return counts
 """
 )
 
-CONNECT_TIMEOUT_SECONDS = 1.0
-SOCKET_TIMEOUT_SECONDS = 2.0
 
-
-class RedisQuotas:
+class RedisQuotas(RedisBacked):
     """Leases in Redis, shared by every process that uses the same ``url`` and ``prefix``."""
 
     def __init__(self, url: str, prefix: str = "mcp:quota", **_: Any) -> None:
-        self._url = url
-        self._prefix = prefix
-        self._async: dict[int, tuple[Any, dict[str, Any]]] = {}
-        self._sync: tuple[Any, dict[str, Any]] | None = None
-        self._sync_lock = threading.Lock()
+        super().__init__(url, prefix)
 
     def _keys(self, call_id: str, tenant_pk: int, agent_pk: int) -> list[str]:
         return [
@@ -93,49 +81,17 @@ class RedisQuotas:
         ]
 
     @staticmethod
-    def _scripts(client: Any) -> dict[str, Any]:
-        return {
-            "acquire": client.register_script(ACQUIRE_SCRIPT),
-            "renew": client.register_script(RENEW_SCRIPT),
-            "release": client.register_script(RELEASE_SCRIPT),
-            "count": client.register_script(COUNT_SCRIPT),
-        }
-
-    def _async_scripts(self) -> dict[str, Any]:
-        # redis.asyncio connections belong to the event loop that made them.
-        loop = id(asyncio.get_running_loop())
-        found = self._async.get(loop)
-        if found is None:
-            from ..redis_pool import redis_client
-
-            client = redis_client(self._url, socket_timeout=SOCKET_TIMEOUT_SECONDS)
-            found = self._async[loop] = (client, self._scripts(client))
-        return found[1]
-
-    def _sync_scripts(self) -> dict[str, Any]:
-        with self._sync_lock:
-            if self._sync is None:
-                import redis
-
-                client = redis.Redis.from_url(
-                    self._url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS, socket_timeout=SOCKET_TIMEOUT_SECONDS
-                )
-                self._sync = (client, self._scripts(client))
-            return self._sync[1]
-
-    @staticmethod
     def _ms(seconds: float) -> int:
         return max(1, int(seconds * 1000))
 
     async def check(self) -> None:
-        """Raise unless Redis answers (connects this loop's client)."""
-        self._async_scripts()
-        await self._async[id(asyncio.get_running_loop())][0].ping()
+        """Raise unless Redis answers."""
+        await self._client().ping()
 
     async def acquire(
         self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
     ) -> str | None:
-        answer = await self._async_scripts()["acquire"](
+        answer = await self._script(ACQUIRE_SCRIPT)(
             keys=self._keys(call_id, tenant_pk, agent_pk),
             args=[call_id, tenant_limit, agent_limit, self._ms(ttl), f"{tenant_pk} {agent_pk}"],
         )
@@ -143,28 +99,27 @@ class RedisQuotas:
         return scope or None
 
     async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
-        answer = await self._async_scripts()["renew"](
+        answer = await self._script(RENEW_SCRIPT)(
             keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)]
         )
         return bool(int(answer))
 
     async def release(self, call_id: str, tenant_pk: int, agent_pk: int) -> None:
-        await self._async_scripts()["release"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
+        await self._script(RELEASE_SCRIPT)(keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
 
     def release_sync(self, call_id: str) -> None:
-        scripts = self._sync_scripts()
-        assert self._sync is not None
-        value = self._sync[0].get(f"{self._prefix}:lease:{call_id}")
+        client = self._sync_client()
+        value = client.get(f"{self._prefix}:lease:{call_id}")
         if value is None:
             return  # released already, or expired (and with it the call's members of both sets)
         tenant_pk, agent_pk = (int(part) for part in value.split())
-        scripts["release"](keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
+        self._sync_script(RELEASE_SCRIPT)(keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id])
 
     def running(self, tenants: list[int], agents: list[int]) -> tuple[dict[int, int], dict[int, int]]:
         keys = [f"{self._prefix}:tenant:{pk}" for pk in tenants] + [f"{self._prefix}:agent:{pk}" for pk in agents]
         if not keys:
             return {}, {}
-        counts = [int(count) for count in self._sync_scripts()["count"](keys=keys, args=[])]
+        counts = [int(count) for count in self._sync_script(COUNT_SCRIPT)(keys=keys, args=[])]
         return dict(zip(tenants, counts[: len(tenants)], strict=True)), dict(
             zip(agents, counts[len(tenants) :], strict=True)
         )
