@@ -75,7 +75,7 @@ class BoundedConnectionPool(BlockingConnectionPool):
         self._closing: asyncio.Task[None] | None = None
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
-        connection = await super().get_connection(*args, **kwargs)
+        connection: AbstractConnection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._idle.pop(connection, None)
         return connection
 

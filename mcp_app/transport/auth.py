@@ -253,7 +253,8 @@ class Credentials:
         try:
             return _admit(self, load=False)
         except CacheMiss:
-            return await database_sync_to_async(_admit)(self, load=True)
+            loaded: tuple[AccessGrant, DatabaseSession | None] = await database_sync_to_async(_admit)(self, load=True)
+            return loaded
 
     async def recheck(self) -> AccessGrant | None:
         """The credentials checked again (an open stream's re-check, ``streams.Recheck``): the grant, or
