@@ -234,7 +234,7 @@ def test_a_server_of_another_tenant_cannot_be_bound(acme, globex, login, member_
     # Nor while registering one: the upstream is not saved yet when its bindings are checked.
     data = form(globex.tenant, mine.url, servers=(acme.access.server,), secret_headers="", name="other")
     response = client.post(reverse("admin:mcp_app_upstream_add"), data)
-    assert response.status_code == 200 and "upstreams of its own tenant" in response.content.decode()
+    assert response.status_code == 200 and "belong to different tenants" in response.content.decode()
     assert not Upstream.objects.filter(name="other").exists()
 
 

@@ -108,6 +108,7 @@ class _Collect(logging.Handler):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(access: object) -> None:
+    import mcp_host.asgi  # noqa: F401  (loading the application configures logging, dropping handlers added before)
     from tests.helpers import call, rpc
 
     collect = _Collect()

@@ -4,9 +4,8 @@ the real process table and heartbeats; those of live processes, and worker calls
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -19,10 +18,9 @@ MakeRecord = Callable[..., Awaitable[ToolTask]]
 
 
 def exited_process_owner() -> str:
-    """The owner id a process of this host had: it has exited, and been reaped."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return f"{HOST}:{child.pid}:{BOOT_ID}"
+    """The owner id of a process of this host that is gone: a pid above the kernel's largest, which no process can
+    hold (an exited child's pid could be reused at once by a process another test starts)."""
+    return f"{HOST}:{int(Path('/proc/sys/kernel/pid_max').read_text()) + 1}:{BOOT_ID}"
 
 
 def test_the_tasks_of_gone_processes_fail_and_the_others_stay(make_record: MakeRecord) -> None:
