@@ -165,7 +165,7 @@ CREDENTIAL_FIELDS = ("prefix", "created_at", "expires_at", "revoked_at", "last_u
 
 
 class CredentialSerializer(serializers.ModelSerializer):
-    """A credential (an agent token, a personal API key): ``CREDENTIAL_FIELDS``, its prefix read-only."""
+    """A credential (an agent token, a personal API key), shown with ``CREDENTIAL_FIELDS``: never its digest."""
 
     is_usable = serializers.BooleanField(read_only=True)
 
