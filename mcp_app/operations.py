@@ -285,8 +285,11 @@ def register_upstream(upstream: Upstream, servers: list[McpServer] | tuple[McpSe
 
     from .definitions.upstreams import endpoint_of
     from .federation.sync import apply, bind, describe_failure, fetch
+    from .models import UpstreamBinding  # its same-tenant rule, asked before anything is written
 
-    foreign = [server.server_id for server in servers if server.tenant_id != upstream.tenant_id]
+    foreign = [
+        server.server_id for server in servers if UpstreamBinding(upstream=upstream, server=server).foreign_rows()
+    ]
     if foreign:
         raise OperationError(
             f"server {foreign[0]!r} belongs to another tenant: an upstream is only exposed on its own tenant's servers"

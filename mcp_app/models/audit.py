@@ -200,6 +200,9 @@ def _interpolated_percentiles_sql(table: str, where: str, errors: str) -> str:
 class ToolCall(models.Model):
     """One ``tools/call`` request as it was answered."""
 
+    # When it ran, in which era and protocol version, and the ids that find it again (shown by the admin and API).
+    RUN_FIELDS = ("started_at", "finished_at", "duration_ms", "era", "protocol_version", "request_id", "task_id")
+
     class Status(models.TextChoices):
         OK = "ok", "OK"
         TOOL_ERROR = "tool_error", "Tool error (isError result)"

@@ -10,7 +10,14 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 from ...models import Agent, AgentToken, McpServer, Prompt, Resource, Tool
-from .base import ScopedRelatedField, TenantOwnedSerializer
+from .base import (
+    CREDENTIAL_FIELDS,
+    OWN_LIMIT_FIELDS,
+    CredentialSerializer,
+    ScopedRelatedField,
+    TenantOwnedSerializer,
+    with_raw_credential,
+)
 
 GRANT_FIELDS = ("granted_tools", "granted_resources", "granted_prompts")
 
@@ -18,20 +25,10 @@ GRANT_FIELDS = ("granted_tools", "granted_resources", "granted_prompts")
 class AgentSerializer(TenantOwnedSerializer):
     class Meta:
         model = Agent
-        fields = (
-            "id",
-            "tenant",
-            "agent_id",
-            "name",
-            "is_active",
-            "max_worker_calls",
-            "rate_limit",
-            "rate_burst",
-            "created_at",
-        )
+        fields = ("id", "tenant", "agent_id", "name", "is_active", *OWN_LIMIT_FIELDS, "created_at")
 
 
-class AgentTokenSerializer(serializers.ModelSerializer):
+class AgentTokenSerializer(CredentialSerializer):
     """An agent's token. Created through ``AgentToken.objects.issue_token``; the digest is never shown or set.
 
     The grant (``limit_to_grant`` with the granted tools, resources and prompts, and ``read_only``) narrows what
@@ -47,27 +44,19 @@ class AgentTokenSerializer(serializers.ModelSerializer):
     granted_resources = ScopedRelatedField(queryset=Resource.objects.all(), many=True, required=False)
     granted_prompts = ScopedRelatedField(queryset=Prompt.objects.all(), many=True, required=False)
     tenant = serializers.IntegerField(source="agent.tenant_id", read_only=True)
-    is_usable = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = AgentToken
-        fields: tuple[str, ...] = (
+        fields = (
             "id",
             "tenant",
             "agent",
             "name",
             "servers",
             "limit_to_grant",
-            "granted_tools",
-            "granted_resources",
-            "granted_prompts",
+            *GRANT_FIELDS,
             "read_only",
-            "prefix",
-            "created_at",
-            "expires_at",
-            "revoked_at",
-            "last_used_at",
-            "is_usable",
+            *CREDENTIAL_FIELDS,
         )
         read_only_fields = ("prefix",)
 
@@ -103,10 +92,4 @@ class AgentTokenSerializer(serializers.ModelSerializer):
         return token
 
 
-class AgentTokenCreatedSerializer(AgentTokenSerializer):
-    token = serializers.CharField(
-        source="raw_token", read_only=True, help_text="The raw token. Shown only in this response; store it now."
-    )
-
-    class Meta(AgentTokenSerializer.Meta):
-        fields = (*AgentTokenSerializer.Meta.fields, "token")
+AgentTokenCreatedSerializer = with_raw_credential(AgentTokenSerializer, "token")

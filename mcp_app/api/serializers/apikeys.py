@@ -4,28 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import serializers
-
 from ...models import ApiKey
+from .base import CREDENTIAL_FIELDS, CredentialSerializer, with_raw_credential
 
 
-class ApiKeySerializer(serializers.ModelSerializer):
+class ApiKeySerializer(CredentialSerializer):
     """One of your own personal API keys; created through ``ApiKey.objects.issue_key``."""
-
-    is_usable = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = ApiKey
-        fields: tuple[str, ...] = (
-            "id",
-            "name",
-            "prefix",
-            "created_at",
-            "expires_at",
-            "revoked_at",
-            "last_used_at",
-            "is_usable",
-        )
+        fields = ("id", "name", *CREDENTIAL_FIELDS)
         read_only_fields = ("prefix",)
 
     def create(self, validated_data: dict[str, Any]) -> ApiKey:
@@ -38,10 +26,4 @@ class ApiKeySerializer(serializers.ModelSerializer):
         return key
 
 
-class ApiKeyCreatedSerializer(ApiKeySerializer):
-    key = serializers.CharField(
-        source="raw_key", read_only=True, help_text="The raw key. Shown only in this response; store it now."
-    )
-
-    class Meta(ApiKeySerializer.Meta):
-        fields = (*ApiKeySerializer.Meta.fields, "key")
+ApiKeyCreatedSerializer = with_raw_credential(ApiKeySerializer, "key")

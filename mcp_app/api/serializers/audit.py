@@ -26,12 +26,6 @@ class ToolCallSerializer(serializers.ModelSerializer):
             "status",
             "error_code",
             "error_message",
-            "started_at",
-            "finished_at",
-            "duration_ms",
-            "era",
-            "protocol_version",
-            "request_id",
-            "task_id",
+            *ToolCall.RUN_FIELDS,
         )
         read_only_fields = fields

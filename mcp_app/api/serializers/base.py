@@ -5,12 +5,15 @@ Every write is validated twice over: by the serializer (types, lengths, foreign 
 registered python names, same-tenant bindings, uniqueness). Foreign keys only accept objects of tenants where
 the user may write, so naming another tenant's object is the same 400 as naming one that does not exist.
 A new object's tenant defaults to the user's only writable tenant.
+
+Credentials (agent tokens, personal API keys) show the same fields (``CredentialSerializer``), never their
+digest; ``with_raw_credential`` adds the raw value that only the create response shows.
 """
 
 from __future__ import annotations
 
 from copy import copy
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -22,6 +25,9 @@ from ...permissions import ADMIN, can_add, default_tenant
 from ..permissions import scope
 
 MAX_JSON_DEPTH = 32
+
+# What a tenant or an agent sets for itself instead of the settings' defaults (models.limits).
+OWN_LIMIT_FIELDS = ("max_worker_calls", "rate_limit", "rate_burst")
 
 
 def _check_json(value: Any, depth: int = 0) -> None:
@@ -152,3 +158,29 @@ class TenantOwnedSerializer(ModelCleanSerializer):
         help_text="Defaults to your tenant when you can write in exactly one; cannot change later.",
     )
     create_only_fields = ("tenant",)
+
+
+# What every credential shows besides its own fields: never its digest.
+CREDENTIAL_FIELDS = ("prefix", "created_at", "expires_at", "revoked_at", "last_used_at", "is_usable")
+
+
+class CredentialSerializer(serializers.ModelSerializer):
+    """A credential (an agent token, a personal API key), shown with ``CREDENTIAL_FIELDS``: never its digest."""
+
+    is_usable = serializers.BooleanField(read_only=True)
+
+
+Credential = TypeVar("Credential", bound=CredentialSerializer)
+
+
+def with_raw_credential(serializer: type[Credential], name: str) -> type[Credential]:
+    """``<Name>CreatedSerializer``: ``serializer`` with the raw credential as ``name`` (the instance's ``raw_<name>``,
+    set by the create that issued it), shown in the create response only."""
+    raw = serializers.CharField(
+        source=f"raw_{name}", read_only=True, help_text=f"The raw {name}. Shown only in this response; store it now."
+    )
+    meta = type("Meta", (serializer.Meta,), {"fields": (*serializer.Meta.fields, name)})
+    title = f"{serializer.__name__.removesuffix('Serializer')}CreatedSerializer"
+    return cast(
+        "type[Credential]", type(title, (serializer,), {name: raw, "Meta": meta, "__module__": serializer.__module__})
+    )

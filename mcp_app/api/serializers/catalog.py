@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ...models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ...models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
+from ...models.catalog import CatalogBinding
 from .base import ModelCleanSerializer, ScopedRelatedField, TenantOwnedSerializer
+
+
+def entry_fields(*own: str) -> tuple[str, ...]:
+    """A catalog entry's fields on the wire: its id and tenant, its own, then when it was created and changed."""
+    return ("id", "tenant", *own, "created_at", "updated_at")
 
 
 class ToolSerializer(TenantOwnedSerializer):
     class Meta:
         model = Tool
-        fields = (
-            "id",
-            "tenant",
+        fields = entry_fields(
             "name",
             "title",
             "description",
@@ -35,17 +39,13 @@ class ToolSerializer(TenantOwnedSerializer):
             "icons",
             "rate_limit",
             "rate_burst",
-            "created_at",
-            "updated_at",
         )
 
 
 class ResourceSerializer(TenantOwnedSerializer):
     class Meta:
         model = Resource
-        fields = (
-            "id",
-            "tenant",
+        fields = entry_fields(
             "uri",
             "is_template",
             "name",
@@ -57,40 +57,29 @@ class ResourceSerializer(TenantOwnedSerializer):
             "blob",
             "python_name",
             "annotations",
-            "created_at",
-            "updated_at",
         )
 
 
 class PromptSerializer(TenantOwnedSerializer):
     class Meta:
         model = Prompt
-        fields = (
-            "id",
-            "tenant",
-            "name",
-            "title",
-            "description",
-            "kind",
-            "arguments",
-            "messages",
-            "python_name",
-            "created_at",
-            "updated_at",
-        )
+        fields = entry_fields("name", "title", "description", "kind", "arguments", "messages", "python_name")
 
 
 class BindingSerializer(ModelCleanSerializer):
     """A server exposing one catalog entry; the server and the entry must be of the same tenant."""
 
-    server = ScopedRelatedField(queryset=McpServer.objects.all())
+    serializer_related_field = ScopedRelatedField  # the server and the entry: of tenants where you may write
     create_only_fields = ("server",)
+
+    @property
+    def whole_object_field(self) -> str:  # type: ignore[override]  # a binding's own errors are its entry's
+        binding: type[CatalogBinding] = self.Meta.model
+        return binding.entry_field()
 
 
 class ServerToolSerializer(BindingSerializer):
-    tool = ScopedRelatedField(queryset=Tool.objects.all())
     exposed_name = serializers.CharField(read_only=True, help_text="The name clients see.")
-    whole_object_field = "tool"
 
     class Meta:
         model = ServerTool
@@ -109,18 +98,12 @@ class ServerToolSerializer(BindingSerializer):
 
 
 class ServerResourceSerializer(BindingSerializer):
-    resource = ScopedRelatedField(queryset=Resource.objects.all())
-    whole_object_field = "resource"
-
     class Meta:
         model = ServerResource
         fields = ("id", "server", "resource", "enabled", "position")
 
 
 class ServerPromptSerializer(BindingSerializer):
-    prompt = ScopedRelatedField(queryset=Prompt.objects.all())
-    whole_object_field = "prompt"
-
     class Meta:
         model = ServerPrompt
         fields = ("id", "server", "prompt", "enabled", "position")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ...models import OAuthAgent, OAuthConsent
+from .servers import ServerRowSerializer
 
 
 class OAuthClientSerializer(serializers.ModelSerializer):
@@ -16,10 +17,8 @@ class OAuthClientSerializer(serializers.ModelSerializer):
     client_name = serializers.CharField(source="application.name", read_only=True)
 
 
-class OAuthConsentSerializer(OAuthClientSerializer):
+class OAuthConsentSerializer(OAuthClientSerializer, ServerRowSerializer):
     """What a person allowed an OAuth client on one server (made on the consent page; withdrawn here)."""
-
-    tenant = serializers.IntegerField(source="server.tenant_id", read_only=True)
 
     class Meta:
         model = OAuthConsent

@@ -36,9 +36,13 @@ class McpServerSerializer(TenantOwnedSerializer):
         return f"/mcp/{server.server_id}"
 
 
-class McpSessionSerializer(serializers.ModelSerializer):
+class ServerRowSerializer(serializers.ModelSerializer):
+    # A row about one server (a session, a consent): its tenant is the server's. (No docstring: the schema would
+    # take it as the description of the rows that have none.)
     tenant = serializers.IntegerField(source="server.tenant_id", read_only=True)
 
+
+class McpSessionSerializer(ServerRowSerializer):
     class Meta:
         model = McpSession
         fields = (

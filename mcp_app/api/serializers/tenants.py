@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from ...models import Tenant, TenantMembership
 from ...permissions import OWNER, access_for
-from .base import ModelCleanSerializer, ScopedRelatedField
+from .base import OWN_LIMIT_FIELDS, ModelCleanSerializer, ScopedRelatedField
 
 
 class TenantSerializer(serializers.ModelSerializer):
@@ -19,17 +19,7 @@ class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
         # max_worker_calls and the rate limit are the operator's (superusers, in the admin): shown, never written here.
-        fields = (
-            "id",
-            "slug",
-            "name",
-            "is_active",
-            "max_worker_calls",
-            "rate_limit",
-            "rate_burst",
-            "created_at",
-            "role",
-        )
+        fields = ("id", "slug", "name", "is_active", *OWN_LIMIT_FIELDS, "created_at", "role")
         read_only_fields = fields
 
     def get_role(self, tenant: Tenant) -> str | None:
