@@ -46,7 +46,7 @@ def test_override_is_seen_and_undone():
         ({"MAX_BODY_BYTES": 1.5}, "must be int."),
         ({"SESSION_IDLE_SECONDS": "1"}, "must be int or float"),
         ({"ALLOWED_ORIGINS": "https://a.example"}, "must be list or tuple"),
-        ({"EVENT_STORE": [("BACKEND", "x")]}, "EVENT_STORE'] must be dict"),
+        ({"BACKENDS": [("EVENT_STORE", {"BACKEND": "x"})]}, "BACKENDS'] must be dict"),
         ({"REDIS_MAX_CONNECTIONS": 1}, "at least 2"),
         ({"MAX_JSON_DEPTH": 201}, "between 1 and 200"),
         ({"STREAMS_PER_AGENT": -1}, "STREAMS_PER_AGENT'] must not be negative"),
@@ -66,8 +66,8 @@ def test_invalid_configuration_is_refused(value, message):
 def test_each_setting_is_declared_once_with_its_type_and_default():
     defaults = AppSettings()  # the defaults meet their own rules
     assert isinstance(defaults.RATE_LIMIT_PER_TOOL, float)
-    assert defaults.EVENT_STORE == {"BACKEND": "mcp_app.transport.eventstore.MemoryEventStore", "OPTIONS": {}}
-    assert defaults.EVENT_STORE is not AppSettings().EVENT_STORE  # a backend default is never shared
+    assert defaults.BACKENDS == {}  # every backend on its embedded default (conf.DEFAULT_BACKENDS)
+    assert defaults.BACKENDS is not AppSettings().BACKENDS  # a mutable default is never shared
     with override_settings(MCP_APP={"ALLOWED_ORIGINS": ("https://a.example",), "SESSION_IDLE_SECONDS": 60}):
         assert mcp_settings.ALLOWED_ORIGINS == ("https://a.example",)
         assert mcp_settings.SESSION_IDLE_SECONDS == 60

@@ -8,7 +8,7 @@
   a negative cache of unknown token prefixes, sampled failure logs;
 - ``quotas``: leases, the slots of running worker calls (their admission, ``workers.admission``) and of streams.
 
-The edge asks them all through one ``admit(caller, ...)`` (``admit``): a ``Refusal`` (error, HTTP status,
+The edge asks them all through one ``admit.admit(caller, ...)``: a ``Refusal`` (error, HTTP status,
 ``Retry-After``) or ``None``.
 
 Each has an in-process backend (the embedded default) and a Redis backend shared by every process, named backends
@@ -16,7 +16,3 @@ of ``mcp_app.backends`` (``mcp_host.settings`` chooses the Redis ones whenever `
 imports ``mcp_app.workers`` (an import-linter contract). Limits come from the cached token snapshot and
 catalog (``mcp_app.caching.identity``, ``mcp_app.catalog``) and the settings: never a query on the request path.
 """
-
-from .admit import Caller, admit
-
-__all__ = ["Caller", "admit"]

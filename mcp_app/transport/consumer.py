@@ -26,9 +26,9 @@ from typing import Any
 
 from channels.exceptions import StopConsumer
 
-from .. import limits
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
+from ..limits.admit import Caller, admit
 from ..oauth.resources import metadata_url
 from ..observability import logging as request_log
 from ..protocol import jsonrpc, versions
@@ -57,7 +57,7 @@ class McpConsumer(InboxConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.headers = security.request_headers(scope)
         self.credentials = Credentials.of(scope, self.headers)
-        self.caller = limits.Caller.of(scope, bearer_token(self.headers.get("authorization")))
+        self.caller = Caller.of(scope, bearer_token(self.headers.get("authorization")))
         origin = self.headers.get("origin")  # only its canonical form is ever echoed
         self.canonical = security.canonical_origin(origin) if origin is not None else None
         self.response = Response(send)
@@ -202,7 +202,7 @@ class McpConsumer(InboxConsumer):
         return refusal(421, "This host name is not served here.")
 
     async def _not_blocked(self) -> Answer | None:
-        limited = await limits.admit(self.caller)  # cannot authenticate, spent its failures: no lookups for now
+        limited = await admit(self.caller)  # cannot authenticate, spent its failures: no lookups for now
         return None if limited is None else refused(limited)
 
     async def _authenticated(self) -> Answer | None:
@@ -211,7 +211,7 @@ class McpConsumer(InboxConsumer):
             # worker-thread call when this process has not seen them yet.
             self._grant, self._session = await self.credentials.admit()
         except AccessDenied as denied:
-            limited = await limits.admit(self.caller, failed=True) if denied.status == 401 else None
+            limited = await admit(self.caller, failed=True) if denied.status == 401 else None
             if limited is not None:
                 return refused(limited)
             server_id, canonical, host = self.credentials.server_id, self.canonical, self.headers.get("host")
@@ -223,7 +223,7 @@ class McpConsumer(InboxConsumer):
             ):
                 self.response.cors = cors.response_headers(canonical)  # a browser client reads the challenge
             return refusal(denied.status, denied.message, (("www-authenticate", challenge),) if challenge else ())
-        self.caller = limits.Caller(self.caller.address, self.caller.raw_token, self._grant.token)
+        self.caller = Caller(self.caller.address, self.caller.raw_token, self._grant.token)
         request_log.bind(tenant=self._grant.tenant_slug, agent=self._grant.agent_id)
         return None
 
@@ -255,7 +255,7 @@ class McpConsumer(InboxConsumer):
         return None if self._body.strip() else refusal(400, "The request body is empty.")
 
     async def _within_rates(self) -> Answer | None:
-        limited = await limits.admit(self.caller, requests=1)
+        limited = await admit(self.caller, requests=1)
         return None if limited is None else refused(limited)
 
     async def _live_session(self) -> Answer | None:
@@ -286,7 +286,7 @@ class McpConsumer(InboxConsumer):
 
     async def _hold_stream(self, request_id: str | int | None) -> bool:
         """Take a stream slot (held until clean-up), or answer the refusal and return ``False``."""
-        limited = await limits.admit(self.caller, stream=self._exits)
+        limited = await admit(self.caller, stream=self._exits)
         if limited is not None:
             await self.response.write(refused(limited, request_id))
         return limited is None

@@ -21,8 +21,8 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from .. import limits
 from ..conf import mcp_settings
+from ..limits.admit import Caller, admit
 from ..observability import logging as request_log
 from ..observability import metrics
 from ..protocol import serving, versions
@@ -44,7 +44,7 @@ class PostExchange:
     response: Response
     membership: Membership
     grant: AccessGrant
-    caller: limits.Caller
+    caller: Caller
     headers: dict[str, str]
     on_cancel: Callable[[], None]
     demand: Demand | None = None
@@ -74,7 +74,7 @@ class PostExchange:
     async def finish(self, answer: Answer) -> None:
         extra = []
         if answer.new_session is not None:
-            limited = await limits.admit(self.caller, session=True)
+            limited = await admit(self.caller, session=True)
             if limited is not None:
                 await self.response.write(serving.refused(limited, self.request_id))
                 return
@@ -95,7 +95,7 @@ class PostExchange:
         self.demand = demand
         found = (self.grant.catalog.tool(name) for name in demand.tools)
         tools = [tool for tool in found if tool is not None]
-        return await limits.admit(self.caller, requests=demand.messages, tools=tools)
+        return await admit(self.caller, requests=demand.messages, tools=tools)
 
     def context(self, route: Route, **fields: Any) -> RequestContext:
         grant, version, session = self.grant, route.protocol_version, fields.get("session")
