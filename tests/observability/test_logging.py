@@ -107,9 +107,15 @@ class _Collect(logging.Handler):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(access: object) -> None:
+async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(
+    access: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import mcp_host.asgi  # noqa: F401  (loading the application configures logging, dropping handlers added before)
+    from mcp_app.observability import asgi
     from tests.helpers import call, rpc
+
+    # 401 lines are sampled (one per interval): an earlier test's refusal must not leave this one out.
+    monkeypatch.setitem(asgi._refusals, "next", 0.0)
 
     collect = _Collect()
     collect.addFilter(RequestContextFilter())
