@@ -153,21 +153,20 @@ class Command(OperationCommand):
             self.stdout.write("Nothing changed.")
 
     def handle_list(self, options: dict[str, Any]) -> None:
-        rows = []
-        for upstream in upstreams(options["tenant"]):
-            rows.append(
-                {
-                    "tenant": upstream.tenant.slug,
-                    "name": upstream.name,
-                    "url": display_url(upstream.url),
-                    "prefix": upstream.prefix,
-                    "enabled": upstream.enabled,
-                    "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
-                    "last_synced_at": when(upstream.last_synced_at),
-                    "last_sync_error": upstream.last_sync_error,
-                    "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
-                }
-            )
+        rows = [
+            {
+                "tenant": upstream.tenant.slug,
+                "name": upstream.name,
+                "url": display_url(upstream.url),
+                "prefix": upstream.prefix,
+                "enabled": upstream.enabled,
+                "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
+                "last_synced_at": when(upstream.last_synced_at),
+                "last_sync_error": upstream.last_sync_error,
+                "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
+            }
+            for upstream in upstreams(options["tenant"])
+        ]
         if self.emit(options, rows):
             return
         if not rows:
