@@ -1,12 +1,9 @@
-"""``manage.py mcp_upstream add|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
+"""``manage.py mcp_upstream add|set|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
-``add --tenant SLUG --name NAME --url URL [--prefix PREFIX] [--header 'Name: value']... [--bind SERVER_ID]...
-[--era auto|2025-11-25|2026-07-28] [--json]`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
+``add`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
 (``operations.add_upstream``): all or nothing, a first sync that fails registers nothing. Headers given here are
-secret headers: stored encrypted, never shown again. ``sync`` re-reads an upstream's catalog now; ``list`` shows
-upstreams with their entries, last sync and bound servers (URLs without their query string); ``remove`` deletes
-one, and its imported entries with it (on every server); ``set --tenant SLUG --name NAME --era ERA`` changes the
-protocol era spoken to it (from its next connection on).
+secret headers: stored encrypted, never shown again. ``set --era`` changes the protocol era spoken to it (from its
+next connection on). ``list`` prints URLs without their query string; ``remove`` deletes the imported entries too.
 """
 
 from __future__ import annotations
