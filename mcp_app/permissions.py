@@ -28,11 +28,10 @@ Not owned here: what a form shows (``mcp_app.admin``), what the wire allows an a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
 from typing import Any
 
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from .models import Tenant, TenantMembership
 
@@ -137,9 +136,8 @@ class TenantAccess:
     def roles(self) -> dict[int, str]:
         """Tenant pk → role: one query, on first use."""
         if self._roles is None:
-            if not self.is_active:
-                self._roles = {}
-            else:
+            self._roles = {}
+            if self.is_active:
                 self._roles = dict(
                     TenantMembership.objects.filter(user_id=self.user.pk).values_list("tenant_id", "role")
                 )
@@ -200,11 +198,6 @@ def has_model_permission(user: Any, action: str, model: type[models.Model] | mod
     return action == "view" and user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
 
 
-def _tenant_filter(path: str, tenant_ids: Iterable[int]) -> Q:
-    lookup = "pk__in" if path == "pk" else f"{path}__in"
-    return Q(**{lookup: list(tenant_ids)})
-
-
 def in_tenant(queryset: QuerySet[Any], tenant_id: int) -> QuerySet[Any]:
     """``queryset`` limited to the objects of one tenant (no user involved: scope with ``scope_queryset``)."""
     path = tenant_path(queryset.model)
@@ -220,13 +213,7 @@ def scope_queryset(user: Any, queryset: QuerySet[Any], minimum: str = VIEWER) ->
         return queryset.none()
     if access.is_superuser:
         return queryset
-    return queryset.filter(_tenant_filter(path, access.tenant_ids(minimum)))
-
-
-def _target_tenant_id(obj_or_tenant: models.Model) -> int | None:
-    if isinstance(obj_or_tenant, Tenant):
-        return obj_or_tenant.pk
-    return tenant_id_of(obj_or_tenant)
+    return queryset.filter(**{"pk__in" if path == "pk" else f"{path}__in": list(access.tenant_ids(minimum))})
 
 
 def _allowed(user: Any, action: str, model: type[models.Model] | models.Model, tenant_id: int | None) -> bool:
@@ -237,17 +224,17 @@ def _allowed(user: Any, action: str, model: type[models.Model] | models.Model, t
 
 def can_view(user: Any, obj_or_tenant: models.Model) -> bool:
     """Whether ``user`` may see this object (or, given a tenant, the tenant itself)."""
-    return _allowed(user, "view", obj_or_tenant, _target_tenant_id(obj_or_tenant))
+    return _allowed(user, "view", obj_or_tenant, tenant_id_of(obj_or_tenant))
 
 
 def can_change(user: Any, obj_or_tenant: models.Model) -> bool:
     """Whether ``user`` may edit this object, in the tenant it belongs to now. When an edit moves an object to
     another tenant, ask again with the edited object (the admin's forms never offer foreign tenants)."""
-    return _allowed(user, "change", obj_or_tenant, _target_tenant_id(obj_or_tenant))
+    return _allowed(user, "change", obj_or_tenant, tenant_id_of(obj_or_tenant))
 
 
 def can_delete(user: Any, obj_or_tenant: models.Model) -> bool:
-    return _allowed(user, "delete", obj_or_tenant, _target_tenant_id(obj_or_tenant))
+    return _allowed(user, "delete", obj_or_tenant, tenant_id_of(obj_or_tenant))
 
 
 def can_add(user: Any, obj_or_tenant: models.Model, model: type[models.Model] | None = None) -> bool:
@@ -257,12 +244,11 @@ def can_add(user: Any, obj_or_tenant: models.Model, model: type[models.Model] | 
     object goes into with ``model`` saying what it is. An unsaved ``Tenant`` is a new tenant: superusers only.
     """
     if isinstance(obj_or_tenant, Tenant) and obj_or_tenant.pk is not None:
-        target_model: type[models.Model] | models.Model = model or Tenant
         if model is None:
             # "May this user add something to the tenant at all": the role for catalog objects, no model check.
             return access_for(user).has_role(obj_or_tenant.pk, DEFAULT_ROLES["add"])
-        return _allowed(user, "add", target_model, obj_or_tenant.pk)
-    return _allowed(user, "add", model or obj_or_tenant, _target_tenant_id(obj_or_tenant))
+        return _allowed(user, "add", model, obj_or_tenant.pk)
+    return _allowed(user, "add", model or obj_or_tenant, tenant_id_of(obj_or_tenant))
 
 
 def can_manage_memberships(user: Any, tenant: Tenant | int) -> bool:

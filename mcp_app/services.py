@@ -1,14 +1,9 @@
 """The composition root: which implementation serves each port of the protocol core, built in one place.
 
-- ``get_runner()``: the ``ToolRunner`` every request and task runs its calls with (``RoutingRunner``: tools bound
-  with ``execution="worker"`` go to Celery workers, or run in this process without a broker, after admission
-  against their quotas; the rest run inline).
-- ``task_service(server_pk, agent_pk)``: the ``Tasks`` port of one stateless-era request, bound to that runner.
-- ``cancel_task(task)``: cancel any durable record from synchronous code (the admin), worker calls included.
-- ``handshake_task_service(...)``: the ``HandshakeTasks`` port (2025-11-25 tasks) of one handshake-era request.
-- ``request_context(server, token, catalog, era=..., protocol_version=..., ...)``: the ``RequestContext`` of one
-  request, with the ports of its era: the runner, the audit log and the tracer for every request; the caller's
-  durable tasks (bound to the context) in the 2026-07-28 era; the 2025-11-25 tasks in the handshake era.
+The runner is ``RoutingRunner`` (tools bound with ``execution="worker"`` go to Celery workers, or run in this
+process without a broker, after admission against their quotas; the rest run inline). ``request_context`` wires
+one request with the ports of its era: the runner, the audit log and the tracer for every request; the caller's
+durable tasks (bound to the context) in the 2026-07-28 era; the 2025-11-25 tasks in the handshake era.
 
 Nothing else constructs a runner at module level or decides which port a request gets. The transport and the
 admin's console ask here, and bring only what the transport owns (headers, the response's ``emit``, the

@@ -70,22 +70,11 @@ class ServiceUnavailable(exceptions.APIException):
         self.wait = RETRY_AFTER_SECONDS  # Retry-After, as for a throttled request
 
 
-class Conflict(exceptions.APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The request conflicts with the current state."
-    default_code = CONFLICT
-
-
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if fields is not None:
         error["fields"] = fields
     return {"error": error}
-
-
-def _code_of(exc: exceptions.APIException) -> str:
-    # DRF's codes are ours (not_found, throttled, …), but for its validation errors' ("invalid").
-    return VALIDATION_ERROR if isinstance(exc, exceptions.ValidationError) else str(exc.default_code or "error")
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
@@ -115,13 +104,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if getattr(exc, "wait", None) is not None:
         headers["Retry-After"] = str(math.ceil(exc.wait))  # type: ignore[attr-defined]  # whole seconds, never early
 
-    code = _code_of(exc)
-    if isinstance(exc, exceptions.ValidationError):
+    if isinstance(exc, exceptions.ValidationError):  # DRF's code of these is "invalid"; its others are ours
         detail = exc.detail
         fields = detail if isinstance(detail, dict) else {"non_field_errors": detail}
-        body = error_body(code, "Invalid input.", _plain(fields))
+        body = error_body(VALIDATION_ERROR, "Invalid input.", _plain(fields))
     else:
-        body = error_body(code, str(exc.detail))
+        body = error_body(str(exc.default_code or "error"), str(exc.detail))
     set_rollback()
     return Response(body, status=exc.status_code, headers=headers)
 

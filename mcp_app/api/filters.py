@@ -30,6 +30,7 @@ from ..models import (
     ToolCall,
     Upstream,
 )
+from ..models.catalog import CatalogBinding
 
 MAX_ID = 2**63 - 1
 
@@ -101,28 +102,17 @@ class BindingFilter(filters.FilterSet):
     tenant = IdFilter(field_name="server__tenant_id", help_text="Tenant id.")
 
 
-class ServerToolFilter(BindingFilter):
-    tool = IdFilter(field_name="tool_id", help_text="Tool id.")
-
-    class Meta:
-        model = ServerTool
-        fields = ("server", "tenant", "tool", "enabled")
-
-
-class ServerResourceFilter(BindingFilter):
-    resource = IdFilter(field_name="resource_id", help_text="Resource id.")
-
-    class Meta:
-        model = ServerResource
-        fields = ("server", "tenant", "resource", "enabled")
+def binding_filter(model: type[CatalogBinding]) -> type[BindingFilter]:
+    """The filter set of one kind of binding: by server, tenant, entry (ids) and ``enabled``."""
+    entry = model.entry_field()
+    meta = type("Meta", (), {"model": model, "fields": ("server", "tenant", entry, "enabled")})
+    own = IdFilter(field_name=f"{entry}_id", help_text=f"{entry.capitalize()} id.")
+    return type(f"{model.__name__}Filter", (BindingFilter,), {entry: own, "Meta": meta})
 
 
-class ServerPromptFilter(BindingFilter):
-    prompt = IdFilter(field_name="prompt_id", help_text="Prompt id.")
-
-    class Meta:
-        model = ServerPrompt
-        fields = ("server", "tenant", "prompt", "enabled")
+ServerToolFilter = binding_filter(ServerTool)
+ServerResourceFilter = binding_filter(ServerResource)
+ServerPromptFilter = binding_filter(ServerPrompt)
 
 
 class AgentTokenFilter(filters.FilterSet):

@@ -19,14 +19,12 @@ from rest_framework import permissions
 from rest_framework.request import Request
 
 from ..permissions import (
-    VIEWER,
     access_for,
     can_change,
     can_delete,
     can_view,
     has_model_permission,
     required_role,
-    scope_queryset,
 )
 
 _STANDARD_ACTIONS = {
@@ -38,11 +36,6 @@ _STANDARD_ACTIONS = {
     "partial_update": "change",
     "destroy": "delete",
 }
-
-
-def scope(queryset: models.QuerySet[Any], user: Any, minimum: str = VIEWER) -> models.QuerySet[Any]:
-    """``queryset`` limited to the tenants where ``user`` holds at least ``minimum`` (see ``scope_queryset``)."""
-    return scope_queryset(user, queryset, minimum)
 
 
 def django_action(request: Request, view: Any) -> str:
@@ -74,17 +67,10 @@ class TenantRolePermission(permissions.BasePermission):
         if not has_model_permission(user, "view" if action in ("change", "delete") else action, model):
             return False
         if action == "add":
-            access = access_for(user)
-            if access.is_superuser:
-                return True
-            minimum = required_role(model, "add")
-            return minimum is not None and bool(access.tenant_ids(minimum))
+            access, minimum = access_for(user), required_role(model, "add")
+            return access.is_superuser or (minimum is not None and bool(access.tenant_ids(minimum)))
         return True
 
     def has_object_permission(self, request: Request, view: Any, obj: models.Model) -> bool:
-        action = django_action(request, view)
-        if action == "view":
-            return can_view(request.user, obj)
-        if action == "delete":
-            return can_delete(request.user, obj)
-        return can_change(request.user, obj)
+        check = {"view": can_view, "delete": can_delete}.get(django_action(request, view), can_change)
+        return check(request.user, obj)

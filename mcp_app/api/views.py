@@ -1,7 +1,7 @@
 """The API's viewsets: one per resource, each a thin front door onto the models and their managers.
 
-Every queryset is scoped to the requesting user's tenants (``permissions.scope``) before any lookup, so another
-tenant's object is a 404. Writes need a writing role in the object's tenant (``TenantRolePermission``).
+Every queryset is scoped to the requesting user's tenants (``permissions.scope_queryset``) before any lookup, so
+another tenant's object is a 404. Writes need a writing role in the object's tenant (``TenantRolePermission``).
 ``/api/v1/`` itself is the API root, listing the resources. Every view answers JSON, and DRF's browsable HTML
 pages to a browser (``Accept: text/html``); every view is throttled per API key and per user
 (``mcp_app.api.throttling``). Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
@@ -51,7 +51,7 @@ from ..models import (
 from . import filters
 from .authentication import ApiKeyAuthentication, SessionAuthentication
 from .exceptions import exception_handler
-from .permissions import TenantRolePermission, scope
+from .permissions import TenantRolePermission
 from .schema import ApiAutoSchema, document
 from .serializers import agents, apikeys, audit, catalog, oauth, servers, tenants, upstreams
 from .throttling import ApiKeyRateThrottle, UserRateThrottle
@@ -104,11 +104,10 @@ class TenantScopedMixin(ApiViewMixin):
     prefetch_related: tuple[str, ...] = ()
 
     def get_queryset(self) -> models.QuerySet[Any]:
-        queryset = scope(self.queryset.all(), self.request.user)
-        if self.select_related:
+        queryset = tenant_permissions.scope_queryset(self.request.user, self.queryset.all())
+        if self.select_related:  # select_related() without fields would follow every foreign key
             queryset = queryset.select_related(*self.select_related)
-        if self.prefetch_related:
-            queryset = queryset.prefetch_related(*self.prefetch_related)
+        queryset = queryset.prefetch_related(*self.prefetch_related)
         return queryset if queryset.ordered else queryset.order_by("pk")
 
 
@@ -119,9 +118,7 @@ class TenantScopedViewSet(TenantScopedMixin, viewsets.ModelViewSet):
         with transaction.atomic():
             serializer.save()
 
-    def perform_update(self, serializer: BaseSerializer[Any]) -> None:
-        with transaction.atomic():
-            serializer.save()
+    perform_update = perform_create
 
 
 class TenantScopedReadOnlyViewSet(TenantScopedMixin, viewsets.ReadOnlyModelViewSet):

@@ -252,19 +252,16 @@ def _open_upstreams() -> list[dict[str, Any]]:
     from ..models import Upstream
 
     rows = Upstream.objects.filter(pk__in=found).values_list("pk", "name", "tenant__slug").order_by("pk")
-    listed = []
-    for pk, name, tenant in rows:
-        until = found[pk].open_until
-        listed.append(
-            {
-                "id": pk,
-                "name": name,
-                "tenant": tenant,
-                "status": found[pk].status,
-                "open_until": until.isoformat() if until else None,
-            }
-        )
-    return listed
+    return [
+        {
+            "id": pk,
+            "name": name,
+            "tenant": tenant,
+            "status": found[pk].status,
+            "open_until": until.isoformat() if (until := found[pk].open_until) else None,
+        }
+        for pk, name, tenant in rows
+    ]
 
 
 async def upstreams_detail() -> dict[str, Any]:

@@ -67,10 +67,6 @@ def end_request(token: contextvars.Token[RequestInfo | None]) -> None:
     _current.reset(token)
 
 
-def current_request() -> RequestInfo | None:
-    return _current.get()
-
-
 def bind(**fields: str) -> None:
     """Attach fields (``tenant``, ``server``, ``agent``, ``method``, ``era``) to the current request's log lines.
 
@@ -181,9 +177,8 @@ def logging_config(*, json: bool, level: str = "INFO", access_log: bool = True) 
             "daphne": {"level": "INFO"},
             "mcp_app": {"level": level},
             "mcp_app.access": {"level": "INFO" if access_log else "WARNING"},
-            # Celery's two lines per task ("received", "succeeded") at INFO, below DEBUG: every worker call is in
-            # its record and the audit already, and writing them cost a worker ~0.3 ms of CPU per call
-            # (docs/workers.md#performance). Failures and retries still log at ERROR and WARNING.
+            # Celery's two lines per task ("received", "succeeded") only at DEBUG: every worker call is in its
+            # record and the audit already (docs/workers.md#performance). Failures and retries log at ERROR and WARNING.
             **{name: {"level": "INFO" if level == "DEBUG" else "WARNING"} for name in CELERY_TASK_LOGGERS},
             # The HTTP clients of webhooks and upstreams log every request's URL at INFO (and the SDK's client
             # its session ids): a URL may carry a key, so they speak only of failures, also in a Celery worker

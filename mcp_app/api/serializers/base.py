@@ -21,8 +21,7 @@ from django.db import models
 from rest_framework import exceptions, serializers
 
 from ...models import Tenant
-from ...permissions import ADMIN, can_add, default_tenant
-from ..permissions import scope
+from ...permissions import ADMIN, can_add, default_tenant, scope_queryset
 
 MAX_JSON_DEPTH = 32
 
@@ -68,7 +67,7 @@ class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
         request = self.context.get("request")
         if request is None:
             return queryset.none()
-        return scope(queryset, request.user, self.minimum)
+        return scope_queryset(request.user, queryset, self.minimum)
 
 
 class ModelCleanSerializer(serializers.ModelSerializer):

@@ -16,6 +16,8 @@ from ...definitions.http_tools import parse_secret_headers
 from ...models import McpServer, Upstream
 from .base import ScopedRelatedField, TenantOwnedSerializer
 
+ENTRY_KINDS = ("tools", "resources", "prompts")
+
 
 @extend_schema_field(
     {"type": "object", "additionalProperties": {"type": "string"}, "example": {"Authorization": "set"}}
@@ -112,23 +114,14 @@ class UpstreamSerializer(TenantOwnedSerializer):
     @extend_schema_field(
         {
             "type": "object",
-            "properties": {kind: {"type": "integer"} for kind in ("tools", "resources", "prompts")},
-            "required": ["tools", "resources", "prompts"],
+            "properties": {kind: {"type": "integer"} for kind in ENTRY_KINDS},
+            "required": list(ENTRY_KINDS),
         }
     )
     def get_entries(self, upstream: Upstream) -> dict[str, int]:
-        counted = getattr(upstream, "tool_count", None)
-        if counted is not None:
-            return {
-                "tools": counted,
-                "resources": upstream.resource_count,  # type: ignore[attr-defined]
-                "prompts": upstream.prompt_count,  # type: ignore[attr-defined]
-            }
-        return {
-            "tools": upstream.tools.count(),
-            "resources": upstream.resources.count(),
-            "prompts": upstream.prompts.count(),
-        }
+        if hasattr(upstream, "tool_count"):  # counted by the list's query (Upstream.objects.with_entry_counts)
+            return {kind: getattr(upstream, f"{kind[:-1]}_count") for kind in ENTRY_KINDS}
+        return {kind: getattr(upstream, kind).count() for kind in ENTRY_KINDS}
 
     def get_servers(self, upstream: Upstream) -> list[int]:
         return sorted(binding.server_id for binding in upstream.bindings.all())

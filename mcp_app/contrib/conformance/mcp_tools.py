@@ -286,13 +286,7 @@ async def test_input_required_result_multi_round(ctx: ToolContext) -> Any:
 async def test_input_required_result_capabilities(ctx: ToolContext) -> Any:
     wanted = {"greeting": _sample("Generate a greeting", 50), "user_name": ASK_NAME, "client_roots": LIST_ROOTS}
     needs = {"greeting": "sampling", "user_name": "elicitation", "client_roots": "roots"}
-    # ToolContext does not (yet) expose the client's capabilities; without them, ask for sampling only, the one
-    # capability this fixture is checked with. A client without it then gets -32021 from the runtime.
-    capabilities = getattr(ctx, "client_capabilities", None)
-    if isinstance(capabilities, Mapping):
-        allowed = {key: request for key, request in wanted.items() if isinstance(capabilities.get(needs[key]), dict)}
-    else:
-        allowed = {"greeting": wanted["greeting"]}
+    allowed = {key: request for key, request in wanted.items() if ctx.client_supports(needs[key])}
     answers = {key: _response(ctx, key) for key in allowed}
     if not allowed or any(answer is None for answer in answers.values()):
         return InputRequired(requests=allowed, state={"asked": sorted(allowed)})

@@ -1,9 +1,7 @@
 """``manage.py mcp_api_key issue|revoke|list``: a user's personal API keys (``mcpk_…``) for the REST API.
 
-``issue --user U [--name N] [--expires-in-days D] [--json]`` prints the raw key once (only its digest is
-stored); ``revoke --user U [--prefix P] [--name N] [--all]`` revokes the matching key (several only with
-``--all``); ``list --user U`` shows prefixes, names and dates, never a key. Each subcommand takes ``--json``
-(one JSON value on stdout, nothing else). A key acts as its user, with the user's tenant roles.
+``issue`` prints the raw key once (only its digest is stored); ``revoke`` revokes the matching key (several only
+with ``--all``); ``list`` never shows a key. A key acts as its user, with the user's tenant roles.
 """
 
 from __future__ import annotations

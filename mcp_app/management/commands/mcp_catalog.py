@@ -55,8 +55,6 @@ class Command(OperationCommand):
         for kind, title in KINDS:
             self.stdout.write(f"{title} ({len(wire[kind])}):")
             for item in wire[kind]:
-                label = item.get("name") or item.get("uri") or item.get("uriTemplate")
-                if kind in ("resources", "resourceTemplates"):
-                    label = item.get("uri") or item.get("uriTemplate")
+                label = item.get("name") if kind in ("tools", "prompts") else item.get("uri") or item.get("uriTemplate")
                 summary = item.get("title") or item.get("description") or ""
                 self.stdout.write(f"  {label}" + (f"  {summary.splitlines()[0]}" if summary else ""))

@@ -1,10 +1,7 @@
 """``manage.py mcp_member add|remove|list``: a tenant's memberships from the command line.
 
-``add --tenant T --user U [--role R]`` gives an active user a role (viewer by default) or changes it;
-``remove --tenant T --user U`` ends a membership; ``list`` shows a tenant's (``--tenant``) or a user's
-(``--user``) memberships. A tenant's last owner is neither demoted nor removed. The role is all a user needs:
-it opens the admin and the API and decides what they see and change there (``mcp_app.permissions``). Each
-subcommand takes ``--json`` (one JSON value on stdout, nothing else).
+A tenant's last owner is neither demoted nor removed. The role is all a user needs: it opens the admin and the
+API and decides what they see and change there (``mcp_app.permissions``).
 """
 
 from __future__ import annotations

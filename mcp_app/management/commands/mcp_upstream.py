@@ -1,12 +1,9 @@
-"""``manage.py mcp_upstream add|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
+"""``manage.py mcp_upstream add|set|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
-``add --tenant SLUG --name NAME --url URL [--prefix PREFIX] [--header 'Name: value']... [--bind SERVER_ID]...
-[--era auto|2025-11-25|2026-07-28] [--json]`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
+``add`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
 (``operations.add_upstream``): all or nothing, a first sync that fails registers nothing. Headers given here are
-secret headers: stored encrypted, never shown again. ``sync`` re-reads an upstream's catalog now; ``list`` shows
-upstreams with their entries, last sync and bound servers (URLs without their query string); ``remove`` deletes
-one, and its imported entries with it (on every server); ``set --tenant SLUG --name NAME --era ERA`` changes the
-protocol era spoken to it (from its next connection on).
+secret headers: stored encrypted, never shown again. ``set --era`` changes the protocol era spoken to it (from its
+next connection on). ``list`` prints URLs without their query string; ``remove`` deletes the imported entries too.
 """
 
 from __future__ import annotations
@@ -153,21 +150,20 @@ class Command(OperationCommand):
             self.stdout.write("Nothing changed.")
 
     def handle_list(self, options: dict[str, Any]) -> None:
-        rows = []
-        for upstream in upstreams(options["tenant"]):
-            rows.append(
-                {
-                    "tenant": upstream.tenant.slug,
-                    "name": upstream.name,
-                    "url": display_url(upstream.url),
-                    "prefix": upstream.prefix,
-                    "enabled": upstream.enabled,
-                    "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
-                    "last_synced_at": when(upstream.last_synced_at),
-                    "last_sync_error": upstream.last_sync_error,
-                    "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
-                }
-            )
+        rows = [
+            {
+                "tenant": upstream.tenant.slug,
+                "name": upstream.name,
+                "url": display_url(upstream.url),
+                "prefix": upstream.prefix,
+                "enabled": upstream.enabled,
+                "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
+                "last_synced_at": when(upstream.last_synced_at),
+                "last_sync_error": upstream.last_sync_error,
+                "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
+            }
+            for upstream in upstreams(options["tenant"])
+        ]
         if self.emit(options, rows):
             return
         if not rows:
