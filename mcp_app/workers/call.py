@@ -283,7 +283,6 @@ class WorkerCall:
 
 # How long a worker call waits to have joined its cancellation group before it runs anyway.
 JOIN_TIMEOUT_SECONDS = 2.0
-# How long a call runs before it receives on the cancellation channel its dispatcher enrolled: a cancellation
 
 
 def outcome_label(outcome: Any, stored: bool) -> str:

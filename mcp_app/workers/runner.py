@@ -38,10 +38,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ..events import (
-    WORKER_EVENT,
-    worker_group,
-)
+from ..events import WORKER_EVENT, worker_group
 from ..limits import quotas
 from ..models import ToolTask
 from ..protocol import versions
