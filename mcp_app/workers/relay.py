@@ -116,9 +116,7 @@ class RelayedProgress(RecordedProgress):
 class CancelListener:
     """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``: on the
     call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
-    ``events.worker_cancel_channel``: no round trip to join; it receives from it once the call has run for
-    ``RECEIVE_AFTER_SECONDS``, so a short call never pays for receiving), else on a new channel it adds to the
-    group itself."""
+    ``events.worker_cancel_channel``), else on a new channel it adds to the group itself."""
 
     def __init__(self, task_id: str, on_cancel: Callable[[], None], layer: Any = ..., *, channel: str | None = None):
         self.task_id = task_id
