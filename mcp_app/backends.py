@@ -56,8 +56,7 @@ class BackendManager:
 
     @staticmethod
     def configs() -> dict[str, dict[str, Any]]:
-        configs: dict[str, dict[str, Any]] = {**DEFAULT_BACKENDS, **mcp_settings.BACKENDS}
-        return configs
+        return {**DEFAULT_BACKENDS, **mcp_settings.BACKENDS}
 
     def make_backend(self, name: str) -> Any:
         config = self.configs()[name]
