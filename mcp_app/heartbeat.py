@@ -99,12 +99,7 @@ return dead
 """
 )
 
-_COUNT = (
-    REDIS_NOW
-    + """
-return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')
-"""
-)
+_COUNT = REDIS_NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')\n"
 
 
 class RedisHeartbeats(RedisBacked):
