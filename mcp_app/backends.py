@@ -22,8 +22,7 @@ The contract, in the shape of Channels' ``ChannelLayerManager``:
 - ``Health(name, consequence)``: the one tracker of a piece of shared state being unreachable (each backend's
   user holds one, and so does the channel layer). ``failed(error)`` logs the first failure of an outage, naming
   what this process does meanwhile; ``succeeded()`` logs its end; ``up`` says which; ``await attempt(operation,
-  fallback)`` and ``attempt_sync`` run an operation and answer ``fallback()`` instead while it fails. The callers
-  count errors in ``metrics`` where they did before.
+  fallback)`` and ``attempt_sync`` run an operation and answer ``fallback()`` instead while it fails.
 
 Not owned here: the Redis clients the backends use (``redis_pool``: one factory per event loop and process) and
 Django's own shared state (the cache, the channel layer, the Celery broker: the project's settings).
@@ -57,8 +56,7 @@ class BackendManager:
 
     @staticmethod
     def configs() -> dict[str, dict[str, Any]]:
-        configs: dict[str, dict[str, Any]] = {**DEFAULT_BACKENDS, **mcp_settings.BACKENDS}
-        return configs
+        return {**DEFAULT_BACKENDS, **mcp_settings.BACKENDS}
 
     def make_backend(self, name: str) -> Any:
         config = self.configs()[name]

@@ -2,13 +2,11 @@
 
 ``Transport`` is kombu's own Redis transport (same keys, same message format, same polling and acknowledgement:
 producers and workers on the stock transport and on this one share queues) whose ``Channel`` keeps the
-``redis.Redis`` client it makes for synchronous commands. The stock channel builds a new client for every
-publish, every acknowledgement and every unacknowledged-message bookkeeping step; building one fills redis-py's
-table of ~170 response callbacks, which measured about 0.15 ms of CPU each time on the development machine:
-three times per worker call (the dispatcher's publish, the worker's bookkeeping of the delivered message and its
-acknowledgement; docs/workers.md#performance). A ``redis.Redis`` client is safe to share between threads (its
-connection pool hands each command a connection), and the kept one is dropped whenever the channel's pool is
-replaced (after a fork, or once the channel closed its connections), so it never outlives the pool it uses.
+``redis.Redis`` client it makes for synchronous commands. The stock channel builds a new client (~0.15 ms of CPU:
+redis-py's table of response callbacks) for every publish, acknowledgement and unacknowledged-message bookkeeping
+step: three times per worker call (docs/workers.md#performance). A ``redis.Redis`` client is safe to share between
+threads (its connection pool hands each command a connection), and the kept one is dropped whenever the channel's
+pool is replaced (after a fork, or once the channel closed its connections), so it never outlives the pool it uses.
 
 The blocking reads of the worker's event loop (``BRPOP`` and its pub/sub) keep their own asynchronous client, as
 in kombu. Name it as Celery's ``broker_transport`` (the reference deployment's ``CELERY_BROKER_TRANSPORT``)

@@ -162,7 +162,7 @@ async def receive_forever(
 Message = dict[str, Any]
 # ``on_message`` returns True to end the subscription's receiving (e.g. a cancellation heard once).
 OnMessage = Callable[[Message], bool | None]
-STOP = "mcp.stop"  # events.STOP_EVENT: ends a receive loop on its own channel (see ``Subscription.close``)
+STOP = "mcp.stop"  # ends a receive loop on its own channel (see ``Subscription.close``)
 STOP_WAIT_SECONDS = 2.0
 
 

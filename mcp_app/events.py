@@ -60,9 +60,6 @@ def call_group(scope: str, request_id: str | int) -> str:
 # (progress, logs, server-to-client requests, "done"), and the answers to its requests (to its own channel).
 WORKER_EVENT = "mcp.worker_event"
 WORKER_ANSWER = "mcp.worker_answer"
-# Sent by a listener to its own channel to end its receive loop (cancelling a blocked channels-redis receive
-# is not reliable: it may only return when the next message arrives).
-STOP_EVENT = "mcp.stop"
 
 
 def worker_group(task_id: str) -> str:

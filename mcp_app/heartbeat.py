@@ -7,15 +7,15 @@ The contract:
   (``process.owner_id()``) every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the
   queues it consumes (``consume``). It starts when a worker process starts (``workers.tasks``: Celery's
   signals), when a serving process starts sweeping (``workers.liveness.start_sweeping``), or else on the first
-  ``owner()`` of a process (its thread beats at once). The request path pays one flag check; the heartbeat costs one
-  Redis round trip per interval per process, whatever the traffic.
+  ``owner()`` of a process (its thread beats at once). The request path pays one flag check; the heartbeat costs
+  one Redis round trip per interval per process, whatever the traffic.
 - ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS``. An owner that never
   beat in this backend (a process that does not share it, e.g. the embedded default next to a Redis deployment
   on one database; or one forgotten after a day or lost with a Redis restart) is not judged by it: only by the
-  pid check below, and by its record's deadline or TTL. A lease, not a pid: an exited process that was not reaped yet (a zombie), a pid reused after a fast restart
-  and a process on another host are all judged alike. Nobody is judged while this process's own beats have
-  not succeeded for a whole timeout (after a Redis outage or restart every beat is stale: the others get one
-  timeout to beat again first); then ``dead`` answers an empty set.
+  pid check below, and by its record's deadline or TTL. A lease, not a pid: an exited process not reaped yet (a
+  zombie), a pid reused after a fast restart and a process on another host are all judged alike. Nobody is
+  judged while this process's own beats have not succeeded for a whole timeout (after a Redis outage or restart
+  every beat is stale: the others get one timeout to beat again first); then ``dead`` answers an empty set.
 - ``consumers(queue)``: how many worker processes consuming ``queue`` have beaten within the timeout
   (``None``: unknown, the backend is local). ``/readyz`` reports it.
 - ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
@@ -99,12 +99,7 @@ return dead
 """
 )
 
-_COUNT = (
-    REDIS_NOW
-    + """
-return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')
-"""
-)
+_COUNT = REDIS_NOW + "return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[1]), '+inf')\n"
 
 
 class RedisHeartbeats(RedisBacked):

@@ -11,8 +11,8 @@ The thread does its own connection hygiene: it closes its connections after ever
 never needs ``close_old_connections`` for these writes.
 
 A row is queued at most once per ``TOKEN_LAST_USED_INTERVAL_SECONDS`` (tokens) or ``SESSION_TOUCH_SECONDS``
-(sessions), as before; so the stored session activity trails the real one by at most the touch interval plus
-the flush interval, which is the bound ``mcp_app.transport.sessions`` documents for idle expiry.
+(sessions): the stored session activity trails the real one by at most the touch interval plus the flush
+interval, the bound ``mcp_app.transport.sessions`` documents for idle expiry.
 """
 
 from __future__ import annotations

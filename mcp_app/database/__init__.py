@@ -8,8 +8,7 @@ Contract:
   - Django's psycopg pool (``OPTIONS["pool"]``) of at most ``pool_size`` connections per process, a caller
     waiting at most ``pool_timeout`` seconds for one. A connection goes back to the pool when Django closes it
     (the end of each request, of each ``database_sync_to_async`` call), so a process never holds more than the
-    pool, however many threads its executors start (persistent connections were one per thread: an API burst
-    left dozens open past their age limit, issue 24 #10);
+    pool, however many threads its executors start (persistent connections would be one per thread);
   - libpq's ``connect_timeout``, TCP keep-alives and ``tcp_user_timeout`` (a peer that vanished is noticed in
     seconds, not after the kernel's two hours), the server's ``statement_timeout``;
   - a connection class whose every wait for the server (a query, the pool's health check) lasts at most

@@ -232,8 +232,7 @@ def release_call(call_id: str) -> None:
 
 def running_calls(*, tenants: Iterable[int] = (), agents: Iterable[int] = ()) -> tuple[dict[int, int], dict[int, int]]:
     """How many calls hold a slot now, per tenant pk and per agent pk (sync; one round trip)."""
-    counts: tuple[dict[int, int], dict[int, int]] = get_quotas().running(list(tenants), list(agents))
-    return counts
+    return get_quotas().running(list(tenants), list(agents))
 
 
 class LocalQuotas:
@@ -258,7 +257,10 @@ class LocalQuotas:
             if not self._sets.get(key):
                 self._sets.pop(key, None)
 
-    def _take(
+    async def check(self) -> None:
+        pass
+
+    async def acquire(
         self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
     ) -> str | None:
         with self._lock:
@@ -276,18 +278,7 @@ class LocalQuotas:
             self._leases[call_id] = (tenant_pk, agent_pk)
             return None
 
-    async def check(self) -> None:
-        pass
-
-    async def acquire(
-        self, call_id: str, tenant_pk: int, agent_pk: int, tenant_limit: int, agent_limit: int, ttl: float
-    ) -> str | None:
-        return self._take(call_id, tenant_pk, agent_pk, tenant_limit, agent_limit, ttl)
-
     async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
-        return self._renew(call_id, tenant_pk, agent_pk, ttl)
-
-    def _renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
         with self._lock:
             now = time.monotonic()
             tenant = self._sets.get((TENANT, tenant_pk), {})

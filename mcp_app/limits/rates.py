@@ -125,10 +125,7 @@ def take_sync(buckets: Sequence[Bucket]) -> None:
     """``take`` for synchronous code (a Django view): the same buckets in the same backend, without a loop."""
     if not buckets:
         return
-    _refuse(
-        buckets,
-        _health.attempt_sync(lambda: get_rates().take_sync(buckets), lambda: _outage(buckets)),
-    )
+    _refuse(buckets, _health.attempt_sync(lambda: get_rates().take_sync(buckets), lambda: _outage(buckets)))
 
 
 def _outage(buckets: Sequence[Bucket]) -> tuple[int, float] | None:

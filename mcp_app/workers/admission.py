@@ -22,11 +22,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS
-from ..events import (
-    task_group,
-    worker_cancel_channel,
-    worker_group,
-)
+from ..events import task_group, worker_cancel_channel, worker_group
 from ..limits import quotas
 from ..protocol.context import Principal
 from .inbox import listen
@@ -77,10 +73,8 @@ async def listen_and_admit(
 
 
 async def enrol(task_id: str, *, local: bool) -> None:
-    """Make the worker's cancellation channel (``events.worker_cancel_channel``) a member of the call's task
-    group before the call is dispatched: every ``tasks/cancel``, admin cancel and reaper verdict sent to that
-    group then waits there for the worker, which needs no round trip of its own to join (it leaves the group when
-    the call ends). Nothing to do for a call that runs in this process (the local bus)."""
+    """Make the worker's cancellation channel (``events.worker_cancel_channel``, which says why) a member of the
+    call's task group before the call is dispatched. Nothing to do for a call that runs in this process."""
     layer = None if local else get_channel_layer()
     if layer is not None:
         await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))

@@ -60,8 +60,7 @@ class _CatalogKey:
 
 
 def _context(spec: dict[str, Any], info: WorkerMessage) -> RequestContext:
-    """The call's context from the Celery message alone (``records.call_spec``): no query, and the catalog from
-    this process's cache at the revision the client was served."""
+    """The call's context from the Celery message alone (see the module docstring): no query."""
     from ..catalog.resolver import resolve_catalog
 
     server = spec["server"]
@@ -112,8 +111,7 @@ def _loaded_spec(record: ToolTask) -> dict[str, Any]:
 
 
 class WorkerCall:
-    """One run of a worker call: what ``_steps`` drives. Its synchronous methods touch the database and its
-    coroutines the event loop, never both."""
+    """One run of a worker call: what ``execute._steps`` drives (see the module docstring)."""
 
     def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, layer: Any) -> None:
         self.record_pk = record_pk
@@ -283,7 +281,6 @@ class WorkerCall:
 
 # How long a worker call waits to have joined its cancellation group before it runs anyway.
 JOIN_TIMEOUT_SECONDS = 2.0
-# How long a call runs before it receives on the cancellation channel its dispatcher enrolled: a cancellation
 
 
 def outcome_label(outcome: Any, stored: bool) -> str:

@@ -19,9 +19,7 @@ import logging
 from typing import Any
 
 from ..conf import mcp_settings
-from ..events import (
-    worker_cancel_channel,
-)
+from ..events import worker_cancel_channel
 from ..models import ToolTask
 from ..protocol.context import CallContext
 from ..protocol.errors import InternalError

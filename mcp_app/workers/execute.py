@@ -1,35 +1,18 @@
 """Running one worker call where it runs: a Celery worker, or the serving process when no broker is configured.
 
-The life of a call is written once (``_steps``, a generator of steps on a ``WorkerCall``): listen for its
-cancellation (on the channel the dispatching process enrolled in the call's task group, so no round trip is
-needed, received from once the call has run ``RECEIVE_AFTER_SECONDS``; ``events.worker_cancel_channel``); take
-the record (``ToolTask.objects.take``: one conditional UPDATE; when it does not move, ``ToolTask.objects.begin`` says why:
-terminal, superseded, a lost worker's redelivery); build the call's context from the message alone
-(``info["call"]``, ``records.call_spec``: tool, arguments, the server as served with its catalog revision, the
-agent; the catalog from this process's cache at that revision) and ``info`` (era, log level, whether progress
-was asked for and whether server-to-client requests can be carried); run the tool with the ``InlineRunner``
-(validation, output checks and error results as inline); store the outcome (``ToolTask.objects.store``); announce
-``done``; give the quota slot back. Listening before taking means a cancellation
-recorded earlier keeps the record from being taken and one sent later is heard. A message without the call
-(queued by an older version) still runs: the record is loaded with its relations instead.
+The life of a call is written once (``_steps``, a generator of steps on a ``call.WorkerCall``): listen for its
+cancellation (``relay.CancelListener``), take the record (``ToolTask.objects.take``: one conditional UPDATE; when
+it does not move, ``ToolTask.objects.begin`` says why: terminal, superseded, a lost worker's redelivery), run the
+tool with the ``InlineRunner`` in a context built from the message alone, store the outcome, announce ``done``
+(``relay.Relay``), give the quota slot back. Listening before taking means a cancellation recorded earlier keeps
+the record from being taken and one sent later is heard. A message without the call (queued by an older
+version) still runs: the record is loaded with its relations instead.
 
 Two drivers run the steps: ``execute()`` in an event loop (the serving process, no broker: the database steps
 through ``database_sync_to_async``) and ``execute_in_thread()`` in a Celery worker thread (the database steps in
 the process's main thread, or its one database thread for a thread pool; the others in the thread's own loop,
-which runs in a thread of its own between calls too).
-Both return only after the outcome is stored; the Celery task acknowledges its message after that.
-
-Events travel on the channel layer to ``events.worker_group(task_id)``, where every process awaiting the call
-listens (``runner.RoutingRunner``), each naming that group (``group``: a process hears the events of all the
-calls it awaits on one channel): ``notify`` (a progress or log notification), ``request`` (elicitation or
-sampling: the awaiting process asks the client and answers on this call's own channel) and ``done`` (the outcome
-is stored: read the record). Where no channel layer exists, a process-local bus carries the same events.
-
-Cancellation reaches the call on ``events.task_group(task_id)`` (``tasks/cancel``, the admin's ``cancel_task``,
-the runner of a cancelled request, the reaper), of which the call's cancellation channel is a member from its
-dispatch until the worker leaves the group as the call ends (a call whose message no worker ever ran leaves
-it to the layer's group expiry): the tool's ``ctx.cancelled`` turns true and its coroutine is cancelled.
-Past its deadline a call is failed (-32001) the same way.
+which runs in a thread of its own between calls too). Both return only after the outcome is stored; the Celery
+task acknowledges its message after that. Past its deadline a call is cancelled and failed (-32001).
 """
 
 from __future__ import annotations

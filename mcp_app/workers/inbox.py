@@ -42,12 +42,10 @@ async def listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, An
 
 
 class Inbox:
-    """The one subscription on which an event loop of this process hears the events of the worker calls it
-    awaits: the wait of a call joins the call's event group (``events.worker_group``) with it, and its one receive
-    loop hands each event to the waits of the group the event names (``group``: every ``relay.Relay`` event
-    says it). So a call costs a join and a leave (one round trip each), not a receive loop of its own, started
-    and then stopped with a message through Redis and back. An event that names no group (a worker of an older
-    version) reaches nobody: its waits read the record on their back-off instead."""
+    """An event loop's one subscription to worker events (see the module docstring). A call's wait joins the
+    call's event group (``events.worker_group``) with it, so a call costs a join and a leave (one round trip
+    each), not a receive loop of its own. An event that names no group (a worker of an older version) reaches
+    nobody: its waits read the record on their back-off instead."""
 
     def __init__(self, layer: Any) -> None:
         self.layer = layer

@@ -98,27 +98,16 @@ def resend(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bo
     except Exception:  # the heartbeat backend is unreachable: fail it as no worker took it
         return False
     where = {"status": ToolTask.Status.QUEUED, "celery_id": record.celery_id}
-    if not ToolTask.objects.transition(
-        record.pk, where=where, celery_id=str(uuid.uuid4()), status_message=RESENT_MESSAGE
-    ):
-        return False
-    logger.warning("worker call %s of %s sent again: no worker took it in time", record.task_id[:8], record.tool_name)
-    requeued = ToolTask.objects.filter(pk=record.pk).first()
-    if requeued is not None:
-        redispatch(requeued)
-    return True
+    return _send_again(
+        record, redispatch, "sent again: no worker took it in time", where, status_message=RESENT_MESSAGE
+    )
 
 
 def expire(record: ToolTask) -> bool:
     """Fail a call still ``queued`` under the same dispatch: no worker took it in time."""
-    where = {"status": ToolTask.Status.QUEUED}
-    if not ToolTask.objects.store(
-        record.pk, durable.columns(InternalError(no_worker_message())), celery_id=record.celery_id, where=where
-    ):
-        return False
-    logger.warning("worker call %s of %s failed: no worker took it", record.task_id[:8], record.tool_name)
-    _settled(record)
-    return True
+    failed = durable.columns(InternalError(no_worker_message()))
+    where = {"status": ToolTask.Status.QUEUED, "celery_id": record.celery_id}
+    return _fail(record, failed, "failed: no worker took it", where)
 
 
 def recover(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bool:
@@ -126,34 +115,36 @@ def recover(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> b
     where = {"status": ToolTask.Status.WORKING, "owner": record.owner, "celery_id": record.celery_id}
     runs_left = record.attempts < int(mcp_settings.WORKER_CALL_MAX_ATTEMPTS)
     if mcp_settings.WORKER_LOST_CALLS == "requeue" and runs_left and redispatch is not None:
-        celery_id = str(uuid.uuid4())
-        if not ToolTask.objects.transition(
-            record.pk, where=where, status=ToolTask.Status.QUEUED, celery_id=celery_id, owner=""
-        ):
-            return False
-        logger.warning(
-            "worker call %s of %s re-queued: its worker %s is gone", record.task_id[:8], record.tool_name, record.owner
-        )
-        requeued = ToolTask.objects.filter(pk=record.pk).first()
-        if requeued is not None:
-            redispatch(requeued)
-        return True
-    if not ToolTask.objects.store(record.pk, records.lost(), where=where):
+        why = f"re-queued: its worker {record.owner} is gone"
+        return _send_again(record, redispatch, why, where, status=ToolTask.Status.QUEUED, owner="")
+    return _fail(record, records.lost(), f"failed: its worker {record.owner} is gone", where)
+
+
+def _send_again(
+    record: ToolTask, redispatch: Callable[[ToolTask], Any], why: str, where: dict[str, Any], **changes: Any
+) -> bool:
+    """Move ``record`` (if it is still ``where`` it was) under a new Celery id and send it again; whether it moved."""
+    if not ToolTask.objects.transition(record.pk, where=where, celery_id=str(uuid.uuid4()), **changes):
         return False
-    logger.warning(
-        "worker call %s of %s failed: its worker %s is gone", record.task_id[:8], record.tool_name, record.owner
-    )
-    _settled(record)
+    logger.warning("worker call %s of %s %s", record.task_id[:8], record.tool_name, why)
+    requeued = ToolTask.objects.filter(pk=record.pk).first()
+    if requeued is not None:
+        redispatch(requeued)
     return True
 
 
-def _settled(record: ToolTask) -> None:
-    """Tell every awaiting process, give the call's quota slot back."""
+def _fail(record: ToolTask, columns: dict[str, Any], why: str, where: dict[str, Any]) -> bool:
+    """Store ``columns`` (if the record is still ``where`` it was), tell every awaiting process, give the call's
+    quota slot back; whether it moved."""
+    if not ToolTask.objects.store(record.pk, columns, where=where):
+        return False
+    logger.warning("worker call %s of %s %s", record.task_id[:8], record.tool_name, why)
     quotas.release_call(record.task_id)
     try:
         async_to_sync(Relay(record.task_id).publish)(Done())
     except Exception as error:  # the awaiting processes read the record on their back-off anyway
         logger.warning("could not announce worker call %s: %s", record.task_id[:8], type(error).__name__)
+    return True
 
 
 def _sweep_redispatch(record: ToolTask) -> None:

@@ -5,8 +5,6 @@ of a call whose worker died (``lost``).
 The record's verbs (create, take, begin/untaken, requeue, store, become_task) are its manager's
 (``ToolTask.objects``, ``mcp_app.models.tasks``), which holds its life and its states; how an outcome maps to the
 columns is ``runtime.durable.columns``.
-``call_spec`` is what of a record travels to the worker in the Celery message, so that the worker, which takes
-the record with ``ToolTask.objects.take``, reads nothing back.
 """
 
 from __future__ import annotations

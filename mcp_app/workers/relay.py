@@ -6,13 +6,12 @@ primitive (``channel_layer``): the channel layer, or the in-process bus for a ca
   ``Correlator`` (the same -32001 timeout answer as everywhere).
 - ``CancelListener``: hears the call's cancellation on ``events.task_group``, on the channel its dispatcher
   enrolled (received from once the call has run ``RECEIVE_AFTER_SECONDS``) or on one it subscribes itself.
-- ``own_layer``/``close_layer``: a channel layer of a Celery worker call's own event loop.
+- ``own_layer``: a channel layer of a Celery worker call's own event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable
@@ -43,13 +42,6 @@ def own_layer() -> Any:
     if get_channel_layer() is None:
         return None
     return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-
-
-async def close_layer(layer: Any) -> None:
-    close = getattr(layer, "close_pools", None)
-    if close is not None:
-        with contextlib.suppress(Exception):
-            await close()
 
 
 class Relay:
@@ -116,9 +108,7 @@ class RelayedProgress(RecordedProgress):
 class CancelListener:
     """Hears ``tasks/cancel`` (and the runner's cancellation) for one call on ``events.task_group``: on the
     call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
-    ``events.worker_cancel_channel``: no round trip to join; it receives from it once the call has run for
-    ``RECEIVE_AFTER_SECONDS``, so a short call never pays for receiving), else on a new channel it adds to the
-    group itself."""
+    ``events.worker_cancel_channel``), else on a new channel it adds to the group itself."""
 
     def __init__(self, task_id: str, on_cancel: Callable[[], None], layer: Any = ..., *, channel: str | None = None):
         self.task_id = task_id

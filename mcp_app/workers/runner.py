@@ -38,10 +38,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ..events import (
-    WORKER_EVENT,
-    worker_group,
-)
+from ..events import WORKER_EVENT, worker_group
 from ..limits import quotas
 from ..models import ToolTask
 from ..protocol import versions
@@ -143,49 +140,44 @@ class RoutingRunner:
         info = request_info(call)
         served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
-        if call.task_id:
-            # A resumed task runs again: it takes a slot again (raises QuotaExceeded before anything moves).
-            queue, leave, lease = await listen_and_admit(call.task_id, ctx.principal, local=not celery)
-            try:
-                record = await database_sync_to_async(requeue_and_dispatch)(call.task_id, timeout, info, served, celery)
-            except BaseException as error:
-                await undispatched(call.task_id, lease, leave, celery, error)
-                raise
-            if record is None:
-                await undispatched(call.task_id, lease, leave, celery)
-                raise InvalidParams("The task is no longer running")
-            created = True
-        else:
-            task_id = records.new_task_id()
-            fields = {
-                "server_pk": ctx.server.pk,
-                "agent_pk": ctx.principal.agent_pk,
-                "tool_name": tool.name,
-                "arguments": arguments,
-                "timeout": timeout,
-                "client_capabilities": dict(ctx.client_capabilities),
-                "protocol_version": ctx.protocol_version,
-                "request_id": call.request_id,
-                "idempotency_key": key,
-            }
-            # Admission before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs.
-            # The slot is given back when the call settles: by ``wait`` here, or by whoever settles the record
-            # when nobody waits here any more (the worker, the reaper); a dead holder's lease expires. The
-            # call's event group is joined meanwhile (both are a round trip to Redis).
-            queue, leave, lease = await listen_and_admit(task_id, ctx.principal, local=not celery)
-            try:
+        # A resumed task runs again under its id (it takes a slot again), a new call under a new one. Admission
+        # comes before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs. The slot is
+        # given back when the call settles: by ``wait`` here, or by whoever settles the record when nobody waits
+        # here any more (the worker, the reaper); a dead holder's lease expires. The call's event group is joined
+        # meanwhile (both are a round trip to Redis).
+        task_id = call.task_id or records.new_task_id()
+        queue, leave, lease = await listen_and_admit(task_id, ctx.principal, local=not celery)
+        try:
+            if call.task_id:
+                record = await database_sync_to_async(requeue_and_dispatch)(task_id, timeout, info, served, celery)
+                created = record is not None
+            else:
+                fields = {
+                    "server_pk": ctx.server.pk,
+                    "agent_pk": ctx.principal.agent_pk,
+                    "tool_name": tool.name,
+                    "arguments": arguments,
+                    "timeout": timeout,
+                    "client_capabilities": dict(ctx.client_capabilities),
+                    "protocol_version": ctx.protocol_version,
+                    "request_id": call.request_id,
+                    "idempotency_key": key,
+                }
                 record, created = await database_sync_to_async(create_and_dispatch)(
                     task_id, fields, info, served, celery
                 )
-            except BaseException as error:
-                await undispatched(task_id, lease, leave, celery, error)
-                raise
-            if not created:
-                # Attach to the existing call (same idempotency key), which holds its own slot.
-                await undispatched(task_id, lease, leave, celery)
-                lease = None
-                queue, leave = await listen(worker_group(record.task_id), local=not celery)
-                record = await database_sync_to_async(ToolTask.objects.load)(record.pk) or record
+        except BaseException as error:
+            await undispatched(task_id, lease, leave, celery, error)
+            raise
+        if record is None:
+            await undispatched(task_id, lease, leave, celery)
+            raise InvalidParams("The task is no longer running")
+        if not created:
+            # Attach to the existing call (same idempotency key), which holds its own slot.
+            await undispatched(task_id, lease, leave, celery)
+            lease = None
+            queue, leave = await listen(worker_group(record.task_id), local=not celery)
+            record = await database_sync_to_async(ToolTask.objects.load)(record.pk) or record
         if created and not celery:
             # In this process: its events and cancellation travel on the process-local bus.
             work = durable.keep(

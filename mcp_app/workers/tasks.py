@@ -1,14 +1,14 @@
 """The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
 
-``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``: its database steps in the worker
-process's main thread or its one database thread, the rest in the thread's own event loop and channel layer,
-kept from call to call and running between calls), and returns once its outcome is stored (any pool works: prefork, or
-``--pool threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after that. A worker that dies mid-call
-(SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS = "requeue"`` it is rejected back to
-the queue (``reject_on_worker_lost``) and runs again, at most ``WORKER_CALL_MAX_ATTEMPTS`` times in all (the
-record's ``attempts``), after which it is failed; with ``"fail"`` the record is failed at once (the
-``task_failure`` signal in the worker's main process, or ``ToolTask.objects.begin`` when a whole worker died and the
-broker redelivers). Either way the record never stays ``working``; the reaper fails what is past its deadline.
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's own event loop
+and channel layer, ``_thread_loop``) and returns once its outcome is stored (any pool works: prefork, or ``--pool
+threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after
+that. A worker that dies mid-call (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS =
+"requeue"`` it is rejected back to the queue (``reject_on_worker_lost``) and runs again, at most
+``WORKER_CALL_MAX_ATTEMPTS`` times in all (the record's ``attempts``), after which it is failed; with ``"fail"``
+the record is failed at once (the ``task_failure`` signal in the worker's main process, or
+``ToolTask.objects.begin`` when a whole worker died and the broker redelivers). Either way the record never stays
+``working``; the reaper fails what is past its deadline.
 
 The reusable app does not know the project's Celery app: these are ``shared_task``s, registered with whichever
 app the project runs (``mcp_app.tasks`` imports this module; the project's ``autodiscover_tasks`` finds it).

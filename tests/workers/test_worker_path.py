@@ -259,7 +259,7 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     finally:
         execute._database_thread().submit(connections.close_all).result(timeout=10)
         if not loop.is_closed():
-            loop.run_until_complete(relay.close_layer(layer.layer))
+            loop.run_until_complete(layer.layer.close_pools())
             loop.close()
     lines = trace.read_text().splitlines()
     assert "c stopped" in lines and "c finished" not in lines and len(lines) < 50
@@ -305,7 +305,7 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
             loop.run_until_complete(layer.layer.group_send(group, {"type": TASK_CANCEL_EVENT}))
         state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
     finally:
-        loop.run_until_complete(relay.close_layer(layer.layer))
+        loop.run_until_complete(layer.layer.close_pools())
         loop.close()
     lines = trace.read_text().splitlines()
     assert layer.left == [(group, channel)] and layer.joined == []
