@@ -20,13 +20,11 @@ Pure Python, no Django.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import messages, versions
+from . import messages, pagination, versions
 from .errors import InvalidParams
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -119,20 +117,9 @@ def with_related_task(message_params: Mapping[str, Any], task_id: str) -> dict[s
 
 
 def encode_cursor(position: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{position}".encode()).decode().rstrip("=")
+    return pagination.encode_cursor(position, _CURSOR_PREFIX)
 
 
 def decode_cursor(cursor: Any) -> int | None:
     """The position a ``tasks/list`` cursor names (``None``: the first page); -32602 for anything else."""
-    if cursor is None:
-        return None
-    if not isinstance(cursor, str) or not cursor:
-        raise InvalidParams("Invalid params: invalid cursor")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidParams("Invalid params: invalid cursor") from exc
-    digits = text[len(_CURSOR_PREFIX) :]
-    if not text.startswith(_CURSOR_PREFIX) or not digits.isdigit():
-        raise InvalidParams("Invalid params: invalid cursor")
-    return int(digits)
+    return None if cursor is None else pagination.decode_cursor(cursor, _CURSOR_PREFIX)

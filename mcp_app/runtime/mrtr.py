@@ -15,6 +15,7 @@ from django.core import signing
 from ..definitions.context import REQUIRED_CAPABILITY, InputRequired
 from ..protocol.context import CallContext
 from ..protocol.errors import InvalidParams, MissingRequiredClientCapability
+from ..protocol.messages import failed_call
 from ..protocol.versions import MODERN
 
 STATE_MAX_AGE_SECONDS = 15 * 60
@@ -47,16 +48,10 @@ def verify_state(call: CallContext, tool_name: str) -> Any:
 def input_required_result(call: CallContext, tool_name: str, needed: InputRequired) -> dict[str, Any]:
     """The wire ``InputRequiredResult``; refuses to ask for what the client cannot answer."""
     if call.request.era != MODERN:
-        return {
-            "content": [
-                {
-                    "type": "text",
-                    "text": f"Tool {tool_name} needs input from the client, which protocol version "
-                    f"{call.request.protocol_version} cannot carry on this server.",
-                }
-            ],
-            "isError": True,
-        }
+        return failed_call(
+            f"Tool {tool_name} needs input from the client, which protocol version "
+            f"{call.request.protocol_version} cannot carry on this server."
+        )
     requests: dict[str, Mapping[str, Any]] = {}
     for key, request in needed.requests.items():
         method = request.get("method")
