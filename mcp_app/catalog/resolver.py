@@ -1,15 +1,13 @@
 """Resolution of a server's effective catalog from the database and the code registry.
 
 ``resolve_catalog(server, grant=...)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``
-as one token's grant sees it. Whole catalogs are kept in a small per-process LRU keyed by ``(server pk,
-catalog_version, created_at)``, and the grant's view of one (``mcp_app.catalog.grants``) in another keyed by the
-grant too, so one agent's view is never served to another. The version comes from the server snapshot the
-request path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process
-(``McpServer.objects.bump_catalog_version``): checking the version costs no query. Bindings to Python tools
-whose code is no longer registered, or that the operator has not allowed for the tenant
-(``Tenant.allowed_python_tools``), are left out (and logged). A binding's ``execution`` and ``timeout_seconds``
-fill the descriptor's ``execution``/``timeout``; empty, a Python tool's ``@tool(execution=, timeout=)`` default
-applies (other kinds: inline, the WORKER_CALL_TIMEOUT_SECONDS setting).
+as one token's grant sees it (``mcp_app.catalog.grants``). Whole catalogs are kept in a small per-process LRU
+keyed by ``(server pk, catalog_version, created_at)``. The version comes from the server snapshot the request
+path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process: checking it
+costs no query. Bindings to Python tools whose code is no longer registered, or that the operator has not
+allowed for the tenant (``Tenant.allowed_python_tools``), are left out (and logged). A binding's ``execution``
+and ``timeout_seconds`` override a Python tool's ``@tool(execution=, timeout=)`` (other kinds: inline, the
+WORKER_CALL_TIMEOUT_SECONDS setting).
 """
 
 from __future__ import annotations
@@ -21,16 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..conf import mcp_settings
-from ..definitions.prompts import template_pattern
+from ..definitions.patterns import UriTemplate
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
 from ..definitions.targets import HttpTarget, StaticPromptTarget, StaticResourceTarget
-from ..definitions.upstreams import (
-    UpstreamPromptTarget,
-    UpstreamResourceTarget,
-    UpstreamToolTarget,
-    endpoint_of,
-)
+from ..definitions.upstreams import UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget, endpoint_of
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Upstream
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
@@ -182,7 +175,7 @@ def _resource_descriptor(resource: Resource, server_id: int) -> ResourceDescript
         description=resource.description or None,
         mime_type=resource.mime_type or None,
         annotations=resource.annotations,
-        pattern=template_pattern(resource.uri) if resource.is_template else None,
+        pattern=UriTemplate(resource.uri) if resource.is_template else None,
         target=target,
         ref=resource.pk,
     )

@@ -166,8 +166,7 @@ class Dispatcher:
         if isinstance(request.id, str) and len(request.id.encode()) > ctx.max_echoed_bytes:
             # Every answer and event repeats the id: one too long to echo is refused without it.
             return error_response(
-                None,
-                InvalidRequest(f"Invalid Request: the id takes more than {ctx.max_echoed_bytes} bytes"),
+                None, InvalidRequest(f"Invalid Request: the id takes more than {ctx.max_echoed_bytes} bytes")
             )
         if ctx.tracer is not None:
             return await ctx.tracer.trace(

@@ -1,21 +1,10 @@
 """The wire forms of the 2025-11-25 experimental tasks (``spec/2025-11-25/basic/utilities/tasks.mdx``): one
-definition of each.
+definition of each (the capability, a tool's ``execution``, ``params.task``, the ``Task`` object and its
+wrappings, the related-task ``_meta``, the ``tasks/list`` cursor). Pure Python, no Django.
 
 Only the 2025-11-25 revision has them; the 2026-07-28 tasks extension (``modern.TASKS_EXTENSION``) has other
 shapes (``resultType: "task"``, ``ttlMs``, results inlined on ``tasks/get``) and lives in the runtime's task
-service. Here:
-
-- ``server_capability()``: ``capabilities.tasks`` = ``{list: {}, cancel: {}, requests: {tools: {call: {}}}}``;
-- ``tool_execution(task_support)``: a tool's ``execution`` object in ``tools/list`` (absent when forbidden);
-- ``requested_ttl(params)``: the ``params.task`` of a task-augmented ``tools/call`` (``{ttl?}``), checked;
-- ``task(...)``: the ``Task`` object (``taskId, status, statusMessage?, createdAt, lastUpdatedAt, ttl,
-  pollInterval``), the body of ``tasks/get`` and ``tasks/cancel`` results, of ``tasks/list`` entries and of
-  ``notifications/tasks/status`` params; ``create_task_result`` wraps it as ``{task: …}``;
-- ``with_related_task(result, task_id)``: a ``tasks/result`` answer, the underlying result with
-  ``_meta["io.modelcontextprotocol/related-task"] = {taskId}``;
-- ``encode_cursor``/``decode_cursor``: the opaque ``tasks/list`` cursor (-32602 when it is not one of ours).
-
-Pure Python, no Django.
+service.
 """
 
 from __future__ import annotations
@@ -82,7 +71,8 @@ class TaskState:
 
 
 def task(state: TaskState) -> dict[str, Any]:
-    """The ``Task`` object."""
+    """The ``Task`` object: the body of ``tasks/get`` and ``tasks/cancel`` results, of ``tasks/list`` entries and
+    of ``notifications/tasks/status`` params."""
     wire: dict[str, Any] = {"taskId": state.task_id, "status": state.status}
     if state.status_message:
         wire["statusMessage"] = state.status_message
@@ -109,7 +99,8 @@ def related_task_meta(task_id: str) -> dict[str, Any]:
 
 
 def with_related_task(message_params: Mapping[str, Any], task_id: str) -> dict[str, Any]:
-    """``message_params`` (a result, or a request's or notification's params) with the related-task ``_meta``."""
+    """``message_params`` (a result, e.g. a ``tasks/result`` answer, or a request's or notification's params)
+    with the related-task ``_meta``."""
     out = dict(message_params)
     meta = out.get("_meta")
     out["_meta"] = {**(meta if isinstance(meta, dict) else {}), **related_task_meta(task_id)}

@@ -1,34 +1,22 @@
 """Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the same ``ToolTask`` record,
-settlement and cross-process cancellation as the 2026-07-28 extension (``runtime.tasks``).
+settlement and cross-process cancellation as the 2026-07-28 extension (``runtime.tasks``, ``runtime.durable``).
 
-``HandshakeTaskService`` is the ``HandshakeTasks`` port of one handshake-era request (``RequestContext
-.handshake_tasks``):
+``HandshakeTaskService`` is the ``HandshakeTasks`` port of one handshake-era request:
 
-- ``start``: a ``tools/call`` with ``params.task``. The record is stored ``working`` (``protocol_version``
-  2025-11-25, the request id, the granted ``ttl``: the requested one up to ``TASK_TTL_MS``) before the client
-  hears of it; the call then runs in the background through the request's ``ToolRunner`` (seams §1: an inline
-  tool here, a worker tool on Celery once the proxy runner is wired), and ``{task}`` is answered at once.
-- The outcome settles the record: ``completed`` (a result), ``failed`` with the result kept (an ``isError``
-  result: for tool calls that revision makes ``isError`` a failure), ``failed`` with the JSON-RPC error (a
-  protocol error, or an internal one). Terminal statuses never change (conditional UPDATEs).
-- ``get``/``list``: the caller's own tasks of the handshake era, unexpired, and not of a tool outside the token's
-  grant; anything else is unknown. ``list`` pages newest first with an opaque cursor.
-- ``result``: waits until the task is terminal (woken by a status event on the task's channel-layer group, and
-  re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS`` so a lost event or another process's update
-  costs at most that), then answers what the call answered: the result with related-task ``_meta``, or the
-  error. A cancelled task answers -32603 "Task was cancelled" (the call has no answer of its own).
-- ``cancel``: a non-terminal task becomes ``cancelled`` before the answer, and its work is stopped in whichever
-  process runs it (``runtime.tasks``' task group, which the admin's cancel action uses too); a terminal one is
-  -32602.
+- ``start``: the record is stored ``working`` (with the granted ``ttl``: the requested one up to
+  ``TASK_TTL_MS``) before the client hears of it, then the call runs in the background through the request's
+  ``ToolRunner`` and ``{task}`` is answered at once. Its outcome settles the record (``durable.columns`` with
+  ``handshake=True``: that revision makes an ``isError`` result a ``failed`` task, its result kept).
+- ``get``/``list``/``result``/``cancel`` see the caller's own unexpired tasks of the handshake era, not those of
+  a tool outside the token's grant. ``result`` waits for a terminal status (woken by a status event on the task
+  group, re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS``); a cancelled task answers
+  -32603 "Task was cancelled".
 
-While the call runs its progress and log notifications (related-task ``_meta`` added) go to the session's
-streams (the GET stream, in any process), and so do its server-to-client requests (elicitation, sampling): the
-task is ``input_required`` until the client answers (on any POST, delivered across processes). The process
-running the work sends ``notifications/tasks/status`` on the session's streams at each change (input_required,
-working again, and the terminal status). Without a session (a sessionless server) nothing is streamed and
-server-to-client requests fail as they do for any call without a channel. If the process running a task dies,
-``recover_orphaned_tasks`` fails the task at the next start (``working`` or waiting for input: both waited in
-that process).
+While the call runs, its notifications (with related-task ``_meta``) and server-to-client requests go to the
+session's streams, in any process (``task_session``); the task is ``input_required`` until the client answers,
+and ``notifications/tasks/status`` follows each change. Without a session nothing is streamed and server-to-client
+requests fail as for any call without a channel. The tasks of a process that died are failed by
+``durable.recover_orphaned_tasks``.
 """
 
 from __future__ import annotations
@@ -43,10 +31,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..events import (
-    TASK_STATUS_EVENT,
-    task_group,
-)
+from ..events import TASK_STATUS_EVENT, task_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL

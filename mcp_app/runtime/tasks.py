@@ -229,13 +229,7 @@ async def call_maybe_as_task(
     service = call.request.tasks
     assert isinstance(service, TaskService)
     # What of the call the task's run gets: neither its request id, _meta nor record.
-    base = CallContext(
-        request=call.request,
-        progress=call.progress,
-        log=call.log,
-        input_responses=call.input_responses,
-        request_state=call.request_state,
-    )
+    base = dataclasses.replace(call, in_task=False, request_id=None, meta=None, task_id=None, cancelled=None)
 
     async def start(task_call: CallContext) -> Awaitable[dict[str, Any]]:
         return runner.call_tool(tool, arguments, task_call)

@@ -34,6 +34,7 @@ stateless era) cancels the awaiting coroutine, which closes the connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
@@ -66,11 +67,6 @@ class _Failure(Exception):
 
 def webhook_error(code: str, message: str) -> dict[str, Any]:
     return error_result(message, code, "webhook_error")
-
-
-def _where(url: str) -> str:
-    parts = urlsplit(url)
-    return parts.netloc or url
 
 
 async def call_webhook(
@@ -106,13 +102,11 @@ async def call_webhook(
         "Accept-Encoding": "identity",
         "User-Agent": f"mcp-host/{__version__}",
     }
+    tracer = tracing.active()
     try:
-        tracer = tracing.active()
-        if tracer is None:
+        # With tracing on: a span, and its traceparent header.
+        with tracer.webhook(target.method, target.url, headers) if tracer is not None else contextlib.nullcontext():
             reply = await _exchange(target, headers, body)
-        else:
-            with tracer.webhook(target.method, target.url, headers):  # a span, and its traceparent header
-                reply = await _exchange(target, headers, body)
         result = map_reply(reply)
     except _Failure as failure:
         logger.info(
@@ -135,7 +129,7 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
 
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
     timeout = effective_timeout(target.timeout_seconds)
-    where = _where(target.url)
+    where = urlsplit(target.url).netloc or target.url
     transport = webhook_transport()
     # The transport directly, not an httpx client: no redirect, cookie or auth handling to switch off, and no
     # "HTTP Request: <url>" log line (a webhook URL may carry a key in its path or query).
