@@ -1,23 +1,12 @@
-"""An agent token's grant applied to a server's catalog: the one place where grants are enforced.
+"""An agent token's grant applied to a server's catalog: the one place where grants are enforced (why rows and
+not names, and what each method shows: docs/audit.md, "Grants").
 
 ``granted_catalog(server, catalog, grant)`` returns the view of ``catalog`` that a token holding ``grant`` may
-see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts. Every MCP
-method reads the catalog through the request context, so listing (``tools/list``, ``resources/list``,
-``resources/templates/list``, ``prompts/list``) and lookups (``tools/call``, ``resources/read``,
-``resources/subscribe``, ``prompts/get``, ``completion/complete``) see the same view, and anything outside the
-grant answers exactly like an unknown name, in both eras. Tasks of withheld tools, and update notifications of
-withheld resources on ``subscriptions/listen``, are hidden as well: the view keeps the whole catalog as
-``unrestricted`` to tell withheld entries from names that do not exist (``ServerCatalog.withholds_tool`` and
-``withholds_resource``).
-
-A grant selects catalog rows (``Tool``/``Resource``/``Prompt`` ids, carried by each descriptor as ``ref``), not
-exposed names: renaming a binding neither widens nor narrows it, and a new entry that takes an old name is not
-granted by accident. ``read_only`` keeps only tools annotated ``readOnlyHint: true`` (the spec's default is
-false, so an unannotated tool is not read-only).
-
-Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server creation time, grant)``: the
-grant is part of the key, so one token's view never serves another token with a different grant, and a catalog
-edit (which bumps the version) is seen at once. The full grant returns the catalog itself, at no cost.
+see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts (by the
+row each descriptor carries as ``ref``; ``read_only``: only tools annotated ``readOnlyHint: true``). It keeps the
+whole catalog as ``unrestricted``, to tell withheld entries (whose tasks and resource updates are hidden too) from
+names that do not exist. Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server
+creation time, grant)``, so one token's view never serves another grant; the full grant returns the catalog.
 """
 
 from __future__ import annotations

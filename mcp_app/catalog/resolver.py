@@ -18,6 +18,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import QuerySet
+
 from ..conf import mcp_settings
 from ..definitions.patterns import UriTemplate
 from ..definitions.registry import registry
@@ -147,7 +149,6 @@ def _python_resource(resource: Resource, _server_id: int) -> object | None:
     registered = registry.resource(resource.python_name)
     if registered is None:
         logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
-        return None
     return registered
 
 
@@ -248,25 +249,19 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
         "prompt", "prompt__upstream"
     )
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
-    tool_descriptors = [
-        d for b in tools.order_by("position", "id") if (d := _TOOL_KINDS[b.tool.kind](b, allowed)) is not None
-    ]
-    resource_descriptors = [
-        r
-        for b in resources.order_by("position", "id")
-        if (r := _resource_descriptor(b.resource, server.pk)) is not None
-    ]
-    prompt_descriptors = [
-        p
-        for b in prompts.order_by("position", "id")
-        if (p := _PROMPT_KINDS[b.prompt.kind](b.prompt, server.pk)) is not None
-    ]
+    tool_descriptors = _resolved(tools, lambda binding: _TOOL_KINDS[binding.tool.kind](binding, allowed))
+    resource_descriptors = _resolved(resources, lambda binding: _resource_descriptor(binding.resource, server.pk))
     return ServerCatalog(
-        tools=tuple(tool_descriptors),
+        tools=tool_descriptors,
         resources=tuple(d for d in resource_descriptors if not d.is_template),
         templates=tuple(d for d in resource_descriptors if d.is_template),
-        prompts=tuple(prompt_descriptors),
+        prompts=_resolved(prompts, lambda binding: _PROMPT_KINDS[binding.prompt.kind](binding.prompt, server.pk)),
     )
+
+
+def _resolved(bindings: QuerySet[Any], describe: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """What ``describe`` makes of each binding, in the server's order, but those it leaves out (``None``)."""
+    return tuple(found for found in map(describe, bindings.order_by("position", "id")) if found is not None)
 
 
 def resolve_catalog(server: McpServer | Any, *, grant: CatalogGrant | None = None, load: bool = True) -> ServerCatalog:

@@ -27,7 +27,6 @@ from .errors import (
 )
 
 BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
-# 2026-07-28: errors of the validation ladder are 400, an unknown method 404; other errors ride on 200.
 MODERN_STATUS: dict[int, int] = {
     PARSE_ERROR: 400,
     INVALID_REQUEST: 400,

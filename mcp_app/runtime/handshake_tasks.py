@@ -45,6 +45,7 @@ from ..protocol.reporters import LogReporter
 from . import durable
 from .progress import RecordedProgress
 from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
+from .tasks import CallerTasks
 
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
 MIN_TTL_MS = 1_000
@@ -73,14 +74,11 @@ def _withheld_tools(ctx: RequestContext) -> set[str]:
     return {tool.name for tool in whole.tools} - {tool.name for tool in ctx.catalog.tools}
 
 
-class HandshakeTaskService:
+class HandshakeTaskService(CallerTasks):
     """The ``HandshakeTasks`` port for one handshake-era request: the caller's 2025-11-25 tasks on one server."""
 
-    available = True
-
     def __init__(self, server_pk: int, agent_pk: int, session_key: str | None) -> None:
-        self._server_pk = server_pk
-        self._agent_pk = agent_pk
+        super().__init__(server_pk, agent_pk)
         self._session_key = session_key
 
     def _visible(self, ctx: RequestContext) -> QuerySet[ToolTask]:
@@ -110,13 +108,11 @@ class HandshakeTaskService:
         request_id: str | int,
     ) -> dict[str, Any]:
         ctx = call.request
-        task = await database_sync_to_async(ToolTask.objects.create_task)(
-            server_id=self._server_pk,
-            agent_id=self._agent_pk,
-            tool_name=tool.name,
-            arguments=arguments,
+        task = await self.create(
+            tool,
+            arguments,
+            call,
             ttl_ms=granted_ttl(ttl_ms),
-            client_capabilities=dict(ctx.client_capabilities),
             status=ToolTask.Status.WORKING,
             owner=owner_id(),
             execution=tool.execution,
