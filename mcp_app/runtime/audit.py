@@ -141,9 +141,7 @@ class AuditLog:
         return written
 
     def _flush_locked(self) -> int:
-        taken: list[PendingCall] = []
-        while self._pending:
-            taken.append(self._pending.popleft())
+        taken = [self._pending.popleft() for _ in range(len(self._pending))]  # what is here now; appends go on
         oldest = min((call.appended for call in taken), default=None)
         rows = [*self._retry, *((self._prepare(call), 0) for call in taken)]
         self._retry = []

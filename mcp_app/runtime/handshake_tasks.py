@@ -179,12 +179,11 @@ class HandshakeTaskService(CallerTasks):
         if task is None:
             return None
         moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
+        current = await reload_task(task.pk) or task
         if not moved:
-            current = await reload_task(task.pk)
-            status = current.status if current is not None else task.status
             raise InvalidParams(
-                f"Cannot cancel task: already in terminal status '{status}'", {"taskId": task_id, "status": status}
+                f"Cannot cancel task: already in terminal status '{current.status}'",
+                {"taskId": task_id, "status": current.status},
             )
         await group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
-        current = await reload_task(task.pk)
-        return wire.task(task_state(current if current is not None else task))
+        return wire.task(task_state(current))

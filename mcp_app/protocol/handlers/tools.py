@@ -14,6 +14,7 @@ is -32601, as that revision's tool-level negotiation says. Earlier revisions ign
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import Any
 
@@ -43,22 +44,19 @@ def _serves_tasks(ctx: RequestContext) -> bool:
 @dispatcher.request("tools/call")
 async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     """Every call is recorded with the request's audit port, whatever its outcome (errors included)."""
-    audit = message.request.audit
-    started = time.time()
+    record = functools.partial(message.request.audit.record_call, params, message.request_id, time.time())
     try:
         result = await _call_tool(params, message)
     except ProtocolError as exc:
-        audit.record_call(params, message.request_id, started, error_code=exc.code, error_message=exc.message)
+        record(error_code=exc.code, error_message=exc.message)
         raise
     except asyncio.CancelledError:
-        audit.record_call(params, message.request_id, started, cancelled=True)
+        record(cancelled=True)
         raise
     except Exception:
-        audit.record_call(
-            params, message.request_id, started, error_code=INTERNAL_ERROR, error_message="Internal error"
-        )
+        record(error_code=INTERNAL_ERROR, error_message="Internal error")
         raise
-    audit.record_call(params, message.request_id, started, result=result)
+    record(result=result)
     return result
 
 
