@@ -7,7 +7,6 @@ state minted for one of them is rejected for any other, and stale state expires.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.core import signing
@@ -52,8 +51,7 @@ def input_required_result(call: CallContext, tool_name: str, needed: InputRequir
             f"Tool {tool_name} needs input from the client, which protocol version "
             f"{call.request.protocol_version} cannot carry on this server."
         )
-    requests: dict[str, Mapping[str, Any]] = {}
-    for key, request in needed.requests.items():
+    for request in needed.requests.values():
         method = request.get("method")
         capability = REQUIRED_CAPABILITY.get(method) if isinstance(method, str) else None
         if capability is None:
@@ -62,7 +60,7 @@ def input_required_result(call: CallContext, tool_name: str, needed: InputRequir
             raise MissingRequiredClientCapability(
                 {capability: {}}, f"Tool {tool_name} needs the client capability {capability!r}"
             )
-        requests[key] = request
+    requests = dict(needed.requests)
     result: dict[str, Any] = {"resultType": "input_required"}
     if requests:
         result["inputRequests"] = requests
