@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..conf import mcp_settings
@@ -33,22 +34,18 @@ def restrict(catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
     """The part of ``catalog`` that ``grant`` allows (uncached)."""
     if grant.is_full:
         return catalog
-    tools = tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant))
-    resources = catalog.resources
-    templates = catalog.templates
-    if grant.resources is not None:
-        resources = tuple(item for item in resources if item.ref in grant.resources)
-        templates = tuple(item for item in templates if item.ref in grant.resources)
-    prompts = catalog.prompts
-    if grant.prompts is not None:
-        prompts = tuple(item for item in prompts if item.ref in grant.prompts)
     return ServerCatalog(
-        tools=tools,
-        resources=resources,
-        templates=templates,
-        prompts=prompts,
+        tools=tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant)),
+        resources=_granted(catalog.resources, grant.resources),
+        templates=_granted(catalog.templates, grant.resources),
+        prompts=_granted(catalog.prompts, grant.prompts),
         unrestricted=catalog.unrestricted or catalog,
     )
+
+
+def _granted(items: Sequence[Any], refs: Collection[int] | None) -> Sequence[Any]:
+    """The entries whose row ``refs`` names (``None``: this kind is not limited)."""
+    return items if refs is None else tuple(item for item in items if item.ref in refs)
 
 
 def granted_catalog(server: Any, catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:

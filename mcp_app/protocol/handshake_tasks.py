@@ -94,16 +94,12 @@ def status_notification(state: TaskState) -> dict[str, Any]:
     return messages.notification(STATUS_NOTIFICATION, task(state))
 
 
-def related_task_meta(task_id: str) -> dict[str, Any]:
-    return {RELATED_TASK: {"taskId": task_id}}
-
-
 def with_related_task(message_params: Mapping[str, Any], task_id: str) -> dict[str, Any]:
     """``message_params`` (a result, e.g. a ``tasks/result`` answer, or a request's or notification's params)
     with the related-task ``_meta``."""
     out = dict(message_params)
     meta = out.get("_meta")
-    out["_meta"] = {**(meta if isinstance(meta, dict) else {}), **related_task_meta(task_id)}
+    out["_meta"] = {**(meta if isinstance(meta, dict) else {}), RELATED_TASK: {"taskId": task_id}}
     return out
 
 

@@ -156,11 +156,6 @@ def check_headers(method: str, params: Mapping[str, Any], envelope: Envelope, he
         raise HeaderMismatch(f"Header mismatch: {HEADER_NAME} given but params.{name_field} is missing")
 
 
-def check_version(envelope: Envelope, supported: tuple[str, ...]) -> None:
-    if envelope.protocol_version not in versions.modern_versions(supported):
-        raise UnsupportedProtocolVersion(envelope.protocol_version, versions.newest_first(supported))
-
-
 def admit(payload: Any, headers: Mapping[str, str], supported: tuple[str, ...]) -> Envelope:
     """Check a modern request body against the envelope, header and version rules; return its envelope."""
     if not isinstance(payload, dict):
@@ -172,7 +167,8 @@ def admit(payload: Any, headers: Mapping[str, str], supported: tuple[str, ...]) 
     envelope = read_envelope(payload)
     params = payload.get("params")
     check_headers(method, params if isinstance(params, dict) else {}, envelope, headers)
-    check_version(envelope, supported)
+    if envelope.protocol_version not in versions.modern_versions(supported):
+        raise UnsupportedProtocolVersion(envelope.protocol_version, versions.newest_first(supported))
     return envelope
 
 

@@ -59,13 +59,6 @@ def granted_ttl(requested: int | None) -> int:
     return max(min(requested, ceiling), min(MIN_TTL_MS, ceiling))
 
 
-def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: SessionChannel) -> None:
-    """Settle a 2025-11-25 ``task`` from ``work`` when it ends, as the module docstring says (``durable.columns``
-    for this era), and tell its session (``durable.follow``)."""
-    columns = functools.partial(durable.columns, handshake=True, tool_name=task.tool_name)
-    durable.follow(task, work, columns=columns, announce=functools.partial(announce, task.pk, channel))
-
-
 def _withheld_tools(ctx: RequestContext) -> set[str]:
     """Tools the server has but this token's grant leaves out: their tasks are as unknown as they are."""
     whole = ctx.catalog.unrestricted
@@ -134,7 +127,9 @@ class HandshakeTaskService(CallerTasks):
             in_task=True,
         )
         work = asyncio.ensure_future(ctx.runner.call_tool(tool, arguments, task_call))
-        follow_handshake(task, work, channel)
+        # Settled by this era's columns, and its session told of each change.
+        columns = functools.partial(durable.columns, handshake=True, tool_name=task.tool_name)
+        durable.follow(task, work, columns=columns, announce=functools.partial(announce, task.pk, channel))
         return wire.create_task_result(task_state(task))
 
     async def get(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:

@@ -114,10 +114,6 @@ def follow(
     work.add_done_callback(on_done)
 
 
-def _is_cancelled(task_id: str) -> bool:
-    return ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED).exists()
-
-
 async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     bus = messaging()
     if bus is local_bus:
@@ -139,7 +135,8 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
             delay = min(delay * 2, 2.0)
     try:
         # A cancellation sent before the join reached nobody: the record, changed before any is sent, says so.
-        if await database_sync_to_async(_is_cancelled)(task_id):
+        cancelled = ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED)
+        if await database_sync_to_async(cancelled.exists)():
             work.cancel()
             return
         await subscription.ended.wait()
