@@ -69,7 +69,7 @@ def test_urls_are_checked_against_their_own_kinds_list() -> None:
         with pytest.raises(ValueError, match="upstreams may not call it"):
             validate_upstream_url(url)
         with pytest.raises(ValueError, match="upstreams may not call it"):
-            validate_url(url, subject="upstreams")
+            validate_url(url, kind="upstream")
     with override_settings(MCP_APP={"OUTBOUND_ALLOWED_NETWORKS": ["127.0.0.1:8080"]}):
         validate_upstream_url(url)
         validate_url(url, kind="upstream")

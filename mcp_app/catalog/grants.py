@@ -1,29 +1,19 @@
-"""An agent token's grant applied to a server's catalog: the one place where grants are enforced.
+"""An agent token's grant applied to a server's catalog: the one place where grants are enforced (why rows and
+not names, and what each method shows: docs/audit.md, "Grants").
 
 ``granted_catalog(server, catalog, grant)`` returns the view of ``catalog`` that a token holding ``grant`` may
-see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts. Every MCP
-method reads the catalog through the request context, so listing (``tools/list``, ``resources/list``,
-``resources/templates/list``, ``prompts/list``) and lookups (``tools/call``, ``resources/read``,
-``resources/subscribe``, ``prompts/get``, ``completion/complete``) see the same view, and anything outside the
-grant answers exactly like an unknown name, in both eras. Tasks of withheld tools, and update notifications of
-withheld resources on ``subscriptions/listen``, are hidden as well: the view keeps the whole catalog as
-``unrestricted`` to tell withheld entries from names that do not exist (``ServerCatalog.withholds_tool`` and
-``withholds_resource``).
-
-A grant selects catalog rows (``Tool``/``Resource``/``Prompt`` ids, carried by each descriptor as ``ref``), not
-exposed names: renaming a binding neither widens nor narrows it, and a new entry that takes an old name is not
-granted by accident. ``read_only`` keeps only tools annotated ``readOnlyHint: true`` (the spec's default is
-false, so an unannotated tool is not read-only).
-
-Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server creation time, grant)``: the
-grant is part of the key, so one token's view never serves another token with a different grant, and a catalog
-edit (which bumps the version) is seen at once. The full grant returns the catalog itself, at no cost.
+see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts (by the
+row each descriptor carries as ``ref``; ``read_only``: only tools annotated ``readOnlyHint: true``). It keeps the
+whole catalog as ``unrestricted``, to tell withheld entries (whose tasks and resource updates are hidden too) from
+names that do not exist. Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server
+creation time, grant)``, so one token's view never serves another grant; the full grant returns the catalog.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..conf import mcp_settings
@@ -44,22 +34,18 @@ def restrict(catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
     """The part of ``catalog`` that ``grant`` allows (uncached)."""
     if grant.is_full:
         return catalog
-    tools = tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant))
-    resources = catalog.resources
-    templates = catalog.templates
-    if grant.resources is not None:
-        resources = tuple(item for item in resources if item.ref in grant.resources)
-        templates = tuple(item for item in templates if item.ref in grant.resources)
-    prompts = catalog.prompts
-    if grant.prompts is not None:
-        prompts = tuple(item for item in prompts if item.ref in grant.prompts)
     return ServerCatalog(
-        tools=tools,
-        resources=resources,
-        templates=templates,
-        prompts=prompts,
+        tools=tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant)),
+        resources=_granted(catalog.resources, grant.resources),
+        templates=_granted(catalog.templates, grant.resources),
+        prompts=_granted(catalog.prompts, grant.prompts),
         unrestricted=catalog.unrestricted or catalog,
     )
+
+
+def _granted(items: Sequence[Any], refs: Collection[int] | None) -> Sequence[Any]:
+    """The entries whose row ``refs`` names (``None``: this kind is not limited)."""
+    return items if refs is None else tuple(item for item in items if item.ref in refs)
 
 
 def granted_catalog(server: Any, catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:

@@ -1,15 +1,13 @@
 """Resolution of a server's effective catalog from the database and the code registry.
 
 ``resolve_catalog(server, grant=...)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``
-as one token's grant sees it. Whole catalogs are kept in a small per-process LRU keyed by ``(server pk,
-catalog_version, created_at)``, and the grant's view of one (``mcp_app.catalog.grants``) in another keyed by the
-grant too, so one agent's view is never served to another. The version comes from the server snapshot the
-request path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process
-(``McpServer.objects.bump_catalog_version``): checking the version costs no query. Bindings to Python tools
-whose code is no longer registered, or that the operator has not allowed for the tenant
-(``Tenant.allowed_python_tools``), are left out (and logged). A binding's ``execution`` and ``timeout_seconds``
-fill the descriptor's ``execution``/``timeout``; empty, a Python tool's ``@tool(execution=, timeout=)`` default
-applies (other kinds: inline, the WORKER_CALL_TIMEOUT_SECONDS setting).
+as one token's grant sees it (``mcp_app.catalog.grants``). Whole catalogs are kept in a small per-process LRU
+keyed by ``(server pk, catalog_version, created_at)``. The version comes from the server snapshot the request
+path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process: checking it
+costs no query. Bindings to Python tools whose code is no longer registered, or that the operator has not
+allowed for the tenant (``Tenant.allowed_python_tools``), are left out (and logged). A binding's ``execution``
+and ``timeout_seconds`` override a Python tool's ``@tool(execution=, timeout=)`` (other kinds: inline, the
+WORKER_CALL_TIMEOUT_SECONDS setting).
 """
 
 from __future__ import annotations
@@ -20,17 +18,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from django.db.models import QuerySet
+
 from ..conf import mcp_settings
-from ..definitions.prompts import template_pattern
+from ..definitions.patterns import UriTemplate
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
 from ..definitions.targets import HttpTarget, StaticPromptTarget, StaticResourceTarget
-from ..definitions.upstreams import (
-    UpstreamPromptTarget,
-    UpstreamResourceTarget,
-    UpstreamToolTarget,
-    endpoint_of,
-)
+from ..definitions.upstreams import UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget, endpoint_of
 from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Upstream
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
@@ -154,7 +149,6 @@ def _python_resource(resource: Resource, _server_id: int) -> object | None:
     registered = registry.resource(resource.python_name)
     if registered is None:
         logger.warning("resource %s binds unregistered function %r", resource.uri, resource.python_name)
-        return None
     return registered
 
 
@@ -182,7 +176,7 @@ def _resource_descriptor(resource: Resource, server_id: int) -> ResourceDescript
         description=resource.description or None,
         mime_type=resource.mime_type or None,
         annotations=resource.annotations,
-        pattern=template_pattern(resource.uri) if resource.is_template else None,
+        pattern=UriTemplate(resource.uri) if resource.is_template else None,
         target=target,
         ref=resource.pk,
     )
@@ -255,25 +249,19 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
         "prompt", "prompt__upstream"
     )
     allowed = Tenant.objects.filter(pk=tenant).values_list("allowed_python_tools", flat=True).first()
-    tool_descriptors = [
-        d for b in tools.order_by("position", "id") if (d := _TOOL_KINDS[b.tool.kind](b, allowed)) is not None
-    ]
-    resource_descriptors = [
-        r
-        for b in resources.order_by("position", "id")
-        if (r := _resource_descriptor(b.resource, server.pk)) is not None
-    ]
-    prompt_descriptors = [
-        p
-        for b in prompts.order_by("position", "id")
-        if (p := _PROMPT_KINDS[b.prompt.kind](b.prompt, server.pk)) is not None
-    ]
+    tool_descriptors = _resolved(tools, lambda binding: _TOOL_KINDS[binding.tool.kind](binding, allowed))
+    resource_descriptors = _resolved(resources, lambda binding: _resource_descriptor(binding.resource, server.pk))
     return ServerCatalog(
-        tools=tuple(tool_descriptors),
+        tools=tool_descriptors,
         resources=tuple(d for d in resource_descriptors if not d.is_template),
         templates=tuple(d for d in resource_descriptors if d.is_template),
-        prompts=tuple(prompt_descriptors),
+        prompts=_resolved(prompts, lambda binding: _PROMPT_KINDS[binding.prompt.kind](binding.prompt, server.pk)),
     )
+
+
+def _resolved(bindings: QuerySet[Any], describe: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """What ``describe`` makes of each binding, in the server's order, but those it leaves out (``None``)."""
+    return tuple(found for found in map(describe, bindings.order_by("position", "id")) if found is not None)
 
 
 def resolve_catalog(server: McpServer | Any, *, grant: CatalogGrant | None = None, load: bool = True) -> ServerCatalog:

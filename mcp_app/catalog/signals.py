@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
@@ -39,48 +40,44 @@ def _announce(server_ids: Iterable[int], kinds: tuple[str, ...], updated_uri: st
         publish_to_servers(server_ids, resource_updated(updated_uri))
 
 
+# Each kind of entry: its binding model, the binding's field that names the entry, and the list it is in.
+_KINDS: dict[type[Any], tuple[type[Any], str, str]] = {
+    Tool: (ServerTool, "tool", "tools"),
+    Resource: (ServerResource, "resource", "resources"),
+    Prompt: (ServerPrompt, "prompt", "prompts"),
+}
+_BINDING_LISTS = {binding: kind for binding, _field, kind in _KINDS.values()}
+
+
+def _servers_of(bindings: QuerySet[Any]) -> set[int]:
+    return set(bindings.values_list("server_id", flat=True))
+
+
 @receiver(post_save, sender=ServerTool)
 @receiver(post_delete, sender=ServerTool)
-def _tool_binding_changed(sender: type[ServerTool], instance: ServerTool, **kwargs: Any) -> None:
-    McpServer.objects.bump_catalog_version({instance.server_id}, ("tools",))
+@receiver(post_save, sender=ServerPrompt)
+@receiver(post_delete, sender=ServerPrompt)
+@receiver(post_save, sender=ServerResource)
+@receiver(post_delete, sender=ServerResource)
+def _binding_changed(sender: type[Any], instance: Any, **kwargs: Any) -> None:
+    McpServer.objects.bump_catalog_version({instance.server_id}, (_BINDING_LISTS[sender],))
 
 
 @receiver(post_save, sender=Tool)
-def _tool_saved(sender: type[Tool], instance: Tool, **kwargs: Any) -> None:
-    server_ids = set(ServerTool.objects.filter(tool=instance).values_list("server_id", flat=True))
-    McpServer.objects.bump_catalog_version(server_ids, ("tools",))
-
-
-@receiver(post_save, sender=ServerPrompt)
-@receiver(post_delete, sender=ServerPrompt)
-def _prompt_binding_changed(sender: type[ServerPrompt], instance: ServerPrompt, **kwargs: Any) -> None:
-    McpServer.objects.bump_catalog_version({instance.server_id}, ("prompts",))
-
-
 @receiver(post_save, sender=Prompt)
-def _prompt_saved(sender: type[Prompt], instance: Prompt, **kwargs: Any) -> None:
-    server_ids = set(ServerPrompt.objects.filter(prompt=instance).values_list("server_id", flat=True))
-    McpServer.objects.bump_catalog_version(server_ids, ("prompts",))
-
-
-@receiver(post_save, sender=ServerResource)
-@receiver(post_delete, sender=ServerResource)
-def _resource_binding_changed(sender: type[ServerResource], instance: ServerResource, **kwargs: Any) -> None:
-    McpServer.objects.bump_catalog_version({instance.server_id}, ("resources",))
-
-
 @receiver(post_save, sender=Resource)
-def _resource_saved(sender: type[Resource], instance: Resource, created: bool = False, **kwargs: Any) -> None:
-    server_ids = set(ServerResource.objects.filter(resource=instance).values_list("server_id", flat=True))
-    updated = None if created or instance.is_template else instance.uri
-    McpServer.objects.bump_catalog_version(server_ids, ("resources",), updated_uri=updated)
+def _entry_saved(sender: type[Any], instance: Any, created: bool = False, **kwargs: Any) -> None:
+    binding, field, kind = _KINDS[sender]
+    # A resource's own content changed: subscribers of its URI are told it was updated.
+    updated = instance.uri if sender is Resource and not created and not instance.is_template else None
+    servers = _servers_of(binding.objects.filter(**{field: instance}))
+    McpServer.objects.bump_catalog_version(servers, (kind,), updated_uri=updated)
 
 
 @receiver(post_save, sender=Webhook)
 @receiver(post_delete, sender=Webhook)
 def _webhook_changed(sender: type[Webhook], instance: Webhook, **kwargs: Any) -> None:
-    server_ids = set(ServerTool.objects.filter(tool_id=instance.tool_id).values_list("server_id", flat=True))
-    McpServer.objects.bump_catalog_version(server_ids, ("tools",))
+    McpServer.objects.bump_catalog_version(_servers_of(ServerTool.objects.filter(tool_id=instance.tool_id)), ("tools",))
 
 
 @receiver(post_save, sender=Tenant)
@@ -96,10 +93,6 @@ def _upstream_saved(sender: type[Upstream], instance: Upstream, created: bool = 
     # Its entries carry how to reach it (URL, credentials, enabled): every server exposing one re-resolves.
     if created:
         return
-    kinds = (
-        ("tools", ServerTool.objects.filter(tool__upstream=instance)),
-        ("resources", ServerResource.objects.filter(resource__upstream=instance)),
-        ("prompts", ServerPrompt.objects.filter(prompt__upstream=instance)),
-    )
-    for kind, bindings in kinds:
-        McpServer.objects.bump_catalog_version(set(bindings.values_list("server_id", flat=True)), (kind,))
+    for binding, field, kind in _KINDS.values():
+        servers = _servers_of(binding.objects.filter(**{f"{field}__upstream": instance}))
+        McpServer.objects.bump_catalog_version(servers, (kind,))

@@ -1,14 +1,7 @@
-"""What a catalog entry is, apart from where it is stored: the layer below the models.
-
-- ``registry``: the code registry (``@tool``, ``@resource``, ``@prompt`` in any installed app's ``mcp_tools``);
-- ``context``: the API a tool is written against (``ToolContext``, ``ToolResult``, ``ToolError``, ...);
-- ``static``: the behaviour of ``static`` tools (canned results, cases, delays) and its validation;
-- ``http_tools``: the configuration rules of ``http`` tools and the handling of their secret headers;
-- ``prompts``: prompt templates (placeholders, arguments, messages) and their validation;
-- ``patterns``: what tenants write that is matched on the event loop (regexes, URI templates, JSON Schema
-  patterns), matched by RE2 in linear time, and the refusal of what RE2 cannot run;
-- ``targets``: what the catalog resolves an entry to and a runner runs, besides the definitions above
-  (``HttpTarget``, ``StaticResourceTarget``, ``StaticPromptTarget``).
+"""What a catalog entry is, apart from where it is stored: the layer below the models. The code registry
+(``registry``), the API tools are written against (``context``), the rules and behaviour of each kind
+(``static``, ``http_tools``, ``upstreams``, ``prompts``), linear-time matching of what tenants write
+(``patterns``) and what the catalog resolves entries to (``targets``).
 
 The models validate against these (a python tool names a registered function, a static tool's configuration is
 well formed), the catalog resolves entries to their targets and the runtime runs them (so the catalog and the

@@ -58,14 +58,9 @@ class SecretHeadersUnavailable(Exception):
 SUBJECTS: dict[OutboundKind, str] = {"http_tool": "http tools", "upstream": "upstreams", "cimd": "client metadata"}
 
 
-def validate_url(url: str, *, kind: OutboundKind | None = None, subject: str | None = None) -> None:
+def validate_url(url: str, *, kind: OutboundKind = "http_tool") -> None:
     """The rules of every outbound URL (http tools, upstreams): http(s), no credentials, a host, no fragment, and
-    a literal address the SSRF guard accepts for ``kind`` (``outbound.allowed_networks``). ``subject`` names who
-    may not call it, in the message; either names the other (``subject="upstreams"`` checks against the
-    ``"upstream"`` list); neither: an http tool's."""
-    named = [known for known, noun in SUBJECTS.items() if noun == subject]
-    checked: OutboundKind = kind if kind is not None else named[0] if named else "http_tool"
-    subject = subject or SUBJECTS[checked]
+    a literal address the SSRF guard accepts for ``kind`` (``outbound.allowed_networks``)."""
     if not isinstance(url, str) or not url:
         raise ValueError("Give the URL to call.")
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
@@ -87,10 +82,10 @@ def validate_url(url: str, *, kind: OutboundKind | None = None, subject: str | N
         address = parse_address(parts.hostname)
     except ValueError:
         return
-    allow = allowed_networks(checked)
+    allow = allowed_networks(kind)
     reason = refusal(address, port or (443 if parts.scheme == "https" else 80), parts.hostname, allow)
     if reason is not None:
-        raise ValueError(f"The address {address} is {reason}; {subject} may not call it.")
+        raise ValueError(f"The address {address} is {reason}; {SUBJECTS[kind]} may not call it.")
 
 
 def validate_headers(headers: Any, what: str = "headers") -> None:

@@ -1,5 +1,5 @@
-"""Prompt and resource catalog helpers: validation of configured arguments and messages, rendering of static
-prompts, URI-template matching (linear-time, ``definitions.patterns``), and cursor pagination. Pure functions, shared by models and handlers."""
+"""Prompt and resource catalog helpers: validation of configured arguments, messages and URI templates, and
+rendering of static prompts. Pure functions, shared by the models, the upstream sync and the executors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .context import CONTENT_BLOCK_FIELDS
-from .patterns import PLACEHOLDER, UriTemplate
+from .patterns import PLACEHOLDER
 
 _ROLES = {"user", "assistant"}
 
@@ -66,16 +66,10 @@ def render_static_prompt(messages: Sequence[Mapping[str, Any]], arguments: Mappi
 def validate_uri_template(template: str) -> None:
     """Raise ``ValueError`` for a template with two variables side by side (``{a}{b}``): where one ends and the
     next begins would be arbitrary. Refused when a tenant saves a resource and when one is synced from an
-    upstream; matching stays linear-time whatever the template (``template_pattern``)."""
+    upstream; matching stays linear-time whatever the template (``patterns.UriTemplate``)."""
     found = [(match.start(), match.end()) for match in PLACEHOLDER.finditer(template)]
     for (_, end), (start, _) in itertools.pairwise(found):
         if end == start:
             raise ValueError(
                 "Two URI template variables side by side ({a}{b}) cannot be told apart; put a literal between them."
             )
-
-
-def template_pattern(template: str) -> UriTemplate:
-    """The matcher of URIs of a simple RFC 6570 template (``{var}`` expands to one path segment), in linear time
-    whatever the template (``definitions.patterns``)."""
-    return UriTemplate(template)

@@ -291,22 +291,18 @@ def prompt(
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a prompt function. It takes string arguments (and optionally a ``ToolContext``) and returns a
     string (one user message), a list of messages, or ``InputRequired``."""
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        registry.register_function(
-            "prompt", build_registered_function(func, name=name, title=title, description=description)
-        )
-        return func
-
-    return decorate
+    return _registering("prompt", name=name, title=title, description=description)
 
 
 def resource(*, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a resource function. It receives a URI template's variables as string arguments (and optionally
     a ``ToolContext``) and returns ``str`` (text) or ``bytes`` (blob)."""
+    return _registering("resource", name=name)
 
+
+def _registering(kind: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        registry.register_function("resource", build_registered_function(func, name=name))
+        registry.register_function(kind, build_registered_function(func, **options))
         return func
 
     return decorate

@@ -146,13 +146,11 @@ def _holds(value: Any, condition: dict[str, Any]) -> bool:
 
 
 def case_matches(case: dict[str, Any], arguments: dict[str, Any]) -> bool:
-    for name, expected in case.get("equals", {}).items():
-        if arguments.get(name, _MISSING) != expected:
-            return False
-    for name, expected in case.get("contains", {}).items():
-        if not _contains(arguments.get(name), expected):
-            return False
-    return all(_holds(resolve_pointer(arguments, c["pointer"]), c) for c in case.get("pointer", []))
+    return (
+        all(arguments.get(name, _MISSING) == expected for name, expected in case.get("equals", {}).items())
+        and all(_contains(arguments.get(name), expected) for name, expected in case.get("contains", {}).items())
+        and all(_holds(resolve_pointer(arguments, c["pointer"]), c) for c in case.get("pointer", []))
+    )
 
 
 @dataclass(frozen=True)

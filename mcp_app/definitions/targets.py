@@ -1,15 +1,10 @@
-"""What the catalog resolves an entry to, and a runner runs: the targets of tools, resources and prompts.
-
-An entry defined in code resolves to its definition (``registry.RegisteredTool``, ``registry.RegisteredFunction``
-for a prompt or resource function), a ``static`` tool to its canned answers (``static.StaticBehaviour``), an
-imported entry to its upstream target (``upstreams``); the rest are here:
-
-- ``HttpTarget``: a tenant's webhook (``http_tools``); its secret headers stay encrypted until a request is sent;
-- ``StaticResourceTarget`` and ``StaticPromptTarget``: a resource's stored content, a prompt's stored messages.
+"""What the catalog resolves an entry to, and a runner runs, for the kinds whose definition is not a target
+already (``registry.RegisteredTool``/``RegisteredFunction``, ``static.StaticBehaviour``, ``upstreams``): a
+webhook, a resource's stored content, a prompt's stored messages.
 
 Plain frozen data: ``catalog.resolver`` builds them from the database rows, the executor registered for each type
-(``runtime.executors``) runs them, and a descriptor carries one as its opaque ``target`` (the arguments are checked
-against the descriptor's schema). Nothing here runs anything or touches a database.
+(``runtime.executors``) runs them, and a descriptor carries one as its opaque ``target``. Nothing here runs
+anything or touches a database.
 """
 
 from __future__ import annotations

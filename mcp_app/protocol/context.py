@@ -4,10 +4,9 @@
 request: the server and its catalog (``descriptors``), who calls (``Principal``), what the client negotiated, and
 the ports (``ports``) that reach the layers below. ``CallContext`` is what a runner gets with one call.
 
-The ports whose signatures take these contexts live here with them: ``ToolRunner`` (the runtime layer implements
-it; ``InvalidToolArguments`` is how it refuses arguments), ``HandshakeTasks`` (2025-11-25 tasks) and
-``RequestTracer``. ``OpenStream`` is a handler's answer that opens a stream instead of responding. Nothing here
-touches a database: implementations are injected.
+The ports whose signatures take these contexts live here with them (``ToolRunner``, which refuses arguments with
+``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``). ``OpenStream`` is a handler's answer that opens
+a stream instead of responding. Nothing here touches a database: implementations are injected.
 """
 
 from __future__ import annotations
@@ -25,17 +24,14 @@ from .versions import LEGACY
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: an agent of a tenant, with the keys and limits that admission of worker calls needs.
-
-    ``tenant_pk``/``agent_pk`` are opaque here (``None`` where no database identity exists);
-    ``worker_call_limits`` is the effective (tenant, agent) limit of concurrent worker calls, 0 = unlimited.
-    """
+    """Who is calling: an agent of a tenant, with the keys and limits that admission of worker calls needs."""
 
     tenant: str
     agent_id: str
-    tenant_pk: int | None = None  # the rows behind them (opaque here; worker calls and quotas use them)
+    # The rows behind them: opaque here (worker calls and quotas use them); None where there is none.
+    tenant_pk: int | None = None
     agent_pk: int | None = None
-    worker_call_limits: tuple[int, int] = (0, 0)
+    worker_call_limits: tuple[int, int] = (0, 0)  # concurrent worker calls of (tenant, agent); 0: unlimited
 
 
 @dataclass(slots=True)

@@ -15,6 +15,11 @@ from .handshake_tasks import tool_execution
 from .versions import ALL_VERSIONS
 
 
+def _present(**fields: Any) -> dict[str, Any]:
+    """The optional fields of a wire form that have a value: empty ones are left out."""
+    return {key: value for key, value in fields.items() if value}
+
+
 @dataclass(frozen=True, slots=True)
 class ServerDescription:
     """The public face of one hosted MCP server, including which protocol revisions it serves."""
@@ -56,19 +61,16 @@ class ToolDescriptor:
         # Clients index into properties; a schema without any must still carry an empty object, never null.
         if not isinstance(schema.get("properties"), dict):
             schema["properties"] = {}
-        wire: dict[str, Any] = {"name": self.name}
-        if self.title:
-            wire["title"] = self.title
-        if self.description:
-            wire["description"] = self.description
-        wire["inputSchema"] = schema
-        if self.output_schema:
-            wire["outputSchema"] = dict(self.output_schema)
-        if self.annotations:
-            wire["annotations"] = dict(self.annotations)
-        if self.icons:
-            wire["icons"] = [dict(icon) for icon in self.icons]
-        return wire
+        return {
+            "name": self.name,
+            **_present(title=self.title, description=self.description),
+            "inputSchema": schema,
+            **_present(
+                outputSchema=self.output_schema and dict(self.output_schema),
+                annotations=self.annotations and dict(self.annotations),
+                icons=self.icons and [dict(icon) for icon in self.icons],
+            ),
+        }
 
 
 class UriMatcher(Protocol):
@@ -94,16 +96,12 @@ class ResourceDescriptor:
     ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
     def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"uriTemplate" if self.is_template else "uri": self.uri, "name": self.name}
-        if self.title:
-            wire["title"] = self.title
-        if self.description:
-            wire["description"] = self.description
-        if self.mime_type:
-            wire["mimeType"] = self.mime_type
-        if self.annotations:
-            wire["annotations"] = dict(self.annotations)
-        return wire
+        return {
+            "uriTemplate" if self.is_template else "uri": self.uri,
+            "name": self.name,
+            **_present(title=self.title, description=self.description, mimeType=self.mime_type),
+            **_present(annotations=self.annotations and dict(self.annotations)),
+        }
 
     def match(self, uri: str) -> dict[str, str] | None:
         if self.pattern is None:
@@ -119,10 +117,7 @@ class PromptArgument:
     completions: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"name": self.name, "required": self.required}
-        if self.description:
-            wire["description"] = self.description
-        return wire
+        return {"name": self.name, "required": self.required, **_present(description=self.description)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +132,11 @@ class PromptDescriptor:
     ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
 
     def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"name": self.name}
-        if self.title:
-            wire["title"] = self.title
-        if self.description:
-            wire["description"] = self.description
-        wire["arguments"] = [argument.to_wire() for argument in self.arguments]
-        return wire
+        return {
+            "name": self.name,
+            **_present(title=self.title, description=self.description),
+            "arguments": [argument.to_wire() for argument in self.arguments],
+        }
 
     def argument(self, name: str) -> PromptArgument | None:
         return next((argument for argument in self.arguments if argument.name == name), None)
@@ -222,9 +215,6 @@ class ServerCatalog:
 
     def wire(self, kind: str) -> list[dict[str, Any]]:
         return self._wire[kind]
-
-    def tools_wire(self) -> list[dict[str, Any]]:
-        return self._wire["tools"]
 
     def tools_wire_with_execution(self) -> list[dict[str, Any]]:
         """2025-11-25 with tasks: each task-capable tool also carries ``execution.taskSupport``."""

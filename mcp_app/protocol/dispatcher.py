@@ -26,7 +26,7 @@ from .errors import (
     ServiceUnavailable,
     error_response,
 )
-from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id
+from .jsonrpc import ClientResponse, Notification, Request, classify, recover_id, valid_id
 from .reporters import LogReporter, ProgressReporter
 
 logger = logging.getLogger("mcp_app.protocol")
@@ -80,11 +80,8 @@ def _log_threshold(ctx: RequestContext) -> str | None:
 
 def _progress_token(params: dict[str, Any]) -> str | int | None:
     meta = params.get("_meta")
-    if isinstance(meta, dict):
-        token = meta.get("progressToken")
-        if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):
-            return token
-    return None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if valid_id(token) else None
 
 
 def _check_echoed(name: str, value: str | int | None, max_bytes: int) -> None:
@@ -169,8 +166,7 @@ class Dispatcher:
         if isinstance(request.id, str) and len(request.id.encode()) > ctx.max_echoed_bytes:
             # Every answer and event repeats the id: one too long to echo is refused without it.
             return error_response(
-                None,
-                InvalidRequest(f"Invalid Request: the id takes more than {ctx.max_echoed_bytes} bytes"),
+                None, InvalidRequest(f"Invalid Request: the id takes more than {ctx.max_echoed_bytes} bytes")
             )
         if ctx.tracer is not None:
             return await ctx.tracer.trace(

@@ -18,7 +18,6 @@ INTERNAL_ERROR = -32603
 # MCP, handshake era (2024-11-05 … 2025-11-25)
 REQUEST_TIMEOUT = -32001
 RESOURCE_NOT_FOUND = -32002
-URL_ELICITATION_REQUIRED = -32042
 # mcp-host's own (implementation-defined). -32020…-32099 are reserved for the spec from 2026-07-28 on, and
 # -32000…-32002 are taken by SDKs and earlier revisions, so it is -32010 in both eras.
 WORKER_QUOTA_EXCEEDED = -32010

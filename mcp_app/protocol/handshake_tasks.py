@@ -1,32 +1,19 @@
 """The wire forms of the 2025-11-25 experimental tasks (``spec/2025-11-25/basic/utilities/tasks.mdx``): one
-definition of each.
+definition of each (the capability, a tool's ``execution``, ``params.task``, the ``Task`` object and its
+wrappings, the related-task ``_meta``, the ``tasks/list`` cursor). Pure Python, no Django.
 
 Only the 2025-11-25 revision has them; the 2026-07-28 tasks extension (``modern.TASKS_EXTENSION``) has other
 shapes (``resultType: "task"``, ``ttlMs``, results inlined on ``tasks/get``) and lives in the runtime's task
-service. Here:
-
-- ``server_capability()``: ``capabilities.tasks`` = ``{list: {}, cancel: {}, requests: {tools: {call: {}}}}``;
-- ``tool_execution(task_support)``: a tool's ``execution`` object in ``tools/list`` (absent when forbidden);
-- ``requested_ttl(params)``: the ``params.task`` of a task-augmented ``tools/call`` (``{ttl?}``), checked;
-- ``task(...)``: the ``Task`` object (``taskId, status, statusMessage?, createdAt, lastUpdatedAt, ttl,
-  pollInterval``), the body of ``tasks/get`` and ``tasks/cancel`` results, of ``tasks/list`` entries and of
-  ``notifications/tasks/status`` params; ``create_task_result`` wraps it as ``{task: …}``;
-- ``with_related_task(result, task_id)``: a ``tasks/result`` answer, the underlying result with
-  ``_meta["io.modelcontextprotocol/related-task"] = {taskId}``;
-- ``encode_cursor``/``decode_cursor``: the opaque ``tasks/list`` cursor (-32602 when it is not one of ours).
-
-Pure Python, no Django.
+service.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import messages, versions
+from . import messages, pagination, versions
 from .errors import InvalidParams
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -84,7 +71,8 @@ class TaskState:
 
 
 def task(state: TaskState) -> dict[str, Any]:
-    """The ``Task`` object."""
+    """The ``Task`` object: the body of ``tasks/get`` and ``tasks/cancel`` results, of ``tasks/list`` entries and
+    of ``notifications/tasks/status`` params."""
     wire: dict[str, Any] = {"taskId": state.task_id, "status": state.status}
     if state.status_message:
         wire["statusMessage"] = state.status_message
@@ -106,33 +94,19 @@ def status_notification(state: TaskState) -> dict[str, Any]:
     return messages.notification(STATUS_NOTIFICATION, task(state))
 
 
-def related_task_meta(task_id: str) -> dict[str, Any]:
-    return {RELATED_TASK: {"taskId": task_id}}
-
-
 def with_related_task(message_params: Mapping[str, Any], task_id: str) -> dict[str, Any]:
-    """``message_params`` (a result, or a request's or notification's params) with the related-task ``_meta``."""
+    """``message_params`` (a result, e.g. a ``tasks/result`` answer, or a request's or notification's params)
+    with the related-task ``_meta``."""
     out = dict(message_params)
     meta = out.get("_meta")
-    out["_meta"] = {**(meta if isinstance(meta, dict) else {}), **related_task_meta(task_id)}
+    out["_meta"] = {**(meta if isinstance(meta, dict) else {}), RELATED_TASK: {"taskId": task_id}}
     return out
 
 
 def encode_cursor(position: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{position}".encode()).decode().rstrip("=")
+    return pagination.encode_cursor(position, _CURSOR_PREFIX)
 
 
 def decode_cursor(cursor: Any) -> int | None:
     """The position a ``tasks/list`` cursor names (``None``: the first page); -32602 for anything else."""
-    if cursor is None:
-        return None
-    if not isinstance(cursor, str) or not cursor:
-        raise InvalidParams("Invalid params: invalid cursor")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidParams("Invalid params: invalid cursor") from exc
-    digits = text[len(_CURSOR_PREFIX) :]
-    if not text.startswith(_CURSOR_PREFIX) or not digits.isdigit():
-        raise InvalidParams("Invalid params: invalid cursor")
-    return int(digits)
+    return None if cursor is None else pagination.decode_cursor(cursor, _CURSOR_PREFIX)

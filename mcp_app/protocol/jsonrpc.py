@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -94,7 +94,7 @@ def encode(payload: Any) -> bytes:
     return orjson.dumps(payload)
 
 
-def _valid_id(value: Any) -> bool:
+def valid_id(value: Any) -> TypeGuard[str | int]:
     # MCP forbids null ids; booleans are ints to Python but not ids in JSON-RPC.
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -103,7 +103,7 @@ def recover_id(obj: Any) -> JsonRpcId:
     """The id to put on an error about ``obj``: its own if it is a valid id, else null."""
     if isinstance(obj, dict):
         candidate = obj.get("id")
-        if _valid_id(candidate):
+        if valid_id(candidate):
             return candidate
     return None
 
@@ -131,9 +131,9 @@ def classify(obj: Any) -> Message:
         if "id" not in obj:
             return Notification(method=method, params=params)
         request_id = obj["id"]
-        if not _valid_id(request_id):
+        if not valid_id(request_id):
             raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
         return Request(id=request_id, method=method, params=params)
-    if ("result" in obj) != ("error" in obj) and _valid_id(obj.get("id")):
+    if ("result" in obj) != ("error" in obj) and valid_id(obj.get("id")):
         return ClientResponse(id=obj["id"], result=obj.get("result"), error=obj.get("error"))
     raise InvalidRequest("Invalid Request: neither a request, a notification nor a response")

@@ -17,6 +17,10 @@ import re
 from itertools import accumulate
 from typing import Any
 
+import orjson
+
+from .errors import InvalidParams
+
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -62,10 +66,6 @@ def find_nul(value: Any) -> bool:
 def check_client_metadata(client_info: Any, capabilities: Any, max_bytes: int) -> None:
     """Refuse (``InvalidParams``) a clientInfo + capabilities declaration larger than ``max_bytes`` encoded:
     it is stored with the session or task, and must not grow the database without bound."""
-    import orjson
-
-    from .errors import InvalidParams
-
     size = len(orjson.dumps(client_info)) + len(orjson.dumps(capabilities))
     if size > max_bytes:
         raise InvalidParams(

@@ -1,7 +1,8 @@
-"""The JSON-RPC messages mcp-host builds itself (requests to clients, notifications): one definition of each.
+"""The JSON-RPC messages mcp-host builds itself (requests to clients, notifications, a failed tool call's result):
+one definition of each.
 
-Errors are made in ``errors.py``; this module makes the other wire objects that code outside ``protocol/``
-(catalog events, the back-channel, tasks) used to spell out by hand. Pure Python, no Django.
+Errors are made in ``errors.py``; the other wire objects that code outside ``protocol/`` sends (catalog events,
+the back-channel, tasks) are made here. Pure Python, no Django.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def list_changed(kind: str) -> dict[str, Any]:
     if kind not in LIST_KINDS:
         raise ValueError(f"no list_changed notification for {kind!r}")
     return notification(f"notifications/{kind}/list_changed")
+
+
+def failed_call(text: str) -> dict[str, Any]:
+    """A ``CallToolResult`` that failed (``isError``) with one text block saying why."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
 def resource_updated(uri: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import versions
@@ -80,10 +80,6 @@ class Envelope:
     client_capabilities: Mapping[str, Any]
     client_info: Mapping[str, Any] | None = None
     log_level: str | None = None
-    extensions: Mapping[str, Any] = field(default_factory=dict)
-
-    def declares_extension(self, name: str) -> bool:
-        return name in self.extensions
 
 
 def envelope_meta(payload: Any) -> Mapping[str, Any] | None:
@@ -123,14 +119,7 @@ def read_envelope(payload: dict[str, Any]) -> Envelope:
     log_level = meta.get(META_LOG_LEVEL)
     if log_level is not None and log_level not in LOG_LEVELS:
         raise InvalidParams(f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}")
-    extensions = capabilities.get("extensions")
-    return Envelope(
-        protocol_version=version,
-        client_capabilities=capabilities,
-        client_info=client_info,
-        log_level=log_level,
-        extensions=extensions if isinstance(extensions, dict) else {},
-    )
+    return Envelope(version, capabilities, client_info, log_level)
 
 
 def decode_header_value(value: str) -> str:
@@ -167,11 +156,6 @@ def check_headers(method: str, params: Mapping[str, Any], envelope: Envelope, he
         raise HeaderMismatch(f"Header mismatch: {HEADER_NAME} given but params.{name_field} is missing")
 
 
-def check_version(envelope: Envelope, supported: tuple[str, ...]) -> None:
-    if envelope.protocol_version not in versions.modern_versions(supported):
-        raise UnsupportedProtocolVersion(envelope.protocol_version, versions.newest_first(supported))
-
-
 def admit(payload: Any, headers: Mapping[str, str], supported: tuple[str, ...]) -> Envelope:
     """Check a modern request body against the envelope, header and version rules; return its envelope."""
     if not isinstance(payload, dict):
@@ -183,7 +167,8 @@ def admit(payload: Any, headers: Mapping[str, str], supported: tuple[str, ...]) 
     envelope = read_envelope(payload)
     params = payload.get("params")
     check_headers(method, params if isinstance(params, dict) else {}, envelope, headers)
-    check_version(envelope, supported)
+    if envelope.protocol_version not in versions.modern_versions(supported):
+        raise UnsupportedProtocolVersion(envelope.protocol_version, versions.newest_first(supported))
     return envelope
 
 
@@ -214,12 +199,7 @@ def check_param_headers(schema: Mapping[str, Any], arguments: Mapping[str, Any],
 def _header_matches(header: str, value: Any) -> bool:
     if isinstance(value, bool):
         return header == ("true" if value else "false")
-    if isinstance(value, int):
-        try:
-            return int(header.strip()) == value
-        except ValueError:
-            return False
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         try:
             return int(header.strip()) == int(value)
         except ValueError:

@@ -17,27 +17,29 @@ from .errors import InvalidParams
 _PREFIX = "mcp-page:"
 
 
-def _encode(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"{_PREFIX}{offset}".encode()).decode().rstrip("=")
+def encode_cursor(position: int, prefix: str = _PREFIX) -> str:
+    """The opaque cursor naming ``position`` (``prefix`` tells one kind of list's cursors from another's)."""
+    return base64.urlsafe_b64encode(f"{prefix}{position}".encode()).decode().rstrip("=")
 
 
-def _decode(cursor: Any) -> int:
+def decode_cursor(cursor: Any, prefix: str = _PREFIX) -> int:
+    """The position a cursor of ``encode_cursor`` names; -32602 for anything else."""
     if not isinstance(cursor, str) or not cursor:
         raise InvalidParams("Invalid params: invalid cursor")
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
         raise InvalidParams("Invalid params: invalid cursor") from exc
-    if not text.startswith(_PREFIX) or not text[len(_PREFIX) :].isdigit():
+    if not text.startswith(prefix) or not text[len(prefix) :].isdigit():
         raise InvalidParams("Invalid params: invalid cursor")
-    return int(text[len(_PREFIX) :])
+    return int(text[len(prefix) :])
 
 
 def page(
     items: list[dict[str, Any]], params: dict[str, Any], size: int, key: str, max_bytes: int | None = None
 ) -> dict[str, Any]:
     """``{key: items[offset:end]}`` plus ``nextCursor`` when more remain; bad cursors are -32602."""
-    offset = _decode(params["cursor"]) if params.get("cursor") is not None else 0
+    offset = decode_cursor(params["cursor"]) if params.get("cursor") is not None else 0
     if offset > len(items):
         raise InvalidParams("Invalid params: invalid cursor")
     end = min(offset + size, len(items))
@@ -50,5 +52,5 @@ def page(
                 break
     result: dict[str, Any] = {key: items[offset:end]}
     if end < len(items):
-        result["nextCursor"] = _encode(end)
+        result["nextCursor"] = encode_cursor(end)
     return result

@@ -1,25 +1,18 @@
 """The ports of the protocol core: the interfaces through which handlers reach what lies outside ``protocol/``.
 
-- ``Outbound``: the client, outside one request/response exchange.
+- ``Outbound``: the back-channel of one HTTP request: notifications on its response stream, server-to-client
+  requests (sampling, elicitation, roots) and their answers, cancellation, closing the stream early (SEP-1699).
+  The transport implements it (``transport.backchannel``) for handshake-era POSTs; everything else (the
+  stateless revision, the admin's console, tests, resumed tasks) gets ``NO_CHANNEL``.
 - ``Session``: a handshake-era session's negotiated state and the verbs that change it (the transport).
 - ``Tasks``: the caller's durable tasks of the 2026-07-28 extension (the runtime).
 - ``CallAudit``: the audit log of ``tools/call`` (the runtime).
 
 A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``,
 and ``context.NO_HANDSHAKE_TASKS``), never ``None``: callers ask the port (``can_request``, ``available``)
-instead of testing for ``None``.
-
-The ports whose signatures take a request or call context (``ToolRunner``, ``HandshakeTasks``,
-``RequestTracer``) live beside those contexts in ``context``: their types refer to each other, and no import
-cycle is allowed, not even one for type checking only. The composition root (``mcp_app.services``) chooses the
-implementations; nothing here touches a database.
-
-``Outbound`` is the back-channel of one HTTP request: notifications on its response stream, server-to-client
-requests (``sampling/createMessage``, ``elicitation/create``, ``roots/list``) and their answers, cancellation of
-a running request, and closing the response stream early (SEP-1699). The transport implements it
-(``transport.backchannel``) for handshake-era POSTs; everything else (the stateless revision, the admin's console,
-tests, resumed tasks) gets ``NO_CHANNEL``, which can carry nothing. Handlers and runners ask ``can_request``
-instead of testing for ``None``.
+instead of testing for ``None``. The ports whose signatures take a request or call context (``ToolRunner``,
+``HandshakeTasks``, ``RequestTracer``) live beside those contexts in ``context``, so that no import cycle is
+needed. The composition root (``mcp_app.services``) chooses the implementations; nothing here touches a database.
 
 Not here: how the bytes are framed (``transport.writer``), which process holds the waiting call (the channel
 layer), or when a request is allowed (the handlers decide by capability and era).
@@ -83,7 +76,7 @@ class SendOnly:
 
 class NoChannel(SendOnly):
     """The ``Outbound`` of requests that have no back-channel: notifications are dropped, requests answer with
-    an internal-error object, client answers and cancellations have nobody to reach, nothing can be closed."""
+    an internal-error object."""
 
     can_request = False
 

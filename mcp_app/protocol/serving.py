@@ -209,9 +209,7 @@ async def serve_legacy(payload: Any, request: PostRequest, exchange: Exchange) -
     )
     if version is None:
         return refusal(400, f"Unsupported MCP-Protocol-Version {header!r}; supported: {', '.join(supported)}.")
-    request_id = None
-    if isinstance(payload, dict) and isinstance(payload.get("id"), str | int) and "method" in payload:
-        request_id = payload["id"]
+    request_id = jsonrpc.recover_id(payload) if isinstance(payload, dict) and "method" in payload else None
     ctx = exchange.context(
         Route(versions.LEGACY, version, request_id),
         session=session,

@@ -2,14 +2,8 @@
 
 Pure functions of the answer; the transport writes the status they return and decides nothing itself about
 JSON-RPC errors. Transport-level refusals (401/403 auth, 404 unknown server or session, 405, 413, 415, 421) are
-not JSON-RPC outcomes and are not decided here.
-
-- Handshake era (2024-11-05 … 2025-11-25): an error about the whole body (-32700 parse error, -32600 invalid
-  request) is 400; errors of individual methods ride on 200, as do batches.
-- Stateless era (2026-07-28): the validation ladder's errors are 400 (-32700, -32600, -32602, -32020, -32021,
-  -32022), an unknown method is 404 (-32601); any other error rides on 200 (TypeScript SDK behaviour; the spec
-  leaves it open). A request refused before dispatch (by the envelope, header or version rules) is 400 unless
-  its code maps elsewhere.
+not JSON-RPC outcomes and are not decided here. In the stateless era, an error outside the validation ladder
+(``MODERN_STATUS``) rides on 200, as the TypeScript SDK does (the spec leaves it open).
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ from .errors import (
 )
 
 BODY_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST})
-# 2026-07-28: errors of the validation ladder are 400, an unknown method 404; other errors ride on 200.
 MODERN_STATUS: dict[int, int] = {
     PARSE_ERROR: 400,
     INVALID_REQUEST: 400,

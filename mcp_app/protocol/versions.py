@@ -17,7 +17,6 @@ LEGACY = "legacy"
 MODERN = "modern"
 
 HANDSHAKE_VERSIONS: tuple[str, ...] = (V2024_11_05, V2025_03_26, V2025_06_18, V2025_11_25)
-LATEST_HANDSHAKE_VERSION = V2025_11_25
 MODERN_VERSIONS: tuple[str, ...] = (V2026_07_28,)
 ALL_VERSIONS: tuple[str, ...] = HANDSHAKE_VERSIONS + MODERN_VERSIONS
 # Assumed for stateless requests that carry no MCP-Protocol-Version header (transports spec, 2025-06-18).

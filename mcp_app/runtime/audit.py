@@ -1,17 +1,11 @@
 """Recording ``tools/call`` requests in the audit log without putting the database on the request path.
 
 The request path only appends a small tuple to an in-process buffer (``AuditLog.append``: no query, no I/O, no
-thread hop). A daemon thread flushes the buffer every ``AUDIT_FLUSH_INTERVAL_SECONDS`` (at most 1 s) with
-``bulk_create``, and once more at interpreter exit, so a crash loses at most the records of the last interval.
-The flusher also does the work that needs CPU but not the caller: the keyed digest of the arguments and the
-redacted, size-bounded copy that is stored (see ``redact``).
-
-Failure handling: a failed flush never reaches the request path. Its rows stay in memory and are retried on the
-next ticks; the first failure of an outage is logged once (with the exception type, never the rows), recovery is
-logged once, and a batch that failed ``AUDIT_FLUSH_RETRIES`` times is dropped with an error that says how many
-records were lost. At most ``AUDIT_BUFFER_SIZE`` records are held; beyond it new records are dropped and
-counted (logged once per overflow). Rows whose server or agent was deleted before the flush keep their strings
-with the foreign key cleared; rows of a deleted tenant are dropped (its audit trail went with it).
+thread hop). A daemon thread writes it every ``AUDIT_FLUSH_INTERVAL_SECONDS`` and at interpreter exit, computing
+the keyed digest and the redacted copy of the arguments there. A failed flush never reaches the request path:
+the loss bound, the retries and the buffer's bound are those of docs/audit.md ("The loss bound"), and they are
+logged once per outage (the exception type, never the rows). Rows whose server or agent was deleted before the
+flush keep their strings with the foreign key cleared; rows of a deleted tenant are dropped.
 
 ``request_audit(server, token, era, protocol_version)`` builds the ``CallAudit`` port a ``RequestContext``
 carries; the ``tools/call`` handler calls it once per request, whatever the outcome.
@@ -147,9 +141,7 @@ class AuditLog:
         return written
 
     def _flush_locked(self) -> int:
-        taken: list[PendingCall] = []
-        while self._pending:
-            taken.append(self._pending.popleft())
+        taken = [self._pending.popleft() for _ in range(len(self._pending))]  # what is here now; appends go on
         oldest = min((call.appended for call in taken), default=None)
         rows = [*self._retry, *((self._prepare(call), 0) for call in taken)]
         self._retry = []

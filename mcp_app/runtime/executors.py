@@ -1,12 +1,9 @@
 """One executor per kind of catalog entry, in one table keyed by the type of target the catalog resolves it to.
 
-An ``Executor`` knows how its kind runs: ``validate`` a tool's arguments (and convert them to what ``call``
-takes), ``call`` the tool, ``read`` a resource, ``render`` a prompt. A kind implements what its targets are for;
-the base validates against the tool's published JSON Schema and refuses the rest. ``EXECUTORS`` maps each target
-type (a code definition, a static behaviour, ``definitions.targets``, ``definitions.upstreams``) to its executor;
-``executor_for`` is the one lookup, which the inline runner (``runtime.execution``) and the routing runner use:
-nothing else branches on a target's type. A new kind costs a target type and an executor, added here (or, from a
-project or a test, to ``EXECUTORS``).
+``EXECUTORS`` maps each target type (a code definition, a static behaviour, ``definitions.targets``,
+``definitions.upstreams``) to its ``Executor``; ``executor_for`` is the one lookup, which the inline runner
+(``runtime.execution``) and the routing runner use: nothing else branches on a target's type. A new kind costs a
+target type and an executor, added here (or, from a project or a test, to ``EXECUTORS``).
 
 The kinds: ``python`` (``@tool``, ``@resource``, ``@prompt`` functions; arguments validated by the function's
 pydantic model, input requests of the handshake era asked in band), ``static`` (a row's canned answers, content
@@ -22,6 +19,7 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -50,15 +48,17 @@ MAX_INPUT_ROUNDS = 8
 
 
 class Executor:
-    """How one kind runs. Each method gets a descriptor whose ``target`` is of a type this executor is registered
-    for; a kind overrides the methods its targets serve."""
+    """How one kind runs: ``validate`` a tool's arguments (converted to what ``call`` takes), ``call`` the tool,
+    ``read`` a resource, ``render`` a prompt. Each method gets a descriptor whose ``target`` is of a type this
+    executor is registered for; a kind overrides the methods its targets serve, and the base validates against
+    the tool's published JSON Schema and refuses the rest."""
 
     def validate(self, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the tool's input schema; raise ``InvalidToolArguments`` with every
         problem, else return them as ``call`` takes them."""
         errors = sorted(validator(tool.input_schema).iter_errors(arguments), key=lambda error: list(error.path))
         if errors:
-            raise InvalidToolArguments("; ".join(_describe_schema_error(error) for error in errors))
+            raise InvalidToolArguments(_describe((error.absolute_path, error.message) for error in errors))
         return arguments
 
     async def call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
@@ -94,9 +94,9 @@ def _compiled(schema_json: bytes) -> Draft202012Validator:
     return schema_validator(orjson.loads(schema_json))
 
 
-def _describe_schema_error(error: Any) -> str:
-    location = ".".join(str(part) for part in error.absolute_path) or "arguments"
-    return f"{location}: {error.message}"
+def _describe(problems: Iterable[tuple[Iterable[Any], str]]) -> str:
+    """``location: message; …`` for each problem found in a call's arguments (a location is a path into them)."""
+    return "; ".join(f"{'.'.join(map(str, path)) or 'arguments'}: {message}" for path, message in problems)
 
 
 def text(value: str) -> dict[str, Any]:
@@ -127,7 +127,8 @@ class PythonExecutor(Executor):
             # integer, while an integer still satisfies "number" and ISO strings still parse into dates.
             model = registered.input_model.model_validate_json(orjson.dumps(arguments), strict=True)
         except pydantic.ValidationError as exc:
-            raise InvalidToolArguments(_describe_validation_error(exc)) from exc
+            problems = exc.errors(include_url=False, include_input=False)
+            raise InvalidToolArguments(_describe((error["loc"], error["msg"]) for error in problems)) from exc
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
@@ -183,14 +184,6 @@ class PythonExecutor(Executor):
         if isinstance(value, list):
             return {**_described(prompt), "messages": value}
         raise TypeError(f"prompt function {registered.name} returned {type(value).__name__}")
-
-
-def _describe_validation_error(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for error in exc.errors(include_url=False, include_input=False):
-        location = ".".join(str(part) for part in error["loc"]) or "arguments"
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
 
 
 def _holds_non_finite(value: Any) -> bool:

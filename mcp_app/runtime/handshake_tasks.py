@@ -1,34 +1,22 @@
 """Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the same ``ToolTask`` record,
-settlement and cross-process cancellation as the 2026-07-28 extension (``runtime.tasks``).
+settlement and cross-process cancellation as the 2026-07-28 extension (``runtime.tasks``, ``runtime.durable``).
 
-``HandshakeTaskService`` is the ``HandshakeTasks`` port of one handshake-era request (``RequestContext
-.handshake_tasks``):
+``HandshakeTaskService`` is the ``HandshakeTasks`` port of one handshake-era request:
 
-- ``start``: a ``tools/call`` with ``params.task``. The record is stored ``working`` (``protocol_version``
-  2025-11-25, the request id, the granted ``ttl``: the requested one up to ``TASK_TTL_MS``) before the client
-  hears of it; the call then runs in the background through the request's ``ToolRunner`` (seams §1: an inline
-  tool here, a worker tool on Celery once the proxy runner is wired), and ``{task}`` is answered at once.
-- The outcome settles the record: ``completed`` (a result), ``failed`` with the result kept (an ``isError``
-  result: for tool calls that revision makes ``isError`` a failure), ``failed`` with the JSON-RPC error (a
-  protocol error, or an internal one). Terminal statuses never change (conditional UPDATEs).
-- ``get``/``list``: the caller's own tasks of the handshake era, unexpired, and not of a tool outside the token's
-  grant; anything else is unknown. ``list`` pages newest first with an opaque cursor.
-- ``result``: waits until the task is terminal (woken by a status event on the task's channel-layer group, and
-  re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS`` so a lost event or another process's update
-  costs at most that), then answers what the call answered: the result with related-task ``_meta``, or the
-  error. A cancelled task answers -32603 "Task was cancelled" (the call has no answer of its own).
-- ``cancel``: a non-terminal task becomes ``cancelled`` before the answer, and its work is stopped in whichever
-  process runs it (``runtime.tasks``' task group, which the admin's cancel action uses too); a terminal one is
-  -32602.
+- ``start``: the record is stored ``working`` (with the granted ``ttl``: the requested one up to
+  ``TASK_TTL_MS``) before the client hears of it, then the call runs in the background through the request's
+  ``ToolRunner`` and ``{task}`` is answered at once. Its outcome settles the record (``durable.columns`` with
+  ``handshake=True``: that revision makes an ``isError`` result a ``failed`` task, its result kept).
+- ``get``/``list``/``result``/``cancel`` see the caller's own unexpired tasks of the handshake era, not those of
+  a tool outside the token's grant. ``result`` waits for a terminal status (woken by a status event on the task
+  group, re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS``); a cancelled task answers
+  -32603 "Task was cancelled".
 
-While the call runs its progress and log notifications (related-task ``_meta`` added) go to the session's
-streams (the GET stream, in any process), and so do its server-to-client requests (elicitation, sampling): the
-task is ``input_required`` until the client answers (on any POST, delivered across processes). The process
-running the work sends ``notifications/tasks/status`` on the session's streams at each change (input_required,
-working again, and the terminal status). Without a session (a sessionless server) nothing is streamed and
-server-to-client requests fail as they do for any call without a channel. If the process running a task dies,
-``recover_orphaned_tasks`` fails the task at the next start (``working`` or waiting for input: both waited in
-that process).
+While the call runs, its notifications (with related-task ``_meta``) and server-to-client requests go to the
+session's streams, in any process (``task_session``); the task is ``input_required`` until the client answers,
+and ``notifications/tasks/status`` follows each change. Without a session nothing is streamed and server-to-client
+requests fail as for any call without a channel. The tasks of a process that died are failed by
+``durable.recover_orphaned_tasks``.
 """
 
 from __future__ import annotations
@@ -43,10 +31,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..events import (
-    TASK_STATUS_EVENT,
-    task_group,
-)
+from ..events import TASK_STATUS_EVENT, task_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
@@ -60,6 +45,7 @@ from ..protocol.reporters import LogReporter
 from . import durable
 from .progress import RecordedProgress
 from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
+from .tasks import CallerTasks
 
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
 MIN_TTL_MS = 1_000
@@ -73,13 +59,6 @@ def granted_ttl(requested: int | None) -> int:
     return max(min(requested, ceiling), min(MIN_TTL_MS, ceiling))
 
 
-def follow_handshake(task: ToolTask, work: asyncio.Task[Any], channel: SessionChannel) -> None:
-    """Settle a 2025-11-25 ``task`` from ``work`` when it ends, as the module docstring says (``durable.columns``
-    for this era), and tell its session (``durable.follow``)."""
-    columns = functools.partial(durable.columns, handshake=True, tool_name=task.tool_name)
-    durable.follow(task, work, columns=columns, announce=functools.partial(announce, task.pk, channel))
-
-
 def _withheld_tools(ctx: RequestContext) -> set[str]:
     """Tools the server has but this token's grant leaves out: their tasks are as unknown as they are."""
     whole = ctx.catalog.unrestricted
@@ -88,14 +67,11 @@ def _withheld_tools(ctx: RequestContext) -> set[str]:
     return {tool.name for tool in whole.tools} - {tool.name for tool in ctx.catalog.tools}
 
 
-class HandshakeTaskService:
+class HandshakeTaskService(CallerTasks):
     """The ``HandshakeTasks`` port for one handshake-era request: the caller's 2025-11-25 tasks on one server."""
 
-    available = True
-
     def __init__(self, server_pk: int, agent_pk: int, session_key: str | None) -> None:
-        self._server_pk = server_pk
-        self._agent_pk = agent_pk
+        super().__init__(server_pk, agent_pk)
         self._session_key = session_key
 
     def _visible(self, ctx: RequestContext) -> QuerySet[ToolTask]:
@@ -125,13 +101,11 @@ class HandshakeTaskService:
         request_id: str | int,
     ) -> dict[str, Any]:
         ctx = call.request
-        task = await database_sync_to_async(ToolTask.objects.create_task)(
-            server_id=self._server_pk,
-            agent_id=self._agent_pk,
-            tool_name=tool.name,
-            arguments=arguments,
+        task = await self.create(
+            tool,
+            arguments,
+            call,
             ttl_ms=granted_ttl(ttl_ms),
-            client_capabilities=dict(ctx.client_capabilities),
             status=ToolTask.Status.WORKING,
             owner=owner_id(),
             execution=tool.execution,
@@ -153,7 +127,9 @@ class HandshakeTaskService:
             in_task=True,
         )
         work = asyncio.ensure_future(ctx.runner.call_tool(tool, arguments, task_call))
-        follow_handshake(task, work, channel)
+        # Settled by this era's columns, and its session told of each change.
+        columns = functools.partial(durable.columns, handshake=True, tool_name=task.tool_name)
+        durable.follow(task, work, columns=columns, announce=functools.partial(announce, task.pk, channel))
         return wire.create_task_result(task_state(task))
 
     async def get(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
@@ -198,12 +174,11 @@ class HandshakeTaskService:
         if task is None:
             return None
         moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
+        current = await reload_task(task.pk) or task
         if not moved:
-            current = await reload_task(task.pk)
-            status = current.status if current is not None else task.status
             raise InvalidParams(
-                f"Cannot cancel task: already in terminal status '{status}'", {"taskId": task_id, "status": status}
+                f"Cannot cancel task: already in terminal status '{current.status}'",
+                {"taskId": task_id, "status": current.status},
             )
         await group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
-        current = await reload_task(task.pk)
-        return wire.task(task_state(current if current is not None else task))
+        return wire.task(task_state(current))

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 
 
 def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
-    """Run a sync tool with Django's connection hygiene around it, as a request handler would have: the worker
-    thread's connections may have outlived ``CONN_MAX_AGE`` or broken since the thread last ran a tool."""
     close_old_connections()
     try:
         return function(**kwargs)
@@ -28,15 +26,15 @@ def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
         close_old_connections()
 
 
-# One wrapper for every call: building a SyncToAsync (functools.update_wrapper, coroutine checks) per call was
-# 2-3 % of the server's CPU under load (py-spy, docs/performance.md). Its __call__ keeps no state on the instance.
+# One wrapper for every call: building a SyncToAsync per call costs measurable CPU (docs/performance.md). Its
+# __call__ keeps no state on the instance.
 _in_a_worker_thread = SyncToAsync(_in_worker_thread, thread_sensitive=False)
 
 
 async def run_sync(function: Any, **kwargs: Any) -> Any:
     """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
-    after), so a tool that uses the ORM never inherits a dead connection with persistent connections on. The
-    only thread hop of a warm call."""
+    after), as a request handler would have: the thread's connections may have outlived ``CONN_MAX_AGE`` or
+    broken since it last ran a tool. The only thread hop of a warm call."""
     return await _in_a_worker_thread(function, kwargs)
 
 

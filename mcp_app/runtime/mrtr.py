@@ -7,7 +7,6 @@ state minted for one of them is rejected for any other, and stale state expires.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from django.core import signing
@@ -15,6 +14,7 @@ from django.core import signing
 from ..definitions.context import REQUIRED_CAPABILITY, InputRequired
 from ..protocol.context import CallContext
 from ..protocol.errors import InvalidParams, MissingRequiredClientCapability
+from ..protocol.messages import failed_call
 from ..protocol.versions import MODERN
 
 STATE_MAX_AGE_SECONDS = 15 * 60
@@ -47,18 +47,11 @@ def verify_state(call: CallContext, tool_name: str) -> Any:
 def input_required_result(call: CallContext, tool_name: str, needed: InputRequired) -> dict[str, Any]:
     """The wire ``InputRequiredResult``; refuses to ask for what the client cannot answer."""
     if call.request.era != MODERN:
-        return {
-            "content": [
-                {
-                    "type": "text",
-                    "text": f"Tool {tool_name} needs input from the client, which protocol version "
-                    f"{call.request.protocol_version} cannot carry on this server.",
-                }
-            ],
-            "isError": True,
-        }
-    requests: dict[str, Mapping[str, Any]] = {}
-    for key, request in needed.requests.items():
+        return failed_call(
+            f"Tool {tool_name} needs input from the client, which protocol version "
+            f"{call.request.protocol_version} cannot carry on this server."
+        )
+    for request in needed.requests.values():
         method = request.get("method")
         capability = REQUIRED_CAPABILITY.get(method) if isinstance(method, str) else None
         if capability is None:
@@ -67,7 +60,7 @@ def input_required_result(call: CallContext, tool_name: str, needed: InputRequir
             raise MissingRequiredClientCapability(
                 {capability: {}}, f"Tool {tool_name} needs the client capability {capability!r}"
             )
-        requests[key] = request
+    requests = dict(needed.requests)
     result: dict[str, Any] = {"resultType": "input_required"}
     if requests:
         result["inputRequests"] = requests

@@ -24,14 +24,7 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription
 from ..conf import mcp_settings
-from ..events import (
-    BROADCAST_EVENT,
-    REPLY_EVENT,
-    TASK_STATUS_EVENT,
-    reply_group,
-    session_group,
-    task_group,
-)
+from ..events import BROADCAST_EVENT, REPLY_EVENT, TASK_STATUS_EVENT, reply_group, session_group, task_group
 from ..models import ToolTask
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages

@@ -63,14 +63,36 @@ def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
     return wire
 
 
-class TaskService:
-    """The ``Tasks`` port for one request: the caller's tasks on one server."""
+class CallerTasks:
+    """What the task services of both eras share: the caller (an agent on one server), whose records they make."""
 
     available = True
 
-    def __init__(self, server_pk: int, agent_pk: int, runner: ToolRunner) -> None:
+    def __init__(self, server_pk: int, agent_pk: int) -> None:
         self._server_pk = server_pk
         self._agent_pk = agent_pk
+
+    async def create(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, **fields: Any
+    ) -> ToolTask:
+        """A new record of the caller's call of ``tool`` (``fields``: its state; ``ttl_ms`` by default the
+        ``TASK_TTL_MS`` setting)."""
+        task: ToolTask = await database_sync_to_async(ToolTask.objects.create_task)(
+            server_id=self._server_pk,
+            agent_id=self._agent_pk,
+            tool_name=tool.name,
+            arguments=arguments,
+            client_capabilities=dict(call.request.client_capabilities),
+            **{"ttl_ms": mcp_settings.TASK_TTL_MS, **fields},
+        )
+        return task
+
+
+class TaskService(CallerTasks):
+    """The ``Tasks`` port for one request: the caller's tasks on one server."""
+
+    def __init__(self, server_pk: int, agent_pk: int, runner: ToolRunner) -> None:
+        super().__init__(server_pk, agent_pk)
         self._runner = runner
         self._ctx: RequestContext | None = None
 
@@ -138,20 +160,6 @@ class TaskService:
         else:
             work = asyncio.ensure_future(self._runner.call_tool(tool, dict(task.arguments), call))
         follow(task, work)
-
-    async def create(
-        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, **fields: Any
-    ) -> ToolTask:
-        task: ToolTask = await database_sync_to_async(ToolTask.objects.create_task)(
-            server_id=self._server_pk,
-            agent_id=self._agent_pk,
-            tool_name=tool.name,
-            arguments=arguments,
-            ttl_ms=mcp_settings.TASK_TTL_MS,
-            client_capabilities=dict(call.request.client_capabilities),
-            **fields,
-        )
-        return task
 
 
 async def _gone(name: str) -> dict[str, Any]:
@@ -229,13 +237,7 @@ async def call_maybe_as_task(
     service = call.request.tasks
     assert isinstance(service, TaskService)
     # What of the call the task's run gets: neither its request id, _meta nor record.
-    base = CallContext(
-        request=call.request,
-        progress=call.progress,
-        log=call.log,
-        input_responses=call.input_responses,
-        request_state=call.request_state,
-    )
+    base = dataclasses.replace(call, in_task=False, request_id=None, meta=None, task_id=None, cancelled=None)
 
     async def start(task_call: CallContext) -> Awaitable[dict[str, Any]]:
         return runner.call_tool(tool, arguments, task_call)

@@ -1,39 +1,21 @@
 """Running ``http`` tools: send the call to the tenant's webhook, turn the reply into a ``CallToolResult``.
 
-Request: ``METHOD url`` (POST unless configured) with the tool's headers and secret headers and the JSON body
-``{"arguments": {...}, "agent": "<agent id>", "call_id": "<unique id>", "tool": "<exposed name>",
-"server": "<server id>"}``, sent with httpx. ``call_id`` is unique per call (receivers may use it to de-duplicate).
-With tracing on (``observability.tracing``) the request is a CLIENT span and carries its ``traceparent``.
+The wire contract (the request's headers and JSON body, how a 2xx reply becomes the result, the ``WEBHOOK_*``
+error codes of everything else, the SSRF rules) is docs/http-tools.md; this module is its one implementation.
+Every failure is an ``isError`` result (``error_result``) whose message never holds header values, bodies or
+tracebacks.
 
-Reply mapping (2xx):
-
-- an object with ``content`` and/or ``structuredContent`` (and optionally ``isError``) is the result; content
-  blocks are checked minimally (known type and required fields), ``structuredContent`` must be an object (the
-  runner then checks it against the tool's ``outputSchema``, as for every kind);
-- any other JSON value is one text block (a string as it is, anything else as compact JSON);
-- an empty body (e.g. 204) is an empty result.
-
-Everything else is an ``isError`` result whose first text says what happened and whose second carries
-``{code, message, error_type: "webhook_error"}``: ``WEBHOOK_HTTP_STATUS`` (non-2xx), ``WEBHOOK_REDIRECT``
-(3xx: redirects are never followed, so that neither the secret headers nor the JSON body can be sent anywhere the
-tenant did not configure), ``WEBHOOK_TIMEOUT``, ``WEBHOOK_TOO_LARGE``, ``WEBHOOK_INVALID_JSON``,
-``WEBHOOK_INVALID_RESULT``, ``WEBHOOK_FORBIDDEN_ADDRESS``, ``WEBHOOK_UNREACHABLE`` (connection refused, TLS
-failure, broken exchange), ``WEBHOOK_UNAVAILABLE`` (secret headers that no configured key decrypts),
-``WEBHOOK_FAILED`` (anything unexpected; logged by exception type only). Messages never contain header values, bodies or tracebacks.
-
-SSRF: every connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list:
-``OUTBOUND_ALLOWED_NETWORKS`` plus ``HTTP_TOOL_ALLOWED_NETWORKS``), which resolves the host, checks every address
-(``netguard``) and connects to a checked address itself, while TLS still verifies the certificate for the URL's
-host name (the connection's SNI/hostname is the URL's, only the socket is pinned). No proxy from the environment
-is used, a fresh transport serves each call (no connection is shared across tenants), the whole exchange is bounded
-by the tool's timeout, and the body is read in chunks up to ``HTTP_TOOL_MAX_RESPONSE_BYTES`` (compressed replies
-are not requested and are refused). Cancelling the call (client cancellation, task cancel, disconnect in the
-stateless era) cancels the awaiting coroutine, which closes the connection.
+How: every connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list), which
+checks every address the host resolves to and connects to a checked one itself, while TLS verifies the URL's
+host name. No proxy from the environment, no redirect followed, a fresh transport per call (no connection shared
+across tenants), the whole exchange bounded by the tool's timeout, and the body read in chunks up to
+``HTTP_TOOL_MAX_RESPONSE_BYTES``. Cancelling the call cancels the awaiting coroutine, which closes the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
@@ -66,11 +48,6 @@ class _Failure(Exception):
 
 def webhook_error(code: str, message: str) -> dict[str, Any]:
     return error_result(message, code, "webhook_error")
-
-
-def _where(url: str) -> str:
-    parts = urlsplit(url)
-    return parts.netloc or url
 
 
 async def call_webhook(
@@ -106,13 +83,11 @@ async def call_webhook(
         "Accept-Encoding": "identity",
         "User-Agent": f"mcp-host/{__version__}",
     }
+    tracer = tracing.active()
     try:
-        tracer = tracing.active()
-        if tracer is None:
+        # With tracing on: a span, and its traceparent header.
+        with tracer.webhook(target.method, target.url, headers) if tracer is not None else contextlib.nullcontext():
             reply = await _exchange(target, headers, body)
-        else:
-            with tracer.webhook(target.method, target.url, headers):  # a span, and its traceparent header
-                reply = await _exchange(target, headers, body)
         result = map_reply(reply)
     except _Failure as failure:
         logger.info(
@@ -135,7 +110,7 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
 
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
     timeout = effective_timeout(target.timeout_seconds)
-    where = _where(target.url)
+    where = urlsplit(target.url).netloc or target.url
     transport = webhook_transport()
     # The transport directly, not an httpx client: no redirect, cookie or auth handling to switch off, and no
     # "HTTP Request: <url>" log line (a webhook URL may carry a key in its path or query).

@@ -32,7 +32,7 @@ def test_an_http_tool_is_listed_with_its_schemas_and_resolves_to_its_webhook(ser
     webhook.set_secret_headers({"Authorization": "Bearer z"})
     webhook.save()
     catalog = resolve_catalog(_server(server))
-    assert catalog.tools_wire() == [
+    assert catalog.wire("tools") == [
         {
             "name": "weather",
             "title": "Forecast",
@@ -59,7 +59,7 @@ def test_an_http_tool_is_listed_with_its_schemas_and_resolves_to_its_webhook(ser
 def test_an_http_tool_without_a_webhook_is_left_out(server_factory, tool_factory):
     server = server_factory()
     tool_factory(server, "orphan", kind=Tool.Kind.HTTP)
-    assert resolve_catalog(_server(server)).tools_wire() == []
+    assert resolve_catalog(_server(server)).wire("tools") == []
 
 
 def test_editing_the_webhook_bumps_the_catalog_version(server_factory, tool_factory):

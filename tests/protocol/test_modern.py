@@ -75,8 +75,8 @@ def test_an_envelope_is_read_with_its_extensions() -> None:
     )
     assert read.protocol_version == versions.V2026_07_28
     assert read.client_info == {"name": "c"} and read.log_level == "info"
-    assert read.declares_extension(modern.TASKS_EXTENSION)
-    assert not modern.read_envelope(body()).declares_extension(modern.TASKS_EXTENSION)
+    assert read.client_capabilities == tasks
+    assert "extensions" not in modern.read_envelope(body()).client_capabilities
 
 
 @pytest.mark.parametrize(

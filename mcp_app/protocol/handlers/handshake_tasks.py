@@ -18,7 +18,7 @@ from .. import handshake_tasks
 from ..context import HandshakeTasks
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams, MethodNotFound
-from .base import dispatcher
+from .base import dispatcher, required_string
 from .lifecycle import LEGACY_ONLY
 
 
@@ -29,35 +29,24 @@ def _service(message: MessageContext, method: str) -> HandshakeTasks:
     return ctx.handshake_tasks
 
 
-def _task_id(params: dict[str, Any]) -> str:
-    task_id = params.get("taskId")
-    if not isinstance(task_id, str) or not task_id:
-        raise InvalidParams('Invalid params: "taskId" must be a non-empty string')
-    return task_id
-
-
-def _unknown(task_id: str) -> InvalidParams:
-    return InvalidParams(f"Failed to retrieve task: Task not found: {task_id}", data={"taskId": task_id})
+def _known(task: dict[str, Any] | None, task_id: str) -> dict[str, Any]:
+    if task is None:
+        raise InvalidParams(f"Failed to retrieve task: Task not found: {task_id}", data={"taskId": task_id})
+    return task
 
 
 @dispatcher.request("tasks/get", eras=LEGACY_ONLY)
 async def get_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     service = _service(message, "tasks/get")
-    task_id = _task_id(params)
-    task = await service.get(message.request, task_id)
-    if task is None:
-        raise _unknown(task_id)
-    return task
+    task_id = required_string(params, "taskId")
+    return _known(await service.get(message.request, task_id), task_id)
 
 
 @dispatcher.request("tasks/result", eras=LEGACY_ONLY)
 async def task_result(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     service = _service(message, "tasks/result")
-    task_id = _task_id(params)
-    result = await service.result(message.request, task_id)
-    if result is None:
-        raise _unknown(task_id)
-    return result
+    task_id = required_string(params, "taskId")
+    return _known(await service.result(message.request, task_id), task_id)
 
 
 @dispatcher.request("tasks/list", eras=LEGACY_ONLY)
@@ -69,8 +58,5 @@ async def list_tasks(params: dict[str, Any], message: MessageContext) -> dict[st
 @dispatcher.request("tasks/cancel", eras=LEGACY_ONLY)
 async def cancel_task(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     service = _service(message, "tasks/cancel")
-    task_id = _task_id(params)
-    task = await service.cancel(message.request, task_id)
-    if task is None:
-        raise _unknown(task_id)
-    return task
+    task_id = required_string(params, "taskId")
+    return _known(await service.cancel(message.request, task_id), task_id)

@@ -8,7 +8,8 @@ from .. import handshake_tasks, versions
 from ..context import RequestContext
 from ..dispatcher import MessageContext, server_info
 from ..errors import InvalidParams, InvalidRequest
-from ..modern import TASKS_EXTENSION
+from ..jsonrpc import valid_id
+from ..modern import META_SERVER_INFO, TASKS_EXTENSION
 from ..reporters import LOG_LEVELS
 from .base import dispatcher
 
@@ -16,39 +17,39 @@ LEGACY_ONLY = (versions.LEGACY,)
 MODERN_ONLY = (versions.MODERN,)
 
 
-def server_capabilities(ctx: RequestContext) -> dict[str, Any]:
-    capabilities: dict[str, Any] = {
-        "tools": {"listChanged": True},
-        "resources": {"listChanged": True},
-        "prompts": {"listChanged": True},
-        "completions": {},
-    }
+def server_capabilities() -> dict[str, Any]:
     # Log messages: logging/setLevel on a session (handshake era) or _meta logLevel per request (2026-07-28).
     # Resource updates: resources/subscribe on a session, or resourceSubscriptions on subscriptions/listen.
-    capabilities["logging"] = {}
-    capabilities["resources"]["subscribe"] = True
-    return capabilities
+    return {
+        "tools": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+        "prompts": {"listChanged": True},
+        "completions": {},
+        "logging": {},
+    }
+
+
+def _server_info(ctx: RequestContext) -> dict[str, Any]:
+    """``server_info()`` with the hosted server's title, if it has one."""
+    return {**server_info(), "title": ctx.server.title} if ctx.server.title else server_info()
+
+
+def _with_instructions(result: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+    return {**result, "instructions": ctx.server.instructions} if ctx.server.instructions else result
 
 
 @dispatcher.request("initialize", eras=LEGACY_ONLY)
 async def initialize(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
-    supported = versions.handshake_versions(ctx.server.protocol_versions)
-    version = versions.negotiate(params.get("protocolVersion"), supported)
-    info = server_info()
-    if ctx.server.title:
-        info["title"] = ctx.server.title
-    capabilities = server_capabilities(ctx)
+    version = versions.negotiate(
+        params.get("protocolVersion"), versions.handshake_versions(ctx.server.protocol_versions)
+    )
+    capabilities = server_capabilities()
     if ctx.handshake_tasks.available and handshake_tasks.has_tasks(version):
         capabilities["tasks"] = handshake_tasks.server_capability()  # 2025-11-25 experimental tasks
-    result: dict[str, Any] = {
-        "protocolVersion": version,
-        "capabilities": capabilities,
-        "serverInfo": info,
-    }
-    if ctx.server.instructions:
-        result["instructions"] = ctx.server.instructions
-    return result
+    return _with_instructions(
+        {"protocolVersion": version, "capabilities": capabilities, "serverInfo": _server_info(ctx)}, ctx
+    )
 
 
 @dispatcher.request("ping", eras=LEGACY_ONLY)
@@ -64,21 +65,12 @@ async def initialized(params: dict[str, Any], ctx: RequestContext) -> None:
 @dispatcher.request("server/discover", eras=MODERN_ONLY)
 async def discover(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
-    capabilities = server_capabilities(ctx)
+    capabilities = server_capabilities()
     # Extensions are advertised only to clients that declare them.
     if ctx.client_declares_extension(TASKS_EXTENSION) and ctx.tasks.available:
         capabilities["extensions"] = {TASKS_EXTENSION: {}}
-    result: dict[str, Any] = {
-        "supportedVersions": versions.newest_first(ctx.server.protocol_versions),
-        "capabilities": capabilities,
-    }
-    if ctx.server.instructions:
-        result["instructions"] = ctx.server.instructions
-    info = server_info()
-    if ctx.server.title:
-        info["title"] = ctx.server.title
-    result["_meta"] = {"io.modelcontextprotocol/serverInfo": info}
-    return result
+    result = {"supportedVersions": versions.newest_first(ctx.server.protocol_versions), "capabilities": capabilities}
+    return {**_with_instructions(result, ctx), "_meta": {META_SERVER_INFO: _server_info(ctx)}}
 
 
 @dispatcher.request("logging/setLevel", eras=LEGACY_ONLY)
@@ -96,6 +88,6 @@ async def set_level(params: dict[str, Any], message: MessageContext) -> dict[str
 @dispatcher.notification("notifications/cancelled")
 async def cancelled(params: dict[str, Any], ctx: RequestContext) -> None:
     """Handshake era: the client cancels one of its running requests (2026-07-28 closes the stream instead)."""
-    request_id: Any = params.get("requestId")
-    if isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
+    request_id = params.get("requestId")
+    if valid_id(request_id):
         await ctx.outbound.cancel(request_id)

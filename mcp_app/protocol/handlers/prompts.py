@@ -13,7 +13,7 @@ from typing import Any
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
 from ..pagination import page
-from .base import dispatcher
+from .base import dispatcher, required_string
 
 MAX_COMPLETIONS = 100
 
@@ -26,9 +26,7 @@ async def list_prompts(params: dict[str, Any], message: MessageContext) -> dict[
 
 @dispatcher.request("prompts/get")
 async def get_prompt(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    name = params.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidParams('Invalid params: "name" must be a non-empty string')
+    name = required_string(params, "name")
     ctx = message.request
     prompt = ctx.catalog.prompt(name)
     if prompt is None:

@@ -11,7 +11,7 @@ from .. import versions
 from ..dispatcher import MessageContext
 from ..errors import RESOURCE_NOT_FOUND, InvalidParams, InvalidRequest, ProtocolError
 from ..pagination import page
-from .base import dispatcher
+from .base import dispatcher, required_string
 from .lifecycle import LEGACY_ONLY
 
 
@@ -29,9 +29,7 @@ async def list_templates(params: dict[str, Any], message: MessageContext) -> dic
 
 @dispatcher.request("resources/read")
 async def read_resource(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    uri = params.get("uri")
-    if not isinstance(uri, str) or not uri:
-        raise InvalidParams('Invalid params: "uri" must be a non-empty string')
+    uri = required_string(params, "uri")
     ctx = message.request
     found = ctx.catalog.find_resource(uri)
     if found is None:
@@ -44,9 +42,7 @@ async def read_resource(params: dict[str, Any], message: MessageContext) -> dict
 
 
 def _subscription_target(params: dict[str, Any], message: MessageContext) -> str:
-    uri = params.get("uri")
-    if not isinstance(uri, str) or not uri:
-        raise InvalidParams('Invalid params: "uri" must be a non-empty string')
+    uri = required_string(params, "uri")
     if message.request.session is None:
         raise InvalidRequest("Invalid Request: resource subscriptions need a session (send Mcp-Session-Id)")
     return uri

@@ -14,7 +14,7 @@ from typing import Any
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams, MissingRequiredClientCapability
 from ..modern import TASKS_EXTENSION
-from .base import dispatcher
+from .base import dispatcher, required_string
 from .lifecycle import MODERN_ONLY
 
 REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
@@ -23,10 +23,7 @@ REQUIRED: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}}
 def _task_id(params: dict[str, Any], message: MessageContext) -> str:
     if not message.request.client_declares_extension(TASKS_EXTENSION):
         raise MissingRequiredClientCapability(REQUIRED, f"This method needs the {TASKS_EXTENSION} extension")
-    task_id = params.get("taskId")
-    if not isinstance(task_id, str) or not task_id:
-        raise InvalidParams('Invalid params: "taskId" must be a non-empty string')
-    return task_id
+    return required_string(params, "taskId")
 
 
 def _unknown(task_id: str) -> InvalidParams:

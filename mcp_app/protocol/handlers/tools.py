@@ -14,15 +14,16 @@ is -32601, as that revision's tool-level negotiation says. Earlier revisions ign
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import Any
 
-from .. import handshake_tasks, modern, versions
+from .. import handshake_tasks, messages, modern, versions
 from ..context import InvalidToolArguments, RequestContext
 from ..dispatcher import MessageContext
 from ..errors import INTERNAL_ERROR, InvalidParams, MethodNotFound, MissingRequiredClientCapability, ProtocolError
 from ..pagination import page
-from .base import dispatcher
+from .base import dispatcher, required_string
 
 
 @dispatcher.request("tools/list")
@@ -30,7 +31,7 @@ async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[st
     ctx = message.request
     if _serves_tasks(ctx):
         return page(ctx.catalog.tools_wire_with_execution(), params, ctx.page_size, "tools", ctx.page_bytes)
-    return page(ctx.catalog.tools_wire(), params, ctx.page_size, "tools", ctx.page_bytes)
+    return page(ctx.catalog.wire("tools"), params, ctx.page_size, "tools", ctx.page_bytes)
 
 
 def _serves_tasks(ctx: RequestContext) -> bool:
@@ -43,31 +44,26 @@ def _serves_tasks(ctx: RequestContext) -> bool:
 @dispatcher.request("tools/call")
 async def call_tool(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     """Every call is recorded with the request's audit port, whatever its outcome (errors included)."""
-    audit = message.request.audit
-    started = time.time()
+    record = functools.partial(message.request.audit.record_call, params, message.request_id, time.time())
     try:
         result = await _call_tool(params, message)
     except ProtocolError as exc:
-        audit.record_call(params, message.request_id, started, error_code=exc.code, error_message=exc.message)
+        record(error_code=exc.code, error_message=exc.message)
         raise
     except asyncio.CancelledError:
-        audit.record_call(params, message.request_id, started, cancelled=True)
+        record(cancelled=True)
         raise
     except Exception:
-        audit.record_call(
-            params, message.request_id, started, error_code=INTERNAL_ERROR, error_message="Internal error"
-        )
+        record(error_code=INTERNAL_ERROR, error_message="Internal error")
         raise
-    audit.record_call(params, message.request_id, started, result=result)
+    record(result=result)
     return result
 
 
 async def _call_tool(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     if not params:
         raise InvalidParams("Invalid params: tools/call requires params with a tool name")
-    name = params.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidParams('Invalid params: "name" must be a non-empty string')
+    name = required_string(params, "name")
     arguments = params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -101,5 +97,5 @@ async def _call_tool(params: dict[str, Any], message: MessageContext) -> dict[st
     except InvalidToolArguments as exc:
         text = f"Invalid arguments for tool {name}: {exc}"
         if versions.tool_input_errors_in_result(ctx.protocol_version):
-            return {"content": [{"type": "text", "text": text}], "isError": True}
+            return messages.failed_call(text)
         raise InvalidParams(text, data={"name": name}) from exc

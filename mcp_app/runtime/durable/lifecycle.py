@@ -7,14 +7,10 @@ cancel listener, and the one ``cancel(record)``.
   read from the record), and when it ends its outcome settles the record (``outcomes.columns``, one conditional
   UPDATE: a cancelled or otherwise terminal record keeps its state); ``announce`` is awaited after a settlement
   that moved the record, and after work stopped by a cancellation.
-- ``cancel(record, message)``: every cancellation of every kind of durable call goes through it (the client's
-  ``notifications/cancelled`` and closed stream, ``tasks/cancel`` in both eras, the admin, the API): the record
-  is marked ``cancelled`` (unless terminal), then its work is stopped wherever it runs: in this process (the
-  register), elsewhere through the task group, on the in-process bus and the channel layer; a worker call is
-  also stopped by the hooks its kind registered (``stop_with``: the workers revoke its Celery message).
-  ``cancel_now`` is the same from synchronous code (the admin).
-- ``stop(record)``: the second half alone, for a record settled otherwise (the reaper fails calls past their
-  deadline).
+- ``cancel(record, message)``: every cancellation of every kind of durable call goes through it (the paths:
+  docs/workers.md): the record is marked ``cancelled`` (unless terminal), then ``stop(record)`` stops its work
+  wherever it runs; ``cancel_now`` is the same from synchronous code (the admin). ``stop`` alone serves a record
+  settled otherwise (the reaper fails calls past their deadline).
 """
 
 from __future__ import annotations
@@ -118,10 +114,6 @@ def follow(
     work.add_done_callback(on_done)
 
 
-def _is_cancelled(task_id: str) -> bool:
-    return ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED).exists()
-
-
 async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     bus = messaging()
     if bus is local_bus:
@@ -143,7 +135,8 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
             delay = min(delay * 2, 2.0)
     try:
         # A cancellation sent before the join reached nobody: the record, changed before any is sent, says so.
-        if await database_sync_to_async(_is_cancelled)(task_id):
+        cancelled = ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED)
+        if await database_sync_to_async(cancelled.exists)():
             work.cancel()
             return
         await subscription.ended.wait()

@@ -21,6 +21,7 @@ from ...models import ToolTask
 from ...models.tasks import TERMINAL
 from ...protocol.context import InvalidToolArguments
 from ...protocol.errors import InternalError, ProtocolError
+from ...protocol.messages import failed_call
 from ..mrtr import PARK
 
 
@@ -31,17 +32,13 @@ def _first_text(result: dict[str, Any]) -> str:
     return ""
 
 
-def _error_result(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": True}
-
-
 def columns(outcome: Any, *, handshake: bool = False, tool_name: str = "", keep_answer: bool = False) -> dict[str, Any]:
     """The columns that settle a record with ``outcome`` (see the module docstring)."""
     if handshake and isinstance(outcome, InvalidToolArguments):
-        outcome = _error_result(f"Invalid arguments for tool {tool_name}: {outcome}")
+        outcome = failed_call(f"Invalid arguments for tool {tool_name}: {outcome}")
     if handshake and isinstance(outcome, dict) and outcome.get("resultType") == "input_required":
         # A tool asking for input the stateless way, where no session can carry the question.
-        outcome = _error_result(
+        outcome = failed_call(
             f"Tool {tool_name} needs input from the client, which this task has no session to ask for"
         )
     fields: dict[str, Any]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from ...models import ToolTask
@@ -18,12 +19,9 @@ def recover_orphaned_tasks(*, quiet: bool = False) -> int:
     heartbeat backend, is logged, at debug level when ``quiet``, and skipped)."""
     from ... import heartbeat
 
-    judged: dict[str, bool] = {}
-
+    @functools.cache
     def is_dead(owner: str) -> bool:
-        if owner not in judged:
-            judged[owner] = owner in heartbeat.dead([owner])
-        return judged[owner]
+        return owner in heartbeat.dead([owner])
 
     try:
         failed = ToolTask.objects.fail_orphaned(is_dead)
