@@ -52,11 +52,7 @@ OutboundKind = Literal["http_tool", "upstream", "cimd"]
 KINDS: tuple[OutboundKind, ...] = ("http_tool", "upstream", "cimd")
 
 # The older setting of each kind, still honoured in addition to OUTBOUND_ALLOWED_NETWORKS.
-_KIND_SETTINGS: dict[str, str | None] = {
-    "http_tool": "HTTP_TOOL_ALLOWED_NETWORKS",
-    "upstream": None,
-    "cimd": "OAUTH_CIMD_ALLOWED_NETWORKS",
-}
+_KIND_SETTINGS = {"http_tool": "HTTP_TOOL_ALLOWED_NETWORKS", "cimd": "OAUTH_CIMD_ALLOWED_NETWORKS"}
 
 # Tests replace this to resolve made-up names; everything else uses the system resolver.
 resolver: Resolver = system_resolver
@@ -64,13 +60,10 @@ resolver: Resolver = system_resolver
 
 def allowed_networks(kind: OutboundKind) -> tuple[AllowEntry, ...]:
     """The allow-list of ``kind``: ``OUTBOUND_ALLOWED_NETWORKS`` plus the kind's own older setting, if any."""
-    if kind not in _KIND_SETTINGS:
+    if kind not in KINDS:
         raise ValueError(f"unknown kind of outbound connection {kind!r}")
-    entries = tuple(mcp_settings.OUTBOUND_ALLOWED_NETWORKS)
-    own = _KIND_SETTINGS[kind]
-    if own is not None:
-        entries += tuple(getattr(mcp_settings, own))
-    return _parsed(entries)
+    own = _KIND_SETTINGS.get(kind)
+    return _parsed((*mcp_settings.OUTBOUND_ALLOWED_NETWORKS, *(getattr(mcp_settings, own) if own else ())))
 
 
 @functools.lru_cache(maxsize=16)
@@ -79,13 +72,9 @@ def _parsed(entries: tuple[str, ...]) -> tuple[AllowEntry, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def _default_ssl_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()
-
-
 def ssl_context() -> ssl.SSLContext:
     """The TLS context of every outbound connection (the system's trust store, or ``SSL_CERT_FILE``)."""
-    return _default_ssl_context()
+    return httpx.create_ssl_context()
 
 
 def _resolve(host: str, port: int) -> Any:

@@ -39,8 +39,8 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TypeVar
 
 import orjson
 
@@ -60,11 +60,12 @@ from ..protocol.versions import MODERN
 from . import breaker
 from .connection import Trouble, UpstreamForbidden, UpstreamUnavailable, trouble, unreachable
 from .pool import Connection, pool
-from .relay import CallRelay, Parked, current
+from .relay import CallRelay, Parked, current, declined
 
 logger = logging.getLogger("mcp_app.federation")
 
 META_KEY = "dev.mcp-host/upstream"
+Answer = TypeVar("Answer")
 MAX_INPUT_ROUNDS = 8
 
 
@@ -134,9 +135,9 @@ async def _guarded(
     endpoint: UpstreamEndpoint,
     limit: float,
     what: str,
-    exchange: Callable[[Connection], Awaitable[Any]],
+    exchange: Callable[[Connection], Awaitable[Answer]],
     call: CallContext,
-) -> Any:
+) -> Answer:
     """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``UpstreamFailure``
     (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
     JSON-RPC error), or ``CancelledError``."""
@@ -320,10 +321,11 @@ async def _modern_call(
         requests = {key: _dump(request) for key, request in (result.input_requests or {}).items()}
         if relay.park:
             return InputRequired(requests=requests, state={"u": result.request_state})
-        responses = {}
-        for key, request in requests.items():
-            answer = await CallRelay(call).ask(str(request.get("method")), dict(request.get("params") or {}))
-            responses[key] = answer
+        asker = CallRelay(call)
+        responses = {
+            key: await asker.ask(str(request.get("method")), dict(request.get("params") or {}))
+            for key, request in requests.items()
+        }
         upstream_state = result.request_state
     raise UpstreamFailure("UPSTREAM_TOO_MANY_ROUNDS", f"Upstream asked for input more than {MAX_INPUT_ROUNDS} times")
 
@@ -379,9 +381,7 @@ async def _next_step(exchange: Exchange) -> dict[str, Any] | InputRequired:
         exchange.asked = {f"r{index}": parked for index, parked in enumerate(asked)}
         key = uuid.uuid4().hex
         _exchanges[key] = exchange
-        asyncio.get_running_loop().call_at(
-            asyncio.get_running_loop().time() + max(exchange.deadline - time.monotonic(), 0), _expire, key
-        )
+        asyncio.get_running_loop().call_later(max(exchange.deadline - time.monotonic(), 0), _expire, key)
         requests = {rkey: {"method": p.method, "params": p.params} for rkey, p in exchange.asked.items()}
         return InputRequired(requests=requests, state={"p": key, "a": await _inbox_address()})
     return exchange.task.result()
@@ -402,8 +402,10 @@ async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, An
     del _exchanges[key]
     for rkey, parked in exchange.asked.items():
         answer = responses.get(rkey)
+        if not isinstance(answer, dict):
+            answer = declined(parked.method, f"{parked.method} was not answered")
         if not parked.answer.done():
-            parked.answer.set_result(answer if isinstance(answer, dict) else _declined(parked.method))
+            parked.answer.set_result(answer)
     remaining = exchange.deadline - time.monotonic()
     try:
         async with asyncio.timeout(max(remaining, 0.001)):
@@ -465,17 +467,7 @@ class Step:
     gone: bool = False
 
     def to_message(self) -> dict[str, Any]:
-        needed = self.input_required
-        return {
-            "type": STEP_EVENT,
-            "v": MESSAGE_VERSION,
-            "result": self.result,
-            "input_required": {"requests": {k: dict(v) for k, v in needed.requests.items()}, "state": needed.state}
-            if needed
-            else None,
-            "failure": list(self.failure) if self.failure else None,
-            "gone": self.gone,
-        }
+        return {"type": STEP_EVENT, "v": MESSAGE_VERSION, **asdict(self)}
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> Step | None:
@@ -501,14 +493,7 @@ class ResumeExchange:
     reply_to: str = ""
 
     def to_message(self) -> dict[str, Any]:
-        return {
-            "type": RESUME_EVENT,
-            "v": MESSAGE_VERSION,
-            "key": self.key,
-            "upstream": self.upstream,
-            "responses": self.responses,
-            "reply_to": self.reply_to,
-        }
+        return {"type": RESUME_EVENT, "v": MESSAGE_VERSION, **asdict(self)}
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> ResumeExchange | None:
@@ -573,21 +558,13 @@ async def _forward(resume: ResumeExchange, inbox: str, limit: float) -> Step | N
     except LAYER_ERRORS:
         return None
     try:
-        await messaging().send(
-            inbox, ResumeExchange(resume.key, resume.upstream, resume.responses, reply.address).to_message()
-        )
+        await messaging().send(inbox, replace(resume, reply_to=reply.address).to_message())
         message = await reply.receive(limit)
     except LAYER_ERRORS:
         return None
     finally:
         await reply.close()
     return Step.from_message(message) if message is not None else None
-
-
-def _declined(method: str) -> dict[str, Any]:
-    if method == "elicitation/create":
-        return {"action": "decline"}
-    return {"error": {"code": -1, "message": f"{method} was not answered"}}
 
 
 # Resources and prompts -------------------------------------------------------------------------------------------
@@ -603,10 +580,7 @@ async def _fetch(
         async def exchange(connection: Connection) -> dict[str, Any]:
             return _dump(await fetch(connection.client.session))
 
-        result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds, "upstream"), what, exchange, call
-        )
-        return result
+        return await _guarded(endpoint, effective_timeout(endpoint.timeout_seconds, "upstream"), what, exchange, call)
     except UpstreamFailure as failure:
         raise ProtocolError(failure.message, {"code": failure.code}) from failure
     finally:

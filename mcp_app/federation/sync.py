@@ -40,7 +40,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..definitions.prompts import validate_uri_template
 from ..definitions.upstreams import UpstreamEndpoint, clean_text, has_fake_tag, prefixed
-from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, unreachable
+from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, root, unreachable
 
 if TYPE_CHECKING:
     from ..models.catalog import CatalogBinding, CatalogEntry
@@ -472,17 +472,17 @@ def sync_upstream(upstream: Any) -> SyncReport:
 
 
 def describe_failure(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    exc = root(exc)
     if isinstance(exc, UpstreamForbidden):
         return f"The address is not allowed: {exc}"
     if isinstance(exc, UpstreamUnavailable):
         return f"Could not connect: {exc}"
+    first_line = str(exc).splitlines()[0][:200] if str(exc) else ""
     if unreachable(exc):
-        return f"Could not connect: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        return f"Could not connect: {type(exc).__name__}: {first_line}"
     if isinstance(exc, TimeoutError):
         return "The upstream did not answer in time"
-    return f"The upstream's answer was not usable ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})"
+    return f"The upstream's answer was not usable ({type(exc).__name__}: {first_line})"
 
 
 # list_changed ----------------------------------------------------------------------------------------------------
