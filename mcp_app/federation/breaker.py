@@ -174,9 +174,7 @@ class LocalBreakers:
 
     @staticmethod
     def _expire(breaker: _Local, now: float, policy: Policy) -> None:
-        for key, at in list(breaker.failures.items()):
-            if at <= now - policy.window:
-                del breaker.failures[key]
+        breaker.failures = {key: at for key, at in breaker.failures.items() if at > now - policy.window}
 
     def states(self, pks: list[int], policy: Policy) -> dict[int, BreakerState]:
         with self._lock:

@@ -58,11 +58,6 @@ from .resources import origin_of, resource_url
 from .validator import LOOPBACK_HOSTS, target_server
 
 
-def _person(request: HttpRequest) -> Any:
-    """The signed-in user (the views that call this require one)."""
-    return request.user
-
-
 def _admin_context(request: HttpRequest) -> dict[str, Any]:
     return dict(admin.site.each_context(request))
 
@@ -178,10 +173,9 @@ class AuthorizeView(AuthorizationView):
         """The refusal page: switch account, or (with the request's validated ``credentials``) back to the client
         with ``access_denied``."""
         back = self._error(application, credentials, "access_denied", message) if credentials else None
+        denied_url = back["Location"] if back and back.status_code == 302 else ""
         context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
-        context.update(
-            {"application": application, "denied_url": back["Location"] if back and back.status_code == 302 else ""}
-        )
+        context.update(application=application, denied_url=denied_url)
         return render(self.request, "mcp_app/oauth/refused.html", context, status=status)
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
@@ -216,7 +210,7 @@ class AuthorizeView(AuthorizationView):
         if refusal is not None:
             return self._refuse(refusal, application, credentials)
         remembered = OAuthConsent.objects.filter(
-            user=_person(request), application=application, server=self.server
+            user=request.user, application=application, server=self.server
         ).exists()
         if remembered and "consent" not in request.GET.get("prompt", "").split():
             credentials["resource"] = resources
@@ -337,7 +331,7 @@ class ConsentListView(ListView):  # type: ignore[type-arg]  # generic in django-
     template_name = "mcp_app/oauth/consents.html"
 
     def get_queryset(self) -> Any:
-        return OAuthConsent.objects.filter(user=_person(self.request)).select_related(
+        return OAuthConsent.objects.filter(user=self.request.user).select_related(
             "application", "server", "server__tenant"
         )
 
