@@ -298,15 +298,14 @@ class RegistrationView(DynamicClientRegistrationView):
                 rates.take_sync([bucket])
             except RateLimited as limited:
                 wait = limited.retry_after_seconds
-                refusal = JsonResponse(
+                return JsonResponse(
                     {
                         "error": "rate_limited",
                         "error_description": f"Too many client registrations from this address; retry in {wait} s.",
                     },
                     status=429,
+                    headers={"Retry-After": str(wait)},
                 )
-                refusal["Retry-After"] = str(wait)
-                return refusal
         response = super().post(request, *args, **kwargs)
         if response.status_code == 201:
             try:
