@@ -283,10 +283,7 @@ def upstream_http_client(
     return httpx2.AsyncClient(
         headers=headers,
         timeout=httpx2.Timeout(
-            timeout,
-            connect=connect_timeout,
-            read=max(timeout, SSE_READ_TIMEOUT_SECONDS),
-            pool=connect_timeout,
+            timeout, connect=connect_timeout, read=max(timeout, SSE_READ_TIMEOUT_SECONDS), pool=connect_timeout
         ),
         auth=auth,
         transport=cast("httpx2.AsyncBaseTransport", transport),

@@ -48,12 +48,7 @@ from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
 from ..definitions.context import InputRequired, error_result
 from ..definitions.http_tools import effective_timeout
-from ..definitions.upstreams import (
-    UpstreamEndpoint,
-    UpstreamPromptTarget,
-    UpstreamResourceTarget,
-    UpstreamToolTarget,
-)
+from ..definitions.upstreams import UpstreamEndpoint, UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget
 from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
@@ -393,15 +388,17 @@ def _expire(key: str) -> None:
         exchange.task.cancel()
 
 
-async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, Any]) -> Step | None:
-    """Give exchange ``key`` (waiting in this process) the client's answers and wait for its next step; ``None``
-    when no such exchange waits here (in this loop: another loop of a worker process is reached by forwarding)."""
-    exchange = _exchanges.get(key)
-    if exchange is None or exchange.endpoint.pk != endpoint.pk or exchange.loop is not asyncio.get_running_loop():
+async def _advance(resume: ResumeExchange) -> Step | None:
+    """Give the exchange ``resume`` names (waiting in this process) the client's answers and wait for its next
+    step; ``None`` when no such exchange waits here (in this loop: another loop of a worker process is reached by
+    forwarding)."""
+    exchange = _exchanges.get(resume.key)
+    if exchange is None or exchange.endpoint.pk != resume.upstream or exchange.loop is not asyncio.get_running_loop():
         return None
-    del _exchanges[key]
+    del _exchanges[resume.key]
+    endpoint = exchange.endpoint
     for rkey, parked in exchange.asked.items():
-        answer = responses.get(rkey)
+        answer = resume.responses.get(rkey)
         if not isinstance(answer, dict):
             answer = declined(parked.method, f"{parked.method} was not answered")
         if not parked.answer.done():
@@ -424,18 +421,12 @@ async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, An
 
 
 async def _resume_exchange(
-    key: str,
-    inbox: str,
-    endpoint: UpstreamEndpoint,
-    tool_name: str,
-    call: CallContext,
-    started: float,
-    limit: float,
+    key: str, inbox: str, endpoint: UpstreamEndpoint, tool_name: str, call: CallContext, started: float, limit: float
 ) -> dict[str, Any] | InputRequired:
-    responses = dict(call.input_responses or {})
-    step = await _advance(key, endpoint, responses)
+    resume = ResumeExchange(key=key, upstream=endpoint.pk, responses=dict(call.input_responses or {}))
+    step = await _advance(resume)
     if step is None and inbox:
-        step = await _forward(ResumeExchange(key=key, upstream=endpoint.pk, responses=responses), inbox, limit)
+        step = await _forward(resume, inbox, limit)
     if step is None or step.gone:
         return failure_result(
             "UPSTREAM_EXCHANGE_GONE",
@@ -536,12 +527,7 @@ async def _serve(resume: ResumeExchange) -> None:
     """Advance a forwarded exchange here and send its step back; ``gone`` at once when it no longer waits here (an
     inbox is one loop's: the exchange cannot be in another), so the sender answers ``UPSTREAM_EXCHANGE_GONE``
     without waiting out its timeout."""
-    exchange = _exchanges.get(resume.key)
-    step = None
-    if exchange is not None and exchange.endpoint.pk == resume.upstream:
-        step = await _advance(resume.key, exchange.endpoint, resume.responses)
-    if step is None:
-        step = Step(gone=True)
+    step = await _advance(resume) or Step(gone=True)
     if resume.reply_to:
         try:
             await messaging(address=resume.reply_to).send(resume.reply_to, step.to_message())

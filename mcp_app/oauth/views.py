@@ -58,6 +58,11 @@ from .resources import origin_of, resource_url
 from .validator import LOOPBACK_HOSTS, target_server
 
 
+def _person(request: HttpRequest) -> Any:
+    """The signed-in user (the views that call this require one)."""
+    return request.user
+
+
 def _admin_context(request: HttpRequest) -> dict[str, Any]:
     return dict(admin.site.each_context(request))
 
@@ -210,7 +215,7 @@ class AuthorizeView(AuthorizationView):
         if refusal is not None:
             return self._refuse(refusal, application, credentials)
         remembered = OAuthConsent.objects.filter(
-            user=request.user, application=application, server=self.server
+            user=_person(request), application=application, server=self.server
         ).exists()
         if remembered and "consent" not in request.GET.get("prompt", "").split():
             credentials["resource"] = resources
@@ -330,7 +335,7 @@ class ConsentListView(ListView):  # type: ignore[type-arg]  # generic in django-
     template_name = "mcp_app/oauth/consents.html"
 
     def get_queryset(self) -> Any:
-        return OAuthConsent.objects.filter(user=self.request.user).select_related(
+        return OAuthConsent.objects.filter(user=_person(self.request)).select_related(
             "application", "server", "server__tenant"
         )
 
