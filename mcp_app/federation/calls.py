@@ -259,10 +259,10 @@ async def call_tool(
 
         async def exchange(connection: Connection) -> Any:
             if connection.modern:
-                return await _modern_call(connection, target, arguments, call, relay, responses, upstream_state)
+                return await _modern_call(connection, target, arguments, relay, responses, upstream_state)
             if relay.park:
-                return await _start_exchange(connection, target, arguments, call, relay, limit)
-            return await _legacy_call(connection, target, arguments, call, relay)
+                return await _start_exchange(connection, target, arguments, relay, limit)
+            return await _legacy_call(connection, target, arguments, relay)
 
         answer = await _guarded(endpoint, limit, tool_name, exchange, call)
     except UpstreamFailure as failure:
@@ -280,7 +280,7 @@ def _meta_for(call: CallContext) -> dict[str, Any] | None:
 
 
 async def _legacy_call(
-    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], call: CallContext, relay: CallRelay
+    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], relay: CallRelay
 ) -> dict[str, Any]:
     result = await connection.client.session.call_tool(target.remote_name, arguments, progress_callback=relay.progress)
     await relay.settled()
@@ -291,7 +291,6 @@ async def _modern_call(
     connection: Connection,
     target: UpstreamToolTarget,
     arguments: dict[str, Any],
-    call: CallContext,
     relay: CallRelay,
     responses: dict[str, Any] | None,
     upstream_state: str | None,
@@ -305,7 +304,7 @@ async def _modern_call(
             target.remote_name,
             arguments,
             progress_callback=relay.progress,
-            meta=_meta_for(call),
+            meta=_meta_for(relay.call),
             input_responses=responses or None,
             request_state=upstream_state,
             allow_input_required=True,
@@ -316,7 +315,7 @@ async def _modern_call(
         requests = {key: _dump(request) for key, request in (result.input_requests or {}).items()}
         if relay.park:
             return InputRequired(requests=requests, state={"u": result.request_state})
-        asker = CallRelay(call)
+        asker = CallRelay(relay.call)
         responses = {
             key: await asker.ask(str(request.get("method")), dict(request.get("params") or {}))
             for key, request in requests.items()
@@ -342,16 +341,11 @@ _exchanges: dict[str, Exchange] = {}
 
 
 async def _start_exchange(
-    connection: Connection,
-    target: UpstreamToolTarget,
-    arguments: dict[str, Any],
-    call: CallContext,
-    relay: CallRelay,
-    limit: float,
+    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], relay: CallRelay, limit: float
 ) -> dict[str, Any] | InputRequired:
     # The upstream request runs in a task of its own (which inherits ``relay.current``), so that this request can
     # answer input_required while the upstream tool waits.
-    task = asyncio.get_running_loop().create_task(_legacy_call(connection, target, arguments, call, relay))
+    task = asyncio.get_running_loop().create_task(_legacy_call(connection, target, arguments, relay))
     exchange = Exchange(task, relay, target.endpoint, time.monotonic() + limit)
     try:
         return await _next_step(exchange)

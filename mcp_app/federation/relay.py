@@ -69,12 +69,8 @@ class CallRelay:
         answer = await outbound.request(method, params)
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
-            return {
-                "error": {
-                    "code": int(error.get("code", INTERNAL_ERROR)),
-                    "message": str(error.get("message", "refused")),
-                }
-            }
+            code, message = int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "refused"))
+            return {"error": {"code": code, "message": message}}
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 

@@ -245,13 +245,11 @@ class AuthorizeView(AuthorizationView):
         profile = OAuthClientProfile.objects.filter(client_id=application.client_id).first() if application else None
         stated_uri = getattr(profile, "client_uri", "") or ""
         context.update(
-            {
-                "title": f"Authorize {application.name if application else 'an application'}",
-                "destination": redirect_destination(redirect_uri, stated_uri) if redirect_uri else None,
-                "server": self.server,
-                "client_url": application.client_id if application and "://" in application.client_id else "",
-                "profile": profile,
-            }
+            title=f"Authorize {application.name if application else 'an application'}",
+            destination=redirect_destination(redirect_uri, stated_uri) if redirect_uri else None,
+            server=self.server,
+            client_url=application.client_id if application and "://" in application.client_id else "",
+            profile=profile,
         )
         return context
 
