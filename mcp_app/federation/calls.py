@@ -249,8 +249,7 @@ async def call_tool(
     started = time.monotonic()
     parked = state.get("p") if isinstance(state, dict) else None
     if parked is not None:
-        inbox = str(state.get("a") or "")
-        return await _resume_exchange(str(parked), inbox, endpoint, tool_name, call, started, limit)
+        return await _resume_exchange(str(parked), str(state.get("a") or ""), endpoint, tool_name, call, started, limit)
     relay = CallRelay(call, park=call.request.era == MODERN)
     token = current.set(relay)
     try:
@@ -274,11 +273,6 @@ async def call_tool(
     return _stamp(answer, endpoint, started)
 
 
-def _meta_for(call: CallContext) -> dict[str, Any] | None:
-    level = call.request.log_level
-    return {"io.modelcontextprotocol/logLevel": level} if level else None
-
-
 async def _legacy_call(
     connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], relay: CallRelay
 ) -> dict[str, Any]:
@@ -299,12 +293,14 @@ async def _modern_call(
     ``MAX_INPUT_ROUNDS``) or handed to a stateless client with the upstream's state inside ours."""
     import mcp_types as types
 
+    level = relay.call.request.log_level
+    meta = {"io.modelcontextprotocol/logLevel": level} if level else None
     for _round in range(MAX_INPUT_ROUNDS + 1):
         result = await connection.client.session.call_tool(
             target.remote_name,
             arguments,
             progress_callback=relay.progress,
-            meta=_meta_for(relay.call),
+            meta=meta,
             input_responses=responses or None,
             request_state=upstream_state,
             allow_input_required=True,
