@@ -134,10 +134,8 @@ def parse_allow_entry(entry: str) -> AllowEntry:
     except ValueError:
         pass
     host = text.lower().rstrip(".")
-    labels = host.split(".")
-    if not host or "/" in host or not all(label and len(label) < 64 for label in labels):
-        raise ValueError(f"{entry!r} is neither an address, a network nor a host name") from None
-    if not all(ch.isalnum() or ch in "-_" for label in labels for ch in label):
+    labels = host.split(".")  # an empty host has one empty label; "/" is neither alphanumeric nor "-_"
+    if not all(label and len(label) < 64 and all(ch.isalnum() or ch in "-_" for ch in label) for label in labels):
         raise ValueError(f"{entry!r} is neither an address, a network nor a host name") from None
     return AllowEntry(host=host, port=port)
 
@@ -194,11 +192,7 @@ Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
 async def system_resolver(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for ``host`` (TCP), in its order, without duplicates."""
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    seen: list[str] = []
-    for _family, _type, _proto, _name, sockaddr in infos:
-        if sockaddr[0] not in seen:
-            seen.append(str(sockaddr[0]))
-    return seen
+    return list(dict.fromkeys(str(sockaddr[0]) for _family, _type, _proto, _name, sockaddr in infos))
 
 
 def parse_address(text: str) -> IPAddress:

@@ -52,25 +52,17 @@ OutboundKind = Literal["http_tool", "upstream", "cimd"]
 KINDS: tuple[OutboundKind, ...] = ("http_tool", "upstream", "cimd")
 
 # The older setting of each kind, still honoured in addition to OUTBOUND_ALLOWED_NETWORKS.
-_KIND_SETTINGS: dict[str, str | None] = {
-    "http_tool": "HTTP_TOOL_ALLOWED_NETWORKS",
-    "upstream": None,
-    "cimd": "OAUTH_CIMD_ALLOWED_NETWORKS",
-}
+_KIND_SETTINGS = {"http_tool": "HTTP_TOOL_ALLOWED_NETWORKS", "cimd": "OAUTH_CIMD_ALLOWED_NETWORKS"}
 
-# Tests replace this to resolve made-up names; everything else uses the system resolver.
 resolver: Resolver = system_resolver
 
 
 def allowed_networks(kind: OutboundKind) -> tuple[AllowEntry, ...]:
     """The allow-list of ``kind``: ``OUTBOUND_ALLOWED_NETWORKS`` plus the kind's own older setting, if any."""
-    if kind not in _KIND_SETTINGS:
+    if kind not in KINDS:
         raise ValueError(f"unknown kind of outbound connection {kind!r}")
-    entries = tuple(mcp_settings.OUTBOUND_ALLOWED_NETWORKS)
-    own = _KIND_SETTINGS[kind]
-    if own is not None:
-        entries += tuple(getattr(mcp_settings, own))
-    return _parsed(entries)
+    own = _KIND_SETTINGS.get(kind)
+    return _parsed((*mcp_settings.OUTBOUND_ALLOWED_NETWORKS, *(getattr(mcp_settings, own) if own else ())))
 
 
 @functools.lru_cache(maxsize=16)
@@ -79,13 +71,9 @@ def _parsed(entries: tuple[str, ...]) -> tuple[AllowEntry, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def _default_ssl_context() -> ssl.SSLContext:
-    return httpx.create_ssl_context()
-
-
 def ssl_context() -> ssl.SSLContext:
     """The TLS context of every outbound connection (the system's trust store, or ``SSL_CERT_FILE``)."""
-    return _default_ssl_context()
+    return httpx.create_ssl_context()
 
 
 def _resolve(host: str, port: int) -> Any:
@@ -93,11 +81,8 @@ def _resolve(host: str, port: int) -> Any:
 
 
 class GuardedBackend:
-    """An httpcore (or httpcore2: ``core`` is the module) network backend that connects only to addresses the
-    SSRF guard accepted for the host. ``allow`` is the allow-list; ``resolve`` defaults to ``outbound.resolver``.
-
-    It has the interface of ``core.AsyncNetworkBackend`` (the pools call nothing else) without inheriting from
-    it, so that one class serves both cores."""
+    """The network backend of a ``core`` (httpcore or httpcore2) pool, against the allow-list ``allow`` (the
+    module docstring): ``core.AsyncNetworkBackend``'s interface, not its class, so one class serves both cores."""
 
     def __init__(self, core: ModuleType, allow: Sequence[AllowEntry], resolve: Resolver | None = None) -> None:
         self._core = core
@@ -144,11 +129,9 @@ class ResponseTooLarge(Exception):
 
 
 class GuardedTransport:
-    """A transport of mcp-host's own for an httpx client, over an httpcore connection pool whose every
-    connection goes through ``GuardedBackend`` (``client`` and ``core``: httpx and httpcore, or httpx2 and
-    httpcore2). It has the interface of ``client.AsyncBaseTransport``, which the clients call and nothing else,
-    without inheriting from it, so that one class serves both. By default one connection, no keep-alive (what
-    one webhook call or one client metadata document uses). Replies stop at ``max_response_bytes``
+    """The transport of a ``client`` (httpx or httpx2) over a ``core`` pool of ``GuardedBackend`` connections:
+    ``client.AsyncBaseTransport``'s interface, not its class, so one class serves both. By default one connection,
+    no keep-alive (one webhook call, one client metadata document). Replies stop at ``max_response_bytes``
     (``ResponseTooLarge``; ``on_too_large`` is called first, in the request's context); in an event stream the
     bound is per event and only noted (``on_too_large``): the client's own bound on events ends the stream."""
 
@@ -277,17 +260,12 @@ def upstream_http_client(
     max_calls: int = 24,
     on_too_large: Callable[[], None] | None = None,
 ) -> httpx2.AsyncClient:
-    """An ``httpx2.AsyncClient`` for one upstream MCP server, for the SDK's ``streamable_http_client``.
+    """An ``httpx2.AsyncClient`` for one upstream MCP server (the module docstring), to be closed by the caller.
 
-    Every connection is guarded against the ``"upstream"`` allow-list. Timeouts: ``connect_timeout`` to connect
-    and to wait for a free pooled connection, ``timeout`` to write, and reads wait at least
-    ``SSE_READ_TIMEOUT_SECONDS`` (an open SSE stream is silent between events; the caller bounds each call).
-    ``auth`` (an ``httpx2.Auth``, e.g. the SDK's OAuth provider) authenticates every request. The pool holds
-    ``max_calls`` connections (the caller admits no more calls at once) plus ``UPSTREAM_SPARE_CONNECTIONS``.
-    ``max_response_bytes`` bounds a reply that is not a stream (an SSE stream is bounded per event, by the SDK's
-    ``max_sse_event_size``): reading past it fails the request. The client must be closed (``async with`` or
-    ``aclose()``). ``on_too_large`` is called (in the request's context) when a reply or an event goes past that
-    bound."""
+    ``connect_timeout`` also bounds the wait for a pooled connection; reads wait at least
+    ``SSE_READ_TIMEOUT_SECONDS``. The pool holds ``max_calls`` connections (the caller admits no more calls at
+    once) plus ``UPSTREAM_SPARE_CONNECTIONS``. ``max_response_bytes`` and ``on_too_large``: ``GuardedTransport``'s
+    (an SSE stream is bounded per event by the SDK's ``max_sse_event_size``)."""
     # httpx2 comes with the mcp SDK, which only federation needs.
     import httpcore2
     import httpx2
@@ -305,10 +283,7 @@ def upstream_http_client(
     return httpx2.AsyncClient(
         headers=headers,
         timeout=httpx2.Timeout(
-            timeout,
-            connect=connect_timeout,
-            read=max(timeout, SSE_READ_TIMEOUT_SECONDS),
-            pool=connect_timeout,
+            timeout, connect=connect_timeout, read=max(timeout, SSE_READ_TIMEOUT_SECONDS), pool=connect_timeout
         ),
         auth=auth,
         transport=cast("httpx2.AsyncBaseTransport", transport),

@@ -9,19 +9,17 @@ The contract, keyed by the upstream's primary key:
   (synchronous); ``reset(pk)``: close it now (the admin's "close breaker").
 
 The states: **closed** (calls pass) until ``UPSTREAM_BREAKER_FAILURES`` failures fall within
-``UPSTREAM_BREAKER_WINDOW_SECONDS`` (a sliding window), which opens it; **open**: every call is refused at once for
-``UPSTREAM_BREAKER_COOLDOWN_SECONDS`` (failures given a ``source``, the timeouts of an agent's calls, count once
-per source within the window: one agent's slow calls cannot open it alone); then **half-open**: one call (the probe) is let through and every other one
-is still refused; the probe's success closes it (and forgets its failures), its failure re-opens it for another
-cool-down. A probe that never reports (its process died) gives its turn to another call after
-``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches the breakers off.
+``UPSTREAM_BREAKER_WINDOW_SECONDS`` (a sliding window; failures given a ``source``, the timeouts of an agent's
+calls, count once per source: one agent's slow calls cannot open it alone), which opens it; **open**: every call
+is refused at once for ``UPSTREAM_BREAKER_COOLDOWN_SECONDS``; then **half-open**: one call (the probe) is let
+through and every other one is still refused; the probe's success closes it (and forgets its failures), its
+failure re-opens it for another cool-down. A probe that never reports (its process died) gives its turn to
+another call after ``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches them off.
 
-The breakers are the ``BREAKERS`` backend of ``mcp_app.backends``. ``RedisBreakers`` keeps each breaker in Redis
-and changes it only through the Lua scripts below (one round trip per call, atomic across processes, Redis's own
-clock): so every process sees the same state and, half-open, exactly one process's call probes. ``LocalBreakers``
-(the embedded default) does the same in this process's memory, under a lock. If Redis cannot be reached the
-breakers do not block calls (every admission is allowed, and the outage is logged once by ``backends.health``,
-until Redis answers again): a Redis outage must not stop federation.
+The breakers are the ``BREAKERS`` backend of ``mcp_app.backends``: ``RedisBreakers`` (atomic Lua scripts on
+Redis's clock: every process sees the same state and, half-open, exactly one process's call probes) or
+``LocalBreakers`` (the embedded default, in memory). If Redis cannot be reached the breakers do not block calls
+(every admission is allowed; ``backends.Health`` logs the outage once): a Redis outage must not stop federation.
 
 Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages
 (``admin``, ``observability.endpoints`` read ``states`` and ``open_breakers``).
@@ -174,9 +172,7 @@ class LocalBreakers:
 
     @staticmethod
     def _expire(breaker: _Local, now: float, policy: Policy) -> None:
-        for key, at in list(breaker.failures.items()):
-            if at <= now - policy.window:
-                del breaker.failures[key]
+        breaker.failures = {key: at for key, at in breaker.failures.items() if at > now - policy.window}
 
     def states(self, pks: list[int], policy: Policy) -> dict[int, BreakerState]:
         with self._lock:

@@ -39,8 +39,8 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, TypeVar
 
 import orjson
 
@@ -48,23 +48,19 @@ from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
 from ..definitions.context import InputRequired, error_result
 from ..definitions.http_tools import effective_timeout
-from ..definitions.upstreams import (
-    UpstreamEndpoint,
-    UpstreamPromptTarget,
-    UpstreamResourceTarget,
-    UpstreamToolTarget,
-)
+from ..definitions.upstreams import UpstreamEndpoint, UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget
 from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
 from . import breaker
 from .connection import Trouble, UpstreamForbidden, UpstreamUnavailable, trouble, unreachable
 from .pool import Connection, pool
-from .relay import CallRelay, Parked, current
+from .relay import CallRelay, Parked, current, declined
 
 logger = logging.getLogger("mcp_app.federation")
 
 META_KEY = "dev.mcp-host/upstream"
+Answer = TypeVar("Answer")
 MAX_INPUT_ROUNDS = 8
 
 
@@ -134,9 +130,9 @@ async def _guarded(
     endpoint: UpstreamEndpoint,
     limit: float,
     what: str,
-    exchange: Callable[[Connection], Awaitable[Any]],
+    exchange: Callable[[Connection], Awaitable[Answer]],
     call: CallContext,
-) -> Any:
+) -> Answer:
     """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``UpstreamFailure``
     (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
     JSON-RPC error), or ``CancelledError``."""
@@ -253,8 +249,7 @@ async def call_tool(
     started = time.monotonic()
     parked = state.get("p") if isinstance(state, dict) else None
     if parked is not None:
-        inbox = str(state.get("a") or "")
-        return await _resume_exchange(str(parked), inbox, endpoint, tool_name, call, started, limit)
+        return await _resume_exchange(str(parked), str(state.get("a") or ""), endpoint, tool_name, call, started, limit)
     relay = CallRelay(call, park=call.request.era == MODERN)
     token = current.set(relay)
     try:
@@ -263,10 +258,10 @@ async def call_tool(
 
         async def exchange(connection: Connection) -> Any:
             if connection.modern:
-                return await _modern_call(connection, target, arguments, call, relay, responses, upstream_state)
+                return await _modern_call(connection, target, arguments, relay, responses, upstream_state)
             if relay.park:
-                return await _start_exchange(connection, target, arguments, call, relay, limit)
-            return await _legacy_call(connection, target, arguments, call, relay)
+                return await _start_exchange(connection, target, arguments, relay, limit)
+            return await _legacy_call(connection, target, arguments, relay)
 
         answer = await _guarded(endpoint, limit, tool_name, exchange, call)
     except UpstreamFailure as failure:
@@ -278,13 +273,8 @@ async def call_tool(
     return _stamp(answer, endpoint, started)
 
 
-def _meta_for(call: CallContext) -> dict[str, Any] | None:
-    level = call.request.log_level
-    return {"io.modelcontextprotocol/logLevel": level} if level else None
-
-
 async def _legacy_call(
-    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], call: CallContext, relay: CallRelay
+    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], relay: CallRelay
 ) -> dict[str, Any]:
     result = await connection.client.session.call_tool(target.remote_name, arguments, progress_callback=relay.progress)
     await relay.settled()
@@ -295,7 +285,6 @@ async def _modern_call(
     connection: Connection,
     target: UpstreamToolTarget,
     arguments: dict[str, Any],
-    call: CallContext,
     relay: CallRelay,
     responses: dict[str, Any] | None,
     upstream_state: str | None,
@@ -304,12 +293,14 @@ async def _modern_call(
     ``MAX_INPUT_ROUNDS``) or handed to a stateless client with the upstream's state inside ours."""
     import mcp_types as types
 
+    level = relay.call.request.log_level
+    meta = {"io.modelcontextprotocol/logLevel": level} if level else None
     for _round in range(MAX_INPUT_ROUNDS + 1):
         result = await connection.client.session.call_tool(
             target.remote_name,
             arguments,
             progress_callback=relay.progress,
-            meta=_meta_for(call),
+            meta=meta,
             input_responses=responses or None,
             request_state=upstream_state,
             allow_input_required=True,
@@ -320,10 +311,11 @@ async def _modern_call(
         requests = {key: _dump(request) for key, request in (result.input_requests or {}).items()}
         if relay.park:
             return InputRequired(requests=requests, state={"u": result.request_state})
-        responses = {}
-        for key, request in requests.items():
-            answer = await CallRelay(call).ask(str(request.get("method")), dict(request.get("params") or {}))
-            responses[key] = answer
+        asker = CallRelay(relay.call)
+        responses = {
+            key: await asker.ask(str(request.get("method")), dict(request.get("params") or {}))
+            for key, request in requests.items()
+        }
         upstream_state = result.request_state
     raise UpstreamFailure("UPSTREAM_TOO_MANY_ROUNDS", f"Upstream asked for input more than {MAX_INPUT_ROUNDS} times")
 
@@ -345,16 +337,11 @@ _exchanges: dict[str, Exchange] = {}
 
 
 async def _start_exchange(
-    connection: Connection,
-    target: UpstreamToolTarget,
-    arguments: dict[str, Any],
-    call: CallContext,
-    relay: CallRelay,
-    limit: float,
+    connection: Connection, target: UpstreamToolTarget, arguments: dict[str, Any], relay: CallRelay, limit: float
 ) -> dict[str, Any] | InputRequired:
     # The upstream request runs in a task of its own (which inherits ``relay.current``), so that this request can
     # answer input_required while the upstream tool waits.
-    task = asyncio.get_running_loop().create_task(_legacy_call(connection, target, arguments, call, relay))
+    task = asyncio.get_running_loop().create_task(_legacy_call(connection, target, arguments, relay))
     exchange = Exchange(task, relay, target.endpoint, time.monotonic() + limit)
     try:
         return await _next_step(exchange)
@@ -379,9 +366,7 @@ async def _next_step(exchange: Exchange) -> dict[str, Any] | InputRequired:
         exchange.asked = {f"r{index}": parked for index, parked in enumerate(asked)}
         key = uuid.uuid4().hex
         _exchanges[key] = exchange
-        asyncio.get_running_loop().call_at(
-            asyncio.get_running_loop().time() + max(exchange.deadline - time.monotonic(), 0), _expire, key
-        )
+        asyncio.get_running_loop().call_later(max(exchange.deadline - time.monotonic(), 0), _expire, key)
         requests = {rkey: {"method": p.method, "params": p.params} for rkey, p in exchange.asked.items()}
         return InputRequired(requests=requests, state={"p": key, "a": await _inbox_address()})
     return exchange.task.result()
@@ -393,17 +378,21 @@ def _expire(key: str) -> None:
         exchange.task.cancel()
 
 
-async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, Any]) -> Step | None:
-    """Give exchange ``key`` (waiting in this process) the client's answers and wait for its next step; ``None``
-    when no such exchange waits here (in this loop: another loop of a worker process is reached by forwarding)."""
-    exchange = _exchanges.get(key)
-    if exchange is None or exchange.endpoint.pk != endpoint.pk or exchange.loop is not asyncio.get_running_loop():
+async def _advance(resume: ResumeExchange) -> Step | None:
+    """Give the exchange ``resume`` names (waiting in this process) the client's answers and wait for its next
+    step; ``None`` when no such exchange waits here (in this loop: another loop of a worker process is reached by
+    forwarding)."""
+    exchange = _exchanges.get(resume.key)
+    if exchange is None or exchange.endpoint.pk != resume.upstream or exchange.loop is not asyncio.get_running_loop():
         return None
-    del _exchanges[key]
+    del _exchanges[resume.key]
+    endpoint = exchange.endpoint
     for rkey, parked in exchange.asked.items():
-        answer = responses.get(rkey)
+        answer = resume.responses.get(rkey)
+        if not isinstance(answer, dict):
+            answer = declined(parked.method, f"{parked.method} was not answered")
         if not parked.answer.done():
-            parked.answer.set_result(answer if isinstance(answer, dict) else _declined(parked.method))
+            parked.answer.set_result(answer)
     remaining = exchange.deadline - time.monotonic()
     try:
         async with asyncio.timeout(max(remaining, 0.001)):
@@ -422,18 +411,12 @@ async def _advance(key: str, endpoint: UpstreamEndpoint, responses: dict[str, An
 
 
 async def _resume_exchange(
-    key: str,
-    inbox: str,
-    endpoint: UpstreamEndpoint,
-    tool_name: str,
-    call: CallContext,
-    started: float,
-    limit: float,
+    key: str, inbox: str, endpoint: UpstreamEndpoint, tool_name: str, call: CallContext, started: float, limit: float
 ) -> dict[str, Any] | InputRequired:
-    responses = dict(call.input_responses or {})
-    step = await _advance(key, endpoint, responses)
+    resume = ResumeExchange(key=key, upstream=endpoint.pk, responses=dict(call.input_responses or {}))
+    step = await _advance(resume)
     if step is None and inbox:
-        step = await _forward(ResumeExchange(key=key, upstream=endpoint.pk, responses=responses), inbox, limit)
+        step = await _forward(resume, inbox, limit)
     if step is None or step.gone:
         return failure_result(
             "UPSTREAM_EXCHANGE_GONE",
@@ -465,17 +448,7 @@ class Step:
     gone: bool = False
 
     def to_message(self) -> dict[str, Any]:
-        needed = self.input_required
-        return {
-            "type": STEP_EVENT,
-            "v": MESSAGE_VERSION,
-            "result": self.result,
-            "input_required": {"requests": {k: dict(v) for k, v in needed.requests.items()}, "state": needed.state}
-            if needed
-            else None,
-            "failure": list(self.failure) if self.failure else None,
-            "gone": self.gone,
-        }
+        return {"type": STEP_EVENT, "v": MESSAGE_VERSION, **asdict(self)}
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> Step | None:
@@ -501,14 +474,7 @@ class ResumeExchange:
     reply_to: str = ""
 
     def to_message(self) -> dict[str, Any]:
-        return {
-            "type": RESUME_EVENT,
-            "v": MESSAGE_VERSION,
-            "key": self.key,
-            "upstream": self.upstream,
-            "responses": self.responses,
-            "reply_to": self.reply_to,
-        }
+        return {"type": RESUME_EVENT, "v": MESSAGE_VERSION, **asdict(self)}
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> ResumeExchange | None:
@@ -551,12 +517,7 @@ async def _serve(resume: ResumeExchange) -> None:
     """Advance a forwarded exchange here and send its step back; ``gone`` at once when it no longer waits here (an
     inbox is one loop's: the exchange cannot be in another), so the sender answers ``UPSTREAM_EXCHANGE_GONE``
     without waiting out its timeout."""
-    exchange = _exchanges.get(resume.key)
-    step = None
-    if exchange is not None and exchange.endpoint.pk == resume.upstream:
-        step = await _advance(resume.key, exchange.endpoint, resume.responses)
-    if step is None:
-        step = Step(gone=True)
+    step = await _advance(resume) or Step(gone=True)
     if resume.reply_to:
         try:
             await messaging(address=resume.reply_to).send(resume.reply_to, step.to_message())
@@ -573,21 +534,13 @@ async def _forward(resume: ResumeExchange, inbox: str, limit: float) -> Step | N
     except LAYER_ERRORS:
         return None
     try:
-        await messaging().send(
-            inbox, ResumeExchange(resume.key, resume.upstream, resume.responses, reply.address).to_message()
-        )
+        await messaging().send(inbox, replace(resume, reply_to=reply.address).to_message())
         message = await reply.receive(limit)
     except LAYER_ERRORS:
         return None
     finally:
         await reply.close()
     return Step.from_message(message) if message is not None else None
-
-
-def _declined(method: str) -> dict[str, Any]:
-    if method == "elicitation/create":
-        return {"action": "decline"}
-    return {"error": {"code": -1, "message": f"{method} was not answered"}}
 
 
 # Resources and prompts -------------------------------------------------------------------------------------------
@@ -603,10 +556,7 @@ async def _fetch(
         async def exchange(connection: Connection) -> dict[str, Any]:
             return _dump(await fetch(connection.client.session))
 
-        result: dict[str, Any] = await _guarded(
-            endpoint, effective_timeout(endpoint.timeout_seconds, "upstream"), what, exchange, call
-        )
-        return result
+        return await _guarded(endpoint, effective_timeout(endpoint.timeout_seconds, "upstream"), what, exchange, call)
     except UpstreamFailure as failure:
         raise ProtocolError(failure.message, {"code": failure.code}) from failure
     finally:

@@ -22,10 +22,10 @@ import logging
 import warnings
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .. import __version__
 from ..conf import mcp_settings
@@ -39,6 +39,7 @@ from .relay import current
 logger = logging.getLogger("mcp_app.federation")
 
 ListChanged = Callable[[int, str], None]
+Answer = TypeVar("Answer", bound=BaseModel)
 _LIST_CHANGED = {
     "notifications/tools/list_changed": "tools",
     "notifications/resources/list_changed": "resources",
@@ -91,39 +92,35 @@ class UpstreamForbidden(UpstreamUnavailable):
     """The SSRF guard refused every address of the upstream's host (not allow-listed)."""
 
 
-def forget(endpoint: UpstreamEndpoint) -> None:
-    """Negotiate afresh on the next connection (after the upstream changed era, say)."""
-    _negotiated.pop(endpoint.key, None)
+async def _relayed(
+    method: str, params: Any, answers: tuple[type[Answer], ...], outside: Answer | types.ErrorData, what: str
+) -> Answer | types.ErrorData:
+    """The client's answer to the upstream's ``method`` request, as the first of ``answers`` it fits, or the
+    client's error; ``outside`` when no call is waiting for it."""
+    relay = current.get()
+    if relay is None:
+        return outside
+    answer = await relay.ask(method, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+    if "error" in answer:
+        return types.ErrorData(code=answer["error"]["code"], message=answer["error"]["message"])
+    for model in answers:
+        with contextlib.suppress(ValidationError):
+            return model.model_validate(answer)
+    return types.ErrorData(code=INTERNAL_ERROR, message=f"The client's answer to the {what} was malformed")
 
 
 async def _elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-    relay = current.get()
-    if relay is None:
-        return types.ElicitResult(action="decline")
-    answer = await relay.ask("elicitation/create", params.model_dump(by_alias=True, mode="json", exclude_none=True))
-    if "error" in answer:
-        return types.ErrorData(code=answer["error"]["code"], message=answer["error"]["message"])
-    try:
-        return types.ElicitResult.model_validate(answer)
-    except ValidationError:
-        return types.ErrorData(code=INTERNAL_ERROR, message="The client's answer to the elicitation was malformed")
+    outside = types.ElicitResult(action="decline")
+    return await _relayed("elicitation/create", params, (types.ElicitResult,), outside, "elicitation")
 
 
 async def _sample(
     context: Any, params: types.CreateMessageRequestParams
 ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-    relay = current.get()
-    if relay is None:
-        return types.ErrorData(code=-1, message="sampling/createMessage declined: no call is waiting for it")
-    answer = await relay.ask("sampling/createMessage", params.model_dump(by_alias=True, mode="json", exclude_none=True))
-    if "error" in answer:
-        return types.ErrorData(code=answer["error"]["code"], message=answer["error"]["message"])
-    for model in (types.CreateMessageResult, types.CreateMessageResultWithTools):
-        try:
-            return model.model_validate(answer)
-        except ValidationError:
-            continue
-    return types.ErrorData(code=INTERNAL_ERROR, message="The client's answer to the sampling request was malformed")
+    outside = types.ErrorData(code=-1, message="sampling/createMessage declined: no call is waiting for it")
+    answers: tuple[type[types.CreateMessageResult | types.CreateMessageResultWithTools], ...]
+    answers = (types.CreateMessageResult, types.CreateMessageResultWithTools)
+    return await _relayed("sampling/createMessage", params, answers, outside, "sampling request")
 
 
 async def _log(params: types.LoggingMessageNotificationParams) -> None:
@@ -235,8 +232,8 @@ async def open_client(
                 await client.__aenter__()
         except Exception as exc:
             _negotiated.pop(endpoint.key, None)
-            if _root(exc).__class__.__name__ == "ForbiddenAddress":
-                raise UpstreamForbidden(str(_root(exc))) from exc
+            if root(exc).__class__.__name__ == "ForbiddenAddress":
+                raise UpstreamForbidden(str(root(exc))) from exc
             raise UpstreamUnavailable(_refused(refusals) or _describe(exc)) from exc
         refusals.clear()  # a refused probe (server/discover on a handshake-era upstream) is not a failure
         try:
@@ -273,7 +270,7 @@ def _refused(statuses: list[int]) -> str:
     return f"the upstream answered HTTP {status} ({reason})"
 
 
-def _root(exc: BaseException) -> BaseException:
+def root(exc: BaseException) -> BaseException:
     """The one exception inside nested single-member exception groups (what anyio's task groups raise)."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
@@ -286,15 +283,15 @@ def unreachable(exc: BaseException) -> bool:
     import anyio
     import httpx2
 
-    root = _root(exc)
+    cause = root(exc)
     return isinstance(
-        root, httpx2.TransportError | OSError | anyio.BrokenResourceError | anyio.ClosedResourceError
-    ) or (isinstance(root, UpstreamUnavailable) and not isinstance(root, UpstreamForbidden))
+        cause, httpx2.TransportError | OSError | anyio.BrokenResourceError | anyio.ClosedResourceError
+    ) or (isinstance(cause, UpstreamUnavailable) and not isinstance(cause, UpstreamForbidden))
 
 
 def _describe(exc: BaseException) -> str:
     """A sentence about a connection failure, without URLs' secrets or tracebacks."""
-    exc = _root(exc)
+    exc = root(exc)
     if isinstance(exc, TimeoutError):
         return "the upstream did not answer the handshake in time"
     name = type(exc).__name__

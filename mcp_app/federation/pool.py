@@ -113,11 +113,6 @@ class Pool:
                 del self._connections[key]
                 connection.close()
 
-    def close_all(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
-
     async def _open(self, endpoint: UpstreamEndpoint) -> Connection:
         from .sync import changed
 
@@ -239,7 +234,7 @@ async def close() -> None:
     if found is None:
         return
     holders = [c._holder for c in found._connections.values() if c._holder is not None]
-    found.close_all()
+    found.drop(None)
     if holders:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*holders, return_exceptions=True), timeout=5)

@@ -27,7 +27,6 @@ from ..protocol.errors import INTERNAL_ERROR
 logger = logging.getLogger("mcp_app.federation")
 
 CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
-DECLINED_ELICITATION: dict[str, Any] = {"action": "decline"}
 
 
 @dataclass(eq=False)
@@ -59,23 +58,19 @@ class CallRelay:
         """The client's answer (a result object) to the upstream's request, or a refusal: ``{"error": ...}``
         for sampling, a declined elicitation."""
         if not self.can_ask(method):
-            return _refusal(method, "the client did not declare the capability")
+            return declined(method, f"{method} declined: the client did not declare the capability")
         if self.park:
             parked = Parked(method, params, asyncio.get_running_loop().create_future())
             await self.pending.put(parked)
             return await parked.answer
         outbound = self.call.outbound
         if not outbound.can_request:
-            return _refusal(method, "the client's request cannot carry server-to-client requests")
+            return declined(method, f"{method} declined: the client's request cannot carry server-to-client requests")
         answer = await outbound.request(method, params)
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
-            return {
-                "error": {
-                    "code": int(error.get("code", INTERNAL_ERROR)),
-                    "message": str(error.get("message", "refused")),
-                }
-            }
+            code, message = int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "refused"))
+            return {"error": {"code": code, "message": message}}
         result = answer.get("result")
         return result if isinstance(result, dict) else {}
 
@@ -94,10 +89,11 @@ class CallRelay:
             await self.call.progress.report(progress, total, message)
 
 
-def _refusal(method: str, why: str) -> dict[str, Any]:
+def declined(method: str, message: str) -> dict[str, Any]:
+    """The answer to an upstream's request the client does not give: a declined elicitation, else ``message``."""
     if method == "elicitation/create":
-        return dict(DECLINED_ELICITATION)
-    return {"error": {"code": -1, "message": f"{method} declined: {why}"}}
+        return {"action": "decline"}
+    return {"error": {"code": -1, "message": message}}
 
 
 current: contextvars.ContextVar[CallRelay | None] = contextvars.ContextVar("mcp_app.federation.relay", default=None)

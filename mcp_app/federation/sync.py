@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,7 +40,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..definitions.prompts import validate_uri_template
 from ..definitions.upstreams import UpstreamEndpoint, clean_text, has_fake_tag, prefixed
-from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, unreachable
+from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, root, unreachable
 
 if TYPE_CHECKING:
     from ..models.catalog import CatalogBinding, CatalogEntry
@@ -66,12 +66,12 @@ class SyncReport:
     """What a sync did: names added, updated and removed, entries skipped (with why), entries imported with
     their text cleaned or holding a suspicious tag (``flagged``, with why), or the error."""
 
+    error: str = ""  # first: ``as_dict`` keeps the order of the fields
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     flagged: list[str] = field(default_factory=list)
-    error: str = ""
 
     @property
     def ok(self) -> bool:
@@ -82,15 +82,7 @@ class SyncReport:
         return bool(self.added or self.updated or self.removed)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "error": self.error,
-            "added": self.added,
-            "updated": self.updated,
-            "removed": self.removed,
-            "skipped": self.skipped,
-            "flagged": self.flagged,
-        }
+        return {"ok": self.ok, **asdict(self)}
 
 
 # Reading ---------------------------------------------------------------------------------------------------------
@@ -103,14 +95,16 @@ class _Budget:
     left: int
 
 
-async def _all(fetch: Any, attribute: str, limit: int, budget: _Budget) -> tuple[list[dict[str, Any]], str]:
-    """Every page of a list (``fetch(cursor)``), as wire dicts, at most ``limit`` items and ``budget`` bytes;
-    with why it stopped short (``"count"``, ``"bytes"``) or ``""``."""
+async def _all(list_method: Any, attribute: str, limit: int, budget: _Budget) -> tuple[list[dict[str, Any]], str]:
+    """Every page of a list (``list_method`` of the session), as wire dicts, at most ``limit`` items and ``budget``
+    bytes; with why it stopped short (``"count"``, ``"bytes"``) or ``""``."""
+    from mcp_types import PaginatedRequestParams
+
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     description_limit = int(mcp_settings.UPSTREAM_MAX_DESCRIPTION_CHARS)
     for _page in range(1000):
-        page = await fetch(cursor)
+        page = await list_method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
         for model in getattr(page, attribute):
             if len(items) >= limit:
                 return items, "count"
@@ -128,8 +122,8 @@ async def _all(fetch: Any, attribute: str, limit: int, budget: _Budget) -> tuple
     return items, ""
 
 
-#: The lists a sync reads, in order (``apply`` writes them per kind, ``entry_kinds``): the ``RemoteCatalog`` list each fills, the capability that offers it, the
-#: client session's method and the attribute of its result.
+#: The lists a sync reads, in order (``apply`` writes them per kind, ``entry_kinds``): the ``RemoteCatalog`` list
+#: each fills, the capability that offers it, the client session's method and the attribute of its result.
 LISTS = (
     ("tools", "tools", "list_tools", "tools"),
     ("resources", "resources", "list_resources", "resources"),
@@ -152,17 +146,10 @@ async def fetch(endpoint: UpstreamEndpoint) -> RemoteCatalog:
                 server_info=info.model_dump(by_alias=True, mode="json", exclude_none=True) if info else None,
                 capabilities=capabilities.model_dump(by_alias=True, mode="json", exclude_none=True),
             )
-            from mcp_types import PaginatedRequestParams
-
-            for kind, capability, method_name, attribute in LISTS:
+            for kind, capability, method, attribute in LISTS:
                 if getattr(capabilities, capability) is None:
                     continue
-                method = getattr(client.session, method_name)
-
-                async def page(cursor: str | None, method: Any = method) -> Any:
-                    return await method(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-
-                items, stopped = await _all(page, attribute, limit, budget)
+                items, stopped = await _all(getattr(client.session, method), attribute, limit, budget)
                 setattr(remote, kind, items)
                 if stopped == "count":
                     remote.truncated.append(kind)
@@ -179,23 +166,19 @@ class _Text:
     """Imported text made safe to show an agent or an operator, noting what was done to it (``flags``)."""
 
     def __init__(self) -> None:
-        self.flags: list[str] = []
+        self.flags: dict[str, None] = {}  # an ordered set
 
     def __call__(self, value: Any, limit: int | None = None) -> str:
         text, cleaned = clean_text(str(value or ""))
         if cleaned:
-            self._flag("control, zero-width or bidi-override characters removed")
+            self.flags["control, zero-width or bidi-override characters removed"] = None
         if has_fake_tag(text):
-            self._flag("holds a tag posing as a role marker (<system>, <|im_start|>, ...)")
+            self.flags["holds a tag posing as a role marker (<system>, <|im_start|>, ...)"] = None
         limit = int(mcp_settings.UPSTREAM_MAX_DESCRIPTION_CHARS) if limit is None else limit
         if len(text) > limit:
-            self._flag(f"text cut at {limit} characters")
+            self.flags[f"text cut at {limit} characters"] = None
             text = text[:limit]
         return text
-
-    def _flag(self, why: str) -> None:
-        if why not in self.flags:
-            self.flags.append(why)
 
 
 def _tool(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict[str, Any]:
@@ -472,17 +455,17 @@ def sync_upstream(upstream: Any) -> SyncReport:
 
 
 def describe_failure(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    exc = root(exc)
     if isinstance(exc, UpstreamForbidden):
         return f"The address is not allowed: {exc}"
     if isinstance(exc, UpstreamUnavailable):
         return f"Could not connect: {exc}"
+    first_line = str(exc).splitlines()[0][:200] if str(exc) else ""
     if unreachable(exc):
-        return f"Could not connect: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        return f"Could not connect: {type(exc).__name__}: {first_line}"
     if isinstance(exc, TimeoutError):
         return "The upstream did not answer in time"
-    return f"The upstream's answer was not usable ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})"
+    return f"The upstream's answer was not usable ({type(exc).__name__}: {first_line})"
 
 
 # list_changed ----------------------------------------------------------------------------------------------------

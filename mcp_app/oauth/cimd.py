@@ -100,12 +100,16 @@ def max_age(cache_control: str | None) -> int:
     return max(floor, min(age, ceiling))
 
 
-async def _get(url: str, max_size: int, timeout: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
-    """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step; the caller
-    bounds the whole."""
+async def _get(url: str, max_size: int, timeout: float, deadline: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
+    """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step, ``deadline``
+    (monotonic) the whole fetch."""
     transport = cast(httpx.AsyncBaseTransport, outbound.GuardedTransport(outbound.allowed_networks("cimd")))
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
-    async with client, client.stream("GET", url, headers=HEADERS) as response:
+    async with (
+        asyncio.timeout(max(0.0, deadline - time.monotonic())),
+        client,
+        client.stream("GET", url, headers=HEADERS) as response,
+    ):
         if response.headers.get("content-encoding", "identity").lower() != "identity":
             raise cimd.CIMDError("client_id document is encoded (Content-Encoding)")  # its size would not hold
         if response.status_code != 200:
@@ -133,13 +137,10 @@ def fetch_document(client_id: str) -> tuple[dict[str, Any], int]:
     timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
     deadline = time.monotonic() + timeout
     with host_slot(client_id_host(client_id), deadline):
-
-        async def bounded() -> tuple[Any, str | None]:
-            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                return await _get(client_id, oauth2_settings.CIMD_MAX_DOCUMENT_SIZE, timeout)
-
         try:
-            data, cache_control = asyncio.run(bounded())
+            data, cache_control = asyncio.run(
+                _get(client_id, oauth2_settings.CIMD_MAX_DOCUMENT_SIZE, timeout, deadline)
+            )
         except TimeoutError as exc:
             raise cimd.CIMDError(f"client_id document not fetched within {timeout:g} s") from exc
         except netguard.ForbiddenAddress as exc:

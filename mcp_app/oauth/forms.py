@@ -8,11 +8,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 from oauth2_provider.forms import AllowForm
-from unfold.widgets import (
-    BASE_INPUT_CLASSES,
-    UnfoldAdminCheckboxSelectMultipleWidget,
-    UnfoldAdminRadioSelectWidget,
-)
+from unfold.widgets import BASE_INPUT_CLASSES, UnfoldAdminCheckboxSelectMultipleWidget, UnfoldAdminRadioSelectWidget
 
 from ..models import McpServer, Prompt, Resource, Tool
 

@@ -29,24 +29,15 @@ NEVER = frozenset({"javascript", "data", "file", "blob", "about", "vbscript", "f
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")  # RFC 3986 §3.1, lower-cased
 
 
-def private_use_scheme_allowed(scheme: str) -> bool:
-    """Whether ``scheme`` (lower case) may be a native client's private-use redirect scheme."""
-    denied = {name.lower() for name in mcp_settings.OAUTH_DENIED_REDIRECT_SCHEMES}
-    return bool(_SCHEME.fullmatch(scheme)) and scheme not in NEVER and scheme not in denied
-
-
-def allowed_schemes(redirect_uris: str) -> list[str]:
-    """The schemes a client whose redirect URIs are ``redirect_uris`` (space-separated) may use."""
+def _get_allowed_schemes(application: Any) -> list[str]:
+    """The schemes a client may use: the web ones, and the private-use ones of its redirect URIs not refused."""
+    denied = NEVER | {name.lower() for name in mcp_settings.OAUTH_DENIED_REDIRECT_SCHEMES}
     schemes = list(WEB_SCHEMES)
-    for uri in redirect_uris.split():
+    for uri in (application.redirect_uris or "").split():
         scheme = urlsplit(uri).scheme.lower()
-        if scheme not in schemes and private_use_scheme_allowed(scheme):
+        if scheme not in schemes and scheme not in denied and _SCHEME.fullmatch(scheme):
             schemes.append(scheme)
     return schemes
-
-
-def _get_allowed_schemes(application: Any) -> list[str]:
-    return allowed_schemes(application.redirect_uris or "")
 
 
 def install() -> None:

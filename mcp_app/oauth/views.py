@@ -178,10 +178,9 @@ class AuthorizeView(AuthorizationView):
         """The refusal page: switch account, or (with the request's validated ``credentials``) back to the client
         with ``access_denied``."""
         back = self._error(application, credentials, "access_denied", message) if credentials else None
+        denied_url = back["Location"] if back and back.status_code == 302 else ""
         context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
-        context.update(
-            {"application": application, "denied_url": back["Location"] if back and back.status_code == 302 else ""}
-        )
+        context.update(application=application, denied_url=denied_url)
         return render(self.request, "mcp_app/oauth/refused.html", context, status=status)
 
     def redirect(self, redirect_to: str, application: Any) -> HttpResponse:
@@ -246,13 +245,11 @@ class AuthorizeView(AuthorizationView):
         profile = OAuthClientProfile.objects.filter(client_id=application.client_id).first() if application else None
         stated_uri = getattr(profile, "client_uri", "") or ""
         context.update(
-            {
-                "title": f"Authorize {application.name if application else 'an application'}",
-                "destination": redirect_destination(redirect_uri, stated_uri) if redirect_uri else None,
-                "server": self.server,
-                "client_url": application.client_id if application and "://" in application.client_id else "",
-                "profile": profile,
-            }
+            title=f"Authorize {application.name if application else 'an application'}",
+            destination=redirect_destination(redirect_uri, stated_uri) if redirect_uri else None,
+            server=self.server,
+            client_url=application.client_id if application and "://" in application.client_id else "",
+            profile=profile,
         )
         return context
 
@@ -304,15 +301,14 @@ class RegistrationView(DynamicClientRegistrationView):
                 rates.take_sync([bucket])
             except RateLimited as limited:
                 wait = limited.retry_after_seconds
-                refusal = JsonResponse(
+                return JsonResponse(
                     {
                         "error": "rate_limited",
                         "error_description": f"Too many client registrations from this address; retry in {wait} s.",
                     },
                     status=429,
+                    headers={"Retry-After": str(wait)},
                 )
-                refusal["Retry-After"] = str(wait)
-                return refusal
         response = super().post(request, *args, **kwargs)
         if response.status_code == 201:
             try:
