@@ -40,7 +40,7 @@ import uuid
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import orjson
 
@@ -437,8 +437,21 @@ STEP_EVENT = "mcp.upstream_step"
 MESSAGE_VERSION = 1
 
 
+class _Forwarded:
+    """A message of a dataclass between processes: its ``type`` and version, then its fields."""
+
+    TYPE: ClassVar[str]
+
+    def to_message(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "v": MESSAGE_VERSION, **asdict(self)}  # type: ignore[call-overload]
+
+    @classmethod
+    def understands(cls, message: dict[str, Any]) -> bool:
+        return message.get("type") == cls.TYPE and message.get("v") == MESSAGE_VERSION
+
+
 @dataclass(frozen=True)
-class Step:
+class Step(_Forwarded):
     """What became of an exchange after the client's answers: the result, more input, or a failure; ``gone``:
     it no longer waits in the loop whose inbox received the answers (it expired, or was answered already)."""
 
@@ -446,13 +459,11 @@ class Step:
     input_required: InputRequired | None = None
     failure: tuple[str, str] | None = None
     gone: bool = False
-
-    def to_message(self) -> dict[str, Any]:
-        return {"type": STEP_EVENT, "v": MESSAGE_VERSION, **asdict(self)}
+    TYPE: ClassVar[str] = STEP_EVENT
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> Step | None:
-        if message.get("type") != STEP_EVENT or message.get("v") != MESSAGE_VERSION:
+        if not cls.understands(message):
             return None
         needed = message.get("input_required")
         failure = message.get("failure")
@@ -465,20 +476,18 @@ class Step:
 
 
 @dataclass(frozen=True)
-class ResumeExchange:
+class ResumeExchange(_Forwarded):
     """A stateless client's retry, sent to the process whose exchange ``key`` waits (its inbox)."""
 
     key: str
     upstream: int
     responses: dict[str, Any]
     reply_to: str = ""
-
-    def to_message(self) -> dict[str, Any]:
-        return {"type": RESUME_EVENT, "v": MESSAGE_VERSION, **asdict(self)}
+    TYPE: ClassVar[str] = RESUME_EVENT
 
     @classmethod
     def from_message(cls, message: dict[str, Any]) -> ResumeExchange | None:
-        if message.get("type") != RESUME_EVENT or message.get("v") != MESSAGE_VERSION:
+        if not cls.understands(message):
             return None
         return cls(
             key=str(message["key"]),
