@@ -239,11 +239,8 @@ def channel_class() -> type:
 
         def _mcp_release(self) -> None:
             parts = self._mcp_held.release()
-            if not parts or self._mcp_cut:
-                return
-            super().writeSequence(parts)
-            self._mcp_written += sum(len(part) for part in parts)
-            self._mcp_check_pending()
+            if parts:
+                self._mcp_send(super().writeSequence, parts, parts, None)
 
         def _mcp_holding(self, chunk: bytes | None) -> bool:
             """Hold these bytes back: something is held already (order), or a stream's chunk meets a backlog."""
@@ -275,27 +272,22 @@ def channel_class() -> type:
             super().writeHeaders(version, code, reason, headers)
 
         def write(self, data: bytes) -> None:
-            if self._mcp_cut:
-                return
-            if self._mcp_holding(None):
-                self._mcp_held.hold(data, False)
-                self._mcp_check_pending()
-                return
-            super().write(data)
-            self._mcp_written += len(data)
-            self._mcp_check_pending()
+            self._mcp_send(super().write, data, [data], None)
 
         def writeSequence(self, sequence: Any) -> None:
+            sequence = list(sequence)
+            self._mcp_send(super().writeSequence, sequence, sequence, _chunk_body(sequence))
+
+        def _mcp_send(self, forward: Any, payload: Any, parts: list[bytes], chunk: bytes | None) -> None:
+            """``forward(payload)`` (``parts`` are its bytes, ``chunk`` the data of a body chunk), or hold it while
+            the client is not keeping up; nothing once the connection was cut."""
             if self._mcp_cut:
                 return
-            sequence = list(sequence)
-            chunk = _chunk_body(sequence)
             if self._mcp_holding(chunk):
-                self._mcp_held.hold(b"".join(sequence) if chunk is None else chunk, chunk is not None)
-                self._mcp_check_pending()
-                return
-            super().writeSequence(sequence)
-            self._mcp_written += sum(len(part) for part in sequence)
+                self._mcp_held.hold(b"".join(parts) if chunk is None else chunk, chunk is not None)
+            else:
+                forward(payload)
+                self._mcp_written += sum(len(part) for part in parts)
             self._mcp_check_pending()
 
         def _mcp_check_pending(self) -> None:
@@ -366,16 +358,17 @@ def channel_class() -> type:
         def lineReceived(self, line: bytes) -> None:
             if self._mcp_refused:
                 return
-            if self._HTTPChannel__first_line and len(line) > mcp_settings.MAX_REQUEST_LINE_BYTES:
-                self._mcp_refuse(414, f"The request line exceeds {mcp_settings.MAX_REQUEST_LINE_BYTES} bytes.")
-                return
-            if self._receivedHeaderSize + len(line) > mcp_settings.MAX_HEADER_BYTES:
-                self._mcp_refuse(431, f"The request headers exceed {mcp_settings.MAX_HEADER_BYTES} bytes.")
+            line_too_long = self._HTTPChannel__first_line and len(line) > mcp_settings.MAX_REQUEST_LINE_BYTES
+            if line_too_long or self._receivedHeaderSize + len(line) > mcp_settings.MAX_HEADER_BYTES:
+                self._mcp_too_long(line_too_long)
                 return
             super().lineReceived(line)
 
         def lineLengthExceeded(self, line: bytes) -> None:
-            if self._HTTPChannel__first_line:
+            self._mcp_too_long(self._HTTPChannel__first_line)
+
+        def _mcp_too_long(self, request_line: bool) -> None:
+            if request_line:
                 self._mcp_refuse(414, f"The request line exceeds {mcp_settings.MAX_REQUEST_LINE_BYTES} bytes.")
             else:
                 self._mcp_refuse(431, f"The request headers exceed {mcp_settings.MAX_HEADER_BYTES} bytes.")
