@@ -1,10 +1,8 @@
 """Redis connection pools of a process: bounded, and idle connections closed.
 
-redis-py's asyncio ``ConnectionPool`` opens a connection for every command in flight and keeps each one open for
-good once the command is done. A burst of GET streams ending at once (each leaves its groups and stops its
-receive loop through Redis) therefore left about two idle connections per stream in the process, never closed:
-a few hundred streams filled a Redis near its ``maxclients`` (other processes' streams then failed) and the
-descriptors of a daphne under ``ulimit -n`` (issue 25).
+redis-py's asyncio ``ConnectionPool`` keeps every connection it opened for a command in flight open for good: a
+burst of GET streams ending at once leaves idle connections that fill Redis's ``maxclients`` and daphne's
+descriptors.
 
 Contract:
 
@@ -14,14 +12,13 @@ Contract:
   unreachable, 503) that closes a connection idle for ``REDIS_IDLE_SECONDS``. A closed connection stays in the
   pool as an unconnected slot and reconnects on its next use. The pool belongs to the event loop it is used in.
 - ``redis_client(url, socket_timeout=...)``: the asyncio client of the running loop for ``url`` on such a pool,
-  one per (loop, url, socket timeout): every backend of shared state (``mcp_app.backends``) and ``/readyz`` use
-  it. The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
+  one per (loop, url, socket timeout), for every backend of shared state (``mcp_app.backends``) and ``/readyz``.
+  The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
 - ``sync_redis_client(url, socket_timeout=...)``: the process's blocking client for ``url`` (thread-safe; redis-py's
-  pool opens new connections in a forked child by itself), for the sync paths: a Django view, the admin, the
-  invalidation follower, the heartbeat thread, the purge.
+  pool opens new connections in a forked child by itself), for the sync paths (views, the admin, the invalidation
+  follower, the heartbeat thread, the purge).
 - ``script(client, source)``: the Lua ``source`` registered once on ``client`` (``EVALSHA``, loaded on a miss).
-
-- ``redis_connection_options(socket_timeout=...)``: the connection options of every one of them and of the channel
+- ``redis_connection_options(socket_timeout=...)``: the connection options of all of them and of the channel
   layer's pools.
 
 Not owned here: Django's cache and Celery's broker, which the project configures.

@@ -49,11 +49,6 @@ class ConsoleRun:
         return (self.response or {}).get("error")
 
 
-def _grant(token: AgentToken, server: McpServer) -> Any:
-    # The token as authentication resolves it (by digest): only a usable token of an active agent.
-    return grant_for_token(token.digest, server.server_id)
-
-
 async def run_as(
     token: AgentToken,
     server: McpServer,
@@ -69,9 +64,9 @@ async def run_as(
     params = {**params, "_meta": {"progressToken": request_id}}
     run = ConsoleRun(request={"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
     try:
-        # The caller is a Django request (the admin), which owns its database connection: no connection
-        # recycling here, unlike the consumer's database_sync_to_async.
-        grant = await sync_to_async(_grant, thread_sensitive=True)(token, server)
+        # The token as authentication resolves it (by digest). The caller is a Django request (the admin), which
+        # owns its database connection: no connection recycling here, unlike the consumer's database_sync_to_async.
+        grant = await sync_to_async(grant_for_token, thread_sensitive=True)(token.digest, server.server_id)
     except AccessDenied as exc:
         run.refused = exc.message
         return run

@@ -1,48 +1,38 @@
 """Limits daphne (Twisted) applies before the application sees a request, with proper HTTP answers.
 
-Twisted's HTTP/1.1 parser reads a whole request body into memory or a temporary file before daphne hands it to
-the application, answers an oversized header block with a bare ``400`` and closes the connection on a request
-line longer than 16 KiB without any answer, and only has an *idle* timeout, which a client trickling one byte
-at a time never trips. ``LimitedHTTPChannel`` (a subclass of ``twisted.web.http.HTTPChannel``) adds, each
-answered with a JSON-RPC error body and ``Connection: close``:
+Twisted's HTTP/1.1 parser buffers a whole request body before daphne hands it on, answers an oversized header
+block with a bare ``400``, drops a request line over 16 KiB without an answer, and only has an *idle* timeout,
+which a client trickling one byte at a time never trips. ``LimitedHTTPChannel`` (a subclass of
+``twisted.web.http.HTTPChannel``) adds, each answered with a JSON-RPC error body and ``Connection: close``:
 
 - **414** for a request line over ``MAX_REQUEST_LINE_BYTES``;
 - **431** for a request line plus headers over ``MAX_HEADER_BYTES``;
 - **400** for two ``Host`` headers, or an HTTP/1.1 request without one (RFC 9112 §3.2);
-- **400** for a body over ``MAX_BODY_BYTES`` (seed 000's contract on the MCP endpoint; the edge answers before
-  routing, so every path gets it): at once when ``Content-Length`` says so (nothing is read), else as soon as
-  that many bytes of a chunked body have arrived (reading stops there);
+- **400** for a body over ``MAX_BODY_BYTES`` (on every path: the edge answers before routing): at once when
+  ``Content-Length`` says so (nothing is read), else as soon as that many bytes of a chunked body have arrived;
 - **400** at once for bytes that cannot start an HTTP request (TLS sent to the plain-HTTP port, binary) or a
-  request line or header ended by a bare LF, instead of waiting for a line end that never comes (a 408);
+  line ended by a bare LF, instead of waiting for a line end that never comes;
 - **408** when a request is not fully received ``REQUEST_DEADLINE_SECONDS`` after its first byte.
 
-Two bounds on what daphne writes:
+And bounds on what daphne writes:
 
-- **Idle timeout that counts inactivity** (``IDLE_TIMEOUT_SECONDS``): Twisted restarts its idle timer when a
-  response ends and then closes (and 15 s later aborts) the connection although a slow reader is still draining
-  the end of a long answer: it lost the end without an error. Here the timer is reset as long as the client keeps
-  reading; only a connection that neither sent nor read anything for the whole period is closed.
-- **Bytes pending per connection** (``MAX_PENDING_BYTES``): what the client has not read yet stays in daphne's
-  memory. Beyond the bound the connection is ended with an SSE ``event: error`` (for a slow reader that will read
-  it) and aborted ``LINGER_SECONDS`` later (for one that never reads); further writes are dropped. The
-  application hears ``http.disconnect`` as for any client that went away (a resumable stream's call goes on and
-  its events wait in the event store).
-- **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (its buffer
-  is full: the client is not keeping up), the response's chunks are held by the channel in a
-  ``coalescing.Backlog`` instead of queuing in the transport (a newer progress of a token replaces the held one;
-  everything else keeps its order). The held bytes count as pending and leave, in order, when the transport asks
-  for more (``resumeProducing``).
+- **An idle timeout that counts inactivity** (``IDLE_TIMEOUT_SECONDS``): Twisted's timer would close a
+  connection whose slow reader is still draining the end of a long answer. It is reset as long as the client
+  keeps reading; only a connection that neither sent nor read anything for the whole period is closed.
+- **Bytes pending per connection** (``MAX_PENDING_BYTES``): beyond it, a stream is ended with an SSE
+  ``event: error`` and aborted ``LINGER_SECONDS`` later; further writes are dropped. The application hears
+  ``http.disconnect`` as for any client that went away (a resumable stream's call goes on).
+- **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (the client
+  is not keeping up), the response's chunks are held in a ``coalescing.Backlog`` instead of the transport (a
+  newer progress of a token replaces the held one; everything else keeps its order). The held bytes count as
+  pending and leave, in order, when the transport asks for more (``resumeProducing``).
 
 Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RESERVE`` left under
 ``RLIMIT_NOFILE``), connections give their descriptors back instead of holding them for ``IDLE_TIMEOUT_SECONDS``:
-
-- a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and the
-  connection closes once it is sent (its client waits ``Retry-After`` or signs in again before its next request);
-- the keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` (after answering a request) are closed.
-
-Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
-connection or a 401/429 (not for every connection of a process that holds tens of thousands), and every
-``PRESSURE_CHECK_SECONDS`` for as long as they are short (``docs/reliability.md``).
+a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and closes its
+connection once sent, and keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` are closed. Descriptors are
+counted at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new connection or a 401/429, and every
+``PRESSURE_CHECK_SECONDS`` while they are short (``docs/reliability.md``).
 
 ``twisted_compat.install`` makes daphne's ``HTTPFactory`` build these channels (``channel_class()``), behind
 ``MCP_APP["EDGE_LIMITS"]`` (on by default), on the Twisted and daphne versions they were verified on and only

@@ -228,10 +228,8 @@ class Streams:
             # The store's bound dropped the oldest events: say so rather than replay with a silent gap.
             await self._body(sse.comment(f"events {after + 1}-{kept[0][0] - 1} of this stream were dropped"))
         for sequence, message in kept:
-            await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
             last = sequence
-            if is_final(message):
-                await self._body(b"", more_body=False)
+            if await self._relay(stream_id, sequence, message):
                 return
         # Its producer may be gone (the process died): after SSE_RESUME_IDLE_SECONDS without an event the
         # stream ends, and the client resumes again from its last id (SSE polling, 2025-11-25). Never a hang.
@@ -249,13 +247,17 @@ class Streams:
                 await self._body(sse.comment("keep-alive"))
                 continue
             heard = time.monotonic()
-            if event["sequence"] <= last:
-                continue
-            last = event["sequence"]
-            await self._body(sse.event(event["message"], event_id=f"{stream_id}.{last}"))
-            if is_final(event["message"]):
-                await self._body(b"", more_body=False)
-                return
+            if event["sequence"] > last:
+                last = event["sequence"]
+                if await self._relay(stream_id, last, event["message"]):
+                    return
+
+    async def _relay(self, stream_id: str, sequence: int, message: Any) -> bool:
+        """One event of a resumed POST stream; whether it was the answer, which ends the stream."""
+        await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
+        if is_final(message):
+            await self._body(b"", more_body=False)
+        return is_final(message)
 
     async def _keep_alive(self, group: str) -> None:
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
