@@ -161,7 +161,7 @@ class McpConsumer(InboxConsumer):
             await self.response.fail(error, self._writer, readable, owed, self.scope)
 
     async def _respond(self, body: bytes) -> None:
-        if self.canonical is not None and cors.origin_listed(self.canonical, ()):
+        if self.canonical is not None and security.origin_listed(self.canonical, ()):
             self.response.cors = cors.response_headers(self.canonical)
         if self.scope["method"] == "OPTIONS":
             wrong_host = await self._known_host()

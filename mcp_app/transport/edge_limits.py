@@ -51,6 +51,7 @@ import orjson
 
 from ..conf import mcp_settings
 from ..protocol import errors
+from . import sse
 from .coalescing import Backlog
 
 logger = logging.getLogger("mcp_app.transport.edge_limits")
@@ -110,9 +111,7 @@ def error_response(status: int, message: str) -> bytes:
 
 
 _PENDING = "The client did not read its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."
-PENDING_ERROR = b"event: error\ndata: %s\n\n" % orjson.dumps(
-    errors.error_response(None, errors.InternalError(_PENDING))
-)
+PENDING_ERROR = sse.error_event(errors.error_response(None, errors.InternalError(_PENDING)))
 
 
 def _chunk_body(sequence: list[bytes]) -> bytes | None:

@@ -106,20 +106,17 @@ class PostExchange:
             priming=version >= versions.V2025_11_25,
             owner=(grant.token.tenant_pk, grant.token.agent_pk),
         )
-        if route.era == versions.MODERN:
-            return grant.request_context(
-                era=route.era, protocol_version=version, headers=self.headers, emit=writer.notify, **fields
+        backchannel: BackChannel | None = None
+        if route.era != versions.MODERN:  # the 2026-07-28 era has no back-channel
+            scope = session.key if session is not None else f"t{grant.token.pk}"
+            backchannel = fields["outbound"] = self.backchannel = BackChannel(
+                scope, writer, self.membership, self.on_cancel
             )
-        scope = session.key if session is not None else f"t{grant.token.pk}"
-        backchannel = self.backchannel = BackChannel(scope, writer, self.membership, self.on_cancel)
         ctx = grant.request_context(
-            era=route.era,
-            protocol_version=version,
-            headers=self.headers,
-            emit=writer.notify,
-            outbound=backchannel,
-            **fields,
+            era=route.era, protocol_version=version, headers=self.headers, emit=writer.notify, **fields
         )
+        if backchannel is None:
+            return ctx
         if route.request_id is not None:
             self.call_id = route.request_id
             backchannel.watch(route.request_id)

@@ -94,11 +94,13 @@ def origin_allowed(origin: str | None, server_origins: Iterable[str], host: str 
     if origin is None:
         return True
     canonical = canonical_origin(origin)
-    if canonical is None:
-        return False
-    if same_origin(canonical, host):
-        return True
-    return canonical in listed_origins(server_origins) or canonical in listed_origins(mcp_settings.ALLOWED_ORIGINS)
+    return canonical is not None and (same_origin(canonical, host) or origin_listed(canonical, server_origins))
+
+
+def origin_listed(origin: str, server_origins: Iterable[str]) -> bool:
+    """Whether ``origin`` (already canonical, see ``canonical_origin``) is listed by the server or by
+    ``ALLOWED_ORIGINS``."""
+    return origin in listed_origins(server_origins) or origin in listed_origins(mcp_settings.ALLOWED_ORIGINS)
 
 
 def is_json_content_type(content_type: str | None) -> bool:

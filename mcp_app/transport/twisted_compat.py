@@ -46,11 +46,9 @@ def versions_supported() -> bool:
     import daphne
     import twisted
 
-    twisted_version = _version(twisted.__version__)
-    daphne_version = _version(daphne.__version__)
     return (
-        VERIFIED_TWISTED[0] <= twisted_version < VERIFIED_TWISTED[1]
-        and VERIFIED_DAPHNE[0] <= daphne_version < VERIFIED_DAPHNE[1]
+        VERIFIED_TWISTED[0] <= _version(twisted.__version__) < VERIFIED_TWISTED[1]
+        and VERIFIED_DAPHNE[0] <= _version(daphne.__version__) < VERIFIED_DAPHNE[1]
     )
 
 
@@ -68,9 +66,8 @@ def internals_missing() -> list[str]:
     missing += [f"HTTPChannel().{name}" for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
     descriptor = abstract.FileDescriptor()
     missing += [f"FileDescriptor().{name}" for name in TRANSPORT_BUFFERS if not hasattr(descriptor, name)]
-    for name in ("_GenericHTTPChannelProtocol", "HTTPFactory", "RESPONSES"):
-        if not hasattr(twisted_http, name):
-            missing.append(f"twisted.web.http.{name}")
+    names = ("_GenericHTTPChannelProtocol", "HTTPFactory", "RESPONSES")
+    missing += [f"twisted.web.http.{name}" for name in names if not hasattr(twisted_http, name)]
     if not issubclass(HTTPFactory, twisted_http.HTTPFactory):
         missing.append("daphne's HTTPFactory is not a twisted HTTPFactory")
     missing += [f"Server.{name}" for name in SERVER_METHODS if not callable(getattr(Server, name, None))]
@@ -191,6 +188,7 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
     import daphne
     import twisted
 
+    _outcome = False
     if not versions_supported():
         logger.warning(
             "daphne left as it is: verified on daphne %s and Twisted %s, found daphne %s and Twisted %s",
@@ -199,21 +197,17 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
             daphne.__version__,
             twisted.__version__,
         )
-        _outcome = False
-        return False
-    missing = internals_missing()
-    if missing:
+    elif missing := internals_missing():
         logger.warning("daphne left as it is: daphne/Twisted internals changed: %s", "; ".join(missing))
-        _outcome = False
-        return False
-    add_reason_phrases()
-    if edge_limits:
-        limit_edges()
-    if daphne_tuning:
-        from daphne.http_protocol import WebRequest
-        from daphne.server import Server
+    else:
+        add_reason_phrases()
+        if edge_limits:
+            limit_edges()
+        if daphne_tuning:
+            from daphne.http_protocol import WebRequest
+            from daphne.server import Server
 
-        tune(Server, WebRequest)
-        logger.info("daphne tuning applied: finished requests reaped at once, POST bodies not parsed as forms")
-    _outcome = True
-    return True
+            tune(Server, WebRequest)
+            logger.info("daphne tuning applied: finished requests reaped at once, POST bodies not parsed as forms")
+        _outcome = True
+    return _outcome
