@@ -1,14 +1,13 @@
 """An in-process client of the endpoint, for the admin's "Try it": one request, as one agent token, on one server.
 
-``run_as`` builds the JSON-RPC request a client would send and serves it like the consumer serves a sessionless
-handshake-era POST: the token's grant on the server (``auth.grant_for_token``: scope and catalog, the same code
-the wire runs after authenticating the bearer), the same request context, the protocol dispatcher and its
-handlers, and the wire's runner (``services.get_runner()``). Whatever the wire applies there (grants, audit)
-applies here too. What a client would have received comes back: the notifications in order (progress, logs)
-and the response, or why the token may not use the server.
+``run_as`` serves the JSON-RPC request a client would send like the consumer serves a sessionless handshake-era
+POST: the token's grant on the server (``auth.grant_for_token``, the code the wire runs after authenticating the
+bearer), the same request context, dispatcher, handlers and runner, so whatever the wire applies (grants, audit)
+applies here too. What a client would have received comes back: the notifications in order and the response,
+or why the token may not use the server.
 
-Not done here: sampling and elicitation (there is no client to ask; tools that need them get the error a client
-without those capabilities gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
+Not done here: sampling and elicitation (tools that need them get the error a client without those capabilities
+gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations

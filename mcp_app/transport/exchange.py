@@ -2,13 +2,12 @@
 
 - ``serve(body, session)``: ``protocol.serving.serve_post`` with this exchange, which calls back:
 - ``admit(demand)``: the request log learns the era and method, and the demand the protocol decoded (its
-  messages, the tools it calls, found in the grant's cached catalog) is drawn from the limits
-  (``mcp_app.limits.admit``: no query);
-- ``context(route, ...)``: the request's ``ResponseWriter`` (JSON, or SSE from the first notification) and, in the
-  handshake era, its ``BackChannel`` (cancellable from now on when it has an id), then the handlers' context.
-  A handshake-era tool call opens its SSE stream early (``opening_delay``);
-- ``finish(answer)``: a session the answer opens must fit its caps (``mcp_app.limits.admit``: 429) and is
-  recorded (one worker-thread call), then the answer is written as JSON or as the end of its SSE stream.
+  messages, the tools it calls) is drawn from the limits (``mcp_app.limits.admit``: no query);
+- ``context(route, ...)``: the request's ``ResponseWriter`` and, in the handshake era, its ``BackChannel``
+  (cancellable from now on when it has an id), then the handlers' context. A handshake-era tool call opens its
+  SSE stream early (``opening_delay``);
+- ``finish(answer)``: a session the answer opens must fit its caps (429) and is recorded (one worker-thread
+  call), then the answer is written as JSON or as the end of its SSE stream.
 
 The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or clean up the response.
 """

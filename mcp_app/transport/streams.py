@@ -1,8 +1,8 @@
 """Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
 
-- ``serve_get``: without ``Accept: text/event-stream`` a GET answers the endpoint's JSON description. Otherwise
-  the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``, so an event
-  sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the event store).
+- ``serve_get``: the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``,
+  so an event sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the
+  event store). (Without ``Accept: text/event-stream`` a GET answers ``endpoint_description``.)
 - ``Last-Event-ID`` on a session: an id of another session is 400; a GET stream's id replays what the stream
   missed under the same ids and carries on as that stream; a POST stream's id replays, then follows the live
   events of that call until its answer, and ends after ``SSE_RESUME_IDLE_SECONDS`` without an event (its
@@ -12,10 +12,9 @@
 - Keep-alive comments every ``SSE_KEEPALIVE_SECONDS``, each refreshing group membership.
 - Access is re-checked while a GET or listen stream is open: at every keep-alive, and at once when this
   process hears an invalidation of the stream's token, agent, tenant, server or session
-  (``mcp_app.invalidation``: within a second on every process). A refused re-check (token revoked or expired,
-  agent or tenant deactivated or deleted, server disabled, deleted or out of scope, session terminated) ends the
-  stream; a grant that now shows other tool, prompt or resource names sends the ``list_changed`` of that list.
-  A re-check that cannot decide (the database unreachable) leaves the stream open until the next one.
+  (``mcp_app.invalidation``). A refused re-check ends the stream; a grant that now shows other tool, prompt or
+  resource names sends the ``list_changed`` of that list. A re-check that cannot decide (the database
+  unreachable) leaves the stream open until the next one.
 - ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
   streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
   streams whose ``translate`` accepts it.
