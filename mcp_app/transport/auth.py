@@ -80,14 +80,6 @@ class AccessGrant:
     token: TokenEntry
     catalog: ServerCatalog
 
-    @property
-    def tenant_slug(self) -> str:
-        return self.server.tenant_slug
-
-    @property
-    def agent_id(self) -> str:
-        return self.token.agent_id
-
     def request_context(self, *, era: str, protocol_version: str, **fields: Any) -> RequestContext:
         """The handlers' context for one request under this grant (the consumer and the admin's console), wired
         by the composition root (``services.request_context``). Built from the cached snapshots: no query."""

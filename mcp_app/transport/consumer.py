@@ -224,7 +224,7 @@ class McpConsumer(InboxConsumer):
                 self.response.cors = cors.response_headers(canonical)  # a browser client reads the challenge
             return refusal(denied.status, denied.message, (("www-authenticate", challenge),) if challenge else ())
         self.caller = Caller(self.caller.address, self.caller.raw_token, self._grant.token)
-        request_log.bind(tenant=self._grant.tenant_slug, agent=self._grant.agent_id)
+        request_log.bind(tenant=self._grant.server.tenant_slug, agent=self._grant.token.agent_id)
         return None
 
     async def _allowed_origin(self) -> Answer | None:

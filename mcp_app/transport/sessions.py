@@ -66,11 +66,8 @@ class DatabaseSession:
     def _change(self, uri: str, *, add: bool) -> frozenset[str]:
         with transaction.atomic():
             session = McpSession.objects.select_for_update().only("subscriptions").get(pk=self.pk)
-            current = set(session.subscriptions or ())
-            if add:
-                current.add(uri)
-            else:
-                current.discard(uri)
+            stored = set(session.subscriptions or ())
+            current = stored | {uri} if add else stored - {uri}
             session.subscriptions = sorted(current)
             session.save(update_fields=["subscriptions"])  # post_save publishes the session's invalidation
         return frozenset(current)

@@ -22,7 +22,6 @@ upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party na
 
 from __future__ import annotations
 
-import asyncio
 import http
 import inspect
 import logging
@@ -89,12 +88,9 @@ def add_reason_phrases() -> int:
     """Fill the phrases Twisted lacks; how many were added."""
     from twisted.web import http as twisted_http
 
-    added = 0
-    for status in http.HTTPStatus:
-        if status.value not in twisted_http.RESPONSES:
-            twisted_http.RESPONSES[status.value] = status.phrase.encode("ascii")
-            added += 1
-    return added
+    missing = [status for status in http.HTTPStatus if status.value not in twisted_http.RESPONSES]
+    twisted_http.RESPONSES.update({status.value: status.phrase.encode("ascii") for status in missing})
+    return len(missing)
 
 
 def limit_edges() -> None:
@@ -121,20 +117,13 @@ def reap(server: Any, protocol: Any) -> None:
     instance = details.get("application_instance")
     disconnected = details.get("disconnected")
     if instance is not None and instance.done():
-        try:
-            exception = instance.exception()
-        except asyncio.CancelledError:
-            pass
-        else:
-            if exception is not None:
-                if isinstance(exception, KeyboardInterrupt):
-                    server.stop()  # as daphne: the application asks the server to exit
-                else:
-                    logging.getLogger("daphne.server").error(
-                        "Exception inside application: %s", exception, exc_info=exception
-                    )
-                    if not disconnected:
-                        protocol.handle_exception(exception)
+        exception = None if instance.cancelled() else instance.exception()
+        if isinstance(exception, KeyboardInterrupt):
+            server.stop()  # as daphne: the application asks the server to exit
+        elif exception is not None:
+            logging.getLogger("daphne.server").error("Exception inside application: %s", exception, exc_info=exception)
+            if not disconnected:
+                protocol.handle_exception(exception)
         del details["application_instance"]
         instance = None
     if instance is None and disconnected:
@@ -158,11 +147,7 @@ def tune(server_class: type, request_class: type) -> None:
 
     def tuned_protocol_disconnected(self: Any, protocol: Any) -> None:
         protocol_disconnected(self, protocol)
-        details = self.connections.get(protocol)
-        if details is not None:
-            instance = details.get("application_instance")
-            if instance is None or instance.done():
-                reap(self, protocol)
+        reap(self, protocol)  # nothing to do while the application still runs
 
     def tuned_request_init(self: Any, *args: Any, **kwargs: Any) -> None:
         request_init(self, *args, **{**kwargs, "parsePOSTFormSubmission": False})  # Twisted's public switch

@@ -117,10 +117,8 @@ class Response:
             retry = (("retry-after", str(error.retry_after_seconds)),)
             await self.write(Answer(503, error_response(request_id, error), headers=retry))
             return
-        if owed is not None:
-            frame = sse.event(error_response(owed, error))
-        else:
-            frame = sse.error_event(error_response(None, error))
+        answer = error_response(owed, error)
+        frame = sse.event(answer) if owed is not None else sse.error_event(answer)
         if writer is not None:
             writer.discard()
         with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
@@ -351,11 +349,10 @@ class ResponseWriter:
     async def _flush_soon(self) -> None:
         try:
             await self._flush(last=False)
+        except asyncio.CancelledError:
+            raise
         except BaseException as error:  # kept for the next event or the answer, which raise it
-            if not isinstance(error, asyncio.CancelledError):
-                self._failure = error
-            else:
-                raise
+            self._failure = error
         finally:
             self._flusher = None
 
