@@ -162,8 +162,7 @@ class Subscription:
 
     def __init__(self, on_message: OnMessage | None) -> None:
         self._on_message = on_message
-        # Only a subscription read with ``receive`` queues (an asyncio.Queue is ~3.4 KiB: an idle GET stream's
-        # subscription, which has a callback, holds none).
+        # Only a subscription read with ``receive`` has a queue: an idle GET stream's (a callback) holds none.
         self._queue: asyncio.Queue[Message] | None = asyncio.Queue() if on_message is None else None
         self.groups: list[str] = []
         self.ended = asyncio.Event()

@@ -233,10 +233,10 @@ def channel_class() -> type:
 
         def _mcp_holding(self, chunk: bytes | None) -> bool:
             """Hold these bytes back: something is held already (order), or a stream's chunk meets a backlog."""
-            if self._mcp_held:
-                return True
-            if chunk is None or not self._mcp_backlog:
-                return False
+            return bool(self._mcp_held) or (chunk is not None and self._mcp_backlog and self._mcp_streaming())
+
+        def _mcp_streaming(self) -> bool:
+            """The response under way is a stream (chunked): what grows without end, unlike a JSON answer."""
             request = self.requests[0] if self.requests else None
             return request is not None and bool(getattr(request, "chunked", False))
 
@@ -280,17 +280,14 @@ def channel_class() -> type:
             self._mcp_check_pending()
 
         def _mcp_check_pending(self) -> None:
-            if self._mcp_pending() <= mcp_settings.MAX_PENDING_BYTES:
+            if self._mcp_pending() <= mcp_settings.MAX_PENDING_BYTES or not self._mcp_streaming():
                 return
-            request = self.requests[0] if self.requests else None
-            if request is None or not getattr(request, "chunked", False):
-                return  # a JSON answer is bounded by its own size; streams are what grows without end
             logger.warning(
                 "a client is not reading its answer: %d bytes pending, connection ended", self._mcp_pending()
             )
             self._mcp_cut = True  # from now on the application's writes are dropped
             self._mcp_held = Backlog()
-            if request.startedWriting:
+            if self.requests[0].startedWriting:
                 # One more chunk of the response under way, past the override (which drops writes now).
                 super().write(b"%x\r\n%s\r\n" % (len(PENDING_ERROR), PENDING_ERROR))
             self.transport.loseConnection()

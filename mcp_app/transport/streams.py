@@ -111,8 +111,7 @@ class Streams:
         self._translate: Any = _forward
         self._writer: ResponseWriter | None = None
         self._session: DatabaseSession | None = None
-        # Live events of a resumed POST stream; made by that stream only (a queue is ~3.4 KiB, and an idle GET
-        # stream never needs one).
+        # Live events of a resumed POST stream, made by that stream only: an idle GET stream holds no queue.
         self._events: asyncio.Queue[dict[str, Any]] | None = None
 
     async def _body(self, body: bytes, *, more_body: bool = True) -> None:

@@ -13,11 +13,10 @@ upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party na
 2. **Edge limits** (``MCP_APP["EDGE_LIMITS"]``, on by default): daphne's ``HTTPFactory`` builds
    ``edge_limits.LimitedHTTPChannel`` connections, a subclass of Twisted's ``HTTPChannel`` that relies on the
    private names ``edge_limits`` lists (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``).
-3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default), two levers that cut daphne's own cost per
-   request (``docs/performance.md``: what they do and are worth): a finished request is dropped from daphne's
-   ``Server.connections`` as soon as its application is done and its response finished (``reap``: the
-   ``application_checker`` sweep's handling, done at once, instead of once a second over the whole table), and
-   Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests (daphne never reads ``request.args``).
+3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default; ``docs/performance.md``): a finished request
+   is dropped from daphne's ``Server.connections`` at once (``reap``: what the ``application_checker`` sweep does
+   once a second over the whole table), and Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests
+   (daphne never reads ``request.args``).
 """
 
 from __future__ import annotations
