@@ -37,14 +37,16 @@ import redis.asyncio as redis
 from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.retry import Retry as BlockingRetry
 
 from .conf import mcp_settings
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 
 
-def redis_connection_options(*, socket_timeout: float) -> dict[str, Any]:
-    """redis-py connection options for the channel layer and every client made here.
+def redis_connection_options(*, socket_timeout: float, blocking: bool = False) -> dict[str, Any]:
+    """redis-py connection options for the channel layer and every client made here (``blocking``: for the
+    blocking client, whose retry is of its own kind).
 
     A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
     replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
@@ -56,7 +58,7 @@ def redis_connection_options(*, socket_timeout: float) -> dict[str, Any]:
         "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "socket_keepalive": True,
         "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
+        "retry": (BlockingRetry if blocking else Retry)(ExponentialBackoff(cap=0.1, base=0.01), 2),
     }
 
 
@@ -145,10 +147,8 @@ def sync_redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECOND
         client = _sync_clients.get((url, socket_timeout))
         if client is None:
             import redis as blocking
-            import redis.retry
 
-            options = redis_connection_options(socket_timeout=socket_timeout)
-            options["retry"] = redis.retry.Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)  # the blocking kind
+            options = redis_connection_options(socket_timeout=socket_timeout, blocking=True)
             client = _sync_clients[(url, socket_timeout)] = blocking.Redis.from_url(url, **options)
         return client
 
