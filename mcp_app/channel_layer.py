@@ -95,6 +95,7 @@ async def guarded(operation: Awaitable[Any]) -> Any:
     return result
 
 
+# What a receive loop awaits on each failed receive (e.g. to tell a client its stream broke).
 OnError = Callable[[BaseException], Awaitable[None]]
 # How often a cancelled receive that carried on is asked again to stop (see the module docstring).
 RECANCEL_SECONDS = 0.01
@@ -219,7 +220,7 @@ class Messaging:
         *groups: str,
         channel: str | None = None,
         on_message: OnMessage | None = None,
-        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
+        on_error: OnError | None = None,
         receive_after: float = 0.0,
         stop_by_message: bool = False,
     ) -> Subscription:
