@@ -4,24 +4,21 @@ the one messaging primitive every cross-process conversation of the app is writt
 Contract:
 
 - ``redis_layer_config(url, prefix)`` is the ``CHANNEL_LAYERS["default"]`` a project should use with
-  channels-redis. channels-redis receives with ``BZPOPMIN … timeout=5`` (``brpop_timeout``) while redis-py's
-  default socket timeout is also 5 s: the two race, the client gives up reading exactly when the server answers,
-  and ``redis.exceptions.TimeoutError`` escapes ``receive()`` (a message popped in that instant is lost). The
-  config gives the socket a read timeout well above the blocking timeout, keep-alive probes, a short connect
-  timeout (a dead Redis is noticed fast) and health checks of idle pooled connections.
+  channels-redis. Its socket read timeout is well above channels-redis's blocking receive (``BZPOPMIN …
+  timeout=5``): at redis-py's default of 5 s the two race and ``redis.exceptions.TimeoutError`` escapes
+  ``receive()``, losing a message popped in that instant. Keep-alive probes, a short connect timeout (a dead
+  Redis is noticed fast) and health checks of idle pooled connections come with it.
 - ``receive_forever(layer, channel)`` yields the messages of ``channel`` for as long as its caller iterates:
-  timeouts and connection errors are logged once per outage (not once per try), retried with bounded
-  exponential backoff, and never escape. Every ``receive()`` loop of the app goes through it. It ends as soon as
-  its task is cancelled, even when the layer swallows the cancellation: on Python 3.11 ``asyncio.wait_for``
-  returns the inner result instead of raising when both land in the same loop turn (fixed in 3.12), and redis-py
-  sends every command through ``wait_for`` when a socket timeout is set, so a receive cancelled while it sends its
-  ``BZPOPMIN`` carried on into the 5 s block (a torn-down ``tasks/result`` listener held its answer that long, seen
-  in CI). Each receive therefore runs as a child task that is cancelled again until it has ended; a message it
-  returns after the cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
+  timeouts and connection errors are logged once per outage, retried with bounded exponential backoff, and
+  never escape. Every ``receive()`` loop of the app goes through it. It ends as soon as its task is cancelled,
+  even when the layer swallows the cancellation (on Python 3.11 ``asyncio.wait_for``, which redis-py wraps
+  every command in, returns the inner result instead of raising when both land in the same loop turn): each
+  receive runs as a child task that is cancelled again until it has ended, and a message it returns after the
+  cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
 - ``layer_health`` (a ``backends.Health``, which logs each outage once) remembers whether the layer answered its
   last operation, so the edge can refuse work that needs the layer with a fast 503 while Redis is down, and
-  notices by itself (the next successful operation) when it is back. ``LAYER_ERRORS`` are the exceptions that mean "the layer is unreachable".
-
+  notices by itself (the next successful operation) when it is back. ``LAYER_ERRORS`` are the exceptions that
+  mean "the layer is unreachable".
 - ``Messaging`` (``messaging(layer)``): where subscriptions live and messages travel, on the channel layer
   (``LayerMessaging``; by default the running loop's own where one was set, ``use_layer_in_loop``, else the
   process's) or, without one or for a call run in this process, on the in-process bus (``local_bus``):
@@ -47,7 +44,7 @@ import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 from .backends import Health
 from .protocol.errors import RequestTimeout
@@ -98,6 +95,8 @@ async def guarded(operation: Awaitable[Any]) -> Any:
     return result
 
 
+# What a receive loop awaits on each failed receive (e.g. to tell a client its stream broke).
+OnError = Callable[[BaseException], Awaitable[None]]
 # How often a cancelled receive that carried on is asked again to stop (see the module docstring).
 RECANCEL_SECONDS = 0.01
 
@@ -118,7 +117,7 @@ async def _receive(layer: Any, channel: str) -> dict[str, Any]:
 
 
 async def receive_forever(
-    layer: Any, channel: str, *, on_error: Callable[[BaseException], Awaitable[None]] | None = None
+    layer: Any, channel: str, *, on_error: OnError | None = None
 ) -> AsyncIterator[dict[str, Any]]:
     """The messages of ``channel``, surviving timeouts and reconnects (see the module docstring).
 
@@ -147,17 +146,7 @@ async def receive_forever(
         yield message
 
 
-# The messaging primitive ----------------------------------------------------------------------------------------
-#
-# Every cross-process conversation of the app is one of two shapes, written here once:
-#
-# - a *subscription*: a channel of its own that joins groups (and leaves them), whose messages are handed to a
-#   callback or received with a bound (``Subscription``); the channel is also an address others ``send`` to;
-# - a *request/reply*: an answer awaited under a correlation key, with one timeout answer (``Correlator``).
-#
-# ``Messaging`` says where subscriptions live: on the channel layer (``LayerMessaging``) or, where no layer
-# exists or a call runs in this process, on the in-process bus (``local_bus``). Both behave the same to their
-# users; ``messaging(layer)`` picks one.
+# The messaging primitive (module docstring) --------------------------------------------------------------
 
 Message = dict[str, Any]
 # ``on_message`` returns True to end the subscription's receiving (e.g. a cancellation heard once).
@@ -174,8 +163,7 @@ class Subscription:
 
     def __init__(self, on_message: OnMessage | None) -> None:
         self._on_message = on_message
-        # Only a subscription read with ``receive`` queues (an asyncio.Queue is ~3.4 KiB: an idle GET stream's
-        # subscription, which has a callback, holds none).
+        # Only a subscription read with ``receive`` has a queue: an idle GET stream's (a callback) holds none.
         self._queue: asyncio.Queue[Message] | None = asyncio.Queue() if on_message is None else None
         self.groups: list[str] = []
         self.ended = asyncio.Event()
@@ -219,8 +207,50 @@ class Subscription:
     async def close(self) -> None:
         raise NotImplementedError
 
+    def start(self, receive_after: float) -> None:
+        """Start receiving (on the in-process bus, messages are handed over as they are sent: nothing to start)."""
 
-class LocalBus:
+
+class Messaging:
+    """Where subscriptions live and messages travel: the channel layer (``LayerMessaging``) or the in-process bus
+    (``LocalBus``)."""
+
+    async def subscribe(
+        self,
+        *groups: str,
+        channel: str | None = None,
+        on_message: OnMessage | None = None,
+        on_error: OnError | None = None,
+        receive_after: float = 0.0,
+        stop_by_message: bool = False,
+    ) -> Subscription:
+        """A new channel (or ``channel``, one already enrolled in groups), a member of ``groups``; receiving
+        starts ``receive_after`` seconds from now (what is sent meanwhile waits in the channel). ``close``
+        ends the receive loop with a ``STOP`` message to itself when ``stop_by_message`` (a blocked receive of
+        channels-redis is not reliably cancellable), else by cancelling it. Layer errors are raised."""
+        subscription = await self._open(channel, on_message, on_error, stop_by_message)
+        try:
+            for group in groups:
+                await subscription.join(group)
+        except BaseException:
+            await subscription.close()
+            raise
+        subscription.start(receive_after)
+        return subscription
+
+    async def _open(
+        self, channel: str | None, on_message: OnMessage | None, on_error: OnError | None, stop_by_message: bool
+    ) -> Subscription:
+        raise NotImplementedError
+
+    async def send(self, address: str, message: Message) -> None:
+        raise NotImplementedError
+
+    async def group_send(self, group: str, message: Message) -> None:
+        raise NotImplementedError
+
+
+class LocalBus(Messaging):
     """The in-process implementation: groups of subscriptions of this process, the same message shapes as on
     the channel layer. ``group_send`` may be called from any thread (the admin's cancel runs in one)."""
 
@@ -229,19 +259,11 @@ class LocalBus:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
-    async def subscribe(
-        self,
-        *groups: str,
-        channel: str | None = None,
-        on_message: OnMessage | None = None,
-        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
-        receive_after: float = 0.0,
-        stop_by_message: bool = False,
+    async def _open(
+        self, channel: str | None, on_message: OnMessage | None, on_error: OnError | None, stop_by_message: bool
     ) -> Subscription:
         subscription = _LocalSubscription(self, channel or f"{LOCAL_PREFIX}{next(self._ids)}", on_message)
-        subscription.add(subscription.address)
-        for group in groups:
-            await subscription.join(group)
+        self._add(subscription.address, subscription)
         return subscription
 
     async def send(self, address: str, message: Message) -> None:
@@ -286,9 +308,6 @@ class _LocalSubscription(Subscription):
         self._bus = bus
         self.address = address
 
-    def add(self, group: str) -> None:
-        self._bus._add(group, self)
-
     def take(self, message: Message) -> None:
         if self._deliver(message):
             self._leave_all()
@@ -296,8 +315,7 @@ class _LocalSubscription(Subscription):
     async def join(self, group: str) -> None:
         if not self.ended.is_set():
             self._bus._add(group, self)
-            if group not in self.groups:
-                self.groups.append(group)
+            self.adopt(group)
 
     async def leave(self, group: str) -> None:
         if group in self.groups:
@@ -317,35 +335,17 @@ class _LocalSubscription(Subscription):
 local_bus = LocalBus()
 
 
-class LayerMessaging:
+class LayerMessaging(Messaging):
     """The channel-layer implementation of ``Messaging``."""
 
     def __init__(self, layer: Any) -> None:
         self.layer = layer
 
-    async def subscribe(
-        self,
-        *groups: str,
-        channel: str | None = None,
-        on_message: OnMessage | None = None,
-        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
-        receive_after: float = 0.0,
-        stop_by_message: bool = False,
+    async def _open(
+        self, channel: str | None, on_message: OnMessage | None, on_error: OnError | None, stop_by_message: bool
     ) -> Subscription:
-        """A new channel (or ``channel``, one already enrolled in groups), a member of ``groups``; receiving
-        starts ``receive_after`` seconds from now (what is sent meanwhile waits in the channel). ``close``
-        ends the receive loop with a ``STOP`` message to itself when ``stop_by_message`` (a blocked receive of
-        channels-redis is not reliably cancellable), else by cancelling it. Layer errors are raised."""
         address = channel if channel is not None else await self.layer.new_channel()
-        subscription = _LayerSubscription(self.layer, address, on_message, on_error, stop_by_message)
-        try:
-            for group in groups:
-                await subscription.join(group)
-        except BaseException:
-            await subscription.close()
-            raise
-        subscription.start(receive_after)
-        return subscription
+        return _LayerSubscription(self.layer, address, on_message, on_error, stop_by_message)
 
     async def send(self, address: str, message: Message) -> None:
         await self.layer.send(address, message)
@@ -356,12 +356,7 @@ class LayerMessaging:
 
 class _LayerSubscription(Subscription):
     def __init__(
-        self,
-        layer: Any,
-        address: str,
-        on_message: OnMessage | None,
-        on_error: Callable[[BaseException], Awaitable[None]] | None,
-        stop_by_message: bool,
+        self, layer: Any, address: str, on_message: OnMessage | None, on_error: OnError | None, stop_by_message: bool
     ) -> None:
         super().__init__(on_message)
         self._layer = layer
@@ -371,7 +366,7 @@ class _LayerSubscription(Subscription):
         self.receiving = False
         self._pump: asyncio.Task[None] | None = None
 
-    def start(self, receive_after: float = 0.0) -> None:
+    def start(self, receive_after: float) -> None:
         # A context of its own: the loop outlives the request that happens to start it (and its log context).
         loop = asyncio.get_running_loop()
         self._pump = loop.create_task(self._run(receive_after), context=contextvars.Context())
@@ -389,8 +384,7 @@ class _LayerSubscription(Subscription):
 
     async def join(self, group: str) -> None:
         await self._layer.group_add(group, self.address)
-        if group not in self.groups:
-            self.groups.append(group)
+        self.adopt(group)
 
     async def leave(self, group: str) -> None:
         if group in self.groups:
@@ -421,24 +415,6 @@ class _LayerSubscription(Subscription):
             except Exception:
                 logger.warning("could not leave group %s", group, exc_info=True)
         self.groups.clear()
-
-
-class Messaging(Protocol):
-    """Where subscriptions live and messages travel: the channel layer or the in-process bus."""
-
-    async def subscribe(
-        self,
-        *groups: str,
-        channel: str | None = None,
-        on_message: OnMessage | None = None,
-        on_error: Callable[[BaseException], Awaitable[None]] | None = None,
-        receive_after: float = 0.0,
-        stop_by_message: bool = False,
-    ) -> Subscription: ...
-
-    async def send(self, address: str, message: Message) -> None: ...
-
-    async def group_send(self, group: str, message: Message) -> None: ...
 
 
 _loop_layers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()

@@ -1,18 +1,14 @@
 """channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one.
 
 ``RedisChannelLayer`` is channels-redis's own layer (same keys, same message format, same expiry and capacity
-rules: processes running the stock layer and this one talk to each other) whose writes are batched. Stock
-channels-redis 4 sends one command per step and waits for each reply: ``send`` is four round trips (drop
-expired messages, count for capacity, add, set the expiry), ``group_send`` four for a group of one (drop expired
-members, read the members, drop expired messages, add), ``group_add`` two. Here ``send`` is one Lua script,
-``group_send`` a pipeline (expired members, members) and one script per Redis host that does the rest, and
-``group_add`` a pipeline. Every progress notification, worker event, stream message and cancellation goes
-through these; on the development machine each round trip costs 0.15 to 0.3 ms of a call's latency
+rules: processes running the stock layer and this one talk to each other) whose writes are batched: ``send`` is
+one Lua script (stock: four round trips), ``group_send`` a pipeline (expired members, members) and one script
+per Redis host that does the rest (stock: four for a group of one), ``group_add`` a pipeline (stock: two). Every
+progress notification, worker event, stream message and cancellation goes through these
 (docs/workers.md#performance).
 
-Its connection pools (one per event loop) are ``mcp_app.redis_pool.BoundedConnectionPool``: at most
-``REDIS_MAX_CONNECTIONS``, idle ones closed after ``REDIS_IDLE_SECONDS`` (stock channels-redis keeps every
-connection it ever opened: about two per GET stream that ended in a burst, issue 25).
+Its connection pools (one per event loop) are ``mcp_app.redis_pool.BoundedConnectionPool``, not channels-redis's
+own, which keeps every connection it ever opened.
 
 Receiving is channels-redis's unchanged (``BZPOPMIN`` with its backup queue, so a cancelled receive loses
 nothing). ``redis_layer_config`` (``mcp_app.channel_layer``) names this class; a project may name the stock

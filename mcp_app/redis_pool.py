@@ -1,10 +1,8 @@
 """Redis connection pools of a process: bounded, and idle connections closed.
 
-redis-py's asyncio ``ConnectionPool`` opens a connection for every command in flight and keeps each one open for
-good once the command is done. A burst of GET streams ending at once (each leaves its groups and stops its
-receive loop through Redis) therefore left about two idle connections per stream in the process, never closed:
-a few hundred streams filled a Redis near its ``maxclients`` (other processes' streams then failed) and the
-descriptors of a daphne under ``ulimit -n`` (issue 25).
+redis-py's asyncio ``ConnectionPool`` keeps every connection it opened for a command in flight open for good: a
+burst of GET streams ending at once leaves idle connections that fill Redis's ``maxclients`` and daphne's
+descriptors.
 
 Contract:
 
@@ -14,14 +12,13 @@ Contract:
   unreachable, 503) that closes a connection idle for ``REDIS_IDLE_SECONDS``. A closed connection stays in the
   pool as an unconnected slot and reconnects on its next use. The pool belongs to the event loop it is used in.
 - ``redis_client(url, socket_timeout=...)``: the asyncio client of the running loop for ``url`` on such a pool,
-  one per (loop, url, socket timeout): every backend of shared state (``mcp_app.backends``) and ``/readyz`` use
-  it. The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
+  one per (loop, url, socket timeout), for every backend of shared state (``mcp_app.backends``) and ``/readyz``.
+  The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
 - ``sync_redis_client(url, socket_timeout=...)``: the process's blocking client for ``url`` (thread-safe; redis-py's
-  pool opens new connections in a forked child by itself), for the sync paths: a Django view, the admin, the
-  invalidation follower, the heartbeat thread, the purge.
+  pool opens new connections in a forked child by itself), for the sync paths (views, the admin, the invalidation
+  follower, the heartbeat thread, the purge).
 - ``script(client, source)``: the Lua ``source`` registered once on ``client`` (``EVALSHA``, loaded on a miss).
-
-- ``redis_connection_options(socket_timeout=...)``: the connection options of every one of them and of the channel
+- ``redis_connection_options(socket_timeout=...)``: the connection options of all of them and of the channel
   layer's pools.
 
 Not owned here: Django's cache and Celery's broker, which the project configures.
@@ -40,14 +37,16 @@ import redis.asyncio as redis
 from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.retry import Retry as BlockingRetry
 
 from .conf import mcp_settings
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 
 
-def redis_connection_options(*, socket_timeout: float) -> dict[str, Any]:
-    """redis-py connection options for the channel layer and every client made here.
+def redis_connection_options(*, socket_timeout: float, blocking: bool = False) -> dict[str, Any]:
+    """redis-py connection options for the channel layer and every client made here (``blocking``: for the
+    blocking client, whose retry is of its own kind).
 
     A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
     replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
@@ -59,7 +58,7 @@ def redis_connection_options(*, socket_timeout: float) -> dict[str, Any]:
         "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "socket_keepalive": True,
         "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2),
+        "retry": (BlockingRetry if blocking else Retry)(ExponentialBackoff(cap=0.1, base=0.01), 2),
     }
 
 
@@ -148,10 +147,8 @@ def sync_redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECOND
         client = _sync_clients.get((url, socket_timeout))
         if client is None:
             import redis as blocking
-            import redis.retry
 
-            options = redis_connection_options(socket_timeout=socket_timeout)
-            options["retry"] = redis.retry.Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)  # the blocking kind
+            options = redis_connection_options(socket_timeout=socket_timeout, blocking=True)
             client = _sync_clients[(url, socket_timeout)] = blocking.Redis.from_url(url, **options)
         return client
 

@@ -1,14 +1,14 @@
 """Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
 the session named by ``Mcp-Session-Id``).
 
-``Credentials.admit`` (what a request presents) answers from the per-process caches of
-``mcp_app.caching.identity`` when it can (no query, no thread hop) and otherwise runs the same checks once in a
-worker thread, loading what was missing; ``Credentials.recheck`` asks again for an open stream. It either returns
-an ``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. The order of checks is the contract:
+``Credentials.admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can (no query,
+no thread hop), else runs the same checks once in a worker thread, loading what was missing;
+``Credentials.recheck`` asks again for an open stream. It returns an ``AccessGrant`` or raises ``AccessDenied``
+with the HTTP status to answer. The order of checks is the contract:
 
 1. ``Authorization`` missing → 401 (even without ``agentId``, so a client that knows only the URL discovers
-   OAuth; a server with OAuth off answers 400 without ``agentId``, as before); malformed, unknown, expired or
-   revoked token, inactive agent → 401 ``invalid_token``
+   OAuth; a server with OAuth off answers 400 without ``agentId``); malformed, unknown, expired or revoked
+   token, inactive agent → 401 ``invalid_token``
 2. an agent token without ``agentId`` → 400; an OAuth access token needs none
 3. token of another agent than ``agentId`` (existing or not) → 403
 4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable); an OAuth
@@ -16,11 +16,9 @@ an ``AccessGrant`` or raises ``AccessDenied`` with the HTTP status to answer. Th
    ``invalid_token``
 5. token not scoped to this server → 403
 
-Every 401 names the server's RFC 9728 metadata (``resource_metadata``, unless the server has OAuth off); the
-edge turns ``AccessDenied.challenge`` into the ``WWW-Authenticate`` header.
-
-The catalog of the returned grant is the token's view of the server's catalog: its grant (tools, resources,
-prompts, read-only; ``mcp_app.catalog.grants``) is part of the cached token snapshot and of the catalog cache key.
+Every 401 names the server's RFC 9728 metadata (``resource_metadata``, unless the server has OAuth off), in the
+``WWW-Authenticate`` header the edge makes of ``AccessDenied.challenge``. The grant's catalog is the token's
+view of the server's catalog (its grant: ``mcp_app.catalog.grants``).
 
 Unauthenticated callers learn nothing about which servers exist. The raw token is never logged; only its
 digest is looked up, and compared in constant time. A token found unknown is refused without a query for a
@@ -81,14 +79,6 @@ class AccessGrant:
     server: ServerEntry
     token: TokenEntry
     catalog: ServerCatalog
-
-    @property
-    def tenant_slug(self) -> str:
-        return self.server.tenant_slug
-
-    @property
-    def agent_id(self) -> str:
-        return self.token.agent_id
 
     def request_context(self, *, era: str, protocol_version: str, **fields: Any) -> RequestContext:
         """The handlers' context for one request under this grant (the consumer and the admin's console), wired

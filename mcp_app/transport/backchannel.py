@@ -1,7 +1,5 @@
 """The back-channel of one handshake-era POST: the transport's implementation of the ``Outbound`` port.
 
-``BackChannel`` carries what flows between a running call and its client outside the call's answer:
-
 - ``notify``: notifications on the call's response stream (the ``ResponseWriter`` switches it to SSE);
 - ``request``: a server-to-client request (sampling, elicitation, roots) with an id of its own
   (``mcp-host-<hex>``). The call joins the reply group of that id *before* the request goes out, because the
@@ -13,9 +11,8 @@
 - ``close_stream``: SEP-1699, where the response stream is resumable.
 
 ``watch`` makes the call this POST serves cancellable: in this process at once, from other processes once the
-call still runs after ``CANCEL_WATCH_DELAY_SECONDS`` (it joins its call group then, and honours a
-cancellation noted before it listened). ``release`` ends that after dispatch; ``close`` stops the watcher.
-Correlation is by ``scope``: the session key, or ``t<token pk>`` for sessionless requests.
+call still runs after ``CANCEL_WATCH_DELAY_SECONDS``. ``release`` ends that after dispatch; ``close`` stops the
+watcher. Correlation is by ``scope``: the session key, or ``t<token pk>`` for sessionless requests.
 
 Not here: how the call's response ends when it is cancelled (the edge does that on its own event loop, through
 ``on_cancel``), the 2026-07-28 era (no back-channel: ``NO_CHANNEL``).

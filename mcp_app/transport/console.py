@@ -1,14 +1,13 @@
 """An in-process client of the endpoint, for the admin's "Try it": one request, as one agent token, on one server.
 
-``run_as`` builds the JSON-RPC request a client would send and serves it like the consumer serves a sessionless
-handshake-era POST: the token's grant on the server (``auth.grant_for_token``: scope and catalog, the same code
-the wire runs after authenticating the bearer), the same request context, the protocol dispatcher and its
-handlers, and the wire's runner (``services.get_runner()``). Whatever the wire applies there (grants, audit)
-applies here too. What a client would have received comes back: the notifications in order (progress, logs)
-and the response, or why the token may not use the server.
+``run_as`` serves the JSON-RPC request a client would send like the consumer serves a sessionless handshake-era
+POST: the token's grant on the server (``auth.grant_for_token``, the code the wire runs after authenticating the
+bearer), the same request context, dispatcher, handlers and runner, so whatever the wire applies (grants, audit)
+applies here too. What a client would have received comes back: the notifications in order and the response,
+or why the token may not use the server.
 
-Not done here: sampling and elicitation (there is no client to ask; tools that need them get the error a client
-without those capabilities gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
+Not done here: sampling and elicitation (tools that need them get the error a client without those capabilities
+gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -49,11 +48,6 @@ class ConsoleRun:
         return (self.response or {}).get("error")
 
 
-def _grant(token: AgentToken, server: McpServer) -> Any:
-    # The token as authentication resolves it (by digest): only a usable token of an active agent.
-    return grant_for_token(token.digest, server.server_id)
-
-
 async def run_as(
     token: AgentToken,
     server: McpServer,
@@ -69,9 +63,9 @@ async def run_as(
     params = {**params, "_meta": {"progressToken": request_id}}
     run = ConsoleRun(request={"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
     try:
-        # The caller is a Django request (the admin), which owns its database connection: no connection
-        # recycling here, unlike the consumer's database_sync_to_async.
-        grant = await sync_to_async(_grant, thread_sensitive=True)(token, server)
+        # The token as authentication resolves it (by digest). The caller is a Django request (the admin), which
+        # owns its database connection: no connection recycling here, unlike the consumer's database_sync_to_async.
+        grant = await sync_to_async(grant_for_token, thread_sensitive=True)(token.digest, server.server_id)
     except AccessDenied as exc:
         run.refused = exc.message
         return run

@@ -161,7 +161,7 @@ class McpConsumer(InboxConsumer):
             await self.response.fail(error, self._writer, readable, owed, self.scope)
 
     async def _respond(self, body: bytes) -> None:
-        if self.canonical is not None and cors.origin_listed(self.canonical, ()):
+        if self.canonical is not None and security.origin_listed(self.canonical, ()):
             self.response.cors = cors.response_headers(self.canonical)
         if self.scope["method"] == "OPTIONS":
             wrong_host = await self._known_host()
@@ -224,7 +224,7 @@ class McpConsumer(InboxConsumer):
                 self.response.cors = cors.response_headers(canonical)  # a browser client reads the challenge
             return refusal(denied.status, denied.message, (("www-authenticate", challenge),) if challenge else ())
         self.caller = Caller(self.caller.address, self.caller.raw_token, self._grant.token)
-        request_log.bind(tenant=self._grant.tenant_slug, agent=self._grant.agent_id)
+        request_log.bind(tenant=self._grant.server.tenant_slug, agent=self._grant.token.agent_id)
         return None
 
     async def _allowed_origin(self) -> Answer | None:

@@ -19,7 +19,7 @@ Bearer tokens are not cookies: ``Access-Control-Allow-Credentials`` is never sen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from channels.db import database_sync_to_async
 
@@ -27,7 +27,7 @@ from ..caching import identity
 from ..caching.identity import CacheMiss
 from ..conf import mcp_settings
 from ..protocol.serving import Answer, refusal
-from .security import canonical_origin, listed_origins, same_origin
+from .security import canonical_origin, origin_listed, same_origin
 
 METHODS = "GET, POST, DELETE, OPTIONS"
 ORIGIN_REFUSED = "This Origin is not allowed to use this server."
@@ -92,9 +92,3 @@ def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
         (b"access-control-expose-headers", EXPOSED),
         (b"vary", b"Origin"),
     ]
-
-
-def origin_listed(origin: str, server_origins: Iterable[str]) -> bool:
-    """Whether ``origin`` (already canonical, see ``security.canonical_origin``) is listed by the server or by
-    ``ALLOWED_ORIGINS``."""
-    return origin in listed_origins(server_origins) or origin in listed_origins(mcp_settings.ALLOWED_ORIGINS)

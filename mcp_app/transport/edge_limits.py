@@ -1,48 +1,38 @@
 """Limits daphne (Twisted) applies before the application sees a request, with proper HTTP answers.
 
-Twisted's HTTP/1.1 parser reads a whole request body into memory or a temporary file before daphne hands it to
-the application, answers an oversized header block with a bare ``400`` and closes the connection on a request
-line longer than 16 KiB without any answer, and only has an *idle* timeout, which a client trickling one byte
-at a time never trips. ``LimitedHTTPChannel`` (a subclass of ``twisted.web.http.HTTPChannel``) adds, each
-answered with a JSON-RPC error body and ``Connection: close``:
+Twisted's HTTP/1.1 parser buffers a whole request body before daphne hands it on, answers an oversized header
+block with a bare ``400``, drops a request line over 16 KiB without an answer, and only has an *idle* timeout,
+which a client trickling one byte at a time never trips. ``LimitedHTTPChannel`` (a subclass of
+``twisted.web.http.HTTPChannel``) adds, each answered with a JSON-RPC error body and ``Connection: close``:
 
 - **414** for a request line over ``MAX_REQUEST_LINE_BYTES``;
 - **431** for a request line plus headers over ``MAX_HEADER_BYTES``;
 - **400** for two ``Host`` headers, or an HTTP/1.1 request without one (RFC 9112 §3.2);
-- **400** for a body over ``MAX_BODY_BYTES`` (seed 000's contract on the MCP endpoint; the edge answers before
-  routing, so every path gets it): at once when ``Content-Length`` says so (nothing is read), else as soon as
-  that many bytes of a chunked body have arrived (reading stops there);
+- **400** for a body over ``MAX_BODY_BYTES`` (on every path: the edge answers before routing): at once when
+  ``Content-Length`` says so (nothing is read), else as soon as that many bytes of a chunked body have arrived;
 - **400** at once for bytes that cannot start an HTTP request (TLS sent to the plain-HTTP port, binary) or a
-  request line or header ended by a bare LF, instead of waiting for a line end that never comes (a 408);
+  line ended by a bare LF, instead of waiting for a line end that never comes;
 - **408** when a request is not fully received ``REQUEST_DEADLINE_SECONDS`` after its first byte.
 
-Two bounds on what daphne writes:
+And bounds on what daphne writes:
 
-- **Idle timeout that counts inactivity** (``IDLE_TIMEOUT_SECONDS``): Twisted restarts its idle timer when a
-  response ends and then closes (and 15 s later aborts) the connection although a slow reader is still draining
-  the end of a long answer: it lost the end without an error. Here the timer is reset as long as the client keeps
-  reading; only a connection that neither sent nor read anything for the whole period is closed.
-- **Bytes pending per connection** (``MAX_PENDING_BYTES``): what the client has not read yet stays in daphne's
-  memory. Beyond the bound the connection is ended with an SSE ``event: error`` (for a slow reader that will read
-  it) and aborted ``LINGER_SECONDS`` later (for one that never reads); further writes are dropped. The
-  application hears ``http.disconnect`` as for any client that went away (a resumable stream's call goes on and
-  its events wait in the event store).
-- **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (its buffer
-  is full: the client is not keeping up), the response's chunks are held by the channel in a
-  ``coalescing.Backlog`` instead of queuing in the transport (a newer progress of a token replaces the held one;
-  everything else keeps its order). The held bytes count as pending and leave, in order, when the transport asks
-  for more (``resumeProducing``).
+- **An idle timeout that counts inactivity** (``IDLE_TIMEOUT_SECONDS``): Twisted's timer would close a
+  connection whose slow reader is still draining the end of a long answer. It is reset as long as the client
+  keeps reading; only a connection that neither sent nor read anything for the whole period is closed.
+- **Bytes pending per connection** (``MAX_PENDING_BYTES``): beyond it, a stream is ended with an SSE
+  ``event: error`` and aborted ``LINGER_SECONDS`` later; further writes are dropped. The application hears
+  ``http.disconnect`` as for any client that went away (a resumable stream's call goes on).
+- **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (the client
+  is not keeping up), the response's chunks are held in a ``coalescing.Backlog`` instead of the transport (a
+  newer progress of a token replaces the held one; everything else keeps its order). The held bytes count as
+  pending and leave, in order, when the transport asks for more (``resumeProducing``).
 
 Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RESERVE`` left under
 ``RLIMIT_NOFILE``), connections give their descriptors back instead of holding them for ``IDLE_TIMEOUT_SECONDS``:
-
-- a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and the
-  connection closes once it is sent (its client waits ``Retry-After`` or signs in again before its next request);
-- the keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` (after answering a request) are closed.
-
-Descriptors are counted (``/proc/self/fd``) at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new
-connection or a 401/429 (not for every connection of a process that holds tens of thousands), and every
-``PRESSURE_CHECK_SECONDS`` for as long as they are short (``docs/reliability.md``).
+a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and closes its
+connection once sent, and keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` are closed. Descriptors are
+counted at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new connection or a 401/429, and every
+``PRESSURE_CHECK_SECONDS`` while they are short (``docs/reliability.md``).
 
 ``twisted_compat.install`` makes daphne's ``HTTPFactory`` build these channels (``channel_class()``), behind
 ``MCP_APP["EDGE_LIMITS"]`` (on by default), on the Twisted and daphne versions they were verified on and only
@@ -61,6 +51,7 @@ import orjson
 
 from ..conf import mcp_settings
 from ..protocol import errors
+from . import sse
 from .coalescing import Backlog
 
 logger = logging.getLogger("mcp_app.transport.edge_limits")
@@ -120,9 +111,7 @@ def error_response(status: int, message: str) -> bytes:
 
 
 _PENDING = "The client did not read its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."
-PENDING_ERROR = b"event: error\ndata: %s\n\n" % orjson.dumps(
-    errors.error_response(None, errors.InternalError(_PENDING))
-)
+PENDING_ERROR = sse.error_event(errors.error_response(None, errors.InternalError(_PENDING)))
 
 
 def _chunk_body(sequence: list[bytes]) -> bytes | None:
@@ -239,18 +228,15 @@ def channel_class() -> type:
 
         def _mcp_release(self) -> None:
             parts = self._mcp_held.release()
-            if not parts or self._mcp_cut:
-                return
-            super().writeSequence(parts)
-            self._mcp_written += sum(len(part) for part in parts)
-            self._mcp_check_pending()
+            if parts:
+                self._mcp_send(super().writeSequence, parts, parts, None)
 
         def _mcp_holding(self, chunk: bytes | None) -> bool:
             """Hold these bytes back: something is held already (order), or a stream's chunk meets a backlog."""
-            if self._mcp_held:
-                return True
-            if chunk is None or not self._mcp_backlog:
-                return False
+            return bool(self._mcp_held) or (chunk is not None and self._mcp_backlog and self._mcp_streaming())
+
+        def _mcp_streaming(self) -> bool:
+            """The response under way is a stream (chunked): what grows without end, unlike a JSON answer."""
             request = self.requests[0] if self.requests else None
             return request is not None and bool(getattr(request, "chunked", False))
 
@@ -275,41 +261,33 @@ def channel_class() -> type:
             super().writeHeaders(version, code, reason, headers)
 
         def write(self, data: bytes) -> None:
-            if self._mcp_cut:
-                return
-            if self._mcp_holding(None):
-                self._mcp_held.hold(data, False)
-                self._mcp_check_pending()
-                return
-            super().write(data)
-            self._mcp_written += len(data)
-            self._mcp_check_pending()
+            self._mcp_send(super().write, data, [data], None)
 
         def writeSequence(self, sequence: Any) -> None:
+            sequence = list(sequence)
+            self._mcp_send(super().writeSequence, sequence, sequence, _chunk_body(sequence))
+
+        def _mcp_send(self, forward: Any, payload: Any, parts: list[bytes], chunk: bytes | None) -> None:
+            """``forward(payload)`` (``parts`` are its bytes, ``chunk`` the data of a body chunk), or hold it while
+            the client is not keeping up; nothing once the connection was cut."""
             if self._mcp_cut:
                 return
-            sequence = list(sequence)
-            chunk = _chunk_body(sequence)
             if self._mcp_holding(chunk):
-                self._mcp_held.hold(b"".join(sequence) if chunk is None else chunk, chunk is not None)
-                self._mcp_check_pending()
-                return
-            super().writeSequence(sequence)
-            self._mcp_written += sum(len(part) for part in sequence)
+                self._mcp_held.hold(b"".join(parts) if chunk is None else chunk, chunk is not None)
+            else:
+                forward(payload)
+                self._mcp_written += sum(len(part) for part in parts)
             self._mcp_check_pending()
 
         def _mcp_check_pending(self) -> None:
-            if self._mcp_pending() <= mcp_settings.MAX_PENDING_BYTES:
+            if self._mcp_pending() <= mcp_settings.MAX_PENDING_BYTES or not self._mcp_streaming():
                 return
-            request = self.requests[0] if self.requests else None
-            if request is None or not getattr(request, "chunked", False):
-                return  # a JSON answer is bounded by its own size; streams are what grows without end
             logger.warning(
                 "a client is not reading its answer: %d bytes pending, connection ended", self._mcp_pending()
             )
             self._mcp_cut = True  # from now on the application's writes are dropped
             self._mcp_held = Backlog()
-            if request.startedWriting:
+            if self.requests[0].startedWriting:
                 # One more chunk of the response under way, past the override (which drops writes now).
                 super().write(b"%x\r\n%s\r\n" % (len(PENDING_ERROR), PENDING_ERROR))
             self.transport.loseConnection()
@@ -366,16 +344,17 @@ def channel_class() -> type:
         def lineReceived(self, line: bytes) -> None:
             if self._mcp_refused:
                 return
-            if self._HTTPChannel__first_line and len(line) > mcp_settings.MAX_REQUEST_LINE_BYTES:
-                self._mcp_refuse(414, f"The request line exceeds {mcp_settings.MAX_REQUEST_LINE_BYTES} bytes.")
-                return
-            if self._receivedHeaderSize + len(line) > mcp_settings.MAX_HEADER_BYTES:
-                self._mcp_refuse(431, f"The request headers exceed {mcp_settings.MAX_HEADER_BYTES} bytes.")
+            line_too_long = self._HTTPChannel__first_line and len(line) > mcp_settings.MAX_REQUEST_LINE_BYTES
+            if line_too_long or self._receivedHeaderSize + len(line) > mcp_settings.MAX_HEADER_BYTES:
+                self._mcp_too_long(line_too_long)
                 return
             super().lineReceived(line)
 
         def lineLengthExceeded(self, line: bytes) -> None:
-            if self._HTTPChannel__first_line:
+            self._mcp_too_long(self._HTTPChannel__first_line)
+
+        def _mcp_too_long(self, request_line: bool) -> None:
+            if request_line:
                 self._mcp_refuse(414, f"The request line exceeds {mcp_settings.MAX_REQUEST_LINE_BYTES} bytes.")
             else:
                 self._mcp_refuse(431, f"The request headers exceed {mcp_settings.MAX_HEADER_BYTES} bytes.")

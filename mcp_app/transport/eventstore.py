@@ -2,17 +2,16 @@
 
 Every event sent on a session's stream gets the id ``<stream id>.<sequence>``; the stream id starts with a
 prefix of the session key, so a client can only resume streams of its own session. The store keeps each
-stream's events for ``EVENT_STORE_TTL_SECONDS``, at most ``max_events`` of them (an ``OPTIONS`` entry) and at most
-``EVENT_STORE_MAX_BYTES`` of them (the size of each event as stored, its JSON; an ``OPTIONS`` entry ``max_bytes``
-overrides it): the oldest are dropped first, the newest event is always kept. ``MemoryEventStore`` serves one process (the embedded
-default); ``RedisEventStore`` serves every process (configure it whenever more than one daphne runs).
+stream's events for ``EVENT_STORE_TTL_SECONDS``, at most ``max_events`` of them and at most
+``EVENT_STORE_MAX_BYTES`` (their JSON; ``OPTIONS`` entries ``max_events`` and ``max_bytes``): the oldest are
+dropped first, the newest event is always kept. ``MemoryEventStore`` serves one process (the embedded default);
+``RedisEventStore`` serves every process (configure it whenever more than one daphne runs).
 
 Each append names its ``owner`` (tenant and agent): an agent may store at most
 ``EVENT_STORE_MAX_BYTES_PER_AGENT`` bytes of events per ``EVENT_STORE_TTL_SECONDS`` window, its tenant
 ``EVENT_STORE_MAX_BYTES_PER_TENANT`` (0: unlimited); an append over either bound stores nothing and returns
-False (the writer still sends the events live: the stream works, but a resume replays none of them). Since
-events expire one TTL after their stream's last append, what an owner holds stays near twice its bound (one
-agent's 3,841 progress calls with 1 KB tokens in 20 s pinned 533 MB of Redis before, issue 25).
+False (the writer still sends the events live, but a resume replays none of them). Since events expire one TTL
+after their stream's last append, what an owner holds stays near twice its bound.
 
 The store is the ``EVENT_STORE`` backend of ``mcp_app.backends``.
 """
@@ -146,9 +145,7 @@ class MemoryEventStore(EventStore):
         with self._lock:
             stale = [stream_id for stream_id, touched in self._touched.items() if touched < cutoff]
             for stream_id in [] if dry_run else stale:
-                self._streams.pop(stream_id, None)
-                self._touched.pop(stream_id, None)
-                self._bytes.pop(stream_id, None)
+                self._forget(stream_id)
         return len(stale)
 
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
@@ -176,10 +173,13 @@ class MemoryEventStore(EventStore):
             del stored[:drop]
             self._bytes[stream_id] = total
             while len(self._streams) > self._max_streams:
-                evicted, _ = self._streams.popitem(last=False)
-                self._touched.pop(evicted, None)
-                self._bytes.pop(evicted, None)
+                self._forget(next(iter(self._streams)))
         return True
+
+    def _forget(self, stream_id: str) -> None:
+        self._streams.pop(stream_id, None)
+        self._touched.pop(stream_id, None)
+        self._bytes.pop(stream_id, None)
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         with self._lock:

@@ -2,13 +2,12 @@
 
 - ``serve(body, session)``: ``protocol.serving.serve_post`` with this exchange, which calls back:
 - ``admit(demand)``: the request log learns the era and method, and the demand the protocol decoded (its
-  messages, the tools it calls, found in the grant's cached catalog) is drawn from the limits
-  (``mcp_app.limits.admit``: no query);
-- ``context(route, ...)``: the request's ``ResponseWriter`` (JSON, or SSE from the first notification) and, in the
-  handshake era, its ``BackChannel`` (cancellable from now on when it has an id), then the handlers' context.
-  A handshake-era tool call opens its SSE stream early (``opening_delay``);
-- ``finish(answer)``: a session the answer opens must fit its caps (``mcp_app.limits.admit``: 429) and is
-  recorded (one worker-thread call), then the answer is written as JSON or as the end of its SSE stream.
+  messages, the tools it calls) is drawn from the limits (``mcp_app.limits.admit``: no query);
+- ``context(route, ...)``: the request's ``ResponseWriter`` and, in the handshake era, its ``BackChannel``
+  (cancellable from now on when it has an id), then the handlers' context. A handshake-era tool call opens its
+  SSE stream early (``opening_delay``);
+- ``finish(answer)``: a session the answer opens must fit its caps (429) and is recorded (one worker-thread
+  call), then the answer is written as JSON or as the end of its SSE stream.
 
 The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or clean up the response.
 """
@@ -106,20 +105,17 @@ class PostExchange:
             priming=version >= versions.V2025_11_25,
             owner=(grant.token.tenant_pk, grant.token.agent_pk),
         )
-        if route.era == versions.MODERN:
-            return grant.request_context(
-                era=route.era, protocol_version=version, headers=self.headers, emit=writer.notify, **fields
+        backchannel: BackChannel | None = None
+        if route.era != versions.MODERN:  # the 2026-07-28 era has no back-channel
+            scope = session.key if session is not None else f"t{grant.token.pk}"
+            backchannel = fields["outbound"] = self.backchannel = BackChannel(
+                scope, writer, self.membership, self.on_cancel
             )
-        scope = session.key if session is not None else f"t{grant.token.pk}"
-        backchannel = self.backchannel = BackChannel(scope, writer, self.membership, self.on_cancel)
         ctx = grant.request_context(
-            era=route.era,
-            protocol_version=version,
-            headers=self.headers,
-            emit=writer.notify,
-            outbound=backchannel,
-            **fields,
+            era=route.era, protocol_version=version, headers=self.headers, emit=writer.notify, **fields
         )
+        if backchannel is None:
+            return ctx
         if route.request_id is not None:
             self.call_id = route.request_id
             backchannel.watch(route.request_id)

@@ -94,28 +94,23 @@ def origin_allowed(origin: str | None, server_origins: Iterable[str], host: str 
     if origin is None:
         return True
     canonical = canonical_origin(origin)
-    if canonical is None:
-        return False
-    if same_origin(canonical, host):
-        return True
-    return canonical in listed_origins(server_origins) or canonical in listed_origins(mcp_settings.ALLOWED_ORIGINS)
+    return canonical is not None and (same_origin(canonical, host) or origin_listed(canonical, server_origins))
+
+
+def origin_listed(origin: str, server_origins: Iterable[str]) -> bool:
+    """Whether ``origin`` (already canonical, see ``canonical_origin``) is listed by the server or by
+    ``ALLOWED_ORIGINS``."""
+    return origin in listed_origins(server_origins) or origin in listed_origins(mcp_settings.ALLOWED_ORIGINS)
 
 
 def is_json_content_type(content_type: str | None) -> bool:
     """POST bodies must be JSON. Refusing form and text types also blocks cross-site "simple" requests."""
-    if content_type is None:
-        return True
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    return media_type == "application/json"
+    return content_type is None or content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 def accepts(accept: str | None, media_type: str) -> bool:
     """Whether an Accept header admits ``media_type`` (a missing header admits anything)."""
     if accept is None:
         return True
-    major = media_type.split("/", 1)[0]
-    for part in accept.split(","):
-        candidate = part.split(";", 1)[0].strip().lower()
-        if candidate in (media_type, f"{major}/*", "*/*"):
-            return True
-    return False
+    admitting = (media_type, f"{media_type.split('/', 1)[0]}/*", "*/*")
+    return any(part.split(";", 1)[0].strip().lower() in admitting for part in accept.split(","))

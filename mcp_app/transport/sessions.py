@@ -1,17 +1,14 @@
 """The database-backed ``Session`` the handlers see, and the session part of request admission.
 
 A request's session comes from the cached snapshot of ``mcp_app.caching.identity`` (``SessionEntry``).
-Handlers change a session through ``DatabaseSession`` (log level, resource subscriptions); each verb is one
-UPDATE from a worker thread, and publishes the session's invalidation so that every process reloads it. ``key``
-names the session in channel-layer groups without revealing its id.
+Handlers change a session through ``DatabaseSession`` (log level, resource subscriptions): one UPDATE from a
+worker thread, then the session's invalidation so that every process reloads it. ``key`` names the session in
+channel-layer groups without revealing its id.
 
-**Idle expiry across processes.** Activity is recorded in memory and written off the request path
-(``mcp_app.caching.writebehind``): the stored ``last_seen_at`` trails the latest activity any process saw by at
-most ``SESSION_TOUCH_SECONDS`` plus ``WRITE_BEHIND_INTERVAL_SECONDS``. A process decides "alive" from what it
-knows (the stored value when loaded, raised by every request it served); when that looks idle past
-``SESSION_IDLE_SECONDS`` it reloads the stored value before answering 404, so activity seen by another process
-keeps the session alive. A session therefore expires after between ``SESSION_IDLE_SECONDS`` minus that trail and
-``SESSION_IDLE_SECONDS`` without activity anywhere.
+**Idle expiry across processes.** Activity is written off the request path (``mcp_app.caching.writebehind``):
+the stored ``last_seen_at`` trails the latest activity any process saw by at most ``SESSION_TOUCH_SECONDS``
+plus ``WRITE_BEHIND_INTERVAL_SECONDS``. A session that looks idle past ``SESSION_IDLE_SECONDS`` to this process
+is reloaded before the 404, so activity seen by another process keeps it alive.
 """
 
 from __future__ import annotations
@@ -69,11 +66,8 @@ class DatabaseSession:
     def _change(self, uri: str, *, add: bool) -> frozenset[str]:
         with transaction.atomic():
             session = McpSession.objects.select_for_update().only("subscriptions").get(pk=self.pk)
-            current = set(session.subscriptions or ())
-            if add:
-                current.add(uri)
-            else:
-                current.discard(uri)
+            stored = set(session.subscriptions or ())
+            current = stored | {uri} if add else stored - {uri}
             session.subscriptions = sorted(current)
             session.save(update_fields=["subscriptions"])  # post_save publishes the session's invalidation
         return frozenset(current)

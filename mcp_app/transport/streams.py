@@ -1,8 +1,8 @@
 """Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
 
-- ``serve_get``: without ``Accept: text/event-stream`` a GET answers the endpoint's JSON description. Otherwise
-  the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``, so an event
-  sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the event store).
+- ``serve_get``: the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``,
+  so an event sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the
+  event store). (Without ``Accept: text/event-stream`` a GET answers ``endpoint_description``.)
 - ``Last-Event-ID`` on a session: an id of another session is 400; a GET stream's id replays what the stream
   missed under the same ids and carries on as that stream; a POST stream's id replays, then follows the live
   events of that call until its answer, and ends after ``SSE_RESUME_IDLE_SECONDS`` without an event (its
@@ -12,10 +12,9 @@
 - Keep-alive comments every ``SSE_KEEPALIVE_SECONDS``, each refreshing group membership.
 - Access is re-checked while a GET or listen stream is open: at every keep-alive, and at once when this
   process hears an invalidation of the stream's token, agent, tenant, server or session
-  (``mcp_app.invalidation``: within a second on every process). A refused re-check (token revoked or expired,
-  agent or tenant deactivated or deleted, server disabled, deleted or out of scope, session terminated) ends the
-  stream; a grant that now shows other tool, prompt or resource names sends the ``list_changed`` of that list.
-  A re-check that cannot decide (the database unreachable) leaves the stream open until the next one.
+  (``mcp_app.invalidation``). A refused re-check ends the stream; a grant that now shows other tool, prompt or
+  resource names sends the ``list_changed`` of that list. A re-check that cannot decide (the database
+  unreachable) leaves the stream open until the next one.
 - ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
   streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
   streams whose ``translate`` accepts it.
@@ -112,8 +111,7 @@ class Streams:
         self._translate: Any = _forward
         self._writer: ResponseWriter | None = None
         self._session: DatabaseSession | None = None
-        # Live events of a resumed POST stream; made by that stream only (a queue is ~3.4 KiB, and an idle GET
-        # stream never needs one).
+        # Live events of a resumed POST stream, made by that stream only: an idle GET stream holds no queue.
         self._events: asyncio.Queue[dict[str, Any]] | None = None
 
     async def _body(self, body: bytes, *, more_body: bool = True) -> None:
@@ -228,10 +226,8 @@ class Streams:
             # The store's bound dropped the oldest events: say so rather than replay with a silent gap.
             await self._body(sse.comment(f"events {after + 1}-{kept[0][0] - 1} of this stream were dropped"))
         for sequence, message in kept:
-            await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
             last = sequence
-            if is_final(message):
-                await self._body(b"", more_body=False)
+            if await self._relay(stream_id, sequence, message):
                 return
         # Its producer may be gone (the process died): after SSE_RESUME_IDLE_SECONDS without an event the
         # stream ends, and the client resumes again from its last id (SSE polling, 2025-11-25). Never a hang.
@@ -249,13 +245,17 @@ class Streams:
                 await self._body(sse.comment("keep-alive"))
                 continue
             heard = time.monotonic()
-            if event["sequence"] <= last:
-                continue
-            last = event["sequence"]
-            await self._body(sse.event(event["message"], event_id=f"{stream_id}.{last}"))
-            if is_final(event["message"]):
-                await self._body(b"", more_body=False)
-                return
+            if event["sequence"] > last:
+                last = event["sequence"]
+                if await self._relay(stream_id, last, event["message"]):
+                    return
+
+    async def _relay(self, stream_id: str, sequence: int, message: Any) -> bool:
+        """One event of a resumed POST stream; whether it was the answer, which ends the stream."""
+        await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
+        if is_final(message):
+            await self._body(b"", more_body=False)
+        return is_final(message)
 
     async def _keep_alive(self, group: str) -> None:
         interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)

@@ -13,16 +13,14 @@ upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party na
 2. **Edge limits** (``MCP_APP["EDGE_LIMITS"]``, on by default): daphne's ``HTTPFactory`` builds
    ``edge_limits.LimitedHTTPChannel`` connections, a subclass of Twisted's ``HTTPChannel`` that relies on the
    private names ``edge_limits`` lists (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``).
-3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default), two levers that cut daphne's own cost per
-   request (``docs/performance.md``: what they do and are worth): a finished request is dropped from daphne's
-   ``Server.connections`` as soon as its application is done and its response finished (``reap``: the
-   ``application_checker`` sweep's handling, done at once, instead of once a second over the whole table), and
-   Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests (daphne never reads ``request.args``).
+3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default; ``docs/performance.md``): a finished request
+   is dropped from daphne's ``Server.connections`` at once (``reap``: what the ``application_checker`` sweep does
+   once a second over the whole table), and Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests
+   (daphne never reads ``request.args``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import http
 import inspect
 import logging
@@ -46,11 +44,9 @@ def versions_supported() -> bool:
     import daphne
     import twisted
 
-    twisted_version = _version(twisted.__version__)
-    daphne_version = _version(daphne.__version__)
     return (
-        VERIFIED_TWISTED[0] <= twisted_version < VERIFIED_TWISTED[1]
-        and VERIFIED_DAPHNE[0] <= daphne_version < VERIFIED_DAPHNE[1]
+        VERIFIED_TWISTED[0] <= _version(twisted.__version__) < VERIFIED_TWISTED[1]
+        and VERIFIED_DAPHNE[0] <= _version(daphne.__version__) < VERIFIED_DAPHNE[1]
     )
 
 
@@ -68,9 +64,8 @@ def internals_missing() -> list[str]:
     missing += [f"HTTPChannel().{name}" for name in CHANNEL_INTERNALS if not hasattr(channel, name)]
     descriptor = abstract.FileDescriptor()
     missing += [f"FileDescriptor().{name}" for name in TRANSPORT_BUFFERS if not hasattr(descriptor, name)]
-    for name in ("_GenericHTTPChannelProtocol", "HTTPFactory", "RESPONSES"):
-        if not hasattr(twisted_http, name):
-            missing.append(f"twisted.web.http.{name}")
+    names = ("_GenericHTTPChannelProtocol", "HTTPFactory", "RESPONSES")
+    missing += [f"twisted.web.http.{name}" for name in names if not hasattr(twisted_http, name)]
     if not issubclass(HTTPFactory, twisted_http.HTTPFactory):
         missing.append("daphne's HTTPFactory is not a twisted HTTPFactory")
     missing += [f"Server.{name}" for name in SERVER_METHODS if not callable(getattr(Server, name, None))]
@@ -92,12 +87,9 @@ def add_reason_phrases() -> int:
     """Fill the phrases Twisted lacks; how many were added."""
     from twisted.web import http as twisted_http
 
-    added = 0
-    for status in http.HTTPStatus:
-        if status.value not in twisted_http.RESPONSES:
-            twisted_http.RESPONSES[status.value] = status.phrase.encode("ascii")
-            added += 1
-    return added
+    missing = [status for status in http.HTTPStatus if status.value not in twisted_http.RESPONSES]
+    twisted_http.RESPONSES.update({status.value: status.phrase.encode("ascii") for status in missing})
+    return len(missing)
 
 
 def limit_edges() -> None:
@@ -124,20 +116,13 @@ def reap(server: Any, protocol: Any) -> None:
     instance = details.get("application_instance")
     disconnected = details.get("disconnected")
     if instance is not None and instance.done():
-        try:
-            exception = instance.exception()
-        except asyncio.CancelledError:
-            pass
-        else:
-            if exception is not None:
-                if isinstance(exception, KeyboardInterrupt):
-                    server.stop()  # as daphne: the application asks the server to exit
-                else:
-                    logging.getLogger("daphne.server").error(
-                        "Exception inside application: %s", exception, exc_info=exception
-                    )
-                    if not disconnected:
-                        protocol.handle_exception(exception)
+        exception = None if instance.cancelled() else instance.exception()
+        if isinstance(exception, KeyboardInterrupt):
+            server.stop()  # as daphne: the application asks the server to exit
+        elif exception is not None:
+            logging.getLogger("daphne.server").error("Exception inside application: %s", exception, exc_info=exception)
+            if not disconnected:
+                protocol.handle_exception(exception)
         del details["application_instance"]
         instance = None
     if instance is None and disconnected:
@@ -161,11 +146,7 @@ def tune(server_class: type, request_class: type) -> None:
 
     def tuned_protocol_disconnected(self: Any, protocol: Any) -> None:
         protocol_disconnected(self, protocol)
-        details = self.connections.get(protocol)
-        if details is not None:
-            instance = details.get("application_instance")
-            if instance is None or instance.done():
-                reap(self, protocol)
+        reap(self, protocol)  # nothing to do while the application still runs
 
     def tuned_request_init(self: Any, *args: Any, **kwargs: Any) -> None:
         request_init(self, *args, **{**kwargs, "parsePOSTFormSubmission": False})  # Twisted's public switch
@@ -191,6 +172,7 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
     import daphne
     import twisted
 
+    _outcome = False
     if not versions_supported():
         logger.warning(
             "daphne left as it is: verified on daphne %s and Twisted %s, found daphne %s and Twisted %s",
@@ -199,21 +181,17 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
             daphne.__version__,
             twisted.__version__,
         )
-        _outcome = False
-        return False
-    missing = internals_missing()
-    if missing:
+    elif missing := internals_missing():
         logger.warning("daphne left as it is: daphne/Twisted internals changed: %s", "; ".join(missing))
-        _outcome = False
-        return False
-    add_reason_phrases()
-    if edge_limits:
-        limit_edges()
-    if daphne_tuning:
-        from daphne.http_protocol import WebRequest
-        from daphne.server import Server
+    else:
+        add_reason_phrases()
+        if edge_limits:
+            limit_edges()
+        if daphne_tuning:
+            from daphne.http_protocol import WebRequest
+            from daphne.server import Server
 
-        tune(Server, WebRequest)
-        logger.info("daphne tuning applied: finished requests reaped at once, POST bodies not parsed as forms")
-    _outcome = True
-    return True
+            tune(Server, WebRequest)
+            logger.info("daphne tuning applied: finished requests reaped at once, POST bodies not parsed as forms")
+        _outcome = True
+    return _outcome

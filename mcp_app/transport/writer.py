@@ -1,15 +1,13 @@
 """Writing one response: JSON, or SSE from the first notification on; resumable on handshake-era sessions.
 
-``ResponseWriter`` decides nothing about HTTP status or routing (the protocol's ``Answer`` and the edge do); it
-owns how messages become bytes on the wire: the lazy switch to ``text/event-stream``, event ids and the priming
-event of resumable streams, the event store, and publishing events for a reconnecting client once the original
-one went away. It writes through the request's ``Response`` and knows nothing of the consumer that serves it.
+``ResponseWriter`` owns how messages become bytes on the wire (not HTTP status or routing): the lazy switch to
+``text/event-stream``, event ids and the priming event of resumable streams, the event store, and publishing
+events for a reconnecting client once the original one went away. It writes through the request's ``Response``.
 
 ``Response`` is the ASGI side of one request: the ``send`` every writer of the request uses (noting when the head
-went out; ``start_response`` and ``send_body`` are its two messages), the request's CORS headers on every head,
-and what the edge writes itself: an ``Answer`` as JSON, the end of a cancelled call, and failures (503 with
-``Retry-After`` while the channel layer, event store or database is unavailable, an error event on a stream that
-has started; 500 with a bare ``Internal error`` for anything else).
+went out), the request's CORS headers on every head, and what the edge writes itself: an ``Answer`` as JSON, the
+end of a cancelled call, and failures (503 with ``Retry-After`` while the channel layer, event store or database
+is unavailable, an error event on a stream that has started; 500 with a bare ``Internal error`` otherwise).
 """
 
 from __future__ import annotations
@@ -119,10 +117,8 @@ class Response:
             retry = (("retry-after", str(error.retry_after_seconds)),)
             await self.write(Answer(503, error_response(request_id, error), headers=retry))
             return
-        if owed is not None:
-            frame = sse.event(error_response(owed, error))
-        else:
-            frame = sse.error_event(error_response(None, error))
+        answer = error_response(owed, error)
+        frame = sse.event(answer) if owed is not None else sse.error_event(answer)
         if writer is not None:
             writer.discard()
         with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
@@ -142,13 +138,11 @@ class ResponseWriter:
     the event store, 2025-11-25 clients get a priming event first, and if the client goes away the call goes on
     and its events are published for a reconnecting GET with ``Last-Event-ID``.
 
-    Events are coalesced: those produced in the same turn of the event loop leave as one ``http.response.body``
-    (each still its own SSE event), sent by a flush scheduled for the next turn, or with the answer when it comes
-    first (then head, events, answer and the end of the body are one message). On a resumable stream the events
-    of such a burst are appended to the store in one call (one Redis round trip) *before* their bytes are sent:
-    an event is never visible to the client before a resume by ``Last-Event-ID`` can find it. A failure of the
-    store stops the stream: the events it could not keep are not sent, and the next event or the answer raises
-    ``ServiceUnavailable``.
+    Events produced in the same turn of the event loop leave as one ``http.response.body``, sent by a flush
+    scheduled for the next turn, or with the answer when it comes first. On a resumable stream they are appended
+    to the store in one call *before* their bytes are sent: a client never sees an event a resume by
+    ``Last-Event-ID`` cannot find. A failure of the store stops the stream: the events it could not keep are not
+    sent, and the next event or the answer raises ``ServiceUnavailable``.
     """
 
     def __init__(
@@ -355,11 +349,10 @@ class ResponseWriter:
     async def _flush_soon(self) -> None:
         try:
             await self._flush(last=False)
+        except asyncio.CancelledError:
+            raise
         except BaseException as error:  # kept for the next event or the answer, which raise it
-            if not isinstance(error, asyncio.CancelledError):
-                self._failure = error
-            else:
-                raise
+            self._failure = error
         finally:
             self._flusher = None
 
