@@ -7,9 +7,9 @@ What is checked follows from what the caller is and asks (docs/limits.md):
   authentication is counted (and logged, sampled) and refused once its address or prefix spent its failures
   (``bruteforce``);
 - an authenticated caller: ``requests`` messages drawn from its tenant's and agent's buckets and one from the
-  bucket of each tool it calls (``rates``); with ``stream``, a stream slot of its tenant and agent, held until
-  that exit stack closes; with ``session=True``, room under their session caps (one worker-thread call;
-  ``caps``).
+  bucket of each tool it calls (``rates``); with ``stream``, a stream slot of its tenant and agent, appended to
+  that list for its owner to release (a list, not an exit stack: an idle stream keeps it); with ``session=True``,
+  room under their session caps (one worker-thread call; ``caps``).
 
 A refusal (``protocol.serving.Refusal``) carries its JSON-RPC error, the HTTP status (429: a limit of the caller;
 503: this process is short of file descriptors) and ``Retry-After`` in seconds: when a stream or session slot
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +53,7 @@ async def admit(
     failed: bool = False,
     requests: int = 0,
     tools: Iterable[Any] = (),
-    stream: AsyncExitStack | None = None,
+    stream: list[caps.Slot] | None = None,
     session: bool = False,
 ) -> Refusal | None:
     """The refusal of the first limit ``caller`` is over, or ``None`` (see the module docstring)."""
@@ -70,8 +69,7 @@ async def admit(
         if requests:
             await rates.take(rates.request_buckets(token, tools=tools, cost=requests))
         if stream is not None:
-            slot = await caps.hold_stream(token, uuid.uuid4().hex)
-            stream.push_async_callback(slot.release)
+            stream.append(await caps.hold_stream(token, uuid.uuid4().hex))
         if session:
             await database_sync_to_async(caps.check_sessions)(token.tenant_pk, token.agent_pk)
     except RateLimited as limited:

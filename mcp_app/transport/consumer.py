@@ -29,6 +29,7 @@ from channels.exceptions import StopConsumer
 from ..conf import mcp_settings
 from ..events import CANCEL_EVENT
 from ..limits.admit import Caller, admit
+from ..limits.caps import Slot
 from ..oauth.resources import metadata_url
 from ..observability import logging as request_log
 from ..protocol import jsonrpc, versions
@@ -66,7 +67,7 @@ class McpConsumer(InboxConsumer):
         self._streams: Streams | None = None  # a GET stream, a resumed stream or subscriptions/listen
         self._grant: AccessGrant | None = None
         self._session: DatabaseSession | None = None  # the one Mcp-Session-Id names, when alive
-        self._exits = contextlib.AsyncExitStack()  # a stream slot held (mcp_app.limits)
+        self._slots: list[Slot] = []  # a stream slot held (mcp_app.limits)
         await super().__call__(scope, receive, send)
 
     @property
@@ -137,7 +138,8 @@ class McpConsumer(InboxConsumer):
         return True
 
     async def cleanup(self) -> None:
-        await self._exits.aclose()
+        while self._slots:  # popped: a second clean-up releases nothing twice
+            await self._slots.pop().release()
         if self._post is not None:
             await self._post.close()
         try:
@@ -286,7 +288,7 @@ class McpConsumer(InboxConsumer):
 
     async def _hold_stream(self, request_id: str | int | None) -> bool:
         """Take a stream slot (held until clean-up), or answer the refusal and return ``False``."""
-        limited = await admit(self.caller, stream=self._exits)
+        limited = await admit(self.caller, stream=self._slots)
         if limited is not None:
             await self.response.write(refused(limited, request_id))
         return limited is None
