@@ -6,7 +6,7 @@ What lives here and nowhere else: ``call``/``communicator``/``rpc`` (one request
 tasks extension's declaration (``DECLARING``), ``settled`` (every task's background work ended), one bounded
 ``wait_until`` (async and blocking), and the fixtures the wire tests share (``access``, ``make_access``, ``orm``,
 ``worker_calls_drained``; conftests import them), and for the end-to-end tests against a real daphne the URL,
-headers, ``initialize`` body and SSE frame readers. Test modules import helpers from here, never from another test
+headers, ``initialize`` body, SSE frame readers and an OAuth token's refusal on every process. Test modules import helpers from here, never from another test
 module; a helper that a second module needs moves here.
 
 Not here: pytest-django's database fixtures and the factories (``tests/conftest.py``), helper servers
@@ -479,6 +479,32 @@ async def within_bound(
             pytest.fail(f"{what}: not seen by {sorted(pending)} after {elapsed:.2f}s (seen: {seen})")
         await asyncio.sleep(0.01)
     return seen
+
+
+async def served_then_refused(issued: Any, bases: Iterable[str], change: Callable[[], None], *, what: str) -> None:
+    """A tool call with ``issued``'s OAuth access token is served on each daphne at ``bases`` (twice: each caches
+    the token); after ``change`` (made in this process, as the admin would) each answers 401 ``invalid_token``
+    with the resource metadata within ``BOUND_SECONDS``."""
+    from tests.e2e.conftest import BOUND_SECONDS, CALL
+
+    headers = post_headers(issued, **{"MCP-Protocol-Version": LEGACY})
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        for base in bases:
+            for _ in range(2):
+                served = await http.post(f"{base}{issued.path}", json=CALL, headers=headers)
+                assert served.status_code == 200, served.text
+        await database_sync_to_async(change)()
+
+        async def refused(base: str) -> bool:
+            reply = await http.post(f"{base}{issued.path}", json=CALL, headers=headers)
+            if reply.status_code != 401:
+                return False
+            assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+            assert "resource_metadata=" in reply.headers["www-authenticate"]
+            return True
+
+        seen = await within_bound(refused, bases, what=what)
+    assert max(seen.values()) <= BOUND_SECONDS, seen
 
 
 def auth_headers(access: Any, **extra: str) -> dict[str, str]:

@@ -209,6 +209,13 @@ def run_flow(
     return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body, secret)
 
 
+def delete_client(issued: Issued) -> None:
+    """Delete ``issued``'s OAuth client, the way the admin does."""
+    from oauth2_provider.models import Application
+
+    Application.objects.get(client_id=issued.client_id).delete()
+
+
 def forget_registrations(address: str = "127.0.0.1") -> None:
     """Empty the registration bucket of ``address``: this process's, and the shared one in Redis (which the
     daphne processes of the end-to-end tests use)."""
