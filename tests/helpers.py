@@ -1,13 +1,14 @@
 """The suite's one helpers module: drive the real ASGI application (router + consumer) in-process with Channels'
 ``HttpCommunicator``, in both eras, and wait for things with a bound.
 
-What lives here and nowhere else: ``call``/``communicator``/``rpc`` (one request at the wire), ``open_session``
-(a handshake-era session), the 2026-07-28 envelope and routing headers (``modern_body``, ``modern_call``), the
-tasks extension's declaration (``DECLARING``), ``settled`` (every task's background work ended), one bounded
-``wait_until`` (async and blocking), and the fixtures the wire tests share (``access``, ``make_access``, ``orm``,
-``worker_calls_drained``; conftests import them), and for the end-to-end tests against a real daphne the URL,
-headers, ``initialize`` body, SSE frame readers and an OAuth token's refusal on every process. Test modules import helpers from here, never from another test
-module; a helper that a second module needs moves here.
+What lives here and nowhere else: ``call``/``communicator``/``rpc`` (one request at the wire), ``open_session`` (a
+handshake-era session), the 2026-07-28 envelope and routing headers (``modern_body``, ``modern_call``), the tasks
+extension's declaration (``DECLARING``), a worker call's record (``running_worker_call``), ``settled`` (every task's
+background work ended), one bounded ``wait_until`` (async and blocking), and the fixtures the wire tests share
+(``access``, ``make_access``, ``orm``, ``worker_calls_drained``; conftests import them), and for the end-to-end tests
+against a real daphne the URL, headers, ``initialize`` body, SSE frame readers and an OAuth token's refusal on every
+process. Test modules import helpers from here, never from another test module; a helper that a second module needs
+moves here.
 
 Not here: pytest-django's database fixtures and the factories (``tests/conftest.py``), helper servers
 (``tests/webhook_server.py``, ``tests/oauth_flow.py``, ...), starting daphne and Celery workers
@@ -335,6 +336,26 @@ async def task_call_tool(
 async def task(access: Any, method: str, task_id: str, capabilities: Any = DECLARING, **params: Any) -> Reply:
     """A 2026-07-28 task method (``tasks/get``, ``tasks/update``, ``tasks/cancel``) on ``task_id``."""
     return await modern_call(access, method, {"taskId": task_id, **params}, capabilities=capabilities)
+
+
+def running_worker_call(access: Any, tool: str, *, ttl_ms: int = 600_000, started_at: Any = None, **fields: Any) -> Any:
+    """The record (a ``ToolTask``) of a call of ``tool`` by ``access``'s agent running on a worker, not a client's
+    task, started at ``started_at`` (now); ``fields`` set more of it (``progress``, ``status``, ...)."""
+    from django.utils import timezone
+
+    from mcp_app.models import ToolTask
+
+    return ToolTask.objects.create_task(
+        tool_name=tool,
+        arguments={},
+        ttl_ms=ttl_ms,
+        server=access.server,
+        agent=access.agent,
+        execution="worker",
+        client_task=False,
+        started_at=started_at or timezone.now(),
+        **fields,
+    )
 
 
 async def worker_work_ended() -> None:
