@@ -37,6 +37,32 @@ def _served(server: Any, access_token: str) -> Any:
     return async_to_sync(call)(Issued("", access_token, "", server, None), LIST)
 
 
+def _consent_form(client: Client, user: Any, server: Any) -> tuple[dict[str, Any], str]:
+    """The consent page's form fields with Authorize pressed for every tool, and the PKCE verifier."""
+    form, verifier = consent_form(client, user, server)
+    return {**form, "allow": "Authorize", "grant": "all"}, verifier
+
+
+def _consent(client: Client, user: Any, server: Any, **changed: Any) -> Any:
+    """The answer to the consent form posted back with ``changed`` fields (else Authorize for every tool)."""
+    form, _verifier = _consent_form(client, user, server)
+    return client.post("/oauth/authorize/", {**form, **changed})
+
+
+def _exchange(client: Client, form: dict[str, Any], code: str, verifier: str, **fields: Any) -> Any:
+    """The token endpoint's answer to exchanging ``code`` (``fields`` change or, ``None``, leave out a field)."""
+    sent = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "client_id": form["client_id"],
+        "code_verifier": verifier,
+        "resource": form["resource"],
+        **fields,
+    }
+    return token_request(client, **sent)
+
+
 def test_authorization_server_metadata(client: Client) -> None:
     meta = client.get("/.well-known/oauth-authorization-server").json()
     assert meta["issuer"] == ORIGIN
@@ -82,23 +108,9 @@ def test_pkce_plain_is_refused(client: Client, oauth_world: Any) -> None:
 
 def test_wrong_verifier_is_refused(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    registered = register(client)
-    client.force_login(user)
-    _verifier, challenge = pkce()
-    page = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, challenge)
-    )
-    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
-    code = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))["code"]
-    token = token_request(
-        client,
-        grant_type="authorization_code",
-        code=code,
-        redirect_uri=REDIRECT,
-        client_id=registered["client_id"],
-        code_verifier=pkce()[0],
-        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
-    )
+    form, _verifier = _consent_form(client, user, access.server)
+    code = redirect_query(client.post("/oauth/authorize/", form))["code"]
+    token = _exchange(client, form, code, pkce()[0])
     assert token.status_code == 400
     assert token.json()["error"] == "invalid_grant"
 
@@ -125,22 +137,9 @@ def test_missing_or_foreign_resource_is_refused(client: Client, oauth_world: Any
 
 def test_token_endpoint_requires_the_resource(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    registered = register(client)
-    client.force_login(user)
-    verifier, challenge = pkce()
-    page = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, challenge)
-    )
-    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
-    code = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))["code"]
-    base = {
-        "grant_type": "authorization_code",
-        "code": code,
-        "redirect_uri": REDIRECT,
-        "client_id": registered["client_id"],
-        "code_verifier": verifier,
-    }
-    missing = token_request(client, **base)
+    form, verifier = _consent_form(client, user, access.server)
+    code = redirect_query(client.post("/oauth/authorize/", form))["code"]
+    missing = _exchange(client, form, code, verifier, resource=None)
     assert missing.status_code == 400, missing.content[:3000]
     assert json.loads(missing.content)["error"] == "invalid_target"
 
@@ -322,24 +321,6 @@ def test_consent_page_shows_what_the_client_says_marked_not_verified(client: Cli
     assert access.server.server_id in page and access.tenant.name in page
 
 
-def _consent_form(client: Client, user: Any, server: Any) -> tuple[dict[str, Any], str]:
-    """The consent page's form fields with Authorize pressed for every tool, and the PKCE verifier."""
-    form, verifier = consent_form(client, user, server)
-    return {**form, "allow": "Authorize", "grant": "all"}, verifier
-
-
-def _exchange(client: Client, form: dict[str, Any], code: str, verifier: str) -> Any:
-    return token_request(
-        client,
-        grant_type="authorization_code",
-        code=code,
-        redirect_uri=REDIRECT,
-        client_id=form["client_id"],
-        code_verifier=verifier,
-        resource=form["resource"],
-    )
-
-
 def test_a_reused_code_is_refused_and_revokes_what_its_first_exchange_issued(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
     form, verifier = _consent_form(client, user, access.server)
@@ -377,8 +358,7 @@ def test_a_tampered_consent_form_is_refused_without_a_code(
     client: Client, oauth_world: Any, tampered: dict[str, Any]
 ) -> None:
     access, user = oauth_world
-    form, _verifier = _consent_form(client, user, access.server)
-    response = client.post("/oauth/authorize/", {**form, **tampered})
+    response = _consent(client, user, access.server, **tampered)
     assert response.status_code == 400
     assert "Location" not in response
     assert not OAuthConsent.objects.exists()
@@ -393,8 +373,7 @@ def test_a_consent_form_may_not_grant_another_tenants_tool(
     elsewhere = access_factory()  # another tenant, with the same demo tools
     theirs = Tool.objects.filter(tenant=elsewhere.tenant).first()
     assert theirs is not None
-    form, _verifier = _consent_form(client, user, access.server)
-    response = client.post("/oauth/authorize/", {**form, "grant": "chosen", "tools": [str(theirs.pk)]})
+    response = _consent(client, user, access.server, grant="chosen", tools=[str(theirs.pk)])
     assert response.status_code == 400
     assert "Location" not in response
     assert not OAuthConsent.objects.exists()
@@ -409,8 +388,7 @@ def test_a_consent_form_without_an_s256_challenge_yields_no_code(
     client: Client, oauth_world: Any, tampered: dict[str, Any]
 ) -> None:
     access, user = oauth_world
-    form, _verifier = _consent_form(client, user, access.server)
-    query = redirect_query(client.post("/oauth/authorize/", {**form, **tampered}))
+    query = redirect_query(_consent(client, user, access.server, **tampered))
     assert "code" not in query
     assert not OAuthConsent.objects.exists()  # nothing remembered: the next authorization asks again
     assert query["error"] == "invalid_request"
