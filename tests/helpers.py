@@ -1,13 +1,14 @@
 """The suite's one helpers module: drive the real ASGI application (router + consumer) in-process with Channels'
 ``HttpCommunicator``, in both eras, and wait for things with a bound.
 
-What lives here and nowhere else: ``call``/``communicator``/``rpc`` (one request at the wire), ``open_session``
-(a handshake-era session), the 2026-07-28 envelope and routing headers (``modern_body``, ``modern_call``), the
-tasks extension's declaration (``DECLARING``), ``settled`` (every task's background work ended), one bounded
-``wait_until`` (async and blocking), and the fixtures the wire tests share (``access``, ``make_access``, ``orm``,
-``worker_calls_drained``; conftests import them), and for the end-to-end tests against a real daphne the URL,
-headers, ``initialize`` body and SSE frame readers. Test modules import helpers from here, never from another test
-module; a helper that a second module needs moves here.
+What lives here and nowhere else: ``call``/``communicator``/``rpc`` (one request at the wire), ``open_session`` (a
+handshake-era session), the 2026-07-28 envelope and routing headers (``modern_body``, ``modern_call``), the tasks
+extension's declaration (``DECLARING``), a worker call's record (``running_worker_call``), ``settled`` (every task's
+background work ended), one bounded ``wait_until`` (async and blocking), and the fixtures the wire tests share
+(``access``, ``make_access``, ``orm``, ``worker_calls_drained``; conftests import them), and for the end-to-end tests
+against a real daphne the URL, headers, ``initialize`` body, SSE frame readers and an OAuth token's refusal on every
+process. Test modules import helpers from here, never from another test module; a helper that a second module needs
+moves here.
 
 Not here: pytest-django's database fixtures and the factories (``tests/conftest.py``), helper servers
 (``tests/webhook_server.py``, ``tests/oauth_flow.py``, ...), starting daphne and Celery workers
@@ -337,6 +338,26 @@ async def task(access: Any, method: str, task_id: str, capabilities: Any = DECLA
     return await modern_call(access, method, {"taskId": task_id, **params}, capabilities=capabilities)
 
 
+def running_worker_call(access: Any, tool: str, *, ttl_ms: int = 600_000, started_at: Any = None, **fields: Any) -> Any:
+    """The record (a ``ToolTask``) of a call of ``tool`` by ``access``'s agent running on a worker, not a client's
+    task, started at ``started_at`` (now); ``fields`` set more of it (``progress``, ``status``, ...)."""
+    from django.utils import timezone
+
+    from mcp_app.models import ToolTask
+
+    return ToolTask.objects.create_task(
+        tool_name=tool,
+        arguments={},
+        ttl_ms=ttl_ms,
+        server=access.server,
+        agent=access.agent,
+        execution="worker",
+        client_task=False,
+        started_at=started_at or timezone.now(),
+        **fields,
+    )
+
+
 async def worker_work_ended() -> None:
     """Wait (bounded) until the in-process work of every worker call (``WORKER_DISPATCH`` in-process) has ended."""
     from mcp_app.runtime import durable
@@ -479,6 +500,32 @@ async def within_bound(
             pytest.fail(f"{what}: not seen by {sorted(pending)} after {elapsed:.2f}s (seen: {seen})")
         await asyncio.sleep(0.01)
     return seen
+
+
+async def served_then_refused(issued: Any, bases: Iterable[str], change: Callable[[], None], *, what: str) -> None:
+    """A tool call with ``issued``'s OAuth access token is served on each daphne at ``bases`` (twice: each caches
+    the token); after ``change`` (made in this process, as the admin would) each answers 401 ``invalid_token``
+    with the resource metadata within ``BOUND_SECONDS``."""
+    from tests.e2e.conftest import BOUND_SECONDS, CALL
+
+    headers = post_headers(issued, **{"MCP-Protocol-Version": LEGACY})
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        for base in bases:
+            for _ in range(2):
+                served = await http.post(f"{base}{issued.path}", json=CALL, headers=headers)
+                assert served.status_code == 200, served.text
+        await database_sync_to_async(change)()
+
+        async def refused(base: str) -> bool:
+            reply = await http.post(f"{base}{issued.path}", json=CALL, headers=headers)
+            if reply.status_code != 401:
+                return False
+            assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+            assert "resource_metadata=" in reply.headers["www-authenticate"]
+            return True
+
+        seen = await within_bound(refused, bases, what=what)
+    assert max(seen.values()) <= BOUND_SECONDS, seen
 
 
 def auth_headers(access: Any, **extra: str) -> dict[str, str]:

@@ -146,6 +146,38 @@ def token_request(client: Client, **data: Any) -> Any:
     )
 
 
+def refresh(client: Client, issued: Issued, **fields: Any) -> Any:
+    """The token endpoint's answer to refreshing ``issued`` (its refresh token, client and server's resource);
+    ``fields`` send something else instead, or (``None``) leave a field out."""
+    sent = {
+        "grant_type": "refresh_token",
+        "refresh_token": issued.refresh_token,
+        "client_id": issued.client_id,
+        "resource": f"{ORIGIN}/mcp/{issued.server.server_id}",
+        **fields,
+    }
+    return token_request(client, **sent)
+
+
+def authorize(client: Client, user: Any, server: Any, **extra: Any) -> Any:
+    """A newly registered client's authorization request for ``server``, made by ``user`` (signed in here);
+    ``extra`` changes or (``None``) leaves out its parameters."""
+    registered = register(client)
+    client.force_login(user)
+    return client.get(
+        "/oauth/authorize/", authorize_params(registered["client_id"], server.server_id, pkce()[1], **extra)
+    )
+
+
+def consent_form(client: Client, user: Any, server: Any) -> tuple[dict[str, Any], str]:
+    """The consent page of ``authorize``: its form fields as the browser would post them back (no button
+    pressed), and the PKCE verifier."""
+    verifier, challenge = pkce()
+    page = authorize(client, user, server, code_challenge=challenge)
+    assert page.status_code == 200, page.content[:500]
+    return {k: v for k, v in page.context["form"].initial.items() if v is not None}, verifier
+
+
 def run_flow(
     client: Client, user: Any, server: Any, *, grant: dict[str, Any] | None = None, auth_method: str = "none"
 ) -> Issued:
@@ -175,6 +207,13 @@ def run_flow(
     body = token.json()
     secret = registered.get("client_secret", "")
     return Issued(registered["client_id"], body["access_token"], body["refresh_token"], server, user, body, secret)
+
+
+def delete_client(issued: Issued) -> None:
+    """Delete ``issued``'s OAuth client, the way the admin does."""
+    from oauth2_provider.models import Application
+
+    Application.objects.get(client_id=issued.client_id).delete()
 
 
 def forget_registrations(address: str = "127.0.0.1") -> None:

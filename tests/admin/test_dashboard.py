@@ -14,8 +14,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_app.models import ToolCall, ToolTask
+from mcp_app.models import ToolCall
 from mcp_app.permissions import VIEWER
+from tests.helpers import running_worker_call
 
 
 def record(access: Any, tool: str, *, days_ago: int = 0, status: str = "ok", agent_key: str | None = None) -> None:
@@ -38,20 +39,6 @@ def record(access: Any, tool: str, *, days_ago: int = 0, status: str = "ok", age
     )
 
 
-def running(access: Any, tool: str, **fields: Any) -> ToolTask:
-    return ToolTask.objects.create_task(
-        tool_name=tool,
-        arguments={},
-        ttl_ms=600_000,
-        server=access.server,
-        agent=access.agent,
-        execution="worker",
-        client_task=False,
-        started_at=timezone.now() - timedelta(seconds=75),
-        **fields,
-    )
-
-
 @pytest.fixture
 def two(db: Any, access_factory: Any, member_factory: Any) -> Any:
     ours = access_factory(tools=())
@@ -59,8 +46,18 @@ def two(db: Any, access_factory: Any, member_factory: Any) -> Any:
     record(ours, "our_tool", days_ago=0)
     record(ours, "our_tool", days_ago=3, status="error", agent_key="our-second-agent")
     record(theirs, "their_tool", days_ago=1)
-    running(ours, "our_countdown", progress=12, progress_total=30, progress_message="18 to go")
-    running(theirs, "their_countdown", progress=1, progress_total=2, progress_message="their secret step")
+    started_at = timezone.now() - timedelta(seconds=75)
+    running_worker_call(
+        ours, "our_countdown", started_at=started_at, progress=12, progress_total=30, progress_message="18 to go"
+    )
+    running_worker_call(
+        theirs,
+        "their_countdown",
+        started_at=started_at,
+        progress=1,
+        progress_total=2,
+        progress_message="their secret step",
+    )
     viewer = member_factory((ours.tenant, VIEWER))
     return ours, theirs, viewer
 

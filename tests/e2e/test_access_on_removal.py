@@ -42,11 +42,12 @@ from tests.helpers import (
     modern_body,
     needs_shared_layer,
     routing_headers,
+    served_then_refused,
     wait_until,
     within_bound,
 )
 from tests.helpers import post_headers as headers
-from tests.oauth_flow import Issued, run_flow, token_request
+from tests.oauth_flow import Issued, delete_client, refresh, run_flow
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("shared_log")]
 
@@ -199,6 +200,16 @@ async def test_a_removal_ends_subscriptions_listen_streams_on_every_process(
     assert max(late) <= BOUND_SECONDS, late
 
 
+async def tool_gone(http: httpx.AsyncClient, url: str, headers: dict[str, str], call: dict[str, Any]) -> bool:
+    """Whether the tool that ``call`` calls is gone at ``url``: absent from ``tools/list``, and a call to it an
+    unknown tool (``-32602``, never a 5xx)."""
+    listed = await http.post(url, json=TOOLS_LIST, headers=headers)
+    called = await http.post(url, json=call, headers=headers)
+    assert listed.status_code == 200 and called.status_code == 200, (listed.text, called.text)
+    names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+    return call["params"]["name"] not in names and called.json().get("error", {}).get("code") == -32602
+
+
 def withdraw_echo_from_grant(access: Access) -> None:
     from django.db import transaction
 
@@ -238,11 +249,7 @@ async def test_a_withdrawn_tool_is_announced_hidden_and_refused_on_every_process
         withdrawn = time.monotonic()
 
         async def hidden_and_refused(base: str) -> bool:
-            listed = await http.post(endpoint(base, live_access), json=TOOLS_LIST, headers=on_session)
-            called = await http.post(endpoint(base, live_access), json=CALL, headers=on_session)
-            assert listed.status_code == 200 and called.status_code == 200, (listed.text, called.text)
-            names = {tool["name"] for tool in listed.json()["result"]["tools"]}
-            return "echo" not in names and called.json().get("error", {}).get("code") == -32602
+            return await tool_gone(http, endpoint(base, live_access), on_session, CALL)
 
         await within_bound(hidden_and_refused, bases, what=withdrawal)
         heard = []
@@ -349,48 +356,12 @@ async def test_a_revoked_api_key_is_refused_on_every_process(
 # tokens; rotating a confidential client's secret refuses the old secret.
 
 
-@pytest.fixture
-def live_oauth(oauth_world: Any) -> Issued:
-    access, user = oauth_world
-    return run_flow(Client(), user, access.server)
-
-
-async def served_then_refused(issued: Issued, bases: tuple[str, ...], change: Callable[[], None], what: str) -> None:
-    """A call with ``issued``'s access token is served on each process; after ``change`` (made here, as the admin
-    would) it is refused with 401 on each within the bound."""
-    bearer = {
-        "Authorization": f"Bearer {issued.access_token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2025-11-25",
-    }
-    async with httpx.AsyncClient(timeout=WAIT) as http:
-        for base in bases:
-            assert (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 200
-        await database_sync_to_async(change)()
-
-        async def refused(base: str) -> bool:
-            return (await http.post(f"{base}{issued.path}", json=CALL, headers=bearer)).status_code == 401
-
-        await within_bound(refused, bases, what=what)
-
-
-def delete_client(issued: Issued) -> None:
-    from oauth2_provider.models import Application
-
-    Application.objects.get(client_id=issued.client_id).delete()
-
-
 async def test_a_deleted_oauth_client_s_access_and_refresh_tokens_are_refused(
-    daphne_url: str, second_daphne: Any, live_oauth: Issued
+    daphne_url: str, second_daphne: Any, oauth: Issued
 ) -> None:
     bases = (daphne_url, second_daphne.url)
-    await served_then_refused(live_oauth, bases, lambda: delete_client(live_oauth), what="OAuth client deleted")
-    refreshed = await database_sync_to_async(
-        lambda: token_request(
-            Client(), grant_type="refresh_token", refresh_token=live_oauth.refresh_token, client_id=live_oauth.client_id
-        )
-    )()
+    await served_then_refused(oauth, bases, lambda: delete_client(oauth), what="OAuth client deleted")
+    refreshed = await database_sync_to_async(refresh)(Client(), oauth, resource=None)
     assert refreshed.status_code in (400, 401), refreshed.content
     assert refreshed.json()["error"] in ("invalid_client", "invalid_grant")
 
@@ -444,11 +415,7 @@ async def test_a_removed_upstream_leaves_every_catalog_and_its_pooled_sessions_c
         await database_sync_to_async(UPSTREAM_REMOVALS[removal])(upstream)
 
         async def gone(base: str) -> bool:
-            listed = await http.post(endpoint(base, access), json=TOOLS_LIST, headers=plain)
-            called = await http.post(endpoint(base, access), json=UP_CALL, headers=plain)
-            assert listed.status_code == 200 and called.status_code == 200, (listed.text, called.text)
-            names = {tool["name"] for tool in listed.json()["result"]["tools"]}
-            return "up_echo" not in names and called.json().get("error", {}).get("code") == -32602
+            return await tool_gone(http, endpoint(base, access), plain, UP_CALL)
 
         await within_bound(gone, bases, what=removal)
 
@@ -477,16 +444,10 @@ async def test_rotating_a_confidential_client_s_secret_refuses_its_tokens(
     bases = (daphne_url, second_daphne.url)
     await served_then_refused(issued, bases, lambda: rotate_secret(issued), what="OAuth client secret rotated")
 
-    def refresh(secret: str) -> Any:
-        return token_request(
-            Client(),
-            grant_type="refresh_token",
-            refresh_token=issued.refresh_token,
-            client_id=issued.client_id,
-            client_secret=secret,
-        )
+    def refresh_with(secret: str) -> Any:
+        return refresh(Client(), issued, resource=None, client_secret=secret)
 
-    with_old = await database_sync_to_async(refresh)(issued.client_secret)
-    with_new = await database_sync_to_async(refresh)("a-new-secret-of-the-operator-5d1e")
+    with_old = await database_sync_to_async(refresh_with)(issued.client_secret)
+    with_new = await database_sync_to_async(refresh_with)("a-new-secret-of-the-operator-5d1e")
     assert with_old.status_code == 401 and with_old.json()["error"] == "invalid_client", with_old.content
     assert with_new.status_code == 400 and with_new.json()["error"] == "invalid_grant", with_new.content

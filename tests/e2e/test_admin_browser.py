@@ -34,6 +34,7 @@ from django.contrib import admin
 from django.utils import timezone
 
 from mcp_app.models import ApiKey, ServerTool, Tool, ToolCall, Webhook
+from tests.helpers import running_worker_call
 
 from .browser import WINDOW, chromium, login, screenshots
 from .conftest import Daphne
@@ -293,19 +294,8 @@ def test_the_dashboard_cards_and_try_it_follow_the_calls_live(styled_daphne: Dap
     """The cards refresh with the running table (no reload), and "Try it" stops saying running… once answered."""
     from playwright.sync_api import sync_playwright
 
-    from mcp_app.models import ToolTask
-
     def start_a_call() -> None:
-        ToolTask.objects.create_task(
-            tool_name="live_countdown",
-            arguments={},
-            ttl_ms=600_000,
-            server=echo_desk.server,
-            agent=echo_desk.agent,
-            execution="worker",
-            client_task=False,
-            started_at=timezone.now(),
-        )
+        running_worker_call(echo_desk, "live_countdown")
 
     tool = Tool.objects.get(tenant=echo_desk.tenant, name="echo")
     base = styled_daphne.url

@@ -16,9 +16,12 @@ from tests.oauth_flow import (
     ORIGIN,
     REDIRECT,
     Issued,
+    authorize,
     authorize_params,
+    consent_form,
     pkce,
     redirect_query,
+    refresh,
     register,
     run_flow,
     token_request,
@@ -32,6 +35,32 @@ LIST = rpc("tools/list")
 def _served(server: Any, access_token: str) -> Any:
     """The MCP server's answer to ``tools/list`` with this access token (the real consumer, no agentId)."""
     return async_to_sync(call)(Issued("", access_token, "", server, None), LIST)
+
+
+def _consent_form(client: Client, user: Any, server: Any) -> tuple[dict[str, Any], str]:
+    """The consent page's form fields with Authorize pressed for every tool, and the PKCE verifier."""
+    form, verifier = consent_form(client, user, server)
+    return {**form, "allow": "Authorize", "grant": "all"}, verifier
+
+
+def _consent(client: Client, user: Any, server: Any, **changed: Any) -> Any:
+    """The answer to the consent form posted back with ``changed`` fields (else Authorize for every tool)."""
+    form, _verifier = _consent_form(client, user, server)
+    return client.post("/oauth/authorize/", {**form, **changed})
+
+
+def _exchange(client: Client, form: dict[str, Any], code: str, verifier: str, **fields: Any) -> Any:
+    """The token endpoint's answer to exchanging ``code`` (``fields`` change or, ``None``, leave out a field)."""
+    sent = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": REDIRECT,
+        "client_id": form["client_id"],
+        "code_verifier": verifier,
+        "resource": form["resource"],
+        **fields,
+    }
+    return token_request(client, **sent)
 
 
 def test_authorization_server_metadata(client: Client) -> None:
@@ -65,88 +94,52 @@ def test_protected_resource_metadata(client: Client, oauth_world: Any) -> None:
     assert client.get(f"/.well-known/oauth-protected-resource/mcp/{access.server.server_id}").status_code == 404
 
 
-def _authorize(client: Client, user: Any, server: Any, **extra: Any) -> Any:
-    registered = register(client)
-    client.force_login(user)
-    _verifier, challenge = pkce()
-    return client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], server.server_id, challenge, **extra)
-    )
-
-
 def test_pkce_missing_is_refused(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    response = _authorize(client, user, access.server, code_challenge=None, code_challenge_method=None)
+    response = authorize(client, user, access.server, code_challenge=None, code_challenge_method=None)
     assert redirect_query(response)["error"] == "invalid_request"
 
 
 def test_pkce_plain_is_refused(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    response = _authorize(client, user, access.server, code_challenge="x" * 50, code_challenge_method="plain")
+    response = authorize(client, user, access.server, code_challenge="x" * 50, code_challenge_method="plain")
     assert redirect_query(response)["error"] == "invalid_request"
 
 
 def test_wrong_verifier_is_refused(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    registered = register(client)
-    client.force_login(user)
-    _verifier, challenge = pkce()
-    page = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, challenge)
-    )
-    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
-    code = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))["code"]
-    token = token_request(
-        client,
-        grant_type="authorization_code",
-        code=code,
-        redirect_uri=REDIRECT,
-        client_id=registered["client_id"],
-        code_verifier=pkce()[0],
-        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
-    )
+    form, _verifier = _consent_form(client, user, access.server)
+    code = redirect_query(client.post("/oauth/authorize/", form))["code"]
+    token = _exchange(client, form, code, pkce()[0])
     assert token.status_code == 400
     assert token.json()["error"] == "invalid_grant"
 
 
 def test_redirect_uri_mismatch_is_refused(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    response = _authorize(client, user, access.server, redirect_uri="http://127.0.0.1:33333/elsewhere")
+    response = authorize(client, user, access.server, redirect_uri="http://127.0.0.1:33333/elsewhere")
     assert response.status_code == 400  # never redirected to an unregistered URI
     assert b"Mismatching redirect URI" in response.content or b"invalid_request" in response.content
 
 
 def test_loopback_redirect_on_any_port(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    response = _authorize(client, user, access.server, redirect_uri="http://127.0.0.1:45678/callback")
+    response = authorize(client, user, access.server, redirect_uri="http://127.0.0.1:45678/callback")
     assert response.status_code == 200
 
 
 @pytest.mark.parametrize("resource", [None, "http://testserver/mcp/other-server", "https://elsewhere.example/mcp/x"])
 def test_missing_or_foreign_resource_is_refused(client: Client, oauth_world: Any, resource: Any) -> None:
     access, user = oauth_world
-    response = _authorize(client, user, access.server, resource=resource)
+    response = authorize(client, user, access.server, resource=resource)
     assert redirect_query(response)["error"] == "invalid_target"
 
 
 def test_token_endpoint_requires_the_resource(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    registered = register(client)
-    client.force_login(user)
-    verifier, challenge = pkce()
-    page = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, challenge)
-    )
-    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
-    code = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))["code"]
-    base = {
-        "grant_type": "authorization_code",
-        "code": code,
-        "redirect_uri": REDIRECT,
-        "client_id": registered["client_id"],
-        "code_verifier": verifier,
-    }
-    missing = token_request(client, **base)
+    form, verifier = _consent_form(client, user, access.server)
+    code = redirect_query(client.post("/oauth/authorize/", form))["code"]
+    missing = _exchange(client, form, code, verifier, resource=None)
     assert missing.status_code == 400, missing.content[:3000]
     assert json.loads(missing.content)["error"] == "invalid_target"
 
@@ -154,7 +147,7 @@ def test_token_endpoint_requires_the_resource(client: Client, oauth_world: Any) 
 def test_consent_by_an_outsider_is_refused(client: Client, oauth_world: Any, member_factory: Any) -> None:
     access, _member = oauth_world
     outsider = member_factory(is_staff=False)
-    response = _authorize(client, outsider, access.server)
+    response = authorize(client, outsider, access.server)
     assert response.status_code == 403
     assert b"not a member" in response.content
     assert not OAuthConsent.objects.exists()
@@ -164,7 +157,7 @@ def test_open_consent_lets_any_signed_in_user(client: Client, oauth_world: Any, 
     access, _member = oauth_world
     access.server.oauth_open_consent = True
     access.server.save()
-    assert _authorize(client, member_factory(is_staff=False), access.server).status_code == 200
+    assert authorize(client, member_factory(is_staff=False), access.server).status_code == 200
 
 
 def test_login_required_sends_to_login_page(client: Client, oauth_world: Any) -> None:
@@ -212,25 +205,13 @@ def test_read_only_grant_is_bound_into_the_token(client: Client, oauth_world: An
 def test_refresh_rotates_and_old_tokens_stop(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
     issued = run_flow(client, user, access.server)
-    refreshed = token_request(
-        client,
-        grant_type="refresh_token",
-        refresh_token=issued.refresh_token,
-        client_id=issued.client_id,
-        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
-    )
+    refreshed = refresh(client, issued)
     assert refreshed.status_code == 200, refreshed.content
     body = refreshed.json()
     assert body["refresh_token"] != issued.refresh_token
     assert not AgentToken.objects.authenticate(issued.access_token)
     assert AgentToken.objects.authenticate(body["access_token"])
-    reused = token_request(
-        client,
-        grant_type="refresh_token",
-        refresh_token=issued.refresh_token,
-        client_id=issued.client_id,
-        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
-    )
+    reused = refresh(client, issued)
     assert reused.status_code == 400
 
 
@@ -247,13 +228,7 @@ def test_withdrawing_consent_and_deactivating_users_revoke(client: Client, oauth
     issued = run_flow(client, user, access.server)
     OAuthConsent.objects.get().withdraw()
     assert not AgentToken.objects.authenticate(issued.access_token)
-    refreshed = token_request(
-        client,
-        grant_type="refresh_token",
-        refresh_token=issued.refresh_token,
-        client_id=issued.client_id,
-        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
-    )
+    refreshed = refresh(client, issued)
     assert refreshed.status_code == 400
     second = run_flow(Client(), user, access.server)
     user.is_active = False
@@ -274,7 +249,7 @@ def test_dynamic_clients_per_tenant_switch(client: Client, oauth_world: Any) -> 
     access, user = oauth_world
     access.tenant.oauth_dynamic_clients = False
     access.tenant.save()
-    response = _authorize(client, user, access.server)
+    response = authorize(client, user, access.server)
     assert response.status_code == 403
     assert b"pre-registered" in response.content
 
@@ -346,42 +321,14 @@ def test_consent_page_shows_what_the_client_says_marked_not_verified(client: Cli
     assert access.server.server_id in page and access.tenant.name in page
 
 
-def _consent_form(client: Client, user: Any, server: Any) -> tuple[dict[str, Any], str]:
-    """The consent page's form fields (as the browser would post them back) and the PKCE verifier."""
-    registered = register(client)
-    client.force_login(user)
-    verifier, challenge = pkce()
-    page = client.get("/oauth/authorize/", authorize_params(registered["client_id"], server.server_id, challenge))
-    assert page.status_code == 200, page.content[:500]
-    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
-    return {**form, "allow": "Authorize", "grant": "all"}, verifier
-
-
-def _exchange(client: Client, form: dict[str, Any], code: str, verifier: str) -> Any:
-    return token_request(
-        client,
-        grant_type="authorization_code",
-        code=code,
-        redirect_uri=REDIRECT,
-        client_id=form["client_id"],
-        code_verifier=verifier,
-        resource=form["resource"],
-    )
-
-
 def test_a_reused_code_is_refused_and_revokes_what_its_first_exchange_issued(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
     form, verifier = _consent_form(client, user, access.server)
     code = redirect_query(client.post("/oauth/authorize/", form))["code"]
     first = _exchange(client, form, code, verifier)
     assert first.status_code == 200, first.content
-    refreshed = token_request(
-        client,
-        grant_type="refresh_token",
-        refresh_token=first.json()["refresh_token"],
-        client_id=form["client_id"],
-        resource=form["resource"],
-    )
+    family = Issued(form["client_id"], "", first.json()["refresh_token"], access.server, user)
+    refreshed = refresh(client, family)
     assert refreshed.status_code == 200, refreshed.content
     tokens = refreshed.json()
     assert _served(access.server, tokens["access_token"]).status == 200
@@ -393,13 +340,7 @@ def test_a_reused_code_is_refused_and_revokes_what_its_first_exchange_issued(cli
     reply = _served(access.server, tokens["access_token"])
     assert reply.status == 401
     assert 'error="invalid_token"' in reply.headers["www-authenticate"]
-    refused = token_request(
-        client,
-        grant_type="refresh_token",
-        refresh_token=tokens["refresh_token"],
-        client_id=form["client_id"],
-        resource=form["resource"],
-    )
+    refused = refresh(client, family, refresh_token=tokens["refresh_token"])
     assert refused.status_code == 400
     assert refused.json()["error"] == "invalid_grant"
 
@@ -417,8 +358,7 @@ def test_a_tampered_consent_form_is_refused_without_a_code(
     client: Client, oauth_world: Any, tampered: dict[str, Any]
 ) -> None:
     access, user = oauth_world
-    form, _verifier = _consent_form(client, user, access.server)
-    response = client.post("/oauth/authorize/", {**form, **tampered})
+    response = _consent(client, user, access.server, **tampered)
     assert response.status_code == 400
     assert "Location" not in response
     assert not OAuthConsent.objects.exists()
@@ -433,8 +373,7 @@ def test_a_consent_form_may_not_grant_another_tenants_tool(
     elsewhere = access_factory()  # another tenant, with the same demo tools
     theirs = Tool.objects.filter(tenant=elsewhere.tenant).first()
     assert theirs is not None
-    form, _verifier = _consent_form(client, user, access.server)
-    response = client.post("/oauth/authorize/", {**form, "grant": "chosen", "tools": [str(theirs.pk)]})
+    response = _consent(client, user, access.server, grant="chosen", tools=[str(theirs.pk)])
     assert response.status_code == 400
     assert "Location" not in response
     assert not OAuthConsent.objects.exists()
@@ -449,8 +388,7 @@ def test_a_consent_form_without_an_s256_challenge_yields_no_code(
     client: Client, oauth_world: Any, tampered: dict[str, Any]
 ) -> None:
     access, user = oauth_world
-    form, _verifier = _consent_form(client, user, access.server)
-    query = redirect_query(client.post("/oauth/authorize/", {**form, **tampered}))
+    query = redirect_query(_consent(client, user, access.server, **tampered))
     assert "code" not in query
     assert not OAuthConsent.objects.exists()  # nothing remembered: the next authorization asks again
     assert query["error"] == "invalid_request"
@@ -464,10 +402,10 @@ def test_error_redirects_carry_the_issuer(client: Client, oauth_world: Any) -> N
     cancelled = redirect_query(client.post("/oauth/authorize/", {k: v for k, v in form.items() if k != "allow"}))
     assert (cancelled["error"], cancelled["iss"], cancelled["state"]) == ("access_denied", ORIGIN, "st4te")
     plain = redirect_query(
-        _authorize(client, user, access.server, code_challenge="x" * 50, code_challenge_method="plain")
+        authorize(client, user, access.server, code_challenge="x" * 50, code_challenge_method="plain")
     )
     assert (plain["error"], plain["iss"]) == ("invalid_request", ORIGIN)
-    foreign = redirect_query(_authorize(client, user, access.server, resource="https://elsewhere.example/mcp/x"))
+    foreign = redirect_query(authorize(client, user, access.server, resource="https://elsewhere.example/mcp/x"))
     assert (foreign["error"], foreign["iss"]) == ("invalid_target", ORIGIN)
 
 
@@ -519,13 +457,7 @@ def test_eligibility_is_checked_at_token_use_and_refresh_not_only_by_signals(
     assert reply.status == 401
     assert 'error="invalid_token"' in reply.headers["www-authenticate"]
     assert "resource_metadata=" in reply.headers["www-authenticate"]
-    refused = token_request(
-        client,
-        grant_type="refresh_token",
-        refresh_token=issued.refresh_token,
-        client_id=issued.client_id,
-        resource=f"{ORIGIN}/mcp/{access.server.server_id}",
-    )
+    refused = refresh(client, issued)
     assert refused.status_code == 400
     assert json.loads(refused.content)["error"] == "invalid_grant"
 
@@ -543,7 +475,7 @@ def test_deleting_what_a_consent_hangs_on_ends_its_tokens(client: Client, oauth_
 def test_a_role_below_the_consent_role_may_not_consent(client: Client, oauth_world: Any, settings: Any) -> None:
     access, user = oauth_world  # a viewer
     settings.MCP_APP = {**settings.MCP_APP, "OAUTH_CONSENT_ROLE": "admin"}
-    response = _authorize(client, user, access.server)
+    response = authorize(client, user, access.server)
     assert response.status_code == 403
     assert b"does not allow it" in response.content
     assert not OAuthConsent.objects.exists()

@@ -130,23 +130,38 @@ def _authorize_in_thread(user: Any, server: Any, client_id: str, results: list[i
     return thread
 
 
-def test_slow_documents_of_one_host_do_not_hold_up_another_hosts_clients(
-    client: Client, oauth_world: Any, documents: CimdServer, settings: Any
-) -> None:
+def _fetches_per_host(settings: Any, bound: int, timeout: float) -> None:
+    """Documents on the loopback allowed, at most ``bound`` fetches from one host at once, each within ``timeout``
+    seconds."""
     settings.MCP_APP = {
         **settings.MCP_APP,
         "OAUTH_CIMD_ALLOWED_NETWORKS": ["127.0.0.1"],
-        "OAUTH_CIMD_FETCHES_PER_HOST": 10,
+        "OAUTH_CIMD_FETCHES_PER_HOST": bound,
     }
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 4}
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": timeout}
+
+
+def _drips_under_way(
+    user: Any, server: Any, documents: CimdServer, host: str, count: int, results: list[int]
+) -> list[threading.Thread]:
+    """``count`` authorizations in threads (their status codes into ``results``) whose documents drip from
+    ``host``, once all of them are being fetched."""
+    threads = [
+        _authorize_in_thread(user, server, documents.url("drip", secrets.token_hex(4), host), results)
+        for _ in range(count)
+    ]
+    wait_until_blocking(lambda: documents.under_way[0] >= count, timeout=10)
+    return threads
+
+
+def test_slow_documents_of_one_host_do_not_hold_up_another_hosts_clients(
+    client: Client, oauth_world: Any, documents: CimdServer, settings: Any
+) -> None:
+    _fetches_per_host(settings, 10, timeout=4)
     access, user = oauth_world
     slow_host, other_host = HOSTS
     results: list[int] = []
-    threads = [
-        _authorize_in_thread(user, access.server, documents.url("drip", secrets.token_hex(4), slow_host), results)
-        for _ in range(10)
-    ]
-    wait_until_blocking(lambda: documents.under_way[0] >= 10, timeout=10)  # ten drips in flight from one host
+    threads = _drips_under_way(user, access.server, documents, slow_host, 10, results)  # ten from one host
     page = _authorize(client, user, access.server, documents.url("client", secrets.token_hex(4), other_host))
     assert page.status_code == 200, page.content[:500]
     for thread in threads:
@@ -157,20 +172,11 @@ def test_slow_documents_of_one_host_do_not_hold_up_another_hosts_clients(
 def test_a_fetch_beyond_its_hosts_bound_waits_and_gives_up_without_connecting(
     client: Client, oauth_world: Any, documents: CimdServer, settings: Any
 ) -> None:
-    settings.MCP_APP = {
-        **settings.MCP_APP,
-        "OAUTH_CIMD_ALLOWED_NETWORKS": ["127.0.0.1"],
-        "OAUTH_CIMD_FETCHES_PER_HOST": 2,
-    }
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 8}
+    _fetches_per_host(settings, 2, timeout=8)
     access, user = oauth_world
     host = HOSTS[0]
     results: list[int] = []
-    threads = [
-        _authorize_in_thread(user, access.server, documents.url("drip", secrets.token_hex(4), host), results)
-        for _ in range(2)
-    ]
-    wait_until_blocking(lambda: documents.under_way[0] >= 2, timeout=10)  # the host's two slots are taken
+    threads = _drips_under_way(user, access.server, documents, host, 2, results)  # the host's two slots are taken
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 1}  # for the third
     name = secrets.token_hex(4)
     started = time.monotonic()

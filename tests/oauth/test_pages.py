@@ -13,7 +13,7 @@ import pytest
 from django.test import Client
 
 from mcp_app.models import OAuthConsent, TenantMembership
-from tests.oauth_flow import ORIGIN, REDIRECT, authorize_params, pkce, redirect_query, register
+from tests.oauth_flow import ORIGIN, REDIRECT, authorize, authorize_params, consent_form, pkce, redirect_query, register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,10 +66,7 @@ def test_a_refusal_offers_access_denied_back_to_the_client(
 ) -> None:
     access, _member = oauth_world
     outsider = member_factory(is_staff=False)
-    registered = register(client)
-    client.force_login(outsider)
-    params = authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
-    response = client.get("/oauth/authorize/", params)
+    response = authorize(client, outsider, access.server)
     assert response.status_code == 403
     page = response.content.decode()
     assert "not a member" in page
@@ -83,12 +80,7 @@ def test_a_refusal_offers_access_denied_back_to_the_client(
 
 def test_cancel_answers_access_denied_with_state_and_iss(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    registered = register(client)
-    client.force_login(user)
-    page = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
-    )
-    form = {key: value for key, value in page.context["form"].initial.items() if value is not None}
+    form, _verifier = consent_form(client, user, access.server)
     query = redirect_query(client.post("/oauth/authorize/", form))  # no "allow": Cancel
     assert query["error"] == "access_denied"
     assert query["state"] == "st4te"
@@ -98,14 +90,8 @@ def test_cancel_answers_access_denied_with_state_and_iss(client: Client, oauth_w
 
 def test_a_refusal_after_the_page_was_shown_answers_the_client(client: Client, oauth_world: Any) -> None:
     access, user = oauth_world
-    registered = register(client)
-    client.force_login(user)
-    page = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
-    )
-    assert page.status_code == 200
+    form, _verifier = consent_form(client, user, access.server)  # the page is shown
     TenantMembership.objects.filter(user=user).delete()  # no longer a member when Authorize is pressed
-    form = {key: value for key, value in page.context["form"].initial.items() if value is not None}
     query = redirect_query(client.post("/oauth/authorize/", {**form, "allow": "Authorize", "grant": "all"}))
     assert query["error"] == "access_denied"
     assert query["state"] == "st4te"
@@ -119,13 +105,9 @@ def test_switch_account_comes_back_to_the_same_authorization_request(
     access, _member = oauth_world
     first = member_factory(username="first-person", is_staff=False)
     member_factory((access.tenant, "viewer"), username="second-person", password=PASSWORD, is_staff=False)
-    registered = register(client)
-    client.force_login(first)
-    authorize = client.get(
-        "/oauth/authorize/", authorize_params(registered["client_id"], access.server.server_id, pkce()[1])
-    )
-    assert authorize.status_code == 403  # the first person is not a member
-    page = authorize.content.decode()
+    shown = authorize(client, first, access.server)
+    assert shown.status_code == 403  # the first person is not a member
+    page = shown.content.decode()
     switch = re.search(r'<form id="switch-account" method="post" action="([^"]+)">(.*?)</form>', page, re.S)
     assert switch, "no way to switch account"
     comes_back = re.search(r'name="next" value="([^"]+)"', switch.group(2))

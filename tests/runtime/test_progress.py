@@ -6,28 +6,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from mcp_app.models import ToolTask
 from mcp_app.runtime import progress as progress_module
 from mcp_app.runtime.progress import RecordedProgress
-from tests.helpers import close_connections_of_async_threads  # noqa: F401  (same clean-up here)
+from tests.helpers import (
+    close_connections_of_async_threads,  # noqa: F401  (same clean-up here)
+    running_worker_call,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def task(access: Any, **fields: Any) -> ToolTask:
-    return ToolTask.objects.create_task(
-        tool_name="countdown",
-        arguments={},
-        ttl_ms=60_000,
-        server=access.server,
-        agent=access.agent,
-        execution="worker",
-        client_task=False,
-        started_at=timezone.now(),
-        **fields,
-    )
+    return running_worker_call(access, "countdown", ttl_ms=60_000, **fields)
 
 
 @pytest.fixture
