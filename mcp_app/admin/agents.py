@@ -54,12 +54,7 @@ class AgentAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
     search_fields = ("agent_id", "name", "tenant__slug")
     readonly_fields = ("created_at", "running_worker_calls")
     inlines = [AgentTokenInline]
-
-    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
-        fields = ["tenant", "agent_id", "name", "is_active", "max_worker_calls", "rate_limit", "rate_burst"]
-        if obj is not None:
-            fields.append("running_worker_calls")
-        return (*fields, "created_at")
+    edited_fields = ("tenant", "agent_id", "name", "is_active", "max_worker_calls", "rate_limit", "rate_burst")
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         links = []

@@ -15,6 +15,7 @@ Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -36,7 +37,6 @@ permissions.register_tenant_path(
 
 #: The grant fields of the token form, in order (the admin's token form shows them after the servers).
 GRANT_FIELDS = ("limit_to_grant", "granted_tools", "granted_resources", "granted_prompts", "read_only")
-USAGE_DAYS = dashboard.USAGE_DAYS
 
 
 class _ScopedFilter(admin.SimpleListFilter):
@@ -131,10 +131,7 @@ class ToolCallAdmin(TenantScopedAdmin):
     readonly_fields = fields
     change_list_template = "admin/mcp_app/toolcall/change_list.html"
 
-    # Scoping (querysets, 404 across tenants, view permission) comes from TenantScopedAdmin; nobody writes here.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
+    # Scoping, and no add page (read_only_model), come from TenantScopedAdmin; nobody changes or deletes here.
     def has_change_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
         return False
 
@@ -147,8 +144,6 @@ class ToolCallAdmin(TenantScopedAdmin):
 
     @admin.display(description="arguments (redacted)")
     def arguments_display(self, obj: ToolCall) -> str:
-        import json
-
         return format_html("<pre>{}</pre>", json.dumps(obj.arguments, indent=2, ensure_ascii=False, sort_keys=True))
 
     def get_urls(self) -> list[Any]:
@@ -170,7 +165,7 @@ class ToolCallAdmin(TenantScopedAdmin):
             "tenants": tenants,
             "tenant": tenant,
             "days": days,
-            "day_choices": USAGE_DAYS,
+            "day_choices": dashboard.USAGE_DAYS,
             "usage": usage,
             "calls_chart": dashboard.calls_chart(usage.every_day(since, now)) if usage else None,
             "duration_chart": dashboard.durations_chart(usage.tools, limit=25) if usage else None,

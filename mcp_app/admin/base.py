@@ -141,6 +141,9 @@ def _somewhere(request: HttpRequest, model: type[models.Model], action: str) -> 
     return role is not None and bool(access.tenant_ids(role))
 
 
+_CAN = {"view": permissions.can_view, "change": permissions.can_change, "delete": permissions.can_delete}
+
+
 class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
     """A ModelAdmin whose every page is limited to the user's tenants (see the module docstring).
 
@@ -179,25 +182,23 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
         # Django asks for any permission of the app; a tenant member's role grants them (no group needed).
         return _somewhere(request, self.model, "view")
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def _may(self, request: HttpRequest, action: str, obj: Any) -> bool:
+        """``action`` on ``obj`` (the role on its tenant decides), or without an object, in some tenant."""
         if obj is None:
-            return _somewhere(request, self.model, "view")
-        return permissions.can_view(request.user, obj)
+            return _somewhere(request, self.model, action)
+        return _CAN[action](request.user, obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may(request, "view", obj)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return _somewhere(request, self.model, "change")
-        return permissions.can_change(request.user, obj)
+        return self._may(request, "change", obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return _somewhere(request, self.model, "delete")
-        return permissions.can_delete(request.user, obj)
+        return self._may(request, "delete", obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        if self.read_only_model:
-            return False
-        return _somewhere(request, self.model, "add")
+        return not self.read_only_model and _somewhere(request, self.model, "add")
 
     # -- actions: only what the user may change, whatever was selected -------------------------------------------
     def get_actions(self, request: HttpRequest) -> dict[str, tuple[Callable[..., str], str, str] | None]:

@@ -61,9 +61,15 @@ def describe(obj: Any, scope: str) -> str:
 
 class RunningWorkerCalls:
     """Mixin for the tenant's and the agent's ModelAdmins: the ``running_worker_calls`` column and field of
-    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip."""
+    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip. The form
+    shows ``edited_fields``, then (for an existing object) the running calls, then ``created_at``."""
 
     quota_scope: str
+    edited_fields: tuple[str, ...]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        running = ("running_worker_calls",) if obj is not None else ()
+        return (*self.edited_fields, *running, "created_at")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         scope = self.quota_scope

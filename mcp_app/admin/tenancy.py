@@ -91,12 +91,7 @@ class TenantAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
     inlines = [TenantMembershipInline]
-
-    def get_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
-        fields = ["slug", "name", "is_active", "allowed_python_tools", "max_worker_calls", "rate_limit", "rate_burst"]
-        if obj is not None:
-            fields.append("running_worker_calls")
-        return (*fields, "created_at")
+    edited_fields = ("slug", "name", *OPERATOR_FIELDS[1:])
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
         fields = ["created_at", "running_worker_calls"]

@@ -145,12 +145,8 @@ class TryItMixin:
 
     # -- what each kind of entry sends -------------------------------------------------------------------------
     def _servers(self, obj: Any) -> QuerySet[McpServer]:
-        related = {
-            Tool: "tool_bindings__tool",
-            Resource: "resource_bindings__resource",
-            Prompt: "prompt_bindings__prompt",
-        }
-        return McpServer.objects.filter(tenant_id=obj.tenant_id, **{related[type(obj)]: obj}).distinct()
+        kind = obj._meta.model_name  # the server's bindings of it: ``tool_bindings__tool``, …
+        return McpServer.objects.filter(tenant_id=obj.tenant_id, **{f"{kind}_bindings__{kind}": obj}).distinct()
 
     def _request(self, obj: Any, server: McpServer, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if isinstance(obj, Tool):
@@ -230,7 +226,7 @@ async def _stream(token: AgentToken, server: McpServer, method: str, params: dic
 
     work = asyncio.ensure_future(run_as(token, server, method, params, on_notification=heard))
     try:
-        yield _line({"type": "started", "request": json.loads(_dump(_request_of(method, params)))})
+        yield _line({"type": "started", "request": json.loads(_dump({"method": method, "params": params}))})
         while not (work.done() and queue.empty()):
             getter = asyncio.ensure_future(queue.get())
             done, _pending = await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
@@ -248,21 +244,14 @@ async def _stream(token: AgentToken, server: McpServer, method: str, params: dic
             work.cancel()
 
 
-def _request_of(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"method": method, "params": params}
-
-
-def _prompt_schema(prompt: Any) -> dict[str, Any]:
+def _prompt_schema(prompt: Prompt) -> dict[str, Any]:
     """A prompt's arguments as an object schema of strings (prompt arguments are strings)."""
-    arguments = getattr(prompt, "arguments", None) or []
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for argument in arguments if isinstance(arguments, list) else []:
-        if isinstance(argument, dict) and isinstance(argument.get("name"), str):
-            properties[argument["name"]] = {"type": "string", "description": argument.get("description", "")}
-            if argument.get("required"):
-                required.append(argument["name"])
-    return {"type": "object", "properties": properties, "required": required}
+    arguments = [a for a in prompt.arguments or () if isinstance(a, dict) and isinstance(a.get("name"), str)]
+    return {
+        "type": "object",
+        "properties": {a["name"]: {"type": "string", "description": a.get("description", "")} for a in arguments},
+        "required": [a["name"] for a in arguments if a.get("required")],
+    }
 
 
 def _dump(value: Any) -> str:

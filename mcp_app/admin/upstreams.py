@@ -53,20 +53,7 @@ class UpstreamForm(WriteOnlySecretsForm):
 
     class Meta:
         model = Upstream
-        fields = (
-            "tenant",
-            "name",
-            "url",
-            "prefix",
-            "enabled",
-            "headers",
-            "oauth_client_id",
-            "oauth_issuer",
-            "oauth_scope",
-            "timeout_seconds",
-            "sync_interval_seconds",
-            "era",
-        )
+        fields = "__all__"  # what the page edits is UpstreamAdmin's fieldsets (ModelAdmin.get_form passes them)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -125,6 +112,10 @@ def _close_breaker(request: HttpRequest, upstream: Upstream) -> None:
     messages.success(request, f"The circuit breaker of {upstream.name} is closed: calls go through again.")
 
 
+#: The read-only state of an existing upstream, shown under "Health".
+HEALTH_FIELDS = ("protocol_version", "remote_server", "last_synced_at", "last_sync_error", "breaker_detail")
+
+
 @admin.register(Upstream)
 class UpstreamAdmin(TenantScopedAdmin):
     form = UpstreamForm
@@ -143,16 +134,7 @@ class UpstreamAdmin(TenantScopedAdmin):
     list_filter = ("enabled", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant",)
     search_fields = ("name", "prefix", "tenant__slug")
-    readonly_fields = (
-        "protocol_version",
-        "remote_server",
-        "last_synced_at",
-        "last_sync_error",
-        "breaker_detail",
-        "imported_entries",
-        "created_at",
-        "updated_at",
-    )
+    readonly_fields = (*HEALTH_FIELDS, "imported_entries", "created_at", "updated_at")
     inlines = [UpstreamBindingInline]
     actions = ["sync_now", "test_connection", "close_breaker"]
 
@@ -178,18 +160,7 @@ class UpstreamAdmin(TenantScopedAdmin):
         ]
         if obj is not None:
             fieldsets += [
-                (
-                    "Health",
-                    {
-                        "fields": (
-                            "protocol_version",
-                            "remote_server",
-                            "last_synced_at",
-                            "last_sync_error",
-                            "breaker_detail",
-                        )
-                    },
-                ),
+                ("Health", {"fields": HEALTH_FIELDS}),
                 ("Imported entries", {"fields": ("imported_entries",)}),
                 ("History", {"fields": ("created_at", "updated_at")}),
             ]
@@ -325,8 +296,6 @@ class UpstreamAdmin(TenantScopedAdmin):
 
     @admin.action(description="Close the circuit breaker of selected upstreams", permissions=["change"])
     def close_breaker(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
-        closed = 0
         for upstream in queryset:
             breaker.reset(upstream.pk)
-            closed += 1
-        self.message_user(request, f"Closed the circuit breaker of {closed} upstream(s).", messages.SUCCESS)
+        self.message_user(request, f"Closed the circuit breaker of {len(queryset)} upstream(s).", messages.SUCCESS)
