@@ -21,8 +21,8 @@ from unfold.admin import TabularInline
 
 from .. import operations, permissions
 from ..models import Agent, AgentToken
+from ..models.agents import GRANT_RELATIONS
 from . import quotas
-from .audit import GRANT_FIELDS
 from .base import TenantScopedAdmin, TenantScopedInline
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class AgentAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
 
 
 #: What a token's form edits: also what its page shows, before the read-only digest and timestamps.
-TOKEN_FIELDS = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+TOKEN_FIELDS = ("agent", "name", "servers", "limit_to_grant", *GRANT_RELATIONS, "read_only", "expires_at")
 
 
 class AgentTokenForm(forms.ModelForm):
@@ -78,7 +78,7 @@ class AgentTokenForm(forms.ModelForm):
         data = self.cleaned_data
         agent = data.get("agent") or (self.instance.agent if self.instance.agent_id else None)
         if agent is not None:
-            chosen = {name: data.get(name) for name in ("servers", *GRANT_FIELDS[1:4])}
+            chosen = {name: data.get(name) for name in ("servers", *GRANT_RELATIONS)}
             for name, foreign in AgentToken.objects.outside_tenant(agent, chosen).items():
                 self.add_error(name, f"Not of the agent's tenant: {', '.join(map(str, foreign))}.")
         return data
@@ -93,7 +93,7 @@ class AgentTokenAdmin(TenantScopedAdmin):
     list_select_related = ("agent", "agent__tenant")
     search_fields = ("prefix", "name", "agent__agent_id")
     autocomplete_fields = ("agent",)
-    filter_horizontal = ("servers", *GRANT_FIELDS[1:4])
+    filter_horizontal = ("servers", *GRANT_RELATIONS)
     readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_tokens"]
 

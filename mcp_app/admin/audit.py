@@ -9,8 +9,6 @@ The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per da
 included), and per tool the number of calls, the error rate and the p50/p95 duration, computed by the database
 (``ToolCall.objects.usage``) and drawn with Chart.js by unfold's chart component (the dashboard's charts,
 ``admin.dashboard``): served with the admin's static files, no CDN.
-
-Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin.agents``).
 """
 
 from __future__ import annotations
@@ -34,9 +32,6 @@ from .base import TenantScopedAdmin
 permissions.register_tenant_path(
     ToolCall, "tenant", roles={"view": permissions.VIEWER, "add": None, "change": None, "delete": None}
 )
-
-#: The grant fields of the token form, in order (the admin's token form shows them after the servers).
-GRANT_FIELDS = ("limit_to_grant", "granted_tools", "granted_resources", "granted_prompts", "read_only")
 
 
 class _ScopedFilter(admin.SimpleListFilter):

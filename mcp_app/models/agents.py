@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
 from ..invalidation import publish
 from .catalog import Prompt, Resource, Tool
-from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager, CredentialQuerySet, credential_digest
+from .credentials import Credential, CredentialManager, CredentialQuerySet, credential_digest, prefix_field
 from .limits import rate_burst_field, rate_limit_field
 from .servers import McpServer
 from .tenancy import Tenant
@@ -45,6 +44,8 @@ class CatalogGrant:
 
 
 FULL_GRANT = CatalogGrant()
+#: The many-to-many fields of a grant (of a token, of an OAuth consent), in the order tools, resources, prompts.
+GRANT_RELATIONS = ("granted_tools", "granted_resources", "granted_prompts")
 
 
 token_digest = credential_digest  # the request path looks tokens up by digest (mcp_app.caching.identity)
@@ -131,14 +132,9 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
             limit_to_grant=limited,
             read_only=read_only,
         )
-        if servers:
-            token.servers.set(servers)
-        if tools:
-            token.granted_tools.set(tools)
-        if resources:
-            token.granted_resources.set(resources)
-        if prompts:
-            token.granted_prompts.set(prompts)
+        for relation, chosen in (("servers", servers), *zip(GRANT_RELATIONS, (tools, resources, prompts), strict=True)):
+            if chosen:
+                getattr(token, relation).set(chosen)
         return token, raw
 
     def outside_tenant(self, agent: Agent, chosen: Mapping[str, Iterable[Any] | None]) -> dict[str, list[Any]]:
@@ -179,13 +175,7 @@ class AgentToken(Credential):
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens", verbose_name="agent")
     name = models.CharField("name", max_length=200, blank=True, help_text="What this token is for.")
-    prefix = models.CharField(
-        "prefix",
-        max_length=PREFIX_HEX_CHARS,
-        db_index=True,
-        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
-        help_text="Shown to identify the token; not secret and not enough to use it.",
-    )
+    prefix = prefix_field("token")
     servers = models.ManyToManyField(
         McpServer, related_name="tokens", blank=True, verbose_name="servers", help_text="Servers this token may call."
     )

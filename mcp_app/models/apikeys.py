@@ -16,11 +16,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager
+from .credentials import Credential, CredentialManager, prefix_field
 
 KEY_SCHEME = "mcpk"
 
@@ -61,14 +60,7 @@ class ApiKey(Credential):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_api_keys", verbose_name="user"
     )
     name = models.CharField("name", max_length=200, blank=True, help_text="What this key is for, e.g. 'CI deploys'.")
-    prefix = models.CharField(
-        "prefix",
-        max_length=PREFIX_HEX_CHARS,
-        db_index=True,
-        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
-        editable=False,
-        help_text="Shown to identify the key; not secret and not enough to use it.",
-    )
+    prefix = prefix_field("key", editable=False)
     # digest, created_at, expires_at, revoked_at, last_used_at: see Credential.
 
     objects = ApiKeyManager()
