@@ -63,6 +63,8 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 }
 #: Kinds a person may choose on an add page (upstream entries come from syncs only).
 HAND_MADE_KINDS = [kind for kind in KIND_FIELDS if kind != Tool.Kind.UPSTREAM]
+#: What the add page edits (every hand-made kind's fields, the derived schemas aside), in order.
+_EDITABLE = tuple(dict.fromkeys(f for kind in HAND_MADE_KINDS for f in KIND_FIELDS[kind] if "derived" not in f))
 _COMMON = ("tenant", "name", "title", "description", "kind", "task_support")
 
 
@@ -112,21 +114,14 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
     search_fields = ("name", "title", "description", "tenant__slug")
     readonly_fields = ("created_at", "updated_at", "derived_input_schema", "derived_output_schema")
     upstream_readonly = ("input_schema", "output_schema", "title", "description", "annotations", "icons")
-    conditional_fields = {
-        field: _shown_for(field) for kind in HAND_MADE_KINDS for field in KIND_FIELDS[kind] if "derived" not in field
-    }
+    conditional_fields = {field: _shown_for(field) for field in _EDITABLE}
     inlines = [WebhookInline]
 
     def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
         if obj is None:
             kind = request.GET.get("kind")
             chosen = KIND_FIELDS[kind] if kind in HAND_MADE_KINDS else None
-            editable = [
-                field
-                for field in dict.fromkeys(f for k in HAND_MADE_KINDS for f in KIND_FIELDS[k])
-                if "derived" not in field and (chosen is None or field in chosen)
-            ]
-            behaviour: tuple[str, ...] = tuple(editable)
+            behaviour = tuple(field for field in _EDITABLE if chosen is None or field in chosen)
         else:
             behaviour = KIND_FIELDS.get(obj.kind, ())
         fieldsets: list[tuple[str | None, dict[str, Any]]] = [

@@ -154,10 +154,6 @@ def live_figures(request: HttpRequest, chosen: Tenant | None = None) -> dict[str
     }
 
 
-def may_see_dashboard(request: HttpRequest) -> bool:
-    return permissions.has_model_permission(request.user, "view", ToolCall)
-
-
 def dashboard(request: HttpRequest) -> dict[str, Any]:
     """Everything the dashboard draws, scoped to what ``request.user`` may see."""
     tenants, chosen, usage_scope = _scope(request)
@@ -174,7 +170,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         .annotate(calls=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
         .order_by("-calls", "agent_key")[:TOP_AGENTS]
     )
-    figures: dict[str, Any] = {
+    return {
         "tenants": tenants,
         "tenant": chosen,
         "days": days,
@@ -193,7 +189,6 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         "calls_url": reverse("admin:mcp_app_toolcall_changelist"),
         "usage_url": reverse("admin:mcp_app_toolcall_usage"),
     }
-    return figures
 
 
 def _open_streams() -> int | None:
@@ -209,6 +204,6 @@ def _open_streams() -> int | None:
 
 def dashboard_callback(request: HttpRequest, context: dict[str, Any]) -> dict[str, Any]:
     """Unfold's hook for the index page: adds ``mcp_dashboard`` for users who may see tool calls."""
-    if may_see_dashboard(request):
+    if permissions.has_model_permission(request.user, "view", ToolCall):
         context["mcp_dashboard"] = dashboard(request)
     return context

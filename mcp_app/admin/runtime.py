@@ -39,11 +39,10 @@ class McpSessionAdmin(TenantScopedAdmin):
 
     @admin.action(description="Terminate selected sessions", permissions=["change"])
     def terminate_sessions(self, request: HttpRequest, queryset: QuerySet[McpSession]) -> None:
-        terminated = 0
-        for session in queryset.filter(terminated_at__isnull=True):
+        sessions = list(queryset.filter(terminated_at__isnull=True))
+        for session in sessions:
             session.terminate()
-            terminated += 1
-        self.message_user(request, f"Terminated {terminated} session(s).")
+        self.message_user(request, f"Terminated {len(sessions)} session(s).")
 
 
 @admin.register(ToolTask)
