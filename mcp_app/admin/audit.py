@@ -162,9 +162,7 @@ class ToolCallAdmin(TenantScopedAdmin):
             "days": days,
             "day_choices": dashboard.USAGE_DAYS,
             "usage": usage,
-            "calls_chart": dashboard.calls_chart(usage.every_day(since, now)) if usage else None,
-            "duration_chart": dashboard.durations_chart(usage.tools, limit=25) if usage else None,
-            "duration_height": dashboard.chart_height(min(len(usage.tools), 25)) if usage else 0,
+            **(dashboard.charts(usage, since, now, limit=25) if usage else {}),
             "changelist_url": reverse("admin:mcp_app_toolcall_changelist"),
         }
         return TemplateResponse(request, "admin/mcp_app/toolcall/usage.html", context)
