@@ -9,7 +9,7 @@ add page offers the upstream kind. Every catalog entry has a "Try it" page (``mc
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -72,6 +72,8 @@ class UpstreamEntryAdmin(TenantScopedAdmin):
     """Catalog entries that may come from an upstream: such an entry links to its upstream and shows its name
     there, its fields read-only (the upstream's next sync rewrites them); the add page never offers the kind."""
 
+    list_select_related = ("tenant",)
+    readonly_fields: tuple[str, ...] = ("created_at", "updated_at")
     #: Fields of an upstream entry shown read-only besides the link and the remote name.
     upstream_readonly: tuple[str, ...] = ()
 
@@ -110,7 +112,6 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
 
     list_display = ("name", "tenant", "kind", "title", "task_support", "updated_at")
     list_filter = ("kind", "task_support", ("tenant", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("tenant",)
     search_fields = ("name", "title", "description", "tenant__slug")
     readonly_fields = ("created_at", "updated_at", "derived_input_schema", "derived_output_schema")
     upstream_readonly = ("input_schema", "output_schema", "title", "description", "annotations", "icons")
@@ -180,7 +181,6 @@ class BindingAdmin(TenantScopedAdmin):
     """A binding belongs to its server's tenant; server and entry are picked by autocomplete."""
 
     tenant_field = "server"
-    list_select_related: ClassVar[tuple[str, ...]] = ("server", "server__tenant")
     list_filter = ("enabled", ("server__tenant", admin.RelatedOnlyFieldListFilter))
 
 
@@ -196,18 +196,14 @@ class ServerToolAdmin(BindingAdmin):
 class ResourceAdmin(TryItMixin, UpstreamEntryAdmin):
     list_display = ("uri", "name", "tenant", "kind", "is_template", "mime_type", "updated_at")
     list_filter = ("kind", "is_template", ("tenant", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("tenant",)
     search_fields = ("uri", "name", "title", "tenant__slug")
-    readonly_fields = ("created_at", "updated_at")
 
 
 @admin.register(Prompt)
 class PromptAdmin(TryItMixin, UpstreamEntryAdmin):
     list_display = ("name", "tenant", "kind", "title", "updated_at")
     list_filter = ("kind", ("tenant", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("tenant",)
     search_fields = ("name", "title", "description", "tenant__slug")
-    readonly_fields = ("created_at", "updated_at")
 
 
 @admin.register(ServerResource)

@@ -1,8 +1,7 @@
 """The admin of http tools: the webhook of a ``Tool`` of kind ``http``, as an inline on the tool's page.
 
-Secret headers are write-only (``admin.secrets.WriteOnlySecretsForm``, as upstreams'): the form shows which are
-set (names only), an empty input keeps them, any input replaces all of them, and "clear" removes them. Their
-values are never rendered, not even back into the form after a validation error.
+Secret headers are write-only (``admin.secrets.WriteOnlySecretsForm``, as upstreams'): their values are never
+rendered, not even back into the form after a validation error.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Agents (machine principals) and their bearer tokens.
 
-A raw token looks like ``mcp_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret
-from ``secrets``. Only its SHA-256 digest is stored; the raw value is returned once by ``issue_token`` and never
-again. ``AgentToken.objects.authenticate`` resolves a raw token in constant time with respect to its content.
+A raw token is a credential of scheme ``mcp`` (``mcp_<prefix>_<secret>``, stored only as its digest:
+``models.credentials``), returned once by ``issue_token``; ``AgentToken.objects.authenticate`` resolves one.
 """
 
 from __future__ import annotations
@@ -162,8 +161,8 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
     def authenticate(self, raw: str) -> AgentToken | None:
         """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
 
-        Lookup is by digest, so timing depends only on a hash the caller cannot steer; the final comparison is
-        constant-time as well. Revoked, expired and inactive-agent tokens do not authenticate. A token of an
+        Lookup is by digest, compared in constant time (``match``). Revoked, expired and inactive-agent tokens do
+        not authenticate. A token of an
         inactive tenant does authenticate: its servers are not servable, so every request ends in a plain 404.
         The request path uses the cached snapshot of ``mcp_app.caching.identity`` instead.
         """
