@@ -109,14 +109,11 @@ class AgentTokenAdmin(TenantScopedAdmin):
         return agents.filter(pk=int(raw)).first()
 
     def get_form(self, request: HttpRequest, obj: AgentToken | None = None, change: bool = False, **kwargs: Any) -> Any:
-        if obj is None:
-            agent = self._agent_of_request(request)
-            if agent is not None:
-                # Server choices of the agent's tenant only.
-                return self._building_for(
-                    request, agent, lambda: super(TenantScopedAdmin, self).get_form(request, obj, change, **kwargs)
-                )
-        return super().get_form(request, obj, change, **kwargs)
+        # A new token's choices: its agent's tenant's servers and entries only, once the agent is known.
+        owner = obj if obj is not None else self._agent_of_request(request)
+        return self._building_for(
+            request, owner, lambda: super(TenantScopedAdmin, self).get_form(request, obj, change, **kwargs)
+        )
 
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:

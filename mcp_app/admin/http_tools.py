@@ -43,11 +43,7 @@ class WebhookFormSet(BaseInlineFormSet):
         super().clean()
         if self.absent:
             return
-        kept = [
-            form
-            for form in self.forms
-            if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE", False)
-        ]
+        kept = any(getattr(f, "cleaned_data", None) and not f.cleaned_data.get("DELETE", False) for f in self.forms)
         if self.instance.kind == Tool.Kind.HTTP and not kept:
             raise ValidationError("An http tool needs its webhook: give at least the URL.")
         if self.instance.kind != Tool.Kind.HTTP and kept:

@@ -174,15 +174,12 @@ class TryItMixin:
         requested = request.GET.get("server", "")
         server = servers.filter(pk=int(requested)).first() if requested.isdigit() else None
         data = request.POST if request.method == "POST" else None
+        choices: dict[str, Any] = {"servers": servers, "tokens": tokens, "server": server}
         if isinstance(obj, Resource):
-            form: TryItForm = ResourceForm(
-                data, initial={"uri": obj.uri}, servers=servers, tokens=tokens, server=server
-            )
+            form: TryItForm = ResourceForm(data, initial={"uri": obj.uri}, **choices)
         else:
             schema = effective_input_schema(obj) if isinstance(obj, Tool) else _prompt_schema(obj)
-            form = ArgumentsForm(
-                data, initial={"arguments": {}}, servers=servers, tokens=tokens, server=server, schema=schema
-            )
+            form = ArgumentsForm(data, initial={"arguments": {}}, schema=schema, **choices)
         run = None
         if request.method == "POST" and form.is_valid():
             method, params = self._request(obj, form.cleaned_data["server"], form.cleaned_data)
