@@ -43,10 +43,9 @@ class OAuthAgentManager(models.Manager["OAuthAgent"]):
         link = self.filter(user=user, application=application, tenant=tenant).select_related("agent").first()
         if link is not None:
             return link.agent
-        base = f"oauth-{application.pk}-{user.pk}"
         agent = Agent.objects.create(
             tenant=tenant,
-            agent_id=base,
+            agent_id=f"oauth-{application.pk}-{user.pk}",
             name=f"{(application.name or 'OAuth client')[:120]} for {user.get_username()}"[:200],
         )
         self.create(agent=agent, user=user, application=application, tenant=tenant)

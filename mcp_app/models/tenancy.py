@@ -80,10 +80,9 @@ class Tenant(models.Model):
             raise ValidationError({"allowed_python_tools": 'A list of registered tool names, e.g. ["echo"], or ["*"].'})
         unknown = [name for name in value if name != ALL_PYTHON_TOOLS and registry.get(name) is None]
         if unknown:
+            known = ", ".join(registry.names())
             raise ValidationError(
-                {
-                    "allowed_python_tools": f"Not registered in code: {', '.join(unknown)}. Known: {', '.join(registry.names())}."
-                }
+                {"allowed_python_tools": f"Not registered in code: {', '.join(unknown)}. Known: {known}."}
             )
 
 
