@@ -216,15 +216,11 @@ class UpstreamAdmin(TenantScopedAdmin):
     @admin.display(description="entries imported by its syncs")
     def imported_entries(self, obj: Upstream) -> str:
         rows = []
-        for model, label, ordering in (
-            (Tool, "tool", "name"),
-            (Resource, "resource", "uri"),
-            (Prompt, "prompt", "name"),
-        ):
-            for entry in model._default_manager.filter(upstream=obj).order_by(ordering):
-                shown = entry.uri if isinstance(entry, Resource) else entry.name
-                link = reverse(f"admin:mcp_app_{model._meta.model_name}_change", args=[entry.pk])
-                rows.append((link, label, shown, entry.remote_name or "-"))
+        for model in (Tool, Resource, Prompt):
+            kind = model._meta.model_name
+            for entry in model._default_manager.filter(upstream=obj).order_by(model.key):  # by name, or by URI
+                link = reverse(f"admin:mcp_app_{kind}_change", args=[entry.pk])
+                rows.append((link, kind, getattr(entry, model.key), entry.remote_name or "-"))
         if not rows:
             return "None yet (sync to import)."
         return format_html(

@@ -151,12 +151,10 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
         path only (``mcp_app.caching.identity``)."""
         if not token.limit_to_grant:
             return CatalogGrant(read_only=True) if token.read_only else FULL_GRANT
-        return CatalogGrant(
-            tools=frozenset(token.granted_tools.values_list("pk", flat=True)),
-            resources=frozenset(token.granted_resources.values_list("pk", flat=True)),
-            prompts=frozenset(token.granted_prompts.values_list("pk", flat=True)),
-            read_only=token.read_only,
+        tools, resources, prompts = (
+            frozenset(getattr(token, name).values_list("pk", flat=True)) for name in GRANT_RELATIONS
         )
+        return CatalogGrant(tools, resources, prompts, read_only=token.read_only)
 
     def authenticate(self, raw: str) -> AgentToken | None:
         """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
