@@ -164,13 +164,9 @@ class TryItMixin:
         if not permissions.can_change(request.user, obj):
             raise PermissionDenied
         servers = permissions.scope_queryset(request.user, self._servers(obj), permissions.ADMIN).order_by("server_id")
-        tokens = permissions.scope_queryset(
-            request.user,
-            AgentToken.objects.usable()
-            .filter(agent__tenant_id=obj.tenant_id, agent__is_active=True)
-            .select_related("agent"),
-            permissions.ADMIN,
-        ).order_by("agent__agent_id", "-created_at")
+        usable = AgentToken.objects.usable().filter(agent__tenant_id=obj.tenant_id, agent__is_active=True)
+        tokens = permissions.scope_queryset(request.user, usable.select_related("agent"), permissions.ADMIN)
+        tokens = tokens.order_by("agent__agent_id", "-created_at")
         requested = request.GET.get("server", "")
         server = servers.filter(pk=int(requested)).first() if requested.isdigit() else None
         data = request.POST if request.method == "POST" else None
