@@ -63,10 +63,8 @@ class MembershipFormSet(forms.BaseInlineFormSet):
             return
         edited = [form.instance.pk for form in self.initial_forms if form.instance.pk is not None]
         owners = TenantMembership.objects.owners_left(self.instance.pk, without=edited)  # rows not in the form
-        for form in self.forms:
-            data = getattr(form, "cleaned_data", None) or {}
-            if data and not data.get("DELETE") and data.get("role") == TenantMembership.Role.OWNER:
-                owners += 1
+        rows = [getattr(form, "cleaned_data", None) or {} for form in self.forms]
+        owners += sum(1 for row in rows if not row.get("DELETE") and row.get("role") == TenantMembership.Role.OWNER)
         if owners == 0:
             raise forms.ValidationError("A tenant keeps at least one owner: make someone else owner first.")
 

@@ -267,12 +267,10 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             self.store(pk, lost())
             return self.filter(pk=pk).first(), "lost"
         now = timezone.now()
-        moved = (
-            self.filter(pk=pk, celery_id=celery_id, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING))
-            .exclude(status__in=TERMINAL)
-            .update(
-                status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
-            )
+        moved = self.filter(
+            pk=pk, celery_id=celery_id, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING)
+        ).update(
+            status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
         )
         return self._with_relations(pk), "run" if moved else "terminal"
 
