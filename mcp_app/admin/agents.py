@@ -40,8 +40,7 @@ class AgentTokenInline(TenantScopedInline, TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    has_change_permission = has_add_permission
 
 
 @admin.register(Agent)

@@ -130,8 +130,7 @@ class ToolCallAdmin(TenantScopedAdmin):
     def has_change_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
-        return False
+    has_delete_permission = has_change_permission
 
     @admin.display(description="duration", ordering="duration_ms")
     def duration(self, obj: ToolCall) -> str:
