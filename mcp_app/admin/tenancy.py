@@ -127,12 +127,11 @@ class TenantMembershipAdmin(TenantScopedAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         # The bulk action: never the tenant's last owners (superusers excepted).
+        owners_left = TenantMembership.objects.owners_left
         if not request.user.is_superuser:
             for tenant_id in set(queryset.values_list("tenant_id", flat=True)):
                 chosen = list(queryset.filter(tenant_id=tenant_id).values_list("pk", flat=True))
-                if TenantMembership.objects.owners_left(tenant_id) and not TenantMembership.objects.owners_left(
-                    tenant_id, without=chosen
-                ):
+                if owners_left(tenant_id) and not owners_left(tenant_id, without=chosen):
                     queryset = queryset.exclude(tenant_id=tenant_id, role=TenantMembership.Role.OWNER)
                     self.message_user(request, "The last owner of a tenant stays.", level="warning")
         super().delete_queryset(request, queryset)

@@ -112,6 +112,17 @@ def _close_breaker(request: HttpRequest, upstream: Upstream) -> None:
     messages.success(request, f"The circuit breaker of {upstream.name} is closed: calls go through again.")
 
 
+#: How mcp-host authenticates to the upstream (the secrets write-only: ``admin.secrets``).
+CREDENTIAL_FIELDS = (
+    "headers",
+    "secret_headers",
+    "clear_secret_headers",
+    "oauth_client_id",
+    "oauth_client_secret",
+    "clear_oauth_client_secret",
+    "oauth_issuer",
+    "oauth_scope",
+)
 #: The read-only state of an existing upstream, shown under "Health".
 HEALTH_FIELDS = ("protocol_version", "remote_server", "last_synced_at", "last_sync_error", "breaker_detail")
 
@@ -138,33 +149,21 @@ class UpstreamAdmin(TenantScopedAdmin):
     inlines = [UpstreamBindingInline]
     actions = ["sync_now", "test_connection", "close_breaker"]
 
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "url", "prefix", "enabled")}),
+        ("Credentials", {"fields": CREDENTIAL_FIELDS}),
+        ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
+    )
+
     def get_fieldsets(self, request: HttpRequest, obj: Upstream | None = None) -> Any:
-        fieldsets: list[tuple[str | None, dict[str, Any]]] = [
-            (None, {"fields": ("tenant", "name", "url", "prefix", "enabled")}),
-            (
-                "Credentials",
-                {
-                    "fields": (
-                        "headers",
-                        "secret_headers",
-                        "clear_secret_headers",
-                        "oauth_client_id",
-                        "oauth_client_secret",
-                        "clear_oauth_client_secret",
-                        "oauth_issuer",
-                        "oauth_scope",
-                    )
-                },
-            ),
-            ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
-        ]
-        if obj is not None:
-            fieldsets += [
-                ("Health", {"fields": HEALTH_FIELDS}),
-                ("Imported entries", {"fields": ("imported_entries",)}),
-                ("History", {"fields": ("created_at", "updated_at")}),
-            ]
-        return fieldsets
+        if obj is None:
+            return self.fieldsets
+        return (
+            *self.fieldsets,
+            ("Health", {"fields": HEALTH_FIELDS}),
+            ("Imported entries", {"fields": ("imported_entries",)}),
+            ("History", {"fields": ("created_at", "updated_at")}),
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).with_entry_counts()  # type: ignore[attr-defined]
