@@ -21,8 +21,8 @@ from unfold.admin import TabularInline
 
 from .. import operations, permissions
 from ..models import Agent, AgentToken
+from ..models.agents import GRANT_RELATIONS
 from . import quotas
-from .audit import GRANT_FIELDS
 from .base import TenantScopedAdmin, TenantScopedInline
 
 if TYPE_CHECKING:
@@ -40,8 +40,7 @@ class AgentTokenInline(TenantScopedInline, TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    has_change_permission = has_add_permission
 
 
 @admin.register(Agent)
@@ -54,12 +53,7 @@ class AgentAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
     search_fields = ("agent_id", "name", "tenant__slug")
     readonly_fields = ("created_at", "running_worker_calls")
     inlines = [AgentTokenInline]
-
-    def get_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
-        fields = ["tenant", "agent_id", "name", "is_active", "max_worker_calls", "rate_limit", "rate_burst"]
-        if obj is not None:
-            fields.append("running_worker_calls")
-        return (*fields, "created_at")
+    edited_fields = ("tenant", "agent_id", "name", "is_active", "max_worker_calls", "rate_limit", "rate_burst")
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> Any:
         links = []
@@ -70,7 +64,7 @@ class AgentAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
 
 
 #: What a token's form edits: also what its page shows, before the read-only digest and timestamps.
-TOKEN_FIELDS = ("agent", "name", "servers", *GRANT_FIELDS, "expires_at")
+TOKEN_FIELDS = ("agent", "name", "servers", "limit_to_grant", *GRANT_RELATIONS, "read_only", "expires_at")
 
 
 class AgentTokenForm(forms.ModelForm):
@@ -83,7 +77,7 @@ class AgentTokenForm(forms.ModelForm):
         data = self.cleaned_data
         agent = data.get("agent") or (self.instance.agent if self.instance.agent_id else None)
         if agent is not None:
-            chosen = {name: data.get(name) for name in ("servers", *GRANT_FIELDS[1:4])}
+            chosen = {name: data.get(name) for name in ("servers", *GRANT_RELATIONS)}
             for name, foreign in AgentToken.objects.outside_tenant(agent, chosen).items():
                 self.add_error(name, f"Not of the agent's tenant: {', '.join(map(str, foreign))}.")
         return data
@@ -98,7 +92,7 @@ class AgentTokenAdmin(TenantScopedAdmin):
     list_select_related = ("agent", "agent__tenant")
     search_fields = ("prefix", "name", "agent__agent_id")
     autocomplete_fields = ("agent",)
-    filter_horizontal = ("servers", *GRANT_FIELDS[1:4])
+    filter_horizontal = ("servers", *GRANT_RELATIONS)
     readonly_fields = ("prefix", "digest", "created_at", "revoked_at", "last_used_at")
     actions = ["revoke_tokens"]
 
@@ -114,14 +108,11 @@ class AgentTokenAdmin(TenantScopedAdmin):
         return agents.filter(pk=int(raw)).first()
 
     def get_form(self, request: HttpRequest, obj: AgentToken | None = None, change: bool = False, **kwargs: Any) -> Any:
-        if obj is None:
-            agent = self._agent_of_request(request)
-            if agent is not None:
-                # Server choices of the agent's tenant only.
-                return self._building_for(
-                    request, agent, lambda: super(TenantScopedAdmin, self).get_form(request, obj, change, **kwargs)
-                )
-        return super().get_form(request, obj, change, **kwargs)
+        # A new token's choices: its agent's tenant's servers and entries only, once the agent is known.
+        owner = obj if obj is not None else self._agent_of_request(request)
+        return self._building_for(
+            request, owner, lambda: super(TenantScopedAdmin, self).get_form(request, obj, change, **kwargs)
+        )
 
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:

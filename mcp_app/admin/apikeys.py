@@ -60,14 +60,10 @@ class ApiKeyAdmin(ModelAdmin):
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._own(request, obj)
 
+    has_change_permission = has_delete_permission = has_view_permission
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return self._own(request, None)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._own(request, obj)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._own(request, obj)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:

@@ -9,12 +9,11 @@ The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per da
 included), and per tool the number of calls, the error rate and the p50/p95 duration, computed by the database
 (``ToolCall.objects.usage``) and drawn with Chart.js by unfold's chart component (the dashboard's charts,
 ``admin.dashboard``): served with the admin's static files, no CDN.
-
-Also here: the grant fields of the token form (``GRANT_FIELDS``, used by ``admin.agents``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -33,10 +32,6 @@ from .base import TenantScopedAdmin
 permissions.register_tenant_path(
     ToolCall, "tenant", roles={"view": permissions.VIEWER, "add": None, "change": None, "delete": None}
 )
-
-#: The grant fields of the token form, in order (the admin's token form shows them after the servers).
-GRANT_FIELDS = ("limit_to_grant", "granted_tools", "granted_resources", "granted_prompts", "read_only")
-USAGE_DAYS = dashboard.USAGE_DAYS
 
 
 class _ScopedFilter(admin.SimpleListFilter):
@@ -131,15 +126,11 @@ class ToolCallAdmin(TenantScopedAdmin):
     readonly_fields = fields
     change_list_template = "admin/mcp_app/toolcall/change_list.html"
 
-    # Scoping (querysets, 404 across tenants, view permission) comes from TenantScopedAdmin; nobody writes here.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
+    # Scoping, and no add page (read_only_model), come from TenantScopedAdmin; nobody changes or deletes here.
     def has_change_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj: ToolCall | None = None) -> bool:
-        return False
+    has_delete_permission = has_change_permission
 
     @admin.display(description="duration", ordering="duration_ms")
     def duration(self, obj: ToolCall) -> str:
@@ -147,8 +138,6 @@ class ToolCallAdmin(TenantScopedAdmin):
 
     @admin.display(description="arguments (redacted)")
     def arguments_display(self, obj: ToolCall) -> str:
-        import json
-
         return format_html("<pre>{}</pre>", json.dumps(obj.arguments, indent=2, ensure_ascii=False, sort_keys=True))
 
     def get_urls(self) -> list[Any]:
@@ -170,11 +159,9 @@ class ToolCallAdmin(TenantScopedAdmin):
             "tenants": tenants,
             "tenant": tenant,
             "days": days,
-            "day_choices": USAGE_DAYS,
+            "day_choices": dashboard.USAGE_DAYS,
             "usage": usage,
-            "calls_chart": dashboard.calls_chart(usage.every_day(since, now)) if usage else None,
-            "duration_chart": dashboard.durations_chart(usage.tools, limit=25) if usage else None,
-            "duration_height": dashboard.chart_height(min(len(usage.tools), 25)) if usage else 0,
+            **(dashboard.charts(usage, since, now, limit=25) if usage else {}),
             "changelist_url": reverse("admin:mcp_app_toolcall_changelist"),
         }
         return TemplateResponse(request, "admin/mcp_app/toolcall/usage.html", context)

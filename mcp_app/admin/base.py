@@ -19,6 +19,7 @@ Not owned here: the rules themselves (``mcp_app.permissions``), the domain verbs
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -141,6 +142,9 @@ def _somewhere(request: HttpRequest, model: type[models.Model], action: str) -> 
     return role is not None and bool(access.tenant_ids(role))
 
 
+_CAN = {"view": permissions.can_view, "change": permissions.can_change, "delete": permissions.can_delete}
+
+
 class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
     """A ModelAdmin whose every page is limited to the user's tenants (see the module docstring).
 
@@ -179,39 +183,34 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
         # Django asks for any permission of the app; a tenant member's role grants them (no group needed).
         return _somewhere(request, self.model, "view")
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def _may(self, request: HttpRequest, action: str, obj: Any) -> bool:
+        """``action`` on ``obj`` (the role on its tenant decides), or without an object, in some tenant."""
         if obj is None:
-            return _somewhere(request, self.model, "view")
-        return permissions.can_view(request.user, obj)
+            return _somewhere(request, self.model, action)
+        return _CAN[action](request.user, obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may(request, "view", obj)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return _somewhere(request, self.model, "change")
-        return permissions.can_change(request.user, obj)
+        return self._may(request, "change", obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return _somewhere(request, self.model, "delete")
-        return permissions.can_delete(request.user, obj)
+        return self._may(request, "delete", obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        if self.read_only_model:
-            return False
-        return _somewhere(request, self.model, "add")
+        return not self.read_only_model and _somewhere(request, self.model, "add")
 
     # -- actions: only what the user may change, whatever was selected -------------------------------------------
     def get_actions(self, request: HttpRequest) -> dict[str, tuple[Callable[..., str], str, str] | None]:
-        actions = super().get_actions(request)
-        return {
-            name: (self._scoped_action(action[0]), name, action[2])
-            for name, action in actions.items()
-            if action is not None
-        }
+        actions = super().get_actions(request).items()
+        return {name: (self._scoped_action(action[0]), name, action[2]) for name, action in actions if action}
 
     def _scoped_action(self, func: Callable[..., Any]) -> Callable[..., Any]:
         needed = getattr(func, "allowed_permissions", ("change",))
         action = "delete" if "delete" in needed else "change"
 
+        @functools.wraps(func)  # its description and allowed_permissions too
         def scoped(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
             role = permissions.required_role(modeladmin.model, action)
             if role is None and not request.user.is_superuser:
@@ -219,9 +218,6 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
             allowed = queryset if role is None else permissions.scope_queryset(request.user, queryset, role)
             return func(modeladmin, request, allowed)
 
-        for attribute in ("allowed_permissions", "short_description"):
-            if hasattr(func, attribute):
-                setattr(scoped, attribute, getattr(func, attribute))
         return scoped
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
@@ -250,12 +246,8 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
     ) -> Any:
         if self.read_only_model:
-            extra_context = {
-                **(extra_context or {}),
-                "show_save": False,
-                "show_save_and_continue": False,
-                "show_save_and_add_another": False,
-            }
+            buttons = ("show_save", "show_save_and_continue", "show_save_and_add_another")
+            extra_context = {**(extra_context or {}), **dict.fromkeys(buttons, False)}
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:

@@ -9,7 +9,7 @@ add page offers the upstream kind. Every catalog entry has a "Try it" page (``mc
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -63,6 +63,8 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 }
 #: Kinds a person may choose on an add page (upstream entries come from syncs only).
 HAND_MADE_KINDS = [kind for kind in KIND_FIELDS if kind != Tool.Kind.UPSTREAM]
+#: What the add page edits (every hand-made kind's fields, the derived schemas aside), in order.
+_EDITABLE = tuple(dict.fromkeys(f for kind in HAND_MADE_KINDS for f in KIND_FIELDS[kind] if "derived" not in f))
 _COMMON = ("tenant", "name", "title", "description", "kind", "task_support")
 
 
@@ -70,6 +72,8 @@ class UpstreamEntryAdmin(TenantScopedAdmin):
     """Catalog entries that may come from an upstream: such an entry links to its upstream and shows its name
     there, its fields read-only (the upstream's next sync rewrites them); the add page never offers the kind."""
 
+    list_select_related = ("tenant",)
+    readonly_fields: tuple[str, ...] = ("created_at", "updated_at")
     #: Fields of an upstream entry shown read-only besides the link and the remote name.
     upstream_readonly: tuple[str, ...] = ()
 
@@ -108,25 +112,17 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
 
     list_display = ("name", "tenant", "kind", "title", "task_support", "updated_at")
     list_filter = ("kind", "task_support", ("tenant", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("tenant",)
     search_fields = ("name", "title", "description", "tenant__slug")
     readonly_fields = ("created_at", "updated_at", "derived_input_schema", "derived_output_schema")
     upstream_readonly = ("input_schema", "output_schema", "title", "description", "annotations", "icons")
-    conditional_fields = {
-        field: _shown_for(field) for kind in HAND_MADE_KINDS for field in KIND_FIELDS[kind] if "derived" not in field
-    }
+    conditional_fields = {field: _shown_for(field) for field in _EDITABLE}
     inlines = [WebhookInline]
 
     def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
         if obj is None:
             kind = request.GET.get("kind")
             chosen = KIND_FIELDS[kind] if kind in HAND_MADE_KINDS else None
-            editable = [
-                field
-                for field in dict.fromkeys(f for k in HAND_MADE_KINDS for f in KIND_FIELDS[k])
-                if "derived" not in field and (chosen is None or field in chosen)
-            ]
-            behaviour: tuple[str, ...] = tuple(editable)
+            behaviour = tuple(field for field in _EDITABLE if chosen is None or field in chosen)
         else:
             behaviour = KIND_FIELDS.get(obj.kind, ())
         fieldsets: list[tuple[str | None, dict[str, Any]]] = [
@@ -185,7 +181,6 @@ class BindingAdmin(TenantScopedAdmin):
     """A binding belongs to its server's tenant; server and entry are picked by autocomplete."""
 
     tenant_field = "server"
-    list_select_related: ClassVar[tuple[str, ...]] = ("server", "server__tenant")
     list_filter = ("enabled", ("server__tenant", admin.RelatedOnlyFieldListFilter))
 
 
@@ -201,18 +196,14 @@ class ServerToolAdmin(BindingAdmin):
 class ResourceAdmin(TryItMixin, UpstreamEntryAdmin):
     list_display = ("uri", "name", "tenant", "kind", "is_template", "mime_type", "updated_at")
     list_filter = ("kind", "is_template", ("tenant", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("tenant",)
     search_fields = ("uri", "name", "title", "tenant__slug")
-    readonly_fields = ("created_at", "updated_at")
 
 
 @admin.register(Prompt)
 class PromptAdmin(TryItMixin, UpstreamEntryAdmin):
     list_display = ("name", "tenant", "kind", "title", "updated_at")
     list_filter = ("kind", ("tenant", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("tenant",)
     search_fields = ("name", "title", "description", "tenant__slug")
-    readonly_fields = ("created_at", "updated_at")
 
 
 @admin.register(ServerResource)

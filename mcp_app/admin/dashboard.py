@@ -8,8 +8,8 @@ every 2 s (``live_figures``, served by the task admin's ``running/`` fragment wi
 goes through ``mcp_app.permissions``); operators (superusers) see every tenant's, and also the SSE streams open
 across the deployment (the ``mcp_sse_streams`` gauge).
 
-Charts are Chart.js, drawn by unfold's chart components from the JSON built here (``calls_chart``,
-``durations_chart``): no hand-built SVG. Figures come from ``ToolCall.objects.usage`` (the usage page's query).
+Charts are Chart.js, drawn by unfold's chart components from the JSON built here (``charts``, the usage page's
+too): no hand-built SVG. Figures come from ``ToolCall.objects.usage`` (the usage page's query).
 
 Not owned here: the figures' SQL (``mcp_app.models.audit``), who may see what (``mcp_app.permissions``).
 """
@@ -28,7 +28,7 @@ from django.utils import timezone
 from .. import permissions
 from ..conf import mcp_settings
 from ..models import McpSession, Tenant, ToolCall, ToolTask
-from ..models.audit import ERROR_STATUSES, DailyUsage, ToolUsage
+from ..models.audit import ERROR_STATUSES, Usage
 from ..models.tasks import TERMINAL
 
 USAGE_DAYS = (7, 30, 90)
@@ -69,27 +69,23 @@ def _chart(labels: list[str], series: list[tuple[str, list[Any], str]], options:
     return {"data": json.dumps({"labels": labels, "datasets": datasets}), "options": json.dumps(options)}
 
 
-def calls_chart(days: tuple[DailyUsage, ...]) -> dict[str, str]:
-    """Stacked bars per day (successful calls, errors); ``days`` holds every day of the period."""
-    calls = [day.calls - day.errors for day in days]
-    errors = [day.errors for day in days]
-    series = [("calls without error", calls, _PRIMARY), ("errors", errors, _ERROR)]
-    return _chart([day.day.isoformat() for day in days], series, _options(stacked=True))
-
-
-def durations_chart(tools: tuple[ToolUsage, ...], limit: int = 15) -> dict[str, str]:
-    """Horizontal bars per tool: p50 and p95 duration (ms), the busiest tools first."""
-    shown = tools[:limit]
-    series = [
-        ("p50 (ms)", [round(tool.p50_ms or 0.0, 1) for tool in shown], _PRIMARY),
-        ("p95 (ms)", [round(tool.p95_ms or 0.0, 1) for tool in shown], _PRIMARY_LIGHT),
+def charts(usage: Usage, since: datetime, until: datetime, limit: int) -> dict[str, Any]:
+    """The charts of the dashboard and the usage page: stacked bars per day of the period (successful calls,
+    errors), and horizontal bars of the busiest ``limit`` tools' p50 and p95 duration (ms), with its height."""
+    days, tools = usage.every_day(since, until), usage.tools[:limit]
+    per_day = [
+        ("calls without error", [day.calls - day.errors for day in days], _PRIMARY),
+        ("errors", [day.errors for day in days], _ERROR),
     ]
-    return _chart([tool.tool_name for tool in shown], series, _options(horizontal=True, unit="ms"))
-
-
-def chart_height(rows: int) -> int:
-    """Pixels for a horizontal bar chart of ``rows`` categories."""
-    return max(160, 60 + 34 * rows)
+    per_tool = [
+        ("p50 (ms)", [round(tool.p50_ms or 0.0, 1) for tool in tools], _PRIMARY),
+        ("p95 (ms)", [round(tool.p95_ms or 0.0, 1) for tool in tools], _PRIMARY_LIGHT),
+    ]
+    return {
+        "calls_chart": _chart([day.day.isoformat() for day in days], per_day, _options(stacked=True)),
+        "durations_chart": _chart([tool.tool_name for tool in tools], per_tool, _options(horizontal=True, unit="ms")),
+        "durations_height": max(160, 60 + 34 * len(tools)),
+    }
 
 
 # ------------------------------------------------------------------------------------------------- the figures
@@ -154,10 +150,6 @@ def live_figures(request: HttpRequest, chosen: Tenant | None = None) -> dict[str
     }
 
 
-def may_see_dashboard(request: HttpRequest) -> bool:
-    return permissions.has_model_permission(request.user, "view", ToolCall)
-
-
 def dashboard(request: HttpRequest) -> dict[str, Any]:
     """Everything the dashboard draws, scoped to what ``request.user`` may see."""
     tenants, chosen, usage_scope = _scope(request)
@@ -174,7 +166,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         .annotate(calls=Count("id"), errors=Count("id", filter=Q(status__in=ERROR_STATUSES)))
         .order_by("-calls", "agent_key")[:TOP_AGENTS]
     )
-    figures: dict[str, Any] = {
+    return {
         "tenants": tenants,
         "tenant": chosen,
         "days": days,
@@ -183,17 +175,14 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
         "calls": calls,
         "errors": errors,
         "error_rate": (errors / calls) if calls else 0.0,
-        "calls_chart": calls_chart(every_day),
         "tools": usage.tools,
-        "durations_chart": durations_chart(usage.tools),
-        "durations_height": chart_height(min(len(usage.tools), 15)),
+        **charts(usage, since, now, limit=15),
         "agents": list(agents),
         **live_figures(request, chosen),
         "tasks_url": reverse("admin:mcp_app_tooltask_changelist"),
         "calls_url": reverse("admin:mcp_app_toolcall_changelist"),
         "usage_url": reverse("admin:mcp_app_toolcall_usage"),
     }
-    return figures
 
 
 def _open_streams() -> int | None:
@@ -209,6 +198,6 @@ def _open_streams() -> int | None:
 
 def dashboard_callback(request: HttpRequest, context: dict[str, Any]) -> dict[str, Any]:
     """Unfold's hook for the index page: adds ``mcp_dashboard`` for users who may see tool calls."""
-    if may_see_dashboard(request):
+    if permissions.has_model_permission(request.user, "view", ToolCall):
         context["mcp_dashboard"] = dashboard(request)
     return context

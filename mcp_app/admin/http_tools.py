@@ -1,8 +1,7 @@
 """The admin of http tools: the webhook of a ``Tool`` of kind ``http``, as an inline on the tool's page.
 
-Secret headers are write-only (``admin.secrets.WriteOnlySecretsForm``, as upstreams'): the form shows which are
-set (names only), an empty input keeps them, any input replaces all of them, and "clear" removes them. Their
-values are never rendered, not even back into the form after a validation error.
+Secret headers are write-only (``admin.secrets.WriteOnlySecretsForm``, as upstreams'): their values are never
+rendered, not even back into the form after a validation error.
 """
 
 from __future__ import annotations
@@ -44,11 +43,7 @@ class WebhookFormSet(BaseInlineFormSet):
         super().clean()
         if self.absent:
             return
-        kept = [
-            form
-            for form in self.forms
-            if getattr(form, "cleaned_data", None) and not form.cleaned_data.get("DELETE", False)
-        ]
+        kept = any(getattr(f, "cleaned_data", None) and not f.cleaned_data.get("DELETE", False) for f in self.forms)
         if self.instance.kind == Tool.Kind.HTTP and not kept:
             raise ValidationError("An http tool needs its webhook: give at least the URL.")
         if self.instance.kind != Tool.Kind.HTTP and kept:

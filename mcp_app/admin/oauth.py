@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ..models import OAuthAgent, OAuthConsent
+from ..models.agents import GRANT_RELATIONS
 from .base import TenantScopedAdmin
 
 
@@ -27,7 +28,7 @@ class OAuthConsentAdmin(TenantScopedAdmin):
     list_filter = (("server__tenant", admin.RelatedOnlyFieldListFilter),)
     list_select_related = ("user", "application", "server", "agent")
     search_fields = ("user__username", "application__name", "application__client_id", "server__server_id")
-    exclude = ("granted_tools", "granted_resources", "granted_prompts")
+    exclude = GRANT_RELATIONS
     actions = ["withdraw"]
 
     @admin.display(description="grant")

@@ -28,11 +28,6 @@ _ATTRIBUTE = "_mcp_running_worker_calls"
 _DEFAULTS = {TENANT: "WORKER_CALLS_PER_TENANT", AGENT: "WORKER_CALLS_PER_AGENT"}
 
 
-def effective_limit(obj: Any, scope: str) -> int:
-    """The limit that applies to ``obj`` (its own ``max_worker_calls``, else the setting); 0: unlimited."""
-    return quotas.effective(obj.max_worker_calls, getattr(mcp_settings, _DEFAULTS[scope]))
-
-
 def annotate(objects: Any, scope: str) -> None:
     """Fetch the running counts of ``objects`` in one round trip and attach them (``None``: unknown)."""
     rows = list(objects)
@@ -55,15 +50,21 @@ def describe(obj: Any, scope: str) -> str:
         annotate([obj], scope)
     running = getattr(obj, _ATTRIBUTE)
     shown = "unknown" if running is None else str(running)
-    limit = effective_limit(obj, scope)
+    limit = quotas.effective(obj.max_worker_calls, getattr(mcp_settings, _DEFAULTS[scope]))  # its own, else the setting
     return f"{shown} (unlimited)" if limit == 0 else f"{shown} of {limit}"
 
 
 class RunningWorkerCalls:
     """Mixin for the tenant's and the agent's ModelAdmins: the ``running_worker_calls`` column and field of
-    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip."""
+    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip. The form
+    shows ``edited_fields``, then (for an existing object) the running calls, then ``created_at``."""
 
     quota_scope: str
+    edited_fields: tuple[str, ...]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        running = ("running_worker_calls",) if obj is not None else ()
+        return (*self.edited_fields, *running, "created_at")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         scope = self.quota_scope

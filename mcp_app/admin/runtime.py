@@ -39,11 +39,10 @@ class McpSessionAdmin(TenantScopedAdmin):
 
     @admin.action(description="Terminate selected sessions", permissions=["change"])
     def terminate_sessions(self, request: HttpRequest, queryset: QuerySet[McpSession]) -> None:
-        terminated = 0
-        for session in queryset.filter(terminated_at__isnull=True):
+        sessions = list(queryset.filter(terminated_at__isnull=True))
+        for session in sessions:
             session.terminate()
-            terminated += 1
-        self.message_user(request, f"Terminated {terminated} session(s).")
+        self.message_user(request, f"Terminated {len(sessions)} session(s).")
 
 
 @admin.register(ToolTask)
@@ -82,11 +81,9 @@ class ToolTaskAdmin(TenantScopedAdmin):
         return [running, *super().get_urls()]
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
-        extra = {"running": running_calls(request), "running_count": self._running(request).count()}
+        running = self.get_queryset(request).exclude(status__in=TERMINAL)
+        extra = {"running": running_calls(request), "running_count": running.count()}
         return super().changelist_view(request, {**(extra_context or {}), **extra})
-
-    def _running(self, request: HttpRequest) -> QuerySet[ToolTask]:
-        return self.get_queryset(request).exclude(status__in=TERMINAL)
 
     def running_view(self, request: HttpRequest) -> HttpResponse:
         """The running calls fragment (the list's and the dashboard's), scoped like every page of this admin."""

@@ -108,11 +108,10 @@ def arguments_from(schema: dict[str, Any], cleaned: dict[str, Any]) -> tuple[dic
         field = f"{ARG_PREFIX}{name}"
         value = cleaned.get(field, _MISSING)
         kind = _kind(prop) if isinstance(prop, dict) else None
-        empty = value is _MISSING or value is None or (value == "" and kind != "string")
         if kind == "boolean":
-            empty = value is _MISSING
-        if kind == "string" and value == "" and name not in required:
-            empty = True
+            empty = value is _MISSING  # an unticked switch is false, not left out
+        else:  # an empty text is an empty string only where one is required
+            empty = value in (_MISSING, None) or (value == "" and (kind != "string" or name not in required))
         if empty:
             if name in required:
                 errors[field] = "This argument is required."

@@ -63,10 +63,8 @@ class MembershipFormSet(forms.BaseInlineFormSet):
             return
         edited = [form.instance.pk for form in self.initial_forms if form.instance.pk is not None]
         owners = TenantMembership.objects.owners_left(self.instance.pk, without=edited)  # rows not in the form
-        for form in self.forms:
-            data = getattr(form, "cleaned_data", None) or {}
-            if data and not data.get("DELETE") and data.get("role") == TenantMembership.Role.OWNER:
-                owners += 1
+        rows = [getattr(form, "cleaned_data", None) or {} for form in self.forms]
+        owners += sum(1 for row in rows if not row.get("DELETE") and row.get("role") == TenantMembership.Role.OWNER)
         if owners == 0:
             raise forms.ValidationError("A tenant keeps at least one owner: make someone else owner first.")
 
@@ -91,12 +89,7 @@ class TenantAdmin(quotas.RunningWorkerCalls, TenantScopedAdmin):
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
     inlines = [TenantMembershipInline]
-
-    def get_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
-        fields = ["slug", "name", "is_active", "allowed_python_tools", "max_worker_calls", "rate_limit", "rate_burst"]
-        if obj is not None:
-            fields.append("running_worker_calls")
-        return (*fields, "created_at")
+    edited_fields = ("slug", "name", *OPERATOR_FIELDS[1:])
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> Any:
         fields = ["created_at", "running_worker_calls"]
@@ -134,12 +127,11 @@ class TenantMembershipAdmin(TenantScopedAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         # The bulk action: never the tenant's last owners (superusers excepted).
+        owners_left = TenantMembership.objects.owners_left
         if not request.user.is_superuser:
             for tenant_id in set(queryset.values_list("tenant_id", flat=True)):
                 chosen = list(queryset.filter(tenant_id=tenant_id).values_list("pk", flat=True))
-                if TenantMembership.objects.owners_left(tenant_id) and not TenantMembership.objects.owners_left(
-                    tenant_id, without=chosen
-                ):
+                if owners_left(tenant_id) and not owners_left(tenant_id, without=chosen):
                     queryset = queryset.exclude(tenant_id=tenant_id, role=TenantMembership.Role.OWNER)
                     self.message_user(request, "The last owner of a tenant stays.", level="warning")
         super().delete_queryset(request, queryset)

@@ -37,41 +37,32 @@ _OTHER_ICON = "folder"
 
 def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
     """Unfold's navigation for this request: only pages the user may open."""
-    site = admin.site
-    models: dict[tuple[str, str], dict[str, Any]] = {}
-    others: list[dict[str, Any]] = []
-    app_name = "mcp_app"
-    for app in site.get_app_list(request):
-        if app["app_label"] != "mcp_app":
-            others.append(app)
-            continue
-        app_name = app["name"]
-        for model in app["models"]:
-            models[(app["app_label"], model["object_name"].lower())] = model
+    apps = admin.site.get_app_list(request)
+    ours: dict[str, Any] = next(
+        (app for app in apps if app["app_label"] == "mcp_app"), {"name": "mcp_app", "models": []}
+    )
+    others = [app for app in apps if app is not ours]
+    models = {model["object_name"].lower(): model for model in ours["models"]}
 
     overview = [{"title": "Dashboard", "icon": "dashboard", "link": reverse("admin:index")}]
-    if ("mcp_app", "toolcall") in models:
+    if "toolcall" in models:
         overview.append({"title": "Usage", "icon": "bar_chart", "link": reverse("admin:mcp_app_toolcall_usage")})
     navigation: list[dict[str, Any]] = [{"title": "Overview", "separator": False, "items": overview}]
     for title, entries in GROUPS:
-        items = [
-            {"title": models[key]["name"], "icon": icon, "link": models[key]["admin_url"]}
-            for name, icon in entries
-            if (key := ("mcp_app", name)) in models and models[key].get("admin_url")
-        ]
+        items = [_item(models[name], icon) for name, icon in entries if models.get(name, {}).get("admin_url")]
         if items:
             navigation.append({"title": title, "separator": True, "collapsible": False, "items": items})
-    grouped = {("mcp_app", name) for _, entries in GROUPS for name, _ in entries}
-    ungrouped = [model for key, model in models.items() if key not in grouped]
+    grouped = {name for _, entries in GROUPS for name, _ in entries}
+    ungrouped = [model for name, model in models.items() if name not in grouped]
     if ungrouped:
         # A page registered without a place above still shows (under mcp_app's name), never vanishes.
-        others.insert(0, {"name": app_name, "models": ungrouped})
+        others.insert(0, {"name": ours["name"], "models": ungrouped})
     for app in others:
-        items = [
-            {"title": model["name"], "icon": _OTHER_ICON, "link": model["admin_url"]}
-            for model in app["models"]
-            if model.get("admin_url")
-        ]
+        items = [_item(model, _OTHER_ICON) for model in app["models"] if model.get("admin_url")]
         if items:
             navigation.append({"title": app["name"], "separator": True, "collapsible": True, "items": items})
     return navigation
+
+
+def _item(model: dict[str, Any], icon: str) -> dict[str, Any]:
+    return {"title": model["name"], "icon": icon, "link": model["admin_url"]}

@@ -145,12 +145,8 @@ class TryItMixin:
 
     # -- what each kind of entry sends -------------------------------------------------------------------------
     def _servers(self, obj: Any) -> QuerySet[McpServer]:
-        related = {
-            Tool: "tool_bindings__tool",
-            Resource: "resource_bindings__resource",
-            Prompt: "prompt_bindings__prompt",
-        }
-        return McpServer.objects.filter(tenant_id=obj.tenant_id, **{related[type(obj)]: obj}).distinct()
+        kind = obj._meta.model_name  # the server's bindings of it: ``tool_bindings__tool``, …
+        return McpServer.objects.filter(tenant_id=obj.tenant_id, **{f"{kind}_bindings__{kind}": obj}).distinct()
 
     def _request(self, obj: Any, server: McpServer, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if isinstance(obj, Tool):
@@ -168,25 +164,18 @@ class TryItMixin:
         if not permissions.can_change(request.user, obj):
             raise PermissionDenied
         servers = permissions.scope_queryset(request.user, self._servers(obj), permissions.ADMIN).order_by("server_id")
-        tokens = permissions.scope_queryset(
-            request.user,
-            AgentToken.objects.usable()
-            .filter(agent__tenant_id=obj.tenant_id, agent__is_active=True)
-            .select_related("agent"),
-            permissions.ADMIN,
-        ).order_by("agent__agent_id", "-created_at")
+        usable = AgentToken.objects.usable().filter(agent__tenant_id=obj.tenant_id, agent__is_active=True)
+        tokens = permissions.scope_queryset(request.user, usable.select_related("agent"), permissions.ADMIN)
+        tokens = tokens.order_by("agent__agent_id", "-created_at")
         requested = request.GET.get("server", "")
         server = servers.filter(pk=int(requested)).first() if requested.isdigit() else None
         data = request.POST if request.method == "POST" else None
+        choices: dict[str, Any] = {"servers": servers, "tokens": tokens, "server": server}
         if isinstance(obj, Resource):
-            form: TryItForm = ResourceForm(
-                data, initial={"uri": obj.uri}, servers=servers, tokens=tokens, server=server
-            )
+            form: TryItForm = ResourceForm(data, initial={"uri": obj.uri}, **choices)
         else:
             schema = effective_input_schema(obj) if isinstance(obj, Tool) else _prompt_schema(obj)
-            form = ArgumentsForm(
-                data, initial={"arguments": {}}, servers=servers, tokens=tokens, server=server, schema=schema
-            )
+            form = ArgumentsForm(data, initial={"arguments": {}}, schema=schema, **choices)
         run = None
         if request.method == "POST" and form.is_valid():
             method, params = self._request(obj, form.cleaned_data["server"], form.cleaned_data)
@@ -230,7 +219,7 @@ async def _stream(token: AgentToken, server: McpServer, method: str, params: dic
 
     work = asyncio.ensure_future(run_as(token, server, method, params, on_notification=heard))
     try:
-        yield _line({"type": "started", "request": json.loads(_dump(_request_of(method, params)))})
+        yield _line({"type": "started", "request": json.loads(_dump({"method": method, "params": params}))})
         while not (work.done() and queue.empty()):
             getter = asyncio.ensure_future(queue.get())
             done, _pending = await asyncio.wait({getter, work}, return_when=asyncio.FIRST_COMPLETED)
@@ -248,21 +237,14 @@ async def _stream(token: AgentToken, server: McpServer, method: str, params: dic
             work.cancel()
 
 
-def _request_of(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"method": method, "params": params}
-
-
-def _prompt_schema(prompt: Any) -> dict[str, Any]:
+def _prompt_schema(prompt: Prompt) -> dict[str, Any]:
     """A prompt's arguments as an object schema of strings (prompt arguments are strings)."""
-    arguments = getattr(prompt, "arguments", None) or []
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for argument in arguments if isinstance(arguments, list) else []:
-        if isinstance(argument, dict) and isinstance(argument.get("name"), str):
-            properties[argument["name"]] = {"type": "string", "description": argument.get("description", "")}
-            if argument.get("required"):
-                required.append(argument["name"])
-    return {"type": "object", "properties": properties, "required": required}
+    arguments = [a for a in prompt.arguments or () if isinstance(a, dict) and isinstance(a.get("name"), str)]
+    return {
+        "type": "object",
+        "properties": {a["name"]: {"type": "string", "description": a.get("description", "")} for a in arguments},
+        "required": [a["name"] for a in arguments if a.get("required")],
+    }
 
 
 def _dump(value: Any) -> str:

@@ -53,20 +53,7 @@ class UpstreamForm(WriteOnlySecretsForm):
 
     class Meta:
         model = Upstream
-        fields = (
-            "tenant",
-            "name",
-            "url",
-            "prefix",
-            "enabled",
-            "headers",
-            "oauth_client_id",
-            "oauth_issuer",
-            "oauth_scope",
-            "timeout_seconds",
-            "sync_interval_seconds",
-            "era",
-        )
+        fields = "__all__"  # what the page edits is UpstreamAdmin's fieldsets (ModelAdmin.get_form passes them)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -125,6 +112,21 @@ def _close_breaker(request: HttpRequest, upstream: Upstream) -> None:
     messages.success(request, f"The circuit breaker of {upstream.name} is closed: calls go through again.")
 
 
+#: How mcp-host authenticates to the upstream (the secrets write-only: ``admin.secrets``).
+CREDENTIAL_FIELDS = (
+    "headers",
+    "secret_headers",
+    "clear_secret_headers",
+    "oauth_client_id",
+    "oauth_client_secret",
+    "clear_oauth_client_secret",
+    "oauth_issuer",
+    "oauth_scope",
+)
+#: The read-only state of an existing upstream, shown under "Health".
+HEALTH_FIELDS = ("protocol_version", "remote_server", "last_synced_at", "last_sync_error", "breaker_detail")
+
+
 @admin.register(Upstream)
 class UpstreamAdmin(TenantScopedAdmin):
     form = UpstreamForm
@@ -143,57 +145,25 @@ class UpstreamAdmin(TenantScopedAdmin):
     list_filter = ("enabled", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant",)
     search_fields = ("name", "prefix", "tenant__slug")
-    readonly_fields = (
-        "protocol_version",
-        "remote_server",
-        "last_synced_at",
-        "last_sync_error",
-        "breaker_detail",
-        "imported_entries",
-        "created_at",
-        "updated_at",
-    )
+    readonly_fields = (*HEALTH_FIELDS, "imported_entries", "created_at", "updated_at")
     inlines = [UpstreamBindingInline]
     actions = ["sync_now", "test_connection", "close_breaker"]
 
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "url", "prefix", "enabled")}),
+        ("Credentials", {"fields": CREDENTIAL_FIELDS}),
+        ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
+    )
+
     def get_fieldsets(self, request: HttpRequest, obj: Upstream | None = None) -> Any:
-        fieldsets: list[tuple[str | None, dict[str, Any]]] = [
-            (None, {"fields": ("tenant", "name", "url", "prefix", "enabled")}),
-            (
-                "Credentials",
-                {
-                    "fields": (
-                        "headers",
-                        "secret_headers",
-                        "clear_secret_headers",
-                        "oauth_client_id",
-                        "oauth_client_secret",
-                        "clear_oauth_client_secret",
-                        "oauth_issuer",
-                        "oauth_scope",
-                    )
-                },
-            ),
-            ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
-        ]
-        if obj is not None:
-            fieldsets += [
-                (
-                    "Health",
-                    {
-                        "fields": (
-                            "protocol_version",
-                            "remote_server",
-                            "last_synced_at",
-                            "last_sync_error",
-                            "breaker_detail",
-                        )
-                    },
-                ),
-                ("Imported entries", {"fields": ("imported_entries",)}),
-                ("History", {"fields": ("created_at", "updated_at")}),
-            ]
-        return fieldsets
+        if obj is None:
+            return self.fieldsets
+        return (
+            *self.fieldsets,
+            ("Health", {"fields": HEALTH_FIELDS}),
+            ("Imported entries", {"fields": ("imported_entries",)}),
+            ("History", {"fields": ("created_at", "updated_at")}),
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).with_entry_counts()  # type: ignore[attr-defined]
@@ -245,15 +215,11 @@ class UpstreamAdmin(TenantScopedAdmin):
     @admin.display(description="entries imported by its syncs")
     def imported_entries(self, obj: Upstream) -> str:
         rows = []
-        for model, label, ordering in (
-            (Tool, "tool", "name"),
-            (Resource, "resource", "uri"),
-            (Prompt, "prompt", "name"),
-        ):
-            for entry in model._default_manager.filter(upstream=obj).order_by(ordering):
-                shown = entry.uri if isinstance(entry, Resource) else entry.name
-                link = reverse(f"admin:mcp_app_{model._meta.model_name}_change", args=[entry.pk])
-                rows.append((link, label, shown, entry.remote_name or "-"))
+        for model in (Tool, Resource, Prompt):
+            kind = model._meta.model_name
+            for entry in model._default_manager.filter(upstream=obj).order_by(model.key):  # by name, or by URI
+                link = reverse(f"admin:mcp_app_{kind}_change", args=[entry.pk])
+                rows.append((link, kind, getattr(entry, model.key), entry.remote_name or "-"))
         if not rows:
             return "None yet (sync to import)."
         return format_html(
@@ -325,8 +291,6 @@ class UpstreamAdmin(TenantScopedAdmin):
 
     @admin.action(description="Close the circuit breaker of selected upstreams", permissions=["change"])
     def close_breaker(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
-        closed = 0
         for upstream in queryset:
             breaker.reset(upstream.pk)
-            closed += 1
-        self.message_user(request, f"Closed the circuit breaker of {closed} upstream(s).", messages.SUCCESS)
+        self.message_user(request, f"Closed the circuit breaker of {len(queryset)} upstream(s).", messages.SUCCESS)

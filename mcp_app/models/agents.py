@@ -1,8 +1,7 @@
 """Agents (machine principals) and their bearer tokens.
 
-A raw token looks like ``mcp_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret
-from ``secrets``. Only its SHA-256 digest is stored; the raw value is returned once by ``issue_token`` and never
-again. ``AgentToken.objects.authenticate`` resolves a raw token in constant time with respect to its content.
+A raw token is a credential of scheme ``mcp`` (``mcp_<prefix>_<secret>``, stored only as its digest:
+``models.credentials``), returned once by ``issue_token``; ``AgentToken.objects.authenticate`` resolves one.
 """
 
 from __future__ import annotations
@@ -12,13 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
 from ..invalidation import publish
 from .catalog import Prompt, Resource, Tool
-from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager, CredentialQuerySet, credential_digest
+from .credentials import Credential, CredentialManager, CredentialQuerySet, credential_digest, prefix_field
 from .limits import rate_burst_field, rate_limit_field
 from .servers import McpServer
 from .tenancy import Tenant
@@ -45,6 +43,8 @@ class CatalogGrant:
 
 
 FULL_GRANT = CatalogGrant()
+#: The many-to-many fields of a grant (of a token, of an OAuth consent), in the order tools, resources, prompts.
+GRANT_RELATIONS = ("granted_tools", "granted_resources", "granted_prompts")
 
 
 token_digest = credential_digest  # the request path looks tokens up by digest (mcp_app.caching.identity)
@@ -131,14 +131,9 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
             limit_to_grant=limited,
             read_only=read_only,
         )
-        if servers:
-            token.servers.set(servers)
-        if tools:
-            token.granted_tools.set(tools)
-        if resources:
-            token.granted_resources.set(resources)
-        if prompts:
-            token.granted_prompts.set(prompts)
+        for relation, chosen in (("servers", servers), *zip(GRANT_RELATIONS, (tools, resources, prompts), strict=True)):
+            if chosen:
+                getattr(token, relation).set(chosen)
         return token, raw
 
     def outside_tenant(self, agent: Agent, chosen: Mapping[str, Iterable[Any] | None]) -> dict[str, list[Any]]:
@@ -156,18 +151,16 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
         path only (``mcp_app.caching.identity``)."""
         if not token.limit_to_grant:
             return CatalogGrant(read_only=True) if token.read_only else FULL_GRANT
-        return CatalogGrant(
-            tools=frozenset(token.granted_tools.values_list("pk", flat=True)),
-            resources=frozenset(token.granted_resources.values_list("pk", flat=True)),
-            prompts=frozenset(token.granted_prompts.values_list("pk", flat=True)),
-            read_only=token.read_only,
+        tools, resources, prompts = (
+            frozenset(getattr(token, name).values_list("pk", flat=True)) for name in GRANT_RELATIONS
         )
+        return CatalogGrant(tools, resources, prompts, read_only=token.read_only)
 
     def authenticate(self, raw: str) -> AgentToken | None:
         """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
 
-        Lookup is by digest, so timing depends only on a hash the caller cannot steer; the final comparison is
-        constant-time as well. Revoked, expired and inactive-agent tokens do not authenticate. A token of an
+        Lookup is by digest, compared in constant time (``match``). Revoked, expired and inactive-agent tokens do
+        not authenticate. A token of an
         inactive tenant does authenticate: its servers are not servable, so every request ends in a plain 404.
         The request path uses the cached snapshot of ``mcp_app.caching.identity`` instead.
         """
@@ -179,13 +172,7 @@ class AgentToken(Credential):
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tokens", verbose_name="agent")
     name = models.CharField("name", max_length=200, blank=True, help_text="What this token is for.")
-    prefix = models.CharField(
-        "prefix",
-        max_length=PREFIX_HEX_CHARS,
-        db_index=True,
-        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
-        help_text="Shown to identify the token; not secret and not enough to use it.",
-    )
+    prefix = prefix_field("token")
     servers = models.ManyToManyField(
         McpServer, related_name="tokens", blank=True, verbose_name="servers", help_text="Servers this token may call."
     )

@@ -1,11 +1,9 @@
 """Personal API keys: how a human user authenticates to the REST API without a browser session.
 
-A raw key looks like ``mcpk_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret from
-``secrets``. The ``mcpk_`` scheme tells it apart from an agent token (``mcp_…``), which never opens the API.
-Only the key's SHA-256 digest is stored; the raw value is returned once by ``issue_key`` and never again.
-``ApiKey.objects.authenticate`` resolves a raw key by its digest and compares in constant time, like
-``AgentToken.objects.authenticate``. A key acts as its user, with exactly the user's tenant roles; it does not
-carry permissions of its own.
+A raw key is a credential of scheme ``mcpk`` (``mcpk_<prefix>_<secret>``, stored only as its digest:
+``models.credentials``), which tells it apart from an agent token (``mcp_…``, never opens the API); it is
+returned once by ``issue_key`` and resolved by ``ApiKey.objects.authenticate``. A key acts as its user, with
+exactly the user's tenant roles; it does not carry permissions of its own.
 
 Not here: what a user may do with the API (``mcp_app.permissions``), the DRF glue (``mcp_app.api.authentication``).
 """
@@ -16,11 +14,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .credentials import PREFIX_HEX_CHARS, Credential, CredentialManager
+from .credentials import Credential, CredentialManager, prefix_field
 
 KEY_SCHEME = "mcpk"
 
@@ -42,12 +39,8 @@ class ApiKeyManager(CredentialManager["ApiKey"]):
         return key, raw
 
     def authenticate(self, raw: str, now: datetime | None = None) -> ApiKey | None:
-        """The usable key whose digest matches ``raw``, with its user loaded, or ``None``.
-
-        The lookup is by digest, so its timing depends only on a hash the caller cannot steer; the final
-        comparison is constant-time as well. Revoked and expired keys, and keys of inactive users, do not
-        authenticate.
-        """
+        """The usable key whose digest matches ``raw`` (``match``: by digest, in constant time), with its user
+        loaded, or ``None``. Revoked and expired keys, and keys of inactive users, do not authenticate."""
         key = self.match(raw, self.usable(now).select_related("user"))
         if key is None or not key.user.is_active:
             return None
@@ -61,14 +54,7 @@ class ApiKey(Credential):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_api_keys", verbose_name="user"
     )
     name = models.CharField("name", max_length=200, blank=True, help_text="What this key is for, e.g. 'CI deploys'.")
-    prefix = models.CharField(
-        "prefix",
-        max_length=PREFIX_HEX_CHARS,
-        db_index=True,
-        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
-        editable=False,
-        help_text="Shown to identify the key; not secret and not enough to use it.",
-    )
+    prefix = prefix_field("key", editable=False)
     # digest, created_at, expires_at, revoked_at, last_used_at: see Credential.
 
     objects = ApiKeyManager()

@@ -78,10 +78,6 @@ class ToolCallManager(models.Manager["ToolCall"]):
         count, _ = self.filter(started_at__lt=cutoff).delete()
         return count
 
-    def count_expired(self, retention_days: int, now: datetime | None = None) -> int:
-        cutoff = (now or timezone.now()) - timedelta(days=retention_days)
-        return self.filter(started_at__lt=cutoff).count()
-
     def usage(self, tenant_id: int | Sequence[int] | None, since: datetime, until: datetime | None = None) -> Usage:
         """Calls per day and per-tool figures of the calls started in ``[since, until)`` of one tenant, of several
         (a sequence of ids: a member's tenants) or of all (``None``: the operator's view)."""
@@ -141,26 +137,16 @@ class ToolCallManager(models.Manager["ToolCall"]):
                 if calls
             )
             cursor.execute(tool_sql, tool_params)
-            rows = [_tool_row(row) for row in cursor.fetchall()]
-            tools = tuple(
-                ToolUsage(
-                    tool_name=name,
-                    calls=int(calls),
-                    errors=int(errors or 0),
-                    p50_ms=None if p50 is None else float(p50),
-                    p95_ms=None if p95 is None else float(p95),
-                )
-                for name, calls, errors, p50, p95 in rows
-            )
+            tools = tuple(_tool_usage(*row) for row in cursor.fetchall())
         return Usage(days=days, tools=tools)
 
 
-def _tool_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``(name, calls, errors, p50, p95)`` from either query (PostgreSQL returns the percentiles as one array)."""
-    name, calls, errors, *values = row
-    if len(values) == 1:
-        values = list(values[0] or (None, None))
-    return name, calls, errors, values[0], values[1]
+def _tool_usage(name: str, calls: int, errors: int | None, *percentiles: Any) -> ToolUsage:
+    """A row of either query (PostgreSQL returns the p50 and p95 as one array)."""
+    p50, p95 = (percentiles[0] or (None, None)) if len(percentiles) == 1 else percentiles
+    return ToolUsage(
+        name, int(calls), int(errors or 0), None if p50 is None else float(p50), None if p95 is None else float(p95)
+    )
 
 
 def _as_date(value: Any) -> date:

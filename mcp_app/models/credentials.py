@@ -8,8 +8,8 @@ still work. ``CredentialManager.mint`` makes a raw value with its prefix and dig
 and ``match`` finds the usable credential behind a raw value: by digest, so the lookup's timing depends only on a
 hash the caller cannot steer, and compared in constant time at the end.
 
-Not here, because it differs: whose credential it is (an agent, a user), its scheme, the display prefix's help
-text and what revocation must reach (an agent token's revocation invalidates every process's cache; an API key
+Not here, because it differs: whose credential it is (an agent, a user), its scheme, the display prefix (a field
+per model, ``prefix_field``: the help text names the model) and what revocation must reach (an agent token's revocation invalidates every process's cache; an API key
 is looked up on every API request). Fields are declared exactly as the concrete models had them, so this base
 needs no migration.
 """
@@ -20,8 +20,9 @@ import hashlib
 import hmac
 import secrets
 from datetime import datetime
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -30,6 +31,18 @@ SECRET_BYTES = 32  # 256 bits
 MAX_RAW_LENGTH = 256
 
 _C = TypeVar("_C", bound="Credential")
+
+
+def prefix_field(what: str, **options: Any) -> models.CharField:
+    """The display prefix of a concrete credential model (``what``: "token", "key")."""
+    return models.CharField(
+        "prefix",
+        max_length=PREFIX_HEX_CHARS,
+        db_index=True,
+        validators=[RegexValidator(r"^[0-9a-f]{8}$")],
+        help_text=f"Shown to identify the {what}; not secret and not enough to use it.",
+        **options,
+    )
 
 
 def credential_digest(raw: str) -> str:

@@ -28,7 +28,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from ..conf import mcp_settings
-from .agents import Agent, AgentToken
+from .agents import GRANT_RELATIONS, Agent, AgentToken
 from .catalog import Prompt, Resource, Tool
 from .servers import McpServer
 from .tenancy import Tenant, TenantMembership
@@ -43,10 +43,9 @@ class OAuthAgentManager(models.Manager["OAuthAgent"]):
         link = self.filter(user=user, application=application, tenant=tenant).select_related("agent").first()
         if link is not None:
             return link.agent
-        base = f"oauth-{application.pk}-{user.pk}"
         agent = Agent.objects.create(
             tenant=tenant,
-            agent_id=base,
+            agent_id=f"oauth-{application.pk}-{user.pk}",
             name=f"{(application.name or 'OAuth client')[:120]} for {user.get_username()}"[:200],
         )
         self.create(agent=agent, user=user, application=application, tenant=tenant)
@@ -177,9 +176,8 @@ class OAuthConsentManager(models.Manager["OAuthConsent"]):
                 server=server,
                 defaults={"agent": agent, "read_only": read_only, "limit_to_grant": limited},
             )
-            consent.granted_tools.set(tools or [])
-            consent.granted_resources.set(resources or [])
-            consent.granted_prompts.set(prompts or [])
+            for relation, entries in zip(GRANT_RELATIONS, (tools, resources, prompts), strict=True):
+                getattr(consent, relation).set(entries or [])
         return consent
 
     def end_ineligible(self, **filters: Any) -> int:
@@ -238,22 +236,20 @@ class OAuthConsent(models.Model):
 
     def issue_token(self, digest: str, prefix: str, expires_at: Any) -> AgentToken:
         """Mirror a DOT access token (by its digest) as an agent token bound to this consent's server and grant."""
-        limited = self.limit_to_grant
         token = AgentToken.objects.create(
             agent=self.agent,
             name=f"OAuth: {self.application}"[:200],
             prefix=prefix,
             digest=digest,
             expires_at=expires_at,
-            limit_to_grant=limited,
+            limit_to_grant=self.limit_to_grant,
             read_only=self.read_only,
             oauth_consent=self,
         )
         token.servers.set([self.server])
-        if limited:
-            token.granted_tools.set(self.granted_tools.all())
-            token.granted_resources.set(self.granted_resources.all())
-            token.granted_prompts.set(self.granted_prompts.all())
+        if self.limit_to_grant:
+            for relation in GRANT_RELATIONS:
+                getattr(token, relation).set(getattr(self, relation).all())
         return token
 
     def revoke_tokens(self) -> None:

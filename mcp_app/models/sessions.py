@@ -4,7 +4,8 @@ session.
 ``initialize`` opens a session bound to the server and the agent that created it; the raw ``Mcp-Session-Id``
 (256 bits from ``secrets``, visible ASCII) is returned once and only its SHA-256 digest is stored. A session
 idle for longer than ``SESSION_IDLE_SECONDS`` expires; DELETE terminates it. An unknown, expired or terminated
-id, or one presented by another agent or on another server, resolves to nothing (the transport answers 404).
+id, or one presented by another agent or on another server, resolves to nothing (the transport answers 404;
+``mcp_app.transport.sessions`` decides from the cached session, whose activity is written behind).
 """
 
 from __future__ import annotations
@@ -52,22 +53,6 @@ class McpSessionManager(models.Manager["McpSession"]):
         )
         return session, raw
 
-    def resolve(
-        self, raw: str, *, server: McpServer, agent: Agent, idle_seconds: float, now: datetime | None = None
-    ) -> McpSession | None:
-        """The live session ``raw`` names for this server and agent, or ``None``. (The request path uses the
-        cached snapshot of ``mcp_app.caching.identity`` and decides the same from it.)"""
-        if not raw or len(raw) > 256:
-            return None
-        now = now or timezone.now()
-        return self.filter(
-            digest=session_digest(raw),
-            server=server,
-            agent=agent,
-            terminated_at__isnull=True,
-            last_seen_at__gt=now - timedelta(seconds=idle_seconds),
-        ).first()
-
     def delete_expired(self, idle_seconds: float, now: datetime | None = None) -> int:
         """Remove sessions idle past the limit or terminated; returns how many rows went."""
         now = now or timezone.now()
@@ -104,15 +89,7 @@ class McpSession(models.Model):
     def __str__(self) -> str:
         return f"session {self.digest[:8]}… ({self.protocol_version})"
 
-    def touch(self, interval_seconds: float, now: datetime | None = None) -> None:
-        """Keep the session alive, writing at most once per ``interval_seconds``."""
-        now = now or timezone.now()
-        if now - self.last_seen_at >= timedelta(seconds=interval_seconds):
-            type(self).objects.filter(pk=self.pk).update(last_seen_at=now)
-            self.last_seen_at = now
-
     def terminate(self) -> None:
         """End the session on every process (DELETE, or an operator)."""
-
         type(self).objects.filter(pk=self.pk, terminated_at__isnull=True).update(terminated_at=timezone.now())
         publish(f"session:{self.pk}")

@@ -1,12 +1,10 @@
 """Composed-once SQL for the writes on a hot path: one INSERT, and conditional UPDATEs by primary key.
 
 The ORM composes an INSERT or an UPDATE anew on every call, and on the worker-call path that Python costs about
-as much as the round trip it makes: on the 2-core development machine the record's INSERT, the UPDATE that takes
-it and the one that stores its outcome cost 1.33, 1.46 and 1.21 ms through the ORM, 0.78, 0.82 and 0.80 ms
-composed once (PostgreSQL on the same machine; docs/workers.md#performance). ``insert`` and ``update`` write the statement the ORM
-would write, compose it once per (model, database, shape) and keep it; each value is adapted by its own field
-(``get_db_prep_save``), so JSON, datetimes and time zones are stored exactly as the ORM stores them, on
-PostgreSQL and SQLite alike. They run through Django's cursor: errors are Django's (``IntegrityError`` inside
+as much as the round trip it makes (measured in docs/workers.md#performance). ``insert`` and ``update`` write the
+statement the ORM would write, compose it once per (model, database, shape) and keep it; each value is adapted by
+its own field (``get_db_prep_save``), so JSON, datetimes and time zones are stored exactly as the ORM stores them,
+on PostgreSQL and SQLite alike. They run through Django's cursor: errors are Django's (``IntegrityError`` inside
 ``transaction.atomic()`` behaves as with ``create``), and query logging, ``CaptureQueriesContext`` and execute
 wrappers see every statement.
 

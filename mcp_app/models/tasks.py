@@ -28,6 +28,7 @@ from django.db import IntegrityError, models, router, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from ..conf import mcp_settings
 from ..protocol.errors import CapacityExceeded, InternalError
 from ..protocol.versions import HANDSHAKE_VERSIONS
 from . import statements
@@ -72,8 +73,6 @@ class ToolTaskManager(models.Manager["ToolTask"]):
     def check_inline_cap(self, agent_pk: Any) -> None:
         """Raise ``CapacityExceeded`` if the agent or its tenant runs as many inline tasks as it may (one query
         per cap that is set, on the cold path that creates a task row anyway)."""
-        from ..conf import mcp_settings
-
         running = self.filter(status="working", execution="inline", client_task=True, expires_at__gt=timezone.now())
         tenant = Agent.objects.filter(pk=agent_pk).values("tenant_id")[:1]
         for scope, rows, limit in (
@@ -172,8 +171,6 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         """A new ``queued`` record, or (with an idempotency key already used by this agent on this server within
         the TTL) the existing one: ``(record, created)``. Race-safe: the unique constraint decides. A plain
         worker call is kept (for re-attachment) the longer of the key's TTL and the task TTL after its deadline."""
-        from ..conf import mcp_settings
-
         now = timezone.now()
         keep = max(float(mcp_settings.IDEMPOTENCY_TTL_SECONDS), mcp_settings.TASK_TTL_MS / 1000.0)
         ttl = int(mcp_settings.TASK_TTL_MS) if client_task else int((timeout + keep) * 1000)
@@ -257,8 +254,6 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         """Why ``take`` moved nothing, after one more read: terminal already, superseded by a newer dispatch, or
         ``working`` already (this message was delivered before, to a worker that died mid-call: run it again,
         or, past the loss policy, settle the record with the columns ``lost()`` gives and say ``"lost"``)."""
-        from ..conf import mcp_settings
-
         record = self.filter(pk=pk).first()
         if record is None:
             return None, "gone"
@@ -272,12 +267,10 @@ class ToolTaskManager(models.Manager["ToolTask"]):
             self.store(pk, lost())
             return self.filter(pk=pk).first(), "lost"
         now = timezone.now()
-        moved = (
-            self.filter(pk=pk, celery_id=celery_id, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING))
-            .exclude(status__in=TERMINAL)
-            .update(
-                status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
-            )
+        moved = self.filter(
+            pk=pk, celery_id=celery_id, status__in=(ToolTask.Status.QUEUED, ToolTask.Status.WORKING)
+        ).update(
+            status=ToolTask.Status.WORKING, attempts=F("attempts") + 1, started_at=now, updated_at=now, owner=owner
         )
         return self._with_relations(pk), "run" if moved else "terminal"
 
@@ -298,8 +291,6 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
     def become_task(self, pk: int) -> ToolTask:
         """The client now knows this worker call as a task: it lives for TASK_TTL_MS from now."""
-        from ..conf import mcp_settings
-
         ttl = mcp_settings.TASK_TTL_MS
         self.filter(pk=pk).update(client_task=True, ttl_ms=ttl, expires_at=timezone.now() + timedelta(milliseconds=ttl))
         return self.get(pk=pk)

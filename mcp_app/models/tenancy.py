@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, cast
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.db import models
 
@@ -79,10 +80,9 @@ class Tenant(models.Model):
             raise ValidationError({"allowed_python_tools": 'A list of registered tool names, e.g. ["echo"], or ["*"].'})
         unknown = [name for name in value if name != ALL_PYTHON_TOOLS and registry.get(name) is None]
         if unknown:
+            known = ", ".join(registry.names())
             raise ValidationError(
-                {
-                    "allowed_python_tools": f"Not registered in code: {', '.join(unknown)}. Known: {', '.join(registry.names())}."
-                }
+                {"allowed_python_tools": f"Not registered in code: {', '.join(unknown)}. Known: {known}."}
             )
 
 
@@ -129,15 +129,6 @@ class TenantScoped(models.Model):
         super().save(*args, **kwargs)
 
 
-def make_staff(*user_ids: Any) -> None:
-    """Give these users staff status (users of a user model without ``is_staff`` are left as they are)."""
-    from django.contrib.auth import get_user_model
-
-    users = get_user_model()
-    if any(field.name == "is_staff" for field in users._meta.get_fields()):
-        users._default_manager.filter(pk__in=user_ids, is_staff=False).update(is_staff=True)
-
-
 class TenantMembershipManager(models.Manager["TenantMembership"]):
     def owners_left(self, tenant_id: int, *, without: list[int] | tuple[int, ...] = ()) -> int:
         """How many owners the tenant keeps if the memberships ``without`` stop being owners."""
@@ -177,8 +168,9 @@ class TenantMembership(models.Model):
         what they see there (``mcp_app.permissions``). Removing a membership leaves staff status as it is."""
         adding = self._state.adding
         super().save(*args, **kwargs)
-        if adding:
-            make_staff(self.user_id)
+        users = get_user_model()
+        if adding and any(field.name == "is_staff" for field in users._meta.get_fields()):  # else left as it is
+            users._default_manager.filter(pk=self.user_id, is_staff=False).update(is_staff=True)
             if type(self).user.is_cached(self):
                 self.user.is_staff = True
 

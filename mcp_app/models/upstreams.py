@@ -53,9 +53,6 @@ def _valid_prefix(value: str) -> None:
 
 
 class UpstreamQuerySet(SecretsQuerySet["Upstream"]):
-    def of_tenant(self, tenant: Tenant | int) -> UpstreamQuerySet:
-        return self.filter(tenant=tenant)
-
     def with_entry_counts(self) -> UpstreamQuerySet:
         """Annotated with ``tool_count``, ``resource_count`` and ``prompt_count`` (one subquery each)."""
 
@@ -72,14 +69,12 @@ class UpstreamQuerySet(SecretsQuerySet["Upstream"]):
     def due_for_sync(self, default_interval: float) -> list[Upstream]:
         """Enabled upstreams of active tenants whose last sync is older than their interval (or never ran)."""
         now = timezone.now()
-        due: list[Upstream] = []
-        for upstream in self.filter(enabled=True, tenant__is_active=True).select_related("tenant"):
-            interval = upstream.sync_interval_seconds or default_interval
-            if interval <= 0:
-                continue
-            if upstream.last_synced_at is None or (now - upstream.last_synced_at).total_seconds() >= interval:
-                due.append(upstream)
-        return due
+        return [
+            upstream
+            for upstream in self.filter(enabled=True, tenant__is_active=True).select_related("tenant")
+            if (interval := upstream.sync_interval_seconds or default_interval) > 0
+            and (upstream.last_synced_at is None or (now - upstream.last_synced_at).total_seconds() >= interval)
+        ]
 
 
 class Upstream(SecretHeaders):

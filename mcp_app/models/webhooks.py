@@ -1,10 +1,8 @@
 """The endpoint an ``http`` tool calls: URL, method, headers, secret headers and timeout.
 
 A ``Webhook`` belongs to exactly one ``Tool`` of kind ``http``. Plain headers are stored as they are; secret
-headers (an ``Authorization`` value, an API key) are stored only encrypted (``mcp_app.crypto``, keys from
-``MCP_APP["SECRET_KEYS"]``), with their names in clear so that forms can say which are set: write-only, as
-every secret (``models.secrets.SecretHeaders``); ``reveal_secret_headers`` is for the runtime that sends them,
-and nothing else (``str``, ``repr``, admin, API, logs) ever shows them.
+headers (an ``Authorization`` value, an API key) are write-only and stored only encrypted
+(``models.secrets.SecretHeaders``): nothing (``str``, ``repr``, admin, API, logs) ever shows them.
 
 Configuration is validated on every save, not only in forms: URL scheme http/https without credentials, an
 allowed method, well-formed headers, a timeout within ``HTTP_TOOL_MAX_TIMEOUT_SECONDS``.
