@@ -53,7 +53,20 @@ class UpstreamForm(WriteOnlySecretsForm):
 
     class Meta:
         model = Upstream
-        fields = "__all__"  # what the page edits is UpstreamAdmin's fieldsets (ModelAdmin.get_form passes them)
+        fields = (
+            "tenant",
+            "name",
+            "url",
+            "prefix",
+            "enabled",
+            "headers",
+            "oauth_client_id",
+            "oauth_issuer",
+            "oauth_scope",
+            "timeout_seconds",
+            "sync_interval_seconds",
+            "era",
+        )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
