@@ -7,7 +7,6 @@ embedded default), keyed by fresh pks so that no other test's state counts.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from types import SimpleNamespace
 from typing import Any
@@ -50,24 +49,27 @@ async def test_a_tool_over_its_own_rate_is_refused_while_the_agent_is_not(settin
 async def test_a_stream_over_its_agents_cap_is_refused_until_the_held_slot_is_released(settings: Any) -> None:
     settings.MCP_APP = {**settings.MCP_APP, "STREAMS_PER_AGENT": 1}
     who = caller()
-    async with contextlib.AsyncExitStack() as held:
-        assert await admit(who, stream=held) is None
-        async with contextlib.AsyncExitStack() as second:
-            refused = await admit(who, stream=second)
-        assert refused is not None and isinstance(refused.error, CapacityExceeded)
-        assert (refused.status, refused.retry_after, refused.error.code) == (429, 5, CAPACITY_EXCEEDED)
-        assert refused.error.scope == "agent"
-    async with contextlib.AsyncExitStack() as again:
-        assert await admit(who, stream=again) is None
+    held: list[Any] = []
+    assert await admit(who, stream=held) is None and len(held) == 1
+    second: list[Any] = []
+    refused = await admit(who, stream=second)
+    assert refused is not None and isinstance(refused.error, CapacityExceeded) and second == []
+    assert (refused.status, refused.retry_after, refused.error.code) == (429, 5, CAPACITY_EXCEEDED)
+    assert refused.error.scope == "agent"
+    await held.pop().release()
+    again: list[Any] = []
+    assert await admit(who, stream=again) is None
+    await again.pop().release()
 
 
 async def test_a_process_short_of_descriptors_refuses_a_stream_503(monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_app.limits import caps
 
     monkeypatch.setattr(caps, "descriptors_short", lambda: True)
-    async with contextlib.AsyncExitStack() as held:
-        refused = await admit(caller(), stream=held)
+    held: list[Any] = []
+    refused = await admit(caller(), stream=held)
     assert refused is not None and (refused.status, refused.retry_after, refused.error.scope) == (503, 1, "process")
+    assert held == []
 
 
 @pytest.mark.django_db(transaction=True)
