@@ -109,6 +109,11 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 """
 
 
+def redis_ms(seconds: float) -> int:
+    """``seconds`` as a scripts' argument: whole milliseconds, at least 1."""
+    return max(1, int(seconds * 1000))
+
+
 class RedisBacked:
     """A backend in Redis at ``url``, its keys under ``prefix`` (see the module docstring)."""
 

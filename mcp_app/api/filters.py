@@ -97,17 +97,19 @@ PromptFilter = tenant_scoped(Prompt, "name", "kind")
 AgentFilter = tenant_scoped(Agent, "agent_id", "is_active")
 
 
-class BindingFilter(filters.FilterSet):
+class ServerRowFilter(filters.FilterSet):
+    """The filters of a row about one server (a binding, a session): by server, and by the server's tenant."""
+
     server = IdFilter(field_name="server_id", help_text="Server id.")
     tenant = IdFilter(field_name="server__tenant_id", help_text="Tenant id.")
 
 
-def binding_filter(model: type[CatalogBinding]) -> type[BindingFilter]:
+def binding_filter(model: type[CatalogBinding]) -> type[ServerRowFilter]:
     """The filter set of one kind of binding: by server, tenant, entry (ids) and ``enabled``."""
     entry = model.entry_field()
     meta = type("Meta", (), {"model": model, "fields": ("server", "tenant", entry, "enabled")})
     own = IdFilter(field_name=f"{entry}_id", help_text=f"{entry.capitalize()} id.")
-    return type(f"{model.__name__}Filter", (BindingFilter,), {entry: own, "Meta": meta})
+    return type(f"{model.__name__}Filter", (ServerRowFilter,), {entry: own, "Meta": meta})
 
 
 ServerToolFilter = binding_filter(ServerTool)
@@ -127,10 +129,8 @@ class AgentTokenFilter(filters.FilterSet):
         fields = ("agent", "tenant", "server", "revoked", "prefix")
 
 
-class McpSessionFilter(filters.FilterSet):
-    server = IdFilter(field_name="server_id", help_text="Server id.")
+class McpSessionFilter(ServerRowFilter):
     agent = IdFilter(field_name="agent_id", help_text="Agent id.")
-    tenant = IdFilter(field_name="server__tenant_id", help_text="Tenant id.")
     terminated = filters.BooleanFilter(field_name="terminated_at", lookup_expr="isnull", exclude=True)
 
     class Meta:

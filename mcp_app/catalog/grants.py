@@ -13,15 +13,41 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 from ..conf import mcp_settings
 from ..models.agents import CatalogGrant
 from ..protocol.descriptors import ServerCatalog, ToolDescriptor
 
-_views: OrderedDict[tuple[Any, ...], ServerCatalog] = OrderedDict()
-_lock = threading.Lock()
+
+class CatalogLru:
+    """A thread-safe LRU of catalogs, holding at most ``CATALOG_CACHE_SIZE`` of them."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[Hashable, ServerCatalog] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> ServerCatalog | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, catalog: ServerCatalog) -> None:
+        with self._lock:
+            self._entries[key] = catalog
+            self._entries.move_to_end(key)
+            while len(self._entries) > mcp_settings.CATALOG_CACHE_SIZE:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+views = CatalogLru()  # granted_catalog's, by (server pk, catalog version, server creation time, grant)
 
 
 def _tool_allowed(tool: ToolDescriptor, grant: CatalogGrant) -> bool:
@@ -53,20 +79,8 @@ def granted_catalog(server: Any, catalog: ServerCatalog, grant: CatalogGrant) ->
     if grant.is_full:
         return catalog
     key = (server.pk, server.catalog_version, server.created_at, grant)
-    with _lock:
-        view = _views.get(key)
-        if view is not None:
-            _views.move_to_end(key)
-            return view
-    view = restrict(catalog, grant)
-    with _lock:
-        _views[key] = view
-        _views.move_to_end(key)
-        while len(_views) > mcp_settings.CATALOG_CACHE_SIZE:
-            _views.popitem(last=False)
+    view = views.get(key)
+    if view is None:
+        view = restrict(catalog, grant)
+        views.put(key, view)
     return view
-
-
-def clear_cache() -> None:
-    with _lock:
-        _views.clear()

@@ -13,14 +13,11 @@ WORKER_CALL_TIMEOUT_SECONDS setting).
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
 
-from ..conf import mcp_settings
 from ..definitions.patterns import UriTemplate
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
@@ -31,12 +28,11 @@ from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
 from ..observability import metrics
 from ..protocol.descriptors import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
-from .grants import granted_catalog
+from .grants import CatalogLru, granted_catalog, views
 
 logger = logging.getLogger("mcp_app.catalog")
 
-_cache: OrderedDict[tuple[int, int, object], ServerCatalog] = OrderedDict()
-_lock = threading.Lock()
+_cache = CatalogLru()
 
 
 def _upstream_of(entry: Tool | Resource | Prompt, server_id: int) -> Upstream | None:
@@ -270,10 +266,7 @@ def resolve_catalog(server: McpServer | Any, *, grant: CatalogGrant | None = Non
     thread)."""
     # created_at guards against a primary key reused after deletion (possible on some databases).
     key = (server.pk, server.catalog_version, server.created_at)
-    with _lock:
-        catalog = _cache.get(key)
-        if catalog is not None:
-            _cache.move_to_end(key)
+    catalog = _cache.get(key)
     metrics.record_cache("catalog", catalog is not None)
     if catalog is None:
         if not load:
@@ -281,19 +274,12 @@ def resolve_catalog(server: McpServer | Any, *, grant: CatalogGrant | None = Non
 
             raise CacheMiss("catalogs")
         catalog = build_catalog(server)
-        with _lock:
-            _cache[key] = catalog
-            _cache.move_to_end(key)
-            while len(_cache) > mcp_settings.CATALOG_CACHE_SIZE:
-                _cache.popitem(last=False)
+        _cache.put(key, catalog)
     if grant is None or grant.is_full:
         return catalog
     return granted_catalog(server, catalog, grant)
 
 
 def clear_cache() -> None:
-    from .grants import clear_cache as clear_views
-
-    with _lock:
-        _cache.clear()
-    clear_views()
+    _cache.clear()
+    views.clear()

@@ -1,6 +1,7 @@
 """The objects tool authors touch: ``ToolContext``, ``ToolError``, ``ToolResult`` and ``InputRequired``; and
-``error_result``, the ``isError`` result every kind of tool fails with; ``CONTENT_BLOCK_FIELDS``, the content
-block types; ``REQUIRED_CAPABILITY``, the client capability each input request needs."""
+``error_result``, the ``isError`` result every kind of tool fails with (``CodedFailure``: a webhook's or an
+upstream's failure on its way to one); ``CONTENT_BLOCK_FIELDS``, the content block types; ``REQUIRED_CAPABILITY``,
+the client capability each input request needs."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ class ToolError(Exception):
         self.message = message
         self.code = code
         self.error_type = error_type
+
+
+class CodedFailure(Exception):
+    """A call to a webhook or an upstream failed: ``code`` for programs, ``message`` for the model (the caller
+    makes them its ``error_result``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 def error_result(message: str, code: str, error_type: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..backends import REDIS_NOW, Health, RedisBacked, backends
+from ..backends import REDIS_NOW, Health, RedisBacked, backends, redis_ms
 from ..conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.federation.breaker")
@@ -304,10 +304,6 @@ return 1
 """
 
 
-def _ms(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
-
-
 def _datetime(ms: float) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
@@ -323,7 +319,7 @@ class RedisBreakers(RedisBacked):
 
     async def admit(self, pk: int, policy: Policy) -> Admission:
         verdict, wait = await self._script(ADMIT_SCRIPT)(
-            keys=self._keys(pk)[:1], args=[_ms(policy.probe_lease), _ms(policy.cooldown)]
+            keys=self._keys(pk)[:1], args=[redis_ms(policy.probe_lease), redis_ms(policy.cooldown)]
         )
         if int(verdict) == 0:
             return Admission(False, int(wait) / 1000)
@@ -336,10 +332,10 @@ class RedisBreakers(RedisBacked):
         args = [
             pk,
             policy.failures,
-            _ms(policy.window),
-            _ms(policy.cooldown),
+            redis_ms(policy.window),
+            redis_ms(policy.cooldown),
             member or uuid.uuid4().hex,  # one member's failures are one ZADD member: counted once
-            _ms(IDLE_EXPIRY_SECONDS),
+            redis_ms(IDLE_EXPIRY_SECONDS),
         ]
         return int(await self._script(FAILED_SCRIPT)(keys=self._keys(pk), args=args))
 
@@ -347,7 +343,7 @@ class RedisBreakers(RedisBacked):
         if not pks:
             return {}
         keys = [key for pk in pks for key in self._keys(pk)[:2]]
-        now, *rows = self._sync_script(STATES_SCRIPT)(keys=keys, args=[_ms(policy.window)])
+        now, *rows = self._sync_script(STATES_SCRIPT)(keys=keys, args=[redis_ms(policy.window)])
         found: dict[int, BreakerState] = {}
         for pk, (open_until, failures) in zip(pks, rows, strict=True):
             until = int(open_until)

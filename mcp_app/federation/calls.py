@@ -46,7 +46,7 @@ import orjson
 
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
-from ..definitions.context import InputRequired, error_result
+from ..definitions.context import CodedFailure, InputRequired, error_result
 from ..definitions.http_tools import effective_timeout
 from ..definitions.upstreams import UpstreamEndpoint, UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget
 from ..protocol.context import CallContext
@@ -62,13 +62,6 @@ logger = logging.getLogger("mcp_app.federation")
 META_KEY = "dev.mcp-host/upstream"
 Answer = TypeVar("Answer")
 MAX_INPUT_ROUNDS = 8
-
-
-class UpstreamFailure(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def failure_result(code: str, message: str) -> dict[str, Any]:
@@ -133,7 +126,7 @@ async def _guarded(
     exchange: Callable[[Connection], Awaitable[Answer]],
     call: CallContext,
 ) -> Answer:
-    """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``UpstreamFailure``
+    """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``CodedFailure``
     (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
     JSON-RPC error), or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
@@ -141,7 +134,7 @@ async def _guarded(
 
     admission = await breaker.admit(endpoint.pk)
     if not admission.allowed:
-        raise UpstreamFailure(
+        raise CodedFailure(
             "UPSTREAM_CIRCUIT_OPEN",
             f"Upstream {endpoint.name} is failing; calls to it are paused for {admission.retry_after:.0f} s more",
         )
@@ -158,29 +151,29 @@ async def _guarded(
             answer = await exchange(connection)
     except TimeoutError as exc:
         if not turned:  # our own bound, not the upstream's slowness: not a breaker failure
-            raise UpstreamFailure(
+            raise CodedFailure(
                 "UPSTREAM_BUSY",
                 f"Upstream {endpoint.name} already has {mcp_settings.UPSTREAM_MAX_CONCURRENT_CALLS} calls in "
                 f"flight from this server process; this one waited {limit:g} s for a turn",
             ) from exc
         await breaker.failed(endpoint.pk, source=_source(call))
-        raise UpstreamFailure(
+        raise CodedFailure(
             "UPSTREAM_TIMEOUT", f"Upstream {endpoint.name} did not answer {what} within {limit:g} s"
         ) from exc
     except UpstreamForbidden as exc:
         # The operator's policy, not the upstream's health: not a breaker failure.
-        raise UpstreamFailure(
+        raise CodedFailure(
             "UPSTREAM_FORBIDDEN_ADDRESS", f"Upstream {endpoint.name} is at an address mcp-host may not call: {exc}"
         ) from exc
     except UpstreamUnavailable as exc:
         await breaker.failed(endpoint.pk)
-        raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
+        raise CodedFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} is unavailable: {exc}") from exc
     except MCPError as exc:
         # The SDK's codes for an exchange that failed (not the upstream's own answers), told apart from the
         # upstream's errors of the same codes by what the transport saw (``Trouble``).
         if noted.too_large:
             await breaker.failed(endpoint.pk)
-            raise UpstreamFailure(
+            raise CodedFailure(
                 "UPSTREAM_TOO_LARGE",
                 f"Upstream {endpoint.name} answered {what} with more than "
                 f"{mcp_settings.UPSTREAM_MAX_RESPONSE_BYTES} bytes, the most mcp-host accepts",
@@ -188,7 +181,7 @@ async def _guarded(
         if noted.redirected and exc.code == INVALID_REQUEST:
             # The SDK's message names the target, which may carry what the upstream did not mean to show.
             await breaker.failed(endpoint.pk)
-            raise UpstreamFailure(
+            raise CodedFailure(
                 "UPSTREAM_REDIRECTED",
                 f"Upstream {endpoint.name} answered {what} with a redirect, which mcp-host does not follow: "
                 "its URL must be the MCP endpoint itself",
@@ -199,7 +192,7 @@ async def _guarded(
             if connection is not None:
                 pool().discard(connection)
             await breaker.failed(endpoint.pk)
-            raise UpstreamFailure(
+            raise CodedFailure(
                 "UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} failed to answer {what}: {exc.message[:200]}"
             ) from exc
         if admission.probe:
@@ -213,9 +206,9 @@ async def _guarded(
             pool().discard(connection)
         await breaker.failed(endpoint.pk)
         if unreachable(exc):
-            raise UpstreamFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} could not be reached") from exc
+            raise CodedFailure("UPSTREAM_UNAVAILABLE", f"Upstream {endpoint.name} could not be reached") from exc
         logger.info("upstream %s: %s failed: %s", endpoint.name, what, type(exc).__name__)
-        raise UpstreamFailure(
+        raise CodedFailure(
             "UPSTREAM_INVALID_REPLY", f"Upstream {endpoint.name} answered {what} with something that is not MCP"
         ) from exc
     finally:
@@ -264,7 +257,7 @@ async def call_tool(
             return await _legacy_call(connection, target, arguments, relay)
 
         answer = await _guarded(endpoint, limit, tool_name, exchange, call)
-    except UpstreamFailure as failure:
+    except CodedFailure as failure:
         return _stamp(failure_result(failure.code, failure.message), endpoint, started)
     finally:
         current.reset(token)
@@ -317,7 +310,7 @@ async def _modern_call(
             for key, request in requests.items()
         }
         upstream_state = result.request_state
-    raise UpstreamFailure("UPSTREAM_TOO_MANY_ROUNDS", f"Upstream asked for input more than {MAX_INPUT_ROUNDS} times")
+    raise CodedFailure("UPSTREAM_TOO_MANY_ROUNDS", f"Upstream asked for input more than {MAX_INPUT_ROUNDS} times")
 
 
 # A handshake-era upstream and a stateless client: the upstream call waits here for the client's retry ----------
@@ -566,7 +559,7 @@ async def _fetch(
             return _dump(await fetch(connection.client.session))
 
         return await _guarded(endpoint, effective_timeout(endpoint.timeout_seconds, "upstream"), what, exchange, call)
-    except UpstreamFailure as failure:
+    except CodedFailure as failure:
         raise ProtocolError(failure.message, {"code": failure.code}) from failure
     finally:
         current.reset(token)

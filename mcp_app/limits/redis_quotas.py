@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends import REDIS_NOW, RedisBacked
+from ..backends import REDIS_NOW, RedisBacked, redis_ms
 
 _EXTEND = """
 for i = 1, 2 do
@@ -80,10 +80,6 @@ class RedisQuotas(RedisBacked):
             f"{self._prefix}:lease:{call_id}",
         ]
 
-    @staticmethod
-    def _ms(seconds: float) -> int:
-        return max(1, int(seconds * 1000))
-
     async def check(self) -> None:
         """Raise unless Redis answers."""
         await self._client().ping()
@@ -93,14 +89,14 @@ class RedisQuotas(RedisBacked):
     ) -> str | None:
         answer = await self._script(ACQUIRE_SCRIPT)(
             keys=self._keys(call_id, tenant_pk, agent_pk),
-            args=[call_id, tenant_limit, agent_limit, self._ms(ttl), f"{tenant_pk} {agent_pk}"],
+            args=[call_id, tenant_limit, agent_limit, redis_ms(ttl), f"{tenant_pk} {agent_pk}"],
         )
         scope = answer.decode() if isinstance(answer, bytes) else str(answer or "")
         return scope or None
 
     async def renew(self, call_id: str, tenant_pk: int, agent_pk: int, ttl: float) -> bool:
         answer = await self._script(RENEW_SCRIPT)(
-            keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, self._ms(ttl)]
+            keys=self._keys(call_id, tenant_pk, agent_pk), args=[call_id, redis_ms(ttl)]
         )
         return bool(int(answer))
 

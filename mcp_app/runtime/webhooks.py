@@ -29,7 +29,7 @@ import orjson
 
 from .. import __version__
 from ..conf import mcp_settings
-from ..definitions.context import CONTENT_BLOCK_FIELDS, error_result
+from ..definitions.context import CONTENT_BLOCK_FIELDS, CodedFailure, error_result
 from ..definitions.targets import HttpTarget
 from ..netguard import ForbiddenAddress
 from ..observability import tracing
@@ -37,13 +37,6 @@ from ..outbound import webhook_transport
 from ..protocol.context import CallContext
 
 logger = logging.getLogger("mcp_app.runtime.webhooks")
-
-
-class _Failure(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def webhook_error(code: str, message: str) -> dict[str, Any]:
@@ -89,7 +82,7 @@ async def call_webhook(
         with tracer.webhook(target.method, target.url, headers) if tracer is not None else contextlib.nullcontext():
             reply = await _exchange(target, headers, body)
         result = map_reply(reply)
-    except _Failure as failure:
+    except CodedFailure as failure:
         logger.info(
             "http tool %s call %s failed after %.0f ms: %s",
             tool_name,
@@ -129,36 +122,36 @@ async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) ->
             finally:
                 await response.aclose()
     except (TimeoutError, httpx.TimeoutException):
-        raise _Failure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
+        raise CodedFailure("WEBHOOK_TIMEOUT", f"the webhook did not answer within {timeout:g} s") from None
     except httpx.InvalidURL:
-        raise _Failure("WEBHOOK_UNREACHABLE", "the webhook's URL is not valid") from None
+        raise CodedFailure("WEBHOOK_UNREACHABLE", "the webhook's URL is not valid") from None
     except ForbiddenAddress as exc:
-        raise _Failure("WEBHOOK_FORBIDDEN_ADDRESS", f"refused to connect: {exc}") from None
+        raise CodedFailure("WEBHOOK_FORBIDDEN_ADDRESS", f"refused to connect: {exc}") from None
     except httpx.ConnectError as exc:
-        raise _Failure("WEBHOOK_UNREACHABLE", _connect_failure(exc, where)) from None
+        raise CodedFailure("WEBHOOK_UNREACHABLE", _connect_failure(exc, where)) from None
     except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, OSError) as exc:
-        raise _Failure("WEBHOOK_UNREACHABLE", f"the exchange with {where} failed ({type(exc).__name__})") from None
+        raise CodedFailure("WEBHOOK_UNREACHABLE", f"the exchange with {where} failed ({type(exc).__name__})") from None
 
 
 async def _read(response: httpx.Response, limit: int) -> bytes:
     status = response.status_code
     if 300 <= status < 400:
-        raise _Failure("WEBHOOK_REDIRECT", f"the webhook redirected (HTTP {status}); redirects are not followed")
+        raise CodedFailure("WEBHOOK_REDIRECT", f"the webhook redirected (HTTP {status}); redirects are not followed")
     if not 200 <= status < 300:
         reason = f" {response.reason_phrase}" if response.reason_phrase else ""
-        raise _Failure("WEBHOOK_HTTP_STATUS", f"the webhook answered HTTP {status}{reason}")
+        raise CodedFailure("WEBHOOK_HTTP_STATUS", f"the webhook answered HTTP {status}{reason}")
     encoding = response.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
-        raise _Failure("WEBHOOK_INVALID_JSON", f"the webhook replied with {encoding}-encoded content")
+        raise CodedFailure("WEBHOOK_INVALID_JSON", f"the webhook replied with {encoding}-encoded content")
     declared = response.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
+        raise CodedFailure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_raw():
         size += len(chunk)
         if size > limit:
-            raise _Failure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
+            raise CodedFailure("WEBHOOK_TOO_LARGE", f"the reply is larger than {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -191,13 +184,13 @@ def _check_content(content: Any) -> str | None:
 
 
 def map_reply(body: bytes) -> dict[str, Any]:
-    """The ``CallToolResult`` for a 2xx reply body; raises ``_Failure`` for invalid JSON or results."""
+    """The ``CallToolResult`` for a 2xx reply body; raises ``CodedFailure`` for invalid JSON or results."""
     if not body.strip():
         return {"content": []}
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise _Failure("WEBHOOK_INVALID_JSON", "the webhook's reply is not valid JSON") from None
+        raise CodedFailure("WEBHOOK_INVALID_JSON", "the webhook's reply is not valid JSON") from None
     if isinstance(value, dict) and ("content" in value or "structuredContent" in value):
         content = value.get("content", [])
         problem = _check_content(content)
@@ -206,7 +199,7 @@ def map_reply(body: bytes) -> dict[str, Any]:
         if problem is None and "isError" in value and not isinstance(value["isError"], bool):
             problem = "isError must be true or false"
         if problem is not None:
-            raise _Failure("WEBHOOK_INVALID_RESULT", f"the webhook's result is invalid: {problem}")
+            raise CodedFailure("WEBHOOK_INVALID_RESULT", f"the webhook's result is invalid: {problem}")
         result: dict[str, Any] = {"content": content}
         if "structuredContent" in value:
             result["structuredContent"] = value["structuredContent"]

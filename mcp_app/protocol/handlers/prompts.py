@@ -12,16 +12,14 @@ from typing import Any
 
 from ..dispatcher import MessageContext
 from ..errors import InvalidParams
-from ..pagination import page
-from .base import dispatcher, required_string
+from .base import catalog_page, dispatcher, required_string
 
 MAX_COMPLETIONS = 100
 
 
 @dispatcher.request("prompts/list")
 async def list_prompts(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    ctx = message.request
-    return page(ctx.catalog.wire("prompts"), params, ctx.page_size, "prompts", ctx.page_bytes)
+    return catalog_page(message, params, "prompts")
 
 
 @dispatcher.request("prompts/get")

@@ -10,21 +10,18 @@ from typing import Any
 from .. import versions
 from ..dispatcher import MessageContext
 from ..errors import RESOURCE_NOT_FOUND, InvalidParams, InvalidRequest, ProtocolError
-from ..pagination import page
-from .base import dispatcher, required_string
+from .base import catalog_page, dispatcher, required_string
 from .lifecycle import LEGACY_ONLY
 
 
 @dispatcher.request("resources/list")
 async def list_resources(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    ctx = message.request
-    return page(ctx.catalog.wire("resources"), params, ctx.page_size, "resources", ctx.page_bytes)
+    return catalog_page(message, params, "resources")
 
 
 @dispatcher.request("resources/templates/list")
 async def list_templates(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    ctx = message.request
-    return page(ctx.catalog.wire("resourceTemplates"), params, ctx.page_size, "resourceTemplates", ctx.page_bytes)
+    return catalog_page(message, params, "resourceTemplates")
 
 
 @dispatcher.request("resources/read")

@@ -22,16 +22,15 @@ from .. import handshake_tasks, messages, modern, versions
 from ..context import InvalidToolArguments, RequestContext
 from ..dispatcher import MessageContext
 from ..errors import INTERNAL_ERROR, InvalidParams, MethodNotFound, MissingRequiredClientCapability, ProtocolError
-from ..pagination import page
-from .base import dispatcher, required_string
+from .base import catalog_page, dispatcher, required_string
 
 
 @dispatcher.request("tools/list")
 async def list_tools(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request
     if _serves_tasks(ctx):
-        return page(ctx.catalog.tools_wire_with_execution(), params, ctx.page_size, "tools", ctx.page_bytes)
-    return page(ctx.catalog.wire("tools"), params, ctx.page_size, "tools", ctx.page_bytes)
+        return catalog_page(message, params, "tools", ctx.catalog.tools_wire_with_execution())
+    return catalog_page(message, params, "tools")
 
 
 def _serves_tasks(ctx: RequestContext) -> bool:
