@@ -13,7 +13,8 @@
    ``Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
    progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
    real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
-   when the outcome is stored; the record is also re-read on a bounded back-off, so a lost event never hangs;
+   when the outcome is stored; the record is also re-read on a bounded back-off, with ``liveness.check`` on
+   each re-read, so a lost event never hangs (the wait is ``durable.until_settled``);
 5. the outcome is read from the record: a result is returned, an error raised as the ``ProtocolError`` it was.
 
 If the awaiting coroutine is cancelled (``notifications/cancelled``, a closed stream, ``tasks/cancel`` of a
