@@ -42,7 +42,7 @@ from ..protocol.descriptors import ToolDescriptor
 from ..protocol.errors import InternalError, InvalidParams, ProtocolError
 from ..protocol.ports import NO_CHANNEL
 from ..protocol.reporters import LogReporter
-from . import durable
+from . import durable, task_session
 from .progress import RecordedProgress
 from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
 from .tasks import CallerTasks
@@ -139,11 +139,15 @@ class HandshakeTaskService(CallerTasks):
     async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         task = await self._find(ctx, task_id)
         if task is not None and task.status not in TERMINAL:
+            find = functools.partial(self._find, ctx, task_id)
             async with StatusWatch(task_id) as watch:  # listening first: a change after the next read is heard
-                task = await self._find(ctx, task_id)
-                while task is not None and task.status not in TERMINAL:
-                    await watch.wait()
-                    task = await self._find(ctx, task_id)
+                task = await durable.until_settled(
+                    await find(),
+                    watch.events,
+                    read=find,
+                    every=task_session.RESULT_RECHECK_SECONDS,
+                    done=durable.terminal,
+                )
         if task is None:
             return None
         if task.result is not None:

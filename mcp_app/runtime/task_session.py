@@ -4,8 +4,9 @@
   process): the call's notifications with related-task ``_meta``, status notifications, requests.
 - ``announce(task_pk, channel)``: after a status change, wake ``tasks/result`` waiters (a status event on the
   task group) and tell the session (``notifications/tasks/status``).
-- ``StatusWatch``: a ``tasks/result`` waiter's subscription to those status events (it also re-reads the record
-  every ``RESULT_RECHECK_SECONDS``, so a lost event only delays it).
+- ``StatusWatch``: a ``tasks/result`` waiter's subscription to those status events, the ``events`` of its
+  ``durable.until_settled`` (which also re-reads the record every ``RESULT_RECHECK_SECONDS``, so a lost event only
+  delays it).
 - ``TaskOutbound``: the ``Outbound`` of a task's call: server-to-client requests through the session's streams,
   the task ``input_required`` until the answer arrives (a ``channel_layer.Correlator``, at whichever process the
   client posts it).
@@ -14,7 +15,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from typing import Any
@@ -95,10 +95,10 @@ RESULT_RECHECK_SECONDS = 2.0
 
 
 class StatusWatch:
-    """Wakes a waiter when a task's status event arrives on its group (in any process)."""
+    """A task's status events on its group (in any process), queued for a waiter (``durable.until_settled``)."""
 
     def __init__(self, task_id: str) -> None:
-        self.changed = asyncio.Event()
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._group = task_group(task_id)
         self._subscription: Subscription | None = None
 
@@ -112,14 +112,9 @@ class StatusWatch:
         return self
 
     def _heard(self, message: dict[str, Any]) -> None:
-        if message.get("type") == TASK_STATUS_EVENT:
-            self.changed.set()
-
-    async def wait(self) -> None:
-        """Until a status event arrives, or ``RESULT_RECHECK_SECONDS`` have passed."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout=RESULT_RECHECK_SECONDS)
-        self.changed.clear()
+        # One queued event stands for all until the waiter reads the record: it reads it once for them.
+        if message.get("type") == TASK_STATUS_EVENT and self.events.empty():
+            self.events.put_nowait(message)
 
     async def __aexit__(self, *exc_info: Any) -> None:
         if self._subscription is not None:

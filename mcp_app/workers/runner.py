@@ -13,7 +13,8 @@
    ``Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
    progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
    real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
-   when the outcome is stored; the record is also re-read on a bounded back-off, so a lost event never hangs;
+   when the outcome is stored; the record is also re-read on a bounded back-off, with ``liveness.check`` on
+   each re-read, so a lost event never hangs (the wait is ``durable.until_settled``);
 5. the outcome is read from the record: a result is returned, an error raised as the ``ProtocolError`` it was.
 
 If the awaiting coroutine is cancelled (``notifications/cancelled``, a closed stream, ``tasks/cancel`` of a
@@ -188,39 +189,21 @@ class RoutingRunner:
         return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease, redispatch=redispatch)
 
     async def wait(self, started: _Started, call: CallContext, *, cancel_on_exit: bool = True) -> dict[str, Any]:
-        """Relay the call's events until its record settles; return or raise its outcome."""
+        """Relay the call's events until its record settles (``durable.until_settled``); return or raise its
+        outcome."""
         record = started.record
         try:
-            if durable.settled(record):
-                return self._result(record, call)
-            poll = POLL_FIRST_SECONDS
-            while True:
-                try:
-                    event = await asyncio.wait_for(started.queue.get(), poll)
-                except TimeoutError:
-                    current = await database_sync_to_async(ToolTask.objects.load)(record.pk)
-                    if current is None:
-                        raise InternalError("The call's record is gone") from None
-                    if durable.settled(current):
-                        return self._result(current, call)
-                    if started.redispatch is not None and await database_sync_to_async(liveness.check)(
-                        current, started.redispatch
-                    ):
-                        poll = POLL_FIRST_SECONDS  # failed, or re-queued: read it again soon
-                        continue
-                    poll = min(poll * 2, POLL_MAX_SECONDS)
-                    continue
-                match event_from_wire(event) if event.get("type") == WORKER_EVENT else None:
-                    case Notify(message=message):
-                        await inbox.pass_on(message, call)
-                    case Progress() as report:
-                        await inbox.progressed(report, call)
-                    case Ask() as ask:
-                        await inbox.answer(ask, call)
-                    case Done() as done:
-                        current = _carried(done) or await database_sync_to_async(ToolTask.objects.load)(record.pk)
-                        if current is not None and durable.settled(current):
-                            return self._result(current, call)
+            settled = await durable.until_settled(
+                record,
+                started.queue,
+                every=POLL_FIRST_SECONDS,
+                most=POLL_MAX_SECONDS,
+                on_event=functools.partial(_relay, call, record.pk),
+                on_recheck=functools.partial(_alive, started.redispatch) if started.redispatch is not None else None,
+            )
+            if settled is None:
+                raise InternalError("The call's record is gone")
+            return self._result(settled, call)
         except asyncio.CancelledError:
             if cancel_on_exit and not (started.detachable and _detaches(call)):
                 await asyncio.shield(durable.cancel(record))
@@ -262,6 +245,26 @@ class RoutingRunner:
         result = await answer_or_task(tool, call, start, settled=settled, running=running)
         result.pop(PARK, None)
         return result
+
+
+async def _relay(call: CallContext, pk: int, event: dict[str, Any]) -> ToolTask | bool:
+    """Pass a worker event on as the call's era prescribes; ``Done`` gives the settled record (carried or read)."""
+    match event_from_wire(event) if event.get("type") == WORKER_EVENT else None:
+        case Notify(message=message):
+            await inbox.pass_on(message, call)
+        case Progress() as report:
+            await inbox.progressed(report, call)
+        case Ask() as ask:
+            await inbox.answer(ask, call)
+        case Done() as done:
+            return _carried(done) or await durable.reload(pk) or False
+    return False
+
+
+async def _alive(redispatch: Any, record: ToolTask) -> bool:
+    """Re-dispatch or fail a call whose worker was lost (``liveness.check``); whether that moved the record."""
+    moved: bool = await database_sync_to_async(liveness.check)(record, redispatch)
+    return moved
 
 
 def _carried(done: Done) -> ToolTask | None:

@@ -7,6 +7,7 @@
   arguments in the result (SEP-1303) and has no session-less ``input_required``; the 2026 extension and worker
   calls keep an ``isError`` result ``completed``. ``keep_answer``: an ``input_required`` answer is kept whole in
   ``result`` (a worker call's awaiting process returns it as it was).
+- ``settled(record)``: it holds an outcome (terminal, or parked waiting for input); ``terminal(record)``: final.
 - ``outcome_of(record)``: a settled record back into what a runner returns (a result dict) or raises (its
   ``ProtocolError``).
 """
@@ -70,6 +71,11 @@ def columns(outcome: Any, *, handshake: bool = False, tool_name: str = "", keep_
             fields = {"status": ToolTask.Status.COMPLETED, "result": result, "status_message": ""}
     fields["finished_at"] = timezone.now()
     return fields
+
+
+def terminal(record: ToolTask) -> bool:
+    """Whether the record is final (a 2025-11-25 task's ``input_required`` is not: its session answers it)."""
+    return record.status in TERMINAL
 
 
 def settled(record: ToolTask) -> bool:
