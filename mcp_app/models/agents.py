@@ -160,9 +160,9 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
         """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
 
         Lookup is by digest, compared in constant time (``match``). Revoked, expired and inactive-agent tokens do
-        not authenticate. A token of an
-        inactive tenant does authenticate: its servers are not servable, so every request ends in a plain 404.
-        The request path uses the cached snapshot of ``mcp_app.caching.identity`` instead.
+        not authenticate. A token of an inactive tenant does authenticate: its servers are not servable, so every
+        request ends in a plain 404. The request path uses the cached snapshot of ``mcp_app.caching.identity``
+        instead.
         """
         return self.match(raw, self.usable().filter(agent__is_active=True).select_related("agent__tenant"))
 

@@ -9,9 +9,9 @@ and ``match`` finds the usable credential behind a raw value: by digest, so the 
 hash the caller cannot steer, and compared in constant time at the end.
 
 Not here, because it differs: whose credential it is (an agent, a user), its scheme, the display prefix (a field
-per model, ``prefix_field``: the help text names the model) and what revocation must reach (an agent token's revocation invalidates every process's cache; an API key
-is looked up on every API request). Fields are declared exactly as the concrete models had them, so this base
-needs no migration.
+per model, ``prefix_field``: the help text names the model) and what revocation must reach (an agent token's
+revocation invalidates every process's cache; an API key is looked up on every API request). Fields are declared
+exactly as the concrete models had them, so this base needs no migration.
 """
 
 from __future__ import annotations
