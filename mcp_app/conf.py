@@ -109,13 +109,13 @@ class AppSettings:
     MAX_BODY_BYTES: Count = 4 * 1024 * 1024
     """Largest accepted POST body, in bytes. Larger bodies are refused with 400 (-32600) while they are read."""
     EDGE_LIMITS: bool = True
-    """Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line
-    limit, 431 over the header limit (request line included), 408 when a request is not fully received this
-    many seconds after its first byte, 400 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is."""
+    """Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line limit,
+    431 over the header limit (request line included), 408 when a request is not fully received this many seconds after
+    its first byte, 400 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is."""
     DAPHNE_TUNING: bool = False
     """Two daphne/Twisted levers (mcp_app.transport.daphne_tuning): reap finished requests at once instead of at
-    daphne's 1-second sweep, and do not parse every POST's Content-Type as a form. Version-guarded; off by
-    default (private internals). See docs/performance.md for what they are worth."""
+    daphne's 1-second sweep, and do not parse every POST's Content-Type as a form. Version-guarded; off by default
+    (private internals). See docs/performance.md for what they are worth."""
     GC_FREEZE_AT_STARTUP: bool = True
     """Move everything alive once the ASGI application is built (Django's whole start-up heap) into the garbage
     collector's permanent generation (gc.freeze), so that full collections stop walking it (docs/performance.md)."""
@@ -123,34 +123,34 @@ class AppSettings:
     MAX_HEADER_BYTES: HeaderBytes = 16 * 1024
     REQUEST_DEADLINE_SECONDS: Positive = 30.0
     IDLE_TIMEOUT_SECONDS: float = 60.0
-    """daphne (EDGE_LIMITS): a connection that neither received nor sent a byte for this long is closed (a client
-    slowly reading a long answer is not idle), and one with more than MAX_PENDING_BYTES written but unread is
-    ended with an SSE error event, then aborted."""
+    """daphne (EDGE_LIMITS): a connection that neither received nor sent a byte for this long is closed (a client slowly
+    reading a long answer is not idle), and one with more than MAX_PENDING_BYTES written but unread is ended with an SSE
+    error event, then aborted."""
     MAX_PENDING_BYTES: int = 8 * 1024 * 1024
     MAX_BATCH_SIZE: Count = 50
     """Largest JSON-RPC batch (array) accepted in one POST."""
     MAX_JSON_DEPTH: JsonDepth = 64
-    """Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it).
-    At most 200: encoders refuse deeper values, and stored values get wrapped a few levels deeper."""
+    """Deepest nesting of arrays/objects accepted in a body, checked before decoding (400 -32600 beyond it). At most
+    200: encoders refuse deeper values, and stored values get wrapped a few levels deeper."""
     MAX_CLIENT_INFO_BYTES: Count = 16 * 1024
-    """Largest encoded clientInfo + capabilities a client may declare (initialize, the 2026-07-28 _meta), in
-    bytes; larger declarations are refused with -32602 instead of being stored."""
+    """Largest encoded clientInfo + capabilities a client may declare (initialize, the 2026-07-28 _meta), in bytes;
+    larger declarations are refused with -32602 instead of being stored."""
     MAX_ECHOED_BYTES: int = 1024
     """Largest request id and _meta.progressToken (encoded, in bytes) a client may send: the server repeats them in
     every answer, progress notification and stored event. Beyond it: -32602 (a token) or -32600 (an id)."""
     SSE_KEEPALIVE_SECONDS: Positive = 25.0
     """Seconds between keep-alive comments on idle SSE streams."""
     SSE_OPEN_AFTER_SECONDS: float = 1.0
-    """A handshake-era tool call on a session that has sent nothing for this long opens its SSE stream (headers,
-    the priming event, then keep-alives), so a proxy's read timeout never cuts a silent call; a call with a
-    progress token opens it at once."""
+    """A handshake-era tool call on a session that has sent nothing for this long opens its SSE stream (headers, the
+    priming event, then keep-alives), so a proxy's read timeout never cuts a silent call; a call with a progress token
+    opens it at once."""
     TOKEN_LAST_USED_INTERVAL_SECONDS: float = 60
     """A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path."""
     API_RATE_PER_KEY: ApiRate = "300/minute"
-    """REST API throttling (DRF's throttles, mcp_app.api.throttling): requests per personal API key and per user
-    (all of a user's keys and browser session together), as "N/second|minute|hour|day"; None: no limit. The
-    counts live in this Django cache (Redis in production, so every process shares them); over a rate the
-    API answers 429 "throttled" with Retry-After."""
+    """REST API throttling (DRF's throttles, mcp_app.api.throttling): requests per personal API key and per user (all of
+    a user's keys and browser session together), as "N/second|minute|hour|day"; None: no limit. The counts live in this
+    Django cache (Redis in production, so every process shares them); over a rate the API answers 429 "throttled" with
+    Retry-After."""
     API_RATE_PER_USER: ApiRate = "600/minute"
     API_THROTTLE_CACHE: str = "default"
     ALLOWED_ORIGINS: Sequence[str] = ()
@@ -168,45 +168,45 @@ class AppSettings:
     CLIENT_REQUEST_TIMEOUT_SECONDS: float = 300
     """How long a tool waits for the client to answer a sampling/elicitation request (seconds)."""
     REDIS_MAX_CONNECTIONS: RedisConnections = 50
-    """Redis connections of a process (mcp_app.redis_pool): each pool (one per event loop, for the channel layer,
-    the event store, the rate/quota/breaker counters) opens at most REDIS_MAX_CONNECTIONS (a command waits
-    for a free one, at most REDIS_POOL_WAIT_SECONDS, then fails as Redis being unreachable), and closes a
-    connection idle for REDIS_IDLE_SECONDS. docs/deployment.md sizes Redis's maxclients from these."""
+    """Redis connections of a process (mcp_app.redis_pool): each pool (one per event loop, for the channel layer, the
+    event store, the rate/quota/breaker counters) opens at most REDIS_MAX_CONNECTIONS (a command waits for a free one,
+    at most REDIS_POOL_WAIT_SECONDS, then fails as Redis being unreachable), and closes a connection idle for
+    REDIS_IDLE_SECONDS. docs/deployment.md sizes Redis's maxclients from these."""
     REDIS_IDLE_SECONDS: Positive = 10.0
     REDIS_POOL_WAIT_SECONDS: Positive = 5.0
     BACKENDS: Backends = field(default_factory=dict)
-    """Where each piece of state that processes share lives (mcp_app.backends; docs/architecture.md has the table):
-    a name of DEFAULT_BACKENDS maps to {"BACKEND": dotted path, "OPTIONS": {...}}; a name left out keeps its
-    embedded default. mcp_host.settings puts every one in Redis whenever REDIS_URL is set."""
+    """Where each piece of state that processes share lives (mcp_app.backends; docs/architecture.md has the table): a
+    name of DEFAULT_BACKENDS maps to {"BACKEND": dotted path, "OPTIONS": {...}}; a name left out keeps its embedded
+    default. mcp_host.settings puts every one in Redis whenever REDIS_URL is set."""
     EVENT_STORE_TTL_SECONDS: float = 300
     """SSE events kept for Last-Event-ID resumption (EVENT_STORE) expire this long after their stream's last event:
     clients resume within seconds (SSE_RETRY_MS), and a stream nobody resumes must not pin memory for long."""
     EVENT_STORE_MAX_BYTES: Count = 1024 * 1024
     """Bytes of events kept per stream (the oldest dropped first; the newest event is always kept)."""
     EVENT_STORE_MAX_BYTES_PER_AGENT: int = 16 * 1024 * 1024
-    """Bytes of events one agent, and one tenant, may store per EVENT_STORE_TTL_SECONDS (0: unlimited). Beyond,
-    their events are still delivered live but not stored (a resume replays none of them; docs/reliability.md)."""
+    """Bytes of events one agent, and one tenant, may store per EVENT_STORE_TTL_SECONDS (0: unlimited). Beyond, their
+    events are still delivered live but not stored (a resume replays none of them; docs/reliability.md)."""
     EVENT_STORE_MAX_BYTES_PER_TENANT: int = 64 * 1024 * 1024
     SSE_RETRY_MS: int = 1000
     """The reconnection delay (retry:) announced on resumable streams, in milliseconds."""
     SSE_RESUME_IDLE_SECONDS: float = 60.0
-    """A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have
-    died); the client resumes again from its last id."""
+    """A stream resumed by Last-Event-ID ends after this many seconds without an event (its producer may have died); the
+    client resumes again from its last id."""
     TASK_IMMEDIATE_SECONDS: float = 0.2
-    """Tasks (2026 extension and 2025-11-25 experimental): how long a task-capable call may run before it becomes
-    a task (2026), how long tasks are kept (a 2025-11-25 client's requested ttl is capped at it), and the
-    polling interval suggested to clients."""
+    """Tasks (2026 extension and 2025-11-25 experimental): how long a task-capable call may run before it becomes a task
+    (2026), how long tasks are kept (a 2025-11-25 client's requested ttl is capped at it), and the polling interval
+    suggested to clients."""
     TASK_TTL_MS: int = 3_600_000
     TASK_POLL_INTERVAL_MS: int = 500
     PAGE_SIZE: Count = 100
     """Items per page of tools/list, resources/list, resources/templates/list, prompts/list and tasks/list."""
     PAGE_MAX_BYTES: int = 512 * 1024
-    """A list page (tools/list, resources/list, ...) also ends before its entries pass this many bytes of JSON
-    (at least one entry per page), so a catalog of large entries is paged instead of sent in one message."""
+    """A list page (tools/list, resources/list, ...) also ends before its entries pass this many bytes of JSON (at least
+    one entry per page), so a catalog of large entries is paged instead of sent in one message."""
     SECRET_KEYS: SecretKeys = ()
-    """Keys that encrypt secrets at rest (secret headers of http tools): the first encrypts, every one decrypts,
-    so a new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy
-    strings; empty: keys derived from Django's SECRET_KEY and SECRET_KEY_FALLBACKS."""
+    """Keys that encrypt secrets at rest (secret headers of http tools): the first encrypts, every one decrypts, so a
+    new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy strings; empty:
+    keys derived from Django's SECRET_KEY and SECRET_KEY_FALLBACKS."""
     OUTBOUND_ALLOWED_NETWORKS: Networks = ()
     """Every outbound connection (http tools' webhooks, upstream MCP servers, client ID metadata documents;
     mcp_app.outbound): addresses it may reach although private, loopback, link-local…, as CIDRs or addresses
@@ -215,12 +215,12 @@ class AppSettings:
     HTTP_TOOL_ALLOWED_NETWORKS: Networks = ()
     """http tools (webhooks) only: more entries, in addition to OUTBOUND_ALLOWED_NETWORKS (same syntax)."""
     OAUTH_CIMD_ALLOWED_NETWORKS: Networks = ()
-    """OAuth (mcp_app.oauth) only: more networks a client ID metadata document may be fetched from, in addition
-    to OUTBOUND_ALLOWED_NETWORKS (same syntax)."""
+    """OAuth (mcp_app.oauth) only: more networks a client ID metadata document may be fetched from, in addition to
+    OUTBOUND_ALLOWED_NETWORKS (same syntax)."""
     OAUTH_REGISTRATIONS_PER_HOUR: RegistrationRate = 600
     """Dynamic client registrations (RFC 7591) per source address: a rate per hour and a burst (GCRA, the buckets of
-    RATE_LIMITS); over it, 429 with Retry-After. Hosted connectors (Claude, ChatGPT) register once per person
-    from a few shared addresses. A rate of 0: no registration at all."""
+    RATE_LIMITS); over it, 429 with Retry-After. Hosted connectors (Claude, ChatGPT) register once per person from a few
+    shared addresses. A rate of 0: no registration at all."""
     OAUTH_REGISTRATION_BURST: Count = 60
     OAUTH_DENIED_REDIRECT_SCHEMES: Sequence[str] = (
         "ftp",
@@ -234,22 +234,22 @@ class AppSettings:
         "ldap",
         "gopher",
     )
-    """Private-use redirect URI schemes (RFC 8252 §7.1, e.g. cursor://) refused besides those a browser handles
-    itself (javascript, data, file, blob, about…: always refused; mcp_app.oauth.redirects)."""
+    """Private-use redirect URI schemes (RFC 8252 §7.1, e.g. cursor://) refused besides those a browser handles itself
+    (javascript, data, file, blob, about…: always refused; mcp_app.oauth.redirects)."""
     OAUTH_CIMD_FETCHES_PER_HOST: Count = 2
-    """Client ID metadata documents fetched at once from one host, per process; more wait for a slot within the
-    fetch's deadline (CIMD_FETCH_TIMEOUT_SECONDS of OAUTH2_PROVIDER, 5 s, over the whole fetch)."""
+    """Client ID metadata documents fetched at once from one host, per process; more wait for a slot within the fetch's
+    deadline (CIMD_FETCH_TIMEOUT_SECONDS of OAUTH2_PROVIDER, 5 s, over the whole fetch)."""
     OAUTH_CONSENT_ROLE: Role = "viewer"
-    """The least tenant role ("viewer", "admin", "owner") that may authorize OAuth clients for the tenant's
-    servers and keep the tokens: a member below it (or removed) loses them on every process within a second."""
+    """The least tenant role ("viewer", "admin", "owner") that may authorize OAuth clients for the tenant's servers and
+    keep the tokens: a member below it (or removed) loses them on every process within a second."""
     HTTP_TOOL_MAX_TIMEOUT_SECONDS: Positive = 60.0
     """The longest timeout a tenant may give an http tool (seconds), and the default one."""
     HTTP_TOOL_DEFAULT_TIMEOUT_SECONDS: float = 10.0
     HTTP_TOOL_MAX_RESPONSE_BYTES: Count = 1024 * 1024
     """Largest reply body an http tool may return (bytes); more is an error, and never read past the bound."""
     UPSTREAM_MAX_TIMEOUT_SECONDS: float = 600.0
-    """Upstream MCP servers (mcp_app.federation). Every upstream connection is SSRF-guarded like an http tool's.
-    The longest timeout a tenant may give an upstream call (seconds), and the default one."""
+    """Upstream MCP servers (mcp_app.federation). Every upstream connection is SSRF-guarded like an http tool's. The
+    longest timeout a tenant may give an upstream call (seconds), and the default one."""
     UPSTREAM_DEFAULT_TIMEOUT_SECONDS: float = 60.0
     UPSTREAM_CONNECT_TIMEOUT_SECONDS: float = 10.0
     """How long connecting (and the handshake or discovery) to an upstream may take."""
@@ -258,8 +258,8 @@ class AppSettings:
     UPSTREAM_MAX_ENTRIES: int = 1000
     """Most entries one sync imports of each kind (tools, resources, templates, prompts); the rest is refused."""
     UPSTREAM_MAX_DESCRIPTION_CHARS: int = 8192
-    """Every process holds every imported entry: an entry's description is cut at UPSTREAM_MAX_DESCRIPTION_CHARS,
-    an entry whose JSON is larger than UPSTREAM_MAX_ENTRY_BYTES is not imported, nor what goes past
+    """Every process holds every imported entry: an entry's description is cut at UPSTREAM_MAX_DESCRIPTION_CHARS, an
+    entry whose JSON is larger than UPSTREAM_MAX_ENTRY_BYTES is not imported, nor what goes past
     UPSTREAM_MAX_CATALOG_BYTES for the whole upstream (the sync report says which)."""
     UPSTREAM_MAX_ENTRY_BYTES: int = 64 * 1024
     UPSTREAM_MAX_CATALOG_BYTES: int = 2 * 1024 * 1024
@@ -268,12 +268,12 @@ class AppSettings:
     UPSTREAM_POOL_IDLE_SECONDS: float = 300.0
     """A process's connection to an upstream (shared by all its calls) is closed after this long unused (seconds)."""
     UPSTREAM_MAX_CONCURRENT_CALLS: int = 24
-    """Calls one process has in flight to one upstream at once (each holds one HTTP connection of its pool, which
-    has room for these plus the upstream's standalone stream); more wait their turn within their own timeout,
-    and one still waiting when it ends answers UPSTREAM_BUSY (the shared connection is never torn down for it)."""
+    """Calls one process has in flight to one upstream at once (each holds one HTTP connection of its pool, which has
+    room for these plus the upstream's standalone stream); more wait their turn within their own timeout, and one still
+    waiting when it ends answers UPSTREAM_BUSY (the shared connection is never torn down for it)."""
     UPSTREAM_BREAKER_FAILURES: int = 5
-    """Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many
-    failures within the window open it; open, calls fail at once for the cool-down, then one call probes."""
+    """Circuit breaker per upstream, shared by every process through Redis (in-process without it): this many failures
+    within the window open it; open, calls fail at once for the cool-down, then one call probes."""
     UPSTREAM_BREAKER_WINDOW_SECONDS: float = 30.0
     UPSTREAM_BREAKER_COOLDOWN_SECONDS: float = 30.0
     AUDIT_ENABLED: bool = True
@@ -299,23 +299,23 @@ class AppSettings:
     HEALTH_CHECK_TIMEOUT_SECONDS: Positive = 2.0
     """Longest time each /readyz dependency probe may take (seconds) before it counts as down."""
     TRACING: bool = False
-    """OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the
-    mcp-host[otel] extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md)."""
+    """OpenTelemetry traces of MCP requests, tool calls (also on workers) and webhook requests; needs the mcp-host[otel]
+    extra. The SDK is configured from the standard OTEL_* variables (docs/observability.md)."""
     INVALIDATION_STALENESS_SECONDS: Positive = 0.75
-    """Caches serve only while the invalidation log was heard from within this many seconds; otherwise every
-    request is resolved from the database. The bound on how stale a cached token, server or session can be."""
+    """Caches serve only while the invalidation log was heard from within this many seconds; otherwise every request is
+    resolved from the database. The bound on how stale a cached token, server or session can be."""
     IDENTITY_CACHE_SIZE: Count = 10_000
-    """Cached token, server and session snapshots per process, and their maximum age (a backstop for changes
-    made behind the ORM's back; ordinary changes invalidate at once)."""
+    """Cached token, server and session snapshots per process, and their maximum age (a backstop for changes made behind
+    the ORM's back; ordinary changes invalidate at once)."""
     IDENTITY_CACHE_MAX_AGE_SECONDS: Positive = 300
     WRITE_BEHIND_INTERVAL_SECONDS: Positive = 2.0
-    """Last-used stamps and session activity are written by a background thread this often (seconds), and
-    at most this many rows wait at once."""
+    """Last-used stamps and session activity are written by a background thread this often (seconds), and at most this
+    many rows wait at once."""
     WRITE_BEHIND_MAX_PENDING: Count = 50_000
     WORKER_CALL_TIMEOUT_SECONDS: float = 300
-    """Worker calls (tool bindings with execution "worker", see mcp_app.workers): how long one may run before it
-    is failed (a binding's timeout_seconds overrides it), and what happens to a call whose worker died
-    mid-run: "requeue" (run it again, at most WORKER_CALL_MAX_ATTEMPTS times in all) or "fail"."""
+    """Worker calls (tool bindings with execution "worker", see mcp_app.workers): how long one may run before it is
+    failed (a binding's timeout_seconds overrides it), and what happens to a call whose worker died mid-run: "requeue"
+    (run it again, at most WORKER_CALL_MAX_ATTEMPTS times in all) or "fail"."""
     WORKER_LOST_CALLS: str = "requeue"
     WORKER_CALL_MAX_ATTEMPTS: int = 2
     WORKER_CALLS_PER_TENANT: Unlimited = 50
@@ -323,12 +323,12 @@ class AppSettings:
     (max_worker_calls); 0: unlimited."""
     WORKER_CALLS_PER_AGENT: Unlimited = 20
     WORKER_CALL_LEASE_SECONDS: Positive = 30.0
-    """A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a
-    process that died (SIGKILL, OOM) frees itself at most this long after its last renewal."""
+    """A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a process
+    that died (SIGKILL, OOM) frees itself at most this long after its last renewal."""
     RATE_LIMIT_PER_TENANT: UnlimitedRate = 1000.0
-    """Request rates (mcp_app.limits.rates, docs/limits.md): requests per second and bursts per tenant, agent
-    and tool (each tools/call draws from its tool's), unless the tenant, agent or tool sets its own rate_limit
-    and rate_burst; a rate of 0 is unlimited. Over a rate: HTTP 429 with Retry-After, JSON-RPC -32011."""
+    """Request rates (mcp_app.limits.rates, docs/limits.md): requests per second and bursts per tenant, agent and tool
+    (each tools/call draws from its tool's), unless the tenant, agent or tool sets its own rate_limit and rate_burst; a
+    rate of 0 is unlimited. Over a rate: HTTP 429 with Retry-After, JSON-RPC -32011."""
     RATE_BURST_PER_TENANT: Count = 2000
     RATE_LIMIT_PER_AGENT: UnlimitedRate = 200.0
     RATE_BURST_PER_AGENT: Count = 400
@@ -343,34 +343,34 @@ class AppSettings:
     SESSIONS_PER_AGENT: NotNegative = 1000
     CAP_LEASE_SECONDS: Positive = 30.0
     INLINE_TASKS_PER_TENANT: NotNegative = 1000
-    """Tasks (either era) running inline, in the serving processes, per agent and per tenant (0: unlimited); a
-    call that would become one more is answered JSON-RPC -32012 (counted in the database, as sessions are)."""
+    """Tasks (either era) running inline, in the serving processes, per agent and per tenant (0: unlimited); a call that
+    would become one more is answered JSON-RPC -32012 (counted in the database, as sessions are)."""
     INLINE_TASKS_PER_AGENT: NotNegative = 100
     FD_RESERVE: NotNegative = 128
     """New streams are refused with 503 once fewer than this many file descriptors are left under the process's
     RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one."""
     AUTH_FAILURE_RATE: Positive = 1.0
     """Brute force (mcp_app.limits.bruteforce): failed authentications per source address and per token prefix, per
-    second and in a burst, before the address's (or prefix's) failures get 429 instead of 401 (a valid token is
-    never refused); how long an unknown token is refused without a query;
-    at most one failure log line per this many seconds."""
+    second and in a burst, before the address's (or prefix's) failures get 429 instead of 401 (a valid token is never
+    refused); how long an unknown token is refused without a query; at most one failure log line per this many
+    seconds."""
     AUTH_FAILURE_BURST: Count = 20
     AUTH_NEGATIVE_CACHE_SECONDS: float = 10.0
     AUTH_FAILURE_LOG_INTERVAL_SECONDS: float = 10.0
     IDEMPOTENCY_TTL_SECONDS: float = 3600
     """How long an idempotency key (_meta) attaches a re-issued call to the first one (seconds)."""
     WORKER_DISPATCH: str = "auto"
-    """Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e.
-    not eager and not memory://; else in the serving process, same behaviour), "celery" or "in_process"."""
+    """Where worker calls run: "auto" (on Celery workers when the project's Celery app has a real broker, i.e. not eager
+    and not memory://; else in the serving process, same behaviour), "celery" or "in_process"."""
     WORKER_QUEUE: str = ""
     """The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q."""
     HEARTBEAT_INTERVAL_SECONDS: Positive = 1.0
     """Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
-    (seconds) in the HEARTBEAT backend, and counts as
-    dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are re-queued or failed, its tasks failed). The
-    sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in serving processes. A worker call no
-    worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER: /readyz answers 503 while
-    no worker consumes the queue (default: reported, still 200, since inline tools are served)."""
+    (seconds) in the HEARTBEAT backend, and counts as dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are
+    re-queued or failed, its tasks failed). The sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in
+    serving processes. A worker call no worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER:
+    /readyz answers 503 while no worker consumes the queue (default: reported, still 200, since inline tools are
+    served)."""
     HEARTBEAT_TIMEOUT_SECONDS: Positive = 5.0
     LIVENESS_SWEEP_SECONDS: Positive = 2.0
     WORKER_QUEUE_TIMEOUT_SECONDS: Positive = 30.0
