@@ -11,8 +11,9 @@ would, in either era.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -29,6 +30,7 @@ from tests.federation.upstream_server import UpstreamProcess
 WAIT_SECONDS = 20.0
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 LOOPBACK = "127.0.0.1"
+MODERN = "2026-07-28"
 
 
 @pytest.fixture(scope="module")
@@ -150,12 +152,31 @@ async def never(context: Any, params: types.ElicitRequestParams) -> types.Elicit
     raise AssertionError("the test answers the input_required itself")
 
 
-async def answer_on_another_client(one: Client, two: Client) -> types.CallToolResult:
-    """Call ``up_ask_name`` statelessly on ``one``, and answer its ``input_required`` by a retry on ``two``."""
-    first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
-    assert isinstance(first, types.InputRequiredResult), first
-    [key] = (first.input_requests or {}).keys()
-    answer = types.ElicitResult(action="accept", content={"name": "Grace"})
-    return await two.session.call_tool(
-        "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
-    )
+def answering(
+    **content: Any,
+) -> tuple[list[str], Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]]:
+    """The messages an elicitation callback was asked (in order), and that callback: it accepts with ``content``."""
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content=content)
+
+    return asked, answer
+
+
+def stateless(base: str, access: Access) -> AbstractAsyncContextManager[Client]:
+    """A stateless (2026-07-28) SDK client at ``base`` that answers no elicitation itself (the test retries)."""
+    return sdk(base, access, mode=MODERN, elicitation_callback=never)
+
+
+async def answer_on_another_daphne(first: str, second: str, access: Access) -> types.CallToolResult:
+    """Call ``up_ask_name`` statelessly at ``first``, and answer its ``input_required`` by a retry at ``second``."""
+    async with asyncio.timeout(WAIT_SECONDS), stateless(first, access) as one, stateless(second, access) as two:
+        asked = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
+        assert isinstance(asked, types.InputRequiredResult), asked
+        [key] = (asked.input_requests or {}).keys()
+        answer = types.ElicitResult(action="accept", content={"name": "Grace"})
+        return await two.session.call_tool(
+            "up_ask_name", {}, input_responses={key: answer}, request_state=asked.request_state
+        )

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
-import mcp_types as types
 import orjson
 import pytest
 from asgiref.sync import sync_to_async
@@ -23,10 +22,10 @@ from tests.conftest import Access
 from tests.e2e.conftest import Daphne
 from tests.e2e.federation.conftest import (
     WAIT_SECONDS,
-    answer_on_another_client,
+    answer_on_another_daphne,
+    answering,
     bearer,
     failure,
-    never,
     sdk,
     texts,
     upstream_url,
@@ -65,9 +64,7 @@ async def test_calls_past_the_connection_pool_wait_their_turn_and_all_succeed(
 async def test_calls_past_the_pool_on_two_processes_all_succeed_and_leave_the_breaker_closed(
     federating_daphne: Daphne,
     second_federating_daphne: Daphne,
-    private_upstream: UpstreamProcess,
-    access_factory: Callable[..., Access],
-    federate: Callable[..., Any],
+    federated: tuple[Access, Any],
 ) -> None:
     """The production shape of the busy upstream: two daphnes at their default settings, each sent 40 concurrent
     calls of a tool slower than the connect timeout (10 s), which is what the 32nd call waited on the SDK's pool
@@ -75,8 +72,7 @@ async def test_calls_past_the_pool_on_two_processes_all_succeed_and_leave_the_br
     process and the rest take their turn: 80 results, no error, and the shared breaker still closed."""
     from mcp_app.federation import breaker
 
-    access = await sync_to_async(access_factory)(tools=())
-    upstream = await sync_to_async(federate)(access, private_upstream.url)
+    access, upstream = federated
     await sync_to_async(breaker.reset)(upstream.pk)
     body = {**slow("x", 11), "jsonrpc": "2.0"}
     headers = {"Authorization": f"Bearer {access.raw_token}", "Accept": "application/json, text/event-stream"}
@@ -143,12 +139,7 @@ async def test_an_upstream_request_outside_any_call_is_declined_and_never_reache
     first = await sync_to_async(access_factory)(tools=())
     await sync_to_async(federate)(first, private_upstream.url, era="2025-11-25")
     second = await sync_to_async(agent_access)(first)
-    asked_first: list[str] = []
-
-    async def first_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked_first.append(params.message)
-        return types.ElicitResult(action="accept", content={"password": "hunter2"})
-
+    asked_first, first_elicit = answering(password="hunter2")
     async with (
         asyncio.timeout(WAIT_SECONDS),
         sdk(federating_daphne.url, first, mode="legacy", elicitation_callback=first_elicit) as one,
@@ -179,12 +170,7 @@ async def test_a_handshake_style_tool_keeps_elicitation_when_its_upstream_is_pin
 ) -> None:
     access = await sync_to_async(access_factory)(tools=())
     upstream = await sync_to_async(federate)(access, private_upstream.url, era=era)
-    asked: list[str] = []
-
-    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"name": "Ada"})
-
+    asked, elicit = answering(name="Ada")
     async with (
         asyncio.timeout(WAIT_SECONDS),
         sdk(federating_daphne.url, access, mode="legacy", elicitation_callback=elicit) as client,
@@ -362,12 +348,7 @@ async def test_a_stateless_retry_reaching_another_process_resumes_the_waiting_up
         access, upstream_url(federating_daphne, mcp_host_upstream), secret=bearer(mcp_host_upstream)
     )
 
-    async with (
-        asyncio.timeout(WAIT_SECONDS),
-        sdk(federating_daphne.url, access, mode="2026-07-28", elicitation_callback=never) as one,
-        sdk(second_federating_daphne.url, access, mode="2026-07-28", elicitation_callback=never) as two,
-    ):
-        result = await answer_on_another_client(one, two)
+    result = await answer_on_another_daphne(federating_daphne.url, second_federating_daphne.url, access)
 
     assert result.is_error is not True, result
     assert texts(result) == ["Hello, Grace!"]

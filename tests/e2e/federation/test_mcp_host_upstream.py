@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne
-from tests.e2e.federation.conftest import WAIT_SECONDS, bearer, sdk, upstream_url
+from tests.e2e.federation.conftest import WAIT_SECONDS, answering, bearer, sdk, upstream_url
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -105,11 +105,7 @@ async def test_a_cancelled_call_stops_the_upstream_tool(
 async def test_an_elicitation_reaches_a_handshake_era_client_and_its_answer_the_upstream_tool(
     federating_daphne: Daphne, federated: Access
 ) -> None:
-    asked: list[str] = []
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"name": "Ada"})
+    asked, answer = answering(name="Ada")
 
     async with (
         asyncio.timeout(WAIT_SECONDS),
@@ -124,11 +120,7 @@ async def test_an_elicitation_reaches_a_handshake_era_client_and_its_answer_the_
 async def test_an_elicitation_reaches_a_stateless_client_as_input_required(
     federating_daphne: Daphne, federated: Access
 ) -> None:
-    asked: list[str] = []
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"name": "Grace"})
+    asked, answer = answering(name="Grace")
 
     async with (
         asyncio.timeout(WAIT_SECONDS),

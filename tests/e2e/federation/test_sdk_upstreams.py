@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne
-from tests.e2e.federation.conftest import WAIT_SECONDS, sdk, texts
+from tests.e2e.federation.conftest import WAIT_SECONDS, answering, sdk, texts
 from tests.federation.upstream_server import UpstreamProcess
 
 pytestmark = pytest.mark.e2e
@@ -98,11 +98,7 @@ async def test_a_cancellation_stops_the_upstream_tool(
 async def test_an_upstream_elicitation_reaches_the_client_and_its_answer_the_tool(
     federating_daphne: Daphne, federated: Access, mode: str
 ) -> None:
-    asked: list[str] = []
-
-    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"name": "Ada"})
+    asked, answer = answering(name="Ada")
 
     async with (
         asyncio.timeout(WAIT_SECONDS),

@@ -25,10 +25,10 @@ from tests.e2e.conftest import Daphne, running_daphne
 from tests.e2e.federation.conftest import (
     LOOPBACK,
     WAIT_SECONDS,
-    answer_on_another_client,
+    answer_on_another_daphne,
     bearer,
-    never,
     sdk,
+    stateless,
     texts,
     upstream_url,
 )
@@ -42,33 +42,28 @@ SECOND_QUEUE = f"{QUEUE}-second"
 ALLOW = {"MCP_OUTBOUND_ALLOWED_NETWORKS": LOOPBACK}
 
 
-@pytest.fixture(scope="module")
-def federation_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with running_worker(tmp_path_factory, pool="threads", concurrency=4, queue=QUEUE, extra_env=ALLOW) as worker:
-        yield worker
+def worker_behind_daphne(worker_name: str, daphne_name: str, queue: str, concurrency: int) -> tuple[Any, Any]:
+    """Two module fixtures: a Celery worker consuming only ``queue``, and a daphne whose worker calls go there."""
+
+    @pytest.fixture(scope="module", name=worker_name)
+    def worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+        with running_worker(
+            tmp_path_factory, pool="threads", concurrency=concurrency, queue=queue, extra_env=ALLOW
+        ) as process:
+            yield process
+
+    @pytest.fixture(scope="module", name=daphne_name)
+    def daphne(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daphne]:
+        request.getfixturevalue(worker_name)
+        with running_daphne(tmp_path_factory, {**ALLOW, "MCP_WORKER_QUEUE": queue}) as server:
+            yield server
+
+    return worker, daphne
 
 
-@pytest.fixture(scope="module")
-def worker_daphne(
-    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, federation_worker: Any
-) -> Iterator[Daphne]:
-    with running_daphne(tmp_path_factory, {**ALLOW, "MCP_WORKER_QUEUE": QUEUE}) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def second_worker(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with running_worker(tmp_path_factory, pool="threads", concurrency=2, queue=SECOND_QUEUE, extra_env=ALLOW) as worker:
-        yield worker
-
-
-@pytest.fixture(scope="module")
-def second_worker_daphne(
-    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory, second_worker: Any
-) -> Iterator[Daphne]:
-    """Another daphne, whose worker calls run on ``second_worker`` (another process than ``federation_worker``)."""
-    with running_daphne(tmp_path_factory, {**ALLOW, "MCP_WORKER_QUEUE": SECOND_QUEUE}) as server:
-        yield server
+federation_worker, worker_daphne = worker_behind_daphne("federation_worker", "worker_daphne", QUEUE, 4)
+# Another daphne, whose worker calls run on ``second_worker`` (another process than ``federation_worker``).
+second_worker, second_worker_daphne = worker_behind_daphne("second_worker", "second_worker_daphne", SECOND_QUEUE, 2)
 
 
 @pytest.fixture
@@ -150,12 +145,7 @@ async def test_a_stateless_retry_reaches_the_worker_whose_upstream_call_waits(
     its threads): the answer reaches the first worker's waiting upstream call."""
     needs_shared_layer()
     retry_daphne = second_worker_daphne if retry_on == "another worker" else worker_daphne
-    async with (
-        asyncio.timeout(WAIT_SECONDS),
-        sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one,
-        sdk(retry_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as two,
-    ):
-        result = await answer_on_another_client(one, two)
+    result = await answer_on_another_daphne(worker_daphne.url, retry_daphne.url, federated_on_worker)
 
     assert result.is_error is not True, result
     assert texts(result) == ["Hello, Grace!"]
@@ -182,7 +172,7 @@ async def test_a_worker_exchange_the_client_never_resumes_ends_at_its_timeout(
         return list(statuses.values_list("status", flat=True)) == [ToolCall.Status.CANCELLED]
 
     async with asyncio.timeout(WAIT_SECONDS):
-        async with sdk(worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never) as one:
+        async with stateless(worker_daphne.url, federated_on_worker) as one:
             first = await one.session.call_tool("up_ask_name", {}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult), first
         await wait_until(
@@ -192,9 +182,7 @@ async def test_a_worker_exchange_the_client_never_resumes_ends_at_its_timeout(
         )
         [key] = (first.input_requests or {}).keys()
         answer = types.ElicitResult(action="accept", content={"name": "Late"})
-        async with sdk(
-            second_worker_daphne.url, federated_on_worker, mode="2026-07-28", elicitation_callback=never
-        ) as two:
+        async with stateless(second_worker_daphne.url, federated_on_worker) as two:
             late = await two.session.call_tool(
                 "up_ask_name", {}, input_responses={key: answer}, request_state=first.request_state
             )
