@@ -3,8 +3,9 @@
 daphne (on Twisted) serves mcp-host. ``install()`` (called by ``mcp_host.asgi``, once per process, and only in a
 daphne process: ``daphne.server`` imported) changes three things, and only on the versions they were verified on
 (``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) with every private name they rely on present (``internals_missing``);
-otherwise it logs once why and leaves daphne as it is. ``tests/transport/test_twisted_compat.py`` fails when an
-upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party names*) lists each with its gain.
+otherwise it logs once why and leaves daphne as it is. On any version it forwards Twisted's errors to Python
+logging (``forward_errors``: daphne's default verbosity discards them), through Twisted's public log publisher.
+``tests/transport/test_twisted_compat.py`` fails when an upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party names*) lists each with its gain.
 
 1. **Reason phrases** (always): daphne writes a status line with Twisted's ``Request.setResponseCode(status)``,
    which takes the phrase from ``twisted.web.http.RESPONSES`` and writes ``Unknown Status`` for a code missing
@@ -26,7 +27,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 logger = logging.getLogger("mcp_app.transport.twisted_compat")
 
@@ -161,6 +162,32 @@ def tune(server_class: type, request_class: type) -> None:
 _outcome: bool | None = None
 
 
+_forwarding: Callable[[Any], None] | None = None
+
+
+def forward_errors() -> Callable[[Any], None]:
+    """Send Twisted's errors to this module's logger at ERROR, once per process; return the observer.
+
+    daphne at its default verbosity (1) sends Twisted's own log nowhere, so an exception in a connection's
+    callbacks (which makes Twisted drop that connection without an answer) left no trace. Only events that carry
+    a failure or are critical pass; at verbosity 2 daphne logs them too, under ``daphne.server``."""
+    global _forwarding
+    if _forwarding is not None:
+        return _forwarding
+    from twisted.logger import ILogObserver, LogLevel, formatEvent, globalLogPublisher
+
+    def observe(event: dict[str, Any]) -> None:
+        failure = event.get("log_failure")
+        if failure is None and event.get("log_level") is not LogLevel.critical:
+            return
+        details = None if failure is None else (failure.type, failure.value, failure.getTracebackObject())
+        logger.error("Twisted: %s", formatEvent(event), exc_info=details)
+
+    globalLogPublisher.addObserver(cast(ILogObserver, observe))  # any callable of one event is an observer
+    _forwarding = observe
+    return observe
+
+
 def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
     """Apply the reason phrases, and the edge limits and daphne tuning if asked, once; whether they are in place.
     Logs once when they cannot be."""
@@ -172,6 +199,7 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
     import daphne
     import twisted
 
+    forward_errors()
     _outcome = False
     if not versions_supported():
         logger.warning(

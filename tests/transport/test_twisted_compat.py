@@ -217,3 +217,21 @@ def test_tuned_requests_do_not_parse_the_body_as_a_form_and_keep_it_whole() -> N
     request = received_form_post(TunedRequest)
     assert request.args == {b"b": [b"2"]}  # the query string only, as Twisted does for any non-form body
     assert request.content.read() == b"a=1"
+
+
+def test_twisted_errors_reach_python_logging_once_and_its_info_does_not(caplog: pytest.LogCaptureFixture) -> None:
+    from twisted.logger import Logger
+
+    assert twisted_compat.forward_errors() is twisted_compat.forward_errors()  # one observer per process
+    twisted_log = Logger(namespace="tests.twisted")
+    try:
+        raise RuntimeError("a callback of a connection failed")
+    except RuntimeError:
+        with caplog.at_level("INFO", logger="mcp_app.transport.twisted_compat"):
+            twisted_log.failure("Unhandled error in {what}", what="dataReceived")
+            twisted_log.info("a connection was made")
+
+    [record] = [r for r in caplog.records if r.name == "mcp_app.transport.twisted_compat"]
+    assert record.levelname == "ERROR"
+    assert record.getMessage() == "Twisted: Unhandled error in dataReceived"
+    assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
