@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db.backends.utils import CursorWrapper
 from django.test import override_settings
 from django.utils.crypto import salted_hmac
 
@@ -20,6 +18,7 @@ from mcp_app.models import ToolCall
 from mcp_app.protocol.errors import INVALID_PARAMS
 from mcp_app.runtime.audit import audit_log
 from tests.helpers import DECLARING, MODERN, call, communicator, modern_call, result_of, rpc, settled
+from tests.request_path import counting
 
 LEGACY_VERSION = "2025-06-18"
 
@@ -118,56 +117,19 @@ async def test_arguments_are_redacted_and_bounded(make_access: Any, orm: Any, to
 # ------------------------------------------------------------------------------------- query counts
 
 
-# Threads that write off the request path on their own schedule (token and session stamps, the audit): a flush
-# of theirs may land during a measured call, and is not that call's cost.
-BACKGROUND_WRITERS = ("mcp-write-behind", "mcp-audit-flusher")
-
-
-class QueryCounter:
-    """Every SQL statement any thread but the background writers runs while active (Django's own capture sees
-    one connection only)."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-        self._lock = threading.Lock()
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        original = CursorWrapper._execute_with_wrappers
-
-        def counted(cursor: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
-            if threading.current_thread().name not in BACKGROUND_WRITERS:
-                with self._lock:
-                    self.statements.append(sql)
-            return original(cursor, sql, *args, **kwargs)
-
-        monkeypatch.setattr(CursorWrapper, "_execute_with_wrappers", counted)
-
-    def take(self) -> list[str]:
-        with self._lock:
-            taken, self.statements = self.statements, []
-        return taken
-
-
-@pytest.fixture
-def counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[QueryCounter]:
-    counter = QueryCounter()
-    counter.install(monkeypatch)
-    yield counter
-
-
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 async def test_auditing_adds_no_query_to_a_warm_tools_call(
-    make_access: Any, orm: Any, counter: QueryCounter, era: str
+    make_access: Any, orm: Any, monkeypatch: pytest.MonkeyPatch, era: str
 ) -> None:
     access = await make_access(tools=("echo",))
 
     async def one_call() -> list[str]:
-        counter.take()
-        if era == "legacy":
-            assert "result" in await legacy_call(access, "echo", {"text": "hi"})
-        else:
-            result_of(await modern_call(access, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
-        return counter.take()
+        with counting(monkeypatch) as cost:
+            if era == "legacy":
+                assert "result" in await legacy_call(access, "echo", {"text": "hi"})
+            else:
+                result_of(await modern_call(access, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+        return cost.queries
 
     await one_call()  # warm: token last-used stamp, resolved catalog
     await one_call()
