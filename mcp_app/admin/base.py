@@ -1,18 +1,8 @@
 """What every mcp_app ModelAdmin and inline shares: tenant scoping through ``mcp_app.permissions``.
 
-``TenantScopedAdmin`` (an unfold ModelAdmin) and ``TenantScopedInline`` (mixed into unfold's inlines) make one
-ModelAdmin tenant-aware without logic of its own:
-
-- querysets (changelist, change form, delete, history, actions, search, autocomplete) go through
-  ``scope_queryset``; another tenant's object is a 404, exactly like a missing one;
-- ``has_*_permission`` ask ``can_view`` / ``can_change`` / ``can_delete`` / ``can_add`` (the role on the object's
-  tenant, which is enough); without an object, whether the user may do it in some tenant;
-- every action receives only the selected objects the user may change (or delete) in their tenant, whatever
-  the page showed, so a user who is admin in one tenant and viewer in another changes nothing in the second;
-- foreign-key and many-to-many choices of tenant-owned models are limited to the tenants the user edits;
-  ``tenant`` offers the user's editable tenants and is preset (and hidden) when there is only one; the field
-  that ties an object to its tenant is read-only once the object exists;
-- JSON fields get a JSON editor (``JSONEditor``) holding indented JSON; help texts are escaped, so ``/mcp/<server id>`` shows as written.
+``TenantScopedAdmin`` and ``TenantScopedInline`` scope querysets, permissions, actions and choices to the user's
+tenants (another tenant's object is a 404); ``JSONEditor`` / ``PrettyJSONField`` edit JSON fields.
+Design: docs/admin.md ("Tenant scoping").
 
 Not owned here: the rules themselves (``mcp_app.permissions``), the domain verbs (the managers).
 """
@@ -146,7 +136,7 @@ _CAN = {"view": permissions.can_view, "change": permissions.can_change, "delete"
 
 
 class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
-    """A ModelAdmin whose every page is limited to the user's tenants (see the module docstring).
+    """A ModelAdmin whose every page is limited to the user's tenants (docs/admin.md).
 
     ``tenant_field``: the field tying a new object to its tenant (``tenant``, ``server``, ``agent``), read-only
     once the object exists. ``read_only_model``: nothing is added or edited through forms (sessions, tasks);

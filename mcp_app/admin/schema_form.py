@@ -1,14 +1,11 @@
 """Form fields built from a tool's input schema (JSON Schema), for "Try it"; and the schema a tool really has.
 
-``schema_fields(schema)``: one Django form field per top-level property, named ``arg__<property>``: a text input
-(a choice for ``enum``), an integer or number input with the schema's bounds, a switch for booleans, and a JSON
-editor for anything else (objects, arrays, unions). Defaults become initial values, descriptions help texts.
-Every generated field is optional for Django (the same form also takes raw JSON); ``arguments_from`` builds the
-arguments object in form mode and reports missing required properties. The tool still validates its arguments
-against the full schema when it runs: this form is a convenience, not the check.
+- ``schema_fields(schema)``: one optional form field per top-level property, named ``arg__<property>``;
+- ``arguments_from(schema, cleaned)``: the arguments object, and the errors of missing required properties;
+- ``python_schemas(tool)`` / ``effective_input_schema(tool)``: a Python tool's schemas as the registry derives
+  them, and what clients see.
 
-``python_schemas(tool)``: a Python tool's input and output schemas as the registry derives them from type hints
-(the stored ``input_schema`` of a Python tool is not used); ``effective_input_schema`` is what clients see.
+The tool still validates its arguments when it runs: this form is a convenience (docs/admin.md, "Try it").
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The audit log: one ``ToolCall`` row per ``tools/call`` request, and the usage figures computed from it.
 
-Rows are written in batches, off the request path, by ``mcp_app.runtime.audit`` (never one INSERT per call).
-They keep their tenant, server and agent as foreign keys (deleting a tenant deletes its audit trail) and a copy
-of the identifying strings (server id, agent id, token prefix, tool name), so the log reads the same after a
-rename. Arguments are stored as a keyed digest of the full arguments plus a redacted, size-bounded copy: a
-secret the client sent never reaches the database.
-
+Rows are written in batches, off the request path, by ``mcp_app.runtime.audit``; they keep a copy of the
+identifying strings and only a keyed digest plus a redacted, bounded copy of the arguments (docs/audit.md).
 ``ToolCall.objects.usage(tenant, since)`` computes calls per day and per-tool error rate and p50/p95 duration
-in the database: ``percentile_cont(…) WITHIN GROUP (ORDER BY duration_ms)`` on PostgreSQL, the same linear
-interpolation with window functions elsewhere (SQLite). ``delete_expired`` applies the retention setting.
+in the database (``percentile_cont`` on PostgreSQL, the same interpolation with window functions elsewhere);
+``delete_expired`` applies the retention setting.
 """
 
 from __future__ import annotations

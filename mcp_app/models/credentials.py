@@ -1,17 +1,13 @@
 """Bearer credentials stored as digests: what agent tokens (``AgentToken``) and personal API keys (``ApiKey``)
 share.
 
-A raw credential is ``<scheme>_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret
-from ``secrets``. ``Credential`` (abstract, no table) holds the SHA-256 digest, the only form ever stored, and
-the lifecycle timestamps (created, expires, revoked, last used); ``is_usable`` and ``usable(now)`` say which
-still work. ``CredentialManager.mint`` makes a raw value with its prefix and digest (the caller shows it once),
-and ``match`` finds the usable credential behind a raw value: by digest, so the lookup's timing depends only on a
-hash the caller cannot steer, and compared in constant time at the end.
+A raw credential is ``<scheme>_<prefix>_<secret>`` (8 hex characters of display prefix, 256 bits of secret).
+``Credential`` (abstract) holds the SHA-256 digest, the only form stored, and the lifecycle timestamps;
+``CredentialManager.mint`` makes a raw value with its prefix and digest, and ``match`` finds the usable
+credential behind a raw value by digest, compared in constant time.
 
-Not here, because it differs: whose credential it is (an agent, a user), its scheme, the display prefix (a field
-per model, ``prefix_field``: the help text names the model) and what revocation must reach (an agent token's
-revocation invalidates every process's cache; an API key is looked up on every API request). Fields are declared
-exactly as the concrete models had them, so this base needs no migration.
+Not here: whose credential it is, its scheme, the prefix field (``prefix_field``) and what revocation must reach.
+Fields are declared exactly as the concrete models had them, so this base needs no migration.
 """
 
 from __future__ import annotations

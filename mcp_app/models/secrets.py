@@ -1,13 +1,11 @@
 """Write-only secrets of a model: stored only encrypted, written through the model, never read back for display.
 
 One rule for every front door (admin, API, commands): assigning a secret replaces it and an empty value removes
-it; reading it gives only what may be shown (which secret headers are set, whether a secret is); the value in
-clear is for the connection that sends it (``reveal_*``), never for a display or a log.
+it; reading it gives only what may be shown; the value in clear is for the connection that sends it
+(``reveal_*``), never for a display or a log.
 
-- ``SecretHeaders``: an abstract model base holding secret headers (names in clear, values encrypted), shared by
-  http tools' webhooks and upstreams. ``obj.secret_headers = {"Authorization": "Bearer …"}`` replaces them all;
-  a value ``"set"`` (what displays show) for a header that is set keeps the stored one, so a representation
-  written back unchanged changes nothing.
+- ``SecretHeaders``: abstract base holding secret headers (names in clear, values encrypted), for webhooks and
+  upstreams; a value ``"set"`` for a header that is set keeps the stored one.
 - ``WriteOnlySecret``: one encrypted string (an upstream's OAuth client secret).
 - ``SecretsQuerySet.rotate_secrets``: re-encrypts every column named in the model's ``encrypted_columns``.
 

@@ -1,16 +1,12 @@
 """Composed-once SQL for the writes on a hot path: one INSERT, and conditional UPDATEs by primary key.
 
-The ORM composes an INSERT or an UPDATE anew on every call, and on the worker-call path that Python costs about
-as much as the round trip it makes (measured in docs/workers.md#performance). ``insert`` and ``update`` write the
-statement the ORM would write, compose it once per (model, database, shape) and keep it; each value is adapted by
-its own field (``get_db_prep_save``), so JSON, datetimes and time zones are stored exactly as the ORM stores them,
-on PostgreSQL and SQLite alike. They run through Django's cursor: errors are Django's (``IntegrityError`` inside
-``transaction.atomic()`` behaves as with ``create``), and query logging, ``CaptureQueriesContext`` and execute
-wrappers see every statement.
+``insert`` and ``update`` write the statement the ORM would write, composed once per (model, database, shape);
+each value is adapted by its own field (``get_db_prep_save``), so values are stored exactly as the ORM stores
+them, and they run through Django's cursor (its errors, query logging and execute wrappers). Why: the ORM's
+composition cost about as much as the round trip on the worker-call path (docs/workers.md, "Performance").
 
-Not for anything else: no signals are sent (``pre_save``/``post_save``), no ``save()`` override runs, and a field
-whose value the database computes (other than the auto primary key) is not read back. The models that use it
-say so on the manager method that does.
+Not for anything else: no signals are sent, no ``save()`` override runs, and a value the database computes
+(other than the auto primary key) is not read back. The models that use it say so on the manager method.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
-"""The table of every durable tool call (``ToolTask``): 2026-07-28 tasks (``io.modelcontextprotocol/tasks``),
-2025-11-25 tasks, and worker calls (``execution="worker"``, ``client_task`` when the client also knows it as a
-task).
+"""The table of every durable tool call (``ToolTask``): 2026-07-28 tasks, 2025-11-25 tasks, and worker calls
+(``execution="worker"``; ``client_task`` when the client also knows it as a task).
 
-A record is created, and stored, before the client hears of it; it belongs to the server and the agent that
-created it and is invisible to anyone else. Statuses: ``queued`` (a worker call not taken yet), ``working`` and
-``input_required`` move; ``completed``, ``failed`` and ``cancelled`` are terminal and never change again (every
-transition is a conditional UPDATE, ``transition``). The manager holds the record's verbs, those of worker calls
-too (``create_worker_call``, ``take``, ``begin``/``untaken``, ``requeue``, ``store``, ``become_task``); how an
-outcome maps to the columns and how running work lives, is settled and is cancelled is the runtime's
-(``runtime.durable``), which hands the verbs the columns (``store``) rather than the models importing it.
+A record is stored before the client hears of it and is visible only to the server and agent that created it.
+``completed``, ``failed`` and ``cancelled`` are terminal: every transition is a conditional UPDATE
+(``transition``). The manager holds the record's verbs, those of worker calls too; how outcomes map to columns
+and how running work is settled and cancelled is ``runtime.durable``'s, which hands the verbs the columns.
 
-Life of a worker call's record: created ``queued`` before dispatch (with its Celery id and deadline), ``working``
-when a worker takes it (``attempts`` + 1, ``started_at``, ``owner``), then terminal, or ``input_required`` for a
-2026 task waiting for ``tasks/update``. Its outcome is stored before the broker message is acknowledged, so a
-worker dying after the tool returned loses nothing.
+Not owned here: the lifecycle (docs/architecture.md, "Durable calls"; docs/workers.md, "Design").
 """
 
 from __future__ import annotations

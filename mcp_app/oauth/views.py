@@ -2,26 +2,14 @@
 something.
 
 - ``ResourceMetadataView``: RFC 9728 metadata of one MCP server (404 for an unknown, disabled or OAuth-off one).
-- ``LoginView`` / ``LogoutView``: Django's sign-in in unfold's login page (any active user; without ``next`` it
-  lands on the person's consents), and signing out to switch account (back to ``next``: the same authorization
-  request, which asks to sign in again).
-- ``AuthorizeView``: DOT's authorization endpoint. The ``resource`` must name exactly one OAuth-enabled server of
-  this site (else ``invalid_target``); the person must be allowed to consent (active member of the server's
-  tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
-  ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
-  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant. The consent page names
-  where the answer goes (the redirect URI's host; a warning for loopback and native-app redirects); a refusal
-  page offers to switch account or to go back to the client with ``access_denied``. Every redirect back to the
-  client, errors included (cancel, PKCE, resource), carries ``iss`` (RFC 9207; DOT adds it to successful answers
-  only). A consent form posted without an S256 challenge records no consent and yields no code
-  (``invalid_request``); one that does not validate (an unknown grant choice, a tool, resource or prompt the server
-  does not expose) is a 400 page, never a redirect (its ``redirect_uri`` is not trusted until DOT has validated it).
-- ``TokenView``: DOT's token endpoint, each request in one database transaction: exchanges of one authorization
-  code at the same moment take turns on its grant row (``validator``), so exactly one gets tokens and every other
-  ``invalid_grant``.
-- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address
-  (``mcp_app.limits.rates``: 429 with ``Retry-After``).
+- ``LoginView`` / ``LogoutView``: sign-in (any active user) and sign-out to switch account.
+- ``AuthorizeView``: DOT's authorization endpoint, with the ``resource`` rule, who may consent, remembered
+  consents, the consent and refusal pages, and ``iss`` on every redirect to the client.
+- ``TokenView``: DOT's token endpoint, each request in one database transaction (concurrent code exchanges).
+- ``RegistrationView`` / ``OpenRegistration``: dynamic registration, rate-limited per source address.
 - ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
+
+What each page does: docs/oauth.md.
 """
 
 from __future__ import annotations
