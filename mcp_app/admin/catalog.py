@@ -1,9 +1,7 @@
 """Admin of a tenant's catalog (tools, resources, prompts) and of the bindings that expose entries on servers.
 
-A Python tool is picked from the code registry, limited to what the operator allowed the user's tenants; the
-model validates the choice again (registered, allowed for the tool's tenant). Schemas are checked as JSON Schema
-2020-12 by the model. Entries an upstream's sync imported link to their upstream and are shown, not edited; no
-add page offers the upstream kind. Every catalog entry has a "Try it" page (``mcp_app.admin.tryit``).
+A tool's page shows its kind's fields only; a Python tool is picked among the registered ones the operator
+allowed; entries an upstream's sync imported are shown, not edited. Every entry has a "Try it" page.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``manage.py mcp_upstream add|set|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
-``add`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
-(``operations.add_upstream``): all or nothing, a first sync that fails registers nothing. Headers given here are
-secret headers: stored encrypted, never shown again. ``set --era`` changes the protocol era spoken to it (from its
-next connection on). ``list`` prints URLs without their query string; ``remove`` deletes the imported entries too.
+``add`` is all or nothing (``operations.add_upstream``): a first sync that fails registers nothing; headers given
+here are secret headers. ``remove`` deletes the imported entries too. Usage: docs/upstreams.md.
 """
 
 from __future__ import annotations
