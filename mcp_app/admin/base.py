@@ -27,9 +27,8 @@ from ..models import Tenant
 
 
 class JSONEditor(forms.Textarea):
-    """JSON edited in jsoneditor's code mode (django-json-widget's assets): syntax highlighting, folding and the
-    parse error marked at its line while typing. The value travels in a hidden textarea as typed, so invalid
-    JSON reaches the form field, which says where it went wrong (nothing typed is silently dropped)."""
+    """JSON edited in jsoneditor's code mode (django-json-widget's assets), the parse error marked while typing;
+    the value travels as typed, so invalid JSON reaches the form field, which says where it went wrong."""
 
     template_name = "admin/mcp_app/widgets/json_editor.html"
 
@@ -77,8 +76,7 @@ class _ScopedChoices:
 
     @staticmethod
     def _building_for(request: HttpRequest, obj: Any, build: Callable[[], Any]) -> Any:
-        """Build a form class while the choices know the tenant of ``obj`` (the edited object, or an inline's
-        parent): the form fields are made during ``build``."""
+        """Build a form class while the choices know the tenant of ``obj`` (the object, or an inline's parent)."""
         previous = getattr(request, "_mcp_form_tenant_id", None)
         request._mcp_form_tenant_id = permissions.tenant_id_of(obj) if obj is not None else None  # type: ignore[attr-defined]
         try:
@@ -136,12 +134,8 @@ _CAN = {"view": permissions.can_view, "change": permissions.can_change, "delete"
 
 
 class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
-    """A ModelAdmin whose every page is limited to the user's tenants (docs/admin.md).
-
-    ``tenant_field``: the field tying a new object to its tenant (``tenant``, ``server``, ``agent``), read-only
-    once the object exists. ``read_only_model``: nothing is added or edited through forms (sessions, tasks);
-    actions still need the change role.
-    """
+    """A ModelAdmin whose every page is limited to the user's tenants (docs/admin.md). ``tenant_field`` ties a new
+    object to its tenant, read-only once it exists; ``read_only_model``: no add or edit forms (actions remain)."""
 
     tenant_field: str | None = "tenant"
     read_only_model = False

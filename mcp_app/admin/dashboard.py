@@ -123,9 +123,8 @@ def chosen_tenant(request: HttpRequest) -> Tenant | None:
 
 
 def live_figures(request: HttpRequest, chosen: Tenant | None = None) -> dict[str, Any]:
-    """What changes from one second to the next: the calls running now, their count, the open sessions (and, for
-    operators, the SSE streams open across the deployment). The dashboard's first render and its 2 s refresh
-    (the task admin's ``running/`` fragment) both come from here, so the cards and the table agree."""
+    """What changes from one second to the next (running calls, their count, open sessions and, for operators,
+    SSE streams): for the dashboard's first render and its 2 s refresh alike, so cards and table agree."""
     running = _scoped(request, ToolTask.objects.exclude(status__in=TERMINAL), chosen)
     idle = timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
     sessions = _scoped(
@@ -177,8 +176,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
 
 
 def _open_streams() -> int | None:
-    """SSE responses open across the deployment (the ``mcp_sse_streams`` gauge; every process's when
-    ``PROMETHEUS_MULTIPROC_DIR`` is shared), ``None`` when it cannot be read."""
+    """SSE responses open across the deployment (the ``mcp_sse_streams`` gauge), ``None`` when unreadable."""
     from ..observability.metrics import open_streams
 
     try:

@@ -51,8 +51,7 @@ def describe(obj: Any, scope: str) -> str:
 
 class RunningWorkerCalls:
     """Mixin for the tenant's and the agent's ModelAdmins: the ``running_worker_calls`` column and field of
-    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip. The form
-    shows ``edited_fields``, then (for an existing object) the running calls, then ``created_at``."""
+    ``quota_scope`` (one round trip per changelist page), after ``edited_fields`` on the form."""
 
     quota_scope: str
     edited_fields: tuple[str, ...]

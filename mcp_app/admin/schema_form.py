@@ -96,8 +96,7 @@ def schema_fields(schema: dict[str, Any]) -> dict[str, forms.Field]:
 
 
 def arguments_from(schema: dict[str, Any], cleaned: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The arguments object from the form's cleaned data (empty optional fields left out), and the errors of
-    required properties left empty (by field name)."""
+    """The arguments from the cleaned data (empty optional fields left out), and errors of required ones left empty."""
     properties, required = _properties(schema)
     arguments: dict[str, Any] = {}
     errors: dict[str, str] = {}

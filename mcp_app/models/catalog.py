@@ -320,12 +320,9 @@ class ServerTool(CatalogBinding):
 
 
 class Resource(CatalogEntry):
-    """A resource (or a URI template of resources) in a tenant's catalog.
-
-    ``static`` resources hold their text or base64 blob here; ``python`` resources are produced by a function
-    registered with ``@resource`` in code, which receives the URI template's variables as arguments; ``upstream``
-    resources keep the upstream's URI.
-    """
+    """A resource (or a URI template of resources) in a tenant's catalog: ``static`` ones hold their text or base64
+    blob; ``python`` ones come from an ``@resource`` function (given the template's variables); ``upstream`` ones
+    keep the upstream's URI."""
 
     class Kind(models.TextChoices):
         STATIC = "static", "Static (content stored here)"
@@ -385,11 +382,8 @@ class Resource(CatalogEntry):
 
 
 class Prompt(CatalogEntry):
-    """A prompt template in a tenant's catalog.
-
-    ``static`` prompts hold their messages here, with ``{argument}`` placeholders; ``python`` prompts are
-    produced by a function registered with ``@prompt`` in code.
-    """
+    """A prompt template in a tenant's catalog: ``static`` ones hold their messages, with ``{argument}``
+    placeholders; ``python`` ones come from an ``@prompt`` function."""
 
     class Kind(models.TextChoices):
         STATIC = "static", "Static (messages stored here)"

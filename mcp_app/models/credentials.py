@@ -71,8 +71,7 @@ class CredentialManager(models.Manager[_C]):
         return raw, prefix, credential_digest(raw)
 
     def match(self, raw: str, queryset: models.QuerySet[_C]) -> _C | None:
-        """The credential of ``queryset`` (already narrowed to usable ones) whose digest is ``raw``'s, or ``None``
-        (another scheme, too long, unknown)."""
+        """The credential of ``queryset`` (usable ones) whose digest is ``raw``'s, or ``None``."""
         if not raw.startswith(f"{self.scheme}_") or len(raw) > MAX_RAW_LENGTH:
             return None
         digest = credential_digest(raw)

@@ -105,8 +105,7 @@ class OAuthClientProfile(models.Model):
 
 
 def consent_roles() -> list[str]:
-    """The tenant roles that may consent: ``OAUTH_CONSENT_ROLE`` and every role above it (``Role`` is declared
-    from the most to the least allowed)."""
+    """The tenant roles that may consent: ``OAUTH_CONSENT_ROLE`` and every role above it (``Role`` order)."""
     roles = [role.value for role in TenantMembership.Role]
     return roles[: roles.index(mcp_settings.OAUTH_CONSENT_ROLE) + 1]
 
@@ -180,8 +179,7 @@ class OAuthConsentManager(models.Manager["OAuthConsent"]):
         return len(ended)
 
     def revoke_for(self, **filters: Any) -> None:
-        """Revoke the mirrored tokens of the consents matching ``filters`` (e.g. ``user=…``, ``application=…``):
-        used when a user is deactivated or a client deleted."""
+        """Revoke the mirrored tokens of the consents matching ``filters`` (``user=…``, ``application=…``)."""
         for consent in self.filter(**filters):
             consent.revoke_tokens()
 

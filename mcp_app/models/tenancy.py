@@ -136,10 +136,8 @@ class TenantMembershipManager(models.Manager["TenantMembership"]):
 
 
 class TenantMembership(models.Model):
-    """A human user's role in a tenant; the admin and the API scope what staff see by it (``mcp_app.permissions``).
-
-    A tenant that has an owner keeps one: the last owner is not demoted (``clean``) nor removed in the admin.
-    """
+    """A human user's role in a tenant, by which the admin and the API scope what staff see. A tenant keeps its
+    last owner: not demoted (``clean``) nor removed in the admin."""
 
     class Role(models.TextChoices):
         OWNER = "owner", "Owner"

@@ -82,8 +82,7 @@ def max_age(cache_control: str | None) -> int:
 
 
 async def _get(url: str, max_size: int, timeout: float, deadline: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
-    """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step, ``deadline``
-    (monotonic) the whole fetch."""
+    """The document at ``url`` (parsed) and its ``Cache-Control``, each step within ``timeout``, all by ``deadline``."""
     transport = cast(httpx.AsyncBaseTransport, outbound.GuardedTransport(outbound.allowed_networks("cimd")))
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
     async with (
@@ -113,8 +112,7 @@ async def _get(url: str, max_size: int, timeout: float, deadline: float) -> tupl
 
 
 def fetch_document(client_id: str) -> tuple[dict[str, Any], int]:
-    """``(metadata, max_age_seconds)`` of the document at ``client_id``, or ``cimd.CIMDError`` (the bounds:
-    docs/oauth.md)."""
+    """``(metadata, max_age_seconds)`` of the document at ``client_id``, or ``cimd.CIMDError`` (docs/oauth.md)."""
     timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
     deadline = time.monotonic() + timeout
     with host_slot(client_id_host(client_id), deadline):

@@ -35,9 +35,8 @@ def _get_allowed_schemes(application: Any) -> list[str]:
 
 
 def install() -> None:
-    """Answer DOT's ``get_allowed_schemes`` per client. DOT documents that method as
-    the place to widen schemes, on a project's own application model; mcp-host runs DOT's model, so the method
-    is set on it here (``AppConfig.ready``). A project whose own model defines the method keeps its own."""
+    """Answer DOT's ``get_allowed_schemes`` (its documented place to widen schemes) per client, on DOT's own
+    model (``AppConfig.ready``); a project whose own model defines the method keeps its own."""
     application = get_application_model()
     if application.get_allowed_schemes is AbstractApplication.get_allowed_schemes:
         application.get_allowed_schemes = _get_allowed_schemes

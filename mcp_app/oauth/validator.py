@@ -83,8 +83,7 @@ class McpOAuth2Validator(OAuth2Validator):
         return True
 
     def validate_code(self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
-        """DOT's check, once the grant row is locked (in the token request's transaction: docs/oauth.md);
-        a code already exchanged is refused and revokes what its first exchange issued."""
+        """DOT's check, the grant row locked first; a code exchanged again revokes its first exchange's tokens."""
         grants = get_grant_model().objects
         if transaction.get_connection(router.db_for_write(grants.model)).in_atomic_block:
             list(grants.select_for_update().filter(code=code, application=client).values_list("pk"))

@@ -51,10 +51,6 @@ def _person(request: HttpRequest) -> Any:
     return request.user
 
 
-def _admin_context(request: HttpRequest) -> dict[str, Any]:
-    return dict(admin.site.each_context(request))
-
-
 class ResourceMetadataView(OAuthProtectedResourceMetadataView):
     server: McpServer
 
@@ -89,7 +85,7 @@ class LoginView(auth_views.LoginView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context.update(_admin_context(self.request))
+        context.update(admin.site.each_context(self.request))
         context.update({"title": "Sign in to authorize an application", "app_path": self.request.get_full_path()})
         return context
 
@@ -163,11 +159,10 @@ class AuthorizeView(AuthorizationView):
     def _refuse(
         self, message: str, application: Any, credentials: dict[str, Any] | None = None, status: int = 403
     ) -> HttpResponse:
-        """The refusal page: switch account, or (with the request's validated ``credentials``) back to the client
-        with ``access_denied``."""
+        """The refusal page: switch account, or (given validated ``credentials``) back with ``access_denied``."""
         back = self._error(application, credentials, "access_denied", message) if credentials else None
         denied_url = back["Location"] if back and back.status_code == 302 else ""
-        context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
+        context = {**admin.site.each_context(self.request), "title": "Authorization refused", "message": message}
         context.update(application=application, denied_url=denied_url)
         return render(self.request, "mcp_app/oauth/refused.html", context, status=status)
 
@@ -185,7 +180,7 @@ class AuthorizeView(AuthorizationView):
     def render_to_response(self, context: dict[str, Any], **response_kwargs: Any) -> HttpResponse:
         # DOT renders a request it cannot answer to the client with the error alone: add the admin's context
         # (unfold's colours, site title) so that page is drawn in the theme too.
-        return super().render_to_response({**_admin_context(self.request), **context}, **response_kwargs)
+        return super().render_to_response({**admin.site.each_context(self.request), **context}, **response_kwargs)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
@@ -202,9 +197,8 @@ class AuthorizeView(AuthorizationView):
         refusal = self._refusal(application)
         if refusal is not None:
             return self._refuse(refusal, application, credentials)
-        remembered = OAuthConsent.objects.filter(
-            user=_person(request), application=application, server=self.server
-        ).exists()
+        mine = OAuthConsent.objects.filter(user=_person(request), application=application, server=self.server)
+        remembered = mine.exists()
         if remembered and "consent" not in request.GET.get("prompt", "").split():
             credentials["resource"] = resources
             try:
@@ -327,7 +321,7 @@ class ConsentListView(ListView):  # type: ignore[type-arg]  # generic in django-
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context.update(_admin_context(self.request))
+        context.update(admin.site.each_context(self.request))
         context["title"] = "Applications you authorized"
         return context
 

@@ -99,8 +99,7 @@ class UpstreamSerializer(TenantOwnedSerializer):
         )
 
     def create(self, validated_data: dict[str, Any]) -> Upstream:
-        """Register: save, first sync and all (``operations.register_upstream``); a failed first sync is a 400
-        and nothing is saved."""
+        """Register (``operations.register_upstream``): a failed first sync is a 400 and nothing is saved."""
         from ...operations import OperationError, register_upstream
 
         try:
