@@ -1,10 +1,6 @@
-"""What every mcp_app ModelAdmin and inline shares: tenant scoping through ``mcp_app.permissions``.
-
-``TenantScopedAdmin`` and ``TenantScopedInline`` scope querysets, permissions, actions and choices to the user's
-tenants (another tenant's object is a 404); ``JSONEditor`` / ``PrettyJSONField`` edit JSON fields.
-Design: docs/admin.md ("Tenant scoping").
-
-Not owned here: the rules themselves (``mcp_app.permissions``), the domain verbs (the managers).
+"""What every mcp_app ModelAdmin and inline shares: ``TenantScopedAdmin`` and ``TenantScopedInline`` scope
+querysets, permissions, actions and choices to the user's tenants through ``mcp_app.permissions`` (which owns the
+rules); ``JSONEditor`` / ``PrettyJSONField`` edit JSON fields. Design: docs/admin.md ("Tenant scoping").
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Form fields built from a tool's input schema (JSON Schema), for "Try it"; and the schema a tool really has.
-
-- ``schema_fields(schema)``: one optional form field per top-level property, named ``arg__<property>``;
-- ``arguments_from(schema, cleaned)``: the arguments object, and the errors of missing required properties;
-- ``python_schemas(tool)`` / ``effective_input_schema(tool)``: a Python tool's schemas as the registry derives
-  them, and what clients see.
-
-The tool still validates its arguments when it runs: this form is a convenience (docs/admin.md, "Try it").
+"""Form fields built from a tool's input schema for "Try it" (``schema_fields``, ``arguments_from``), and the
+schemas a tool really has (``python_schemas``, ``effective_input_schema``). A convenience, not the check: the tool
+validates its arguments when it runs (docs/admin.md, "Try it").
 """
 
 from __future__ import annotations

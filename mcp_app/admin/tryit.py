@@ -1,9 +1,6 @@
-""" "Try it" on a tool, resource or prompt: run it from the admin, as an agent token of the same tenant, through
-``mcp_app.transport.console`` (the token's grant and the protocol dispatcher, like a request on the wire).
-
-The page is ``<object id>/try/`` under the entry's admin; it needs the change role (another tenant's entry is a
-404). Arguments come from a schema form (``schema_form``) or raw JSON; with ``_stream=1`` the answer is NDJSON,
-one line per notification, then the outcome. Design: docs/admin.md ("Try it").
+""" "Try it" on a tool, resource or prompt (``<object id>/try/``, change role): run it as one of the tenant's agent
+tokens through ``mcp_app.transport.console``, like a request on the wire; ``_stream=1`` answers NDJSON, one line
+per notification, then the outcome. Design: docs/admin.md ("Try it").
 """
 
 from __future__ import annotations

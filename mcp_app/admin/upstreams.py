@@ -1,9 +1,6 @@
-"""The admin of upstream MCP servers: register (a first sync on save), test the connection, sync, see the
-imported entries and the circuit breaker, and bind the whole upstream to the tenant's servers (an inline, through
-``federation.sync.bind``/``unbind``). Secrets are write-only (``admin.secrets``). The buttons and actions need
-the change role. What it shows: docs/upstreams.md ("The admin").
-
-Not owned here: what a sync does (``federation.sync``), the breaker (``federation.breaker``).
+"""The admin of upstream MCP servers: register (a first sync on save), test, sync, close the breaker, see the
+imported entries, bind the whole upstream to servers (``federation.sync.bind``/``unbind``); secrets write-only.
+What it shows: docs/upstreams.md ("The admin").
 """
 
 from __future__ import annotations

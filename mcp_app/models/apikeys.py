@@ -1,9 +1,6 @@
-"""Personal API keys: how a human user authenticates to the REST API without a browser session.
-
-A raw key is a credential of scheme ``mcpk`` (``mcpk_<prefix>_<secret>``, stored only as its digest), returned
-once by ``issue_key`` and resolved by ``ApiKey.objects.authenticate``; it acts as its user, with the user's roles.
-
-Not here: what a user may do with the API (``mcp_app.permissions``), the DRF glue (``mcp_app.api.authentication``).
+"""Personal API keys (``mcpk_<prefix>_<secret>``, stored as a digest): how a user authenticates to the REST API
+without a browser session, with exactly the user's roles. Not here: the rules (``mcp_app.permissions``), the DRF
+glue (``mcp_app.api.authentication``).
 """
 
 from __future__ import annotations

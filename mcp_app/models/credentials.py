@@ -1,13 +1,7 @@
-"""Bearer credentials stored as digests: what agent tokens (``AgentToken``) and personal API keys (``ApiKey``)
-share.
-
-A raw credential is ``<scheme>_<prefix>_<secret>`` (8 hex characters of display prefix, 256 bits of secret).
-``Credential`` (abstract) holds the SHA-256 digest, the only form stored, and the lifecycle timestamps;
-``CredentialManager.mint`` makes a raw value with its prefix and digest, and ``match`` finds the usable
-credential behind a raw value by digest, compared in constant time.
-
-Not here: whose credential it is, its scheme, the prefix field (``prefix_field``) and what revocation must reach.
-Fields are declared exactly as the concrete models had them, so this base needs no migration.
+"""Bearer credentials stored as digests, what agent tokens and personal API keys share: a raw
+``<scheme>_<prefix>_<secret>`` (``CredentialManager.mint``), only its SHA-256 digest stored (``Credential``),
+found by digest and compared in constant time (``match``). Whose credential it is, its scheme and what revocation
+reaches are the concrete models'. Fields are declared as the concrete models had them (no migration).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""OAuth 2.1 state of mcp-host on top of django-oauth-toolkit's clients and tokens (``mcp_app.oauth``).
-
-- ``OAuthAgent``: the agent a person uses through one OAuth client in one tenant, created at the first consent.
-- ``OAuthConsent``: what a person allowed a client to do on one server (its grant), per (user, client, server);
-  its access tokens are mirrored as ``AgentToken`` rows (``issue_token``).
-- ``OAuthClientProfile``: what a client states about itself, for the consent page.
-- ``may_consent``: eligibility, the rule for consenting and for keeping the tokens.
-
-Design: docs/oauth.md ("How mcp_app.oauth is built").
+"""OAuth 2.1 state on top of django-oauth-toolkit's clients and tokens: ``OAuthAgent`` (a person's agent for one
+client in one tenant), ``OAuthConsent`` (what they allowed a client on one server; its access tokens mirrored as
+``AgentToken`` rows), ``OAuthClientProfile`` (what a client states about itself) and ``may_consent``
+(eligibility). Design: docs/oauth.md ("How mcp_app.oauth is built").
 """
 
 from __future__ import annotations

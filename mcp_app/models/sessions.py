@@ -1,8 +1,6 @@
-"""Handshake-era sessions (2025-03-26 … 2025-11-25), stored in the database so that any process serves any
-session. The raw ``Mcp-Session-Id`` is returned once; only its SHA-256 digest is stored. A session is bound to
-the server and agent that opened it and expires after ``SESSION_IDLE_SECONDS`` idle, or at DELETE.
-
-Not here: resolving a request's session (``mcp_app.transport.sessions``, from the cached session).
+"""Handshake-era sessions, in the database so that any process serves any session: only the digest of the raw
+``Mcp-Session-Id`` is stored; a session is its server's and agent's, and ends after ``SESSION_IDLE_SECONDS`` idle
+or at DELETE. Not here: resolving a request's session (``mcp_app.transport.sessions``).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Composed-once SQL for the writes on a hot path: one INSERT, and conditional UPDATEs by primary key.
-
-``insert`` and ``update`` write the statement the ORM would write, composed once per (model, database, shape);
-each value is adapted by its own field (``get_db_prep_save``), so values are stored exactly as the ORM stores
-them, and they run through Django's cursor (its errors, query logging and execute wrappers). Why: the ORM's
-composition cost about as much as the round trip on the worker-call path (docs/workers.md, "Performance").
-
-Not for anything else: no signals are sent, no ``save()`` override runs, and a value the database computes
-(other than the auto primary key) is not read back. The models that use it say so on the manager method.
+"""Composed-once SQL for the writes on a hot path: ``insert`` and conditional ``update`` by primary key, the
+statements the ORM would write, each value adapted by its own field, run through Django's cursor (docs/workers.md,
+"Performance", says why). No signals, no ``save()`` override, nothing the database computes is read back
+(but the auto primary key): the models that use it say so on the manager method.
 """
 
 from __future__ import annotations

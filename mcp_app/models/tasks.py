@@ -1,12 +1,7 @@
-"""The table of every durable tool call (``ToolTask``): 2026-07-28 tasks, 2025-11-25 tasks, and worker calls
-(``execution="worker"``; ``client_task`` when the client also knows it as a task).
-
-A record is stored before the client hears of it and is visible only to the server and agent that created it.
-``completed``, ``failed`` and ``cancelled`` are terminal: every transition is a conditional UPDATE
-(``transition``). The manager holds the record's verbs, those of worker calls too; how outcomes map to columns
-and how running work is settled and cancelled is ``runtime.durable``'s, which hands the verbs the columns.
-
-Not owned here: the lifecycle (docs/architecture.md, "Durable calls"; docs/workers.md, "Design").
+"""The table of every durable tool call (``ToolTask``): 2026-07-28 and 2025-11-25 tasks and worker calls. A record
+is stored before the client hears of it, visible only to its server and agent; terminal states never change
+(every transition is a conditional UPDATE). The manager holds the record's verbs; the lifecycle is
+``runtime.durable``'s (docs/architecture.md, "Durable calls").
 """
 
 from __future__ import annotations

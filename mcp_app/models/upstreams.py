@@ -1,11 +1,6 @@
-"""Upstream MCP servers: a tenant's existing MCP servers, federated into its catalog under a prefix.
-
-- ``Upstream``: an MCP server reached over Streamable HTTP, owned by one tenant, with its outbound credentials
-  (plain headers; secret headers and an OAuth client secret, write-only: ``models.secrets``). Its URL is checked
-  by the SSRF guard on every save and every connection.
-- ``UpstreamBinding``: the upstream exposed on one of the tenant's servers as a whole (later syncs included).
-
-Not owned here: the sync that imports its entries (``mcp_app.federation.sync``; docs/upstreams.md).
+"""Upstream MCP servers federated into a tenant's catalog: ``Upstream`` (its URL, SSRF-checked on every save and
+connection, and its outbound credentials, the secrets write-only) and ``UpstreamBinding`` (exposed whole on one
+server). Not owned here: the sync (``mcp_app.federation.sync``; docs/upstreams.md).
 """
 
 from __future__ import annotations

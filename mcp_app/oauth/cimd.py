@@ -1,11 +1,5 @@
-"""Client ID metadata documents, fetched through ``mcp_app.outbound`` (DOT's ``CIMD_METADATA_FETCHER``).
-
-DOT decides when to fetch, checks the document and caches the client; this module owns the fetch: the URL's
-rules, an SSRF-guarded connection, one deadline over the whole fetch, at most ``OAUTH_CIMD_FETCHES_PER_HOST``
-fetches per host at once, and the answer's status, media type, size and cache lifetime. It uses only DOT's
-public names (``CIMDError``, ``oauth2_settings``). What the document says about the client is kept for the
-consent page.
-
+"""Client ID metadata documents, fetched through ``mcp_app.outbound`` (DOT's ``CIMD_METADATA_FETCHER``): the URL's
+rules, an SSRF-guarded connection, one deadline, a per-host cap, and the answer's checks; DOT does the rest.
 Design: docs/oauth.md ("The metadata document fetch").
 """
 

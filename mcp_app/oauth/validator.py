@@ -1,11 +1,6 @@
-"""DOT's request validator, extended with what an MCP authorization server must add (``OAUTH2_VALIDATOR_CLASS``).
-
-At the token endpoint (code and refresh grants) the RFC 8707 ``resource`` must name exactly one OAuth-enabled
-MCP server of this origin that the user has consented to for this client and may still use (``may_consent``;
-else ``invalid_grant``). Each saved access token is mirrored as an agent token of the consent's agent, and an
-authorization code is single-use, concurrent exchanges included. Only DOT's public hooks are used.
-
-Design: docs/oauth.md ("Access tokens are agent tokens", "Single-use codes, concurrent exchanges").
+"""DOT's request validator, extended with what an MCP authorization server must add (``OAUTH2_VALIDATOR_CLASS``):
+the RFC 8707 ``resource`` naming exactly one consented, OAuth-enabled server the user may still use; each access
+token mirrored as an agent token; single-use codes. Design: docs/oauth.md ("How mcp_app.oauth is built").
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The authorization server's and the protected resources' HTTP views: DOT's, subclassed where mcp-host adds
-something.
-
-- ``ResourceMetadataView``: RFC 9728 metadata of one MCP server (404 for an unknown, disabled or OAuth-off one).
-- ``LoginView`` / ``LogoutView``: sign-in (any active user) and sign-out to switch account.
-- ``AuthorizeView``: DOT's authorization endpoint, with the ``resource`` rule, who may consent, remembered
-  consents, the consent and refusal pages, and ``iss`` on every redirect to the client.
-- ``TokenView``: DOT's token endpoint, each request in one database transaction (concurrent code exchanges).
-- ``RegistrationView`` / ``OpenRegistration``: dynamic registration, rate-limited per source address.
-- ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
-
-What each page does: docs/oauth.md.
+something (per-server resource metadata, sign-in, the authorization endpoint with its consent and refusal pages,
+the token endpoint in one transaction, rate-limited open registration, the person's consents). What each page
+does: docs/oauth.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What every serializer of a writable resource shares: writes validated by the model, foreign keys scoped.
-
-Every write passes the serializer's checks and the model's ``full_clean`` (the admin's rules); foreign keys
-accept only objects of tenants where the user may write (another tenant's is the same 400 as a missing one); a
-new object's tenant defaults to the user's only writable tenant. Credentials show ``CREDENTIAL_FIELDS``, never
-their digest; ``with_raw_credential`` adds the raw value to the create response.
+"""What every serializer of a writable resource shares: writes validated by the model's ``full_clean``, foreign
+keys scoped to tenants where the user may write, a new object's tenant defaulted (docs/api.md, "Who sees and
+does what"); credentials shown without their digest, the raw value in the create response only.
 """
 
 from __future__ import annotations
