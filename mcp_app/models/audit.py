@@ -234,9 +234,8 @@ class ToolCall(models.Model):
         verbose_name_plural = "tool calls"
         ordering = ("-started_at",)
         indexes = [
-            # The audit list (newest first, per tenant) and every usage query (one tenant, a time range).
-            # The trailing columns make both covering (index-only scans, no heap visit): measured on 1,000,000
-            # rows in docs/audit.md. Key columns rather than INCLUDE, which SQLite lacks.
+            # The audit list and every usage query (one tenant, a time range), covering (index-only scans:
+            # docs/audit.md); key columns rather than INCLUDE, which SQLite lacks.
             models.Index(fields=("tenant", "started_at", "status"), name="mcp_toolcall_tenant_started"),
             models.Index(
                 fields=("tenant", "tool_name", "started_at", "duration_ms", "status"), name="mcp_toolcall_tenant_tool"

@@ -1,9 +1,6 @@
-"""A tenant's catalog (tools, resources, prompts) and its binding to servers.
-
-``Tool``, ``Resource`` and ``Prompt`` are kinds of ``CatalogEntry`` (what every entry shares: tenant, upstream
-link, timestamps); a ``CatalogBinding`` (``ServerTool``, ``ServerResource``, ``ServerPrompt``) exposes one entry
-on one of the tenant's servers, in a stable order. Every change bumps the catalog version of the affected
-servers (see ``mcp_app.catalog.signals``), which invalidates resolved catalogs in every process.
+"""A tenant's catalog: ``Tool``, ``Resource`` and ``Prompt`` (kinds of ``CatalogEntry``), and the bindings that
+expose one entry on one of the tenant's servers (``ServerTool``, ``ServerResource``, ``ServerPrompt``). Every change
+bumps the affected servers' catalog version (``mcp_app.catalog.signals``), invalidating resolved catalogs everywhere.
 """
 
 from __future__ import annotations

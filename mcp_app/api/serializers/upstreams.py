@@ -1,8 +1,5 @@
-"""Upstream MCP servers of a tenant, and the bodies of their actions (sync, test, bind, unbind).
-
-An upstream's secret headers and OAuth client secret are write-only (``models.secrets``): they are assigned to
-the model like any value, and responses say which secret headers are set (``{"Name": "set"}``) and whether a
-client secret is, never a value.
+"""Upstream MCP servers of a tenant, and the bodies of their actions (sync, test, bind, unbind). Secret headers and
+the OAuth client secret are write-only: responses say which are set, never a value.
 """
 
 from __future__ import annotations

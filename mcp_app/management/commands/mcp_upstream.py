@@ -66,19 +66,16 @@ class Command(OperationCommand):
         add.add_argument("--era", default=ERA_AUTO, choices=ERAS, help=ERA_HELP)
         add.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
         change = actions.add_parser("set", help="Change an upstream's settings.")
-        change.add_argument("--tenant", required=True, help="Tenant slug.")
-        change.add_argument("--name", required=True, help="Upstream name.")
-        change.add_argument("--era", required=True, choices=ERAS, help=ERA_HELP)
         sync = actions.add_parser("sync", help="Re-read the upstream's catalog now and print what changed.")
-        sync.add_argument("--tenant", required=True, help="Tenant slug.")
-        sync.add_argument("--name", required=True, help="Upstream name.")
+        remove = actions.add_parser("remove", help="Delete an upstream and every entry it imported.")
+        for command in (change, sync, remove):
+            command.add_argument("--tenant", required=True, help="Tenant slug.")
+            command.add_argument("--name", required=True, help="Upstream name.")
+        change.add_argument("--era", required=True, choices=ERAS, help=ERA_HELP)
         sync.add_argument("--json", action="store_true", help="Print the sync report as one JSON object.")
         listing = actions.add_parser("list", help="Upstreams with their entries, last sync and bound servers.")
         listing.add_argument("--tenant", help="Only this tenant's upstreams.")
         listing.add_argument("--json", action="store_true", help="Print a JSON list.")
-        remove = actions.add_parser("remove", help="Delete an upstream and every entry it imported.")
-        remove.add_argument("--tenant", required=True, help="Tenant slug.")
-        remove.add_argument("--name", required=True, help="Upstream name.")
 
     def _report(self, report: Any, lists: list[tuple[str, list[str]]]) -> None:
         """Each titled list of names, then what the sync skipped and flagged (on stderr)."""
