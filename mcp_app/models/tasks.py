@@ -40,10 +40,8 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         agent_id: int | None = None,
         **state: Any,
     ) -> ToolTask:
-        """A new task of an agent on a server, given as instances or as primary keys (the request path holds no
-        model instances, only cached snapshots). A ``working`` task run inline is refused with
-        ``CapacityExceeded`` (-32012) when its agent or tenant already runs ``INLINE_TASKS_PER_AGENT`` /
-        ``_PER_TENANT`` of them (docs/limits.md)."""
+        """A new task of an agent on a server (instances, or primary keys from cached snapshots). A ``working``
+        inline task over ``INLINE_TASKS_PER_AGENT`` / ``_PER_TENANT`` is refused with ``CapacityExceeded``."""
         if state.get("status") == "working" and state.get("execution", "inline") == "inline":
             self.check_inline_cap(agent.pk if agent is not None else agent_id)
         return self.create(
@@ -86,9 +84,8 @@ class ToolTaskManager(models.Manager["ToolTask"]):
     def transition(
         self, pk: int, *, where: dict[str, Any] | None = None, increment: tuple[str, ...] = (), **fields: Any
     ) -> bool:
-        """Move a task that is not terminal yet (and whose columns match ``where``; ``increment``: columns to add
-        one to), setting ``fields`` and ``updated_at``, in one composed-once conditional UPDATE
-        (``statements.update``); returns whether it moved."""
+        """Move a task not terminal yet whose columns match ``where`` (``fields`` set, ``increment`` columns + 1) in
+        one conditional UPDATE (``statements.update``); returns whether it moved."""
         fields["updated_at"] = timezone.now()
         moved = statements.update(
             self.model,
