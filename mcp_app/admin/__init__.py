@@ -1,12 +1,7 @@
 """The Django admin as the control panel: operators (superusers) see everything, tenant staff their own tenants.
 
-One module per aggregate (``tenancy``, ``servers``, ``catalog``, ``upstreams``, ``agents``, ``runtime``); every ModelAdmin and
-inline is scoped by the mixins of ``base``, which ask ``mcp_app.permissions`` (the rules the REST API shares).
-``tryit`` adds "Try it" to catalog entries; ``audit`` holds the tool-call log and the usage page.
-
-How a tenant member gets in: a ``TenantMembership`` is all it takes (added here, through the API or with
-``manage.py mcp_member``). It makes the user staff, and its role says which pages exist for them and which
-tenants' objects they see (viewer) or edit (admin, owner); only owners manage memberships.
+One module per aggregate; every ModelAdmin and inline is scoped by the mixins of ``base``, which ask
+``mcp_app.permissions`` (the rules the REST API shares). Design: docs/admin.md.
 """
 
 from django.contrib import admin as _admin

@@ -1,9 +1,6 @@
-"""Admin of agents and their tokens.
-
-Tokens are created here through ``AgentToken.objects.issue_token``: the raw value is shown once in a message and
-never stored. An agent's page shows how many of its worker calls run now, against its limit
-(``max_worker_calls``, which the tenant's admins edit). The token form offers only servers of the agent's tenant (the agent comes from the form, or from
-``?agent=<pk>`` as the agent page's "Issue a token" link sets it); revocation goes through ``AgentToken.revoke``.
+"""Admin of agents and their tokens. Tokens are issued through ``AgentToken.objects.issue_token`` (the raw value
+shown once in a message) and revoked through ``AgentToken.revoke``; a token's choices are its agent's tenant's
+servers and entries (the agent from the form, or ``?agent=<pk>`` from the agent page's "Issue a token" link).
 """
 
 from __future__ import annotations

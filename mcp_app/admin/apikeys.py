@@ -1,8 +1,5 @@
-"""Admin page for personal API keys: every staff user issues and revokes their own keys here.
-
-A key is created through ``ApiKey.objects.issue_key`` for the logged-in user; the raw value is shown once in a
-message and never stored. Staff users see only their own keys (superusers see everyone's); revocation is an
-action that goes through ``ApiKey.revoke``. A key is personal, not tenant data: it acts with its user's roles.
+"""Admin page for personal API keys: every staff user issues (``ApiKey.objects.issue_key``, the raw value shown
+once) and revokes their own keys here; superusers see everyone's.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The audit log in the admin: a read-only, tenant-scoped list of tool calls, and a usage page per tenant.
-
-What a staff user sees is decided by ``mcp_app.permissions`` (the same rules as every other admin page and the
-API): members see their tenants' calls, superusers everyone's; nobody adds, edits or deletes a call here
-(retention is ``mcp_purge``'s job). Every filter offers only choices from the user's tenants. Arguments are shown
-as stored: already redacted (secret-looking keys) and bounded when they were written.
-
-The usage page (``…/toolcall/usage/?tenant=<pk>&days=<n>``) shows calls per day (every day of the period, zeros
-included), and per tool the number of calls, the error rate and the p50/p95 duration, computed by the database
-(``ToolCall.objects.usage``) and drawn with Chart.js by unfold's chart component (the dashboard's charts,
-``admin.dashboard``): served with the admin's static files, no CDN.
+"""The audit log in the admin: a read-only, tenant-scoped list of tool calls (filters offer only the user's
+tenants' choices; nobody adds, edits or deletes), and the usage page per tenant
+(``…/toolcall/usage/?tenant=<pk>&days=<n>``, the dashboard's charts). What they show: docs/audit.md.
 """
 
 from __future__ import annotations

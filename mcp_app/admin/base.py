@@ -1,20 +1,6 @@
-"""What every mcp_app ModelAdmin and inline shares: tenant scoping through ``mcp_app.permissions``.
-
-``TenantScopedAdmin`` (an unfold ModelAdmin) and ``TenantScopedInline`` (mixed into unfold's inlines) make one
-ModelAdmin tenant-aware without logic of its own:
-
-- querysets (changelist, change form, delete, history, actions, search, autocomplete) go through
-  ``scope_queryset``; another tenant's object is a 404, exactly like a missing one;
-- ``has_*_permission`` ask ``can_view`` / ``can_change`` / ``can_delete`` / ``can_add`` (the role on the object's
-  tenant, which is enough); without an object, whether the user may do it in some tenant;
-- every action receives only the selected objects the user may change (or delete) in their tenant, whatever
-  the page showed, so a user who is admin in one tenant and viewer in another changes nothing in the second;
-- foreign-key and many-to-many choices of tenant-owned models are limited to the tenants the user edits;
-  ``tenant`` offers the user's editable tenants and is preset (and hidden) when there is only one; the field
-  that ties an object to its tenant is read-only once the object exists;
-- JSON fields get a JSON editor (``JSONEditor``) holding indented JSON; help texts are escaped, so ``/mcp/<server id>`` shows as written.
-
-Not owned here: the rules themselves (``mcp_app.permissions``), the domain verbs (the managers).
+"""What every mcp_app ModelAdmin and inline shares: ``TenantScopedAdmin`` and ``TenantScopedInline`` scope
+querysets, permissions, actions and choices to the user's tenants through ``mcp_app.permissions`` (which owns the
+rules); ``JSONEditor`` / ``PrettyJSONField`` edit JSON fields. Design: docs/admin.md ("Tenant scoping").
 """
 
 from __future__ import annotations
@@ -37,9 +23,8 @@ from ..models import Tenant
 
 
 class JSONEditor(forms.Textarea):
-    """JSON edited in jsoneditor's code mode (django-json-widget's assets): syntax highlighting, folding and the
-    parse error marked at its line while typing. The value travels in a hidden textarea as typed, so invalid
-    JSON reaches the form field, which says where it went wrong (nothing typed is silently dropped)."""
+    """JSON edited in jsoneditor's code mode (django-json-widget's assets), the parse error marked while typing;
+    the value travels as typed, so invalid JSON reaches the form field, which says where it went wrong."""
 
     template_name = "admin/mcp_app/widgets/json_editor.html"
 
@@ -87,8 +72,7 @@ class _ScopedChoices:
 
     @staticmethod
     def _building_for(request: HttpRequest, obj: Any, build: Callable[[], Any]) -> Any:
-        """Build a form class while the choices know the tenant of ``obj`` (the edited object, or an inline's
-        parent): the form fields are made during ``build``."""
+        """Build a form class while the choices know the tenant of ``obj`` (the object, or an inline's parent)."""
         previous = getattr(request, "_mcp_form_tenant_id", None)
         request._mcp_form_tenant_id = permissions.tenant_id_of(obj) if obj is not None else None  # type: ignore[attr-defined]
         try:
@@ -146,12 +130,8 @@ _CAN = {"view": permissions.can_view, "change": permissions.can_change, "delete"
 
 
 class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
-    """A ModelAdmin whose every page is limited to the user's tenants (see the module docstring).
-
-    ``tenant_field``: the field tying a new object to its tenant (``tenant``, ``server``, ``agent``), read-only
-    once the object exists. ``read_only_model``: nothing is added or edited through forms (sessions, tasks);
-    actions still need the change role.
-    """
+    """A ModelAdmin whose every page is limited to the user's tenants (docs/admin.md). ``tenant_field`` ties a new
+    object to its tenant, read-only once it exists; ``read_only_model``: no add or edit forms (actions remain)."""
 
     tenant_field: str | None = "tenant"
     read_only_model = False

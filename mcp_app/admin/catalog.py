@@ -1,9 +1,7 @@
 """Admin of a tenant's catalog (tools, resources, prompts) and of the bindings that expose entries on servers.
 
-A Python tool is picked from the code registry, limited to what the operator allowed the user's tenants; the
-model validates the choice again (registered, allowed for the tool's tenant). Schemas are checked as JSON Schema
-2020-12 by the model. Entries an upstream's sync imported link to their upstream and are shown, not edited; no
-add page offers the upstream kind. Every catalog entry has a "Try it" page (``mcp_app.admin.tryit``).
+A tool's page shows its kind's fields only; a Python tool is picked among the registered ones the operator
+allowed; entries an upstream's sync imported are shown, not edited. Every entry has a "Try it" page.
 """
 
 from __future__ import annotations
@@ -97,8 +95,7 @@ class UpstreamEntryAdmin(TenantScopedAdmin):
 
 
 def _shown_for(field: str) -> str:
-    """Unfold's Alpine condition for a kind's field on the add page (``kind`` is undefined where it is read-only:
-    the server already chose the fields)."""
+    """Unfold's Alpine condition for a kind's field on the add page (``kind`` is undefined where read-only)."""
     kinds = [kind for kind, fields in KIND_FIELDS.items() if field in fields]
     test = " || ".join(f"kind == '{kind}'" for kind in kinds)
     return f"typeof kind === 'undefined' || {test}"
@@ -106,9 +103,8 @@ def _shown_for(field: str) -> str:
 
 @admin.register(Tool)
 class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
-    """One page per kind: a tool shows only its kind's fields (the kind is fixed once the tool exists). The add
-    page offers every kind, each kind's fields shown only while it is the chosen one (``?kind=`` presets it).
-    A Python tool shows the schemas its registered function derives from its type hints, read-only."""
+    """One page per kind: a tool shows only its kind's fields (fixed once it exists); the add page shows each
+    kind's fields while it is chosen (``?kind=`` presets it). A Python tool shows its derived schemas."""
 
     list_display = ("name", "tenant", "kind", "title", "task_support", "updated_at")
     list_filter = ("kind", "task_support", ("tenant", admin.RelatedOnlyFieldListFilter))

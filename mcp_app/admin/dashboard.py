@@ -1,15 +1,6 @@
-"""The admin index as a dashboard (unfold's ``DASHBOARD_CALLBACK``), and the charts it shares with the usage page.
-
-What it shows, for the period chosen (``?days=`` 7, 30 or 90) and, for a member of several tenants, optionally
-one tenant (``?tenant=<pk>``): calls and errors per UTC day with every day of the period drawn (days without calls
-as zeros), p50/p95 duration per tool, the top agents, the calls running now (durable records of worker calls and
-tasks, with their progress) and the open sessions; the running calls, their count and the open sessions refresh
-every 2 s (``live_figures``, served by the task admin's ``running/`` fragment with ``?cards=1``). A tenant's staff see only their tenants' figures (every query
-goes through ``mcp_app.permissions``); operators (superusers) see every tenant's, and also the SSE streams open
-across the deployment (the ``mcp_sse_streams`` gauge).
-
-Charts are Chart.js, drawn by unfold's chart components from the JSON built here (``charts``, the usage page's
-too): no hand-built SVG. Figures come from ``ToolCall.objects.usage`` (the usage page's query).
+"""The admin index as a dashboard (unfold's ``DASHBOARD_CALLBACK``), and the charts it shares with the usage page:
+calls and errors per day, p50/p95 per tool, top agents, the calls running now and open sessions (``live_figures``,
+refreshed every 2 s), scoped to what the user may see. Design: docs/admin.md ("The dashboard").
 
 Not owned here: the figures' SQL (``mcp_app.models.audit``), who may see what (``mcp_app.permissions``).
 """
@@ -132,9 +123,8 @@ def chosen_tenant(request: HttpRequest) -> Tenant | None:
 
 
 def live_figures(request: HttpRequest, chosen: Tenant | None = None) -> dict[str, Any]:
-    """What changes from one second to the next: the calls running now, their count, the open sessions (and, for
-    operators, the SSE streams open across the deployment). The dashboard's first render and its 2 s refresh
-    (the task admin's ``running/`` fragment) both come from here, so the cards and the table agree."""
+    """What changes from one second to the next (running calls, their count, open sessions and, for operators,
+    SSE streams): for the dashboard's first render and its 2 s refresh alike, so cards and table agree."""
     running = _scoped(request, ToolTask.objects.exclude(status__in=TERMINAL), chosen)
     idle = timedelta(seconds=float(mcp_settings.SESSION_IDLE_SECONDS))
     sessions = _scoped(
@@ -186,8 +176,7 @@ def dashboard(request: HttpRequest) -> dict[str, Any]:
 
 
 def _open_streams() -> int | None:
-    """SSE responses open across the deployment (the ``mcp_sse_streams`` gauge; every process's when
-    ``PROMETHEUS_MULTIPROC_DIR`` is shared), ``None`` when it cannot be read."""
+    """SSE responses open across the deployment (the ``mcp_sse_streams`` gauge), ``None`` when unreadable."""
     from ..observability.metrics import open_streams
 
     try:

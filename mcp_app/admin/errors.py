@@ -1,12 +1,7 @@
-"""403 and 404 pages of the admin in the admin's own frame (sidebar, header, theme), instead of Django's plain ones.
-
-``permission_denied`` and ``page_not_found`` are Django error handlers: a project sets ``handler403`` and
-``handler404`` in its root URLconf to them (``mcp_host.urls`` does). Under the admin site's URL they render
-``admin/mcp_app/error.html`` with the site's context; anywhere else they answer exactly as Django's defaults.
-The status code is kept (403, 404); the message says what happened without saying whether another tenant's
-object exists (a 404 is the same for a missing object and a foreign one).
-
-Not owned here: who may see what (``mcp_app.permissions``).
+"""403 and 404 pages of the admin in the admin's own frame: ``permission_denied`` and ``page_not_found`` are
+Django error handlers a project sets as ``handler403`` / ``handler404`` (``mcp_host.urls`` does). Under the admin
+they render ``admin/mcp_app/error.html`` with the status kept; anywhere else they answer as Django's defaults.
+The message never says whether another tenant's object exists.
 """
 
 from __future__ import annotations

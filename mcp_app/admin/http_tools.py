@@ -24,11 +24,8 @@ class WebhookForm(WriteOnlySecretsForm):
 
 
 class WebhookFormSet(BaseInlineFormSet):
-    """At most one webhook, present exactly when the tool is of kind http.
-
-    A tool form posted without this inline's management data (a script, or a page from before http tools)
-    leaves the webhook as it is, instead of failing with Django's "ManagementForm data is missing".
-    """
+    """At most one webhook, present exactly when the tool is of kind http. A tool form posted without this
+    inline's management data (a script) leaves the webhook as it is, instead of "ManagementForm data is missing"."""
 
     def __init__(self, data: Any = None, *args: Any, **kwargs: Any) -> None:
         prefix = kwargs.get("prefix") or self.get_default_prefix()

@@ -1,10 +1,6 @@
-"""Admin of OAuth consents and OAuth agents (``mcp_app.models.oauth``), tenant-scoped like everything else.
-
-Consents are made by people on the consent page, never here; tenant admins see them and withdraw them (their
-tokens stop working on every process). OAuth agents show which person uses which client in the tenant. The
-tokens themselves are agent tokens (``AgentToken`` admin, with its revoke action). OAuth clients are
-site-wide: operators pre-register them in django-oauth-toolkit's own "Applications" admin; deleting one revokes
-everything issued to it.
+"""Admin of OAuth consents and OAuth agents (``mcp_app.models.oauth``), read-only and tenant-scoped: consents are
+given on the consent page and withdrawn here (their tokens stop working). The tokens are agent tokens
+(``AgentToken`` admin); OAuth clients are DOT's own "Applications" admin.
 """
 
 from __future__ import annotations

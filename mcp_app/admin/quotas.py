@@ -1,11 +1,6 @@
 """What the admin shows of worker-call quotas: how many worker calls of a tenant or agent run now, against its
-effective limit (``mcp_app.limits.quotas``).
-
-Counts are read from the quota backend (Redis when configured, else this process's memory), never from the
-database: a changelist page asks once for all its rows (``QuotaChangeList``), a change page once for its object.
-When the backend cannot be read the admin says "unknown" instead of failing the page.
-
-Not owned here: who may edit ``max_worker_calls`` (the tenant's and agent's ModelAdmins).
+effective limit (``mcp_app.limits.quotas``). Counts come from the quota backend, once per changelist page
+(``QuotaChangeList``) or change page; "unknown" when the backend cannot be read.
 """
 
 from __future__ import annotations
@@ -56,8 +51,7 @@ def describe(obj: Any, scope: str) -> str:
 
 class RunningWorkerCalls:
     """Mixin for the tenant's and the agent's ModelAdmins: the ``running_worker_calls`` column and field of
-    ``quota_scope``, whose changelist reads the running counts of its page's rows in one round trip. The form
-    shows ``edited_fields``, then (for an existing object) the running calls, then ``created_at``."""
+    ``quota_scope`` (one round trip per changelist page), after ``edited_fields`` on the form."""
 
     quota_scope: str
     edited_fields: tuple[str, ...]

@@ -1,14 +1,6 @@
-"""Form fields built from a tool's input schema (JSON Schema), for "Try it"; and the schema a tool really has.
-
-``schema_fields(schema)``: one Django form field per top-level property, named ``arg__<property>``: a text input
-(a choice for ``enum``), an integer or number input with the schema's bounds, a switch for booleans, and a JSON
-editor for anything else (objects, arrays, unions). Defaults become initial values, descriptions help texts.
-Every generated field is optional for Django (the same form also takes raw JSON); ``arguments_from`` builds the
-arguments object in form mode and reports missing required properties. The tool still validates its arguments
-against the full schema when it runs: this form is a convenience, not the check.
-
-``python_schemas(tool)``: a Python tool's input and output schemas as the registry derives them from type hints
-(the stored ``input_schema`` of a Python tool is not used); ``effective_input_schema`` is what clients see.
+"""Form fields built from a tool's input schema for "Try it" (``schema_fields``, ``arguments_from``), and the
+schemas a tool really has (``python_schemas``, ``effective_input_schema``). A convenience, not the check: the tool
+validates its arguments when it runs (docs/admin.md, "Try it").
 """
 
 from __future__ import annotations
@@ -99,8 +91,7 @@ def schema_fields(schema: dict[str, Any]) -> dict[str, forms.Field]:
 
 
 def arguments_from(schema: dict[str, Any], cleaned: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The arguments object from the form's cleaned data (empty optional fields left out), and the errors of
-    required properties left empty (by field name)."""
+    """The arguments from the cleaned data (empty optional fields left out), and errors of required ones left empty."""
     properties, required = _properties(schema)
     arguments: dict[str, Any] = {}
     errors: dict[str, str] = {}

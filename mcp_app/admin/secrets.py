@@ -1,9 +1,6 @@
-"""Write-only secrets in admin forms (``models.secrets``): webhooks' and upstreams' secret headers, upstreams'
-OAuth client secret.
-
-A form lists its secrets in ``write_only``: each is a form field that never renders a value (not even back
-after a validation error) and says only whether it is set (``Set: Authorization.``, ``Set.``, ``Not set.``);
-an empty input keeps the stored value, any input replaces it, and the ``clear_<field>`` switch removes it.
+"""Write-only secrets in admin forms (``models.secrets``): each field in a form's ``write_only`` never renders a
+value (not even after a validation error) and says only whether it is set; an empty input keeps the stored
+value, any input replaces it, and the ``clear_<field>`` switch removes it.
 """
 
 from __future__ import annotations

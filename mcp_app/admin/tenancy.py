@@ -1,10 +1,6 @@
-"""Admin of tenants and memberships.
-
-Members see their tenants; owners rename them and manage memberships; only superusers create or delete
-tenants, activate or deactivate them, and set the operator's allow-list of Python tools and the tenant's limit
-of concurrent worker calls (``max_worker_calls``). Everyone who sees a tenant sees how many of its worker
-calls run now (``mcp_app.admin.quotas``). A membership names its
-user by username (typed, not picked from a list), so an owner never browses the site's users.
+"""Admin of tenants and memberships: owners rename tenants and manage memberships (by username, typed, so an
+owner never browses the site's users); only superusers create, delete, (de)activate tenants and set the
+operator's fields (``OPERATOR_FIELDS``). A tenant keeps at least one owner.
 """
 
 from __future__ import annotations

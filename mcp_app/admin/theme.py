@@ -1,13 +1,7 @@
-"""The admin's look on django-unfold: the sidebar, grouped by what a platform team runs.
+"""The admin's look on django-unfold: ``sidebar(request)``, unfold's ``SIDEBAR["navigation"]`` callable, offering
+exactly the pages the user may open, mcp_app's grouped by ``GROUPS`` (docs/admin.md, "The sidebar").
 
-``sidebar(request)`` is unfold's ``SIDEBAR["navigation"]`` callable (settings: ``UNFOLD``). It is built from the
-admin site's own app list for the request, so it offers exactly the pages the user may open (the same
-permission checks as the index); mcp_app's models are grouped (Overview, Tenants, Servers, Catalog, Agents with
-the OAuth consents and OAuth agents, Runtime); an mcp_app page not placed in ``GROUPS`` and every other
-registered model (users and groups, another app's pages) follow under their app's name.
-
-Not owned here: who may see what (``mcp_app.permissions`` through each ModelAdmin), the dashboard
-(``mcp_app.admin.dashboard``).
+Not owned here: who may see what (each ModelAdmin), the dashboard (``mcp_app.admin.dashboard``).
 """
 
 from __future__ import annotations

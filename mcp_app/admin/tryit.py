@@ -1,19 +1,6 @@
-""" "Try it" on a tool, resource or prompt: run it from the admin, as an agent of the same tenant.
-
-The page (``<object id>/try/`` under the entry's admin) lets a member with the change role pick a server that
-exposes the entry (preselected: ``?server=<pk>``, else the first) and one of the tenant's usable agent tokens, give
-the arguments, and see what a client would see: the request sent, its notifications (progress, logs) and the
-result or error. The run goes through ``mcp_app.transport.console``, i.e. the token's grant on the server and the
-protocol dispatcher, like a request on the wire; a token that may not use the server is refused with the wire's
-reason.
-
-Arguments: a form built from the tool's input schema (a field per property: text, number, switch, choice; a JSON
-editor for objects and arrays), or raw JSON (``input_mode=json``; a post with ``arguments`` and no mode is raw
-JSON). Live progress: the page's script posts the same form with ``_stream=1`` and reads the answer as NDJSON
-lines, one per notification while the call runs, then the outcome's HTML; without script the page posts and
-shows everything at the end. Both are the same POST (CSRF token included) through the same checks.
-
-Viewers do not run anything (running a tool may have effects); another tenant's entry is a 404.
+""" "Try it" on a tool, resource or prompt (``<object id>/try/``, change role): run it as one of the tenant's agent
+tokens through ``mcp_app.transport.console``, like a request on the wire; ``_stream=1`` answers NDJSON, one line
+per notification, then the outcome. Design: docs/admin.md ("Try it").
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""The admin of upstream MCP servers: register, test the connection, sync, see the imported entries and the
-circuit breaker, and bind the whole upstream to the tenant's servers.
-
-- The form has write-only secret headers (as webhooks) and a write-only OAuth client secret
-  (``admin.secrets``); neither value is ever rendered.
-- Saving a new upstream runs its first sync and shows the report as a message (a failure is kept with its error,
-  to be fixed and synced again; ``mcp_upstream add`` and the API register all or nothing instead).
-- Whole-server bindings are an inline limited to the upstream's tenant's servers; adding one exposes every entry
-  there (``federation.sync.bind``), removing one takes them away (``unbind``).
-- "Sync now", "Test connection" and "Close breaker" are buttons on the change page (POST, CSRF-protected) and
-  actions on the list; they need the change role in the upstream's tenant, like every change.
-
-Not owned here: what a sync does (``federation.sync``), the breaker (``federation.breaker``).
+"""The admin of upstream MCP servers: register (a first sync on save), test, sync, close the breaker, see the
+imported entries, bind the whole upstream to servers (``federation.sync.bind``/``unbind``); secrets write-only.
+What it shows: docs/upstreams.md ("The admin").
 """
 
 from __future__ import annotations

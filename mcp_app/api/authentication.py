@@ -1,10 +1,6 @@
 """How humans authenticate to the API: a personal API key (``Authorization: Bearer mcpk_…``) or the Django
-session of a logged-in user (with CSRF on unsafe methods, as DRF's ``SessionAuthentication`` enforces).
-
-Agent tokens (``mcp_…``) are machine credentials for the MCP endpoints and never open the API: presenting one
-here is a 401 that says so. A key that is unknown, revoked or expired, or belongs to an inactive user, is a 401
-with the same message, so the answer does not tell which. Last use is stamped at most once per
-``TOKEN_LAST_USED_INTERVAL_SECONDS``.
+session (CSRF on unsafe methods). An agent token is a 401 that says so; an unknown, revoked, expired or inactive
+user's key is a 401 with one message, so the answer does not tell which (docs/api.md, "Authentication").
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""The one place where API errors become responses: every error is JSON with a stable code.
-
-Shape (documented in ``docs/api.md`` and in the OpenAPI schema as ``Error``)::
-
-    {"error": {"code": "validation_error", "message": "Invalid input.", "fields": {"name": ["…"]}}}
-
-``fields`` is present only for validation errors; errors that concern no single field are listed under
-``non_field_errors``. Codes are constants below and never change meaning; messages are for humans and may.
-Unknown exceptions are logged with their traceback and answered as a sanitised ``internal_error`` (500); the
-database refusing, failing or passing its bounds (``mcp_app.database``) is ``service_unavailable`` (503 with
-``Retry-After``), logged as one line. Nothing leaks a traceback or an object of another tenant.
+"""The one place where API errors become responses: ``{"error": {"code", "message", "fields"?}}`` with a stable
+code (the constants below; docs/api.md, "Errors"). Unknown exceptions are logged with their traceback and
+answered as a sanitised ``internal_error`` (500); an unavailable database (``mcp_app.database``) is
+``service_unavailable`` (503 with ``Retry-After``), logged as one line.
 """
 
 from __future__ import annotations

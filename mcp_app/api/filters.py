@@ -1,8 +1,6 @@
-"""Query-string filters of the list endpoints (django-filter).
-
-Foreign keys are filtered by id with plain integer filters over the already scoped queryset: filtering by
-another tenant's id gives an empty page, exactly like an id that does not exist (a choice filter would answer
-400 for one and 200 for the other, telling them apart).
+"""Query-string filters of the list endpoints (django-filter). Foreign keys are plain integer filters over the
+scoped queryset, so another tenant's id gives an empty page, exactly like a missing one (a choice filter's 400
+would tell them apart).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """DRF glue onto ``mcp_app.permissions``, the one module the admin and the API ask; no rule is decided here.
 
-Each request maps to one of the four Django actions (view, add, change, delete) and is checked exactly as the
-admin checks it: the model permission of the action (which a role that allows it grants), and the user's
-``TenantMembership`` role in the object's tenant (``viewer`` views, ``admin`` adds/changes/deletes, ``owner`` also manages memberships;
-superusers everything). Querysets are scoped with ``scope_queryset`` before any lookup, so another tenant's
-object is a 404, never a 403; a user who may see an object but not change it gets a 403.
-
-Custom actions name their Django action in the view's ``action_permissions`` (``revoke`` and ``terminate`` are
-changes); any other unsafe action counts as a change.
+Each request maps to a Django action (view, add, change, delete; custom actions name theirs in the view's
+``action_permissions``, any other unsafe one is a change) and is checked as the admin checks it: the model
+permission and the role in the object's tenant (docs/api.md, "Who sees and does what").
 """
 
 from __future__ import annotations

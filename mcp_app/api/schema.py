@@ -1,10 +1,6 @@
-"""The API's OpenAPI 3 description (drf-spectacular) and its offline documentation page.
-
-``ApiAutoSchema`` adds the shared ``Error`` body to every operation's 400/401/403/404 answers, so clients see
-the error format in the schema. ``SCHEMA_SETTINGS`` are applied to this API's schema view only (a project's
-own ``SPECTACULAR_SETTINGS`` keep describing its own APIs); ``only_this_api`` keeps other DRF views of the
-project out of this schema. ``OfflineSwaggerView`` serves Swagger UI from the static files of
-``drf_spectacular_sidecar``: no CDN, so the page works without Internet access.
+"""The API's OpenAPI 3 description (drf-spectacular) and its offline documentation page: ``ApiAutoSchema`` adds
+the ``Error`` body to every operation's 4xx answers; ``SCHEMA_SETTINGS`` apply to this API's schema view only
+and ``only_this_api`` keeps the project's other views out; ``OfflineSwaggerView`` serves Swagger UI without a CDN.
 """
 
 from __future__ import annotations

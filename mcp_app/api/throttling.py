@@ -1,12 +1,6 @@
-"""How often one API key and one user may call the API: DRF's ``SimpleRateThrottle`` on the shared Django cache.
-
-``ApiKeyRateThrottle`` counts the requests of one personal API key (``API_RATE_PER_KEY``), ``UserRateThrottle``
-those of one user, whatever their credential (``API_RATE_PER_USER``: every key and the browser session together).
-Rates are read from ``mcp_settings`` (``None``: no limit); the request histories live in the Django cache named
-by ``API_THROTTLE_CACHE``, Redis in production, so that every process counts the same requests. Anonymous
-requests are not counted: they never get past authentication and permissions, which run first. Over a rate the
-view raises DRF's ``Throttled``, which ``mcp_app.api.exceptions`` answers as 429 ``throttled`` with
-``Retry-After``.
+"""How often one API key (``API_RATE_PER_KEY``) and one user (``API_RATE_PER_USER``) may call the API: DRF's
+``SimpleRateThrottle`` on the Django cache named by ``API_THROTTLE_CACHE``, rates read from ``mcp_settings``
+(docs/api.md, "Throttling"). Anonymous requests never get this far.
 """
 
 from __future__ import annotations

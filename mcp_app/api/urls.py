@@ -1,10 +1,5 @@
-"""URLs of the API. A project mounts them with ``path("api/", include("mcp_app.api.urls"))``, which gives:
-
-- ``/api/v1/``     the API root (links to every resource list);
-- ``/api/v1/…``    the resources (``tenants``, ``memberships``, ``servers``, ``tools``, ``resources``, ``prompts``,
-  ``upstreams``, ``server-tools``, ``server-resources``, ``server-prompts``, ``agents``, ``tokens``, ``sessions``, ``tool-calls``, ``api-keys``, ``oauth-consents``,
-  ``oauth-agents``);
-- ``/api/schema/`` the OpenAPI 3 schema; ``/api/docs/`` Swagger UI (offline).
+"""URLs of the API, mounted with ``path("api/", include("mcp_app.api.urls"))``: ``/api/v1/`` (the root and the
+resources), ``/api/schema/`` (OpenAPI 3) and ``/api/docs/`` (Swagger UI, offline). See docs/api.md.
 """
 
 from __future__ import annotations

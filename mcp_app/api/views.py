@@ -1,12 +1,8 @@
 """The API's viewsets: one per resource, each a thin front door onto the models and their managers.
 
-Every queryset is scoped to the requesting user's tenants (``permissions.scope_queryset``) before any lookup, so
-another tenant's object is a 404. Writes need a writing role in the object's tenant (``TenantRolePermission``).
-``/api/v1/`` itself is the API root, listing the resources. Every view answers JSON, and DRF's browsable HTML
-pages to a browser (``Accept: text/html``); every view is throttled per API key and per user
-(``mcp_app.api.throttling``). Actions are the domain verbs: ``POST tokens/{id}/revoke/`` (``AgentToken.revoke``), ``POST
-sessions/{id}/terminate/`` (``McpSession.terminate``), ``POST api-keys/{id}/revoke/`` (``ApiKey.revoke``), and an
-upstream's ``sync``, ``test``, ``bind`` and ``unbind`` (``mcp_app.federation.sync``). Tool calls are read-only.
+Every queryset is scoped to the user's tenants before any lookup (another tenant's object is a 404); writes need
+a writing role in the object's tenant (``TenantRolePermission``); actions are the domain verbs (docs/api.md,
+"Endpoints").
 """
 
 from __future__ import annotations

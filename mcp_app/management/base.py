@@ -1,9 +1,6 @@
-"""What mcp_app's management commands share, so that each command only declares its arguments and prints.
-
-``OperationCommand`` turns an ``operations.OperationError`` into a ``CommandError`` and, for commands with
-subcommands (``dest="action"``), runs ``handle_<action>``; ``emit`` prints one JSON value and nothing else when
-``--json`` was given; ``revoke`` refuses to revoke several credentials without ``--all``. ``when`` and
-``expiry`` are the dates as printed and as given (``--expires-in-days``).
+"""What mcp_app's management commands share, so that each command only declares its arguments and prints:
+``OperationCommand`` (``OperationError`` as ``CommandError``, ``handle_<action>`` per subcommand, ``emit`` for
+``--json``, ``revoke`` with ``--all``), and the dates as printed (``when``) and as given (``expiry``).
 """
 
 from __future__ import annotations

@@ -146,9 +146,7 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
         }
 
     def catalog_grant(self, token: AgentToken) -> CatalogGrant:
-        """The token's grant. No query for an unlimited token (its flags come with the token row), one per kind
-        for a limited one. The request path reads it from its cached token snapshot, so this runs on the cold
-        path only (``mcp_app.caching.identity``)."""
+        """The token's grant (the request path reads it from its cached token snapshot)."""
         if not token.limit_to_grant:
             return CatalogGrant(read_only=True) if token.read_only else FULL_GRANT
         tools, resources, prompts = (
@@ -157,13 +155,9 @@ class AgentTokenManager(CredentialManager["AgentToken"]):
         return CatalogGrant(tools, resources, prompts, read_only=token.read_only)
 
     def authenticate(self, raw: str) -> AgentToken | None:
-        """The usable token whose digest matches ``raw``, with agent and tenant loaded, or ``None``.
-
-        Lookup is by digest, compared in constant time (``match``). Revoked, expired and inactive-agent tokens do
-        not authenticate. A token of an inactive tenant does authenticate: its servers are not servable, so every
-        request ends in a plain 404. The request path uses the cached snapshot of ``mcp_app.caching.identity``
-        instead.
-        """
+        """The usable token of an active agent whose digest matches ``raw`` (``match``), with agent and tenant
+        loaded, or ``None``. A token of an inactive tenant does authenticate: its servers are not servable (404).
+        The request path uses the cached snapshot of ``mcp_app.caching.identity`` instead."""
         return self.match(raw, self.usable().filter(agent__is_active=True).select_related("agent__tenant"))
 
 

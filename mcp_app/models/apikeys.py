@@ -1,11 +1,6 @@
-"""Personal API keys: how a human user authenticates to the REST API without a browser session.
-
-A raw key is a credential of scheme ``mcpk`` (``mcpk_<prefix>_<secret>``, stored only as its digest:
-``models.credentials``), which tells it apart from an agent token (``mcp_…``, never opens the API); it is
-returned once by ``issue_key`` and resolved by ``ApiKey.objects.authenticate``. A key acts as its user, with
-exactly the user's tenant roles; it does not carry permissions of its own.
-
-Not here: what a user may do with the API (``mcp_app.permissions``), the DRF glue (``mcp_app.api.authentication``).
+"""Personal API keys (``mcpk_<prefix>_<secret>``, stored as a digest): how a user authenticates to the REST API
+without a browser session, with exactly the user's roles. Not here: the rules (``mcp_app.permissions``), the DRF
+glue (``mcp_app.api.authentication``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The audit log: one ``ToolCall`` row per ``tools/call`` request, and the usage figures computed from it.
 
-Rows are written in batches, off the request path, by ``mcp_app.runtime.audit`` (never one INSERT per call).
-They keep their tenant, server and agent as foreign keys (deleting a tenant deletes its audit trail) and a copy
-of the identifying strings (server id, agent id, token prefix, tool name), so the log reads the same after a
-rename. Arguments are stored as a keyed digest of the full arguments plus a redacted, size-bounded copy: a
-secret the client sent never reaches the database.
-
+Rows are written in batches, off the request path, by ``mcp_app.runtime.audit``; they keep a copy of the
+identifying strings and only a keyed digest plus a redacted, bounded copy of the arguments (docs/audit.md).
 ``ToolCall.objects.usage(tenant, since)`` computes calls per day and per-tool error rate and p50/p95 duration
-in the database: ``percentile_cont(…) WITHIN GROUP (ORDER BY duration_ms)`` on PostgreSQL, the same linear
-interpolation with window functions elsewhere (SQLite). ``delete_expired`` applies the retention setting.
+in the database (``percentile_cont`` on PostgreSQL, the same interpolation with window functions elsewhere);
+``delete_expired`` applies the retention setting.
 """
 
 from __future__ import annotations
@@ -238,9 +234,8 @@ class ToolCall(models.Model):
         verbose_name_plural = "tool calls"
         ordering = ("-started_at",)
         indexes = [
-            # The audit list (newest first, per tenant) and every usage query (one tenant, a time range).
-            # The trailing columns make both covering (index-only scans, no heap visit): measured on 1,000,000
-            # rows in docs/audit.md. Key columns rather than INCLUDE, which SQLite lacks.
+            # The audit list and every usage query (one tenant, a time range), covering (index-only scans:
+            # docs/audit.md); key columns rather than INCLUDE, which SQLite lacks.
             models.Index(fields=("tenant", "started_at", "status"), name="mcp_toolcall_tenant_started"),
             models.Index(
                 fields=("tenant", "tool_name", "started_at", "duration_ms", "status"), name="mcp_toolcall_tenant_tool"

@@ -1,9 +1,6 @@
-"""A tenant's catalog (tools, resources, prompts) and its binding to servers.
-
-``Tool``, ``Resource`` and ``Prompt`` are kinds of ``CatalogEntry`` (what every entry shares: tenant, upstream
-link, timestamps); a ``CatalogBinding`` (``ServerTool``, ``ServerResource``, ``ServerPrompt``) exposes one entry
-on one of the tenant's servers, in a stable order. Every change bumps the catalog version of the affected
-servers (see ``mcp_app.catalog.signals``), which invalidates resolved catalogs in every process.
+"""A tenant's catalog: ``Tool``, ``Resource`` and ``Prompt`` (kinds of ``CatalogEntry``), and the bindings that
+expose one entry on one of the tenant's servers (``ServerTool``, ``ServerResource``, ``ServerPrompt``). Every change
+bumps the affected servers' catalog version (``mcp_app.catalog.signals``), invalidating resolved catalogs everywhere.
 """
 
 from __future__ import annotations
@@ -320,12 +317,9 @@ class ServerTool(CatalogBinding):
 
 
 class Resource(CatalogEntry):
-    """A resource (or a URI template of resources) in a tenant's catalog.
-
-    ``static`` resources hold their text or base64 blob here; ``python`` resources are produced by a function
-    registered with ``@resource`` in code, which receives the URI template's variables as arguments; ``upstream``
-    resources keep the upstream's URI.
-    """
+    """A resource (or a URI template of resources) in a tenant's catalog: ``static`` ones hold their text or base64
+    blob; ``python`` ones come from an ``@resource`` function (given the template's variables); ``upstream`` ones
+    keep the upstream's URI."""
 
     class Kind(models.TextChoices):
         STATIC = "static", "Static (content stored here)"
@@ -385,11 +379,8 @@ class Resource(CatalogEntry):
 
 
 class Prompt(CatalogEntry):
-    """A prompt template in a tenant's catalog.
-
-    ``static`` prompts hold their messages here, with ``{argument}`` placeholders; ``python`` prompts are
-    produced by a function registered with ``@prompt`` in code.
-    """
+    """A prompt template in a tenant's catalog: ``static`` ones hold their messages, with ``{argument}``
+    placeholders; ``python`` ones come from an ``@prompt`` function."""
 
     class Kind(models.TextChoices):
         STATIC = "static", "Static (messages stored here)"

@@ -1,17 +1,7 @@
-"""Bearer credentials stored as digests: what agent tokens (``AgentToken``) and personal API keys (``ApiKey``)
-share.
-
-A raw credential is ``<scheme>_<prefix>_<secret>``: 8 hex characters of display prefix and 256 bits of secret
-from ``secrets``. ``Credential`` (abstract, no table) holds the SHA-256 digest, the only form ever stored, and
-the lifecycle timestamps (created, expires, revoked, last used); ``is_usable`` and ``usable(now)`` say which
-still work. ``CredentialManager.mint`` makes a raw value with its prefix and digest (the caller shows it once),
-and ``match`` finds the usable credential behind a raw value: by digest, so the lookup's timing depends only on a
-hash the caller cannot steer, and compared in constant time at the end.
-
-Not here, because it differs: whose credential it is (an agent, a user), its scheme, the display prefix (a field
-per model, ``prefix_field``: the help text names the model) and what revocation must reach (an agent token's
-revocation invalidates every process's cache; an API key is looked up on every API request). Fields are declared
-exactly as the concrete models had them, so this base needs no migration.
+"""Bearer credentials stored as digests, what agent tokens and personal API keys share: a raw
+``<scheme>_<prefix>_<secret>`` (``CredentialManager.mint``), only its SHA-256 digest stored (``Credential``),
+found by digest and compared in constant time (``match``). Whose credential it is, its scheme and what revocation
+reaches are the concrete models'. Fields are declared as the concrete models had them (no migration).
 """
 
 from __future__ import annotations
@@ -75,8 +65,7 @@ class CredentialManager(models.Manager[_C]):
         return raw, prefix, credential_digest(raw)
 
     def match(self, raw: str, queryset: models.QuerySet[_C]) -> _C | None:
-        """The credential of ``queryset`` (already narrowed to usable ones) whose digest is ``raw``'s, or ``None``
-        (another scheme, too long, unknown)."""
+        """The credential of ``queryset`` (usable ones) whose digest is ``raw``'s, or ``None``."""
         if not raw.startswith(f"{self.scheme}_") or len(raw) > MAX_RAW_LENGTH:
             return None
         digest = credential_digest(raw)

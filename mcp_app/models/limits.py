@@ -1,8 +1,5 @@
-"""The rate-limit fields that tenants, agents and tools share (``mcp_app.limits.rates``, docs/limits.md).
-
-``rate_limit`` is requests per second (0: unlimited; empty: the ``RATE_LIMIT_PER_<SCOPE>`` setting) and
-``rate_burst`` how many may arrive at once (empty: the setting's burst with the setting's rate, else twice the
-rate). Both travel in the cached snapshots, so enforcing them costs no query.
+"""The rate-limit fields tenants, agents and tools share: ``rate_limit`` (requests per second; 0 unlimited; empty:
+the ``RATE_LIMIT_PER_<SCOPE>`` setting) and ``rate_burst``, carried in the cached snapshots (docs/limits.md).
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""OAuth 2.1 state of mcp-host on top of django-oauth-toolkit's clients and tokens (``mcp_app.oauth``).
-
-- ``OAuthAgent``: the agent a person uses through one OAuth client in one tenant, one per (user, client, tenant),
-  created at the first consent. Everything agents have (sessions, tasks, audit, quotas) applies to it.
-- ``OAuthConsent``: what a person allowed a client to do on one server, remembered per (user, client, server):
-  the grant (all tools, read-only tools, or chosen tools, resources and prompts; ``CatalogGrant``).
-
-An issued access token is mirrored as an ``AgentToken`` of the consent's agent, scoped to exactly that server
-(the token's RFC 8707 audience), with the consent's grant, the access token's expiry and the same digest as
-DOT's ``token_checksum``: the request path resolves it like any agent token, from the identity cache. Revoking
-the access token, withdrawing the consent, deleting the client or deactivating the user revokes the mirrors
-(``OAuthConsent.objects.withdraw``, ``revoke_for``) and publishes their invalidation keys.
-
-**Eligibility.** A person may consent, and keep using what they consented to, while they are active and either
-a member of the server's tenant with at least ``MCP_APP["OAUTH_CONSENT_ROLE"]`` or the server opens consent to
-everyone signed in (``may_consent``, and ``OAuthConsentQuerySet.ineligible`` for many at once). Whatever ends it
-(membership removed or downgraded, the server's open consent switched off, the user deactivated) revokes the
-consent's tokens and refresh tokens (``OAuthConsentManager.end_ineligible``, called by ``mcp_app.oauth.signals``);
-the consent itself stays, so that the person's choice is remembered should they become eligible again.
+"""OAuth 2.1 state on top of django-oauth-toolkit's clients and tokens: ``OAuthAgent`` (a person's agent for one
+client in one tenant), ``OAuthConsent`` (what they allowed a client on one server; its access tokens mirrored as
+``AgentToken`` rows), ``OAuthClientProfile`` (what a client states about itself) and ``may_consent``
+(eligibility). Design: docs/oauth.md ("How mcp_app.oauth is built").
 """
 
 from __future__ import annotations
@@ -115,15 +100,14 @@ class OAuthClientProfile(models.Model):
 
 
 def consent_roles() -> list[str]:
-    """The tenant roles that may consent: ``OAUTH_CONSENT_ROLE`` and every role above it (``Role`` is declared
-    from the most to the least allowed)."""
+    """The tenant roles that may consent: ``OAUTH_CONSENT_ROLE`` and every role above it (``Role`` order)."""
     roles = [role.value for role in TenantMembership.Role]
     return roles[: roles.index(mcp_settings.OAUTH_CONSENT_ROLE) + 1]
 
 
 def may_consent(user: Any, server: McpServer) -> bool:
-    """Whether ``user`` may authorize clients for ``server`` and keep using the consents it gave (see the module
-    docstring): active, and a member with a consenting role, or the server opens consent to everyone."""
+    """Whether ``user`` may authorize clients for ``server`` and keep using the consents it gave: active, and a
+    member with a consenting role, or the server opens consent to everyone."""
     if not (user.is_authenticated and user.is_active):
         return False
     if server.oauth_open_consent:
@@ -190,8 +174,7 @@ class OAuthConsentManager(models.Manager["OAuthConsent"]):
         return len(ended)
 
     def revoke_for(self, **filters: Any) -> None:
-        """Revoke the mirrored tokens of the consents matching ``filters`` (e.g. ``user=…``, ``application=…``):
-        used when a user is deactivated or a client deleted."""
+        """Revoke the mirrored tokens of the consents matching ``filters`` (``user=…``, ``application=…``)."""
         for consent in self.filter(**filters):
             consent.revoke_tokens()
 

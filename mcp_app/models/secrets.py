@@ -1,17 +1,10 @@
 """Write-only secrets of a model: stored only encrypted, written through the model, never read back for display.
+Assigning replaces (empty removes); reading gives only what may be shown; ``reveal_*`` gives the value in clear
+to the connection that sends it, never to a display or a log.
 
-One rule for every front door (admin, API, commands): assigning a secret replaces it and an empty value removes
-it; reading it gives only what may be shown (which secret headers are set, whether a secret is); the value in
-clear is for the connection that sends it (``reveal_*``), never for a display or a log.
-
-- ``SecretHeaders``: an abstract model base holding secret headers (names in clear, values encrypted), shared by
-  http tools' webhooks and upstreams. ``obj.secret_headers = {"Authorization": "Bearer …"}`` replaces them all;
-  a value ``"set"`` (what displays show) for a header that is set keeps the stored one, so a representation
-  written back unchanged changes nothing.
-- ``WriteOnlySecret``: one encrypted string (an upstream's OAuth client secret).
-- ``SecretsQuerySet.rotate_secrets``: re-encrypts every column named in the model's ``encrypted_columns``.
-
-Not here: the header rules (``definitions.http_tools``), the keys (``mcp_app.crypto``).
+``SecretHeaders`` (abstract: webhooks, upstreams), ``WriteOnlySecret`` (one encrypted string) and
+``SecretsQuerySet.rotate_secrets``. Not here: the header rules (``definitions.http_tools``), the keys
+(``mcp_app.crypto``).
 """
 
 from __future__ import annotations

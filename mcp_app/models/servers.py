@@ -56,9 +56,8 @@ class McpServerManager(models.Manager["McpServer"]):
     def bump_catalog_version(
         self, server_ids: list[int] | set[int], kinds: tuple[str, ...] = ("tools",), updated_uri: str | None = None
     ) -> None:
-        """Mark these servers' catalogs changed: every process re-resolves them on its next request, and live
-        streams are told which lists changed (``kinds``: tools, prompts, resources) and, for a resource whose
-        content changed, that it was updated (by the announcers registered with ``on_catalog_change``)."""
+        """Mark these servers' catalogs changed: every process re-resolves them, and the announcers
+        (``on_catalog_change``) tell live streams which ``kinds`` of list changed, or which resource was updated."""
         if not server_ids:
             return
         self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)

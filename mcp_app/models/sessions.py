@@ -1,11 +1,6 @@
-"""Handshake-era sessions (2025-03-26 … 2025-11-25), stored in the database so that any process serves any
-session.
-
-``initialize`` opens a session bound to the server and the agent that created it; the raw ``Mcp-Session-Id``
-(256 bits from ``secrets``, visible ASCII) is returned once and only its SHA-256 digest is stored. A session
-idle for longer than ``SESSION_IDLE_SECONDS`` expires; DELETE terminates it. An unknown, expired or terminated
-id, or one presented by another agent or on another server, resolves to nothing (the transport answers 404;
-``mcp_app.transport.sessions`` decides from the cached session, whose activity is written behind).
+"""Handshake-era sessions, in the database so that any process serves any session: only the digest of the raw
+``Mcp-Session-Id`` is stored; a session is its server's and agent's, and ends after ``SESSION_IDLE_SECONDS`` idle
+or at DELETE. Not here: resolving a request's session (``mcp_app.transport.sessions``).
 """
 
 from __future__ import annotations

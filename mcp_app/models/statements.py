@@ -1,16 +1,7 @@
-"""Composed-once SQL for the writes on a hot path: one INSERT, and conditional UPDATEs by primary key.
-
-The ORM composes an INSERT or an UPDATE anew on every call, and on the worker-call path that Python costs about
-as much as the round trip it makes (measured in docs/workers.md#performance). ``insert`` and ``update`` write the
-statement the ORM would write, compose it once per (model, database, shape) and keep it; each value is adapted by
-its own field (``get_db_prep_save``), so JSON, datetimes and time zones are stored exactly as the ORM stores them,
-on PostgreSQL and SQLite alike. They run through Django's cursor: errors are Django's (``IntegrityError`` inside
-``transaction.atomic()`` behaves as with ``create``), and query logging, ``CaptureQueriesContext`` and execute
-wrappers see every statement.
-
-Not for anything else: no signals are sent (``pre_save``/``post_save``), no ``save()`` override runs, and a field
-whose value the database computes (other than the auto primary key) is not read back. The models that use it
-say so on the manager method that does.
+"""Composed-once SQL for the writes on a hot path: ``insert`` and conditional ``update`` by primary key, the
+statements the ORM would write, each value adapted by its own field, run through Django's cursor (docs/workers.md,
+"Performance", says why). No signals, no ``save()`` override, nothing the database computes is read back
+(but the auto primary key): the models that use it say so on the manager method.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
-"""The table of every durable tool call (``ToolTask``): 2026-07-28 tasks (``io.modelcontextprotocol/tasks``),
-2025-11-25 tasks, and worker calls (``execution="worker"``, ``client_task`` when the client also knows it as a
-task).
-
-A record is created, and stored, before the client hears of it; it belongs to the server and the agent that
-created it and is invisible to anyone else. Statuses: ``queued`` (a worker call not taken yet), ``working`` and
-``input_required`` move; ``completed``, ``failed`` and ``cancelled`` are terminal and never change again (every
-transition is a conditional UPDATE, ``transition``). The manager holds the record's verbs, those of worker calls
-too (``create_worker_call``, ``take``, ``begin``/``untaken``, ``requeue``, ``store``, ``become_task``); how an
-outcome maps to the columns and how running work lives, is settled and is cancelled is the runtime's
-(``runtime.durable``), which hands the verbs the columns (``store``) rather than the models importing it.
-
-Life of a worker call's record: created ``queued`` before dispatch (with its Celery id and deadline), ``working``
-when a worker takes it (``attempts`` + 1, ``started_at``, ``owner``), then terminal, or ``input_required`` for a
-2026 task waiting for ``tasks/update``. Its outcome is stored before the broker message is acknowledged, so a
-worker dying after the tool returned loses nothing.
+"""The table of every durable tool call (``ToolTask``): 2026-07-28 and 2025-11-25 tasks and worker calls. A record
+is stored before the client hears of it, visible only to its server and agent; terminal states never change
+(every transition is a conditional UPDATE). The manager holds the record's verbs; the lifecycle is
+``runtime.durable``'s (docs/architecture.md, "Durable calls").
 """
 
 from __future__ import annotations
@@ -52,10 +40,8 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         agent_id: int | None = None,
         **state: Any,
     ) -> ToolTask:
-        """A new task of an agent on a server, given as instances or as primary keys (the request path holds no
-        model instances, only cached snapshots). A ``working`` task run inline is refused with
-        ``CapacityExceeded`` (-32012) when its agent or tenant already runs ``INLINE_TASKS_PER_AGENT`` /
-        ``_PER_TENANT`` of them (docs/limits.md)."""
+        """A new task of an agent on a server (instances, or primary keys from cached snapshots). A ``working``
+        inline task over ``INLINE_TASKS_PER_AGENT`` / ``_PER_TENANT`` is refused with ``CapacityExceeded``."""
         if state.get("status") == "working" and state.get("execution", "inline") == "inline":
             self.check_inline_cap(agent.pk if agent is not None else agent_id)
         return self.create(
@@ -98,9 +84,8 @@ class ToolTaskManager(models.Manager["ToolTask"]):
     def transition(
         self, pk: int, *, where: dict[str, Any] | None = None, increment: tuple[str, ...] = (), **fields: Any
     ) -> bool:
-        """Move a task that is not terminal yet (and whose columns match ``where``; ``increment``: columns to add
-        one to), setting ``fields`` and ``updated_at``, in one composed-once conditional UPDATE
-        (``statements.update``); returns whether it moved."""
+        """Move a task not terminal yet whose columns match ``where`` (``fields`` set, ``increment`` columns + 1) in
+        one conditional UPDATE (``statements.update``); returns whether it moved."""
         fields["updated_at"] = timezone.now()
         moved = statements.update(
             self.model,

@@ -87,10 +87,9 @@ class Tenant(models.Model):
 
 
 class TenantScoped(models.Model):
-    """A row whose related rows belong to one tenant: ``same_tenant`` names them, the anchor first (``tenant`` for
-    a row of the tenant's own, e.g. a catalog entry and its upstream; else e.g. a binding's server, then what it
-    exposes). ``clean()`` reports a row of another tenant on its field, and ``save()`` refuses it (``ValueError``),
-    so no path writes one; the admin and the API reach the rule through ``full_clean()``."""
+    """A row whose related rows belong to one tenant: ``same_tenant`` names them, the anchor first (``tenant``, or
+    e.g. a binding's server). ``clean()`` reports a row of another tenant on its field and ``save()`` refuses it
+    (``ValueError``), so no path writes one."""
 
     same_tenant: ClassVar[tuple[str, ...]] = ()
 
@@ -136,10 +135,8 @@ class TenantMembershipManager(models.Manager["TenantMembership"]):
 
 
 class TenantMembership(models.Model):
-    """A human user's role in a tenant; the admin and the API scope what staff see by it (``mcp_app.permissions``).
-
-    A tenant that has an owner keeps one: the last owner is not demoted (``clean``) nor removed in the admin.
-    """
+    """A human user's role in a tenant, by which the admin and the API scope what staff see. A tenant keeps its
+    last owner: not demoted (``clean``) nor removed in the admin."""
 
     class Role(models.TextChoices):
         OWNER = "owner", "Owner"

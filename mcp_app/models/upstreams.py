@@ -1,17 +1,6 @@
-"""Upstream MCP servers: a tenant's existing MCP servers, federated into its catalog under a prefix.
-
-An ``Upstream`` is an MCP server reached over Streamable HTTP (``url``), owned by one tenant. A sync
-(``mcp_app.federation.sync``) imports its tools, resources, resource templates and prompts as catalog entries of
-kind ``upstream`` (``Tool.upstream``, ``Resource.upstream``, ``Prompt.upstream``): a tool ``search`` of an
-upstream with prefix ``gh_`` becomes ``gh_search``, and so does a prompt; resources keep their URIs (a URI
-names the thing itself) and take the prefix on their name. An ``UpstreamBinding`` exposes the upstream on one
-of the tenant's servers as a whole: every entry it has now, and every entry later syncs add. Entries can also
-be bound one by one, like any catalog entry; grants filter them like any entry.
-
-Outbound credentials are plain headers, secret headers (stored only encrypted, write-only, exactly as an http
-tool's: ``models.secrets``), or OAuth client credentials against the upstream's authorization server (the
-secret write-only too). The URL is checked by the SSRF guard (``netguard``) on every save and again on
-every connection, against ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]``.
+"""Upstream MCP servers federated into a tenant's catalog: ``Upstream`` (its URL, SSRF-checked on every save and
+connection, and its outbound credentials, the secrets write-only) and ``UpstreamBinding`` (exposed whole on one
+server). Not owned here: the sync (``mcp_app.federation.sync``; docs/upstreams.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The endpoint an ``http`` tool calls: URL, method, headers, secret headers and timeout.
-
-A ``Webhook`` belongs to exactly one ``Tool`` of kind ``http``. Plain headers are stored as they are; secret
-headers (an ``Authorization`` value, an API key) are write-only and stored only encrypted
-(``models.secrets.SecretHeaders``): nothing (``str``, ``repr``, admin, API, logs) ever shows them.
-
-Configuration is validated on every save, not only in forms: URL scheme http/https without credentials, an
-allowed method, well-formed headers, a timeout within ``HTTP_TOOL_MAX_TIMEOUT_SECONDS``.
+"""The endpoint an ``http`` tool calls (``Webhook``, one per ``Tool`` of kind ``http``): URL, method, headers,
+secret headers (write-only, stored only encrypted: ``models.secrets.SecretHeaders``) and timeout, validated on
+every save, not only in forms (docs/http-tools.md, "Configuration").
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
-"""Client ID metadata documents, fetched through ``mcp_app.outbound`` (DOT's ``CIMD_METADATA_FETCHER``).
-
-DOT decides when to fetch (a ``client_id`` that is an HTTPS URL, not yet known or stale), backs off a URL that
-failed, checks the document (``client_id`` equal to its URL, a public client, its ``redirect_uris``) and caches
-the client by the document's ``Cache-Control``. This fetcher owns the fetch itself:
-
-- the URL by the draft's rules (HTTPS, a host, a valid port and a path, no credentials, fragment or dot
-  segments), checked here: DOT checks it inside its own fetcher, which this one replaces;
-- the connection through ``outbound.GuardedTransport`` against ``outbound.allowed_networks("cimd")``: every
-  address the host resolves to must pass ``netguard`` (loopback, private, link-local, metadata and other
-  non-public ranges refused unless ``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]`` or ``OAUTH_CIMD_ALLOWED_NETWORKS``
-  lists them), the socket goes to the checked address (no DNS rebinding), the certificate is verified for the
-  host (``outbound.ssl_context()``), no redirect is followed, no proxy from the environment;
-- **one deadline over the whole fetch** (``CIMD_FETCH_TIMEOUT_SECONDS`` of ``OAUTH2_PROVIDER``): waiting for a
-  slot, resolution, connection, TLS, the status line and headers, and the body. A server that drips its answer
-  a byte at a time is cut off at the deadline, not at a timeout per read;
-- at most ``MCP_APP["OAUTH_CIMD_FETCHES_PER_HOST"]`` fetches from one host at once in this process (more wait
-  for a slot within their deadline): a slow host holds its own slots only, never those of other clients'
-  hosts. DOT's global in-flight cap is off (``provider_settings``);
-- the answer: 200, a JSON media type (``application/json`` or ``application/*+json``), at most
-  ``CIMD_MAX_DOCUMENT_SIZE`` bytes (never read past it), a JSON object. Its cache lifetime is its
-  ``Cache-Control``'s (``max-age``; ``no-store``/``no-cache`` the least), between DOT's
-  ``CIMD_METADATA_MIN_AGE_SECONDS`` and ``CIMD_METADATA_MAX_AGE_SECONDS``.
-
-It is configured through DOT's documented ``CIMD_METADATA_FETCHER`` setting (``provider_settings``) and uses only
-DOT's public names (``CIMDError``, ``oauth2_settings``).
-
-What the document says about the client (its URL, its logo) is kept for the consent page.
+"""Client ID metadata documents, fetched through ``mcp_app.outbound`` (DOT's ``CIMD_METADATA_FETCHER``): the URL's
+rules, an SSRF-guarded connection, one deadline, a per-host cap, and the answer's checks; DOT does the rest.
+Design: docs/oauth.md ("The metadata document fetch").
 """
 
 from __future__ import annotations
@@ -76,7 +51,7 @@ def host_slot(host: str, deadline: float) -> Iterator[None]:
 
 
 def client_id_host(client_id: str) -> str:
-    """The host of ``client_id`` if it is a valid client ID URL (the module docstring), else ``CIMDError``."""
+    """The host of ``client_id`` if it is a valid client ID URL (docs/oauth.md), else ``CIMDError``."""
     parts = urlsplit(client_id)
     try:
         parts.port  # noqa: B018  (an out-of-range port raises on access)
@@ -91,7 +66,7 @@ def client_id_host(client_id: str) -> str:
 
 
 def max_age(cache_control: str | None) -> int:
-    """How long a document is cached, by its ``Cache-Control`` (the module docstring)."""
+    """How long a document is cached, by its ``Cache-Control`` (docs/oauth.md)."""
     floor = int(oauth2_settings.CIMD_METADATA_MIN_AGE_SECONDS)
     ceiling = int(oauth2_settings.CIMD_METADATA_MAX_AGE_SECONDS)
     lowered = (cache_control or "").lower()
@@ -101,8 +76,7 @@ def max_age(cache_control: str | None) -> int:
 
 
 async def _get(url: str, max_size: int, timeout: float, deadline: float) -> tuple[Any, str | None]:  # noqa: ASYNC109
-    """The document at ``url`` (parsed JSON) and its ``Cache-Control``. ``timeout`` bounds each step, ``deadline``
-    (monotonic) the whole fetch."""
+    """The document at ``url`` (parsed) and its ``Cache-Control``, each step within ``timeout``, all by ``deadline``."""
     transport = cast(httpx.AsyncBaseTransport, outbound.GuardedTransport(outbound.allowed_networks("cimd")))
     client = httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
     async with (
@@ -132,8 +106,7 @@ async def _get(url: str, max_size: int, timeout: float, deadline: float) -> tupl
 
 
 def fetch_document(client_id: str) -> tuple[dict[str, Any], int]:
-    """``(metadata, max_age_seconds)`` of the document at ``client_id``, or ``cimd.CIMDError``; see the module
-    docstring for the bounds."""
+    """``(metadata, max_age_seconds)`` of the document at ``client_id``, or ``cimd.CIMDError`` (docs/oauth.md)."""
     timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
     deadline = time.monotonic() + timeout
     with host_slot(client_id_host(client_id), deadline):

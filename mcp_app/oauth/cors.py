@@ -1,16 +1,8 @@
-"""CORS of the authorization server's public endpoints, for clients that run in a browser page (the MCP
-Inspector, web agents): the RFC 8414 and RFC 9728 metadata, dynamic registration, token and revocation.
-
-They need no cookie and trust no origin (a client proves itself with PKCE, its secret or its token), so every
-origin may call them: ``Access-Control-Allow-Origin: *``, never ``Access-Control-Allow-Credentials``, with
-``WWW-Authenticate`` and ``Retry-After`` exposed. A preflight (``OPTIONS`` with
-``Access-Control-Request-Method``) gets 204 with the endpoint's methods, the request headers such clients send
-(``Authorization``, ``Content-Type``, ``Accept``, ``MCP-Protocol-Version``) and ``CORS_MAX_AGE_SECONDS``. A view
+"""CORS of the authorization server's public endpoints (metadata, registration, token, revocation), for clients
+that run in a browser page: every origin, never credentials (docs/oauth.md, "Clients in a browser page"). A view
 that meets an unavailable database answers ``mcp_app.database.middleware``'s 503 here, with these headers.
 
-Not here: the authorization, sign-in and consent pages (the browser navigates to them, with cookies and CSRF
-tokens; they never answer a fetch), and the MCP endpoint, whose origins each server lists
-(``mcp_app.transport.cors``).
+Not here: the pages the browser navigates to, and the MCP endpoint (``mcp_app.transport.cors``).
 """
 
 from __future__ import annotations
@@ -30,7 +22,7 @@ EXPOSED = "WWW-Authenticate, Retry-After"
 
 
 def public(view: Callable[..., HttpResponse], methods: str) -> Callable[..., HttpResponse]:
-    """``view`` open to every origin (see the module docstring); ``methods`` as its preflight names them."""
+    """``view`` open to every origin (docs/oauth.md); ``methods`` as its preflight names them."""
 
     @functools.wraps(view)
     def cross_origin(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -22,8 +22,7 @@ GRANTABLE: dict[str, type[Tool | Resource | Prompt]] = {"tools": Tool, "resource
 
 
 class SignInForm(AuthenticationForm):
-    """Django's sign-in form (any active user, not only staff: unfold's admin form requires staff) with the
-    admin's input style."""
+    """Django's sign-in form (any active user; unfold's admin form requires staff) with the admin's input style."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,8 +1,6 @@
-"""The ``OAUTH2_PROVIDER`` settings mcp-host runs DOT with: ``OAUTH2_PROVIDER = provider_settings()``.
-
-Authorization code + PKCE S256 only, refresh tokens rotated, tokens stored as digests, ``iss`` in every
-authorization response, no implicit or password grant, client ID metadata documents and open dynamic
-registration on. Lifetimes are arguments (the reference deployment reads them from the environment).
+"""The ``OAUTH2_PROVIDER`` settings mcp-host runs DOT with (``OAUTH2_PROVIDER = provider_settings()``): code + PKCE
+S256 only, refresh rotation, digests, ``iss``, client ID metadata documents and open registration; lifetimes are
+arguments.
 """
 
 from __future__ import annotations

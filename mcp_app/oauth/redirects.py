@@ -1,15 +1,9 @@
-"""Which redirect URI schemes a client may register and be redirected to (RFC 8252, native apps).
+"""Which redirect URI schemes a client may register and be redirected to (RFC 8252, native apps): ``http``,
+``https`` and the private-use schemes of its own redirect URIs, unless refused (``NEVER``,
+``MCP_APP["OAUTH_DENIED_REDIRECT_SCHEMES"]``). One refused URI refuses the whole registration.
 
-DOT checks a redirect URI's scheme against ``Application.get_allowed_schemes()`` when a client is saved (dynamic
-registration, a client ID metadata document, the admin) and again when it redirects the browser. mcp-host answers
-per client: ``http`` and ``https`` (plain ``http`` is then refused for any host but loopback, ``validator``), plus
-each private-use scheme (RFC 8252 §7.1: ``cursor://anysphere.cursor-retrieval/…``, ``com.example.app:/cb``) that
-the client's own redirect URIs use, unless it is refused: the schemes a browser runs or reads itself
-(``javascript``, ``data``, ``file``, ``blob``, ``about``, ``vbscript``, ``filesystem``, ``view-source``: never) and
-those of ``MCP_APP["OAUTH_DENIED_REDIRECT_SCHEMES"]``. One refused URI refuses the whole registration. Matching at
-the authorization endpoint stays DOT's exact match (only a loopback ``http`` URI may change its port).
-
-Not here: the loopback rule for plain ``http`` (``validator.McpOAuth2Validator.validate_redirect_uri``).
+Design: docs/oauth.md ("Redirect schemes"). Not here: the loopback rule for plain ``http``
+(``validator.McpOAuth2Validator.validate_redirect_uri``).
 """
 
 from __future__ import annotations
@@ -41,9 +35,8 @@ def _get_allowed_schemes(application: Any) -> list[str]:
 
 
 def install() -> None:
-    """Answer DOT's ``get_allowed_schemes`` per client (see the module docstring). DOT documents that method as
-    the place to widen schemes, on a project's own application model; mcp-host runs DOT's model, so the method
-    is set on it here (``AppConfig.ready``). A project whose own model defines the method keeps its own."""
+    """Answer DOT's ``get_allowed_schemes`` (its documented place to widen schemes) per client, on DOT's own
+    model (``AppConfig.ready``); a project whose own model defines the method keeps its own."""
     application = get_application_model()
     if application.get_allowed_schemes is AbstractApplication.get_allowed_schemes:
         application.get_allowed_schemes = _get_allowed_schemes

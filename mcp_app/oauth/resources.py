@@ -22,8 +22,7 @@ def metadata_url(origin: str, server_id: str) -> str:
 
 
 def server_id_of(resource: str, origin: str) -> str | None:
-    """The server id a ``resource`` indicator names on this origin, or ``None`` (another origin, a query, a
-    fragment, a trailing slash or another path)."""
+    """The server id a ``resource`` indicator names on this origin, or ``None`` (anything but the exact URL)."""
     try:
         parts = urlsplit(resource)
     except ValueError:

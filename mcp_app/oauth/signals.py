@@ -1,14 +1,7 @@
-"""What makes OAuth tokens stop working everywhere: a DOT access token deleted (revocation, refresh rotation,
-expiry clean-up, client deletion) revokes its mirror; a deactivated user's mirrors are revoked; a client whose
-secret is rotated (a new ``client_secret`` saved: the secret may have leaked) has every token revoked. Consent
-withdrawal revokes through ``OAuthConsent.withdraw``; deleting a client or a consent deletes the mirrors by
-cascade (whose deletion publishes, ``mcp_app.caching.signals``).
-
-Eligibility (``mcp_app.models.oauth``, *Eligibility*): a membership removed or changed (its role below
-``OAUTH_CONSENT_ROLE``) and a server's open consent switched off revoke the tokens of the consents whose person
-is no longer eligible (``OAuthConsent.objects.end_ineligible``). Queryset ``update()`` sends no signal: the
-identity cache's cold load checks eligibility too (``mcp_app.caching.identity``), so such a change takes
-effect when the cached entry reaches ``IDENTITY_CACHE_MAX_AGE_SECONDS``.
+"""What makes OAuth tokens stop working everywhere: a DOT access token deleted revokes its mirror; a deactivated
+user's, a rotated client secret's and an ineligible person's tokens are revoked (docs/oauth.md, "What ends
+access"). Consent withdrawal revokes through ``OAuthConsent.withdraw``; deleting a client or a consent deletes
+the mirrors by cascade.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""URLs of the authorization server and the per-server resource metadata. Include at the site root:
-``path("", include("mcp_app.oauth.urls"))``. The namespace is DOT's (``oauth2_provider``), whose views reverse
-their siblings by it.
-
-/.well-known/oauth-authorization-server                     RFC 8414 metadata (issuer: the site's origin)
-/.well-known/oauth-protected-resource/mcp/<server_id>       RFC 9728 metadata of one MCP server
-/oauth/authorize/ /oauth/token/ /oauth/revoke/ /oauth/register/   the endpoints
-/oauth/login/ /oauth/logout/                                sign-in, sign-out (POST); /oauth/consents/ the person's consents
-
-The metadata, registration, token and revocation endpoints answer every origin (``cors.public``).
+"""URLs of the authorization server and the per-server resource metadata, in DOT's namespace
+(``oauth2_provider``, which its views reverse their siblings by). Include at the site root:
+``path("", include("mcp_app.oauth.urls"))``. The endpoints: docs/oauth.md.
 """
 
 from django.urls import path

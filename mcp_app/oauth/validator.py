@@ -1,24 +1,6 @@
-"""DOT's request validator, extended with what an MCP authorization server must add (``OAUTH2_VALIDATOR_CLASS``).
-
-At the token endpoint (authorization code and refresh grants) the RFC 8707 ``resource`` is required and must
-name exactly one OAuth-enabled MCP server of this origin that the user has consented to for this client and may
-still use (``may_consent``: a withdrawn consent, a deactivated user, a removed or downgraded member, a server's
-open consent switched off or a disabled server refuse a code exchange and a refresh with ``invalid_grant``).
-
-Everything is added through DOT's public hooks (the ``OAuth2Validator`` methods oauthlib calls:
-``validate_redirect_uri``, ``validate_code``, ``validate_refresh_token``, ``save_bearer_token``), none of its
-private ones. Each access token DOT saves is mirrored as an agent token of the consent's agent (``OAuthConsent.issue_token``):
-same digest, same expiry, the consent's grant, scoped to that one server. Access tokens look like agent tokens
-(``mcp_<prefix>_<secret>``, ``access_token``) so the request path tells them apart only by their mirror.
-
-An authorization code is single-use (OAuth 2.1 §4.1.3): DOT deletes it at the exchange; the exchange remembers
-the code's digest with the token family it started (Django's cache, for ``REFRESH_TOKEN_EXPIRE_SECONDS``), and
-a second exchange of the same code revokes that family: every access and refresh token the code led to.
-Exchanges of one code at the same moment take turns: inside the token request's transaction (``TokenView`` in
-``oauth.views``) ``validate_code`` first locks the code's grant row (``SELECT ... FOR UPDATE``), so the first
-holds it until its tokens are saved and the grant deleted; every other finds the code gone (400
-``invalid_grant``) and, the family being remembered by then, revokes what the first issued. (SQLite has no
-row locks; its ``IMMEDIATE`` transactions, the reference deployment's setting, serialize the requests instead.)
+"""DOT's request validator, extended with what an MCP authorization server must add (``OAUTH2_VALIDATOR_CLASS``):
+the RFC 8707 ``resource`` naming exactly one consented, OAuth-enabled server the user may still use; each access
+token mirrored as an agent token; single-use codes. Design: docs/oauth.md ("How mcp_app.oauth is built").
 """
 
 from __future__ import annotations
@@ -96,8 +78,7 @@ class McpOAuth2Validator(OAuth2Validator):
         return True
 
     def validate_code(self, client_id: str, code: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
-        """DOT's check, once the grant row is locked (in the token request's transaction; the module docstring);
-        a code already exchanged is refused and revokes what its first exchange issued."""
+        """DOT's check, the grant row locked first; a code exchanged again revokes its first exchange's tokens."""
         grants = get_grant_model().objects
         if transaction.get_connection(router.db_for_write(grants.model)).in_atomic_block:
             list(grants.select_for_update().filter(code=code, application=client).values_list("pk"))
@@ -112,7 +93,7 @@ class McpOAuth2Validator(OAuth2Validator):
     def save_bearer_token(self, token: dict[str, Any], request: Any, *args: Any, **kwargs: Any) -> Any:
         """DOT's save (oauthlib's public hook), in one transaction with what an MCP server adds for the code and
         refresh grants: the ``resource`` required and checked (``consent_for``), the access token mirrored as an
-        agent token of the consent, and the code's token family remembered (the module docstring). DOT has
+        agent token of the consent, and the code's token family remembered (docs/oauth.md). DOT has
         normalised ``request.resource`` by then (a repeated parameter, a value inherited from the grant)."""
         mirrored = request.grant_type in ("authorization_code", "refresh_token")
         if mirrored and not getattr(request, "resource", None):

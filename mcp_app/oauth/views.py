@@ -1,27 +1,7 @@
 """The authorization server's and the protected resources' HTTP views: DOT's, subclassed where mcp-host adds
-something.
-
-- ``ResourceMetadataView``: RFC 9728 metadata of one MCP server (404 for an unknown, disabled or OAuth-off one).
-- ``LoginView`` / ``LogoutView``: Django's sign-in in unfold's login page (any active user; without ``next`` it
-  lands on the person's consents), and signing out to switch account (back to ``next``: the same authorization
-  request, which asks to sign in again).
-- ``AuthorizeView``: DOT's authorization endpoint. The ``resource`` must name exactly one OAuth-enabled server of
-  this site (else ``invalid_target``); the person must be allowed to consent (active member of the server's
-  tenant, or any active user where the server opens consent); a self-registered client needs its tenant's
-  ``oauth_dynamic_clients``. A remembered consent for (user, client, server) is reused without asking again
-  unless ``prompt=consent``; otherwise the consent page lets the person choose the grant. The consent page names
-  where the answer goes (the redirect URI's host; a warning for loopback and native-app redirects); a refusal
-  page offers to switch account or to go back to the client with ``access_denied``. Every redirect back to the
-  client, errors included (cancel, PKCE, resource), carries ``iss`` (RFC 9207; DOT adds it to successful answers
-  only). A consent form posted without an S256 challenge records no consent and yields no code
-  (``invalid_request``); one that does not validate (an unknown grant choice, a tool, resource or prompt the server
-  does not expose) is a 400 page, never a redirect (its ``redirect_uri`` is not trusted until DOT has validated it).
-- ``TokenView``: DOT's token endpoint, each request in one database transaction: exchanges of one authorization
-  code at the same moment take turns on its grant row (``validator``), so exactly one gets tokens and every other
-  ``invalid_grant``.
-- ``OpenRegistration``: dynamic registration (RFC 7591) without credentials, rate-limited per source address
-  (``mcp_app.limits.rates``: 429 with ``Retry-After``).
-- ``ConsentListView`` / ``withdraw_consent``: the signed-in person's consents, and withdrawing one.
+something (per-server resource metadata, sign-in, the authorization endpoint with its consent and refusal pages,
+the token endpoint in one transaction, rate-limited open registration, the person's consents). What each page
+does: docs/oauth.md.
 """
 
 from __future__ import annotations
@@ -63,10 +43,6 @@ def _person(request: HttpRequest) -> Any:
     return request.user
 
 
-def _admin_context(request: HttpRequest) -> dict[str, Any]:
-    return dict(admin.site.each_context(request))
-
-
 class ResourceMetadataView(OAuthProtectedResourceMetadataView):
     server: McpServer
 
@@ -101,7 +77,7 @@ class LoginView(auth_views.LoginView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context.update(_admin_context(self.request))
+        context.update(admin.site.each_context(self.request))
         context.update({"title": "Sign in to authorize an application", "app_path": self.request.get_full_path()})
         return context
 
@@ -175,11 +151,10 @@ class AuthorizeView(AuthorizationView):
     def _refuse(
         self, message: str, application: Any, credentials: dict[str, Any] | None = None, status: int = 403
     ) -> HttpResponse:
-        """The refusal page: switch account, or (with the request's validated ``credentials``) back to the client
-        with ``access_denied``."""
+        """The refusal page: switch account, or (given validated ``credentials``) back with ``access_denied``."""
         back = self._error(application, credentials, "access_denied", message) if credentials else None
         denied_url = back["Location"] if back and back.status_code == 302 else ""
-        context = {**_admin_context(self.request), "title": "Authorization refused", "message": message}
+        context = {**admin.site.each_context(self.request), "title": "Authorization refused", "message": message}
         context.update(application=application, denied_url=denied_url)
         return render(self.request, "mcp_app/oauth/refused.html", context, status=status)
 
@@ -197,7 +172,7 @@ class AuthorizeView(AuthorizationView):
     def render_to_response(self, context: dict[str, Any], **response_kwargs: Any) -> HttpResponse:
         # DOT renders a request it cannot answer to the client with the error alone: add the admin's context
         # (unfold's colours, site title) so that page is drawn in the theme too.
-        return super().render_to_response({**_admin_context(self.request), **context}, **response_kwargs)
+        return super().render_to_response({**admin.site.each_context(self.request), **context}, **response_kwargs)
 
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
@@ -214,9 +189,8 @@ class AuthorizeView(AuthorizationView):
         refusal = self._refusal(application)
         if refusal is not None:
             return self._refuse(refusal, application, credentials)
-        remembered = OAuthConsent.objects.filter(
-            user=_person(request), application=application, server=self.server
-        ).exists()
+        mine = OAuthConsent.objects.filter(user=_person(request), application=application, server=self.server)
+        remembered = mine.exists()
         if remembered and "consent" not in request.GET.get("prompt", "").split():
             credentials["resource"] = resources
             try:
@@ -339,7 +313,7 @@ class ConsentListView(ListView):  # type: ignore[type-arg]  # generic in django-
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         context = super().get_context_data(**kwargs)
-        context.update(_admin_context(self.request))
+        context.update(admin.site.each_context(self.request))
         context["title"] = "Applications you authorized"
         return context
 

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 from ...models import Agent, AgentToken, McpServer, Prompt, Resource, Tool
+from ...models.agents import GRANT_RELATIONS
 from .base import (
     CREDENTIAL_FIELDS,
     OWN_LIMIT_FIELDS,
@@ -18,8 +19,6 @@ from .base import (
     TenantOwnedSerializer,
     with_raw_credential,
 )
-
-GRANT_FIELDS = ("granted_tools", "granted_resources", "granted_prompts")
 
 
 class AgentSerializer(TenantOwnedSerializer):
@@ -54,7 +53,7 @@ class AgentTokenSerializer(CredentialSerializer):
             "name",
             "servers",
             "limit_to_grant",
-            *GRANT_FIELDS,
+            *GRANT_RELATIONS,
             "read_only",
             *CREDENTIAL_FIELDS,
         )
@@ -68,16 +67,18 @@ class AgentTokenSerializer(CredentialSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
         agent = attrs.get("agent") or (self.instance.agent if self.instance is not None else None)
-        chosen = {field: attrs.get(field) for field in ("servers", *GRANT_FIELDS)}
+        chosen = {field: attrs.get(field) for field in ("servers", *GRANT_RELATIONS)}
         if agent is not None and (foreign := AgentToken.objects.outside_tenant(agent, chosen)):
             raise serializers.ValidationError({field: ["Not of the agent's tenant."] for field in foreign})
         return attrs
 
     def create(self, validated_data: dict[str, Any]) -> AgentToken:
-        limited = validated_data.get("limit_to_grant", False) or any(field in validated_data for field in GRANT_FIELDS)
+        limited = validated_data.get("limit_to_grant", False) or any(
+            field in validated_data for field in GRANT_RELATIONS
+        )
         grants = {
             key: (list(validated_data.get(field) or ()) if limited else None)
-            for key, field in zip(("tools", "resources", "prompts"), GRANT_FIELDS, strict=True)
+            for key, field in zip(("tools", "resources", "prompts"), GRANT_RELATIONS, strict=True)
         }
         with transaction.atomic():  # the token with its scope, or nothing
             token, raw = AgentToken.objects.issue_token(

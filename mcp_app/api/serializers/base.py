@@ -1,13 +1,6 @@
-"""What every serializer of a writable resource shares: writes validated by the model, foreign keys scoped.
-
-Every write is validated twice over: by the serializer (types, lengths, foreign keys) and by the model's own
-``full_clean`` (the same ``clean`` rules the admin applies: JSON Schema checks, static tool configuration,
-registered python names, same-tenant bindings, uniqueness). Foreign keys only accept objects of tenants where
-the user may write, so naming another tenant's object is the same 400 as naming one that does not exist.
-A new object's tenant defaults to the user's only writable tenant.
-
-Credentials (agent tokens, personal API keys) show the same fields (``CredentialSerializer``), never their
-digest; ``with_raw_credential`` adds the raw value that only the create response shows.
+"""What every serializer of a writable resource shares: writes validated by the model's ``full_clean``, foreign
+keys scoped to tenants where the user may write, a new object's tenant defaulted (docs/api.md, "Who sees and
+does what"); credentials shown without their digest, the raw value in the create response only.
 """
 
 from __future__ import annotations

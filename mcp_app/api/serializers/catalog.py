@@ -1,7 +1,5 @@
-"""A tenant's catalog (tools, resources, prompts) and its bindings: which server exposes which entry.
-
-The rules are the models' (``full_clean``): a binding's server and entry are of the same tenant, and a server
-exposes an entry once; a binding's errors are reported on its entry's field.
+"""A tenant's catalog (tools, resources, prompts) and its bindings; the rules are the models' (``full_clean``), a
+binding's own errors reported on its entry's field.
 """
 
 from __future__ import annotations

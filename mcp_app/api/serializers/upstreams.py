@@ -1,8 +1,5 @@
-"""Upstream MCP servers of a tenant, and the bodies of their actions (sync, test, bind, unbind).
-
-An upstream's secret headers and OAuth client secret are write-only (``models.secrets``): they are assigned to
-the model like any value, and responses say which secret headers are set (``{"Name": "set"}``) and whether a
-client secret is, never a value.
+"""Upstream MCP servers of a tenant, and the bodies of their actions (sync, test, bind, unbind). Secret headers and
+the OAuth client secret are write-only: responses say which are set, never a value.
 """
 
 from __future__ import annotations
@@ -99,8 +96,7 @@ class UpstreamSerializer(TenantOwnedSerializer):
         )
 
     def create(self, validated_data: dict[str, Any]) -> Upstream:
-        """Register: save, first sync and all (``operations.register_upstream``); a failed first sync is a 400
-        and nothing is saved."""
+        """Register (``operations.register_upstream``): a failed first sync is a 400 and nothing is saved."""
         from ...operations import OperationError, register_upstream
 
         try:

@@ -1,8 +1,5 @@
-"""``manage.py mcp_catalog``: what a server exposes, as an agent would see it in ``tools/list`` & co.
-
-The catalog is resolved exactly as the endpoint resolves it (``catalog.resolver``). With ``--agent`` it is
-shown for that agent: only if one of its usable tokens is scoped to the server (otherwise the agent would get 403,
-and the command says so). ``--json`` prints the wire lists.
+"""``manage.py mcp_catalog``: a server's catalog resolved as the endpoint resolves it; with ``--agent``, as that
+agent sees it (refused when none of its usable tokens is scoped to the server); ``--json`` prints the wire lists.
 """
 
 from __future__ import annotations

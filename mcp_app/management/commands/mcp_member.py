@@ -31,14 +31,12 @@ class Command(OperationCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="add|remove|list")
         add = actions.add_parser("add", help="Give a user a role in a tenant (or change it).")
-        add.add_argument("--tenant", required=True, help="Tenant slug.")
-        add.add_argument("--user", required=True, help="Username.")
-        add.add_argument("--role", default="viewer", choices=TenantMembership.Role.values, help="Default: viewer.")
         remove = actions.add_parser("remove", help="End a user's membership of a tenant.")
-        remove.add_argument("--tenant", required=True, help="Tenant slug.")
-        remove.add_argument("--user", required=True, help="Username.")
         for command in (add, remove):
+            command.add_argument("--tenant", required=True, help="Tenant slug.")
+            command.add_argument("--user", required=True, help="Username.")
             command.add_argument("--json", action="store_true", help="Print one JSON object.")
+        add.add_argument("--role", default="viewer", choices=TenantMembership.Role.values, help="Default: viewer.")
         listing = actions.add_parser("list", help="A tenant's or a user's memberships.")
         listing.add_argument("--tenant", help="Tenant slug.")
         listing.add_argument("--user", help="Username.")

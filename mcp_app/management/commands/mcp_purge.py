@@ -1,8 +1,5 @@
-"""``manage.py mcp_purge [--dry-run]``: delete expired tool calls, sessions and tasks, printing the counts, and
-fail the worker calls past their deadline (the reaper, ``mcp_app.workers.reaper.fail_overdue``).
-
-A thin front door onto ``mcp_app.maintenance.purge_expired``; run it from cron (or a beat schedule) daily.
-Where Celery beat runs, ``mcp_app.reap_worker_calls`` does the reaping every 30 s.
+"""``manage.py mcp_purge [--dry-run]``: delete expired tool calls, sessions and tasks (``maintenance.purge_expired``)
+and fail the worker calls past their deadline (``workers.reaper.fail_overdue``); run it daily from cron.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""``manage.py mcp_rotate_secrets``: re-encrypt every stored secret under the first of ``MCP_APP["SECRET_KEYS"]``.
-
-The secrets: http tools' secret headers (``Webhook``), upstreams' secret headers and OAuth client secrets
-(``Upstream``). Rotation: put the new key first in ``SECRET_KEYS`` (keep the old ones after it), deploy, run this
-command, then drop the old keys. All or nothing: if a value no configured key opens is found, the command says
-so and every value is left as it was.
+"""``manage.py mcp_rotate_secrets``: re-encrypt every stored secret (webhooks' and upstreams' secret headers,
+upstreams' OAuth client secrets) under the first of ``MCP_APP["SECRET_KEYS"]``, all or nothing. The rotation
+steps: docs/http-tools.md ("Secret headers and keys").
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """``manage.py mcp_tenant_staff_group [USERNAME ...]``: create (or update) the ``MCP tenant staff`` group with every
-mcp_app model permission, and optionally make the named users staff members of it.
-
-Tenant members do not need it: a membership's role grants what it allows and makes its user staff. The group
-is for staff given pages the Django way; which tenants a user sees and what they may change there is still
-decided by their ``TenantMembership`` roles (see ``mcp_app.permissions``).
+mcp_app model permission, and optionally make the named users staff members of it. Tenant members do not need it
+(a membership's role grants what it allows); their roles still decide which tenants' objects they see.
 """
 
 from __future__ import annotations

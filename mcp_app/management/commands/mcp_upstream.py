@@ -1,9 +1,7 @@
 """``manage.py mcp_upstream add|set|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
-``add`` registers the upstream, imports its catalog (first sync) and binds it whole to each ``--bind`` server
-(``operations.add_upstream``): all or nothing, a first sync that fails registers nothing. Headers given here are
-secret headers: stored encrypted, never shown again. ``set --era`` changes the protocol era spoken to it (from its
-next connection on). ``list`` prints URLs without their query string; ``remove`` deletes the imported entries too.
+``add`` is all or nothing (``operations.add_upstream``): a first sync that fails registers nothing; headers given
+here are secret headers. ``remove`` deletes the imported entries too. Usage: docs/upstreams.md.
 """
 
 from __future__ import annotations
@@ -68,19 +66,16 @@ class Command(OperationCommand):
         add.add_argument("--era", default=ERA_AUTO, choices=ERAS, help=ERA_HELP)
         add.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
         change = actions.add_parser("set", help="Change an upstream's settings.")
-        change.add_argument("--tenant", required=True, help="Tenant slug.")
-        change.add_argument("--name", required=True, help="Upstream name.")
-        change.add_argument("--era", required=True, choices=ERAS, help=ERA_HELP)
         sync = actions.add_parser("sync", help="Re-read the upstream's catalog now and print what changed.")
-        sync.add_argument("--tenant", required=True, help="Tenant slug.")
-        sync.add_argument("--name", required=True, help="Upstream name.")
+        remove = actions.add_parser("remove", help="Delete an upstream and every entry it imported.")
+        for command in (change, sync, remove):
+            command.add_argument("--tenant", required=True, help="Tenant slug.")
+            command.add_argument("--name", required=True, help="Upstream name.")
+        change.add_argument("--era", required=True, choices=ERAS, help=ERA_HELP)
         sync.add_argument("--json", action="store_true", help="Print the sync report as one JSON object.")
         listing = actions.add_parser("list", help="Upstreams with their entries, last sync and bound servers.")
         listing.add_argument("--tenant", help="Only this tenant's upstreams.")
         listing.add_argument("--json", action="store_true", help="Print a JSON list.")
-        remove = actions.add_parser("remove", help="Delete an upstream and every entry it imported.")
-        remove.add_argument("--tenant", required=True, help="Tenant slug.")
-        remove.add_argument("--name", required=True, help="Upstream name.")
 
     def _report(self, report: Any, lists: list[tuple[str, list[str]]]) -> None:
         """Each titled list of names, then what the sync skipped and flagged (on stderr)."""
