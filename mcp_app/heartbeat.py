@@ -1,32 +1,20 @@
-"""Heartbeats: which processes are alive and which queues workers consume, known without asking anyone.
+"""Heartbeats: which processes are alive and which queues workers consume, known without asking anyone
+(docs/workers.md, "Worker death, deadlines, the reaper: liveness").
 
-The contract:
-
-- A process that owns records (``ToolTask.owner``: a serving process running tasks in-process, a worker
-  process running calls) *beats*: one daemon thread per process (``mcp-heartbeat``) records its owner id
-  (``process.owner_id()``) every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the
-  queues it consumes (``consume``). It starts when a worker process starts (``workers.tasks``: Celery's
-  signals), when a serving process starts sweeping (``workers.liveness.start_sweeping``), or else on the first
-  ``owner()`` of a process (its thread beats at once). The request path pays one flag check; the heartbeat costs
-  one Redis round trip per interval per process, whatever the traffic.
-- ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS``. An owner that never
-  beat in this backend (a process that does not share it, e.g. the embedded default next to a Redis deployment
-  on one database; or one forgotten after a day or lost with a Redis restart) is not judged by it: only by the
-  pid check below, and by its record's deadline or TTL. A lease, not a pid: an exited process not reaped yet (a
-  zombie), a pid reused after a fast restart and a process on another host are all judged alike. Nobody is
-  judged while this process's own beats have not succeeded for a whole timeout (after a Redis outage or restart
-  every beat is stale: the others get one timeout to beat again first); then ``dead`` answers an empty set.
-- ``consumers(queue)``: how many worker processes consuming ``queue`` have beaten within the timeout
-  (``None``: unknown, the backend is local). ``/readyz`` reports it.
+- A process that owns records (``ToolTask.owner``) *beats*: one daemon thread (``mcp-heartbeat``) records its
+  owner id every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the queues it consumes
+  (``consume``). It starts with ``start()`` (a worker, the sweeps) or on a process's first ``owner()``, whose
+  first beat the thread makes: the request path pays one flag check, never a wait for Redis.
+- ``dead(owners)``: the owners of this host whose process is gone or a zombie (at once), and those whose last beat
+  is older than ``HEARTBEAT_TIMEOUT_SECONDS``. An owner that never beat in this backend is judged by its pid only,
+  and nobody by the heartbeat while this process's own beats have not succeeded for a whole timeout.
+- ``consumers(queue)``: how many worker processes consuming ``queue`` beat within the timeout (``None``: unknown).
 - ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
 
-Backends (the ``HEARTBEAT`` backend of ``mcp_app.backends``): ``LocalHeartbeats`` (the embedded default: one
-process; another owner on this host is judged by its pid, a zombie counting as dead, one on another host never)
-and ``RedisHeartbeats`` (``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need
-not agree).
+Backends (``HEARTBEAT`` of ``mcp_app.backends``): ``LocalHeartbeats`` (one process; pid checks on this host) and
+``RedisHeartbeats`` (``{"url": ...}``: sorted sets scored by Redis's own clock, so clocks need not agree).
 
-Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``,
-``workers.liveness``).
+Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``, ``workers.liveness``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
-"""The invalidation log: how a change made in one process reaches the caches of every process within a second.
+"""The invalidation log: how a change made in one process reaches the caches of every process within a second
+(design, the staleness bound and Redis outages: docs/architecture.md).
 
-A change (a token revoked, an agent, tenant or server edited, a catalog version bumped, a session ended) is
-published as a few *keys* (``token:12``, ``agent:3``, ``tenant:1``, ``server:7``, ``session:40``) once its
-transaction commits. Publishing applies the keys to this process's caches at once and appends them to the
-shared log of the configured backend; every other process follows that log from a background thread and drops
-the entries tagged with those keys. Nothing of this runs on the request path.
+- ``publish(*keys)``: a change (``token:12``, ``agent:3``, ``tenant:1``, ``server:7``, ``session:40``) once its
+  transaction commits: applied to this process's caches at once (``apply``) and appended to the shared log, which
+  every other process follows from a background thread. Nothing of this runs on the request path.
+- ``healthy()``: whether caches may serve. When the log was last heard longer than
+  ``INVALIDATION_STALENESS_SECONDS`` ago, the caches step aside (every request resolved from the database) until
+  the follower is back, and on reconnecting it empties every cache: it cannot know what it missed.
+- ``generation()`` / ``store_allowed(generation)``: a cold load reads the generation before it queries, and its
+  entry is not stored if anything was invalidated meanwhile.
 
-Backends (the ``INVALIDATION`` backend of ``mcp_app.backends``):
-
-- ``LocalInvalidation`` (the embedded default): one process, nothing shared, always healthy.
-- ``RedisInvalidation``: a capped Redis stream read with a blocking ``XREAD`` (a change arrives in
-  milliseconds). Use it whenever several processes serve requests and Redis is there.
-- ``DatabaseInvalidation``: a table polled every ``POLL_SECONDS``, for several processes without Redis.
-
-**Health, and what happens when the log cannot be followed.** The follower records when it last heard from the
-log. When that is longer ago than ``INVALIDATION_STALENESS_SECONDS`` (0.75 s by default), the caches step aside:
-every request is resolved from the database again (the cold path, correct but slower) and nothing is stored,
-until the follower is back; on reconnecting it empties every cache, since it cannot know what it missed. So the
-caches never serve data older than the staleness bound, and an outage of Redis costs speed, never correctness
-(and does not fail requests closed while the database is fine).
-
-**Races.** A cold load that started before an invalidation it could have missed must not be stored: loaders read
-``generation()`` before they query and ``store_allowed(generation)`` refuses the entry if anything was
-invalidated meanwhile.
+Backends (``INVALIDATION`` of ``mcp_app.backends``): ``LocalInvalidation`` (one process, the embedded default),
+``RedisInvalidation`` (a capped stream read with a blocking ``XREAD``) and ``DatabaseInvalidation`` (a table
+polled every ``poll_seconds``, for several processes without Redis).
 """
 
 from __future__ import annotations

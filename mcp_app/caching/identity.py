@@ -1,25 +1,19 @@
-"""Per-process snapshots of who calls and what they call: tokens, servers and sessions.
+"""Per-process snapshots of who calls and what they call: tokens, servers and sessions (docs/architecture.md,
+"A warm request does no database work and no thread hop").
 
-Each snapshot is plain data loaded by the ORM on a miss and kept in a bounded LRU, tagged with the
-invalidation keys that must drop it (``mcp_app.invalidation``):
+Each snapshot is plain data loaded by the ORM on a miss and kept in a bounded LRU, tagged with the invalidation
+keys that must drop it (``mcp_app.invalidation``):
 
-- ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
-  and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
-  to another), and the tenant's and agent's own limits of concurrent worker calls (``max_worker_calls``) and rates
-  (``rate_limit``, ``rate_burst``). Only
-  usable tokens of active agents are cached, and an OAuth token only while its person may use its consent
-  (``mcp_app.models.oauth``, *Eligibility*). Tags: ``token:``, ``agent:``, ``tenant:``.
-- ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
-  version. Tags: ``server:``, ``tenant:``.
+- ``TokenEntry`` by token digest: the token, its agent and tenant, its server scope, expiry and ``grant``, and the
+  tenant's and agent's own limits (worker calls, rates). Only usable tokens of active agents are cached, and an
+  OAuth token only while its person may use its consent (``mcp_app.models.oauth``, *Eligibility*). Tags:
+  ``token:``, ``agent:``, ``tenant:``.
+- ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant). Tags: ``server:``, ``tenant:``.
 - ``SessionEntry`` by session digest: a live session. Tags: ``session:``, ``server:``, ``agent:``.
 
-Time-based expiry (a token's ``expires_at``, a session's idle timeout) is decided from the snapshot without a
-query. An entry older than ``IDENTITY_CACHE_MAX_AGE_SECONDS`` is loaded again, a backstop for changes made
-behind the ORM's back (raw SQL, a queryset ``update()`` that does not publish). Nothing is cached while the
-invalidation log is not followed (``invalidation.healthy()``).
-
-Lookups with ``load=False`` never touch the database: they raise ``CacheMiss`` instead, and the caller retries
-in a worker thread with ``load=True``. That is how a warm request stays free of queries and thread hops.
+An entry older than ``IDENTITY_CACHE_MAX_AGE_SECONDS`` is loaded again; nothing is cached while
+``invalidation.healthy()`` is false. Lookups with ``load=False`` never touch the database: they raise
+``CacheMiss``, and the caller retries in a worker thread with ``load=True``.
 """
 
 from __future__ import annotations
