@@ -4,14 +4,13 @@ defaults and what losing each costs: docs/architecture.md, "Where shared state l
 ``MCP_APP["BACKENDS"]`` maps a name to ``{"BACKEND": dotted path, "OPTIONS": {...}}``; a name it leaves out keeps
 its embedded default (``DEFAULT_BACKENDS`` in ``mcp_app.conf``). In the shape of Channels' ``ChannelLayerManager``:
 
-- ``backends[name]``: the backend, built from the settings on first use (once per process, thread-safe);
-- ``backends.set(name, backend) -> previous``: put an instance in place (tests); it stays, whatever the settings
-  say, until it is set back: ``set(name, None)`` drops it (or, with none set, the built one, rebuilt on next use);
-- when ``MCP_APP`` changes, the built backends are forgotten, and those with a ``stop()`` stopped;
+- ``backends[name]``: the backend, built from the settings on first use (once per process, thread-safe), forgotten
+  (and ``stop()``-ped) when ``MCP_APP`` changes; ``backends.set(name, backend) -> previous``: one put in place by
+  tests until set back (``set(name, None)``);
 - ``RedisBacked``: the base of every Redis backend (``url``, key ``prefix``, the clients and scripts of ``redis_pool``);
-- ``Health(name, consequence)``: the one tracker of a piece of shared state being unreachable. ``failed(error)``
-  logs the first failure of an outage, naming what this process does meanwhile; ``succeeded()`` logs its end;
-  ``up`` says which; ``await attempt(operation, fallback)`` and ``attempt_sync`` answer ``fallback()`` meanwhile.
+- ``Health(name, consequence)``: the one tracker of a piece of shared state being unreachable, which logs an
+  outage's start (with what this process does meanwhile) and end; ``attempt`` and ``attempt_sync`` answer a
+  fallback meanwhile.
 
 Not owned here: the Redis clients (``redis_pool``) and Django's own shared state (the cache, the channel layer,
 the Celery broker: the project's settings).

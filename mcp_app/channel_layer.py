@@ -3,17 +3,14 @@ the one messaging primitive every cross-process conversation of the app is writt
 "One messaging primitive"; docs/robustness.md, "Redis as channel layer").
 
 - ``redis_layer_config(url, prefix)``: the ``CHANNEL_LAYERS["default"]`` a project should use with channels-redis.
-- ``receive_forever(layer, channel)``: the messages of ``channel`` for as long as its caller iterates; layer errors
-  are logged once per outage and retried with bounded backoff, never raised. Every ``receive()`` loop goes through
-  it, and it ends as soon as its task is cancelled (``_receive``).
-- ``layer_health`` (a ``backends.Health``): whether the layer answered its last operation, so the edge can refuse
-  work that needs it with a fast 503; ``LAYER_ERRORS``: the exceptions that mean "the layer is unreachable".
-- ``messaging(layer)`` -> ``Messaging``: the channel layer (``LayerMessaging``) or the in-process bus
-  (``local_bus``), the same shapes and behaviour. ``subscribe(*groups)`` gives a ``Subscription``: a channel of
-  its own (``address``) in groups it can ``join`` and ``leave``, read by an ``on_message`` callback or with a
-  bound (``receive(within)``), ended by ``close``. Every listener of the app is one.
+- ``receive_forever(layer, channel)``: every ``receive()`` loop of the app; layer errors are logged once per outage
+  and retried with bounded backoff, never raised; it ends as soon as its task is cancelled (``_receive``).
+- ``layer_health`` and ``LAYER_ERRORS``: whether the layer answered its last operation (the edge refuses work that
+  needs it with a fast 503), and the exceptions that mean it is unreachable.
+- ``messaging(layer)``: a ``Messaging``, the channel layer or the in-process bus (``local_bus``), alike.
+  ``subscribe(*groups)`` gives a ``Subscription`` (its own ``address``, ``join``, ``leave``, an ``on_message``
+  callback or a bounded ``receive``, ``close``); every listener of the app is one.
 - ``Correlator``: request/reply by correlation key, with the one timeout answer (``timeout_answer``, -32001).
-  Every server-to-client request of the app uses it.
 
 Not owned here: group names and event types (``events.py``), what a message means (the consumer, the tasks).
 """

@@ -1,18 +1,16 @@
 """Heartbeats: which processes are alive and which queues workers consume, known without asking anyone
 (docs/workers.md, "Worker death, deadlines, the reaper: liveness").
 
-- A process that owns records (``ToolTask.owner``) *beats*: one daemon thread (``mcp-heartbeat``) records its
-  owner id every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the queues it consumes
-  (``consume``). It starts with ``start()`` (a worker, the sweeps) or on a process's first ``owner()``, whose
-  first beat the thread makes: the request path pays one flag check, never a wait for Redis.
-- ``dead(owners)``: the owners of this host whose process is gone or a zombie (at once), and those whose last beat
-  is older than ``HEARTBEAT_TIMEOUT_SECONDS``. An owner that never beat in this backend is judged by its pid only,
-  and nobody by the heartbeat while this process's own beats have not succeeded for a whole timeout.
+- A process that owns records (``ToolTask.owner``) beats: a daemon thread records its owner id every
+  ``HEARTBEAT_INTERVAL_SECONDS``, and a Celery worker's queues (``consume``). It starts with ``start()`` or at a
+  process's first ``owner()``, whose first beat the thread makes (the request path never waits for Redis).
+- ``dead(owners)``: owners of this host whose process is gone or a zombie, and owners silent for
+  ``HEARTBEAT_TIMEOUT_SECONDS`` (judged only once this process's own beats have succeeded for a whole timeout).
 - ``consumers(queue)``: how many worker processes consuming ``queue`` beat within the timeout (``None``: unknown).
 - ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
 
 Backends (``HEARTBEAT`` of ``mcp_app.backends``): ``LocalHeartbeats`` (one process; pid checks on this host) and
-``RedisHeartbeats`` (``{"url": ...}``: sorted sets scored by Redis's own clock, so clocks need not agree).
+``RedisHeartbeats`` (sorted sets scored by Redis's own clock, so clocks need not agree).
 
 Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``, ``workers.liveness``).
 """
@@ -203,9 +201,7 @@ def start() -> None:
 def owner() -> str:
     """This process's owner id for a record it is about to own; the process beats from now on (its first beat
     made at once by the thread: this is called on request paths, which must not wait for Redis)."""
-    pulse = _pulse
-    if pulse is None or pulse.pid != os.getpid():
-        _running(beat_now=False)
+    _running(beat_now=False)
     return owner_id()
 
 

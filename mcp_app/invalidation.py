@@ -1,18 +1,16 @@
 """The invalidation log: how a change made in one process reaches the caches of every process within a second
 (design, the staleness bound and Redis outages: docs/architecture.md).
 
-- ``publish(*keys)``: a change (``token:12``, ``agent:3``, ``tenant:1``, ``server:7``, ``session:40``) once its
-  transaction commits: applied to this process's caches at once (``apply``) and appended to the shared log, which
-  every other process follows from a background thread. Nothing of this runs on the request path.
-- ``healthy()``: whether caches may serve. When the log was last heard longer than
-  ``INVALIDATION_STALENESS_SECONDS`` ago, the caches step aside (every request resolved from the database) until
-  the follower is back, and on reconnecting it empties every cache: it cannot know what it missed.
-- ``generation()`` / ``store_allowed(generation)``: a cold load reads the generation before it queries, and its
-  entry is not stored if anything was invalidated meanwhile.
+- ``publish(*keys)``: once the transaction commits, drop what ``token:12``, ``agent:3``, ``tenant:1``,
+  ``server:7``, ``session:40``... name from this process's caches (``apply``) and append them to the shared log,
+  which every other process follows from a background thread.
+- ``healthy()``: whether caches may serve: the log was heard within ``INVALIDATION_STALENESS_SECONDS``; a follower
+  that reconnects empties every cache, since it cannot know what it missed.
+- ``generation()`` / ``store_allowed(generation)``: a cold load is not stored if anything was invalidated while
+  it queried.
 
-Backends (``INVALIDATION`` of ``mcp_app.backends``): ``LocalInvalidation`` (one process, the embedded default),
-``RedisInvalidation`` (a capped stream read with a blocking ``XREAD``) and ``DatabaseInvalidation`` (a table
-polled every ``poll_seconds``, for several processes without Redis).
+Backends (``INVALIDATION`` of ``mcp_app.backends``): ``LocalInvalidation`` (one process), ``RedisInvalidation``
+(a capped stream read with a blocking ``XREAD``), ``DatabaseInvalidation`` (a polled table, without Redis).
 """
 
 from __future__ import annotations

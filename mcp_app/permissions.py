@@ -1,20 +1,16 @@
 """Who may do what with tenant-owned objects: the one place the admin and the REST API ask (the rules as users
 meet them: docs/api.md, "Who sees and does what").
 
-A user's rights over a tenant come from their ``TenantMembership`` role: ``viewer`` reads the tenant's objects,
-``admin`` also adds, changes and deletes them, ``owner`` also manages its memberships and edits the tenant. Nobody
-can add themselves or anyone else to a tenant they do not own. Superusers may do everything; creating or deleting a
-tenant, and the operator-only tenant fields, are theirs alone. The role grants the Django model permissions of
-what it allows (``has_model_permission``), and a membership makes its user staff (``TenantMembership.save``);
-permissions given in Django's own way (groups, user permissions) add pages, never tenants.
+A user's rights over a tenant come from their ``TenantMembership`` role: ``viewer`` reads, ``admin`` also adds,
+changes and deletes, ``owner`` also manages memberships and edits the tenant; superusers do everything, and alone
+create or delete tenants and edit their operator-only fields. The role grants the model permissions it needs
+(``has_model_permission``); permissions given the Django way add pages, never tenants.
 
-- ``TENANT_PATHS``: every model that belongs to a tenant, once (label → lookup path to the tenant's pk); other
-  modules add theirs with ``register_tenant_path``. An unlisted model is refused (``LookupError``), never shown
-  unscoped.
-- ``scope_queryset(user, queryset)``: only the objects of the tenants a user may see; ``can_view``,
-  ``can_change``, ``can_delete``, ``can_add``: about one object.
-- ``TenantAccess`` (``access_for(user)``): a user's memberships, resolved once and cached on the user object,
-  which Django and DRF build afresh for every request: at most one membership query per request.
+- ``TENANT_PATHS`` / ``register_tenant_path``: how each tenant-owned model reaches its tenant; an unlisted model is
+  refused (``LookupError``), never shown unscoped.
+- ``scope_queryset(user, queryset)``, ``can_view``, ``can_change``, ``can_delete``, ``can_add``: what a user sees
+  and may do.
+- ``access_for(user)``: a ``TenantAccess``, cached on the user object: at most one membership query per request.
 
 Not owned here: what a form shows (``mcp_app.admin``), what the wire allows an agent (tokens, grants).
 """

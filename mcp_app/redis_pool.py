@@ -1,16 +1,13 @@
 """Redis connection pools and clients of a process: bounded, and idle connections closed (sizing Redis for them:
 docs/deployment.md, "Redis connections").
 
-- ``BoundedConnectionPool``: at most ``REDIS_MAX_CONNECTIONS`` connections (a command beyond waits up to
-  ``REDIS_POOL_WAIT_SECONDS``, then fails with ``redis.exceptions.ConnectionError``, one of
-  ``channel_layer.LAYER_ERRORS``: answered as Redis being unreachable, 503); one idle for ``REDIS_IDLE_SECONDS``
-  is closed. The pool belongs to the event loop it is used in.
-- ``redis_client(url, socket_timeout=...)``: the running loop's asyncio client for ``url`` on such a pool, for
-  every backend of shared state and ``/readyz`` (the channel layer builds its own, ``redis_layer``).
-- ``sync_redis_client(url, socket_timeout=...)``: the process's blocking client (thread-safe), for the sync paths
-  (views, the admin, the invalidation follower, the heartbeat thread, the purge).
-- ``script(client, source)``: the Lua ``source`` registered once on ``client`` (``EVALSHA``, loaded on a miss).
-- ``redis_connection_options(socket_timeout=...)``: the options of all of them and of the channel layer's pools.
+- ``BoundedConnectionPool``: at most ``REDIS_MAX_CONNECTIONS`` connections (beyond, a command waits up to
+  ``REDIS_POOL_WAIT_SECONDS``, then fails as Redis being unreachable: 503); one idle for ``REDIS_IDLE_SECONDS`` is
+  closed. It belongs to the event loop it is used in.
+- ``redis_client(url)``: the running loop's asyncio client on such a pool, for every backend of shared state and
+  ``/readyz``; ``sync_redis_client(url)``: the process's blocking client (thread-safe), for the sync paths.
+- ``script(client, source)``: the Lua ``source`` registered once on ``client``.
+- ``redis_connection_options(...)``: the options of all of them and of the channel layer's pools (``redis_layer``).
 
 Not owned here: Django's cache and Celery's broker, which the project configures.
 """
@@ -37,13 +34,9 @@ CONNECT_TIMEOUT_SECONDS = 2.0
 
 def redis_connection_options(*, socket_timeout: float, blocking: bool = False) -> dict[str, Any]:
     """redis-py connection options for the channel layer and every client made here (``blocking``: for the
-    blocking client, whose retry is of its own kind).
-
-    A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
-    replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
-    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff. How many
-    connections a pool opens, and how long an idle one stays, is the settings' (``bounded_pool``).
-    """
+    blocking client, whose retry is of its own kind): a short connect timeout and two quick retries, so a pooled
+    connection that died with a Redis restart is replaced instead of failing its command, and a Redis that is down
+    is reported in milliseconds (refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after a backoff."""
     return {
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,

@@ -1,17 +1,14 @@
 """Living with PostgreSQL: a bounded pool of connections per process, bounded waits, fast refusals while the
 database is unavailable, and what "unavailable" means (docs/deployment.md, "PostgreSQL connections and bounds").
 
-- ``ENGINE = "mcp_app.database"`` with ``OPTIONS = postgres_options(...)`` and ``CONN_MAX_AGE = 0`` is how a
-  project should configure PostgreSQL: Django's psycopg pool of at most ``pool_size`` connections per process (a
-  caller waits at most ``pool_timeout`` for one; a process never holds more, however many threads it runs),
-  libpq's ``connect_timeout``, TCP keep-alives and ``tcp_user_timeout``, the server's ``statement_timeout``, and a
-  connection class whose every wait for the server lasts at most ``statement_timeout`` + ``connect_timeout``.
+- ``ENGINE = "mcp_app.database"``, ``OPTIONS = postgres_options(...)`` and ``CONN_MAX_AGE = 0`` is how a project
+  should configure PostgreSQL: a psycopg pool of at most ``pool_size`` connections per process, timeouts for the
+  connect, the pool, each statement and each wait for the server, and TCP keep-alives.
 - ``database_health``: once opening a connection failed or a wait passed its bound, the backend
-  (``mcp_app.database.base``) refuses new connections at once for ``RETRY_AFTER_SECONDS``, so requests queued
-  behind a stuck one get their 503 in milliseconds. A pool that is merely busy is load, not a failure.
-- ``DATABASE_ERRORS``: the exceptions that mean "the database is unavailable" (the pool's timeout among them),
-  answered 503 with ``Retry-After: RETRY_AFTER_SECONDS`` by the front doors and reported by ``/readyz``;
-  ``log_failure`` logs a background loop's failure as one line without traceback.
+  (``mcp_app.database.base``) refuses new connections at once for ``RETRY_AFTER_SECONDS``; a busy pool is load,
+  not a failure.
+- ``DATABASE_ERRORS``: the exceptions that mean "the database is unavailable", answered 503 with ``Retry-After``
+  by the front doors; ``log_failure`` logs a background loop's failure as one line without traceback.
 
 Not owned here: the settings themselves (the project's ``DATABASES``), which queries are made.
 """

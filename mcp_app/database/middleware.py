@@ -1,16 +1,10 @@
 """``DatabaseUnavailableMiddleware``: a Django view that fails because the database is unavailable answers 503
-with ``Retry-After``, not 500 with a traceback (the admin, the OAuth pages and endpoints, any page of the project;
-docs/deployment.md, "PostgreSQL connections and bounds").
+with ``Retry-After`` and ``Cache-Control: no-store``, not 500 with a traceback (docs/deployment.md).
 
-A view raising one of ``DATABASE_ERRORS`` gets ``503`` with ``Retry-After: RETRY_AFTER_SECONDS`` and
-``Cache-Control: no-store``: JSON ``{"error": "temporarily_unavailable", ...}`` (RFC 6749 §5.2's shape) for the
-authorization server's machine endpoints and any request that does not accept HTML (``oauth.cors`` answers it
-too, with its CORS headers), else a short HTML page; logged as one warning line, no traceback. Any other
-exception is left to Django.
-
-Add it to ``MIDDLEWARE`` (anywhere). Not covered: an exception raised by another middleware outside the view (e.g.
-a session saved at the response) is still Django's 500. The MCP endpoint and the REST API answer their own 503s
-(``transport.consumer``, ``api.exceptions``).
+JSON ``{"error": "temporarily_unavailable", ...}`` (RFC 6749 §5.2) for the authorization server's machine endpoints
+and requests that do not accept HTML, else a short page; one warning line, no traceback. Add it anywhere in
+``MIDDLEWARE``. Not covered: an exception raised by another middleware outside the view (e.g. a session saved at
+the response) is still Django's 500; the MCP endpoint and the REST API answer their own 503s.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The one question the edge asks of every limit of a request: ``await admit(caller, ...)``, a ``Refusal`` or ``None``.
 
-What is checked follows from what the caller is and asks (docs/limits.md):
-
-- not authenticated (``Caller.token`` is ``None``): whether its address or token prefix is blocked, from memory;
-  with ``failed=True``, its failure is counted, logged (sampled) and refused once spent (``bruteforce``);
-- authenticated: ``requests`` drawn from its tenant's, agent's and called tools' buckets (``rates``); with
-  ``stream``, a stream slot appended to that list for its owner to release (a list, not an exit stack: an idle
-  stream keeps it); with ``session=True``, room under the session caps (``caps``).
-
-A refusal carries its JSON-RPC error, the HTTP status (429; 503 when this process is short of file descriptors)
-and ``Retry-After`` (5 for a cap: when a slot frees depends on the caller, not on time).
+What is checked follows from the caller (docs/limits.md): not authenticated (``Caller.token`` is ``None``), whether
+its address or token prefix is blocked, and with ``failed=True`` its failure counted (``bruteforce``);
+authenticated, ``requests`` drawn from its buckets (``rates``), a stream slot appended to ``stream`` for its owner
+to release (an idle stream keeps it), room under the session caps with ``session=True`` (``caps``). A refusal
+carries its error, the HTTP status (429; 503 when short of file descriptors) and ``Retry-After`` (5 for a cap:
+when a slot frees depends on the caller, not on time).
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Brute force on the MCP endpoint: failed authentication throttled by what fails, a negative cache of unknown
 tokens, and sampled failure logs. Design, and why a valid token is never refused: docs/limits.md, "Brute force".
 
-- ``await failed(address, raw)``: a request from ``address`` presenting ``raw`` (the bearer token, ``None`` or
-  ``""`` without one) failed authentication. It draws from the address's failure bucket and, for a token of the
-  shape ``mcp_<prefix>_<secret>``, from the prefix's (``AUTH_FAILURE_RATE``, ``AUTH_FAILURE_BURST``; the buckets
-  of ``rates``, fleet-wide in Redis), and returns ``RateLimited`` (scope ``"address"`` or ``"token"``) once either
-  is spent, blocking that bucket in this process until it has room again; else ``None``.
-- ``blocked(address, raw)``: from memory (no lookup, no round trip), the refusal of a request that cannot
-  authenticate (no token, a malformed one, or one ``unknown`` here) from a blocked address or under a blocked
-  prefix. A token that may be valid is never refused here: it is looked up.
-- ``unknown(raw)`` / ``remember_unknown(raw)`` (sync): tokens that matched no usable token, remembered for
-  ``AUTH_NEGATIVE_CACHE_SECONDS``; ``transport.auth`` refuses them without a query.
-- ``log_failure(address, status)``: at most one log line per ``AUTH_FAILURE_LOG_INTERVAL_SECONDS`` per process,
-  counting the failures it stands for.
+- ``await failed(address, raw)``: count a failed authentication against the source address's bucket and, for a
+  token of the shape ``mcp_<prefix>_<secret>``, its prefix's (``rates``' buckets: fleet-wide in Redis); once
+  either is spent, block it in this process and return ``RateLimited`` (scope ``"address"`` or ``"token"``).
+- ``blocked(address, raw)``: from memory, the refusal of a request that cannot authenticate (no token, a malformed
+  or ``unknown`` one) from a blocked address or prefix; a token that may be valid is never refused here.
+- ``unknown(raw)`` / ``remember_unknown(raw)``: the negative cache (``AUTH_NEGATIVE_CACHE_SECONDS``).
+- ``log_failure(address, status)``: at most one line per ``AUTH_FAILURE_LOG_INTERVAL_SECONDS`` per process.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""Caps of concurrent streams and live sessions per tenant and per agent, and the guard on file descriptors.
+"""Caps of concurrent streams and live sessions per tenant and per agent, and the guard on file descriptors
+(docs/limits.md).
 
-The contract (docs/limits.md):
-
-- ``await hold_stream(token, slot_id) -> Slot``: a GET or ``subscriptions/listen`` stream takes a slot of its
-  tenant's ``STREAMS_PER_TENANT`` and its agent's ``STREAMS_PER_AGENT`` (0: unlimited), or raises
-  ``CapacityExceeded`` (-32012, scope "tenant" or "agent"; scope "process", 503, when ``descriptors_short()``:
-  fewer than ``FD_RESERVE`` descriptors left). ``Slot.release()`` gives it back (idempotent). Slots are leases
-  of ``limits.quotas`` in the ``STREAM_CAPS`` backend: a dead process's slots free themselves.
-- ``check_sessions(tenant_pk, agent_pk)`` (sync): raises ``CapacityExceeded`` when the agent or its tenant holds
-  ``SESSIONS_PER_AGENT`` / ``SESSIONS_PER_TENANT`` live sessions, counted in the database (two initializations
-  racing for the last slot may both pass).
+- ``await hold_stream(token, slot_id) -> Slot``: a stream takes a slot under ``STREAMS_PER_TENANT`` and
+  ``STREAMS_PER_AGENT``, a lease of ``limits.quotas`` in the ``STREAM_CAPS`` backend, or raises ``CapacityExceeded``
+  (-32012; scope "process", 503, when ``descriptors_short()``). ``Slot.release()`` gives it back (idempotent).
+- ``check_sessions(tenant_pk, agent_pk)`` (sync): raises ``CapacityExceeded`` over ``SESSIONS_PER_AGENT`` or
+  ``SESSIONS_PER_TENANT`` live sessions, counted in the database (two racing for the last slot may both pass).
 """
 
 from __future__ import annotations

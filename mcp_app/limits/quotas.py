@@ -2,13 +2,11 @@
 
 The API (the seam between the transport, the worker runner and the reaper; design: docs/quotas.md):
 
-- ``acquire(call_id, *, tenant_pk, agent_pk, tenant_limit, agent_limit) -> Lease`` admits one call, atomically
-  across the processes that share the backend, or raises ``QuotaExceeded`` (-32010, naming the scope and its
-  limit). A ``call_id`` that already holds a slot is admitted again without taking a second one.
-- ``Lease.release()`` (async) and ``Lease.release_sync()`` give the slot back; both are idempotent.
-- ``release_call(call_id)`` (sync) gives back a call's slot from a process that holds no ``Lease`` (worker, reaper).
-- ``limits_for(grant, token entry or principal) -> (tenant_limit, agent_limit)``: the effective limits, without a
-  query; 0 means unlimited.
+- ``acquire(call_id, *, tenant_pk, agent_pk, tenant_limit, agent_limit) -> Lease``: admit one call, atomically
+  across processes (a ``call_id`` that holds a slot is admitted again without a second one), or raise
+  ``QuotaExceeded`` (-32010, naming the scope and its limit). ``Lease.release()`` / ``release_sync()`` give it back.
+- ``release_call(call_id)`` (sync): give back a call's slot from a process that holds no ``Lease`` (worker, reaper).
+- ``limits_for(grant, token entry or principal)``: the effective (tenant, agent) limits, no query; 0: unlimited.
 - ``running_calls(tenants=..., agents=...)`` (sync): how many calls hold a slot now, for the admin.
 
 Backends (``WORKER_QUOTAS`` and ``STREAM_CAPS`` of ``mcp_app.backends``): ``LocalQuotas`` (this process's memory,

@@ -1,16 +1,13 @@
 """Request rates per tenant, per agent and per tool: token buckets shared by every process (docs/limits.md).
 
-- ``limit_of(own_rate, own_burst, default_rate, default_burst) -> Limit | None``: the effective limit of one
-  scope. The own ``rate_limit`` (requests per second) wins over the setting; 0 means unlimited (``None``); an
-  empty burst is the setting's when the rate is the setting's too, else twice the rate (at least 1).
+- ``limit_of(own_rate, own_burst, default_rate, default_burst)``: the effective ``Limit`` of one scope, or
+  ``None`` when unlimited (the own rate wins over the setting; an empty burst: the setting's, or twice the rate).
 - ``request_buckets(token, tools=..., cost=...)``: the buckets one request draws from (cached snapshots, no query).
-- ``await take(buckets)`` / ``take_sync(buckets)``: draw ``cost`` tokens from every bucket or from none; else raise
-  ``RateLimited`` (-32011; the edge answers 429 with ``Retry-After``) naming the scope that must wait longest.
-  While the ``RATE_LIMITS`` backend is unreachable, this process's own buckets decide (logged and counted).
+- ``await take(buckets)`` / ``take_sync(buckets)``: draw from every bucket or none, else raise ``RateLimited``
+  (-32011) naming the scope that waits longest; while ``RATE_LIMITS`` is unreachable, this process's buckets decide.
 
-The algorithm is GCRA, one theoretical arrival time per bucket: a request of cost ``n`` is admitted when
-``max(tat, now) + n/rate - now <= burst/rate``. ``LocalRates`` keeps it in this process's memory, ``RedisRates``
-checks and updates every bucket of a request in one Lua script (atomic, Redis's own clock).
+The algorithm is GCRA (one theoretical arrival time per bucket; cost ``n`` admitted when
+``max(tat, now) + n/rate - now <= burst/rate``): ``LocalRates`` in memory, ``RedisRates`` in one Lua script.
 """
 
 from __future__ import annotations
