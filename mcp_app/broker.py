@@ -1,12 +1,10 @@
 """kombu's Redis transport with one Redis client per channel instead of one per operation (docs/workers.md).
 
-``Transport`` is kombu's own Redis transport (same keys, message format, polling and acknowledgement: it shares
-queues with the stock one) whose ``Channel`` keeps the ``redis.Redis`` client it makes for synchronous commands,
-where the stock channel builds one (~0.15 ms of CPU) for every publish, acknowledgement and bookkeeping step. A
-``redis.Redis`` client is safe to share between threads (its pool hands each command a connection), and the kept
-one is dropped whenever the channel's pool is replaced (after a fork, or once the channel closed its
-connections), so it never outlives the pool it uses. The blocking reads (``BRPOP``, pub/sub) keep their own
-asynchronous client, as in kombu. Name it as Celery's ``broker_transport`` with a ``redis://`` broker URL.
+``Transport`` is kombu's own (same keys, messages, polling and acknowledgement: it shares queues with the stock one)
+whose ``Channel`` keeps the ``redis.Redis`` client it makes for synchronous commands, where the stock one builds one
+(~0.15 ms of CPU) per publish, acknowledgement and bookkeeping step. A client is safe to share between threads, and
+the kept one is dropped whenever the channel's pool is replaced (after a fork, or a close), so it never outlives
+its pool. Name it as Celery's ``broker_transport`` with a ``redis://`` broker URL.
 """
 
 from __future__ import annotations

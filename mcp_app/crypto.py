@@ -1,10 +1,9 @@
 """Encryption of secrets at rest (the secret headers of http tools), with key rotation.
 
 ``encrypt``, ``decrypt`` and ``rotate``: Fernet through a ``MultiFernet`` of ``MCP_APP["SECRET_KEYS"]`` (the first
-key encrypts, every key decrypts, ``rotate`` re-encrypts under the first), each string stretched into a Fernet key
-with HKDF-SHA256, so any high-entropy string will do. Without ``SECRET_KEYS`` the keys derive from Django's
-``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS``. Plaintext never leaves this module except as the return value of
-``decrypt``; nothing here logs.
+key encrypts, every key decrypts, ``rotate`` re-encrypts under the first), any high-entropy string stretched with
+HKDF-SHA256; without ``SECRET_KEYS``, keys derived from Django's ``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS``.
+Plaintext never leaves this module except as the return value of ``decrypt``; nothing here logs.
 """
 
 from __future__ import annotations

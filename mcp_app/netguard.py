@@ -1,12 +1,10 @@
 """SSRF guard for every outbound connection: which network addresses a webhook, an upstream MCP server or a client
-metadata document may be reached at (``mcp_app.outbound`` applies it, with each kind's allow-list; the rules:
-docs/http-tools.md, "SSRF rules").
+metadata document may be reached at (``mcp_app.outbound`` applies it; the rules: docs/http-tools.md, "SSRF rules").
 
-Pure Python (no Django): ``parse_allow_list`` reads the operator's allow-list; ``refusal`` says why one address
-may not be reached (or ``None``): the tables below, cloud metadata addresses, anything Python's ``ipaddress``
-does not consider globally reachable, and IPv6 forms that carry an IPv4 address, judged by the address they carry.
-``resolve_checked`` resolves a host name and checks *every* address it resolves to; the caller connects only to
-those, so a DNS answer that changes between the check and the connection (rebinding) cannot redirect it.
+Pure Python (no Django): ``parse_allow_list`` reads the operator's allow-list; ``refusal`` says why one address may
+not be reached (the tables below, cloud metadata, anything ``ipaddress`` does not consider global, IPv6 forms judged
+by the IPv4 address they carry), or ``None``; ``resolve_checked`` resolves a host name and checks *every* address,
+and the caller connects only to those (DNS rebinding cannot redirect it).
 
 Not here: name resolution policy beyond the system resolver, proxies (http tools never use one), redirects (the
 runtime refuses them).

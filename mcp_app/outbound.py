@@ -1,15 +1,12 @@
 """Every outbound connection mcp-host makes for a tenant: one allow-list, one SSRF-guarded connector
 (docs/http-tools.md, "SSRF rules" and "Allow-list").
 
-- ``allowed_networks(kind)``: the allow-list of ``"http_tool"`` (webhooks), ``"upstream"`` (upstream MCP servers)
-  or ``"cimd"`` (OAuth client ID metadata documents): ``OUTBOUND_ALLOWED_NETWORKS`` plus the kind's older setting.
-- ``GuardedBackend(core, allow)``: the network backend of an ``httpcore`` or ``httpcore2`` pool that connects only
-  to addresses ``netguard.resolve_checked`` accepted for the URL's host, and to the checked address itself (a DNS
-  answer that changes in between cannot redirect it; TLS still verifies the URL's host name). A refused host
-  raises ``netguard.ForbiddenAddress`` before any socket is opened. ``GuardedTransport``: the transport over such
-  a pool, for httpx or httpx2 (their public transport interface).
-- ``webhook_transport()``: a fresh transport for one webhook call (one connection, no keep-alive, no proxy).
-- ``upstream_http_client(...)``: the ``httpx2.AsyncClient`` to hand to the SDK's ``streamable_http_client``.
+- ``allowed_networks(kind)``: ``OUTBOUND_ALLOWED_NETWORKS`` plus the older setting of ``kind``: ``"http_tool"``
+  (webhooks), ``"upstream"`` (upstream MCP servers) or ``"cimd"`` (OAuth client ID metadata documents).
+- ``GuardedBackend`` and ``GuardedTransport``: an httpcore (or httpcore2) pool, and the httpx (or httpx2) transport
+  over it, that connects only to the addresses ``netguard.resolve_checked`` accepted, never to the name again (TLS
+  still verifies the URL's host); a refused host raises ``netguard.ForbiddenAddress`` before any socket opens.
+- ``webhook_transport()`` and ``upstream_http_client(...)``: what a webhook call and an upstream's SDK client use.
 - ``resolver`` and ``ssl_context()``: name resolution and certificate verification (tests replace them).
 
 Not here: URL syntax rules (``definitions.http_tools.validate_url``), redirects of webhooks (refused by the

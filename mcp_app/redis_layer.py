@@ -1,12 +1,9 @@
 """channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one
 (docs/robustness.md, "Redis as channel layer"; measured in docs/workers.md).
 
-``RedisChannelLayer`` is channels-redis's own layer (same keys, message format, expiry and capacity rules:
-processes running the stock layer and this one talk to each other) whose writes are batched (Lua scripts and
-pipelines) and whose connection pools (one per event loop) are ``redis_pool.BoundedConnectionPool``, not
-channels-redis's own, which keeps every connection it ever opened. Receiving is channels-redis's unchanged
-(``BZPOPMIN`` with its backup queue). ``redis_layer_config`` (``mcp_app.channel_layer``) names this class; a
-project may name the stock one instead and lose only the speed.
+``RedisChannelLayer`` is channels-redis's own layer (same keys, messages, expiry and capacity: it talks to the stock
+one both ways) with its writes batched and its pools (one per event loop) ``redis_pool.BoundedConnectionPool``,
+not channels-redis's own, which keeps every connection it ever opened. Receiving is unchanged.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """A pytest plugin for projects that use mcp_app: test your own ``@tool``s in-process, without a network.
 
-Enable it in your project's top-level ``conftest.py`` (it needs pytest-django and pytest-asyncio) with
-``pytest_plugins = ["mcp_app.testing"]``; how to use it: docs/install.md, "Test your tools without a network".
-
-Fixtures (prefixed ``mcp_`` so that they do not clash with a project's own): ``mcp_tools`` (the registered
-``@tool`` names bound to ``mcp_server``; default all of them, override to choose), ``mcp_tenant``, ``mcp_server``,
-``mcp_agent`` (committed with ``transactional_db``: the consumer reads the database from worker threads),
-``mcp_token`` (an ``IssuedToken``), and the ``McpTestClient``\\ s ``mcp_client`` (the handshake era) and
-``mcp_modern_client`` (2026-07-28). Requests go through your router, the real consumer, authentication and the
-catalog, exactly as over HTTP; only the socket is missing.
+Enable it with ``pytest_plugins = ["mcp_app.testing"]`` in your top-level ``conftest.py`` (it needs pytest-django
+and pytest-asyncio); docs/install.md, "Test your tools without a network", shows it in use. Fixtures, prefixed
+``mcp_``: ``mcp_tools`` (the ``@tool`` names bound to ``mcp_server``: all unless overridden), ``mcp_tenant``,
+``mcp_server``, ``mcp_agent``, ``mcp_token`` (an ``IssuedToken``), and the ``McpTestClient``\\ s ``mcp_client``
+(handshake era) and ``mcp_modern_client`` (2026-07-28), which drive your real router and consumer in-process.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Last-used stamps of tokens and activity of sessions, written off the request path in batches
 (docs/architecture.md).
 
-``token_used`` and ``session_seen`` record in memory, coalesced per row, at most once per
-``TOKEN_LAST_USED_INTERVAL_SECONDS`` or ``SESSION_TOUCH_SECONDS`` per row. A daemon thread writes what accumulated
-every ``WRITE_BEHIND_INTERVAL_SECONDS`` and at interpreter exit, in one transaction, with stamps that only move
-forward (``UPDATE … WHERE stamp < new``: processes never undo each other), and closes its connections after every
-flush, so the request path needs no ``close_old_connections`` for these writes. Past ``WRITE_BEHIND_MAX_PENDING``
-rows, new ones are dropped and counted: a slightly older stamp, never a failed request.
+``token_used`` and ``session_seen`` queue a row in memory (coalesced, at most once per
+``TOKEN_LAST_USED_INTERVAL_SECONDS`` or ``SESSION_TOUCH_SECONDS``); a daemon thread writes them every
+``WRITE_BEHIND_INTERVAL_SECONDS`` and at exit, in one transaction, stamps only moving forward, and closes its
+connections after each flush. Past ``WRITE_BEHIND_MAX_PENDING`` rows, new ones are dropped and counted.
 """
 
 from __future__ import annotations

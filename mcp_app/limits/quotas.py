@@ -9,11 +9,9 @@ The API (the seam between the transport, the worker runner and the reaper; desig
 - ``limits_for(grant, token entry or principal)``: the effective (tenant, agent) limits, no query; 0: unlimited.
 - ``running_calls(tenants=..., agents=...)`` (sync): how many calls hold a slot now, for the admin.
 
-Backends (``WORKER_QUOTAS`` and ``STREAM_CAPS`` of ``mcp_app.backends``): ``LocalQuotas`` (this process's memory,
-the embedded default) and ``RedisQuotas`` (``limits.redis_quotas``); an unreachable backend refuses admission.
-
-Not owned here: where calls are admitted (``mcp_app.workers.admission``), the limits' storage
-(``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
+Backends (``WORKER_QUOTAS``, ``STREAM_CAPS``): ``LocalQuotas`` (this process's memory, the embedded default) and
+``RedisQuotas`` (``limits.redis_quotas``); an unreachable backend refuses admission. Not owned here: where calls
+are admitted (``workers.admission``), the limits' storage (``Tenant``/``Agent.max_worker_calls``) and their admin.
 """
 
 from __future__ import annotations
