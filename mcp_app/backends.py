@@ -1,31 +1,19 @@
-"""Shared state behind one manager: each backend of state that processes share, by name (docs/architecture.md).
+"""Shared state behind one manager: each backend of state that processes share, by name (the names, their
+defaults and what losing each costs: docs/architecture.md, "Where shared state lives").
 
 ``MCP_APP["BACKENDS"]`` maps a name to ``{"BACKEND": dotted path, "OPTIONS": {...}}``; a name it leaves out keeps
-its embedded default (``DEFAULT_BACKENDS`` in ``mcp_app.conf``). The names, and who uses them:
+its embedded default (``DEFAULT_BACKENDS`` in ``mcp_app.conf``). In the shape of Channels' ``ChannelLayerManager``:
 
-- ``EVENT_STORE``: SSE events kept for ``Last-Event-ID`` (``transport.eventstore``);
-- ``INVALIDATION``: the log that carries cache invalidations to every process (``invalidation``);
-- ``HEARTBEAT``: which processes are alive and which queues workers consume (``heartbeat``);
-- ``WORKER_QUOTAS`` and ``STREAM_CAPS``: leases of running worker calls and of open streams (``limits.quotas``);
-- ``RATE_LIMITS``: the token buckets of request rates and failed authentications (``limits.rates``);
-- ``BREAKERS``: the circuit breaker of each upstream (``federation.breaker``).
+- ``backends[name]``: the backend, built from the settings on first use (once per process, thread-safe), forgotten
+  (and ``stop()``-ped) when ``MCP_APP`` changes; ``backends.set(name, backend) -> previous``: one put in place by
+  tests until set back (``set(name, None)``);
+- ``RedisBacked``: the base of every Redis backend (``url``, key ``prefix``, the clients and scripts of ``redis_pool``);
+- ``Health(name, consequence)``: the one tracker of a piece of shared state being unreachable, which logs an
+  outage's start (with what this process does meanwhile) and end; ``attempt`` and ``attempt_sync`` answer a
+  fallback meanwhile.
 
-The contract, in the shape of Channels' ``ChannelLayerManager``:
-
-- ``backends[name]``: the backend, built from the settings on first use (once per process, thread-safe);
-- ``backends.set(name, backend) -> previous``: put an instance in place (tests); it stays, whatever the settings
-  say, until it is set back: ``set(name, None)`` drops it (or, with none set, the built one, rebuilt on next use);
-- when ``MCP_APP`` changes (``override_settings``), the built backends are forgotten, and those with a ``stop()``
-  (a follower's thread) stopped;
-- ``RedisBacked``: the base of every Redis backend (``url``, key ``prefix``, and the clients and scripts of
-  ``redis_pool``, imported on first use so that the embedded default runs without redis-py);
-- ``Health(name, consequence)``: the one tracker of a piece of shared state being unreachable (each backend's
-  user holds one, and so does the channel layer). ``failed(error)`` logs the first failure of an outage, naming
-  what this process does meanwhile; ``succeeded()`` logs its end; ``up`` says which; ``await attempt(operation,
-  fallback)`` and ``attempt_sync`` run an operation and answer ``fallback()`` instead while it fails.
-
-Not owned here: the Redis clients the backends use (``redis_pool``: one factory per event loop and process) and
-Django's own shared state (the cache, the channel layer, the Celery broker: the project's settings).
+Not owned here: the Redis clients (``redis_pool``) and Django's own shared state (the cache, the channel layer,
+the Celery broker: the project's settings).
 """
 
 from __future__ import annotations
@@ -115,7 +103,8 @@ def redis_ms(seconds: float) -> int:
 
 
 class RedisBacked:
-    """A backend in Redis at ``url``, its keys under ``prefix`` (see the module docstring)."""
+    """A backend in Redis at ``url``, its keys under ``prefix``. ``redis_pool`` is imported on first use, so that
+    the embedded default runs without redis-py."""
 
     def __init__(self, url: str, prefix: str) -> None:
         self._url = url

@@ -1,16 +1,10 @@
-"""kombu's Redis transport with one Redis client per channel instead of one per operation.
+"""kombu's Redis transport with one Redis client per channel instead of one per operation (docs/workers.md).
 
-``Transport`` is kombu's own Redis transport (same keys, same message format, same polling and acknowledgement:
-producers and workers on the stock transport and on this one share queues) whose ``Channel`` keeps the
-``redis.Redis`` client it makes for synchronous commands. The stock channel builds a new client (~0.15 ms of CPU:
-redis-py's table of response callbacks) for every publish, acknowledgement and unacknowledged-message bookkeeping
-step: three times per worker call (docs/workers.md#performance). A ``redis.Redis`` client is safe to share between
-threads (its connection pool hands each command a connection), and the kept one is dropped whenever the channel's
-pool is replaced (after a fork, or once the channel closed its connections), so it never outlives the pool it uses.
-
-The blocking reads of the worker's event loop (``BRPOP`` and its pub/sub) keep their own asynchronous client, as
-in kombu. Name it as Celery's ``broker_transport`` (the reference deployment's ``CELERY_BROKER_TRANSPORT``)
-with a ``redis://`` broker URL; a project may keep the stock transport and lose only the speed.
+``Transport`` is kombu's own (same keys, messages, polling and acknowledgement: it shares queues with the stock one)
+whose ``Channel`` keeps the ``redis.Redis`` client it makes for synchronous commands, where the stock one builds one
+(~0.15 ms of CPU) per publish, acknowledgement and bookkeeping step. A client is safe to share between threads, and
+the kept one is dropped whenever the channel's pool is replaced (after a fork, or a close), so it never outlives
+its pool. Name it as Celery's ``broker_transport`` with a ``redis://`` broker URL.
 """
 
 from __future__ import annotations

@@ -1,35 +1,16 @@
 """Living with the channel layer: connection options for Redis, receive loops that survive it, its health, and
-the one messaging primitive every cross-process conversation of the app is written with.
+the one messaging primitive every cross-process conversation of the app is written with (docs/architecture.md,
+"One messaging primitive"; docs/robustness.md, "Redis as channel layer").
 
-Contract:
-
-- ``redis_layer_config(url, prefix)`` is the ``CHANNEL_LAYERS["default"]`` a project should use with
-  channels-redis. Its socket read timeout is well above channels-redis's blocking receive (``BZPOPMIN …
-  timeout=5``): at redis-py's default of 5 s the two race and ``redis.exceptions.TimeoutError`` escapes
-  ``receive()``, losing a message popped in that instant. Keep-alive probes, a short connect timeout (a dead
-  Redis is noticed fast) and health checks of idle pooled connections come with it.
-- ``receive_forever(layer, channel)`` yields the messages of ``channel`` for as long as its caller iterates:
-  timeouts and connection errors are logged once per outage, retried with bounded exponential backoff, and
-  never escape. Every ``receive()`` loop of the app goes through it. It ends as soon as its task is cancelled,
-  even when the layer swallows the cancellation (on Python 3.11 ``asyncio.wait_for``, which redis-py wraps
-  every command in, returns the inner result instead of raising when both land in the same loop turn): each
-  receive runs as a child task that is cancelled again until it has ended, and a message it returns after the
-  cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
-- ``layer_health`` (a ``backends.Health``, which logs each outage once) remembers whether the layer answered its
-  last operation, so the edge can refuse work that needs the layer with a fast 503 while Redis is down, and
-  notices by itself (the next successful operation) when it is back. ``LAYER_ERRORS`` are the exceptions that
-  mean "the layer is unreachable".
-- ``Messaging`` (``messaging(layer)``): where subscriptions live and messages travel, on the channel layer
-  (``LayerMessaging``; by default the running loop's own where one was set, ``use_layer_in_loop``, else the
-  process's) or, without one or for a call run in this process, on the in-process bus (``local_bus``):
-  the same shapes, the same behaviour. ``subscribe(*groups)`` gives a ``Subscription``: a channel of its own
-  (``address``), a member of groups it can ``join`` and ``leave``, whose messages go to an ``on_message``
-  callback (returning True ends the receiving) or are read with a bound (``receive(within)``); ``close`` ends
-  its receive loop (by a ``STOP`` message to itself where cancelling a blocked receive would cost more) and
-  leaves its groups. Every listener of the app is one.
-- ``Correlator``: request/reply. An answer is awaited under its correlation key, after the wait is in place and
-  the request sent; a client that does not answer in time gets the one timeout answer (``timeout_answer``,
-  -32001). Every server-to-client request of the app (the back-channel, 2025-11-25 tasks, worker calls) uses it.
+- ``redis_layer_config(url, prefix)``: the ``CHANNEL_LAYERS["default"]`` a project should use with channels-redis.
+- ``receive_forever(layer, channel)``: every ``receive()`` loop of the app; layer errors are logged once per outage
+  and retried with bounded backoff, never raised; it ends as soon as its task is cancelled (``_receive``).
+- ``layer_health`` and ``LAYER_ERRORS``: whether the layer answered its last operation (the edge refuses work that
+  needs it with a fast 503), and the exceptions that mean it is unreachable.
+- ``messaging(layer)``: a ``Messaging``, the channel layer or the in-process bus (``local_bus``), alike.
+  ``subscribe(*groups)`` gives a ``Subscription`` (its own ``address``, ``join``, ``leave``, an ``on_message``
+  callback or a bounded ``receive``, ``close``); every listener of the app is one.
+- ``Correlator``: request/reply by correlation key, with the one timeout answer (``timeout_answer``, -32001).
 
 Not owned here: group names and event types (``events.py``), what a message means (the consumer, the tasks).
 """
@@ -51,7 +32,8 @@ from .protocol.errors import RequestTimeout
 
 logger = logging.getLogger("mcp_app.channel_layer")
 
-# channels-redis blocks in BZPOPMIN for this long (RedisChannelLayer.brpop_timeout); the socket must wait longer.
+# channels-redis blocks in BZPOPMIN for this long (RedisChannelLayer.brpop_timeout); the socket must wait longer,
+# else redis-py's TimeoutError escapes receive() and a message popped in that instant is lost.
 BLOCKING_RECEIVE_SECONDS = 5
 SOCKET_TIMEOUT_SECONDS = BLOCKING_RECEIVE_SECONDS + 10
 BACKOFF_FIRST_SECONDS = 0.05
@@ -97,12 +79,16 @@ async def guarded(operation: Awaitable[Any]) -> Any:
 
 # What a receive loop awaits on each failed receive (e.g. to tell a client its stream broke).
 OnError = Callable[[BaseException], Awaitable[None]]
-# How often a cancelled receive that carried on is asked again to stop (see the module docstring).
+# How often a cancelled receive that carried on is asked again to stop (see ``_receive``).
 RECANCEL_SECONDS = 0.01
 
 
 async def _receive(layer: Any, channel: str) -> dict[str, Any]:
-    """One ``layer.receive(channel)`` that ends when the calling task is cancelled (see the module docstring)."""
+    """One ``layer.receive(channel)`` that ends when the calling task is cancelled, even when the layer swallows
+    the cancellation (on Python 3.11 ``asyncio.wait_for``, which redis-py wraps every command in, returns the inner
+    result instead of raising when both land in the same loop turn): the receive runs as a child task, cancelled
+    again until it has ended, and a message it returns after the cancellation is dropped, as channels-redis drops
+    a cancelled receiver's buffer."""
     receiving: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(layer.receive(channel))
     try:
         await asyncio.wait((receiving,))
@@ -119,7 +105,7 @@ async def _receive(layer: Any, channel: str) -> dict[str, Any]:
 async def receive_forever(
     layer: Any, channel: str, *, on_error: OnError | None = None
 ) -> AsyncIterator[dict[str, Any]]:
-    """The messages of ``channel``, surviving timeouts and reconnects (see the module docstring).
+    """The messages of ``channel``, surviving timeouts and reconnects (logged once per outage, bounded backoff).
 
     ``on_error`` is awaited on each failed receive (before the backoff), e.g. to tell a client its stream broke.
     """

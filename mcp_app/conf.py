@@ -1,11 +1,8 @@
-"""The one settings object of mcp_app.
+"""The one settings object of mcp_app, read from ``MCP_APP`` in the project's Django settings.
 
-Projects configure the app with a single ``MCP_APP`` dictionary in their Django settings. ``AppSettings``
-declares every setting once: its annotation is its type (with the rule its value must meet, if any) and its value
-the default. ``mcp_settings`` is the singleton every module reads, typed as ``AppSettings``. It rejects unknown keys
-(a typo must not silently fall back to a default), validates types and rules, and reloads when tests change
-``MCP_APP`` with ``override_settings``.
-
+``AppSettings`` declares every setting once: its annotation is its type (with its rule, if any), its value the
+default. ``mcp_settings``, the singleton every module reads, rejects unknown keys (a typo must not silently fall
+back to a default), validates types and rules, and reloads when tests change ``MCP_APP`` (``on_reload`` hooks).
 It does not own Django's own settings (databases, caches, channel layers): those belong to the project.
 """
 
@@ -109,13 +106,12 @@ class AppSettings:
     MAX_BODY_BYTES: Count = 4 * 1024 * 1024
     """Largest accepted POST body, in bytes. Larger bodies are refused with 400 (-32600) while they are read."""
     EDGE_LIMITS: bool = True
-    """Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line limit,
-    431 over the header limit (request line included), 408 when a request is not fully received this many seconds after
-    its first byte, 400 over MAX_BODY_BYTES. EDGE_LIMITS False leaves daphne as it is."""
+    """Limits daphne applies before the application (mcp_app.transport.edge_limits): 414 over the request line
+    limit, 431 over the header limit (request line included), 408 when a request is not fully received this many
+    seconds after its first byte, 400 over MAX_BODY_BYTES. False leaves daphne as it is."""
     DAPHNE_TUNING: bool = False
-    """Two daphne/Twisted levers (mcp_app.transport.daphne_tuning): reap finished requests at once instead of at
-    daphne's 1-second sweep, and do not parse every POST's Content-Type as a form. Version-guarded; off by default
-    (private internals). See docs/performance.md for what they are worth."""
+    """Two version-guarded daphne/Twisted levers (mcp_app.transport.daphne_tuning; docs/performance.md): reap
+    finished requests at once, not at daphne's 1-second sweep, and do not parse every POST's Content-Type as a form."""
     GC_FREEZE_AT_STARTUP: bool = True
     """Move everything alive once the ASGI application is built (Django's whole start-up heap) into the garbage
     collector's permanent generation (gc.freeze), so that full collections stop walking it (docs/performance.md)."""
@@ -147,10 +143,9 @@ class AppSettings:
     TOKEN_LAST_USED_INTERVAL_SECONDS: float = 60
     """A token's last-used timestamp is written at most this often (seconds), to keep writes off the hot path."""
     API_RATE_PER_KEY: ApiRate = "300/minute"
-    """REST API throttling (DRF's throttles, mcp_app.api.throttling): requests per personal API key and per user (all of
-    a user's keys and browser session together), as "N/second|minute|hour|day"; None: no limit. The counts live in this
-    Django cache (Redis in production, so every process shares them); over a rate the API answers 429 "throttled" with
-    Retry-After."""
+    """REST API throttling (DRF's, mcp_app.api.throttling): requests per personal API key and per user (all of a
+    user's keys and browser session together), as "N/second|minute|hour|day" (None: no limit), counted in the
+    API_THROTTLE_CACHE Django cache (Redis in production: shared); over a rate, 429 "throttled" with Retry-After."""
     API_RATE_PER_USER: ApiRate = "600/minute"
     API_THROTTLE_CACHE: str = "default"
     ALLOWED_ORIGINS: Sequence[str] = ()
@@ -168,16 +163,14 @@ class AppSettings:
     CLIENT_REQUEST_TIMEOUT_SECONDS: float = 300
     """How long a tool waits for the client to answer a sampling/elicitation request (seconds)."""
     REDIS_MAX_CONNECTIONS: RedisConnections = 50
-    """Redis connections of a process (mcp_app.redis_pool): each pool (one per event loop, for the channel layer, the
-    event store, the rate/quota/breaker counters) opens at most REDIS_MAX_CONNECTIONS (a command waits for a free one,
-    at most REDIS_POOL_WAIT_SECONDS, then fails as Redis being unreachable), and closes a connection idle for
-    REDIS_IDLE_SECONDS. docs/deployment.md sizes Redis's maxclients from these."""
+    """Redis connections per pool of a process (mcp_app.redis_pool: one pool per event loop); a command waits for a
+    free one at most REDIS_POOL_WAIT_SECONDS (then fails as Redis being unreachable), and a connection idle for
+    REDIS_IDLE_SECONDS is closed. docs/deployment.md sizes Redis's maxclients from these."""
     REDIS_IDLE_SECONDS: Positive = 10.0
     REDIS_POOL_WAIT_SECONDS: Positive = 5.0
     BACKENDS: Backends = field(default_factory=dict)
-    """Where each piece of state that processes share lives (mcp_app.backends; docs/architecture.md has the table): a
-    name of DEFAULT_BACKENDS maps to {"BACKEND": dotted path, "OPTIONS": {...}}; a name left out keeps its embedded
-    default. mcp_host.settings puts every one in Redis whenever REDIS_URL is set."""
+    """Where each piece of state processes share lives (mcp_app.backends; the table: docs/architecture.md): a name of
+    DEFAULT_BACKENDS maps to {"BACKEND": dotted path, "OPTIONS": {...}}; a name left out keeps its embedded default."""
     EVENT_STORE_TTL_SECONDS: float = 300
     """SSE events kept for Last-Event-ID resumption (EVENT_STORE) expire this long after their stream's last event:
     clients resume within seconds (SSE_RETRY_MS), and a stream nobody resumes must not pin memory for long."""
@@ -208,19 +201,17 @@ class AppSettings:
     new key goes first and old ones stay until ``mcp_rotate_secrets`` has re-encrypted. Any high-entropy strings; empty:
     keys derived from Django's SECRET_KEY and SECRET_KEY_FALLBACKS."""
     OUTBOUND_ALLOWED_NETWORKS: Networks = ()
-    """Every outbound connection (http tools' webhooks, upstream MCP servers, client ID metadata documents;
-    mcp_app.outbound): addresses it may reach although private, loopback, link-local…, as CIDRs or addresses
-    ("10.1.0.0/16", "127.0.0.1"), optionally with a port ("127.0.0.1:8080", "[::1]:8080"), or host names
-    ("hooks.internal" / "hooks.internal:8443", matched on the URL's host). Empty: public addresses only."""
+    """Addresses every outbound connection (webhooks, upstreams, client ID metadata documents; mcp_app.outbound)
+    may reach although not public: CIDRs or addresses ("10.1.0.0/16", "127.0.0.1"), optionally with a port
+    ("[::1]:8080"), or host names ("hooks.internal:8443", matched on the URL's host). Empty: public addresses only."""
     HTTP_TOOL_ALLOWED_NETWORKS: Networks = ()
     """http tools (webhooks) only: more entries, in addition to OUTBOUND_ALLOWED_NETWORKS (same syntax)."""
     OAUTH_CIMD_ALLOWED_NETWORKS: Networks = ()
     """OAuth (mcp_app.oauth) only: more networks a client ID metadata document may be fetched from, in addition to
     OUTBOUND_ALLOWED_NETWORKS (same syntax)."""
     OAUTH_REGISTRATIONS_PER_HOUR: RegistrationRate = 600
-    """Dynamic client registrations (RFC 7591) per source address: a rate per hour and a burst (GCRA, the buckets of
-    RATE_LIMITS); over it, 429 with Retry-After. Hosted connectors (Claude, ChatGPT) register once per person from a few
-    shared addresses. A rate of 0: no registration at all."""
+    """Dynamic client registrations (RFC 7591) per source address: a rate per hour and a burst (the buckets of
+    RATE_LIMITS; docs/oauth.md); over it, 429 with Retry-After. A rate of 0: no registration at all."""
     OAUTH_REGISTRATION_BURST: Count = 60
     OAUTH_DENIED_REDIRECT_SCHEMES: Sequence[str] = (
         "ftp",
@@ -326,18 +317,16 @@ class AppSettings:
     """A running call holds its slot by a lease its process renews every third of this (seconds); the slot of a process
     that died (SIGKILL, OOM) frees itself at most this long after its last renewal."""
     RATE_LIMIT_PER_TENANT: UnlimitedRate = 1000.0
-    """Request rates (mcp_app.limits.rates, docs/limits.md): requests per second and bursts per tenant, agent and tool
-    (each tools/call draws from its tool's), unless the tenant, agent or tool sets its own rate_limit and rate_burst; a
-    rate of 0 is unlimited. Over a rate: HTTP 429 with Retry-After, JSON-RPC -32011."""
+    """Request rates (docs/limits.md): requests per second and bursts per tenant, agent and tool, unless the tenant,
+    agent or tool sets its own; a rate of 0 is unlimited. Over a rate: HTTP 429 with Retry-After, JSON-RPC -32011."""
     RATE_BURST_PER_TENANT: Count = 2000
     RATE_LIMIT_PER_AGENT: UnlimitedRate = 200.0
     RATE_BURST_PER_AGENT: Count = 400
     RATE_LIMIT_PER_TOOL: UnlimitedRate = 0.0
     RATE_BURST_PER_TOOL: Count = 100
     STREAMS_PER_TENANT: NotNegative = 5000
-    """Caps (mcp_app.limits.caps): concurrent GET/listen streams and live sessions per tenant and per agent (0:
-    unlimited); over a cap, 429 with Retry-After and JSON-RPC -32012. Stream slots are leases (counted with the
-    STREAM_CAPS backend) renewed every third of CAP_LEASE_SECONDS: a dead process's slots free themselves."""
+    """Caps (docs/limits.md): concurrent GET/listen streams and live sessions per tenant and per agent (0: unlimited;
+    over a cap, 429 and -32012). Stream slots are leases renewed every third of CAP_LEASE_SECONDS."""
     STREAMS_PER_AGENT: NotNegative = 1000
     SESSIONS_PER_TENANT: NotNegative = 10_000
     SESSIONS_PER_AGENT: NotNegative = 1000
@@ -350,10 +339,9 @@ class AppSettings:
     """New streams are refused with 503 once fewer than this many file descriptors are left under the process's
     RLIMIT_NOFILE (docs/deployment.md: ulimit -n), so that other requests still find one."""
     AUTH_FAILURE_RATE: Positive = 1.0
-    """Brute force (mcp_app.limits.bruteforce): failed authentications per source address and per token prefix, per
-    second and in a burst, before the address's (or prefix's) failures get 429 instead of 401 (a valid token is never
-    refused); how long an unknown token is refused without a query; at most one failure log line per this many
-    seconds."""
+    """Brute force (docs/limits.md): failed authentications per second and in a burst, per source address and per
+    token prefix, before they get 429 instead of 401 (a valid token is never refused); how long an unknown token is
+    refused without a query; at most one failure log line per this many seconds."""
     AUTH_FAILURE_BURST: Count = 20
     AUTH_NEGATIVE_CACHE_SECONDS: float = 10.0
     AUTH_FAILURE_LOG_INTERVAL_SECONDS: float = 10.0
@@ -365,12 +353,10 @@ class AppSettings:
     WORKER_QUEUE: str = ""
     """The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q."""
     HEARTBEAT_INTERVAL_SECONDS: Positive = 1.0
-    """Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
-    (seconds) in the HEARTBEAT backend, and counts as dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are
-    re-queued or failed, its tasks failed). The sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in
-    serving processes. A worker call no worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER:
-    /readyz answers 503 while no worker consumes the queue (default: reported, still 200, since inline tools are
-    served)."""
+    """Liveness (docs/workers.md): every process that owns records beats this often; one silent for
+    HEARTBEAT_TIMEOUT_SECONDS is dead (its calls re-queued or failed, its tasks failed). Serving processes sweep dead
+    owners' records every LIVENESS_SWEEP_SECONDS; a worker call no worker takes within WORKER_QUEUE_TIMEOUT_SECONDS
+    fails; READYZ_REQUIRES_WORKER: /readyz answers 503 while no worker consumes the queue (else reported, still 200)."""
     HEARTBEAT_TIMEOUT_SECONDS: Positive = 5.0
     LIVENESS_SWEEP_SECONDS: Positive = 2.0
     WORKER_QUEUE_TIMEOUT_SECONDS: Positive = 30.0

@@ -1,11 +1,8 @@
 """Encryption of secrets at rest (the secret headers of http tools), with key rotation.
 
-``encrypt``/``decrypt`` use Fernet (AES-128-CBC + HMAC-SHA256, from ``cryptography``) through a ``MultiFernet``
-built from ``MCP_APP["SECRET_KEYS"]``: the first key encrypts, every key decrypts, and ``rotate`` re-encrypts a
-value under the first key. Each configured string is stretched into a Fernet key with HKDF-SHA256, so operators
-may use any high-entropy string. Without ``SECRET_KEYS`` the keys derive from Django's ``SECRET_KEY`` and
-``SECRET_KEY_FALLBACKS`` (rotating those then rotates these).
-
+``encrypt``, ``decrypt`` and ``rotate``: Fernet through a ``MultiFernet`` of ``MCP_APP["SECRET_KEYS"]`` (the first
+key encrypts, every key decrypts, ``rotate`` re-encrypts under the first), any high-entropy string stretched with
+HKDF-SHA256; without ``SECRET_KEYS``, keys derived from Django's ``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS``.
 Plaintext never leaves this module except as the return value of ``decrypt``; nothing here logs.
 """
 

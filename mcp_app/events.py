@@ -1,10 +1,9 @@
-"""Cross-process events over the Channels layer: group names and the publishing side.
+"""Cross-process events over the Channels layer: every group name and event type of the app, once, and the
+publishing side (the messages themselves are wire objects of ``protocol.messages``).
 
-Every group name and event type of the app is defined here, once; the messages themselves are wire objects of
-``protocol.messages``. Catalog edits publish ``notifications/{tools,prompts,resources}/list_changed`` (and
-``notifications/resources/updated`` when a resource's content changes) to the group of each affected server;
-every open GET stream and ``subscriptions/listen`` stream of that server, in any daphne process, is a member.
-Publishing happens after the transaction commits, and a layer failure is logged, never raised into the edit.
+``publish_to_servers`` sends catalog edits' ``list_changed`` (and ``resources/updated``) notifications to the group
+of each affected server, whose open GET and ``subscriptions/listen`` streams, in any process, are its members;
+after the transaction commits, and a layer failure is logged, never raised into the edit.
 """
 
 from __future__ import annotations

@@ -1,32 +1,17 @@
-"""Heartbeats: which processes are alive and which queues workers consume, known without asking anyone.
+"""Heartbeats: which processes are alive and which queues workers consume, known without asking anyone
+(docs/workers.md, "Worker death, deadlines, the reaper: liveness").
 
-The contract:
+- A process that owns records (``ToolTask.owner``) beats: a daemon thread records its owner id every
+  ``HEARTBEAT_INTERVAL_SECONDS``, and a Celery worker's queues (``consume``). It starts with ``start()`` or at a
+  process's first ``owner()``, whose first beat the thread makes (the request path never waits for Redis).
+- ``dead(owners)``: owners of this host whose process is gone or a zombie, and owners silent for
+  ``HEARTBEAT_TIMEOUT_SECONDS`` (judged only once this process's own beats have succeeded for a whole timeout).
+- ``consumers(queue)``: how many worker processes consuming ``queue`` beat within the timeout (``None``: unknown);
+  ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
 
-- A process that owns records (``ToolTask.owner``: a serving process running tasks in-process, a worker
-  process running calls) *beats*: one daemon thread per process (``mcp-heartbeat``) records its owner id
-  (``process.owner_id()``) every ``HEARTBEAT_INTERVAL_SECONDS``, and, in a Celery worker's main process, the
-  queues it consumes (``consume``). It starts when a worker process starts (``workers.tasks``: Celery's
-  signals), when a serving process starts sweeping (``workers.liveness.start_sweeping``), or else on the first
-  ``owner()`` of a process (its thread beats at once). The request path pays one flag check; the heartbeat costs
-  one Redis round trip per interval per process, whatever the traffic.
-- ``dead(owners)``: the owners whose last beat is older than ``HEARTBEAT_TIMEOUT_SECONDS``. An owner that never
-  beat in this backend (a process that does not share it, e.g. the embedded default next to a Redis deployment
-  on one database; or one forgotten after a day or lost with a Redis restart) is not judged by it: only by the
-  pid check below, and by its record's deadline or TTL. A lease, not a pid: an exited process not reaped yet (a
-  zombie), a pid reused after a fast restart and a process on another host are all judged alike. Nobody is
-  judged while this process's own beats have not succeeded for a whole timeout (after a Redis outage or restart
-  every beat is stale: the others get one timeout to beat again first); then ``dead`` answers an empty set.
-- ``consumers(queue)``: how many worker processes consuming ``queue`` have beaten within the timeout
-  (``None``: unknown, the backend is local). ``/readyz`` reports it.
-- ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
-
-Backends (the ``HEARTBEAT`` backend of ``mcp_app.backends``): ``LocalHeartbeats`` (the embedded default: one
-process; another owner on this host is judged by its pid, a zombie counting as dead, one on another host never)
-and ``RedisHeartbeats`` (``{"url": ...}``: sorted sets scored by Redis's own clock, so the processes' clocks need
-not agree).
-
-Not owned here: what is done about a dead owner (``runtime.durable.recover_orphaned_tasks``,
-``workers.liveness``).
+Backends (``HEARTBEAT`` of ``mcp_app.backends``): ``LocalHeartbeats`` (one process; pid checks on this host) and
+``RedisHeartbeats`` (sorted sets scored by Redis's own clock). Not owned here: what is done about a dead owner
+(``runtime.durable.recover_orphaned_tasks``, ``workers.liveness``).
 """
 
 from __future__ import annotations
@@ -215,9 +200,7 @@ def start() -> None:
 def owner() -> str:
     """This process's owner id for a record it is about to own; the process beats from now on (its first beat
     made at once by the thread: this is called on request paths, which must not wait for Redis)."""
-    pulse = _pulse
-    if pulse is None or pulse.pid != os.getpid():
-        _running(beat_now=False)
+    _running(beat_now=False)
     return owner_id()
 
 

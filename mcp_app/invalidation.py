@@ -1,28 +1,16 @@
-"""The invalidation log: how a change made in one process reaches the caches of every process within a second.
+"""The invalidation log: how a change made in one process reaches the caches of every process within a second
+(design, the staleness bound and Redis outages: docs/architecture.md).
 
-A change (a token revoked, an agent, tenant or server edited, a catalog version bumped, a session ended) is
-published as a few *keys* (``token:12``, ``agent:3``, ``tenant:1``, ``server:7``, ``session:40``) once its
-transaction commits. Publishing applies the keys to this process's caches at once and appends them to the
-shared log of the configured backend; every other process follows that log from a background thread and drops
-the entries tagged with those keys. Nothing of this runs on the request path.
+- ``publish(*keys)``: once the transaction commits, drop what ``token:12``, ``agent:3``, ``tenant:1``,
+  ``server:7``, ``session:40``... name from this process's caches (``apply``) and append them to the shared log,
+  which every other process follows from a background thread.
+- ``healthy()``: whether caches may serve: the log was heard within ``INVALIDATION_STALENESS_SECONDS``; a follower
+  that reconnects empties every cache, since it cannot know what it missed.
+- ``generation()`` / ``store_allowed(generation)``: a cold load is not stored if anything was invalidated while
+  it queried.
 
-Backends (the ``INVALIDATION`` backend of ``mcp_app.backends``):
-
-- ``LocalInvalidation`` (the embedded default): one process, nothing shared, always healthy.
-- ``RedisInvalidation``: a capped Redis stream read with a blocking ``XREAD`` (a change arrives in
-  milliseconds). Use it whenever several processes serve requests and Redis is there.
-- ``DatabaseInvalidation``: a table polled every ``POLL_SECONDS``, for several processes without Redis.
-
-**Health, and what happens when the log cannot be followed.** The follower records when it last heard from the
-log. When that is longer ago than ``INVALIDATION_STALENESS_SECONDS`` (0.75 s by default), the caches step aside:
-every request is resolved from the database again (the cold path, correct but slower) and nothing is stored,
-until the follower is back; on reconnecting it empties every cache, since it cannot know what it missed. So the
-caches never serve data older than the staleness bound, and an outage of Redis costs speed, never correctness
-(and does not fail requests closed while the database is fine).
-
-**Races.** A cold load that started before an invalidation it could have missed must not be stored: loaders read
-``generation()`` before they query and ``store_allowed(generation)`` refuses the entry if anything was
-invalidated meanwhile.
+Backends (``INVALIDATION`` of ``mcp_app.backends``): ``LocalInvalidation`` (one process), ``RedisInvalidation``
+(a capped stream read with a blocking ``XREAD``), ``DatabaseInvalidation`` (a polled table, without Redis).
 """
 
 from __future__ import annotations

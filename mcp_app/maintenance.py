@@ -1,13 +1,10 @@
 """Housekeeping of expired state: one function that the ``mcp_purge`` command, a beat schedule or an operator's
 own job calls.
 
-``purge_expired()`` deletes, through each manager's own verb, tool calls older than ``AUDIT_RETENTION_DAYS``
-(``ToolCall.objects.delete_expired``), sessions idle past ``SESSION_IDLE_SECONDS`` or terminated
-(``McpSession.objects.delete_expired``) and tasks past their time to live (``ToolTask.objects.delete_expired``),
-and returns how many rows of each went. ``dry_run=True`` runs the very same deletes in a transaction that is
-rolled back, so the counts are exact and nothing changes in the database. Other stores (e.g. the SSE event
-store) add a purger with ``register_purger``; one outside the database must honour ``dry_run`` itself (count,
-delete nothing).
+``purge_expired()`` deletes, through each manager's ``delete_expired``, tool calls older than
+``AUDIT_RETENTION_DAYS``, sessions idle or terminated and tasks past their time to live, and returns the count of
+each; ``dry_run=True`` runs the very same deletes in a transaction that is rolled back (exact counts, nothing
+changed). ``register_purger`` adds another store; one outside the database must honour ``dry_run`` itself.
 """
 
 from __future__ import annotations

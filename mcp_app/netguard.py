@@ -1,17 +1,10 @@
 """SSRF guard for every outbound connection: which network addresses a webhook, an upstream MCP server or a client
-metadata document may be reached at (``mcp_app.outbound`` applies it, with each kind's allow-list).
+metadata document may be reached at (``mcp_app.outbound`` applies it; the rules: docs/http-tools.md, "SSRF rules").
 
-Pure Python (no Django): ``parse_allow_list`` reads the operator's allow-list, ``refusal`` says why one address
-may not be reached (or ``None``), and ``resolve_checked`` resolves a host name and checks *every* address it
-resolves to before any connection is made. The caller connects only to the addresses ``resolve_checked``
-returned, so a DNS answer that changes between the check and the connection (rebinding) cannot redirect it.
-
-Refused unless allow-listed: loopback, unspecified, RFC 1918 private, CGNAT (100.64/10), link-local (IPv4
-169.254/16 and IPv6 fe80::/10, which includes the cloud metadata address 169.254.169.254), IPv6 ULA (fc00::/7,
-which includes fd00:ec2::254), site-local, multicast, broadcast, documentation, benchmarking and other reserved
-ranges, and any other address Python's ``ipaddress`` does not consider globally reachable. IPv6 forms that carry
-an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4
-``2002::/16`` and Teredo ``2001::/32``) are judged by the IPv4 address they carry.
+Pure Python (no Django): ``parse_allow_list`` reads the operator's allow-list; ``refusal`` says why one address may
+not be reached (the tables below, cloud metadata, anything ``ipaddress`` does not consider global, IPv6 forms judged
+by the IPv4 address they carry), or ``None``; ``resolve_checked`` resolves a host name and checks *every* address,
+and the caller connects only to those (DNS rebinding cannot redirect it).
 
 Not here: name resolution policy beyond the system resolver, proxies (http tools never use one), redirects (the
 runtime refuses them).

@@ -1,11 +1,9 @@
-"""Operator verbs behind the management commands: bootstrap a tenant, issue, find and revoke tokens, manage
-memberships and personal API keys.
+"""Operator verbs behind the management commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``,
+``mcp_catalog``, ``mcp_member``, ``mcp_api_key``, ``mcp_upstream``), which only parse arguments and print.
 
-The commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``, ``mcp_catalog``, ``mcp_member``,
-``mcp_api_key``, ``mcp_upstream``) only parse arguments and print; what they do lives here so that projects can call it from their own code, and so that the
-rules (idempotence, raw tokens shown once, tenant scoping of every lookup) are stated once.
-
-Every lookup is scoped by tenant slug: an agent id or server id is only meaningful within its tenant.
+What they do lives here so that projects can call it from their own code, and so that the rules (idempotence, raw
+tokens shown once, every lookup scoped by tenant slug: an agent or server id means something only in its tenant)
+are stated once.
 """
 
 from __future__ import annotations

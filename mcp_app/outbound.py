@@ -1,30 +1,13 @@
-"""Every outbound connection mcp-host makes for a tenant: one allow-list, one SSRF-guarded connector.
+"""Every outbound connection mcp-host makes for a tenant: one allow-list, one SSRF-guarded connector
+(docs/http-tools.md, "SSRF rules" and "Allow-list").
 
-Three kinds of connection leave the process on a tenant's (or a client's) say-so: ``"http_tool"`` (webhooks of
-http tools), ``"upstream"`` (upstream MCP servers, ``mcp_app.federation``) and ``"cimd"`` (OAuth client ID
-metadata documents). Each is checked by ``netguard`` against ``allowed_networks(kind)``: the operator's
-``MCP_APP["OUTBOUND_ALLOWED_NETWORKS"]``, which applies to every kind, plus the older per-kind setting where there
-is one (``HTTP_TOOL_ALLOWED_NETWORKS`` for http tools, ``OAUTH_CIMD_ALLOWED_NETWORKS`` for client metadata).
-Parsed lists are cached per settings value, so a changed setting (``override_settings``) takes effect at once.
-
-``GuardedBackend(core)`` is the network backend of an httpcore connection pool that connects only to addresses
-``netguard.resolve_checked`` accepted for the URL's host, and to the checked address itself (never the name
-again, so a DNS answer that changes in between cannot redirect it), while TLS still verifies the certificate for
-the URL's host name (the pool starts TLS with the URL's host as SNI; only the socket is pinned). It is written
-once for both cores: ``httpcore`` (httpx; webhooks) and ``httpcore2`` (httpx2, the ``mcp`` SDK's client;
-upstreams). A refused host raises ``netguard.ForbiddenAddress`` from the request, before any socket is opened.
-``GuardedTransport`` is the transport of mcp-host's own over such a pool, for either client (httpx's public
-transport interface; nothing of httpx's transports is replaced).
-
-- ``webhook_transport()``: what one webhook call uses, an httpx transport with one connection, no keep-alive and
-  no proxy from the environment (a fresh one per call, so no connection is shared across tenants).
-- ``upstream_http_client(...)``: the ``httpx2.AsyncClient`` to hand to the SDK's
-  ``streamable_http_client(url, http_client=...)``: guarded, no proxy or certificate bundle from the environment
-  beyond ``SSL_CERT_FILE``, no redirect followed by httpx2 (the SDK follows same-origin ones itself), keep-alive
-  on (the caller pools one client per upstream), a bounded number of connections.
-
-``resolver`` is the name resolver every guarded connection uses (tests replace it to resolve made-up names);
-``ssl_context()`` the certificate verification (tests replace it to trust a test CA).
+- ``allowed_networks(kind)``: ``OUTBOUND_ALLOWED_NETWORKS`` plus the older setting of ``kind``: ``"http_tool"``
+  (webhooks), ``"upstream"`` (upstream MCP servers) or ``"cimd"`` (OAuth client ID metadata documents).
+- ``GuardedBackend`` and ``GuardedTransport``: an httpcore (or httpcore2) pool, and the httpx (or httpx2) transport
+  over it, that connects only to the addresses ``netguard.resolve_checked`` accepted, never to the name again (TLS
+  still verifies the URL's host); a refused host raises ``netguard.ForbiddenAddress`` before any socket opens.
+- ``webhook_transport()`` and ``upstream_http_client(...)``: what a webhook call and an upstream's SDK client use.
+- ``resolver`` and ``ssl_context()``: name resolution and certificate verification (tests replace them).
 
 Not here: URL syntax rules (``definitions.http_tools.validate_url``), redirects of webhooks (refused by the
 runtime), response size bounds (each caller's), pooling of upstream clients (``mcp_app.federation``).
@@ -260,7 +243,9 @@ def upstream_http_client(
     max_calls: int = 24,
     on_too_large: Callable[[], None] | None = None,
 ) -> httpx2.AsyncClient:
-    """An ``httpx2.AsyncClient`` for one upstream MCP server (the module docstring), to be closed by the caller.
+    """An ``httpx2.AsyncClient`` for one upstream MCP server, to be closed by the caller: guarded, no proxy or
+    certificate bundle from the environment beyond ``SSL_CERT_FILE``, no redirect followed (the SDK follows
+    same-origin ones itself), keep-alive on (the caller pools one client per upstream).
 
     ``connect_timeout`` also bounds the wait for a pooled connection; reads wait at least
     ``SSE_READ_TIMEOUT_SECONDS``. The pool holds ``max_calls`` connections (the caller admits no more calls at

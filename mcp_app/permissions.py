@@ -1,26 +1,16 @@
-"""Who may do what with tenant-owned objects: the one place the admin and the REST API ask.
+"""Who may do what with tenant-owned objects: the one place the admin and the REST API ask (the rules as users
+meet them: docs/api.md, "Who sees and does what").
 
-A human user's rights over a tenant come from their ``TenantMembership`` role:
+A user's rights over a tenant come from their ``TenantMembership`` role: ``viewer`` reads, ``admin`` also adds,
+changes and deletes, ``owner`` also manages memberships and edits the tenant; superusers do everything, and alone
+create or delete tenants and edit their operator-only fields. The role grants the model permissions it needs
+(``has_model_permission``); permissions given the Django way add pages, never tenants.
 
-- ``viewer`` reads the tenant's objects;
-- ``admin`` also adds, changes and deletes them (catalog, servers, bindings, agents, tokens, sessions, tasks);
-- ``owner`` also manages the tenant's memberships and edits the tenant itself.
-
-Nobody can add themselves or anyone else to a tenant they do not own. Superusers may do everything; creating or
-deleting a tenant, and the operator-only tenant fields, are theirs alone. The role is enough: it grants the
-Django model permissions of what it allows (``has_model_permission``: a viewer anywhere holds ``view_tool``, an
-admin ``change_tool``), and a membership makes its user staff so the admin opens (``TenantMembership.save``).
-Permissions given in Django's own way (groups, user permissions) add pages, never tenants: what a user sees and
-changes is always limited to the tenants where their role allows it.
-
-Every model that belongs to a tenant is listed once in ``TENANT_PATHS`` (model label → ORM lookup path from the
-model to its tenant's primary key). ``scope_queryset`` filters any such queryset to the tenants a user may see;
-``can_view`` / ``can_change`` / ``can_delete`` / ``can_add`` decide about one object. Other modules add their
-models with ``register_tenant_path``. A model that is not listed is refused (``LookupError``), never shown
-unscoped.
-
-``TenantAccess`` resolves a user's memberships once and is cached on the user object, which Django and DRF
-build afresh for every request, so one request costs at most one membership query.
+- ``TENANT_PATHS`` / ``register_tenant_path``: how each tenant-owned model reaches its tenant; an unlisted model is
+  refused (``LookupError``), never shown unscoped.
+- ``scope_queryset(user, queryset)``, ``can_view``, ``can_change``, ``can_delete``, ``can_add``: what a user sees
+  and may do.
+- ``access_for(user)``: a ``TenantAccess``, cached on the user object: at most one membership query per request.
 
 Not owned here: what a form shows (``mcp_app.admin``), what the wire allows an agent (tokens, grants).
 """

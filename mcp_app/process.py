@@ -1,10 +1,8 @@
 """Who this process is, for records that a process owns while it runs (durable tasks running in-process).
 
-``owner_id()`` is ``<host>:<pid>:<boot id>``; the boot id is random per process start, so a pid reused after a
-restart (pid 1 in every container start) is told apart from the process that died. ``owner_is_dead(owner)``
-answers only for owners on this host (a pid that no longer exists or is a zombie, or this very pid with another
-boot id); an owner on another host is never declared dead from here. Where processes share Redis,
-``mcp_app.heartbeat`` judges owners by their heartbeat instead (any host, a pid reused after a restart).
+``owner_id()`` is ``<host>:<pid>:<boot id>``; the boot id, random per process start, tells a pid reused after a
+restart (pid 1 in every container) from the process that died. ``owner_is_dead(owner)`` answers only for owners on
+this host (pid gone or a zombie, or this very pid with another boot id); ``mcp_app.heartbeat`` judges any host.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
-"""channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one.
+"""channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one
+(docs/robustness.md, "Redis as channel layer"; measured in docs/workers.md).
 
-``RedisChannelLayer`` is channels-redis's own layer (same keys, same message format, same expiry and capacity
-rules: processes running the stock layer and this one talk to each other) whose writes are batched: ``send`` is
-one Lua script (stock: four round trips), ``group_send`` a pipeline (expired members, members) and one script
-per Redis host that does the rest (stock: four for a group of one), ``group_add`` a pipeline (stock: two). Every
-progress notification, worker event, stream message and cancellation goes through these
-(docs/workers.md#performance).
-
-Its connection pools (one per event loop) are ``mcp_app.redis_pool.BoundedConnectionPool``, not channels-redis's
-own, which keeps every connection it ever opened.
-
-Receiving is channels-redis's unchanged (``BZPOPMIN`` with its backup queue, so a cancelled receive loses
-nothing). ``redis_layer_config`` (``mcp_app.channel_layer``) names this class; a project may name the stock
-one instead and lose only the speed.
+``RedisChannelLayer`` is channels-redis's own layer (same keys, messages, expiry and capacity: it talks to the stock
+one both ways) with its writes batched and its pools (one per event loop) ``redis_pool.BoundedConnectionPool``,
+not channels-redis's own, which keeps every connection it ever opened. Receiving is unchanged.
 """
 
 from __future__ import annotations

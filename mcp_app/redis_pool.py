@@ -1,25 +1,13 @@
-"""Redis connection pools of a process: bounded, and idle connections closed.
+"""Redis connection pools and clients of a process: bounded, and idle connections closed (sizing Redis for them:
+docs/deployment.md, "Redis connections").
 
-redis-py's asyncio ``ConnectionPool`` keeps every connection it opened for a command in flight open for good: a
-burst of GET streams ending at once leaves idle connections that fill Redis's ``maxclients`` and daphne's
-descriptors.
-
-Contract:
-
-- ``BoundedConnectionPool``: redis-py's ``BlockingConnectionPool`` (at most ``REDIS_MAX_CONNECTIONS``
-  connections; a command beyond waits for a free one, at most ``REDIS_POOL_WAIT_SECONDS``, then fails with
-  ``redis.exceptions.ConnectionError``, one of ``channel_layer.LAYER_ERRORS``: the edge answers it as Redis being
-  unreachable, 503) that closes a connection idle for ``REDIS_IDLE_SECONDS``. A closed connection stays in the
-  pool as an unconnected slot and reconnects on its next use. The pool belongs to the event loop it is used in.
-- ``redis_client(url, socket_timeout=...)``: the asyncio client of the running loop for ``url`` on such a pool,
-  one per (loop, url, socket timeout), for every backend of shared state (``mcp_app.backends``) and ``/readyz``.
-  The channel layer builds its own per loop (``redis_layer.RedisChannelLayer.create_pool``).
-- ``sync_redis_client(url, socket_timeout=...)``: the process's blocking client for ``url`` (thread-safe; redis-py's
-  pool opens new connections in a forked child by itself), for the sync paths (views, the admin, the invalidation
-  follower, the heartbeat thread, the purge).
-- ``script(client, source)``: the Lua ``source`` registered once on ``client`` (``EVALSHA``, loaded on a miss).
-- ``redis_connection_options(socket_timeout=...)``: the connection options of all of them and of the channel
-  layer's pools.
+- ``BoundedConnectionPool``: at most ``REDIS_MAX_CONNECTIONS`` connections (beyond, a command waits up to
+  ``REDIS_POOL_WAIT_SECONDS``, then fails as Redis being unreachable: 503); one idle for ``REDIS_IDLE_SECONDS`` is
+  closed. It belongs to the event loop it is used in.
+- ``redis_client(url)``: the running loop's asyncio client on such a pool, for every backend of shared state and
+  ``/readyz``; ``sync_redis_client(url)``: the process's blocking client (thread-safe), for the sync paths.
+- ``script(client, source)``: the Lua ``source`` registered once on ``client``.
+- ``redis_connection_options(...)``: the options of all of them and of the channel layer's pools (``redis_layer``).
 
 Not owned here: Django's cache and Celery's broker, which the project configures.
 """
@@ -46,13 +34,9 @@ CONNECT_TIMEOUT_SECONDS = 2.0
 
 def redis_connection_options(*, socket_timeout: float, blocking: bool = False) -> dict[str, Any]:
     """redis-py connection options for the channel layer and every client made here (``blocking``: for the
-    blocking client, whose retry is of its own kind).
-
-    A short connect timeout and two quick retries: a pooled connection that died with a Redis restart is
-    replaced on the next command instead of failing it, and a Redis that is down is reported in milliseconds
-    (connection refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after seconds of backoff. How many
-    connections a pool opens, and how long an idle one stays, is the settings' (``bounded_pool``).
-    """
+    blocking client, whose retry is of its own kind): a short connect timeout and two quick retries, so a pooled
+    connection that died with a Redis restart is replaced instead of failing its command, and a Redis that is down
+    is reported in milliseconds (refused) or ``CONNECT_TIMEOUT_SECONDS`` (unreachable), never after a backoff."""
     return {
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
@@ -63,7 +47,10 @@ def redis_connection_options(*, socket_timeout: float, blocking: bool = False) -
 
 
 class BoundedConnectionPool(BlockingConnectionPool):
-    """At most ``max_connections`` connections; one idle for ``idle_seconds`` is closed (module docstring)."""
+    """redis-py's ``BlockingConnectionPool`` (at most ``max_connections``) that closes a connection idle for
+    ``idle_seconds``: redis-py's own keeps every connection it opened for good, so a burst of GET streams ending at
+    once would leave idle connections that fill Redis's ``maxclients`` and daphne's descriptors. A closed
+    connection stays in the pool as an unconnected slot and reconnects on its next use."""
 
     def __init__(self, *, idle_seconds: float, **options: Any) -> None:
         super().__init__(**options)
@@ -142,7 +129,8 @@ _sync_lock = threading.Lock()
 
 
 def sync_redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Any:
-    """The process's blocking client for ``url`` and ``socket_timeout`` (see the module docstring)."""
+    """The process's blocking client for ``url`` and ``socket_timeout`` (redis-py's pool opens new connections
+    in a forked child by itself)."""
     with _sync_lock:
         client = _sync_clients.get((url, socket_timeout))
         if client is None:

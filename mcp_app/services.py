@@ -1,13 +1,10 @@
 """The composition root: which implementation serves each port of the protocol core, built in one place.
 
-The runner is ``RoutingRunner`` (tools bound with ``execution="worker"`` go to Celery workers, or run in this
-process without a broker, after admission against their quotas; the rest run inline). ``request_context`` wires
-one request with the ports of its era: the runner, the audit log and the tracer for every request; the caller's
-durable tasks (bound to the context) in the 2026-07-28 era; the 2025-11-25 tasks in the handshake era.
-
-Nothing else constructs a runner at module level or decides which port a request gets. The transport and the
-admin's console ask here, and bring only what the transport owns (headers, the response's ``emit``, the
-back-channel, the session); tests may ``set_runner`` a fake and ``set_runner(None)`` to go back to the default.
+``get_runner()`` is the ``RoutingRunner`` (worker-bound tools go to Celery workers, or run in this process without
+a broker, after admission against their quotas; the rest run inline); tests may ``set_runner`` a fake and
+``set_runner(None)`` to go back. ``request_context`` wires one request with the ports of its era. Nothing else
+constructs a runner or decides which port a request gets: the transport and the admin's console ask here, and
+bring only what the transport owns (headers, the response's ``emit``, the back-channel, the session).
 """
 
 from __future__ import annotations

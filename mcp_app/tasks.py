@@ -1,10 +1,8 @@
 """Celery tasks of mcp_app: thin wrappers that call a service or a command and return.
 
-``purge_expired`` runs ``manage.py mcp_purge`` (expired sessions, tasks and SSE events); the reference
-deployment schedules it with Celery beat every ``PURGE_INTERVAL_SECONDS`` (``mcp_host/celery.py``). Where no
-Celery runs, schedule the command with cron instead. The worker calls' tasks (``mcp_app.workers.tasks``) are
-registered here too: ``run_tool_call`` and the reaper ``reap_worker_calls`` (every ``REAP_INTERVAL_SECONDS``).
-``sync_upstreams`` re-reads the catalogs of upstream MCP servers that are due (``mcp_app.federation.sync``).
+``purge_expired`` runs ``manage.py mcp_purge`` (beat, every ``PURGE_INTERVAL_SECONDS``: ``mcp_host/celery.py``;
+without Celery, run the command from cron); ``sync_upstreams`` re-reads the upstream catalogs that are due. The
+worker calls' tasks (``run_tool_call``, the reaper ``reap_worker_calls``) are registered here too.
 """
 
 from __future__ import annotations

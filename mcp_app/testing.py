@@ -1,32 +1,10 @@
 """A pytest plugin for projects that use mcp_app: test your own ``@tool``s in-process, without a network.
 
-Enable it in your project's top-level ``conftest.py`` (it needs pytest-django and pytest-asyncio)::
-
-    pytest_plugins = ["mcp_app.testing"]
-
-Fixtures (all prefixed ``mcp_`` so that they do not clash with a project's own):
-
-``mcp_tools``
-    Names of the registered ``@tool`` functions to bind to ``mcp_server``. Default: every registered tool.
-    Override it in a test module or conftest to choose (``@pytest.fixture def mcp_tools(): return ["order_status"]``).
-``mcp_tenant``, ``mcp_server``, ``mcp_agent``
-    A tenant ``test-tenant``, its server ``test-server`` exposing ``mcp_tools`` in order, its agent ``test-agent``
-    (committed with ``transactional_db``, because the consumer reads the database from worker threads).
-``mcp_token``
-    A :class:`IssuedToken`: the ``AgentToken`` scoped to ``mcp_server`` and its raw value.
-``mcp_client``, ``mcp_modern_client``
-    :class:`McpTestClient`\\ s driving your project's ``ASGI_APPLICATION`` through Channels' ``HttpCommunicator``:
-    the handshake era (``2025-11-25`` on the wire, served statelessly; ``await client.initialize()`` opens a
-    session) and the stateless 2026-07-28 era (``_meta`` envelope and routing headers added for you).
-
-Example::
-
-    async def test_order_status(mcp_client):
-        result = await mcp_client.call_tool("order_status", {"order_id": "42"})
-        assert result["structuredContent"] == {"order_id": "42", "status": "shipped"}
-
-What it is not: a fake. Requests go through your router, the real consumer, authentication and the catalog,
-exactly as over HTTP; only the socket is missing. For a real server use daphne.
+Enable it with ``pytest_plugins = ["mcp_app.testing"]`` in your top-level ``conftest.py`` (it needs pytest-django
+and pytest-asyncio); docs/install.md, "Test your tools without a network", shows it in use. Fixtures, prefixed
+``mcp_``: ``mcp_tools`` (the ``@tool`` names bound to ``mcp_server``: all unless overridden), ``mcp_tenant``,
+``mcp_server``, ``mcp_agent``, ``mcp_token`` (an ``IssuedToken``), and the ``McpTestClient``\\ s ``mcp_client``
+(handshake era) and ``mcp_modern_client`` (2026-07-28), which drive your real router and consumer in-process.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
-"""Per-process snapshots of who calls and what they call: tokens, servers and sessions.
+"""Per-process snapshots of who calls and what they call: tokens, servers and sessions (docs/architecture.md,
+"A warm request does no database work and no thread hop").
 
-Each snapshot is plain data loaded by the ORM on a miss and kept in a bounded LRU, tagged with the
-invalidation keys that must drop it (``mcp_app.invalidation``):
-
-- ``TokenEntry`` by token digest: the token, its agent and tenant, the servers it is scoped to, when it expires,
-  and its ``grant`` (what the token may see; part of the catalog cache key, so one agent's view is never served
-  to another), and the tenant's and agent's own limits of concurrent worker calls (``max_worker_calls``) and rates
-  (``rate_limit``, ``rate_burst``). Only
-  usable tokens of active agents are cached, and an OAuth token only while its person may use its consent
-  (``mcp_app.models.oauth``, *Eligibility*). Tags: ``token:``, ``agent:``, ``tenant:``.
-- ``ServerEntry`` by ``server_id``: a servable server (enabled, active tenant) with its tenant and catalog
-  version. Tags: ``server:``, ``tenant:``.
-- ``SessionEntry`` by session digest: a live session. Tags: ``session:``, ``server:``, ``agent:``.
-
-Time-based expiry (a token's ``expires_at``, a session's idle timeout) is decided from the snapshot without a
-query. An entry older than ``IDENTITY_CACHE_MAX_AGE_SECONDS`` is loaded again, a backstop for changes made
-behind the ORM's back (raw SQL, a queryset ``update()`` that does not publish). Nothing is cached while the
-invalidation log is not followed (``invalidation.healthy()``).
-
-Lookups with ``load=False`` never touch the database: they raise ``CacheMiss`` instead, and the caller retries
-in a worker thread with ``load=True``. That is how a warm request stays free of queries and thread hops.
+Each snapshot is plain data loaded by the ORM on a miss, kept in a bounded LRU and tagged with the invalidation
+keys that drop it: ``TokenEntry`` by token digest (only usable tokens of active agents, an OAuth token only while
+its person may use its consent), ``ServerEntry`` by ``server_id`` (servable servers), ``SessionEntry`` by session
+digest (live sessions). An entry older than ``IDENTITY_CACHE_MAX_AGE_SECONDS`` is loaded again; nothing is cached
+while ``invalidation.healthy()`` is false. Lookups with ``load=False`` never touch the database: they raise
+``CacheMiss``, and the caller retries in a worker thread with ``load=True``.
 """
 
 from __future__ import annotations
@@ -28,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -154,23 +141,10 @@ class ServerEntry:
 
     @classmethod
     def of(cls, row: McpServer) -> ServerEntry:
-        """The entry of a server row loaded with its tenant."""
-        return cls(
-            pk=row.pk,
-            server_id=row.server_id,
-            tenant_id=row.tenant_id,
-            tenant_slug=row.tenant.slug,
-            name=row.name,
-            title=row.title,
-            version=row.version,
-            instructions=row.instructions,
-            allowed_origins=tuple(row.allowed_origins or ()),
-            supported_versions=row.supported_versions,
-            sessions_required=row.sessions_required,
-            catalog_version=row.catalog_version,
-            created_at=row.created_at,
-            oauth_enabled=row.oauth_enabled,
-        )
+        """The entry of a server row loaded with its tenant: its fields of the same names, and two derived."""
+        derived: dict[str, Any] = {"tenant_slug": row.tenant.slug, "allowed_origins": tuple(row.allowed_origins or ())}
+        names = [entry_field.name for entry_field in fields(cls) if entry_field.name not in derived]
+        return cls(**{name: getattr(row, name) for name in names}, **derived)
 
     def description(self) -> ServerDescription:
         """The server as the protocol core describes it to a request, with the catalog revision it serves."""

@@ -1,9 +1,8 @@
 """Every saved or deleted tenant, agent, token, server, session or upstream, and every change of a token's server
 scope or grant, publishes the invalidation keys of the cached snapshots it affects (``mcp_app.invalidation``).
 
-Queryset ``update()`` and ``delete()`` send no signals: the manager verbs that use them
-(``McpServer.objects.bump_catalog_version``, ``AgentTokenQuerySet.revoke``, ``McpSession.terminate``…) publish
-themselves; other code must call ``invalidation.publish`` (or rely on ``IDENTITY_CACHE_MAX_AGE_SECONDS``).
+Queryset ``update()`` and ``delete()`` send no signals: the manager verbs that use them publish themselves
+(``McpServer.objects.bump_catalog_version``, ``AgentTokenQuerySet.revoke``, ``McpSession.terminate``…).
 """
 
 from __future__ import annotations
@@ -50,12 +49,8 @@ def _token_links_changed(sender: Any, instance: Any, action: str, reverse: bool,
         column = next(
             field.name for field in sender._meta.fields if field.is_relation and field.related_model is type(instance)
         )
-        publish(
-            *(
-                f"token:{pk}"
-                for pk in sender.objects.filter(**{column: instance}).values_list("agenttoken_id", flat=True)
-            )
-        )
+        linked = sender.objects.filter(**{column: instance}).values_list("agenttoken_id", flat=True)
+        publish(*(f"token:{pk}" for pk in linked))
     elif action in ("post_add", "post_remove"):
         publish(*(f"token:{pk}" for pk in pk_set or ()))
 

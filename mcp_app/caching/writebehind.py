@@ -1,18 +1,10 @@
-"""Last-used stamps of tokens and activity of sessions, written off the request path in batches.
+"""Last-used stamps of tokens and activity of sessions, written off the request path in batches
+(docs/architecture.md).
 
-The request path only records, in memory, that a token was used or a session was active (``token_used``,
-``session_seen``); a daemon thread writes what accumulated every ``WRITE_BEHIND_INTERVAL_SECONDS``, in one
-transaction, and at interpreter exit. Entries are coalesced per row (the latest instant wins) and the buffer is
-bounded by ``WRITE_BEHIND_MAX_PENDING`` rows: past that, new rows are dropped (and counted), which costs a
-slightly older last-used stamp or session activity, never a request.
-
-Writes only move stamps forward (``UPDATE … WHERE stamp < new``), so processes never undo each other.
-The thread does its own connection hygiene: it closes its connections after every flush, so the request path
-never needs ``close_old_connections`` for these writes.
-
-A row is queued at most once per ``TOKEN_LAST_USED_INTERVAL_SECONDS`` (tokens) or ``SESSION_TOUCH_SECONDS``
-(sessions): the stored session activity trails the real one by at most the touch interval plus the flush
-interval, the bound ``mcp_app.transport.sessions`` documents for idle expiry.
+``token_used`` and ``session_seen`` queue a row in memory (coalesced, at most once per
+``TOKEN_LAST_USED_INTERVAL_SECONDS`` or ``SESSION_TOUCH_SECONDS``); a daemon thread writes them every
+``WRITE_BEHIND_INTERVAL_SECONDS`` and at exit, in one transaction, stamps only moving forward, and closes its
+connections after each flush. Past ``WRITE_BEHIND_MAX_PENDING`` rows, new ones are dropped and counted.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """Living with PostgreSQL: a bounded pool of connections per process, bounded waits, fast refusals while the
-database is unavailable, and what "unavailable" means.
+database is unavailable, and what "unavailable" means (docs/deployment.md, "PostgreSQL connections and bounds").
 
-Contract:
-
-- ``ENGINE = "mcp_app.database"`` with ``OPTIONS = postgres_options(...)`` and ``CONN_MAX_AGE = 0`` is how a
-  project should configure PostgreSQL (the reference deployment does, from ``MCP_DATABASE_*`` variables):
-  - Django's psycopg pool (``OPTIONS["pool"]``) of at most ``pool_size`` connections per process, a caller
-    waiting at most ``pool_timeout`` seconds for one. A connection goes back to the pool when Django closes it
-    (the end of each request, of each ``database_sync_to_async`` call), so a process never holds more than the
-    pool, however many threads its executors start (persistent connections would be one per thread);
-  - libpq's ``connect_timeout``, TCP keep-alives and ``tcp_user_timeout`` (a peer that vanished is noticed in
-    seconds, not after the kernel's two hours), the server's ``statement_timeout``;
-  - a connection class whose every wait for the server (a query, the pool's health check) lasts at most
-    ``statement_timeout`` + ``connect_timeout``: a live server cancels a slow statement itself first; a server
-    behind a partition or a stalled proxy never answers, and the connection is then closed and the wait fails
-    with ``OperationalError`` instead of hanging its thread, and every request queued behind it, for ever.
-- ``database_health``: once opening a connection failed (refused, unanswered) or a wait passed its bound, the
-  backend (``mcp_app.database.base``, Django's PostgreSQL backend otherwise) refuses new connections at once for
-  ``RETRY_AFTER_SECONDS`` (requests queued on channels' single database thread get their 503 in milliseconds,
-  not one bound each); the next attempt after that window decides again. A pool that is merely busy (a wait for
-  a free connection that runs out) is load, not a failure: that request gets its 503, nobody else does.
-- ``DATABASE_ERRORS``: the exceptions that mean "the database is unavailable" (Django's ``OperationalError``
-  and ``InterfaceError``, the pool's timeout among them): the front doors answer them with 503 and
-  ``Retry-After: RETRY_AFTER_SECONDS`` (``transport.consumer``, ``api.exceptions``), ``/readyz`` reports the
-  database down, and ``log_failure`` logs a background loop's failure as one line without traceback.
+- ``ENGINE = "mcp_app.database"``, ``OPTIONS = postgres_options(...)`` and ``CONN_MAX_AGE = 0`` is how a project
+  should configure PostgreSQL: a psycopg pool of at most ``pool_size`` connections per process, timeouts for the
+  connect, the pool, each statement and each wait for the server, and TCP keep-alives.
+- ``database_health``: once opening a connection failed or a wait passed its bound, the backend
+  (``mcp_app.database.base``) refuses new connections at once for ``RETRY_AFTER_SECONDS``; a busy pool is load,
+  not a failure.
+- ``DATABASE_ERRORS``: the exceptions that mean "the database is unavailable", answered 503 with ``Retry-After``
+  by the front doors; ``log_failure`` logs a background loop's failure as one line without traceback.
 
 Not owned here: the settings themselves (the project's ``DATABASES``), which queries are made.
 """

@@ -1,22 +1,10 @@
 """``DatabaseUnavailableMiddleware``: a Django view that fails because the database is unavailable answers 503
-with ``Retry-After``, not 500 with a traceback (the admin, the OAuth pages and endpoints, any page of the project).
+with ``Retry-After`` and ``Cache-Control: no-store``, not 500 with a traceback (docs/deployment.md).
 
-Contract:
-
-- a view raising one of ``DATABASE_ERRORS`` (refused, partitioned, past its bounds, the pool's wait run out;
-  ``mcp_app.database``) gets ``503`` with ``Retry-After: RETRY_AFTER_SECONDS`` and ``Cache-Control: no-store``:
-  - JSON ``{"error": "temporarily_unavailable", "error_description": ...}`` (RFC 6749 §5.2's shape) for the
-    authorization server's machine endpoints (token, revocation, registration, metadata) and for a request that
-    does not accept HTML (``oauth.cors`` answers it too, with its CORS headers, for the endpoints open to every
-    origin: a browser page reads the 503 and its ``Retry-After``);
-  - a short HTML page otherwise (a browser: the admin, sign-in, consent);
-- logged as one warning line (method, path, error) on ``mcp_app.database``, no traceback; any other exception is
-  left to Django (500, logged with its traceback).
-
-Add it to ``MIDDLEWARE`` (anywhere: Django asks it about the view's exception and passes its answer back through
-every middleware). Not covered: an exception raised by another middleware outside the view (e.g. a session saved
-at the response) is still Django's 500. The MCP endpoint and the REST API answer their own 503s
-(``transport.consumer``, ``api.exceptions``).
+JSON ``{"error": "temporarily_unavailable", ...}`` (RFC 6749 §5.2) for the authorization server's machine endpoints
+and requests that do not accept HTML, else a short page; one warning line, no traceback. Add it anywhere in
+``MIDDLEWARE``. Not covered: an exception raised by another middleware outside the view (e.g. a session saved at
+the response) is still Django's 500; the MCP endpoint and the REST API answer their own 503s.
 """
 
 from __future__ import annotations

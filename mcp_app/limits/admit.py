@@ -1,19 +1,11 @@
 """The one question the edge asks of every limit of a request: ``await admit(caller, ...)``, a ``Refusal`` or ``None``.
 
-What is checked follows from what the caller is and asks (docs/limits.md):
-
-- a caller not authenticated (``Caller.token`` is ``None``): whether its address or token prefix is blocked after
-  failed authentications, answered from memory before any lookup; with ``failed=True``, its failed
-  authentication is counted (and logged, sampled) and refused once its address or prefix spent its failures
-  (``bruteforce``);
-- an authenticated caller: ``requests`` messages drawn from its tenant's and agent's buckets and one from the
-  bucket of each tool it calls (``rates``); with ``stream``, a stream slot of its tenant and agent, appended to
-  that list for its owner to release (a list, not an exit stack: an idle stream keeps it); with ``session=True``,
-  room under their session caps (one worker-thread call; ``caps``).
-
-A refusal (``protocol.serving.Refusal``) carries its JSON-RPC error, the HTTP status (429: a limit of the caller;
-503: this process is short of file descriptors) and ``Retry-After`` in seconds: when a stream or session slot
-frees depends on the caller, not on time, so a cap says 5.
+What is checked follows from the caller (docs/limits.md): not authenticated (``Caller.token`` is ``None``), whether
+its address or token prefix is blocked, and with ``failed=True`` its failure counted (``bruteforce``);
+authenticated, ``requests`` drawn from its buckets (``rates``), a stream slot appended to ``stream`` for its owner
+to release (an idle stream keeps it), room under the session caps with ``session=True`` (``caps``). A refusal
+carries its error, the HTTP status (429; 503 when short of file descriptors) and ``Retry-After`` (5 for a cap:
+when a slot frees depends on the caller, not on time).
 """
 
 from __future__ import annotations

@@ -1,34 +1,13 @@
-"""Brute force on the MCP endpoint: failed authentication throttled by what fails (the presented token's prefix,
-and the source address of requests that do not authenticate), a negative cache of unknown tokens, and sampled
-failure logs (docs/limits.md).
+"""Brute force on the MCP endpoint: failed authentication throttled by what fails, a negative cache of unknown
+tokens, and sampled failure logs. Design, and why a valid token is never refused: docs/limits.md, "Brute force".
 
-Agents of many tenants share egress addresses (agent platforms, NAT, proxies): one client's wrong tokens must
-never cost another client's valid token anything. Hence the contract:
-
-- ``await failed(address, raw)``: a request from ``address`` presenting ``raw`` (the bearer token, ``None`` or
-  ``""`` without one) failed authentication (401). It draws one token from the address's failure bucket and,
-  when ``raw`` has the token shape ``mcp_<prefix>_<secret>``, from the prefix's (each ``AUTH_FAILURE_RATE`` per
-  second, bursts of ``AUTH_FAILURE_BURST``; the buckets of ``mcp_app.limits.rates``, so in Redis the counts are
-  fleet-wide), and returns ``RateLimited`` (scope ``"address"`` or ``"token"``) once either is spent, else
-  ``None``. The spent bucket is then *blocked* in this process until it has room again.
-- ``blocked(address, raw)`` answers from memory whether a request may be refused before any authentication work
-  (no lookup, no round trip): only a request that cannot authenticate, i.e. one without a token or with a
-  malformed one from a blocked address, or one whose token this process already knows to be unknown
-  (``unknown``) from a blocked address or under a blocked prefix. A token that may be valid is always looked up
-  (one indexed query when this process has not cached it): a valid token is served whatever its address or
-  prefix did, a wrong one is answered 429 by ``failed`` and joins the negative cache. A process that has not seen
-  the address or prefix fail learns of the block at its first failure from it.
-- ``unknown(raw)`` / ``remember_unknown(raw)`` (sync): a token whose display prefix no token has, or whose digest
-  matches no usable token, is remembered for ``AUTH_NEGATIVE_CACHE_SECONDS``; ``transport.auth`` then refuses it
-  without a query. A token issued since is at most that late to be recognised only if its random 32-bit prefix
-  was guessed in that window.
-- ``log_failure(address, status)``: at most one log line per ``AUTH_FAILURE_LOG_INTERVAL_SECONDS`` per process,
-  counting the failures it stands for (the access log samples 401 and 429 the same way,
-  ``observability.asgi``).
-
-Behind a reverse proxy the address is the proxy's unless daphne is told to trust its headers
-(``--proxy-headers``; docs/deployment.md); the address block then refuses only the proxy's unauthenticated
-requests, never its valid tokens.
+- ``await failed(address, raw)``: count a failed authentication against the source address's bucket and, for a
+  token of the shape ``mcp_<prefix>_<secret>``, its prefix's (``rates``' buckets: fleet-wide in Redis); once
+  either is spent, block it in this process and return ``RateLimited`` (scope ``"address"`` or ``"token"``).
+- ``blocked(address, raw)``: from memory, the refusal of a request that cannot authenticate (no token, a malformed
+  or ``unknown`` one) from a blocked address or prefix; a token that may be valid is never refused here.
+- ``unknown(raw)`` / ``remember_unknown(raw)``: the negative cache (``AUTH_NEGATIVE_CACHE_SECONDS``).
+- ``log_failure(address, status)``: at most one line per ``AUTH_FAILURE_LOG_INTERVAL_SECONDS`` per process.
 """
 
 from __future__ import annotations

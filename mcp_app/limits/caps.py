@@ -1,24 +1,11 @@
-"""Caps of concurrent streams and live sessions per tenant and per agent, and the guard on file descriptors.
+"""Caps of concurrent streams and live sessions per tenant and per agent, and the guard on file descriptors
+(docs/limits.md).
 
-The contract (docs/limits.md):
-
-- ``await hold_stream(token, slot_id) -> Slot``: a GET stream or a ``subscriptions/listen`` stream takes one
-  slot of its tenant's ``STREAMS_PER_TENANT`` and its agent's ``STREAMS_PER_AGENT`` (0: unlimited), or raises
-  ``CapacityExceeded`` (JSON-RPC -32012, ``data.scope`` "tenant" or "agent"; the edge answers 429 with
-  ``Retry-After``). Before that, ``descriptors_short()`` is asked: a process with fewer than ``FD_RESERVE`` file
-  descriptors left under its ``RLIMIT_NOFILE`` refuses new streams with ``CapacityExceeded`` of scope "process"
-  (503), so that requests of everyone else still find a descriptor. ``Slot.release()`` gives the slot back
-  (idempotent; the consumer's clean-up calls it however the stream ends).
-- ``check_sessions(tenant_pk, agent_pk)`` (sync, in the worker thread that records a new session): raises
-  ``CapacityExceeded`` when the agent already holds ``SESSIONS_PER_AGENT`` live sessions or its tenant
-  ``SESSIONS_PER_TENANT`` (not terminated, active within ``SESSION_IDLE_SECONDS``). Counted in the database
-  every process shares, so it holds fleet-wide and nothing can leak; two initializations racing for the last
-  slot may both pass (the count is not locked: a bound of the cap plus the concurrent initializations).
-
-**Slots are leases** of ``limits.quotas`` (the ``STREAM_CAPS`` backend of ``mcp_app.backends``, a ``LocalQuotas``
-or a ``RedisQuotas`` under its own key prefix): the check and the taking of a slot are one atomic
-step across processes, the holder renews its lease every third of ``CAP_LEASE_SECONDS``, and the slots of a
-process that died (SIGKILL, OOM) free themselves at most ``CAP_LEASE_SECONDS`` after its last renewal.
+- ``await hold_stream(token, slot_id) -> Slot``: a stream takes a slot under ``STREAMS_PER_TENANT`` and
+  ``STREAMS_PER_AGENT``, a lease of ``limits.quotas`` in the ``STREAM_CAPS`` backend, or raises ``CapacityExceeded``
+  (-32012; scope "process", 503, when ``descriptors_short()``). ``Slot.release()`` gives it back (idempotent).
+- ``check_sessions(tenant_pk, agent_pk)`` (sync): raises ``CapacityExceeded`` over ``SESSIONS_PER_AGENT`` or
+  ``SESSIONS_PER_TENANT`` live sessions, counted in the database (two racing for the last slot may both pass).
 """
 
 from __future__ import annotations

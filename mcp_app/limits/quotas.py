@@ -1,43 +1,17 @@
 """Leases: at most N of a tenant's, and M of an agent's, worker calls (or streams) held at once.
 
-The API (``docs/quotas.md``; the seam between the transport, the worker runner and the reaper):
+The API (the seam between the transport, the worker runner and the reaper; design: docs/quotas.md):
 
-- ``acquire(call_id, *, tenant_pk, agent_pk, tenant_limit, agent_limit) -> Lease`` admits one call or raises
-  ``QuotaExceeded`` (JSON-RPC -32010, naming the scope, tenant or agent, and its limit). The check of both
-  counts and the taking of the slot are one atomic step in every process that shares the backend: two
-  processes racing for the last slot never both get it. Acquiring a ``call_id`` that already holds a slot
-  admits it again without taking a second one (a re-issued call attached to the running one).
-- ``Lease.release()`` (async) and ``Lease.release_sync()`` give the slot back; both are idempotent.
-- ``release_call(call_id)`` (sync) gives back a call's slot from a process that holds no ``Lease`` object: the
-  worker or the reaper, when the process that admitted the call is gone.
-- ``limits_for(grant, token entry or principal) -> (tenant_limit, agent_limit)``: the effective limits, from
-  the cached token snapshot (``mcp_app.caching.identity.TokenEntry``), without a query. A tenant's or agent's
-  own ``max_worker_calls`` wins over the ``WORKER_CALLS_PER_TENANT`` / ``WORKER_CALLS_PER_AGENT`` setting;
-  0 (in either place) means unlimited. Both limits apply: an agent's limit may be below its tenant's.
+- ``acquire(call_id, *, tenant_pk, agent_pk, tenant_limit, agent_limit) -> Lease``: admit one call, atomically
+  across processes (a ``call_id`` that holds a slot is admitted again without a second one), or raise
+  ``QuotaExceeded`` (-32010, naming the scope and its limit). ``Lease.release()`` / ``release_sync()`` give it back.
+- ``release_call(call_id)`` (sync): give back a call's slot from a process that holds no ``Lease`` (worker, reaper).
+- ``limits_for(grant, token entry or principal)``: the effective (tenant, agent) limits, no query; 0: unlimited.
 - ``running_calls(tenants=..., agents=...)`` (sync): how many calls hold a slot now, for the admin.
 
-**Leases, and why a crash never leaks a slot.** A slot is a *lease* with an expiry, not a counter: each tenant
-and each agent has a set of (call id, expiry); only unexpired members count. The process that admitted a
-call renews the expiry every third of ``WORKER_CALL_LEASE_SECONDS`` (30 s) for as long as the call runs, so a
-call of any length keeps its slot, and releases it when the call ends (a ``finally``: results, errors and
-cancellation alike). A process that dies without releasing (SIGKILL, OOM, a lost machine) stops renewing, and
-its slots free themselves at most ``WORKER_CALL_LEASE_SECONDS`` after its last renewal. Nothing has to clean
-up after it; stale members are dropped by the next admission. A lease that expired although its holder lives
-(an event loop blocked for longer than the lease) is not renewed back into existence: the slot may have been
-given to another call meanwhile, so the holder logs it and the call goes on uncounted.
-
-**Backends** (``mcp_app.backends``: ``WORKER_QUOTAS`` for worker calls, ``STREAM_CAPS`` for the streams of
-``limits.caps``):
-
-- ``LocalQuotas`` (the embedded default): this process's memory, under a lock; the same semantics, for one
-  process (several processes without Redis each count their own calls).
-- ``RedisQuotas`` (``{"url": ..., "prefix": ...}``, ``limits.redis_quotas``): two sorted sets per call (the
-  tenant's and the agent's, scored by expiry in Redis's own clock, so processes' clocks need not agree) and a
-  lease key naming them, changed only by Lua scripts: a check and an admission are one script. An unreachable
-  Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is not silently lifted.
-
-Not owned here: where calls are admitted (``mcp_app.workers.admission``), the limits' storage
-(``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
+Backends (``WORKER_QUOTAS``, ``STREAM_CAPS``): ``LocalQuotas`` (this process's memory, the embedded default) and
+``RedisQuotas`` (``limits.redis_quotas``); an unreachable backend refuses admission. Not owned here: where calls
+are admitted (``workers.admission``), the limits' storage (``Tenant``/``Agent.max_worker_calls``) and their admin.
 """
 
 from __future__ import annotations

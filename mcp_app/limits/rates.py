@@ -1,28 +1,13 @@
 """Request rates per tenant, per agent and per tool: token buckets shared by every process (docs/limits.md).
 
-The contract:
+- ``limit_of(own_rate, own_burst, default_rate, default_burst)``: the effective ``Limit`` of one scope, or
+  ``None`` when unlimited (the own rate wins over the setting; an empty burst: the setting's, or twice the rate).
+- ``request_buckets(token, tools=..., cost=...)``: the buckets one request draws from (cached snapshots, no query).
+- ``await take(buckets)`` / ``take_sync(buckets)``: draw from every bucket or none, else raise ``RateLimited``
+  (-32011) naming the scope that waits longest; while ``RATE_LIMITS`` is unreachable, this process's buckets decide.
 
-- ``limit_of(own_rate, own_burst, default_rate, default_burst) -> Limit | None``: the effective limit of one
-  scope. A tenant's, agent's or tool's own ``rate_limit`` (requests per second) wins over the setting
-  (``RATE_LIMIT_PER_TENANT`` / ``_AGENT`` / ``_TOOL``); 0 means unlimited (``None``). An empty ``rate_burst``
-  is the setting's burst when the rate is the setting's too, else twice the rate (at least 1).
-- ``request_buckets(token, tools=..., cost=...)``: the buckets one request draws from, from the cached token
-  snapshot and the catalog's tool descriptors (no query).
-- ``await take(buckets)``: draws ``cost`` tokens from every bucket at once, or from none: it raises
-  ``RateLimited`` (JSON-RPC -32011, ``data.scope``, ``data.retryAfterMs``; the edge answers HTTP 429 with
-  ``Retry-After``) naming the scope that must wait longest. While the shared backend (``RATE_LIMITS`` of
-  ``mcp_app.backends``) is unreachable, this process's own buckets (``LocalRates``) decide: the limits still hold
-  for each process's requests, calls that need no Redis are still served, and the outage is logged (once, by
-  ``backends.health``) and counted.
-
-**The algorithm** is GCRA, the token bucket kept as one number per bucket (its *theoretical arrival time*): a
-request of cost ``n`` is admitted when ``max(tat, now) + n/rate - now <= burst/rate``, and then moves ``tat``
-there. ``RedisRates`` runs that check for every bucket of a request, and the update of all of them, in one Lua
-script (one round trip, atomic across processes, Redis's own clock so the processes' clocks need not agree);
-each bucket is one string key that expires when the bucket is full again. ``LocalRates`` does the same in this
-process's memory, under a lock. pyrate-limiter (in the venv for schemathesis) was weighed: its Redis stores hold
-one bucket per key and round trip, so three scopes would be three round trips and not atomic together, and its
-state store reads the time from each client's clock.
+The algorithm is GCRA (one theoretical arrival time per bucket; cost ``n`` admitted when
+``max(tat, now) + n/rate - now <= burst/rate``): ``LocalRates`` in memory, ``RedisRates`` in one Lua script.
 """
 
 from __future__ import annotations

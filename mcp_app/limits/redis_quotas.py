@@ -116,6 +116,5 @@ class RedisQuotas(RedisBacked):
         if not keys:
             return {}, {}
         counts = [int(count) for count in self._sync_script(COUNT_SCRIPT)(keys=keys, args=[])]
-        return dict(zip(tenants, counts[: len(tenants)], strict=True)), dict(
-            zip(agents, counts[len(tenants) :], strict=True)
-        )
+        split = len(tenants)
+        return dict(zip(tenants, counts[:split], strict=True)), dict(zip(agents, counts[split:], strict=True))
