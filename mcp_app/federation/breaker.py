@@ -3,23 +3,14 @@
 The contract, keyed by the upstream's primary key:
 
 - ``await admit(pk) -> Admission``: whether a call may go to the upstream now; if not, ``retry_after`` seconds.
-- ``await succeeded(pk)`` / ``await failed(pk)``: what became of an admitted call (or connection, or sync).
-  Only failures of the upstream count (unreachable, timed out, garbage); a tool's ``isError`` result does not.
+- ``await succeeded(pk)`` / ``await failed(pk, source)``: what became of an admitted call (or connection, or
+  sync). Only failures of the upstream count (unreachable, timed out, garbage); a tool's ``isError`` result does not.
 - ``state(pk)`` / ``states(pks)`` / ``open_breakers()``: ``BreakerState``s for the admin and ``/readyz``
   (synchronous); ``reset(pk)``: close it now (the admin's "close breaker").
 
-The states: **closed** (calls pass) until ``UPSTREAM_BREAKER_FAILURES`` failures fall within
-``UPSTREAM_BREAKER_WINDOW_SECONDS`` (a sliding window; failures given a ``source``, the timeouts of an agent's
-calls, count once per source: one agent's slow calls cannot open it alone), which opens it; **open**: every call
-is refused at once for ``UPSTREAM_BREAKER_COOLDOWN_SECONDS``; then **half-open**: one call (the probe) is let
-through and every other one is still refused; the probe's success closes it (and forgets its failures), its
-failure re-opens it for another cool-down. A probe that never reports (its process died) gives its turn to
-another call after ``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches them off.
-
-The breakers are the ``BREAKERS`` backend of ``mcp_app.backends``: ``RedisBreakers`` (atomic Lua scripts on
-Redis's clock: every process sees the same state and, half-open, exactly one process's call probes) or
-``LocalBreakers`` (the embedded default, in memory). If Redis cannot be reached the breakers do not block calls
-(every admission is allowed; ``backends.Health`` logs the outage once): a Redis outage must not stop federation.
+The states (closed, open, half-open with one probe) and the settings: docs/upstreams.md ("When the upstream fails").
+The ``BREAKERS`` backend (``mcp_app.backends``) is ``RedisBreakers`` (atomic Lua scripts on Redis's clock) or
+``LocalBreakers`` (the embedded default, in memory); while Redis cannot be reached every call is admitted.
 
 Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages
 (``admin``, ``observability.endpoints`` read ``states`` and ``open_breakers``).

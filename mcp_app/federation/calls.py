@@ -1,33 +1,16 @@
 """Proxied calls: ``tools/call``, ``resources/read`` and ``prompts/get`` of upstream entries.
 
 ``call_tool`` runs one call of an imported tool on its upstream, through this process's pooled connection
-(``pool``), and returns a wire ``CallToolResult``. The runner has checked the arguments against the upstream's
-schema already; execution (inline or worker), quotas, grants and audit are the runner's, as for every kind.
+(``pool``), and returns a wire ``CallToolResult`` or the ``InputRequired`` a stateless client must answer first;
+``read_resource`` and ``get_prompt`` return the upstream's result or raise a JSON-RPC error. The upstream's
+progress, logs, elicitation and sampling are relayed (``relay``); cancelling the awaiting coroutine cancels the
+call upstream; every failure is an ``isError`` result with an ``UPSTREAM_*`` code within the entry's timeout,
+counted by the ``breaker``; results carry ``_meta["dev.mcp-host/upstream"]`` (the upstream's name, ``durationMs``).
+A handshake-era upstream's input request to a stateless client waits here (``Exchange``) for the client's retry,
+which another process forwards through the channel layer (``ResumeExchange``, ``Step``).
 
-- **Relayed:** progress (the client's token), log messages (the client's level), and the upstream's
-  elicitation and sampling requests (``relay``). With a 2026-07-28 upstream they arrive as ``input_required``;
-  a handshake-era client answers them in-band and the call is retried upstream with the answers, a stateless
-  client receives them as our own ``input_required`` (the upstream's state kept, signed, in ours). With a
-  handshake-era upstream and a stateless client, the upstream call waits in this process (``Exchange``) for
-  the client's retry, up to the call's timeout; the state names this loop's inbox on the channel layer, so a
-  retry that reaches another process is forwarded here (``ResumeExchange``) and the step comes back (``Step``).
-  On a Celery worker the exchange waits in the worker thread's loop, which runs between calls
-  (``workers.tasks``): the retry, another worker call, is forwarded there the same way.
-  Without a shared channel layer, or once the exchange is gone, the retry is told to call again.
-- **Cancelled:** cancelling the awaiting coroutine (``notifications/cancelled``, a 2026 client closing its
-  stream, ``tasks/cancel``, the admin, a worker's cancel) cancels the SDK request, which cancels it upstream
-  (``notifications/cancelled``, or an aborted POST at 2026-07-28).
-- **Passed through:** an upstream's ``isError`` result as it is; its JSON-RPC errors as the same JSON-RPC error.
-- **Bounded:** the whole call takes at most the entry's timeout (the binding's, else the upstream's, else
-  ``UPSTREAM_DEFAULT_TIMEOUT_SECONDS``); an upstream that is down, slow or answers garbage gives an ``isError``
-  result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``,
-  ``UPSTREAM_FORBIDDEN_ADDRESS`` where the SSRF guard refuses its address),
-  never a hang; such failures count towards the upstream's circuit breaker (``breaker``), answers do not.
-  At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls per upstream are in flight (``Pool.slot``); the others wait
-  their turn within their timeout, and answer ``UPSTREAM_BUSY`` (not a breaker failure) if it never comes.
-
-Results carry ``_meta["dev.mcp-host/upstream"] = {"upstream": name, "durationMs": ms}``: which upstream
-answered and how long it took (the audit log records both).
+Not owned here: argument checks, execution, quotas, grants and audit (the runner's, as for every kind).
+Design: docs/upstreams.md ("When the upstream fails", "What is relayed, and what is not").
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """One connection to an upstream MCP server: the official SDK's ``Client``, SSRF-guarded and bounded.
 
 ``open_client(endpoint)`` is an async context manager yielding a connected ``mcp.Client`` (enter and leave it in
-one task: the SDK holds task groups). The era is negotiated in the SDK's ``auto`` mode (``server/discover``,
-the initialize handshake where the upstream does not speak 2026-07-28); what was negotiated is remembered per
-endpoint revision, so later connections skip the probe; an upstream's pinned era (``UpstreamEndpoint.era``)
-overrides it: 2025-11-25 always shakes hands, 2026-07-28 refuses an upstream that does not offer it. Every HTTP connection goes through the outbound SSRF
-guard (``outbound.upstream_http_client``, allow-list ``OUTBOUND_ALLOWED_NETWORKS``), with the endpoint's plain
-and secret headers, or an OAuth client-credentials token (the SDK's provider) when configured. One SSE event
-or JSON reply larger than ``UPSTREAM_MAX_RESPONSE_BYTES`` fails the request it answers.
-
-Callbacks route what the upstream asks to the call it belongs to (``relay.current``); the message handler
-reports the upstream's ``list_changed`` notifications to ``on_list_changed(endpoint pk)``.
+one task: the SDK holds task groups), in the SDK's ``auto`` era unless the endpoint pins one (what was negotiated
+is remembered per endpoint revision), through the outbound SSRF guard (``outbound.upstream_http_client``) with the
+endpoint's headers or OAuth client credentials; an answer over ``UPSTREAM_MAX_RESPONSE_BYTES`` fails its request.
+Its callbacks route what the upstream asks to the call it belongs to (``relay.current``) and its ``list_changed``
+notifications to ``on_list_changed``. Design: docs/upstreams.md.
 """
 
 from __future__ import annotations

@@ -2,25 +2,12 @@
 
 ``sync_upstream(upstream)`` (sync code: the API, the admin, ``mcp_upstream``, Celery beat's ``sync_upstreams``)
 reads the upstream's lists over a fresh connection (``fetch``) and writes them in one transaction (``apply``):
-
-- an entry is created for each upstream entry (tools and prompts named ``prefix + name``; resources keep their
-  URI and take the prefix on their name), updated where it changed, deleted where the upstream dropped it (its
-  bindings go with it, on every server);
-- every server the upstream is bound to as a whole (``UpstreamBinding``) exposes every entry, new ones included;
-- a name already taken in the tenant's catalog by another entry, an invalid name or schema, an entry listed
-  twice, more than ``UPSTREAM_MAX_ENTRIES`` of a kind, an entry larger than ``UPSTREAM_MAX_ENTRY_BYTES`` or what
-  passes ``UPSTREAM_MAX_CATALOG_BYTES`` (every process holds the catalog) is not imported and is reported
-  (``SyncReport.skipped``); reading stops at that bound too;
-- imported text (titles, descriptions, names) loses ANSI escapes, control, zero-width and bidi-override
-  characters, descriptions are cut at ``UPSTREAM_MAX_DESCRIPTION_CHARS``, and each such entry is reported under
-  ``SyncReport.flagged``, as is one whose text holds a tag posing as a role marker (``<system>``): kept, flagged;
-- every kind by the same loop and rules: a kind of entry is one row of ``entry_kinds()``;
-- what changed bumps the servers' catalog versions like any edit (``catalog.signals``), so connected clients
-  get ``list_changed``; a sync that changes nothing writes no entry and bumps nothing.
-
-The upstream's ``list_changed`` notifications, heard on a pooled connection, start a sync in the serving
-process (``changed``; one at a time per upstream, a change during a sync runs one more). A failed sync keeps
-the catalog as it was and records why (``Upstream.last_sync_error``).
+entries created, updated or deleted, every whole binding (``UpstreamBinding``) extended, and what cannot be
+imported (an invalid or taken name, a duplicate, past a bound) or was cleaned reported (``SyncReport``). Every
+kind goes through the same loop and rules, one row of ``entry_kinds()`` each. ``changed`` syncs an upstream whose
+``list_changed`` a pooled connection heard (one at a time per upstream, a change during a sync runs one more).
+A failed sync keeps the catalog as it was and records why (``Upstream.last_sync_error``).
+Design: docs/upstreams.md ("Sync", "What an upstream's catalog may bring in").
 """
 
 from __future__ import annotations

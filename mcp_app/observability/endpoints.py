@@ -4,26 +4,14 @@ They are plain ASGI callables, not Django views, so that neither Django's middle
 checks, sessions, CSRF), nor the MCP authorisation, nor the audit ever sees them: a load balancer probing a
 pod by IP over plain HTTP gets its answer.
 
-- ``GET /healthz``: 200 ``{"status": "ok"}`` when the process's event loop answers. Touches nothing else.
-- ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
-  ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
-  ``channel_layer`` (a message sent to and received from a fresh plain channel, which no subscription's receive
-  can block) and ``redis`` (``PING`` to every Redis URL the settings name: cache, channel layer, event store,
-  Celery broker; ``skipped`` when none) and
-  ``workers`` (with a shared heartbeat, i.e. ``REDIS_URL``: how many worker processes consume the queue of worker
-  calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
-  served, unless ``READYZ_REQUIRES_WORKER``; ``skipped`` without a broker).
-  200 when none is ``down``, else 503; the body names each dependency's status, latency and, when
-  down, the exception's class (never a URL or password). Each blocking probe runs on a thread of its own per
-  dependency, so one dependency's trouble (requests stuck on an unreachable database) never makes another look
-  down. Its ``upstreams`` detail lists the upstream MCP servers whose circuit breaker is open or half-open
-  (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
-  an upstream being down is not this process being unready, so it never changes the status. One read of the
-  breakers (``federation.breaker.open_breakers``); upstream rows are read only when some breaker is open.
-- ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
-  ``Authorization: Bearer <MCP_APP["METRICS_TOKEN"]>``; 401 otherwise, 404 while no token is configured.
+- ``healthz``: 200 while the event loop answers; touches nothing else.
+- ``readyz``: every dependency of ``CHECKS`` probed concurrently, each within ``HEALTH_CHECK_TIMEOUT_SECONDS``
+  (200 unless one is ``down``, else 503; the body names no URL or password), and the upstreams whose breaker is
+  open (never a reason to be unready).
+- ``metrics_endpoint``: the Prometheus exposition for ``Authorization: Bearer <METRICS_TOKEN>``; 404 without one.
 
-Not owned here: the metrics themselves (``observability.metrics``).
+What each answers: docs/deployment.md ("Health, metrics and logs"). Not owned here: the metrics themselves
+(``observability.metrics``).
 """
 
 from __future__ import annotations

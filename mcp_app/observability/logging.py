@@ -1,19 +1,12 @@
 """Per-request log context and the formatters that write it: JSON in production, readable lines in development.
 
-Each request of the MCP endpoint gets a :class:`RequestInfo` (request id, tenant, server, agent, JSON-RPC method,
-era) held in a context variable by ``observability.asgi``. The object is mutable and shared: tasks the consumer
-spawns copy the context, so they see the same object, and fields bound late (the tenant after authorisation, the
-method after parsing) reach every line of the request, including the access line written at its end.
-
-:class:`RequestContextFilter` copies the fields onto every log record (``-`` outside a request), so any logger
-(``mcp_app.*``, a tool's own) carries them. :class:`JsonFormatter` writes one JSON object per line;
-:class:`ConsoleFormatter` a readable line. Both scrub anything shaped like an agent token (``mcp_<hex>_<secret>``)
-or a bearer credential from the message and the traceback: mcp_app never logs tokens or argument values itself,
-and this keeps a careless ``logger.info(headers)`` from leaking one.
-
-:func:`logging_config` returns a ``LOGGING`` dictionary for Django settings that puts one handler on the root
-logger and nowhere else, so each record (and each traceback) is written exactly once, whatever daphne's own
-``logging.basicConfig`` did before Django configured logging.
+Each MCP request gets a mutable ``RequestInfo`` in a context variable (``observability.asgi``), shared by the
+tasks it spawns, so fields bound late (``bind``: the tenant after authorisation, the method after parsing) reach
+every line of the request, its access line included. ``RequestContextFilter`` copies them onto every record;
+``JsonFormatter`` and ``ConsoleFormatter`` write them and scrub anything shaped like an agent token or a bearer
+credential, so a careless ``logger.info(headers)`` leaks none. ``logging_config`` is the ``LOGGING`` dictionary
+with one handler, on the root logger, so each record is written exactly once whatever daphne's own
+``logging.basicConfig`` did first.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Prometheus metrics of mcp_app, and the hooks that move them.
 
 Every metric is defined here, once, on prometheus-client's default registry; other modules call the small
-functions below instead of touching metric objects, so names, labels and their bounded value sets live in one
-place. The hooks are cheap enough for the request path: a dictionary lookup of a label child (cached by
-prometheus-client) and an increment; no database, no I/O, no channel layer.
-
-Several processes (N daphne behind a proxy): set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory shared by
-all of them **before they start**; prometheus-client then writes each process's values to memory-mapped files
-there and :func:`exposition` aggregates them, so any process's ``/metrics`` reports the whole deployment. Gauges
-use ``livesum`` (only live processes count). Empty the directory when the deployment restarts.
-
-Label values are bounded: JSON-RPC methods outside the dispatcher's table are ``other``, HTTP methods outside
-GET/POST/DELETE are ``other``, tool names are the catalog's (operator-controlled, never client input unless the
-tool exists), dependencies and caches are names chosen by code.
+functions below, cheap enough for the request path (a cached label child and an increment; no I/O), so names,
+labels and their bounded value sets live in one place. With ``PROMETHEUS_MULTIPROC_DIR`` set before the processes
+start, ``exposition`` aggregates every process's values (gauges: live processes only). The metrics and the
+directory's care: docs/deployment.md.
 
 Not owned here: the ``/metrics`` endpoint and its authorisation (``observability.endpoints``), log lines
 (``observability.logging``).

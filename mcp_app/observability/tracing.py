@@ -1,18 +1,10 @@
 """The switch of OpenTelemetry tracing: ``MCP_APP["TRACING"]`` (off by default; needs the ``mcp-host[otel]`` extra).
 
-``active()`` is what every hook asks: the live ``otel.Tracing`` when tracing is on, else ``None``, read from a
-module global, so that with tracing off a request pays one function call per hook, creates no span object and
-never imports ``opentelemetry``. The hooks:
-
-- ``observability.asgi.instrument`` runs the MCP consumer inside the ASGI instrumentation (the HTTP span);
-- ``transport.consumer`` gives each request's context the tracer (``RequestContext.tracer``), through which the
-  protocol's dispatcher traces each JSON-RPC request (its parent from ``_meta``'s ``traceparent``);
-- ``runtime.execution.InlineRunner.call_tool`` traces each tool run, in the serving process or on a Celery worker (the
-  Celery instrumentation carries the context in the task's headers);
-- ``runtime.webhooks`` traces each webhook request and sends it ``traceparent``.
-
-``configure()`` applies the setting: at start-up (``apps.McpAppConfig.ready``) and whenever ``MCP_APP``
-changes (tests). What tracing does, and how the SDK is configured, is ``observability.otel``'s.
+``active()`` is what every hook asks (``observability.asgi``, ``transport.consumer`` for the dispatcher's request
+spans, ``InlineRunner.call_tool``, ``runtime.webhooks``): the live ``otel.Tracing``, else ``None``, read from a
+module global, so that with tracing off a hook costs one function call and ``opentelemetry`` is never imported.
+``configure()`` applies the setting at start-up (``apps.McpAppConfig.ready``) and whenever ``MCP_APP`` changes.
+What tracing does is ``observability.otel``'s (docs/observability.md).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Recording ``tools/call`` requests in the audit log without putting the database on the request path.
 
-The request path only appends a small tuple to an in-process buffer (``AuditLog.append``: no query, no I/O, no
-thread hop). A daemon thread writes it every ``AUDIT_FLUSH_INTERVAL_SECONDS`` and at interpreter exit, computing
-the keyed digest and the redacted copy of the arguments there. A failed flush never reaches the request path:
-the loss bound, the retries and the buffer's bound are those of docs/audit.md ("The loss bound"), and they are
-logged once per outage (the exception type, never the rows). Rows whose server or agent was deleted before the
-flush keep their strings with the foreign key cleared; rows of a deleted tenant are dropped.
-
 ``request_audit(server, token, era, protocol_version)`` builds the ``CallAudit`` port a ``RequestContext``
-carries; the ``tools/call`` handler calls it once per request, whatever the outcome.
+carries; the ``tools/call`` handler calls it once per request, whatever the outcome. It only appends to this
+process's buffer (``audit_log``: no query, no I/O); a daemon thread writes the buffer every
+``AUDIT_FLUSH_INTERVAL_SECONDS`` and at interpreter exit, with the loss bound, retries and buffer bound of
+docs/audit.md ("The loss bound"). Rows whose server or agent was deleted before the flush keep their strings with
+the foreign key cleared; rows of a deleted tenant are dropped.
 """
 
 from __future__ import annotations

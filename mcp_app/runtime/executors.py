@@ -1,15 +1,11 @@
 """One executor per kind of catalog entry, in one table keyed by the type of target the catalog resolves it to.
 
-``EXECUTORS`` maps each target type (a code definition, a static behaviour, ``definitions.targets``,
-``definitions.upstreams``) to its ``Executor``; ``executor_for`` is the one lookup, which the inline runner
-(``runtime.execution``) and the routing runner use: nothing else branches on a target's type. A new kind costs a
-target type and an executor, added here (or, from a project or a test, to ``EXECUTORS``).
-
-The kinds: ``python`` (``@tool``, ``@resource``, ``@prompt`` functions; arguments validated by the function's
-pydantic model, input requests of the handshake era asked in band), ``static`` (a row's canned answers, content
-or messages), ``http`` (a tenant's webhook, ``runtime.webhooks``) and ``upstream`` (an upstream MCP server's
-entry, ``mcp_app.federation``). What every tool result gets whatever its kind (the text of structured content, the
-check against the output schema, metrics and tracing) stays with the runner.
+``EXECUTORS`` maps each target type to its ``Executor``; ``executor_for`` is the one lookup (the inline and the
+routing runner use it): nothing else branches on a target's type. The kinds: ``python`` (``@tool``,
+``@resource``, ``@prompt`` functions), ``static`` (a row's canned answers), ``http`` (``runtime.webhooks``) and
+``upstream`` (``mcp_app.federation``). What every tool result gets whatever its kind (the text of structured
+content, the output schema check, metrics and tracing) stays with the runner. Design: docs/architecture.md
+("One executor per kind").
 """
 
 from __future__ import annotations

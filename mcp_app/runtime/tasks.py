@@ -1,19 +1,12 @@
 """Durable tasks of the 2026-07-28 tasks extension: when a ``tools/call`` becomes a task, and running it.
 
-A tool declares its task support (``forbidden``, ``optional``, ``required``). For a client that declared the
-extension on the request, a task-capable call starts at once and gets ``TASK_IMMEDIATE_SECONDS`` to finish (decided
-once, in ``answer_or_task``, for the inline and the routing runner alike):
+``answer_or_task`` decides, for the inline and the routing runner alike, whether a task-capable call of a
+declaring client answers at once or becomes a task; ``call_maybe_as_task`` runs such a call in this process;
+``TaskService`` is the ``Tasks`` port of one request (``tasks/get``, ``tasks/update``, ``tasks/cancel``), and
+``task_wire`` a record's wire form. The rules: docs/architecture.md ("Tasks in both eras").
 
-- it asks for input first (multi-round trip): that answer is returned as it is, synchronously;
-- it finishes: an ``optional`` tool answers directly; a ``required`` one answers with a task, already settled;
-- it is still running: the task is stored (before the client hears of it), the work goes on in this process,
-  and its outcome settles the task: ``completed`` (tool results, ``isError`` ones included), ``failed`` (a
-  JSON-RPC error), or ``input_required`` (its input requests; ``tasks/update`` with every answer resumes it).
-
-``tasks/cancel`` marks the task ``cancelled`` at once and stops its work in whichever process runs it (through
-the channel layer). Terminal states never change. Work runs in the serving process, through whichever
-``ToolRunner`` it is given (this module knows only the port, never ``runtime.execution``: the runner depends on
-the task rules, not the other way round).
+Not owned here: the record's lifecycle (``runtime.durable``); the runners (this module knows only the
+``ToolRunner`` port, never ``runtime.execution``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Running ``http`` tools: send the call to the tenant's webhook, turn the reply into a ``CallToolResult``.
 
-The wire contract (the request's headers and JSON body, how a 2xx reply becomes the result, the ``WEBHOOK_*``
-error codes of everything else, the SSRF rules) is docs/http-tools.md; this module is its one implementation.
-Every failure is an ``isError`` result (``error_result``) whose message never holds header values, bodies or
-tracebacks.
-
-How: every connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list), which
-checks every address the host resolves to and connects to a checked one itself, while TLS verifies the URL's
-host name. No proxy from the environment, no redirect followed, a fresh transport per call (no connection shared
-across tenants), the whole exchange bounded by the tool's timeout, and the body read in chunks up to
-``HTTP_TOOL_MAX_RESPONSE_BYTES``. Cancelling the call cancels the awaiting coroutine, which closes the connection.
+``call_webhook`` is the one implementation of docs/http-tools.md (the request's headers and body, how a 2xx reply
+becomes the result in ``map_reply``, the ``WEBHOOK_*`` codes of everything else, the SSRF rules). Every failure is
+an ``isError`` result (``error_result``) whose message never holds header values, bodies or tracebacks. Every
+connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list), which checks every
+address the host resolves to and connects to a checked one itself; cancelling the call closes the connection.
 """
 
 from __future__ import annotations

@@ -3,14 +3,9 @@
 Contract: every name and every answer here is what ``@modelcontextprotocol/conformance`` asks for or checks,
 modelled on its reference "everything" servers. Resources are static catalog rows created by
 ``setup.ensure_conformance``, as is ``json_schema_2020_12_tool``, whose input schema must reach the client
-verbatim (a Python tool's schema is derived from its type hints).
-
-Input from the client (elicitation, sampling, roots) is asked for the 2026-07-28 way, by returning
-``InputRequired`` (multi-round-trip requests) and reading the retry's ``ctx.input_responses``. The handshake
-era has no such mechanism: it needs server-to-client requests over a session, which mcp-host does not send, so
-there the runtime turns ``InputRequired`` into an ``isError`` result saying the input cannot be asked for.
-``test_sampling``, ``test_elicitation`` and the two ``test_elicitation_sep*`` tools are therefore complete only
-in 2026-07-28.
+verbatim (a Python tool's schema is derived from its type hints). Input from the client (elicitation, sampling,
+roots) is asked for by returning ``InputRequired`` and read from the retry's ``ctx.input_responses``; in the
+handshake era the runtime asks it in band where the request can carry it (``runtime.executors``).
 """
 
 from __future__ import annotations
