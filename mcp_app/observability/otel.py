@@ -81,8 +81,6 @@ class Tracing:
             instrumentor.uninstrument()
         self._instrumentors = []
 
-    # The MCP endpoint's HTTP exchange --------------------------------------------------------------------
-
     def asgi(self, app: Any) -> Any:
         """``app`` (the MCP consumer) inside the ASGI instrumentation: an HTTP SERVER span per request,
         continuing the request headers' trace context (no span per ASGI message); made once per ``app``."""
@@ -99,8 +97,6 @@ class Tracing:
         )
         return wrapped
 
-    # JSON-RPC requests (the protocol's RequestTracer port) ------------------------------------------------
-
     async def trace(
         self,
         method: str,
@@ -109,6 +105,7 @@ class Tracing:
         ctx: RequestContext,
         answer: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
+        """Await ``answer`` inside the request's SERVER span (the protocol's ``RequestTracer`` port)."""
         params = params if isinstance(params, dict) else {}
         attributes: dict[str, Any] = {
             MCP_METHOD_NAME: method,
@@ -144,8 +141,6 @@ class Tracing:
         span.end()
         return result
 
-    # Tool runs --------------------------------------------------------------------------------------------
-
     async def tool_call(
         self, tool: ToolDescriptor, call: CallContext, run: Awaitable[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -166,8 +161,6 @@ class Tracing:
             _failed(span, "tool_error")
         span.end()
         return result
-
-    # Outbound webhook requests ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def webhook(self, method: str, url: str, headers: MutableMapping[str, str]) -> Iterator[None]:

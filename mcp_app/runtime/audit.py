@@ -52,10 +52,8 @@ class AuditLog:
         self.last_lag_seconds: float | None = None  # how long the oldest row of the last flush waited
         self.flushed = threading.Condition()
 
-    # The request path ------------------------------------------------------------------------------
-
     def append(self, call: PendingCall) -> None:
-        """Buffer one record. Constant time, no I/O; never raises."""
+        """Buffer one record (the request path): constant time, no I/O; never raises."""
         if len(self._pending) + len(self._retry) >= mcp_settings.AUDIT_BUFFER_SIZE:
             self.dropped += 1
             if not self._overflowing:
@@ -68,8 +66,6 @@ class AuditLog:
                 self.start()
             except RuntimeError:  # e.g. no new threads at interpreter shutdown: stop() flushes what is here
                 logger.warning("audit flusher could not start; records stay buffered until the next flush")
-
-    # The flusher -----------------------------------------------------------------------------------
 
     def start(self) -> None:
         with self._start_lock:
@@ -169,12 +165,6 @@ class AuditLog:
         # A tenant, server or agent may have gone away between the call and the flush: keep what can be kept
         # (three indexed lookups per batch, off the path). A deletion racing this check fails the batch, which
         # is then retried and checked again.
-        rows = self._without_dangling(rows)
-        if rows:
-            ToolCallRecord.objects.bulk_create(rows)
-        return len(rows)
-
-    def _without_dangling(self, rows: list[ToolCallRecord]) -> list[ToolCallRecord]:
         tenants = set(Tenant.objects.filter(pk__in={row.tenant_id for row in rows}).values_list("pk", flat=True))
         servers = set(McpServer.objects.filter(pk__in={row.server_id for row in rows}).values_list("pk", flat=True))
         agents = set(Agent.objects.filter(pk__in={row.agent_id for row in rows}).values_list("pk", flat=True))
@@ -188,7 +178,9 @@ class AuditLog:
                 row.agent_id = None
             kept.append(row)
         self.dropped += len(rows) - len(kept)
-        return kept
+        if kept:
+            ToolCallRecord.objects.bulk_create(kept)
+        return len(kept)
 
     def _failed(self, batch: list[tuple[ToolCallRecord, int]], exc: Exception) -> None:
         if not self._failing:

@@ -152,16 +152,11 @@ class TaskService(CallerTasks):
             work: asyncio.Task[Any] = asyncio.ensure_future(_gone(task.tool_name))
         else:
             work = asyncio.ensure_future(self._runner.call_tool(tool, dict(task.arguments), call))
-        follow(task, work)
+        durable.follow(task, work, columns=durable.columns)
 
 
 async def _gone(name: str) -> dict[str, Any]:
     raise ProtocolError(f"Tool {name} is no longer available", code=INVALID_PARAMS)
-
-
-def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
-    """Settle the 2026 ``task`` from ``work`` when it ends (``durable.follow``)."""
-    durable.follow(task, work, columns=durable.columns)
 
 
 def create_result(task: ToolTask) -> dict[str, Any]:
@@ -176,8 +171,8 @@ async def answer_or_task(
     settled: Callable[[ProtocolError | dict[str, Any]], Awaitable[ToolTask]],
     running: Callable[[], Awaitable[ToolTask]],
 ) -> dict[str, Any]:
-    """Whether a task-capable call answers at once or becomes a task, decided here for every runner (see the
-    module docstring): ``start`` starts the work with the call's task context (whose reports stop reaching the
+    """Whether a task-capable call answers at once or becomes a task, decided here for every runner
+    (docs/architecture.md, "Tasks in both eras"): ``start`` starts the work with the call's task context (whose reports stop reaching the
     request once it is a task) and returns what to await; ``settled`` gives the task of work that finished within
     ``TASK_IMMEDIATE_SECONDS`` (a ``required`` tool), ``running`` that of work still running, which it follows."""
     converted = False
@@ -218,7 +213,7 @@ async def answer_or_task(
     except CapacityExceeded:
         work.cancel()  # over the inline-task cap of its agent or tenant: the call does not go on unseen
         raise
-    follow(task, work)
+    durable.follow(task, work, columns=durable.columns)
     return create_result(task)
 
 
