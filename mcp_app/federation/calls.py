@@ -25,7 +25,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, TypeVar
 
+import mcp_types as types
 import orjson
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
@@ -113,7 +115,6 @@ async def _guarded(
     (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
     JSON-RPC error), or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
     admission = await breaker.admit(endpoint.pk)
     if not admission.allowed:
@@ -267,8 +268,6 @@ async def _modern_call(
 ) -> dict[str, Any] | InputRequired:
     """A 2026-07-28 upstream: its ``input_required`` answered in-band (handshake-era clients, up to
     ``MAX_INPUT_ROUNDS``) or handed to a stateless client with the upstream's state inside ours."""
-    import mcp_types as types
-
     level = relay.call.request.log_level
     meta = {"io.modelcontextprotocol/logLevel": level} if level else None
     for _round in range(MAX_INPUT_ROUNDS + 1):

@@ -16,21 +16,22 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from mcp_types import PaginatedRequestParams
 
 from ..conf import mcp_settings
 from ..definitions.prompts import validate_uri_template
-from ..definitions.upstreams import UpstreamEndpoint, clean_text, has_fake_tag, prefixed
+from ..definitions.upstreams import UpstreamEndpoint, clean_text, endpoint_of, has_fake_tag, prefixed
+from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool, Upstream, UpstreamBinding
+from ..models.catalog import CatalogBinding, CatalogEntry, validate_object_schema, validate_tool_name
 from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, root, unreachable
-
-if TYPE_CHECKING:
-    from ..models.catalog import CatalogBinding, CatalogEntry
 
 logger = logging.getLogger("mcp_app.federation")
 
@@ -85,8 +86,6 @@ class _Budget:
 async def _all(list_method: Any, attribute: str, limit: int, budget: _Budget) -> tuple[list[dict[str, Any]], str]:
     """Every page of a list (``list_method`` of the session), as wire dicts, at most ``limit`` items and ``budget``
     bytes; with why it stopped short (``"count"``, ``"bytes"``) or ``""``."""
-    from mcp_types import PaginatedRequestParams
-
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     description_limit = int(mcp_settings.UPSTREAM_MAX_DESCRIPTION_CHARS)
@@ -187,8 +186,6 @@ def _tool(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict[s
 
 
 def _check_tool(fields: dict[str, Any]) -> None:
-    from ..models.catalog import validate_object_schema, validate_tool_name
-
     validate_tool_name(fields["name"])
     validate_object_schema(fields["input_schema"])
     validate_object_schema(fields["output_schema"])
@@ -241,8 +238,6 @@ def _prompt(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict
 
 
 def _check_prompt(fields: dict[str, Any]) -> None:
-    from ..models.catalog import validate_tool_name
-
     validate_tool_name(fields["name"])
 
 
@@ -273,8 +268,6 @@ class EntryKind:
 
 
 def entry_kinds() -> tuple[EntryKind, ...]:
-    from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
-
     return (
         EntryKind(Tool, ServerTool, ("tools",), _tool, _check_tool),
         EntryKind(Resource, ServerResource, ("resources", "templates"), _resource, _check_resource, match="uri"),
@@ -342,8 +335,6 @@ def _import(kind: EntryKind, upstream: Any, remote: RemoteCatalog, report: SyncR
 
 def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
     """Write ``remote`` as ``upstream``'s entries (one transaction), bind them where the upstream is bound whole."""
-    from ..models import Upstream
-
     report = SyncReport()
     report.skipped.extend(
         f"{kind}: more than {mcp_settings.UPSTREAM_MAX_ENTRIES} on the upstream; the rest was not imported"
@@ -402,8 +393,6 @@ def expose(upstream: Any, server: Any) -> list[str]:
 
 def bind(upstream: Any, server: Any) -> list[str]:
     """Expose ``upstream`` as a whole on ``server`` (now and after every sync); returns what was skipped."""
-    from ..models import UpstreamBinding
-
     with transaction.atomic():
         UpstreamBinding.objects.get_or_create(upstream=upstream, server=server)
         return expose(upstream, server)
@@ -411,8 +400,6 @@ def bind(upstream: Any, server: Any) -> list[str]:
 
 def unbind(upstream: Any, server: Any) -> None:
     """Stop exposing ``upstream`` on ``server``: the binding and every entry binding of it there go."""
-    from ..models import UpstreamBinding
-
     with transaction.atomic():
         UpstreamBinding.objects.filter(upstream=upstream, server=server).delete()
         for kind in entry_kinds():
@@ -422,15 +409,11 @@ def unbind(upstream: Any, server: Any) -> None:
 
 
 def _record_failure(upstream: Any, error: str) -> None:
-    from ..models import Upstream
-
     Upstream.objects.filter(pk=upstream.pk).update(last_sync_error=error[:2000])
 
 
 def sync_upstream(upstream: Any) -> SyncReport:
     """Read and import ``upstream``'s catalog now (sync code, outside an event loop)."""
-    from ..definitions.upstreams import endpoint_of
-
     try:
         remote = async_to_sync(fetch)(endpoint_of(upstream))
     except Exception as exc:
@@ -472,11 +455,6 @@ def changed(pk: int, kind: str) -> None:
 
 
 async def _sync_soon(pk: int) -> None:
-    from channels.db import database_sync_to_async
-
-    from ..definitions.upstreams import endpoint_of
-    from ..models import Upstream
-
     try:
         while True:
             _again.discard(pk)

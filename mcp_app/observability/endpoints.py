@@ -27,6 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import orjson
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections, connection
 
 from ..backends import backends
 from ..conf import mcp_settings
@@ -79,8 +83,6 @@ def _in_own_connection(function: Callable[[], T]) -> Callable[[], T]:
     connection goes back to the pool)."""
 
     def run() -> T:
-        from django.db import close_old_connections
-
         close_old_connections()
         try:
             return function()
@@ -91,16 +93,12 @@ def _in_own_connection(function: Callable[[], T]) -> Callable[[], T]:
 
 
 def _ping_database() -> None:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()
 
 
 def _store_and_read() -> None:
-    from django.core.cache import cache
-
     key = f"mcp:readyz:{secrets.token_hex(6)}"
     cache.set(key, "1", timeout=10)
     if cache.get(key) != "1":
@@ -119,8 +117,6 @@ def _on_own_thread(name: str, probe: Callable[[], None]) -> Callable[[], Awaitab
 
 
 async def _check_channel_layer() -> str:
-    from channels.layers import get_channel_layer
-
     layer = get_channel_layer()
     if layer is None:
         return SKIPPED
@@ -138,8 +134,6 @@ async def _check_channel_layer() -> str:
 def redis_urls() -> list[str]:
     """Every Redis URL the settings name (cache, channel layer, shared-state backends, Celery broker), without
     repeats."""
-    from django.conf import settings
-
     found: list[str] = []
 
     def add(value: Any) -> None:
@@ -149,9 +143,9 @@ def redis_urls() -> list[str]:
             if isinstance(url, str) and url.startswith(("redis://", "rediss://", "unix://")) and url not in found:
                 found.append(url)
 
-    for cache in getattr(settings, "CACHES", {}).values():
-        if "redis" in str(cache.get("BACKEND", "")).lower():
-            add(cache.get("LOCATION"))
+    for cache_config in getattr(settings, "CACHES", {}).values():
+        if "redis" in str(cache_config.get("BACKEND", "")).lower():
+            add(cache_config.get("LOCATION"))
     for layer in getattr(settings, "CHANNEL_LAYERS", {}).values():
         add(layer.get("CONFIG", {}).get("hosts", []))
     for config in backends.configs().values():

@@ -16,7 +16,7 @@ import atexit
 import os
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client import generate_latest as _generate_latest
 
 NAMESPACE = "mcp"
@@ -215,8 +215,6 @@ def multiprocess_dir() -> str | None:
 
 def _mark_dead() -> None:
     """At exit: drop this process's live gauges, so a restarted process does not leave its streams counted."""
-    from prometheus_client import multiprocess
-
     directory = multiprocess_dir()
     if directory:
         multiprocess.mark_process_dead(os.getpid(), directory)
@@ -230,8 +228,6 @@ def _registry() -> Any:
     """This process's registry, or every live process's values in multiprocess mode."""
     if not multiprocess_dir():
         return REGISTRY
-    from prometheus_client import multiprocess
-
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
     return registry

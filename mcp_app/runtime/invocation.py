@@ -6,16 +6,14 @@ client (``answer_in_band``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 
 from ..definitions.context import InputRequired, ToolContext, ToolError
+from ..definitions.registry import RegisteredFunction, RegisteredTool
 from ..protocol.context import CallContext
-
-if TYPE_CHECKING:
-    from ..definitions.registry import RegisteredFunction, RegisteredTool
 
 
 def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:

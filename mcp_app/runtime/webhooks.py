@@ -25,6 +25,7 @@ import orjson
 from .. import __version__
 from ..conf import mcp_settings
 from ..definitions.context import CONTENT_BLOCK_FIELDS, CodedFailure, error_result
+from ..definitions.http_tools import SecretHeadersUnavailable, effective_timeout, open_secret_headers
 from ..definitions.targets import HttpTarget
 from ..netguard import ForbiddenAddress
 from ..observability import tracing
@@ -42,8 +43,6 @@ async def call_webhook(
     target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: CallContext
 ) -> dict[str, Any]:
     """Send one call to ``target`` and return the ``CallToolResult`` (``isError`` for every failure)."""
-    from ..definitions.http_tools import SecretHeadersUnavailable, open_secret_headers
-
     started = time.monotonic()
     call_id = uuid.uuid4().hex
     try:
@@ -94,8 +93,6 @@ async def call_webhook(
 
 
 async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) -> bytes:
-    from ..definitions.http_tools import effective_timeout
-
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
     timeout = effective_timeout(target.timeout_seconds)
     where = urlsplit(target.url).netloc or target.url

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_app.catalog import prompt, tool
+from mcp_app.models import McpServer
 from mcp_app.protocol.errors import INTERNAL_ERROR, InvalidParams, ProtocolError
 from mcp_app.runtime import InputRequired, ToolContext, ToolError, ToolResult
 
@@ -179,8 +180,6 @@ async def test_missing_capability(ctx: ToolContext) -> Any:
 
 
 def _bump(server_id: str, kind: str) -> None:
-    from mcp_app.models import McpServer
-
     pks = set(McpServer.objects.filter(server_id=server_id).values_list("pk", flat=True))
     McpServer.objects.bump_catalog_version(pks, (kind,))
 

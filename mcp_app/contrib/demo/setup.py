@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
+from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, TenantMembership, Tool
 from mcp_app.protocol.versions import MODERN_VERSIONS
 
 DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo", "countdown")
@@ -53,10 +54,6 @@ class DemoAccess:
 def _demo_user(tenant: Tenant) -> str | None:
     """The demo person, a member of the demo tenant who may consent for OAuth clients; the password when this
     call created the user, else ``None``."""
-    from django.contrib.auth import get_user_model
-
-    from mcp_app.models import TenantMembership
-
     users = get_user_model()
     user = users.objects.filter(username=DEMO_USERNAME).first()
     password = None
