@@ -1,19 +1,14 @@
 """A circuit breaker per upstream MCP server, shared by every process through Redis (in-process without it).
 
-The contract, keyed by the upstream's primary key:
+Keyed by the upstream's primary key: ``await admit(pk) -> Admission`` (whether a call may go now; if not,
+``retry_after`` seconds); ``await succeeded(pk)`` / ``await failed(pk, source)`` (what became of an admitted call,
+connection or sync: failures of the upstream only, never a tool's ``isError`` result); ``state(pk)``,
+``states(pks)``, ``open_breakers()`` (``BreakerState``s for the admin and ``/readyz``) and ``reset(pk)`` (close it
+now). The ``BREAKERS`` backend is ``RedisBreakers`` (atomic Lua scripts on Redis's clock) or ``LocalBreakers`` (the
+embedded default); while Redis cannot be reached every call is admitted. The states and settings: docs/upstreams.md
+("When the upstream fails").
 
-- ``await admit(pk) -> Admission``: whether a call may go to the upstream now; if not, ``retry_after`` seconds.
-- ``await succeeded(pk)`` / ``await failed(pk, source)``: what became of an admitted call (or connection, or
-  sync). Only failures of the upstream count (unreachable, timed out, garbage); a tool's ``isError`` result does not.
-- ``state(pk)`` / ``states(pks)`` / ``open_breakers()``: ``BreakerState``s for the admin and ``/readyz``
-  (synchronous); ``reset(pk)``: close it now (the admin's "close breaker").
-
-The states (closed, open, half-open with one probe) and the settings: docs/upstreams.md ("When the upstream fails").
-The ``BREAKERS`` backend (``mcp_app.backends``) is ``RedisBreakers`` (atomic Lua scripts on Redis's clock) or
-``LocalBreakers`` (the embedded default, in memory); while Redis cannot be reached every call is admitted.
-
-Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages
-(``admin``, ``observability.endpoints`` read ``states`` and ``open_breakers``).
+Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages.
 """
 
 from __future__ import annotations
@@ -397,10 +392,8 @@ async def succeeded(pk: int) -> None:
 
 
 async def failed(pk: int, source: str | None = None) -> None:
-    """An admitted call to upstream ``pk`` failed: counted; enough of them within the window open the breaker,
-    and a failed probe re-opens it. ``source``: who may have caused the failure (an agent whose call timed out,
-    perhaps by asking the upstream for something slow): one source's failures count once within the window, so
-    one agent cannot open the breaker for every agent."""
+    """An admitted call to upstream ``pk`` failed: enough failures within the window open the breaker, a failed
+    probe re-opens it. One ``source``'s failures (an agent whose calls time out) count once within the window."""
     _closed_at.pop(pk, None)
     policy = Policy.current()
     if policy.failures < 1:

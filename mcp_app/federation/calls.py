@@ -1,16 +1,13 @@
 """Proxied calls: ``tools/call``, ``resources/read`` and ``prompts/get`` of upstream entries.
 
-``call_tool`` runs one call of an imported tool on its upstream, through this process's pooled connection
-(``pool``), and returns a wire ``CallToolResult`` or the ``InputRequired`` a stateless client must answer first;
-``read_resource`` and ``get_prompt`` return the upstream's result or raise a JSON-RPC error. The upstream's
-progress, logs, elicitation and sampling are relayed (``relay``); cancelling the awaiting coroutine cancels the
-call upstream; every failure is an ``isError`` result with an ``UPSTREAM_*`` code within the entry's timeout,
-counted by the ``breaker``; results carry ``_meta["dev.mcp-host/upstream"]`` (the upstream's name, ``durationMs``).
-A handshake-era upstream's input request to a stateless client waits here (``Exchange``) for the client's retry,
-which another process forwards through the channel layer (``ResumeExchange``, ``Step``).
+``call_tool`` runs one call of an imported tool on its upstream through this process's pooled connection
+(``pool``): a wire ``CallToolResult`` (every failure an ``isError`` result with an ``UPSTREAM_*`` code, counted by
+the ``breaker``; ``_meta["dev.mcp-host/upstream"]`` names the upstream and ``durationMs``), or the
+``InputRequired`` a stateless client must answer first; ``read_resource`` and ``get_prompt`` raise a failure as a
+JSON-RPC error. A handshake-era upstream's input request to a stateless client waits here (``Exchange``) for the
+client's retry, forwarded from another process through the channel layer (``ResumeExchange``, ``Step``).
 
-Not owned here: argument checks, execution, quotas, grants and audit (the runner's, as for every kind).
-Design: docs/upstreams.md ("When the upstream fails", "What is relayed, and what is not").
+Not owned here: argument checks, execution, quotas, grants and audit (the runner's). Design: docs/upstreams.md.
 """
 
 from __future__ import annotations

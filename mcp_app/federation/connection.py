@@ -47,12 +47,9 @@ _negotiated: dict[tuple[int, str], tuple[str, types.DiscoverResult | None]] = {}
 
 @dataclass
 class Trouble:
-    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only by its generic
-    codes (``mcp_types``): a reply or an event past ``UPSTREAM_MAX_RESPONSE_BYTES`` (``CONNECTION_CLOSED``), a
-    redirect it did not follow (``INVALID_REQUEST``), an answer to a POST that is no JSON-RPC at all (an error
-    status other than 404 without a JSON body, ``INTERNAL_ERROR``; a success that is neither JSON nor an event
-    stream, ``INVALID_REQUEST``). A call sets ``trouble`` to its own; the transport's hooks run in the calling
-    task's context and note it there."""
+    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only by generic codes:
+    a reply or event past ``UPSTREAM_MAX_RESPONSE_BYTES``, a redirect it did not follow, an answer to a POST that
+    is no JSON-RPC at all. A call sets ``trouble`` to its own; the transport's hooks note it in the call's context."""
 
     too_large: bool = False
     redirected: bool = False

@@ -1,17 +1,11 @@
 """``/healthz``, ``/readyz`` and ``/metrics``: small ASGI applications routed next to the MCP endpoint.
 
-They are plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host
-checks, sessions, CSRF), nor the MCP authorisation, nor the audit ever sees them: a load balancer probing a
-pod by IP over plain HTTP gets its answer.
-
-- ``healthz``: 200 while the event loop answers; touches nothing else.
-- ``readyz``: every dependency of ``CHECKS`` probed concurrently, each within ``HEALTH_CHECK_TIMEOUT_SECONDS``
-  (200 unless one is ``down``, else 503; the body names no URL or password), and the upstreams whose breaker is
-  open (never a reason to be unready).
-- ``metrics_endpoint``: the Prometheus exposition for ``Authorization: Bearer <METRICS_TOKEN>``; 404 without one.
-
-What each answers: docs/deployment.md ("Health, metrics and logs"). Not owned here: the metrics themselves
-(``observability.metrics``).
+Plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host checks, sessions,
+CSRF), nor the MCP authorisation, nor the audit ever sees them: a load balancer probing a pod by IP over plain HTTP
+gets its answer. ``healthz`` touches nothing; ``readyz`` probes every dependency of ``CHECKS`` concurrently, each
+within ``HEALTH_CHECK_TIMEOUT_SECONDS`` on a thread of its own, and lists the upstreams whose breaker is open;
+``metrics_endpoint`` serves the exposition for ``Authorization: Bearer <METRICS_TOKEN>``. What each answers:
+docs/deployment.md ("Health, metrics and logs"). Not owned here: the metrics (``observability.metrics``).
 """
 
 from __future__ import annotations

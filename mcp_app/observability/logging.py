@@ -61,10 +61,8 @@ def end_request(token: contextvars.Token[RequestInfo | None]) -> None:
 
 
 def bind(**fields: str) -> None:
-    """Attach fields (``tenant``, ``server``, ``agent``, ``method``, ``era``) to the current request's log lines.
-
-    A no-op outside a request. Never bind a token, a secret or an argument value.
-    """
+    """Attach fields (``tenant``, ``server``, ``agent``, ``method``, ``era``) to the current request's log lines
+    (a no-op outside a request). Never bind a token, a secret or an argument value."""
     info = _current.get()
     if info is None:
         return
@@ -141,12 +139,9 @@ CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 
 def logging_config(*, json: bool, level: str = "INFO", access_log: bool = True) -> dict[str, Any]:
-    """A ``LOGGING`` dictionary: one stderr handler on the root logger (JSON or console), mcp_app at ``level``,
-    Celery's per-task lines only at ``level="DEBUG"``.
-
-    Only the root logger has a handler and nothing sets ``propagate: False`` on a logger that also has one, so
-    each record is written once. ``mcp_app.access`` writes one line per MCP request (off with ``access_log=False``).
-    """
+    """A ``LOGGING`` dictionary: one stderr handler, on the root logger only (so each record is written once),
+    JSON or console; mcp_app at ``level``, Celery's per-task lines only at ``DEBUG``, ``mcp_app.access`` (one line
+    per MCP request) off with ``access_log=False``."""
     return {
         "version": 1,
         "disable_existing_loggers": False,

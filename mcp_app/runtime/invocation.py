@@ -1,7 +1,6 @@
-"""Invoking a registered tool function: a coroutine in the event loop, a sync function in a worker thread with
-Django's connection hygiene around it (``run_sync``: the only thread hop of a warm call), its ``ToolContext``
-built from the call (``tool_context``), and, in the handshake era, its input requests asked in band of the
-client (``answer_in_band``).
+"""Invoking a registered tool function: a coroutine in the event loop, a sync one in a worker thread with Django's
+connection hygiene (``run_sync``), with its ``ToolContext`` (``tool_context``); in the handshake era its input
+requests are asked in band (``answer_in_band``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """What a 2025-11-25 task says to its session, and how it waits on it, across processes.
 
-- ``SessionChannel``: the session's streams as a task's background work sees them (its GET stream, in any
-  process): the call's notifications with related-task ``_meta``, status notifications, requests.
-- ``announce(task_pk, channel)``: after a status change, wake ``tasks/result`` waiters (a status event on the
-  task group) and tell the session (``notifications/tasks/status``).
-- ``StatusWatch``: a ``tasks/result`` waiter's subscription to those status events, the ``events`` of its
-  ``durable.until_settled`` (which also re-reads the record every ``RESULT_RECHECK_SECONDS``, so a lost event only
-  delays it).
-- ``TaskOutbound``: the ``Outbound`` of a task's call: server-to-client requests through the session's streams,
-  the task ``input_required`` until the answer arrives (a ``channel_layer.Correlator``, at whichever process the
-  client posts it).
+``SessionChannel`` is the session's streams as a task's background work sees them (its GET stream, in any
+process); ``announce`` wakes ``tasks/result`` waiters and tells the session of a status change; ``StatusWatch`` is
+a waiter's subscription to those status events; ``TaskOutbound`` carries the call's server-to-client requests, the
+task ``input_required`` until the answer arrives at whichever process the client posts it.
 """
 
 from __future__ import annotations
