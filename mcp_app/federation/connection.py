@@ -1,11 +1,9 @@
 """One connection to an upstream MCP server: the official SDK's ``Client``, SSRF-guarded and bounded.
 
-``open_client(endpoint)`` is an async context manager yielding a connected ``mcp.Client`` (enter and leave it in
-one task: the SDK holds task groups), in the SDK's ``auto`` era unless the endpoint pins one (what was negotiated
-is remembered per endpoint revision), through the outbound SSRF guard (``outbound.upstream_http_client``) with the
-endpoint's headers or OAuth client credentials; an answer over ``UPSTREAM_MAX_RESPONSE_BYTES`` fails its request.
-Its callbacks route what the upstream asks to the call it belongs to (``relay.current``) and its ``list_changed``
-notifications to ``on_list_changed``. Design: docs/upstreams.md.
+``open_client(endpoint)`` yields a connected ``mcp.Client`` (enter and leave it in one task: the SDK holds task
+groups) in the SDK's ``auto`` era unless the endpoint pins one, through the outbound SSRF guard, with the
+endpoint's headers or OAuth client credentials. Its callbacks route what the upstream asks to its call
+(``relay.current``) and its ``list_changed`` to ``on_list_changed``. Design: docs/upstreams.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The upstream connections of this process: one per upstream (and configuration revision) and event loop.
 
-``pool()`` is this loop's ``Pool``: ``connection(endpoint)`` gives the shared live connection (concurrent first
-calls wait for one opening), ``slot(endpoint)`` the turns of at most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls in
-flight, ``discard`` drops a broken one. A connection is held open by a task of its own (the SDK's task groups must
-be left by the task that entered them), in an empty context, and hears the upstream's ``list_changed``
-(``sync.changed``); it closes when idle ``UPSTREAM_POOL_IDLE_SECONDS`` and, on every loop, at once when its
-upstream is edited, disabled or deleted. Design: docs/upstreams.md (the connection, "Settings").
+``pool()`` is this loop's ``Pool``: ``connection(endpoint)`` the live connection every call shares (opened once for
+concurrent first calls), ``slot(endpoint)`` the turns of at most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls in flight,
+``discard`` for a broken one. Each connection is held by a task of its own in an empty context, hears its
+upstream's ``list_changed``, and closes when idle or when its upstream changes. Design: docs/upstreams.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """What an upstream sends during a proxied call, carried to the call's client.
 
 A proxied call sets ``current`` to its ``CallRelay`` while it awaits the upstream; the SDK carries context
-variables into the callbacks of what arrives on that request's stream, so the connection's callbacks
-(``connection``) find the call even when many calls share one connection, and what arrives outside a call finds
-no relay and is declined. Progress and log messages are forwarded as the client asked; elicitation and sampling
-are asked of the client when it declared the capability (declined upstream otherwise), or, for a stateless client,
-queued as ``pending`` for ``calls`` to hand out as ``input_required``.
+variables into the callbacks of what arrives for that request, so the connection's callbacks find the call even
+when many share one connection (what arrives outside a call finds no relay and is declined). Progress and logs are
+forwarded as the client asked; elicitation and sampling asked of a client that declared them, or queued
+(``pending``) for ``calls`` to hand a stateless client as ``input_required``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Catalog sync: an upstream's tools, resources, resource templates and prompts imported under its prefix.
 
-``sync_upstream(upstream)`` (sync code: the API, the admin, ``mcp_upstream``, Celery beat's ``sync_upstreams``)
-reads the upstream's lists over a fresh connection (``fetch``) and writes them in one transaction (``apply``):
-entries created, updated or deleted, every whole binding (``UpstreamBinding``) extended, and what cannot be
-imported (an invalid or taken name, a duplicate, past a bound) or was cleaned reported (``SyncReport``). Every
-kind goes through the same loop and rules, one row of ``entry_kinds()`` each. ``changed`` syncs an upstream whose
-``list_changed`` a pooled connection heard (one at a time per upstream, a change during a sync runs one more).
-A failed sync keeps the catalog as it was and records why (``Upstream.last_sync_error``).
-Design: docs/upstreams.md ("Sync", "What an upstream's catalog may bring in").
+``sync_upstream(upstream)`` (sync code: the API, the admin, ``mcp_upstream``, Celery beat) reads the upstream's
+lists over a fresh connection (``fetch``) and writes them in one transaction (``apply``), every kind by the same
+loop (one row of ``entry_kinds()`` each), reporting what it skipped or cleaned (``SyncReport``); ``changed`` syncs
+an upstream whose ``list_changed`` a pooled connection heard. A failed sync keeps the catalog as it was and records
+why. Design: docs/upstreams.md ("Sync", "What an upstream's catalog may bring in").
 """
 
 from __future__ import annotations

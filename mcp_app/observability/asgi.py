@@ -1,12 +1,9 @@
 """``instrument(app)``: the ASGI wrapper that gives each MCP request its log context, metrics and access line.
 
-Around the wrapped application (the MCP consumer) it opens a ``logging.RequestInfo`` (the request id from a
-plausible ``X-Request-ID``, else a fresh one, echoed on the response; the claimed server and agent from the URL)
-that the consumer completes with ``logging.bind``; counts the response, its duration and open SSE responses; runs
-the application inside the ASGI instrumentation's HTTP span when tracing is on; and writes one ``mcp_app.access``
-line (method, path without the query string, status, duration), for 401 and 429 at most one per
-``REFUSAL_LOG_INTERVAL_SECONDS``. Cost per request: a few attribute writes, two metric increments and one log
-record; no lock of its own, no I/O besides the log handler. What operators see: docs/deployment.md.
+Around the MCP consumer it opens a ``logging.RequestInfo`` (a plausible ``X-Request-ID`` or a fresh one, echoed on
+the response), counts the response, its duration and open SSE responses, runs the ASGI instrumentation's HTTP span
+when tracing is on, and writes one ``mcp_app.access`` line (of 401 and 429 at most one per
+``REFUSAL_LOG_INTERVAL_SECONDS``). Cost per request: a few attribute writes, two increments, one log record.
 """
 
 from __future__ import annotations

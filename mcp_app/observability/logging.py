@@ -1,12 +1,9 @@
 """Per-request log context and the formatters that write it: JSON in production, readable lines in development.
 
-Each MCP request gets a mutable ``RequestInfo`` in a context variable (``observability.asgi``), shared by the
-tasks it spawns, so fields bound late (``bind``: the tenant after authorisation, the method after parsing) reach
-every line of the request, its access line included. ``RequestContextFilter`` copies them onto every record;
-``JsonFormatter`` and ``ConsoleFormatter`` write them and scrub anything shaped like an agent token or a bearer
-credential, so a careless ``logger.info(headers)`` leaks none. ``logging_config`` is the ``LOGGING`` dictionary
-with one handler, on the root logger, so each record is written exactly once whatever daphne's own
-``logging.basicConfig`` did first.
+Each MCP request's mutable ``RequestInfo`` lives in a context variable shared by the tasks it spawns, so fields
+bound late (``bind``) reach every line of the request; ``RequestContextFilter`` copies them onto every record, and
+both formatters scrub anything shaped like an agent token or a bearer credential. ``logging_config`` puts the one
+handler on the root logger, so each record is written exactly once whatever daphne's ``basicConfig`` did first.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Prometheus metrics of mcp_app, and the hooks that move them.
 
-Every metric is defined here, once, on prometheus-client's default registry; other modules call the small
-functions below, cheap enough for the request path (a cached label child and an increment; no I/O), so names,
-labels and their bounded value sets live in one place. With ``PROMETHEUS_MULTIPROC_DIR`` set before the processes
-start, ``exposition`` aggregates every process's values (gauges: live processes only). The metrics and the
-directory's care: docs/deployment.md.
-
-Not owned here: the ``/metrics`` endpoint and its authorisation (``observability.endpoints``), log lines
-(``observability.logging``).
+Every metric is defined here, once; other modules call the small functions below, cheap enough for the request
+path, so names, labels and their bounded value sets live in one place. With ``PROMETHEUS_MULTIPROC_DIR``,
+``exposition`` aggregates every process's values. The metrics: docs/deployment.md. Not owned here: the
+``/metrics`` endpoint (``observability.endpoints``), log lines (``observability.logging``).
 """
 
 from __future__ import annotations

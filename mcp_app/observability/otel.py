@@ -1,12 +1,9 @@
 """OpenTelemetry traces of mcp_app (the ``mcp-host[otel]`` extra): what ``observability.tracing`` switches on.
 
-Only this module imports ``opentelemetry``, and only ``tracing.configure`` imports this module (when
-``MCP_APP["TRACING"]`` is on), so a project without the extra never loads it. ``start()`` installs the SDK's
-``TracerProvider`` from the ``OTEL_*`` variables unless the application has one, instruments Celery (and, at
-start-up, Django's views), and returns the ``Tracing`` every hook uses: ``asgi`` (the HTTP span), ``trace`` (one
-SERVER span per JSON-RPC request, its parent from ``params._meta``), ``tool_call`` (``execute_tool``) and
-``webhook`` (a CLIENT span that sends ``traceparent``). Nothing records arguments, results, headers, URLs or tokens.
-Spans, attributes and configuration: docs/observability.md.
+Only this module imports ``opentelemetry``, and only ``tracing.configure`` imports it, so a project without the
+extra never loads it. ``start()`` installs the SDK's ``TracerProvider`` unless the application has one, instruments
+Celery (and Django's views at start-up), and returns the ``Tracing`` the hooks use (``asgi``, ``trace``,
+``tool_call``, ``webhook``). Nothing records arguments, results, headers, URLs or tokens. docs/observability.md.
 """
 
 from __future__ import annotations

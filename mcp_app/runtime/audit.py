@@ -1,11 +1,9 @@
 """Recording ``tools/call`` requests in the audit log without putting the database on the request path.
 
-``request_audit(server, token, era, protocol_version)`` builds the ``CallAudit`` port a ``RequestContext``
-carries; the ``tools/call`` handler calls it once per request, whatever the outcome. It only appends to this
-process's buffer (``audit_log``: no query, no I/O); a daemon thread writes the buffer every
-``AUDIT_FLUSH_INTERVAL_SECONDS`` and at interpreter exit, with the loss bound, retries and buffer bound of
-docs/audit.md ("The loss bound"). Rows whose server or agent was deleted before the flush keep their strings with
-the foreign key cleared; rows of a deleted tenant are dropped.
+``request_audit(...)`` builds the ``CallAudit`` port a ``RequestContext`` carries, called once per ``tools/call``
+whatever the outcome; it only appends to this process's buffer (``audit_log``), which a daemon thread writes every
+``AUDIT_FLUSH_INTERVAL_SECONDS`` and at exit (the loss bound: docs/audit.md). Rows whose server or agent is gone
+keep their strings with the foreign key cleared; rows of a deleted tenant are dropped.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """One executor per kind of catalog entry, in one table keyed by the type of target the catalog resolves it to.
 
-``EXECUTORS`` maps each target type to its ``Executor``; ``executor_for`` is the one lookup (the inline and the
-routing runner use it): nothing else branches on a target's type. The kinds: ``python`` (``@tool``,
-``@resource``, ``@prompt`` functions), ``static`` (a row's canned answers), ``http`` (``runtime.webhooks``) and
-``upstream`` (``mcp_app.federation``). What every tool result gets whatever its kind (the text of structured
-content, the output schema check, metrics and tracing) stays with the runner. Design: docs/architecture.md
-("One executor per kind").
+``EXECUTORS`` maps each target type (``python``, ``static``, ``http``, ``upstream`` entries) to its ``Executor``;
+``executor_for`` is the one lookup, used by the inline and the routing runner: nothing else branches on a target's
+type. What every tool result gets whatever its kind stays with the runner. Design: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the same ``ToolTask`` record,
-settlement and cross-process cancellation as the 2026-07-28 extension (``runtime.tasks``, ``runtime.durable``).
+"""Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the record, settlement and
+cancellation of the 2026-07-28 extension (``runtime.tasks``, ``runtime.durable``).
 
-``HandshakeTaskService`` is the ``HandshakeTasks`` port of one handshake-era request: ``start`` stores the task
-and runs the call in the background through the request's ``ToolRunner``, answering ``{task}`` at once;
-``get``/``list``/``result``/``cancel`` see the caller's own unexpired tasks, ``result`` waiting for a terminal
-status. What the running call says to the session is ``task_session``'s. The rules: docs/architecture.md
-("Tasks in both eras").
+``HandshakeTaskService`` is the ``HandshakeTasks`` port of one request: ``start`` stores the task, runs the call in
+the background and answers ``{task}`` at once; ``get``/``list``/``result``/``cancel`` see the caller's own
+unexpired tasks. What the running call says to the session is ``task_session``'s. The rules: docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Durable tasks of the 2026-07-28 tasks extension: when a ``tools/call`` becomes a task, and running it.
 
-``answer_or_task`` decides, for the inline and the routing runner alike, whether a task-capable call of a
-declaring client answers at once or becomes a task; ``call_maybe_as_task`` runs such a call in this process;
-``TaskService`` is the ``Tasks`` port of one request (``tasks/get``, ``tasks/update``, ``tasks/cancel``), and
-``task_wire`` a record's wire form. The rules: docs/architecture.md ("Tasks in both eras").
-
-Not owned here: the record's lifecycle (``runtime.durable``); the runners (this module knows only the
-``ToolRunner`` port, never ``runtime.execution``).
+``answer_or_task`` decides for the inline and the routing runner alike whether a call answers at once or becomes
+a task; ``call_maybe_as_task`` runs one in this process; ``TaskService`` is the ``Tasks`` port of one request.
+The rules: docs/architecture.md ("Tasks in both eras"). Not owned here: the record's lifecycle
+(``runtime.durable``); the runners (this module knows only the ``ToolRunner`` port).
 """
 
 from __future__ import annotations
@@ -171,10 +168,10 @@ async def answer_or_task(
     settled: Callable[[ProtocolError | dict[str, Any]], Awaitable[ToolTask]],
     running: Callable[[], Awaitable[ToolTask]],
 ) -> dict[str, Any]:
-    """Whether a task-capable call answers at once or becomes a task, decided here for every runner
-    (docs/architecture.md, "Tasks in both eras"): ``start`` starts the work with the call's task context (whose reports stop reaching the
-    request once it is a task) and returns what to await; ``settled`` gives the task of work that finished within
-    ``TASK_IMMEDIATE_SECONDS`` (a ``required`` tool), ``running`` that of work still running, which it follows."""
+    """Whether a task-capable call answers at once or becomes a task (docs/architecture.md): ``start`` starts the
+    work with the call's task context (whose reports stop reaching the request once it is a task) and returns what
+    to await; ``settled`` gives the task of work that finished within ``TASK_IMMEDIATE_SECONDS`` (a ``required``
+    tool), ``running`` that of work still running, which it follows."""
     converted = False
     emit = call.request.emit
 

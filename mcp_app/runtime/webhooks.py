@@ -1,10 +1,8 @@
 """Running ``http`` tools: send the call to the tenant's webhook, turn the reply into a ``CallToolResult``.
 
-``call_webhook`` is the one implementation of docs/http-tools.md (the request's headers and body, how a 2xx reply
-becomes the result in ``map_reply``, the ``WEBHOOK_*`` codes of everything else, the SSRF rules). Every failure is
-an ``isError`` result (``error_result``) whose message never holds header values, bodies or tracebacks. Every
-connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list), which checks every
-address the host resolves to and connects to a checked one itself; cancelling the call closes the connection.
+``call_webhook`` is the one implementation of docs/http-tools.md (the request, ``map_reply`` for a 2xx reply, the
+``WEBHOOK_*`` codes, the SSRF rules through ``outbound.webhook_transport()``). Every failure is an ``isError``
+result whose message never holds header values, bodies or tracebacks; cancelling the call closes the connection.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The conformance fixtures, registered in code: tools (``@tool``) and prompts (``@prompt``).
 
-Contract: every name and every answer here is what ``@modelcontextprotocol/conformance`` asks for or checks,
-modelled on its reference "everything" servers. Resources are static catalog rows created by
-``setup.ensure_conformance``, as is ``json_schema_2020_12_tool``, whose input schema must reach the client
-verbatim (a Python tool's schema is derived from its type hints). Input from the client (elicitation, sampling,
-roots) is asked for by returning ``InputRequired`` and read from the retry's ``ctx.input_responses``; in the
-handshake era the runtime asks it in band where the request can carry it (``runtime.executors``).
+Every name and answer here is what ``@modelcontextprotocol/conformance`` asks for or checks, after its reference
+"everything" servers; resources and ``json_schema_2020_12_tool`` (whose schema must reach the client verbatim) are
+static rows (``setup``). Input from the client is asked for by returning ``InputRequired``; in the handshake era
+the runtime asks it in band where the request can carry it.
 """
 
 from __future__ import annotations
