@@ -1,14 +1,10 @@
 """A circuit breaker per upstream MCP server, shared by every process through Redis (in-process without it).
 
-Keyed by the upstream's primary key: ``await admit(pk) -> Admission`` (whether a call may go now; if not,
-``retry_after`` seconds); ``await succeeded(pk)`` / ``await failed(pk, source)`` (what became of an admitted call,
-connection or sync: failures of the upstream only, never a tool's ``isError`` result); ``state(pk)``,
-``states(pks)``, ``open_breakers()`` (``BreakerState``s for the admin and ``/readyz``) and ``reset(pk)`` (close it
-now). The ``BREAKERS`` backend is ``RedisBreakers`` (atomic Lua scripts on Redis's clock) or ``LocalBreakers`` (the
-embedded default); while Redis cannot be reached every call is admitted. The states and settings: docs/upstreams.md
-("When the upstream fails").
-
-Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages.
+By the upstream's primary key: ``admit(pk)`` (an ``Admission``: allowed, or ``retry_after`` seconds),
+``succeeded(pk)`` / ``failed(pk, source)`` (what became of an admitted call: failures of the upstream only, never
+an ``isError`` result), ``state``/``states``/``open_breakers`` (for the admin and ``/readyz``) and ``reset(pk)``.
+The ``BREAKERS`` backend is ``RedisBreakers`` (Lua on Redis's clock) or ``LocalBreakers`` (embedded); while Redis
+is unreachable every call is admitted. Design: docs/upstreams.md. Not here: what counts as a failure, timeouts.
 """
 
 from __future__ import annotations
@@ -191,7 +187,8 @@ class LocalBreakers:
 # Every script reads the time from Redis itself (REDIS_NOW). Per upstream: a hash (open_until, failures,
 # probe_until; absent: closed with no open history) and a sorted set of failure times within the window; one
 # sorted set of the open breakers (pk scored by open_until) for /readyz.
-# KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe, {0, wait ms} refused.
+# KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe,
+# {0, wait ms} refused.
 ADMIT_SCRIPT = (
     REDIS_NOW
     + """

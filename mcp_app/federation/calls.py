@@ -1,12 +1,9 @@
 """Proxied calls: ``tools/call``, ``resources/read`` and ``prompts/get`` of upstream entries.
 
-``call_tool`` runs one call of an imported tool on its upstream through this process's pooled connection
-(``pool``): a wire ``CallToolResult`` (every failure an ``isError`` result with an ``UPSTREAM_*`` code, counted by
-the ``breaker``; ``_meta["dev.mcp-host/upstream"]`` names the upstream and ``durationMs``), or the
-``InputRequired`` a stateless client must answer first; ``read_resource`` and ``get_prompt`` raise a failure as a
-JSON-RPC error. A handshake-era upstream's input request to a stateless client waits here (``Exchange``) for the
-client's retry, forwarded from another process through the channel layer (``ResumeExchange``, ``Step``).
-
+``call_tool`` runs one call on its upstream through this process's pooled connection: a ``CallToolResult`` (every
+failure an ``isError`` result with an ``UPSTREAM_*`` code; ``_meta["dev.mcp-host/upstream"]`` names the upstream
+and ``durationMs``) or the ``InputRequired`` a stateless client must answer first, which for a handshake-era
+upstream waits here (``Exchange``) for the client's retry, forwarded from any process (``ResumeExchange``, ``Step``).
 Not owned here: argument checks, execution, quotas, grants and audit (the runner's). Design: docs/upstreams.md.
 """
 
@@ -109,8 +106,8 @@ async def _guarded(
     call: CallContext,
 ) -> Answer:
     """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``CodedFailure``
-    (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
-    JSON-RPC error), or ``CancelledError``."""
+    (the upstream's failures counted by the breaker, a timeout once per agent), ``ProtocolError`` (the upstream's own
+    JSON-RPC error) or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
 
     admission = await breaker.admit(endpoint.pk)
@@ -213,9 +210,8 @@ async def call_tool(
     deadline_seconds: float | None,
     state: Any,
 ) -> dict[str, Any] | InputRequired:
-    """Run ``tool_name`` (the exposed name; ``target.remote_name`` upstream): a ``CallToolResult``, or the input
-    a stateless client must give first (``state``: what an earlier ``InputRequired`` of this call carried, as
-    the runtime verified it; the runtime signs and checks it, as for every tool)."""
+    """Run ``tool_name`` (``target.remote_name`` upstream): a ``CallToolResult``, or the input a stateless client must
+    give first (``state``: what an earlier ``InputRequired`` of this call carried, as the runtime checked it)."""
     endpoint = target.endpoint
     limit = (
         deadline_seconds if deadline_seconds is not None else effective_timeout(endpoint.timeout_seconds, "upstream")
@@ -351,9 +347,8 @@ def _expire(key: str) -> None:
 
 
 async def _advance(resume: ResumeExchange) -> Step | None:
-    """Give the exchange ``resume`` names (waiting in this process) the client's answers and wait for its next
-    step; ``None`` when no such exchange waits here (in this loop: another loop of a worker process is reached by
-    forwarding)."""
+    """Give the exchange ``resume`` names its client's answers and wait for its next step; ``None`` when it does not
+    wait in this loop (another loop of a worker process is reached by forwarding)."""
     exchange = _exchanges.get(resume.key)
     if exchange is None or exchange.endpoint.pk != resume.upstream or exchange.loop is not asyncio.get_running_loop():
         return None
@@ -495,9 +490,8 @@ def _on_resume(message: dict[str, Any]) -> None:
 
 
 async def _serve(resume: ResumeExchange) -> None:
-    """Advance a forwarded exchange here and send its step back; ``gone`` at once when it no longer waits here (an
-    inbox is one loop's: the exchange cannot be in another), so the sender answers ``UPSTREAM_EXCHANGE_GONE``
-    without waiting out its timeout."""
+    """Advance a forwarded exchange here and send its step back: ``gone`` at once when it no longer waits here (an
+    inbox is one loop's), so the sender answers ``UPSTREAM_EXCHANGE_GONE`` without waiting out its timeout."""
     step = await _advance(resume) or Step(gone=True)
     if resume.reply_to:
         try:

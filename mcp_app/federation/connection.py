@@ -170,9 +170,8 @@ def _auth(endpoint: UpstreamEndpoint) -> Any:
 async def open_client(
     endpoint: UpstreamEndpoint, *, on_list_changed: ListChanged | None = None, log_everything: bool = False
 ) -> AsyncIterator[Any]:
-    """A connected SDK client to ``endpoint``. Raises ``UpstreamUnavailable`` when it cannot connect within
-    ``UPSTREAM_CONNECT_TIMEOUT_SECONDS``. ``log_everything``: ask a handshake-era upstream for every log level
-    (the relay filters per call by each client's own level)."""
+    """A connected SDK client to ``endpoint`` (``UpstreamUnavailable`` past ``UPSTREAM_CONNECT_TIMEOUT_SECONDS``).
+    ``log_everything``: ask a handshake-era upstream for every log level (the relay filters per client)."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 

@@ -185,12 +185,9 @@ _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.Wea
 
 
 def _heard(keys: frozenset[str] | None) -> None:
-    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop.
-
-    "Forget everything" (``None``: the log was (re)joined, settings reloaded) names no upstream and closes
-    nothing: it says cached reads may be stale, not that an upstream changed, and closing would fail every call
-    in flight. A connection to an upstream edited meanwhile is not reused anyway (its endpoint revision changed)
-    and closes when idle (``UPSTREAM_POOL_IDLE_SECONDS``)."""
+    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop. "Forget
+    everything" (``None``) closes nothing: it says cached reads may be stale, not that an upstream changed, and closing
+    would fail every call in flight (an edited upstream's connection is not reused anyway: its revision changed)."""
     if keys is None:
         return
     pks = frozenset(int(key[9:]) for key in keys if key.startswith("upstream:"))

@@ -1,10 +1,9 @@
 """What an upstream sends during a proxied call, carried to the call's client.
 
 A proxied call sets ``current`` to its ``CallRelay`` while it awaits the upstream; the SDK carries context
-variables into the callbacks of what arrives for that request, so the connection's callbacks find the call even
-when many share one connection (what arrives outside a call finds no relay and is declined). Progress and logs are
-forwarded as the client asked; elicitation and sampling asked of a client that declared them, or queued
-(``pending``) for ``calls`` to hand a stateless client as ``input_required``.
+variables into the callbacks of what arrives for that request, so they find the call on a shared connection (what
+arrives outside a call is declined). Progress and logs are forwarded as the client asked; elicitation and
+sampling asked of a declaring client, or queued (``pending``) for ``calls`` to hand a stateless one.
 """
 
 from __future__ import annotations

@@ -240,12 +240,9 @@ def _check_prompt(fields: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class EntryKind:
-    """How one kind of catalog entry comes from an upstream; a kind an upstream may list costs one row here.
-
-    ``lists`` are the ``RemoteCatalog`` lists its items come from; ``read(item, prefix, text, listed)`` gives the
-    entry's stored fields, its text made safe by ``text``; ``check(fields)`` raises ``ValidationError`` for an
-    entry mcp-host cannot hold; ``match`` is the field that finds the entry again at the next sync (the
-    upstream's name for it, or its URI); ``label`` how the report names it (``{}``: its ``key``)."""
+    """How one kind of catalog entry comes from an upstream: ``lists`` (of ``RemoteCatalog``) its items come from,
+    ``read`` their stored fields (text made safe by ``text``), ``check`` raising ``ValidationError`` for one mcp-host
+    cannot hold, ``match`` the field that finds it again at the next sync, ``label`` how the report names it."""
 
     model: type[CatalogEntry]
     binding: type[CatalogBinding]

@@ -1,11 +1,9 @@
 """``/healthz``, ``/readyz`` and ``/metrics``: small ASGI applications routed next to the MCP endpoint.
 
-Plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host checks, sessions,
-CSRF), nor the MCP authorisation, nor the audit ever sees them: a load balancer probing a pod by IP over plain HTTP
-gets its answer. ``healthz`` touches nothing; ``readyz`` probes every dependency of ``CHECKS`` concurrently, each
-within ``HEALTH_CHECK_TIMEOUT_SECONDS`` on a thread of its own, and lists the upstreams whose breaker is open;
-``metrics_endpoint`` serves the exposition for ``Authorization: Bearer <METRICS_TOKEN>``. What each answers:
-docs/deployment.md ("Health, metrics and logs"). Not owned here: the metrics (``observability.metrics``).
+Plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host checks), nor the
+MCP authorisation, nor the audit sees them: a load balancer probing a pod by IP over plain HTTP gets its answer.
+``readyz`` probes each dependency of ``CHECKS`` concurrently, on a thread of its own, within
+``HEALTH_CHECK_TIMEOUT_SECONDS``. What each answers: docs/deployment.md. Not owned here: ``observability.metrics``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Prometheus metrics of mcp_app, and the hooks that move them.
 
-Every metric is defined here, once; other modules call the small functions below, cheap enough for the request
-path, so names, labels and their bounded value sets live in one place. With ``PROMETHEUS_MULTIPROC_DIR``,
-``exposition`` aggregates every process's values. The metrics: docs/deployment.md. Not owned here: the
-``/metrics`` endpoint (``observability.endpoints``), log lines (``observability.logging``).
+Every metric is defined here, once; other modules call the small functions below (cheap enough for the request
+path), so names, labels and their bounded values live in one place. With ``PROMETHEUS_MULTIPROC_DIR``,
+``exposition`` aggregates every process's values. The metrics: docs/deployment.md. Not owned here: ``/metrics``.
 """
 
 from __future__ import annotations

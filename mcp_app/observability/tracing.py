@@ -1,10 +1,8 @@
 """The switch of OpenTelemetry tracing: ``MCP_APP["TRACING"]`` (off by default; needs the ``mcp-host[otel]`` extra).
 
-``active()`` is what every hook asks (``observability.asgi``, ``transport.consumer`` for the dispatcher's request
-spans, ``InlineRunner.call_tool``, ``runtime.webhooks``): the live ``otel.Tracing``, else ``None``, read from a
-module global, so that with tracing off a hook costs one function call and ``opentelemetry`` is never imported.
-``configure()`` applies the setting at start-up (``apps.McpAppConfig.ready``) and whenever ``MCP_APP`` changes.
-What tracing does is ``observability.otel``'s (docs/observability.md).
+``active()`` is what every hook asks: the live ``otel.Tracing``, else ``None`` from a module global, so that with
+tracing off a hook costs one function call and ``opentelemetry`` is never imported. ``configure()`` applies the
+setting at start-up and whenever ``MCP_APP`` changes. What tracing does: ``observability.otel``.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ def active() -> Tracing | None:
 
 
 def configure(*, at_startup: bool = False) -> None:
-    """Switch tracing on or off as ``MCP_APP["TRACING"]`` says. ``at_startup``: before Django builds its request
-    handler, when its views can still be instrumented too. Raises ``ImproperlyConfigured`` when tracing is on
-    and OpenTelemetry is not installed."""
+    """Switch tracing on or off as ``MCP_APP["TRACING"]`` says (``at_startup``: Django's views can still be
+    instrumented). Raises ``ImproperlyConfigured`` when it is on and OpenTelemetry is not installed."""
     global _active
     if mcp_settings.TRACING:
         if _active is None:

@@ -1,9 +1,8 @@
 """Recording ``tools/call`` requests in the audit log without putting the database on the request path.
 
-``request_audit(...)`` builds the ``CallAudit`` port a ``RequestContext`` carries, called once per ``tools/call``
-whatever the outcome; it only appends to this process's buffer (``audit_log``), which a daemon thread writes every
-``AUDIT_FLUSH_INTERVAL_SECONDS`` and at exit (the loss bound: docs/audit.md). Rows whose server or agent is gone
-keep their strings with the foreign key cleared; rows of a deleted tenant are dropped.
+``request_audit(...)`` builds the ``CallAudit`` port a ``RequestContext`` carries; it only appends to this
+process's buffer (``audit_log``), which a daemon thread writes every ``AUDIT_FLUSH_INTERVAL_SECONDS`` and at exit,
+keeping rows whose server or agent is gone (foreign key cleared), dropping a deleted tenant's. docs/audit.md.
 """
 
 from __future__ import annotations
@@ -111,9 +110,8 @@ class AuditLog:
         return len(self._pending) + len(self._retry)
 
     def wait_written(self, count: int, timeout: float) -> bool:
-        """Block until at least ``count`` rows have been written since start (by the flusher thread or a
-        ``flush``), for at most ``timeout`` seconds; return whether they were. Waits on the flush's notification,
-        not by polling; for callers that must know records reached the database without flushing themselves."""
+        """Block until ``count`` rows have been written since start, for at most ``timeout`` seconds (on the flush's
+        notification, not by polling); return whether they were."""
         deadline = time.monotonic() + timeout
         with self.flushed:
             while self.written < count:

@@ -41,10 +41,8 @@ MAX_INPUT_ROUNDS = 8
 
 
 class Executor:
-    """How one kind runs: ``validate`` a tool's arguments (converted to what ``call`` takes), ``call`` the tool,
-    ``read`` a resource, ``render`` a prompt. Each method gets a descriptor whose ``target`` is of a type this
-    executor is registered for; a kind overrides the methods its targets serve, and the base validates against
-    the tool's published JSON Schema and refuses the rest."""
+    """How one kind runs: ``validate`` a tool's arguments (into what ``call`` takes), ``call`` the tool, ``read`` a
+    resource, ``render`` a prompt; a kind overrides what its targets serve, the base checks the published schema."""
 
     def validate(self, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the tool's input schema; raise ``InvalidToolArguments`` with every
@@ -109,9 +107,8 @@ def _described(prompt: PromptDescriptor) -> dict[str, Any]:
 
 
 class PythonExecutor(Executor):
-    """Tools (``RegisteredTool``), resources and prompts (``RegisteredFunction``) registered in code. A ``ToolError``
-    becomes an ``isError`` result with its message; any other exception is logged and becomes an ``isError``
-    result with a generic message, so no internals leak to the client."""
+    """Tools, resources and prompts registered in code. A ``ToolError`` becomes an ``isError`` result with its message,
+    any other exception a logged ``isError`` result with a generic one, so no internals leak to the client."""
 
     def validate(self, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
         registered: RegisteredTool = tool.target

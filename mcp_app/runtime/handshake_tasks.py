@@ -1,9 +1,8 @@
-"""Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the record, settlement and
-cancellation of the 2026-07-28 extension (``runtime.tasks``, ``runtime.durable``).
+"""Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the 2026-07-28 extension's record.
 
 ``HandshakeTaskService`` is the ``HandshakeTasks`` port of one request: ``start`` stores the task, runs the call in
 the background and answers ``{task}`` at once; ``get``/``list``/``result``/``cancel`` see the caller's own
-unexpired tasks. What the running call says to the session is ``task_session``'s. The rules: docs/architecture.md.
+unexpired tasks (the session's side: ``task_session``). The rules: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from ..protocol.ports import NO_CHANNEL
 from ..protocol.reporters import LogReporter
 from . import durable, task_session
 from .progress import RecordedProgress
-from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
+from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, task_state
 from .tasks import CallerTasks
 
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
@@ -165,7 +164,7 @@ class HandshakeTaskService(CallerTasks):
         if task is None:
             return None
         moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
-        current = await reload_task(task.pk) or task
+        current = await database_sync_to_async(ToolTask.objects.load)(task.pk) or task
         if not moved:
             raise InvalidParams(
                 f"Cannot cancel task: already in terminal status '{current.status}'",

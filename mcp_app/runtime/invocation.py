@@ -29,9 +29,8 @@ _in_a_worker_thread = SyncToAsync(_in_worker_thread, thread_sensitive=False)
 
 
 async def run_sync(function: Any, **kwargs: Any) -> Any:
-    """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
-    after), as a request handler would have: the thread's connections may have outlived ``CONN_MAX_AGE`` or
-    broken since it last ran a tool. The only thread hop of a warm call."""
+    """Run a sync tool in a worker thread with ``close_old_connections`` before and after, as a request handler would:
+    the thread's connections may have outlived ``CONN_MAX_AGE`` or broken since it last ran a tool."""
     return await _in_a_worker_thread(function, kwargs)
 
 
