@@ -1,28 +1,10 @@
 """A circuit breaker per upstream MCP server, shared by every process through Redis (in-process without it).
 
-The contract, keyed by the upstream's primary key:
-
-- ``await admit(pk) -> Admission``: whether a call may go to the upstream now; if not, ``retry_after`` seconds.
-- ``await succeeded(pk)`` / ``await failed(pk)``: what became of an admitted call (or connection, or sync).
-  Only failures of the upstream count (unreachable, timed out, garbage); a tool's ``isError`` result does not.
-- ``state(pk)`` / ``states(pks)`` / ``open_breakers()``: ``BreakerState``s for the admin and ``/readyz``
-  (synchronous); ``reset(pk)``: close it now (the admin's "close breaker").
-
-The states: **closed** (calls pass) until ``UPSTREAM_BREAKER_FAILURES`` failures fall within
-``UPSTREAM_BREAKER_WINDOW_SECONDS`` (a sliding window; failures given a ``source``, the timeouts of an agent's
-calls, count once per source: one agent's slow calls cannot open it alone), which opens it; **open**: every call
-is refused at once for ``UPSTREAM_BREAKER_COOLDOWN_SECONDS``; then **half-open**: one call (the probe) is let
-through and every other one is still refused; the probe's success closes it (and forgets its failures), its
-failure re-opens it for another cool-down. A probe that never reports (its process died) gives its turn to
-another call after ``PROBE_LEASE_SECONDS`` at the latest. ``UPSTREAM_BREAKER_FAILURES`` of 0 switches them off.
-
-The breakers are the ``BREAKERS`` backend of ``mcp_app.backends``: ``RedisBreakers`` (atomic Lua scripts on
-Redis's clock: every process sees the same state and, half-open, exactly one process's call probes) or
-``LocalBreakers`` (the embedded default, in memory). If Redis cannot be reached the breakers do not block calls
-(every admission is allowed; ``backends.Health`` logs the outage once): a Redis outage must not stop federation.
-
-Not here: what counts as a failure (the caller's), the call's own timeout, the admin and ``/readyz`` pages
-(``admin``, ``observability.endpoints`` read ``states`` and ``open_breakers``).
+By the upstream's primary key: ``admit(pk)`` (an ``Admission``: allowed, or ``retry_after`` seconds),
+``succeeded(pk)`` / ``failed(pk, source)`` (what became of an admitted call: failures of the upstream only, never
+an ``isError`` result), ``state``/``states``/``open_breakers`` (for the admin and ``/readyz``) and ``reset(pk)``.
+The ``BREAKERS`` backend is ``RedisBreakers`` (Lua on Redis's clock) or ``LocalBreakers`` (embedded); while Redis
+is unreachable every call is admitted. Design: docs/upstreams.md. Not here: what counts as a failure, timeouts.
 """
 
 from __future__ import annotations
@@ -205,7 +187,8 @@ class LocalBreakers:
 # Every script reads the time from Redis itself (REDIS_NOW). Per upstream: a hash (open_until, failures,
 # probe_until; absent: closed with no open history) and a sorted set of failure times within the window; one
 # sorted set of the open breakers (pk scored by open_until) for /readyz.
-# KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe, {0, wait ms} refused.
+# KEYS: hash. ARGV: probe lease (ms), cool-down (ms). Returns {1, 0} allowed, {2, 0} allowed as the probe,
+# {0, wait ms} refused.
 ADMIT_SCRIPT = (
     REDIS_NOW
     + """
@@ -406,10 +389,8 @@ async def succeeded(pk: int) -> None:
 
 
 async def failed(pk: int, source: str | None = None) -> None:
-    """An admitted call to upstream ``pk`` failed: counted; enough of them within the window open the breaker,
-    and a failed probe re-opens it. ``source``: who may have caused the failure (an agent whose call timed out,
-    perhaps by asking the upstream for something slow): one source's failures count once within the window, so
-    one agent cannot open the breaker for every agent."""
+    """An admitted call to upstream ``pk`` failed: enough failures within the window open the breaker, a failed
+    probe re-opens it. One ``source``'s failures (an agent whose calls time out) count once within the window."""
     _closed_at.pop(pk, None)
     policy = Policy.current()
     if policy.failures < 1:

@@ -1,33 +1,10 @@
 """Proxied calls: ``tools/call``, ``resources/read`` and ``prompts/get`` of upstream entries.
 
-``call_tool`` runs one call of an imported tool on its upstream, through this process's pooled connection
-(``pool``), and returns a wire ``CallToolResult``. The runner has checked the arguments against the upstream's
-schema already; execution (inline or worker), quotas, grants and audit are the runner's, as for every kind.
-
-- **Relayed:** progress (the client's token), log messages (the client's level), and the upstream's
-  elicitation and sampling requests (``relay``). With a 2026-07-28 upstream they arrive as ``input_required``;
-  a handshake-era client answers them in-band and the call is retried upstream with the answers, a stateless
-  client receives them as our own ``input_required`` (the upstream's state kept, signed, in ours). With a
-  handshake-era upstream and a stateless client, the upstream call waits in this process (``Exchange``) for
-  the client's retry, up to the call's timeout; the state names this loop's inbox on the channel layer, so a
-  retry that reaches another process is forwarded here (``ResumeExchange``) and the step comes back (``Step``).
-  On a Celery worker the exchange waits in the worker thread's loop, which runs between calls
-  (``workers.tasks``): the retry, another worker call, is forwarded there the same way.
-  Without a shared channel layer, or once the exchange is gone, the retry is told to call again.
-- **Cancelled:** cancelling the awaiting coroutine (``notifications/cancelled``, a 2026 client closing its
-  stream, ``tasks/cancel``, the admin, a worker's cancel) cancels the SDK request, which cancels it upstream
-  (``notifications/cancelled``, or an aborted POST at 2026-07-28).
-- **Passed through:** an upstream's ``isError`` result as it is; its JSON-RPC errors as the same JSON-RPC error.
-- **Bounded:** the whole call takes at most the entry's timeout (the binding's, else the upstream's, else
-  ``UPSTREAM_DEFAULT_TIMEOUT_SECONDS``); an upstream that is down, slow or answers garbage gives an ``isError``
-  result (``UPSTREAM_UNAVAILABLE``, ``UPSTREAM_TIMEOUT``, ``UPSTREAM_INVALID_REPLY``, ``UPSTREAM_CIRCUIT_OPEN``,
-  ``UPSTREAM_FORBIDDEN_ADDRESS`` where the SSRF guard refuses its address),
-  never a hang; such failures count towards the upstream's circuit breaker (``breaker``), answers do not.
-  At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls per upstream are in flight (``Pool.slot``); the others wait
-  their turn within their timeout, and answer ``UPSTREAM_BUSY`` (not a breaker failure) if it never comes.
-
-Results carry ``_meta["dev.mcp-host/upstream"] = {"upstream": name, "durationMs": ms}``: which upstream
-answered and how long it took (the audit log records both).
+``call_tool`` runs one call on its upstream through this process's pooled connection: a ``CallToolResult`` (every
+failure an ``isError`` result with an ``UPSTREAM_*`` code; ``_meta["dev.mcp-host/upstream"]`` names the upstream
+and ``durationMs``) or the ``InputRequired`` a stateless client must answer first, which for a handshake-era
+upstream waits here (``Exchange``) for the client's retry, forwarded from any process (``ResumeExchange``, ``Step``).
+Not owned here: argument checks, execution, quotas, grants and audit (the runner's). Design: docs/upstreams.md.
 """
 
 from __future__ import annotations
@@ -42,7 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, TypeVar
 
+import mcp_types as types
 import orjson
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
 from ..channel_layer import LAYER_ERRORS, LOCAL_PREFIX, Subscription, messaging
 from ..conf import mcp_settings
@@ -127,10 +106,9 @@ async def _guarded(
     call: CallContext,
 ) -> Answer:
     """Run ``exchange`` on a pooled connection within ``limit`` seconds, under the breaker. Raises ``CodedFailure``
-    (counted by the breaker; a timeout once per agent within its window), ``ProtocolError`` (the upstream's own
-    JSON-RPC error), or ``CancelledError``."""
+    (the upstream's failures counted by the breaker, a timeout once per agent), ``ProtocolError`` (the upstream's own
+    JSON-RPC error) or ``CancelledError``."""
     from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 
     admission = await breaker.admit(endpoint.pk)
     if not admission.allowed:
@@ -232,9 +210,8 @@ async def call_tool(
     deadline_seconds: float | None,
     state: Any,
 ) -> dict[str, Any] | InputRequired:
-    """Run ``tool_name`` (the exposed name; ``target.remote_name`` upstream): a ``CallToolResult``, or the input
-    a stateless client must give first (``state``: what an earlier ``InputRequired`` of this call carried, as
-    the runtime verified it; the runtime signs and checks it, as for every tool)."""
+    """Run ``tool_name`` (``target.remote_name`` upstream): a ``CallToolResult``, or the input a stateless client must
+    give first (``state``: what an earlier ``InputRequired`` of this call carried, as the runtime checked it)."""
     endpoint = target.endpoint
     limit = (
         deadline_seconds if deadline_seconds is not None else effective_timeout(endpoint.timeout_seconds, "upstream")
@@ -284,8 +261,6 @@ async def _modern_call(
 ) -> dict[str, Any] | InputRequired:
     """A 2026-07-28 upstream: its ``input_required`` answered in-band (handshake-era clients, up to
     ``MAX_INPUT_ROUNDS``) or handed to a stateless client with the upstream's state inside ours."""
-    import mcp_types as types
-
     level = relay.call.request.log_level
     meta = {"io.modelcontextprotocol/logLevel": level} if level else None
     for _round in range(MAX_INPUT_ROUNDS + 1):
@@ -372,9 +347,8 @@ def _expire(key: str) -> None:
 
 
 async def _advance(resume: ResumeExchange) -> Step | None:
-    """Give the exchange ``resume`` names (waiting in this process) the client's answers and wait for its next
-    step; ``None`` when no such exchange waits here (in this loop: another loop of a worker process is reached by
-    forwarding)."""
+    """Give the exchange ``resume`` names its client's answers and wait for its next step; ``None`` when it does not
+    wait in this loop (another loop of a worker process is reached by forwarding)."""
     exchange = _exchanges.get(resume.key)
     if exchange is None or exchange.endpoint.pk != resume.upstream or exchange.loop is not asyncio.get_running_loop():
         return None
@@ -516,9 +490,8 @@ def _on_resume(message: dict[str, Any]) -> None:
 
 
 async def _serve(resume: ResumeExchange) -> None:
-    """Advance a forwarded exchange here and send its step back; ``gone`` at once when it no longer waits here (an
-    inbox is one loop's: the exchange cannot be in another), so the sender answers ``UPSTREAM_EXCHANGE_GONE``
-    without waiting out its timeout."""
+    """Advance a forwarded exchange here and send its step back: ``gone`` at once when it no longer waits here (an
+    inbox is one loop's), so the sender answers ``UPSTREAM_EXCHANGE_GONE`` without waiting out its timeout."""
     step = await _advance(resume) or Step(gone=True)
     if resume.reply_to:
         try:

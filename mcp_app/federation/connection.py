@@ -1,16 +1,9 @@
 """One connection to an upstream MCP server: the official SDK's ``Client``, SSRF-guarded and bounded.
 
-``open_client(endpoint)`` is an async context manager yielding a connected ``mcp.Client`` (enter and leave it in
-one task: the SDK holds task groups). The era is negotiated in the SDK's ``auto`` mode (``server/discover``,
-the initialize handshake where the upstream does not speak 2026-07-28); what was negotiated is remembered per
-endpoint revision, so later connections skip the probe; an upstream's pinned era (``UpstreamEndpoint.era``)
-overrides it: 2025-11-25 always shakes hands, 2026-07-28 refuses an upstream that does not offer it. Every HTTP connection goes through the outbound SSRF
-guard (``outbound.upstream_http_client``, allow-list ``OUTBOUND_ALLOWED_NETWORKS``), with the endpoint's plain
-and secret headers, or an OAuth client-credentials token (the SDK's provider) when configured. One SSE event
-or JSON reply larger than ``UPSTREAM_MAX_RESPONSE_BYTES`` fails the request it answers.
-
-Callbacks route what the upstream asks to the call it belongs to (``relay.current``); the message handler
-reports the upstream's ``list_changed`` notifications to ``on_list_changed(endpoint pk)``.
+``open_client(endpoint)`` yields a connected ``mcp.Client`` (enter and leave it in one task: the SDK holds task
+groups) in the SDK's ``auto`` era unless the endpoint pins one, through the outbound SSRF guard, with the
+endpoint's headers or OAuth client credentials. Its callbacks route what the upstream asks to its call
+(``relay.current``) and its ``list_changed`` to ``on_list_changed``. Design: docs/upstreams.md.
 """
 
 from __future__ import annotations
@@ -52,12 +45,9 @@ _negotiated: dict[tuple[int, str], tuple[str, types.DiscoverResult | None]] = {}
 
 @dataclass
 class Trouble:
-    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only by its generic
-    codes (``mcp_types``): a reply or an event past ``UPSTREAM_MAX_RESPONSE_BYTES`` (``CONNECTION_CLOSED``), a
-    redirect it did not follow (``INVALID_REQUEST``), an answer to a POST that is no JSON-RPC at all (an error
-    status other than 404 without a JSON body, ``INTERNAL_ERROR``; a success that is neither JSON nor an event
-    stream, ``INVALID_REQUEST``). A call sets ``trouble`` to its own; the transport's hooks run in the calling
-    task's context and note it there."""
+    """What the HTTP layer saw go wrong with one call's exchange, which the SDK reports only by generic codes:
+    a reply or event past ``UPSTREAM_MAX_RESPONSE_BYTES``, a redirect it did not follow, an answer to a POST that
+    is no JSON-RPC at all. A call sets ``trouble`` to its own; the transport's hooks note it in the call's context."""
 
     too_large: bool = False
     redirected: bool = False
@@ -180,9 +170,8 @@ def _auth(endpoint: UpstreamEndpoint) -> Any:
 async def open_client(
     endpoint: UpstreamEndpoint, *, on_list_changed: ListChanged | None = None, log_everything: bool = False
 ) -> AsyncIterator[Any]:
-    """A connected SDK client to ``endpoint``. Raises ``UpstreamUnavailable`` when it cannot connect within
-    ``UPSTREAM_CONNECT_TIMEOUT_SECONDS``. ``log_everything``: ask a handshake-era upstream for every log level
-    (the relay filters per call by each client's own level)."""
+    """A connected SDK client to ``endpoint`` (``UpstreamUnavailable`` past ``UPSTREAM_CONNECT_TIMEOUT_SECONDS``).
+    ``log_everything``: ask a handshake-era upstream for every log level (the relay filters per client)."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 

@@ -1,22 +1,9 @@
 """The upstream connections of this process: one per upstream (and configuration revision) and event loop.
 
-A connection is shared by every call to its upstream from the same loop: the SDK multiplexes requests on it,
-and ``relay.current`` tells its callbacks which call each server-to-client message belongs to. A warm call
-therefore neither connects nor re-negotiates. A connection is held open by a task of its own (the SDK's task
-groups must be left by the task that entered them); it is dropped when it breaks, when its upstream's
-configuration changes (another revision is another key), and when it has been idle ``UPSTREAM_POOL_IDLE_SECONDS``.
-An upstream edited, disabled or deleted (its ``upstream:<pk>`` invalidation, heard by every process within a
-second) has its connections closed at once, on every loop: a removed upstream keeps no session open upstream.
-Concurrent first calls wait for one connection instead of opening one each.
-
-At most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls of this loop are in flight to one upstream (``Pool.slot``): each
-holds one HTTP connection of the client's pool, which is sized for them plus spares, so a call over the bound
-waits for a turn here instead of waiting on the HTTP pool (whose timeout would break the shared connection and
-every call on it).
-
-Held connections also hear the upstream's ``list_changed`` notifications (``sync.changed``). A connection is
-held in an empty context, so a request the upstream sends outside any call (on its standalone stream) finds no
-call's relay and is declined (``connection``), whichever call opened the connection.
+``pool()`` is this loop's ``Pool``: ``connection(endpoint)`` the live connection every call shares (opened once for
+concurrent first calls), ``slot(endpoint)`` the turns of at most ``UPSTREAM_MAX_CONCURRENT_CALLS`` calls in flight,
+``discard`` for a broken one. Each connection is held by a task of its own in an empty context, hears its
+upstream's ``list_changed``, and closes when idle or when its upstream changes. Design: docs/upstreams.md.
 """
 
 from __future__ import annotations
@@ -198,12 +185,9 @@ _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.Wea
 
 
 def _heard(keys: frozenset[str] | None) -> None:
-    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop.
-
-    "Forget everything" (``None``: the log was (re)joined, settings reloaded) names no upstream and closes
-    nothing: it says cached reads may be stale, not that an upstream changed, and closing would fail every call
-    in flight. A connection to an upstream edited meanwhile is not reused anyway (its endpoint revision changed)
-    and closes when idle (``UPSTREAM_POOL_IDLE_SECONDS``)."""
+    """An invalidation (from any thread): close the named upstreams' connections, each on its own loop. "Forget
+    everything" (``None``) closes nothing: it says cached reads may be stale, not that an upstream changed, and closing
+    would fail every call in flight (an edited upstream's connection is not reused anyway: its revision changed)."""
     if keys is None:
         return
     pks = frozenset(int(key[9:]) for key in keys if key.startswith("upstream:"))

@@ -1,16 +1,9 @@
 """What an upstream sends during a proxied call, carried to the call's client.
 
-A proxied call sets ``current`` (a context variable) to its ``CallRelay`` while it awaits the upstream. The
-SDK propagates context variables from the task that sends a request to the tasks that handle what arrives on
-that request's response stream, so the connection's callbacks (``connection``) find the call an elicitation,
-a sampling request or a log message belongs to even when many calls share one connection. Anything that
-arrives outside a call (on the upstream's standalone stream) finds no relay and is declined.
-
-- progress: forwarded with the client's own progress token (``ProgressReporter``), when it asked for progress;
-- log messages: forwarded at or above the client's level (``LogReporter``);
-- elicitation and sampling: asked of the client when it declared the capability and this request can carry a
-  server-to-client request (a handshake-era session); declined upstream otherwise. Stateless-era clients get
-  them as ``input_required`` instead (``calls``, which collects them here as ``pending``).
+A proxied call sets ``current`` to its ``CallRelay`` while it awaits the upstream; the SDK carries context
+variables into the callbacks of what arrives for that request, so they find the call on a shared connection (what
+arrives outside a call is declined). Progress and logs are forwarded as the client asked; elicitation and
+sampling asked of a declaring client, or queued (``pending``) for ``calls`` to hand a stateless one.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Catalog sync: an upstream's tools, resources, resource templates and prompts imported under its prefix.
 
-``sync_upstream(upstream)`` (sync code: the API, the admin, ``mcp_upstream``, Celery beat's ``sync_upstreams``)
-reads the upstream's lists over a fresh connection (``fetch``) and writes them in one transaction (``apply``):
-
-- an entry is created for each upstream entry (tools and prompts named ``prefix + name``; resources keep their
-  URI and take the prefix on their name), updated where it changed, deleted where the upstream dropped it (its
-  bindings go with it, on every server);
-- every server the upstream is bound to as a whole (``UpstreamBinding``) exposes every entry, new ones included;
-- a name already taken in the tenant's catalog by another entry, an invalid name or schema, an entry listed
-  twice, more than ``UPSTREAM_MAX_ENTRIES`` of a kind, an entry larger than ``UPSTREAM_MAX_ENTRY_BYTES`` or what
-  passes ``UPSTREAM_MAX_CATALOG_BYTES`` (every process holds the catalog) is not imported and is reported
-  (``SyncReport.skipped``); reading stops at that bound too;
-- imported text (titles, descriptions, names) loses ANSI escapes, control, zero-width and bidi-override
-  characters, descriptions are cut at ``UPSTREAM_MAX_DESCRIPTION_CHARS``, and each such entry is reported under
-  ``SyncReport.flagged``, as is one whose text holds a tag posing as a role marker (``<system>``): kept, flagged;
-- every kind by the same loop and rules: a kind of entry is one row of ``entry_kinds()``;
-- what changed bumps the servers' catalog versions like any edit (``catalog.signals``), so connected clients
-  get ``list_changed``; a sync that changes nothing writes no entry and bumps nothing.
-
-The upstream's ``list_changed`` notifications, heard on a pooled connection, start a sync in the serving
-process (``changed``; one at a time per upstream, a change during a sync runs one more). A failed sync keeps
-the catalog as it was and records why (``Upstream.last_sync_error``).
+``sync_upstream(upstream)`` (sync code: the API, the admin, ``mcp_upstream``, Celery beat) reads the upstream's
+lists over a fresh connection (``fetch``) and writes them in one transaction (``apply``), every kind by the same
+loop (one row of ``entry_kinds()`` each), reporting what it skipped or cleaned (``SyncReport``); ``changed`` syncs
+an upstream whose ``list_changed`` a pooled connection heard. A failed sync keeps the catalog as it was and records
+why. Design: docs/upstreams.md ("Sync", "What an upstream's catalog may bring in").
 """
 
 from __future__ import annotations
@@ -29,21 +13,22 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from mcp_types import PaginatedRequestParams
 
 from ..conf import mcp_settings
 from ..definitions.prompts import validate_uri_template
-from ..definitions.upstreams import UpstreamEndpoint, clean_text, has_fake_tag, prefixed
+from ..definitions.upstreams import UpstreamEndpoint, clean_text, endpoint_of, has_fake_tag, prefixed
+from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool, Upstream, UpstreamBinding
+from ..models.catalog import CatalogBinding, CatalogEntry, validate_object_schema, validate_tool_name
 from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, root, unreachable
-
-if TYPE_CHECKING:
-    from ..models.catalog import CatalogBinding, CatalogEntry
 
 logger = logging.getLogger("mcp_app.federation")
 
@@ -98,8 +83,6 @@ class _Budget:
 async def _all(list_method: Any, attribute: str, limit: int, budget: _Budget) -> tuple[list[dict[str, Any]], str]:
     """Every page of a list (``list_method`` of the session), as wire dicts, at most ``limit`` items and ``budget``
     bytes; with why it stopped short (``"count"``, ``"bytes"``) or ``""``."""
-    from mcp_types import PaginatedRequestParams
-
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     description_limit = int(mcp_settings.UPSTREAM_MAX_DESCRIPTION_CHARS)
@@ -200,8 +183,6 @@ def _tool(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict[s
 
 
 def _check_tool(fields: dict[str, Any]) -> None:
-    from ..models.catalog import validate_object_schema, validate_tool_name
-
     validate_tool_name(fields["name"])
     validate_object_schema(fields["input_schema"])
     validate_object_schema(fields["output_schema"])
@@ -254,19 +235,14 @@ def _prompt(item: dict[str, Any], prefix: str, text: _Text, listed: str) -> dict
 
 
 def _check_prompt(fields: dict[str, Any]) -> None:
-    from ..models.catalog import validate_tool_name
-
     validate_tool_name(fields["name"])
 
 
 @dataclass(frozen=True)
 class EntryKind:
-    """How one kind of catalog entry comes from an upstream; a kind an upstream may list costs one row here.
-
-    ``lists`` are the ``RemoteCatalog`` lists its items come from; ``read(item, prefix, text, listed)`` gives the
-    entry's stored fields, its text made safe by ``text``; ``check(fields)`` raises ``ValidationError`` for an
-    entry mcp-host cannot hold; ``match`` is the field that finds the entry again at the next sync (the
-    upstream's name for it, or its URI); ``label`` how the report names it (``{}``: its ``key``)."""
+    """How one kind of catalog entry comes from an upstream: ``lists`` (of ``RemoteCatalog``) its items come from,
+    ``read`` their stored fields (text made safe by ``text``), ``check`` raising ``ValidationError`` for one mcp-host
+    cannot hold, ``match`` the field that finds it again at the next sync, ``label`` how the report names it."""
 
     model: type[CatalogEntry]
     binding: type[CatalogBinding]
@@ -286,8 +262,6 @@ class EntryKind:
 
 
 def entry_kinds() -> tuple[EntryKind, ...]:
-    from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
-
     return (
         EntryKind(Tool, ServerTool, ("tools",), _tool, _check_tool),
         EntryKind(Resource, ServerResource, ("resources", "templates"), _resource, _check_resource, match="uri"),
@@ -355,8 +329,6 @@ def _import(kind: EntryKind, upstream: Any, remote: RemoteCatalog, report: SyncR
 
 def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
     """Write ``remote`` as ``upstream``'s entries (one transaction), bind them where the upstream is bound whole."""
-    from ..models import Upstream
-
     report = SyncReport()
     report.skipped.extend(
         f"{kind}: more than {mcp_settings.UPSTREAM_MAX_ENTRIES} on the upstream; the rest was not imported"
@@ -415,8 +387,6 @@ def expose(upstream: Any, server: Any) -> list[str]:
 
 def bind(upstream: Any, server: Any) -> list[str]:
     """Expose ``upstream`` as a whole on ``server`` (now and after every sync); returns what was skipped."""
-    from ..models import UpstreamBinding
-
     with transaction.atomic():
         UpstreamBinding.objects.get_or_create(upstream=upstream, server=server)
         return expose(upstream, server)
@@ -424,8 +394,6 @@ def bind(upstream: Any, server: Any) -> list[str]:
 
 def unbind(upstream: Any, server: Any) -> None:
     """Stop exposing ``upstream`` on ``server``: the binding and every entry binding of it there go."""
-    from ..models import UpstreamBinding
-
     with transaction.atomic():
         UpstreamBinding.objects.filter(upstream=upstream, server=server).delete()
         for kind in entry_kinds():
@@ -435,15 +403,11 @@ def unbind(upstream: Any, server: Any) -> None:
 
 
 def _record_failure(upstream: Any, error: str) -> None:
-    from ..models import Upstream
-
     Upstream.objects.filter(pk=upstream.pk).update(last_sync_error=error[:2000])
 
 
 def sync_upstream(upstream: Any) -> SyncReport:
     """Read and import ``upstream``'s catalog now (sync code, outside an event loop)."""
-    from ..definitions.upstreams import endpoint_of
-
     try:
         remote = async_to_sync(fetch)(endpoint_of(upstream))
     except Exception as exc:
@@ -485,11 +449,6 @@ def changed(pk: int, kind: str) -> None:
 
 
 async def _sync_soon(pk: int) -> None:
-    from channels.db import database_sync_to_async
-
-    from ..definitions.upstreams import endpoint_of
-    from ..models import Upstream
-
     try:
         while True:
             _again.discard(pk)

@@ -1,21 +1,9 @@
 """``instrument(app)``: the ASGI wrapper that gives each MCP request its log context, metrics and access line.
 
-Around the wrapped application (the MCP consumer) it:
-
-- opens a :class:`~mcp_app.observability.logging.RequestInfo` (request id from ``X-Request-ID`` when plausible,
-  else a fresh one; the claimed server and agent from the URL) in a context variable, which the consumer
-  completes with :func:`~mcp_app.observability.logging.bind` (tenant after authorisation, method and era after
-  parsing);
-- echoes the request id as ``X-Request-ID`` on the response;
-- counts the response (``mcp_requests_total``), its duration, and open SSE responses (``mcp_sse_streams``);
-- writes one ``mcp_app.access`` line at the end: method, path (never the query string), status and duration;
-  of refusals that a flood repeats (401, 429) at most one line per second per process
-  (``REFUSAL_LOG_INTERVAL_SECONDS``), which counts the lines left out.
-- when tracing is on (``observability.tracing``), runs the application inside the ASGI instrumentation: an HTTP
-  span continuing the request headers' ``traceparent``.
-
-Cost per request: a few attribute writes, two metric increments and one log record; no locks of its own, no I/O
-besides the log handler.
+Around the MCP consumer it opens a ``logging.RequestInfo`` (a plausible ``X-Request-ID`` or a fresh one, echoed on
+the response), counts the response, its duration and open SSE responses, runs the ASGI instrumentation's HTTP span
+when tracing is on, and writes one ``mcp_app.access`` line (of 401 and 429 at most one per
+``REFUSAL_LOG_INTERVAL_SECONDS``). Cost per request: a few attribute writes, two increments, one log record.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """``/healthz``, ``/readyz`` and ``/metrics``: small ASGI applications routed next to the MCP endpoint.
 
-They are plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host
-checks, sessions, CSRF), nor the MCP authorisation, nor the audit ever sees them: a load balancer probing a
-pod by IP over plain HTTP gets its answer.
-
-- ``GET /healthz``: 200 ``{"status": "ok"}`` when the process's event loop answers. Touches nothing else.
-- ``GET /readyz``: probes every dependency concurrently, each bounded by ``HEALTH_CHECK_TIMEOUT_SECONDS``:
-  ``database`` (``SELECT 1`` on the default database), ``cache`` (a set and get on the default cache),
-  ``channel_layer`` (a message sent to and received from a fresh plain channel, which no subscription's receive
-  can block) and ``redis`` (``PING`` to every Redis URL the settings name: cache, channel layer, event store,
-  Celery broker; ``skipped`` when none) and
-  ``workers`` (with a shared heartbeat, i.e. ``REDIS_URL``: how many worker processes consume the queue of worker
-  calls, from their heartbeats; ``none`` when no worker does, which is still ready, since inline tools are
-  served, unless ``READYZ_REQUIRES_WORKER``; ``skipped`` without a broker).
-  200 when none is ``down``, else 503; the body names each dependency's status, latency and, when
-  down, the exception's class (never a URL or password). Each blocking probe runs on a thread of its own per
-  dependency, so one dependency's trouble (requests stuck on an unreachable database) never makes another look
-  down. Its ``upstreams`` detail lists the upstream MCP servers whose circuit breaker is open or half-open
-  (``{"open": [{"id", "name", "tenant", "status", "open_until"}]}``):
-  an upstream being down is not this process being unready, so it never changes the status. One read of the
-  breakers (``federation.breaker.open_breakers``); upstream rows are read only when some breaker is open.
-- ``GET /metrics``: the Prometheus text exposition (all processes in multiprocess mode), for a caller with
-  ``Authorization: Bearer <MCP_APP["METRICS_TOKEN"]>``; 401 otherwise, 404 while no token is configured.
-
-Not owned here: the metrics themselves (``observability.metrics``).
+Plain ASGI callables, not Django views, so that neither Django's middleware (SSL redirect, Host checks), nor the
+MCP authorisation, nor the audit sees them: a load balancer probing a pod by IP over plain HTTP gets its answer.
+``readyz`` probes each dependency of ``CHECKS`` concurrently, on a thread of its own, within
+``HEALTH_CHECK_TIMEOUT_SECONDS``. What each answers: docs/deployment.md. Not owned here: ``observability.metrics``.
 """
 
 from __future__ import annotations
@@ -39,6 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import orjson
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.cache import cache
+from django.db import close_old_connections, connection
 
 from ..backends import backends
 from ..conf import mcp_settings
@@ -91,8 +75,6 @@ def _in_own_connection(function: Callable[[], T]) -> Callable[[], T]:
     connection goes back to the pool)."""
 
     def run() -> T:
-        from django.db import close_old_connections
-
         close_old_connections()
         try:
             return function()
@@ -103,16 +85,12 @@ def _in_own_connection(function: Callable[[], T]) -> Callable[[], T]:
 
 
 def _ping_database() -> None:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()
 
 
 def _store_and_read() -> None:
-    from django.core.cache import cache
-
     key = f"mcp:readyz:{secrets.token_hex(6)}"
     cache.set(key, "1", timeout=10)
     if cache.get(key) != "1":
@@ -131,8 +109,6 @@ def _on_own_thread(name: str, probe: Callable[[], None]) -> Callable[[], Awaitab
 
 
 async def _check_channel_layer() -> str:
-    from channels.layers import get_channel_layer
-
     layer = get_channel_layer()
     if layer is None:
         return SKIPPED
@@ -150,8 +126,6 @@ async def _check_channel_layer() -> str:
 def redis_urls() -> list[str]:
     """Every Redis URL the settings name (cache, channel layer, shared-state backends, Celery broker), without
     repeats."""
-    from django.conf import settings
-
     found: list[str] = []
 
     def add(value: Any) -> None:
@@ -161,9 +135,9 @@ def redis_urls() -> list[str]:
             if isinstance(url, str) and url.startswith(("redis://", "rediss://", "unix://")) and url not in found:
                 found.append(url)
 
-    for cache in getattr(settings, "CACHES", {}).values():
-        if "redis" in str(cache.get("BACKEND", "")).lower():
-            add(cache.get("LOCATION"))
+    for cache_config in getattr(settings, "CACHES", {}).values():
+        if "redis" in str(cache_config.get("BACKEND", "")).lower():
+            add(cache_config.get("LOCATION"))
     for layer in getattr(settings, "CHANNEL_LAYERS", {}).values():
         add(layer.get("CONFIG", {}).get("hosts", []))
     for config in backends.configs().values():

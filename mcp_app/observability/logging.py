@@ -1,19 +1,9 @@
 """Per-request log context and the formatters that write it: JSON in production, readable lines in development.
 
-Each request of the MCP endpoint gets a :class:`RequestInfo` (request id, tenant, server, agent, JSON-RPC method,
-era) held in a context variable by ``observability.asgi``. The object is mutable and shared: tasks the consumer
-spawns copy the context, so they see the same object, and fields bound late (the tenant after authorisation, the
-method after parsing) reach every line of the request, including the access line written at its end.
-
-:class:`RequestContextFilter` copies the fields onto every log record (``-`` outside a request), so any logger
-(``mcp_app.*``, a tool's own) carries them. :class:`JsonFormatter` writes one JSON object per line;
-:class:`ConsoleFormatter` a readable line. Both scrub anything shaped like an agent token (``mcp_<hex>_<secret>``)
-or a bearer credential from the message and the traceback: mcp_app never logs tokens or argument values itself,
-and this keeps a careless ``logger.info(headers)`` from leaking one.
-
-:func:`logging_config` returns a ``LOGGING`` dictionary for Django settings that puts one handler on the root
-logger and nowhere else, so each record (and each traceback) is written exactly once, whatever daphne's own
-``logging.basicConfig`` did before Django configured logging.
+Each MCP request's mutable ``RequestInfo`` lives in a context variable shared by the tasks it spawns, so fields
+bound late (``bind``) reach every line of the request; ``RequestContextFilter`` copies them onto every record, and
+both formatters scrub anything shaped like an agent token or a bearer credential. ``logging_config`` puts the one
+handler on the root logger, so each record is written exactly once whatever daphne's ``basicConfig`` did first.
 """
 
 from __future__ import annotations
@@ -68,10 +58,8 @@ def end_request(token: contextvars.Token[RequestInfo | None]) -> None:
 
 
 def bind(**fields: str) -> None:
-    """Attach fields (``tenant``, ``server``, ``agent``, ``method``, ``era``) to the current request's log lines.
-
-    A no-op outside a request. Never bind a token, a secret or an argument value.
-    """
+    """Attach fields (``tenant``, ``server``, ``agent``, ``method``, ``era``) to the current request's log lines
+    (a no-op outside a request). Never bind a token, a secret or an argument value."""
     info = _current.get()
     if info is None:
         return
@@ -148,12 +136,9 @@ CELERY_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 
 def logging_config(*, json: bool, level: str = "INFO", access_log: bool = True) -> dict[str, Any]:
-    """A ``LOGGING`` dictionary: one stderr handler on the root logger (JSON or console), mcp_app at ``level``,
-    Celery's per-task lines only at ``level="DEBUG"``.
-
-    Only the root logger has a handler and nothing sets ``propagate: False`` on a logger that also has one, so
-    each record is written once. ``mcp_app.access`` writes one line per MCP request (off with ``access_log=False``).
-    """
+    """A ``LOGGING`` dictionary: one stderr handler, on the root logger only (so each record is written once),
+    JSON or console; mcp_app at ``level``, Celery's per-task lines only at ``DEBUG``, ``mcp_app.access`` (one line
+    per MCP request) off with ``access_log=False``."""
     return {
         "version": 1,
         "disable_existing_loggers": False,

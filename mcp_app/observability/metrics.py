@@ -1,21 +1,8 @@
 """Prometheus metrics of mcp_app, and the hooks that move them.
 
-Every metric is defined here, once, on prometheus-client's default registry; other modules call the small
-functions below instead of touching metric objects, so names, labels and their bounded value sets live in one
-place. The hooks are cheap enough for the request path: a dictionary lookup of a label child (cached by
-prometheus-client) and an increment; no database, no I/O, no channel layer.
-
-Several processes (N daphne behind a proxy): set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory shared by
-all of them **before they start**; prometheus-client then writes each process's values to memory-mapped files
-there and :func:`exposition` aggregates them, so any process's ``/metrics`` reports the whole deployment. Gauges
-use ``livesum`` (only live processes count). Empty the directory when the deployment restarts.
-
-Label values are bounded: JSON-RPC methods outside the dispatcher's table are ``other``, HTTP methods outside
-GET/POST/DELETE are ``other``, tool names are the catalog's (operator-controlled, never client input unless the
-tool exists), dependencies and caches are names chosen by code.
-
-Not owned here: the ``/metrics`` endpoint and its authorisation (``observability.endpoints``), log lines
-(``observability.logging``).
+Every metric is defined here, once; other modules call the small functions below (cheap enough for the request
+path), so names, labels and their bounded values live in one place. With ``PROMETHEUS_MULTIPROC_DIR``,
+``exposition`` aggregates every process's values. The metrics: docs/deployment.md. Not owned here: ``/metrics``.
 """
 
 from __future__ import annotations
@@ -24,7 +11,7 @@ import atexit
 import os
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client import generate_latest as _generate_latest
 
 NAMESPACE = "mcp"
@@ -223,8 +210,6 @@ def multiprocess_dir() -> str | None:
 
 def _mark_dead() -> None:
     """At exit: drop this process's live gauges, so a restarted process does not leave its streams counted."""
-    from prometheus_client import multiprocess
-
     directory = multiprocess_dir()
     if directory:
         multiprocess.mark_process_dead(os.getpid(), directory)
@@ -238,8 +223,6 @@ def _registry() -> Any:
     """This process's registry, or every live process's values in multiprocess mode."""
     if not multiprocess_dir():
         return REGISTRY
-    from prometheus_client import multiprocess
-
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
     return registry

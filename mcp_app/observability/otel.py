@@ -1,37 +1,9 @@
 """OpenTelemetry traces of mcp_app (the ``mcp-host[otel]`` extra): what ``observability.tracing`` switches on.
 
-Only this module imports ``opentelemetry``, and only ``tracing.configure`` imports this module (when
-``MCP_APP["TRACING"]`` is on), so a project without the extra never loads it.
-
-``start()`` returns the ``Tracing`` every hook uses, after:
-
-- installing the SDK's ``TracerProvider`` when the application has not installed one (``opentelemetry-instrument``,
-  or its own code before Django starts): resource from ``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES``
-  (``service.name`` defaults to ``mcp-host``), exporters from ``OTEL_TRACES_EXPORTER`` (``otlp``, the default,
-  over HTTP/protobuf to ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``; ``console``; ``none``), sampler from
-  ``OTEL_TRACES_SAMPLER``, batching from ``OTEL_BSP_*``: the SDK reads them;
-- instrumenting Celery (``opentelemetry-instrumentation-celery``: the publishing process injects the current
-  trace context into the task's headers, the worker continues it around the task), and at start-up Django's
-  own views (``opentelemetry-instrumentation-django``: admin, API; Channels consumers are not Django views).
-
-The spans (names and attributes after the OpenTelemetry semantic conventions for MCP and GenAI tools):
-
-- the MCP endpoint's HTTP exchange: ``opentelemetry-instrumentation-asgi`` around the consumer
-  (``asgi``), a SERVER span continuing the ``traceparent``/``tracestate`` request headers;
-- each JSON-RPC request (``trace``, the protocol's ``RequestTracer`` port): a SERVER span
-  ``"{mcp.method.name} {target}"`` whose parent is the W3C context in the request's ``params._meta``
-  (``traceparent``, ``tracestate``) when it carries one, linked then to the HTTP span, else the HTTP span;
-  attributes ``mcp.method.name``, ``mcp.protocol.version``, ``mcp.session.id`` (the session's key, never its
-  id), ``jsonrpc.request.id``, ``gen_ai.tool.name``/``gen_ai.prompt.name``/``mcp.resource.uri`` and the
-  host's ``mcp_host.tenant``, ``mcp_host.server``, ``mcp_host.agent``, ``mcp_host.era``; a JSON-RPC error sets
-  ``error.type`` and ``rpc.response.status_code`` to its code;
-- each tool run (``tool_call``), where it runs (the serving process, or the Celery worker, under the task's
-  span): an INTERNAL span ``"execute_tool {gen_ai.tool.name}"``; ``error.type`` is the outcome when it is not
-  ``ok`` (``tool_error``, ``invalid_arguments``, a JSON-RPC code, ``cancelled``, an exception's type);
-- each webhook request of an http tool (``webhook``): a CLIENT span that injects ``traceparent`` into the
-  request; it records the method, host and port, never the URL (which may carry a key) nor any header.
-
-Nothing records arguments, results, headers or tokens.
+Only this module imports ``opentelemetry``, and only ``tracing.configure`` imports it, so a project without the
+extra never loads it. ``start()`` installs the SDK's ``TracerProvider`` unless the application has one, instruments
+Celery (and Django's views at start-up), and returns the ``Tracing`` the hooks use (``asgi``, ``trace``,
+``tool_call``, ``webhook``). Nothing records arguments, results, headers, URLs or tokens. docs/observability.md.
 """
 
 from __future__ import annotations
@@ -106,8 +78,6 @@ class Tracing:
             instrumentor.uninstrument()
         self._instrumentors = []
 
-    # The MCP endpoint's HTTP exchange --------------------------------------------------------------------
-
     def asgi(self, app: Any) -> Any:
         """``app`` (the MCP consumer) inside the ASGI instrumentation: an HTTP SERVER span per request,
         continuing the request headers' trace context (no span per ASGI message); made once per ``app``."""
@@ -124,8 +94,6 @@ class Tracing:
         )
         return wrapped
 
-    # JSON-RPC requests (the protocol's RequestTracer port) ------------------------------------------------
-
     async def trace(
         self,
         method: str,
@@ -134,6 +102,7 @@ class Tracing:
         ctx: RequestContext,
         answer: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
+        """Await ``answer`` inside the request's SERVER span (the protocol's ``RequestTracer`` port)."""
         params = params if isinstance(params, dict) else {}
         attributes: dict[str, Any] = {
             MCP_METHOD_NAME: method,
@@ -169,8 +138,6 @@ class Tracing:
         span.end()
         return result
 
-    # Tool runs --------------------------------------------------------------------------------------------
-
     async def tool_call(
         self, tool: ToolDescriptor, call: CallContext, run: Awaitable[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -191,8 +158,6 @@ class Tracing:
             _failed(span, "tool_error")
         span.end()
         return result
-
-    # Outbound webhook requests ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def webhook(self, method: str, url: str, headers: MutableMapping[str, str]) -> Iterator[None]:

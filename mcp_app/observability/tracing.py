@@ -1,18 +1,8 @@
 """The switch of OpenTelemetry tracing: ``MCP_APP["TRACING"]`` (off by default; needs the ``mcp-host[otel]`` extra).
 
-``active()`` is what every hook asks: the live ``otel.Tracing`` when tracing is on, else ``None``, read from a
-module global, so that with tracing off a request pays one function call per hook, creates no span object and
-never imports ``opentelemetry``. The hooks:
-
-- ``observability.asgi.instrument`` runs the MCP consumer inside the ASGI instrumentation (the HTTP span);
-- ``transport.consumer`` gives each request's context the tracer (``RequestContext.tracer``), through which the
-  protocol's dispatcher traces each JSON-RPC request (its parent from ``_meta``'s ``traceparent``);
-- ``runtime.execution.InlineRunner.call_tool`` traces each tool run, in the serving process or on a Celery worker (the
-  Celery instrumentation carries the context in the task's headers);
-- ``runtime.webhooks`` traces each webhook request and sends it ``traceparent``.
-
-``configure()`` applies the setting: at start-up (``apps.McpAppConfig.ready``) and whenever ``MCP_APP``
-changes (tests). What tracing does, and how the SDK is configured, is ``observability.otel``'s.
+``active()`` is what every hook asks: the live ``otel.Tracing``, else ``None`` from a module global, so that with
+tracing off a hook costs one function call and ``opentelemetry`` is never imported. ``configure()`` applies the
+setting at start-up and whenever ``MCP_APP`` changes. What tracing does: ``observability.otel``.
 """
 
 from __future__ import annotations
@@ -35,9 +25,8 @@ def active() -> Tracing | None:
 
 
 def configure(*, at_startup: bool = False) -> None:
-    """Switch tracing on or off as ``MCP_APP["TRACING"]`` says. ``at_startup``: before Django builds its request
-    handler, when its views can still be instrumented too. Raises ``ImproperlyConfigured`` when tracing is on
-    and OpenTelemetry is not installed."""
+    """Switch tracing on or off as ``MCP_APP["TRACING"]`` says (``at_startup``: Django's views can still be
+    instrumented). Raises ``ImproperlyConfigured`` when it is on and OpenTelemetry is not installed."""
     global _active
     if mcp_settings.TRACING:
         if _active is None:

@@ -1,14 +1,8 @@
 """Recording ``tools/call`` requests in the audit log without putting the database on the request path.
 
-The request path only appends a small tuple to an in-process buffer (``AuditLog.append``: no query, no I/O, no
-thread hop). A daemon thread writes it every ``AUDIT_FLUSH_INTERVAL_SECONDS`` and at interpreter exit, computing
-the keyed digest and the redacted copy of the arguments there. A failed flush never reaches the request path:
-the loss bound, the retries and the buffer's bound are those of docs/audit.md ("The loss bound"), and they are
-logged once per outage (the exception type, never the rows). Rows whose server or agent was deleted before the
-flush keep their strings with the foreign key cleared; rows of a deleted tenant are dropped.
-
-``request_audit(server, token, era, protocol_version)`` builds the ``CallAudit`` port a ``RequestContext``
-carries; the ``tools/call`` handler calls it once per request, whatever the outcome.
+``request_audit(...)`` builds the ``CallAudit`` port a ``RequestContext`` carries; it only appends to this
+process's buffer (``audit_log``), which a daemon thread writes every ``AUDIT_FLUSH_INTERVAL_SECONDS`` and at exit,
+keeping rows whose server or agent is gone (foreign key cleared), dropping a deleted tenant's. docs/audit.md.
 """
 
 from __future__ import annotations
@@ -55,10 +49,8 @@ class AuditLog:
         self.last_lag_seconds: float | None = None  # how long the oldest row of the last flush waited
         self.flushed = threading.Condition()
 
-    # The request path ------------------------------------------------------------------------------
-
     def append(self, call: PendingCall) -> None:
-        """Buffer one record. Constant time, no I/O; never raises."""
+        """Buffer one record (the request path): constant time, no I/O; never raises."""
         if len(self._pending) + len(self._retry) >= mcp_settings.AUDIT_BUFFER_SIZE:
             self.dropped += 1
             if not self._overflowing:
@@ -71,8 +63,6 @@ class AuditLog:
                 self.start()
             except RuntimeError:  # e.g. no new threads at interpreter shutdown: stop() flushes what is here
                 logger.warning("audit flusher could not start; records stay buffered until the next flush")
-
-    # The flusher -----------------------------------------------------------------------------------
 
     def start(self) -> None:
         with self._start_lock:
@@ -120,9 +110,8 @@ class AuditLog:
         return len(self._pending) + len(self._retry)
 
     def wait_written(self, count: int, timeout: float) -> bool:
-        """Block until at least ``count`` rows have been written since start (by the flusher thread or a
-        ``flush``), for at most ``timeout`` seconds; return whether they were. Waits on the flush's notification,
-        not by polling; for callers that must know records reached the database without flushing themselves."""
+        """Block until ``count`` rows have been written since start, for at most ``timeout`` seconds (on the flush's
+        notification, not by polling); return whether they were."""
         deadline = time.monotonic() + timeout
         with self.flushed:
             while self.written < count:
@@ -172,12 +161,6 @@ class AuditLog:
         # A tenant, server or agent may have gone away between the call and the flush: keep what can be kept
         # (three indexed lookups per batch, off the path). A deletion racing this check fails the batch, which
         # is then retried and checked again.
-        rows = self._without_dangling(rows)
-        if rows:
-            ToolCallRecord.objects.bulk_create(rows)
-        return len(rows)
-
-    def _without_dangling(self, rows: list[ToolCallRecord]) -> list[ToolCallRecord]:
         tenants = set(Tenant.objects.filter(pk__in={row.tenant_id for row in rows}).values_list("pk", flat=True))
         servers = set(McpServer.objects.filter(pk__in={row.server_id for row in rows}).values_list("pk", flat=True))
         agents = set(Agent.objects.filter(pk__in={row.agent_id for row in rows}).values_list("pk", flat=True))
@@ -191,7 +174,9 @@ class AuditLog:
                 row.agent_id = None
             kept.append(row)
         self.dropped += len(rows) - len(kept)
-        return kept
+        if kept:
+            ToolCallRecord.objects.bulk_create(kept)
+        return len(kept)
 
     def _failed(self, batch: list[tuple[ToolCallRecord, int]], exc: Exception) -> None:
         if not self._failing:

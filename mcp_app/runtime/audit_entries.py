@@ -21,9 +21,8 @@ DIGEST_SALT = "mcp_app.audit.arguments"
 
 
 def arguments_digest(arguments: Any) -> str:
-    """HMAC-SHA256 (Django's ``salted_hmac`` with ``DIGEST_SALT`` and ``SECRET_KEY``) of the canonical JSON of
-    ``arguments`` (sorted keys, no whitespace): equal arguments give equal digests, and a guessable secret
-    among them cannot be confirmed offline from the digest without the project's key."""
+    """HMAC-SHA256 (``salted_hmac`` with ``DIGEST_SALT`` and ``SECRET_KEY``) of the canonical JSON of ``arguments``:
+    equal arguments give equal digests, and a guessable secret among them cannot be confirmed offline."""
     canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return salted_hmac(DIGEST_SALT, canonical, algorithm="sha256").hexdigest()
 

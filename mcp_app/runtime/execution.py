@@ -1,10 +1,9 @@
 """The inline runner: validate a tool's arguments, run the call in this process, check what it returns.
 
-What runs a call, reads a resource or renders a prompt is the executor of its target's kind
-(``runtime.executors``): the runner looks it up, and adds what every tool result gets whatever its kind: the text
-of structured content for clients that read only text, the check against the published ``outputSchema``, the
-duration and outcome metric, and an ``execute_tool`` span when tracing is on. A task-capable call of a declaring
-client becomes a task (``runtime.tasks``).
+The executor of the target's kind (``runtime.executors``) runs the call; the runner adds what every tool result
+gets: the text of structured content, the check against the published ``outputSchema``, the duration and outcome
+metric, and an ``execute_tool`` span when tracing is on. A task-capable call of a declaring client becomes a task
+(``runtime.tasks``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """One executor per kind of catalog entry, in one table keyed by the type of target the catalog resolves it to.
 
-``EXECUTORS`` maps each target type (a code definition, a static behaviour, ``definitions.targets``,
-``definitions.upstreams``) to its ``Executor``; ``executor_for`` is the one lookup, which the inline runner
-(``runtime.execution``) and the routing runner use: nothing else branches on a target's type. A new kind costs a
-target type and an executor, added here (or, from a project or a test, to ``EXECUTORS``).
-
-The kinds: ``python`` (``@tool``, ``@resource``, ``@prompt`` functions; arguments validated by the function's
-pydantic model, input requests of the handshake era asked in band), ``static`` (a row's canned answers, content
-or messages), ``http`` (a tenant's webhook, ``runtime.webhooks``) and ``upstream`` (an upstream MCP server's
-entry, ``mcp_app.federation``). What every tool result gets whatever its kind (the text of structured content, the
-check against the output schema, metrics and tracing) stays with the runner.
+``EXECUTORS`` maps each target type (``python``, ``static``, ``http``, ``upstream`` entries) to its ``Executor``;
+``executor_for`` is the one lookup, used by the inline and the routing runner: nothing else branches on a target's
+type. What every tool result gets whatever its kind stays with the runner. Design: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -48,10 +41,8 @@ MAX_INPUT_ROUNDS = 8
 
 
 class Executor:
-    """How one kind runs: ``validate`` a tool's arguments (converted to what ``call`` takes), ``call`` the tool,
-    ``read`` a resource, ``render`` a prompt. Each method gets a descriptor whose ``target`` is of a type this
-    executor is registered for; a kind overrides the methods its targets serve, and the base validates against
-    the tool's published JSON Schema and refuses the rest."""
+    """How one kind runs: ``validate`` a tool's arguments (into what ``call`` takes), ``call`` the tool, ``read`` a
+    resource, ``render`` a prompt; a kind overrides what its targets serve, the base checks the published schema."""
 
     def validate(self, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check ``arguments`` against the tool's input schema; raise ``InvalidToolArguments`` with every
@@ -116,9 +107,8 @@ def _described(prompt: PromptDescriptor) -> dict[str, Any]:
 
 
 class PythonExecutor(Executor):
-    """Tools (``RegisteredTool``), resources and prompts (``RegisteredFunction``) registered in code. A ``ToolError``
-    becomes an ``isError`` result with its message; any other exception is logged and becomes an ``isError``
-    result with a generic message, so no internals leak to the client."""
+    """Tools, resources and prompts registered in code. A ``ToolError`` becomes an ``isError`` result with its message,
+    any other exception a logged ``isError`` result with a generic one, so no internals leak to the client."""
 
     def validate(self, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
         registered: RegisteredTool = tool.target

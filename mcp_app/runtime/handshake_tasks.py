@@ -1,22 +1,8 @@
-"""Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the same ``ToolTask`` record,
-settlement and cross-process cancellation as the 2026-07-28 extension (``runtime.tasks``, ``runtime.durable``).
+"""Durable tasks of the 2025-11-25 experimental tasks (the handshake era), on the 2026-07-28 extension's record.
 
-``HandshakeTaskService`` is the ``HandshakeTasks`` port of one handshake-era request:
-
-- ``start``: the record is stored ``working`` (with the granted ``ttl``: the requested one up to
-  ``TASK_TTL_MS``) before the client hears of it, then the call runs in the background through the request's
-  ``ToolRunner`` and ``{task}`` is answered at once. Its outcome settles the record (``durable.columns`` with
-  ``handshake=True``: that revision makes an ``isError`` result a ``failed`` task, its result kept).
-- ``get``/``list``/``result``/``cancel`` see the caller's own unexpired tasks of the handshake era, not those of
-  a tool outside the token's grant. ``result`` waits for a terminal status (woken by a status event on the task
-  group, re-reading the record at least every ``task_session.RESULT_RECHECK_SECONDS``); a cancelled task answers
-  -32603 "Task was cancelled".
-
-While the call runs, its notifications (with related-task ``_meta``) and server-to-client requests go to the
-session's streams, in any process (``task_session``); the task is ``input_required`` until the client answers,
-and ``notifications/tasks/status`` follows each change. Without a session nothing is streamed and server-to-client
-requests fail as for any call without a channel. The tasks of a process that died are failed by
-``durable.recover_orphaned_tasks``.
+``HandshakeTaskService`` is the ``HandshakeTasks`` port of one request: ``start`` stores the task, runs the call in
+the background and answers ``{task}`` at once; ``get``/``list``/``result``/``cancel`` see the caller's own
+unexpired tasks (the session's side: ``task_session``). The rules: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -44,7 +30,7 @@ from ..protocol.ports import NO_CHANNEL
 from ..protocol.reporters import LogReporter
 from . import durable, task_session
 from .progress import RecordedProgress
-from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, reload_task, task_state
+from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, task_state
 from .tasks import CallerTasks
 
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
@@ -178,7 +164,7 @@ class HandshakeTaskService(CallerTasks):
         if task is None:
             return None
         moved = task.status not in TERMINAL and await durable.cancel(task, "The task was cancelled by request.")
-        current = await reload_task(task.pk) or task
+        current = await database_sync_to_async(ToolTask.objects.load)(task.pk) or task
         if not moved:
             raise InvalidParams(
                 f"Cannot cancel task: already in terminal status '{current.status}'",

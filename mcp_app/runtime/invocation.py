@@ -1,21 +1,18 @@
-"""Invoking a registered tool function: a coroutine in the event loop, a sync function in a worker thread with
-Django's connection hygiene around it (``run_sync``: the only thread hop of a warm call), its ``ToolContext``
-built from the call (``tool_context``), and, in the handshake era, its input requests asked in band of the
-client (``answer_in_band``).
+"""Invoking a registered tool function: a coroutine in the event loop, a sync one in a worker thread with Django's
+connection hygiene (``run_sync``), with its ``ToolContext`` (``tool_context``); in the handshake era its input
+requests are asked in band (``answer_in_band``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import SyncToAsync
 from django.db import close_old_connections
 
 from ..definitions.context import InputRequired, ToolContext, ToolError
+from ..definitions.registry import RegisteredFunction, RegisteredTool
 from ..protocol.context import CallContext
-
-if TYPE_CHECKING:
-    from ..definitions.registry import RegisteredFunction, RegisteredTool
 
 
 def _in_worker_thread(function: Any, kwargs: dict[str, Any]) -> Any:
@@ -32,9 +29,8 @@ _in_a_worker_thread = SyncToAsync(_in_worker_thread, thread_sensitive=False)
 
 
 async def run_sync(function: Any, **kwargs: Any) -> Any:
-    """Run a sync tool in a worker thread with Django's connection hygiene (``close_old_connections`` before and
-    after), as a request handler would have: the thread's connections may have outlived ``CONN_MAX_AGE`` or
-    broken since it last ran a tool. The only thread hop of a warm call."""
+    """Run a sync tool in a worker thread with ``close_old_connections`` before and after, as a request handler would:
+    the thread's connections may have outlived ``CONN_MAX_AGE`` or broken since it last ran a tool."""
     return await _in_a_worker_thread(function, kwargs)
 
 

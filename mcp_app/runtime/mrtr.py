@@ -1,8 +1,7 @@
 """Multi-round-trip requests (2026-07-28): signing the state a tool hands out and checking the client's retry.
 
-``requestState`` travels through the client, which may alter it, so the server signs it (HMAC-SHA256 via
-``django.core.signing``, keyed by ``SECRET_KEY``) and binds the signature to the server, the agent and the tool:
-state minted for one of them is rejected for any other, and stale state expires.
+``requestState`` travels through the client, which may alter it: it is signed (``django.core.signing``, keyed by
+``SECRET_KEY``) for one server, agent and tool, and expires after ``STATE_MAX_AGE_SECONDS``.
 """
 
 from __future__ import annotations

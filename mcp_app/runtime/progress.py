@@ -1,13 +1,8 @@
 """Progress that is also kept on the call's durable record, for the admin's view of running calls.
 
-``RecordedProgress`` is a ``ProgressReporter`` (``notifications/progress`` to the client exactly when the client
-sent a progress token) that also writes the tool's latest progress, total and message on the call's ``ToolTask``
-row, whether or not the client asked: the first report at once, then at most one write per
-``RECORD_INTERVAL_SECONDS`` (the admin refreshes every 2 s), and always the report that reaches the total. A
-failed write is logged and never fails the call. Used where a call has its record before it runs: worker calls
-(``mcp_app.workers.execute``) and handshake-era tasks.
-
-Not owned here: the wire notification (``mcp_app.protocol.reporters.ProgressReporter``), the admin's display.
+``RecordedProgress`` is a ``ProgressReporter`` that also writes the latest progress on the call's ``ToolTask``
+(the first report, then at most one per ``RECORD_INTERVAL_SECONDS``, and the last); a failed write never fails
+the call. Not owned here: the wire notification (``protocol.reporters``), the admin's display.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """What a 2025-11-25 task says to its session, and how it waits on it, across processes.
 
-- ``SessionChannel``: the session's streams as a task's background work sees them (its GET stream, in any
-  process): the call's notifications with related-task ``_meta``, status notifications, requests.
-- ``announce(task_pk, channel)``: after a status change, wake ``tasks/result`` waiters (a status event on the
-  task group) and tell the session (``notifications/tasks/status``).
-- ``StatusWatch``: a ``tasks/result`` waiter's subscription to those status events, the ``events`` of its
-  ``durable.until_settled`` (which also re-reads the record every ``RESULT_RECHECK_SECONDS``, so a lost event only
-  delays it).
-- ``TaskOutbound``: the ``Outbound`` of a task's call: server-to-client requests through the session's streams,
-  the task ``input_required`` until the answer arrives (a ``channel_layer.Correlator``, at whichever process the
-  client posts it).
+``SessionChannel``: the session's streams as the task's background work sees them (in any process); ``announce``:
+wake ``tasks/result`` waiters and tell the session of a status change; ``StatusWatch``: a waiter's subscription to
+those events; ``TaskOutbound``: the call's server-to-client requests, answered at whichever process.
 """
 
 from __future__ import annotations
@@ -77,15 +70,10 @@ class SessionChannel:
         await self.send(wire.status_notification(task_state(task)))
 
 
-async def reload_task(pk: int) -> ToolTask | None:
-    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.load)(pk)
-    return task
-
-
 async def announce(task_pk: int, channel: SessionChannel) -> None:
     """After a status change: wake ``tasks/result`` waiters, and tell the session (``notifications/tasks/status``)."""
     await group_send(task_group(channel.task_id), {"type": TASK_STATUS_EVENT})
-    task = await reload_task(task_pk)
+    task: ToolTask | None = await database_sync_to_async(ToolTask.objects.load)(task_pk)
     if task is not None:
         await channel.status(task)
 
@@ -122,9 +110,8 @@ class StatusWatch:
 
 
 class TaskOutbound(SendOnly):
-    """The ``Outbound`` of a task's call: notifications and server-to-client requests go to the session's
-    streams, with related-task ``_meta``; the task is ``input_required`` until the answer arrives (at whichever
-    process the client posts it). The request that created the task is answered, so nothing else is reachable."""
+    """The ``Outbound`` of a task's call (the request that created the task is answered): notifications and requests go
+    to the session's streams with related-task ``_meta``; the task is ``input_required`` until the answer arrives."""
 
     can_request = True
 

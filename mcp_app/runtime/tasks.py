@@ -1,19 +1,9 @@
 """Durable tasks of the 2026-07-28 tasks extension: when a ``tools/call`` becomes a task, and running it.
 
-A tool declares its task support (``forbidden``, ``optional``, ``required``). For a client that declared the
-extension on the request, a task-capable call starts at once and gets ``TASK_IMMEDIATE_SECONDS`` to finish (decided
-once, in ``answer_or_task``, for the inline and the routing runner alike):
-
-- it asks for input first (multi-round trip): that answer is returned as it is, synchronously;
-- it finishes: an ``optional`` tool answers directly; a ``required`` one answers with a task, already settled;
-- it is still running: the task is stored (before the client hears of it), the work goes on in this process,
-  and its outcome settles the task: ``completed`` (tool results, ``isError`` ones included), ``failed`` (a
-  JSON-RPC error), or ``input_required`` (its input requests; ``tasks/update`` with every answer resumes it).
-
-``tasks/cancel`` marks the task ``cancelled`` at once and stops its work in whichever process runs it (through
-the channel layer). Terminal states never change. Work runs in the serving process, through whichever
-``ToolRunner`` it is given (this module knows only the port, never ``runtime.execution``: the runner depends on
-the task rules, not the other way round).
+``answer_or_task`` decides for the inline and the routing runner alike whether a call answers at once or becomes
+a task; ``call_maybe_as_task`` runs one in this process; ``TaskService`` is the ``Tasks`` port of one request.
+The rules: docs/architecture.md ("Tasks in both eras"). Not owned here: the record's lifecycle
+(``runtime.durable``); the runners (this module knows only the ``ToolRunner`` port).
 """
 
 from __future__ import annotations
@@ -159,16 +149,11 @@ class TaskService(CallerTasks):
             work: asyncio.Task[Any] = asyncio.ensure_future(_gone(task.tool_name))
         else:
             work = asyncio.ensure_future(self._runner.call_tool(tool, dict(task.arguments), call))
-        follow(task, work)
+        durable.follow(task, work, columns=durable.columns)
 
 
 async def _gone(name: str) -> dict[str, Any]:
     raise ProtocolError(f"Tool {name} is no longer available", code=INVALID_PARAMS)
-
-
-def follow(task: ToolTask, work: asyncio.Task[Any]) -> None:
-    """Settle the 2026 ``task`` from ``work`` when it ends (``durable.follow``)."""
-    durable.follow(task, work, columns=durable.columns)
 
 
 def create_result(task: ToolTask) -> dict[str, Any]:
@@ -183,10 +168,10 @@ async def answer_or_task(
     settled: Callable[[ProtocolError | dict[str, Any]], Awaitable[ToolTask]],
     running: Callable[[], Awaitable[ToolTask]],
 ) -> dict[str, Any]:
-    """Whether a task-capable call answers at once or becomes a task, decided here for every runner (see the
-    module docstring): ``start`` starts the work with the call's task context (whose reports stop reaching the
-    request once it is a task) and returns what to await; ``settled`` gives the task of work that finished within
-    ``TASK_IMMEDIATE_SECONDS`` (a ``required`` tool), ``running`` that of work still running, which it follows."""
+    """Whether a task-capable call answers at once or becomes a task (docs/architecture.md): ``start`` starts the
+    work with the call's task context (whose reports stop reaching the request once it is a task) and returns what
+    to await; ``settled`` gives the task of work that finished within ``TASK_IMMEDIATE_SECONDS`` (a ``required``
+    tool), ``running`` that of work still running, which it follows."""
     converted = False
     emit = call.request.emit
 
@@ -225,7 +210,7 @@ async def answer_or_task(
     except CapacityExceeded:
         work.cancel()  # over the inline-task cap of its agent or tenant: the call does not go on unseen
         raise
-    follow(task, work)
+    durable.follow(task, work, columns=durable.columns)
     return create_result(task)
 
 

@@ -1,15 +1,8 @@
 """Running ``http`` tools: send the call to the tenant's webhook, turn the reply into a ``CallToolResult``.
 
-The wire contract (the request's headers and JSON body, how a 2xx reply becomes the result, the ``WEBHOOK_*``
-error codes of everything else, the SSRF rules) is docs/http-tools.md; this module is its one implementation.
-Every failure is an ``isError`` result (``error_result``) whose message never holds header values, bodies or
-tracebacks.
-
-How: every connection goes through ``outbound.webhook_transport()`` (the ``"http_tool"`` allow-list), which
-checks every address the host resolves to and connects to a checked one itself, while TLS verifies the URL's
-host name. No proxy from the environment, no redirect followed, a fresh transport per call (no connection shared
-across tenants), the whole exchange bounded by the tool's timeout, and the body read in chunks up to
-``HTTP_TOOL_MAX_RESPONSE_BYTES``. Cancelling the call cancels the awaiting coroutine, which closes the connection.
+``call_webhook`` is the one implementation of docs/http-tools.md (the request, ``map_reply`` for a 2xx reply, the
+``WEBHOOK_*`` codes, the SSRF rules through ``outbound.webhook_transport()``). Every failure is an ``isError``
+result whose message never holds header values, bodies or tracebacks; cancelling the call closes the connection.
 """
 
 from __future__ import annotations
@@ -30,6 +23,7 @@ import orjson
 from .. import __version__
 from ..conf import mcp_settings
 from ..definitions.context import CONTENT_BLOCK_FIELDS, CodedFailure, error_result
+from ..definitions.http_tools import SecretHeadersUnavailable, effective_timeout, open_secret_headers
 from ..definitions.targets import HttpTarget
 from ..netguard import ForbiddenAddress
 from ..observability import tracing
@@ -47,8 +41,6 @@ async def call_webhook(
     target: HttpTarget, tool_name: str, arguments: dict[str, Any], call: CallContext
 ) -> dict[str, Any]:
     """Send one call to ``target`` and return the ``CallToolResult`` (``isError`` for every failure)."""
-    from ..definitions.http_tools import SecretHeadersUnavailable, open_secret_headers
-
     started = time.monotonic()
     call_id = uuid.uuid4().hex
     try:
@@ -99,8 +91,6 @@ async def call_webhook(
 
 
 async def _exchange(target: HttpTarget, headers: dict[str, str], body: bytes) -> bytes:
-    from ..definitions.http_tools import effective_timeout
-
     limit = mcp_settings.HTTP_TOOL_MAX_RESPONSE_BYTES
     timeout = effective_timeout(target.timeout_seconds)
     where = urlsplit(target.url).netloc or target.url

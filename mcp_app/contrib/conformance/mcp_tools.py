@@ -1,16 +1,9 @@
 """The conformance fixtures, registered in code: tools (``@tool``) and prompts (``@prompt``).
 
-Contract: every name and every answer here is what ``@modelcontextprotocol/conformance`` asks for or checks,
-modelled on its reference "everything" servers. Resources are static catalog rows created by
-``setup.ensure_conformance``, as is ``json_schema_2020_12_tool``, whose input schema must reach the client
-verbatim (a Python tool's schema is derived from its type hints).
-
-Input from the client (elicitation, sampling, roots) is asked for the 2026-07-28 way, by returning
-``InputRequired`` (multi-round-trip requests) and reading the retry's ``ctx.input_responses``. The handshake
-era has no such mechanism: it needs server-to-client requests over a session, which mcp-host does not send, so
-there the runtime turns ``InputRequired`` into an ``isError`` result saying the input cannot be asked for.
-``test_sampling``, ``test_elicitation`` and the two ``test_elicitation_sep*`` tools are therefore complete only
-in 2026-07-28.
+Every name and answer here is what ``@modelcontextprotocol/conformance`` asks for or checks, after its reference
+"everything" servers; resources and ``json_schema_2020_12_tool`` (whose schema must reach the client verbatim) are
+static rows (``setup``). Input from the client is asked for by returning ``InputRequired``; in the handshake era
+the runtime asks it in band where the request can carry it.
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_app.catalog import prompt, tool
+from mcp_app.models import McpServer
 from mcp_app.protocol.errors import INTERNAL_ERROR, InvalidParams, ProtocolError
 from mcp_app.runtime import InputRequired, ToolContext, ToolError, ToolResult
 
@@ -184,8 +178,6 @@ async def test_missing_capability(ctx: ToolContext) -> Any:
 
 
 def _bump(server_id: str, kind: str) -> None:
-    from mcp_app.models import McpServer
-
     pks = set(McpServer.objects.filter(server_id=server_id).values_list("pk", flat=True))
     McpServer.objects.bump_catalog_version(pks, (kind,))
 

@@ -1,10 +1,9 @@
 """Idempotent creation of the ``conformance`` server: the demo tenant's endpoint for the MCP conformance suite.
 
-Contract of ``ensure_conformance``: afterwards the tenant ``demo`` has a server ``conformance`` that speaks every
-protocol revision, allows the loopback origins of the default deployment (plus any given), and exposes, in this
-module's order, the fixture tools, resources and prompts. The catalog rows are brought back to these definitions
-on every call; positions are stable, and the first tool succeeds when called with ``{}``, as the suite's header
-probes require. The fixtures' code lives in ``mcp_tools`` of this app, which must be installed.
+``ensure_conformance`` leaves the tenant ``demo`` with a server ``conformance`` that speaks every revision, allows
+the default deployment's loopback origins (plus any given) and exposes, in this module's order, the fixture tools,
+resources and prompts (brought back to these definitions on every call; the first tool succeeds with ``{}``, as
+the suite's header probes require). The fixtures' code is this app's ``mcp_tools``, which must be installed.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Idempotent creation of the demo tenant, server, agent and tool bindings, plus its one live token.
 
-The demo agent has at most one live ``mcp_demo`` token: ``ensure_demo`` keeps the one it is handed back
-(``reuse``, e.g. read from the file ``make run`` keeps) when that still authenticates as the demo agent, and
-otherwise revokes every earlier ``mcp_demo`` token before issuing a new one. Reruns never leave a trail of live
-tokens.
+``ensure_demo`` keeps the ``mcp_demo`` token it is handed back (``reuse``) while that still authenticates as the
+demo agent, and otherwise revokes every earlier one before issuing a new one: reruns leave no trail of live tokens.
 """
 
 from __future__ import annotations
@@ -13,9 +11,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, Tool
+from mcp_app.models import Agent, AgentToken, McpServer, ServerTool, Tenant, TenantMembership, Tool
 from mcp_app.protocol.versions import MODERN_VERSIONS
 
 DEMO_TOOLS = ("echo", "add", "get_time", "progress_demo", "countdown")
@@ -53,10 +52,6 @@ class DemoAccess:
 def _demo_user(tenant: Tenant) -> str | None:
     """The demo person, a member of the demo tenant who may consent for OAuth clients; the password when this
     call created the user, else ``None``."""
-    from django.contrib.auth import get_user_model
-
-    from mcp_app.models import TenantMembership
-
     users = get_user_model()
     user = users.objects.filter(username=DEMO_USERNAME).first()
     password = None
@@ -97,10 +92,9 @@ def _demo_token(agent: Agent, servers: list[McpServer], reuse: str | None) -> st
 
 @transaction.atomic
 def ensure_demo(base_url: str, reuse: str | None = None) -> DemoAccess:
-    """The demo tenant with two servers exposing the demo tools: ``demo`` (every revision) and
-    ``demo-modern`` (2026-07-28 only), plus, when ``mcp_app.contrib.conformance`` is installed, its
-    ``conformance`` server (allowing ``base_url``'s origin); an agent allowed on all, and its one live token
-    (``reuse`` when that is still a live demo token, else a new one; earlier ones are revoked)."""
+    """The demo tenant with the demo tools on ``demo`` (every revision) and ``demo-modern`` (2026-07-28 only), and the
+    conformance server when that app is installed (allowing ``base_url``'s origin); an agent allowed on all, and its
+    one live token (``reuse`` while it is the demo agent's live demo token, else a new one; earlier ones revoked)."""
     tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
     tenant.allow_python_tools(DEMO_TOOLS)
     server = _ensure_server(tenant, "demo", name="demo", title="mcp-host demo", instructions=DEMO_INSTRUCTIONS)

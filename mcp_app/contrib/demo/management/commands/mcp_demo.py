@@ -1,8 +1,7 @@
 """``manage.py mcp_demo``: ensure the demo tenant/server/agent exist and print the demo token to connect with.
 
 With ``--token-file`` (what ``make run`` passes) the token is kept in that file (mode 0600) and reused while it
-works; otherwise, and whenever it no longer works, earlier demo tokens are revoked and a new one is issued.
-The last line is ``export TOKEN=…``, ready to paste into a shell.
+works, else earlier demo tokens are revoked and a new one issued. The last line is ``export TOKEN=…``.
 """
 
 from __future__ import annotations
