@@ -365,7 +365,7 @@ class AppSettings:
     WORKER_QUEUE: str = ""
     """The Celery queue worker calls are sent to ("": Celery's default queue); workers consume it with -Q."""
     HEARTBEAT_INTERVAL_SECONDS: Positive = 1.0
-    """Liveness (mcp_app.heartbeat, mcp_app.workers.liveness): every process that owns records beats this often
+    """Liveness (mcp_app.heartbeat, mcp_app.workers.serving.liveness): every process that owns records beats this often
     (seconds) in the HEARTBEAT backend, and counts as dead once silent for HEARTBEAT_TIMEOUT_SECONDS (its calls are
     re-queued or failed, its tasks failed). The sweep of dead owners' records runs every LIVENESS_SWEEP_SECONDS in
     serving processes. A worker call no worker takes within WORKER_QUEUE_TIMEOUT_SECONDS fails. READYZ_REQUIRES_WORKER:

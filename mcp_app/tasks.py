@@ -2,7 +2,7 @@
 
 ``purge_expired`` runs ``manage.py mcp_purge`` (expired sessions, tasks and SSE events); the reference
 deployment schedules it with Celery beat every ``PURGE_INTERVAL_SECONDS`` (``mcp_host/celery.py``). Where no
-Celery runs, schedule the command with cron instead. The worker calls' tasks (``mcp_app.workers.tasks``) are
+Celery runs, schedule the command with cron instead. The worker calls' tasks (``mcp_app.workers.running.tasks``) are
 registered here too: ``run_tool_call`` and the reaper ``reap_worker_calls`` (every ``REAP_INTERVAL_SECONDS``).
 ``sync_upstreams`` re-reads the catalogs of upstream MCP servers that are due (``mcp_app.federation.sync``).
 """
@@ -13,7 +13,7 @@ from celery import shared_task
 from django.core.management import call_command
 
 # Registers the worker-call tasks (run_tool_call, reap_worker_calls) with whichever app autodiscovers this module.
-from .workers.tasks import REAP_INTERVAL_SECONDS, REAP_TASK, reap_worker_calls, run_tool_call  # noqa: F401
+from .workers.running.tasks import REAP_INTERVAL_SECONDS, REAP_TASK, reap_worker_calls, run_tool_call  # noqa: F401
 
 PURGE_TASK = "mcp_app.purge_expired"
 PURGE_INTERVAL_SECONDS = 3600.0

@@ -36,7 +36,7 @@ given to another call meanwhile, so the holder logs it and the call goes on unco
   lease key naming them, changed only by Lua scripts: a check and an admission are one script. An unreachable
   Redis refuses admission (``ServiceUnavailable``): a limit that cannot be checked is not silently lifted.
 
-Not owned here: where calls are admitted (``mcp_app.workers.admission``), the limits' storage
+Not owned here: where calls are admitted (``mcp_app.workers.serving.admission``), the limits' storage
 (``Tenant.max_worker_calls``, ``Agent.max_worker_calls``) and their admin.
 """
 

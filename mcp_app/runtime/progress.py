@@ -5,7 +5,7 @@ sent a progress token) that also writes the tool's latest progress, total and me
 row, whether or not the client asked: the first report at once, then at most one write per
 ``RECORD_INTERVAL_SECONDS`` (the admin refreshes every 2 s), and always the report that reaches the total. A
 failed write is logged and never fails the call. Used where a call has its record before it runs: worker calls
-(``mcp_app.workers.execute``) and handshake-era tasks.
+(``mcp_app.workers.running.execute``) and handshake-era tasks.
 
 Not owned here: the wire notification (``mcp_app.protocol.reporters.ProgressReporter``), the admin's display.
 """

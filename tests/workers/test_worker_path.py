@@ -17,10 +17,12 @@ from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import ToolTask
 from mcp_app.protocol.reporters import ProgressReporter
-from mcp_app.workers import admission, dispatch, execute, records, relay
-from mcp_app.workers import call as worker_call
-from mcp_app.workers import inbox as worker_inbox
+from mcp_app.workers import records
 from mcp_app.workers.message import VERSION, Notify, Progress, WorkerMessage, event_from_wire, event_to_wire
+from mcp_app.workers.running import call as worker_call
+from mcp_app.workers.running import execute, relay
+from mcp_app.workers.serving import admission, dispatch
+from mcp_app.workers.serving import inbox as worker_inbox
 from tests.conftest import require_redis
 from tests.helpers import (
     close_connections_of_async_threads,  # noqa: F401  (same clean-up here)

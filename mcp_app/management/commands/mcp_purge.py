@@ -1,5 +1,5 @@
 """``manage.py mcp_purge [--dry-run]``: delete expired tool calls, sessions and tasks, printing the counts, and
-fail the worker calls past their deadline (the reaper, ``mcp_app.workers.reaper.fail_overdue``).
+fail the worker calls past their deadline (the reaper, ``mcp_app.workers.running.reaper.fail_overdue``).
 
 A thin front door onto ``mcp_app.maintenance.purge_expired``; run it from cron (or a beat schedule) daily.
 Where Celery beat runs, ``mcp_app.reap_worker_calls`` does the reaping every 30 s.
@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from ...maintenance import purge_expired
-from ...workers.reaper import fail_overdue
+from ...workers.running.reaper import fail_overdue
 
 
 class Command(BaseCommand):

@@ -32,8 +32,8 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
+from ..message import WorkerMessage
 from .call import WorkerCall, outcome_is_final
-from .message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 

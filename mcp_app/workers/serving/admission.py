@@ -21,10 +21,10 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS
-from ..events import task_group, worker_cancel_channel, worker_group
-from ..limits import quotas
-from ..protocol.context import Principal
+from ...channel_layer import LAYER_ERRORS
+from ...events import task_group, worker_cancel_channel, worker_group
+from ...limits import quotas
+from ...protocol.context import Principal
 from .inbox import listen
 
 

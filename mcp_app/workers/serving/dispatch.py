@@ -18,14 +18,14 @@ import dataclasses
 import logging
 from typing import Any
 
-from ..conf import mcp_settings
-from ..events import worker_cancel_channel
-from ..models import ToolTask
-from ..protocol.context import CallContext
-from ..protocol.errors import InternalError
-from ..runtime import durable
-from . import records
-from .message import WorkerMessage
+from ...conf import mcp_settings
+from ...events import worker_cancel_channel
+from ...models import ToolTask
+from ...protocol.context import CallContext
+from ...protocol.errors import InternalError
+from ...runtime import durable
+from .. import records
+from ..message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -52,7 +52,7 @@ def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any],
 
 
 def send(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> None:
-    from .tasks import run_tool_call
+    from ..running.tasks import run_tool_call
 
     body = message(record, info, served)
     try:

@@ -36,18 +36,18 @@ from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .. import heartbeat
-from ..conf import mcp_settings
-from ..database import log_failure
-from ..limits import quotas
-from ..models import ToolTask
-from ..protocol import versions
-from ..protocol.errors import InternalError
-from ..runtime import durable
-from . import records
+from ... import heartbeat
+from ...conf import mcp_settings
+from ...database import log_failure
+from ...limits import quotas
+from ...models import ToolTask
+from ...protocol import versions
+from ...protocol.errors import InternalError
+from ...runtime import durable
+from .. import records
+from ..message import Done, WorkerMessage
+from ..running.relay import Relay
 from .dispatch import broker_configured, send
-from .message import Done, WorkerMessage
-from .relay import Relay
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -156,7 +156,7 @@ def _sweep_redispatch(record: ToolTask) -> None:
 def sweep() -> dict[str, int]:
     """Recover what dead processes left: orphaned in-process tasks, and (with a broker) worker calls that no
     worker took in time or whose worker is gone. Counts by kind; never raises."""
-    from ..runtime.durable import recover_orphaned_tasks
+    from ...runtime.durable import recover_orphaned_tasks
 
     counts = {"orphaned tasks": recover_orphaned_tasks(quiet=True), "unclaimed calls": 0, "lost calls": 0}
     if not broker_configured():

@@ -39,25 +39,26 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ..events import WORKER_EVENT, worker_group
-from ..limits import quotas
-from ..models import ToolTask
-from ..protocol import versions
-from ..protocol.context import CallContext
-from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
-from ..protocol.errors import InternalError, InvalidParams, ProtocolError
-from ..protocol.modern import runs_as_task
-from ..runtime import durable
-from ..runtime.execution import InlineRunner, validate_arguments
-from ..runtime.mrtr import PARK
-from . import inbox, liveness, records
+from ...events import WORKER_EVENT, worker_group
+from ...limits import quotas
+from ...models import ToolTask
+from ...protocol import versions
+from ...protocol.context import CallContext
+from ...protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
+from ...protocol.errors import InternalError, InvalidParams, ProtocolError
+from ...protocol.modern import runs_as_task
+from ...runtime import durable
+from ...runtime.execution import InlineRunner, validate_arguments
+from ...runtime.mrtr import PARK
+from .. import records
+from ..message import Ask, Done, Notify, Progress, event_from_wire
+from ..running.execute import execute
+from . import inbox, liveness
 from .admission import listen_and_admit, release, undispatched
 from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
 from .dispatch import message as _message
 from .dispatch import send as _send
-from .execute import execute
 from .inbox import listen
-from .message import Ask, Done, Notify, Progress, event_from_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -222,7 +223,7 @@ class RoutingRunner:
 
     async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """``runtime.tasks.answer_or_task`` for a worker tool: the worker call's record is the task (one row)."""
-        from ..runtime.tasks import answer_or_task
+        from ...runtime.tasks import answer_or_task
 
         started: _Started | None = None
 

@@ -20,19 +20,19 @@ from typing import Any
 import orjson
 from channels.db import database_sync_to_async
 
-from ..caching.identity import ServerEntry
-from ..heartbeat import owner as owner_id
-from ..limits import quotas
-from ..models import ToolTask
-from ..observability import metrics
-from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
-from ..protocol.descriptors import ServerDescription
-from ..protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
-from ..protocol.ports import NO_CHANNEL, SendOnly
-from ..protocol.reporters import LogReporter
-from ..runtime import durable
-from . import records
-from .message import Done, WorkerMessage
+from ...caching.identity import ServerEntry
+from ...heartbeat import owner as owner_id
+from ...limits import quotas
+from ...models import ToolTask
+from ...observability import metrics
+from ...protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
+from ...protocol.descriptors import ServerDescription
+from ...protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
+from ...protocol.ports import NO_CHANNEL, SendOnly
+from ...protocol.reporters import LogReporter
+from ...runtime import durable
+from .. import records
+from ..message import Done, WorkerMessage
 from .relay import CancelListener, Relay, RelayedProgress
 
 logger = logging.getLogger("mcp_app.workers")
@@ -44,7 +44,7 @@ ASK_TIMEOUT_SECONDS = 300.0
 @functools.cache
 def _inline_runner() -> ToolRunner:
     """The inline runner a worker runs its calls with: one per process, not one per call."""
-    from ..runtime.execution import InlineRunner
+    from ...runtime.execution import InlineRunner
 
     return InlineRunner()
 
@@ -61,7 +61,7 @@ class _CatalogKey:
 
 def _context(spec: dict[str, Any], info: WorkerMessage) -> RequestContext:
     """The call's context from the Celery message alone (see the module docstring): no query."""
-    from ..catalog.resolver import resolve_catalog
+    from ...catalog.resolver import resolve_catalog
 
     server = spec["server"]
     key = _CatalogKey(

@@ -25,8 +25,8 @@ from typing import Any
 from celery import Task, shared_task
 from celery.signals import task_failure, worker_process_init, worker_ready, worker_shutdown
 
-from .. import heartbeat
-from ..conf import mcp_settings
+from ... import heartbeat
+from ...conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -54,7 +54,7 @@ def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
     them (no loop or Redis connections to set up per call). A thread pool has one pair per thread. The loop runs
     in a daemon thread of its own, between calls too: what a call leaves waiting there goes on (an upstream call
     waiting for a stateless client's retry, its inbox on the layer, its expiry; ``federation.calls``)."""
-    from ..channel_layer import use_layer_in_loop
+    from ...channel_layer import use_layer_in_loop
     from .relay import own_layer
 
     loop = getattr(_local, "loop", None)
@@ -82,9 +82,9 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
         return
     from asgiref.sync import async_to_sync
 
-    from ..models import ToolTask
-    from . import records
-    from .message import Done
+    from ...models import ToolTask
+    from .. import records
+    from ..message import Done
     from .relay import Relay
 
     try:

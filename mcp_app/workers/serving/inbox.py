@@ -17,11 +17,11 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS, Subscription, messaging
-from ..events import WORKER_ANSWER
-from ..protocol.context import CallContext
-from ..protocol.errors import InternalError
-from .message import Ask, Progress
+from ...channel_layer import LAYER_ERRORS, Subscription, messaging
+from ...events import WORKER_ANSWER
+from ...protocol.context import CallContext
+from ...protocol.errors import InternalError
+from ..message import Ask, Progress
 
 logger = logging.getLogger("mcp_app.workers")
 

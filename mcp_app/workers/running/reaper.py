@@ -13,12 +13,12 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 
-from ..limits import quotas
-from ..models import ToolTask
-from ..models.tasks import WORKER
-from ..protocol.errors import RequestTimeout
-from ..runtime import durable
-from .message import Done
+from ...limits import quotas
+from ...models import ToolTask
+from ...models.tasks import WORKER
+from ...protocol.errors import RequestTimeout
+from ...runtime import durable
+from ..message import Done
 from .relay import Relay
 
 DEADLINE_MESSAGE = "The call did not finish before its deadline"

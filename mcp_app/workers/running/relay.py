@@ -19,12 +19,12 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
-from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
-from ..protocol.errors import InternalError
-from ..protocol.reporters import discard
-from ..runtime.progress import RecordedProgress
-from .message import Ask, Notify, Progress, WorkerEvent, event_to_wire
+from ...channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
+from ...events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
+from ...protocol.errors import InternalError
+from ...protocol.reporters import discard
+from ...runtime.progress import RecordedProgress
+from ..message import Ask, Notify, Progress, WorkerEvent, event_to_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
