@@ -21,6 +21,7 @@ import orjson
 from channels.db import database_sync_to_async
 
 from ...caching.identity import ServerEntry
+from ...channel_layer import Messaging
 from ...heartbeat import owner as owner_id
 from ...limits import quotas
 from ...models import ToolTask
@@ -113,11 +114,11 @@ def _loaded_spec(record: ToolTask) -> dict[str, Any]:
 class WorkerCall:
     """One run of a worker call: what ``execute._steps`` drives (see the module docstring)."""
 
-    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, layer: Any) -> None:
+    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, bus: Messaging) -> None:
         self.record_pk = record_pk
         self.celery_id = celery_id
         self.info = info
-        self.layer = layer
+        self.bus = bus
         self.spec: dict[str, Any] | None = info.call
         self.task_id: str | None = info.task_id
         self.record: ToolTask | None = None
@@ -139,7 +140,7 @@ class WorkerCall:
         call's task group: nothing to wait for; else once this worker has joined the group)."""
         if self.task_id is None:
             return
-        self.listener = CancelListener(self.task_id, self.cancel, self.layer, channel=self.info.cancel_channel)
+        self.listener = CancelListener(self.task_id, self.cancel, self.bus, channel=self.info.cancel_channel)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
 
@@ -169,7 +170,7 @@ class WorkerCall:
         """Not run: whoever awaits it re-reads the record."""
         await self.close()
         if self.task_id is not None:
-            await Relay(self.task_id, self.layer).publish(Done())
+            await Relay(self.task_id, self.bus).publish(Done())
 
     async def run(self) -> Any:
         """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
@@ -186,7 +187,7 @@ class WorkerCall:
             current = await database_sync_to_async(ToolTask.objects.load)(self.record_pk)
             if current is not None and current.status == ToolTask.Status.CANCELLED:
                 self.flag.set()
-        self.relay = relay = Relay(task_id, self.layer)
+        self.relay = relay = Relay(task_id, self.bus)
 
         async def emit(message: dict[str, Any]) -> None:
             await relay.notify(message)

@@ -29,9 +29,9 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
+from ...channel_layer import Messaging
 from ..message import WorkerMessage
 from .call import WorkerCall, outcome_is_final
 
@@ -109,12 +109,12 @@ class _Stepper:
             self.step, self.state = None, str(end.value)
 
 
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, layer: Any = ...) -> str:
+async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, bus: Messaging) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
-    loop (no broker: the serving process); returns what happened: "stored", "cancelled", or why it did not run.
-    ``layer``: the channel layer to use (default: the process's)."""
+    loop (no broker: the serving process), its messages on ``bus``; returns what happened: "stored",
+    "cancelled", or why it did not run."""
     message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, get_channel_layer() if layer is ... else layer))
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, bus))
     while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Sync):
@@ -134,14 +134,14 @@ def execute_in_thread(
     celery_id: str,
     info: dict[str, Any] | WorkerMessage,
     *,
-    layer: Any,
+    bus: Messaging,
 ) -> str:
     """``execute`` in a Celery worker thread, between turns of the thread's own event ``loop`` (which runs the
     other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
     one connection per process either way); a thread of a thread pool hands them to the process's one database
     thread instead, so that 50 threads do not hold 50 connections."""
     message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, layer))
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, bus))
     here = threading.current_thread() is threading.main_thread()
     while (step := stepper.step) is not None:
         try:

@@ -26,6 +26,7 @@ from celery import Task, shared_task
 from celery.signals import task_failure, worker_process_init, worker_ready, worker_shutdown
 
 from ... import heartbeat
+from ...channel_layer import Messaging
 from ...conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.workers")
@@ -49,30 +50,31 @@ class ToolCallTask(Task):
 _local = threading.local()
 
 
-def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
-    """This worker thread's event loop and channel layer, made once and kept: each call of the thread runs in
-    them (no loop or Redis connections to set up per call). A thread pool has one pair per thread. The loop runs
+def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Messaging]:
+    """This worker thread's event loop and channel layer (as its ``Messaging``), made once and kept: each call of
+    the thread runs in them (no loop or Redis connections to set up per call). A thread pool has one pair per thread. The loop runs
     in a daemon thread of its own, between calls too: what a call leaves waiting there goes on (an upstream call
     waiting for a stateless client's retry, its inbox on the layer, its expiry; ``federation.calls``)."""
-    from ...channel_layer import use_layer_in_loop
+    from ...channel_layer import messaging, use_layer_in_loop
     from .relay import own_layer
 
     loop = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
-        _local.layer = own_layer()
-        use_layer_in_loop(loop, _local.layer)
+        layer = own_layer()
+        use_layer_in_loop(loop, layer)
+        _local.bus = messaging(layer)
         threading.Thread(target=loop.run_forever, name="mcp-worker-loop", daemon=True).start()
         _local.loop = loop
-    return loop, _local.layer
+    return loop, _local.bus
 
 
 @shared_task(bind=True, base=ToolCallTask, name=RUN_TASK)
 def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
     from .execute import execute_in_thread
 
-    loop, layer = _thread_loop()
-    return execute_in_thread(loop, record_pk, str(self.request.id), info, layer=layer)
+    loop, bus = _thread_loop()
+    return execute_in_thread(loop, record_pk, str(self.request.id), info, bus=bus)
 
 
 @task_failure.connect

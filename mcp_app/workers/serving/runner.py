@@ -39,7 +39,8 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ...events import WORKER_EVENT, worker_group
+from ...channel_layer import local_bus, messaging
+from ...events import worker_group
 from ...limits import quotas
 from ...models import ToolTask
 from ...protocol import versions
@@ -51,7 +52,7 @@ from ...runtime import durable
 from ...runtime.execution import InlineRunner, validate_arguments
 from ...runtime.mrtr import PARK
 from .. import records
-from ..message import Ask, Done, Notify, Progress, event_from_wire
+from ..message import Ask, Done, Notify, Progress, WorkerEvent
 from ..running.execute import execute
 from . import inbox, liveness
 from .admission import listen_and_admit, release, undispatched
@@ -85,7 +86,7 @@ def idempotency_key(call: CallContext) -> str:
 class _Started:
     record: ToolTask
     created: bool
-    queue: asyncio.Queue[dict[str, Any]]
+    queue: asyncio.Queue[WorkerEvent]
     leave: Any  # coroutine function: stop listening
     # Whether a closed stream may leave the call running (a 2026 call with an idempotency key); False once the
     # call is a task the client knows: then only explicit cancellation (tasks/cancel) ends the wait.
@@ -142,13 +143,15 @@ class RoutingRunner:
         info = request_info(call)
         served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
+        # The call's messages travel on the channel layer, or the in-process bus when it runs in this process.
+        bus = messaging() if celery else local_bus
         # A resumed task runs again under its id (it takes a slot again), a new call under a new one. Admission
         # comes before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs. The slot is
         # given back when the call settles: by ``wait`` here, or by whoever settles the record when nobody waits
         # here any more (the worker, the reaper); a dead holder's lease expires. The call's event group is joined
         # meanwhile (both are a round trip to Redis).
         task_id = call.task_id or records.new_task_id()
-        queue, leave, lease = await listen_and_admit(task_id, ctx.principal, local=not celery)
+        queue, leave, lease = await listen_and_admit(task_id, ctx.principal, bus)
         try:
             if call.task_id:
                 record = await database_sync_to_async(requeue_and_dispatch)(task_id, timeout, info, served, celery)
@@ -169,21 +172,20 @@ class RoutingRunner:
                     task_id, fields, info, served, celery
                 )
         except BaseException as error:
-            await undispatched(task_id, lease, leave, celery, error)
+            await undispatched(task_id, lease, leave, bus, error)
             raise
         if record is None:
-            await undispatched(task_id, lease, leave, celery)
+            await undispatched(task_id, lease, leave, bus)
             raise InvalidParams("The task is no longer running")
         if not created:
             # Attach to the existing call (same idempotency key), which holds its own slot.
-            await undispatched(task_id, lease, leave, celery)
+            await undispatched(task_id, lease, leave, bus)
             lease = None
-            queue, leave = await listen(worker_group(record.task_id), local=not celery)
+            queue, leave = await listen(worker_group(record.task_id), bus)
             record = await database_sync_to_async(ToolTask.objects.load)(record.pk) or record
         if created and not celery:
-            # In this process: its events and cancellation travel on the process-local bus.
             work = durable.keep(
-                asyncio.ensure_future(execute(record.pk, record.celery_id, _message(record, info, served), layer=None))
+                asyncio.ensure_future(execute(record.pk, record.celery_id, _message(record, info, served), bus=bus))
             )
             work.add_done_callback(_local_done)
         redispatch = functools.partial(_send, info=info, served=served) if celery else None
@@ -248,9 +250,9 @@ class RoutingRunner:
         return result
 
 
-async def _relay(call: CallContext, pk: int, event: dict[str, Any]) -> ToolTask | bool:
+async def _relay(call: CallContext, pk: int, event: WorkerEvent) -> ToolTask | bool:
     """Pass a worker event on as the call's era prescribes; ``Done`` gives the settled record (carried or read)."""
-    match event_from_wire(event) if event.get("type") == WORKER_EVENT else None:
+    match event:
         case Notify(message=message):
             await inbox.pass_on(message, call)
         case Progress() as report:
