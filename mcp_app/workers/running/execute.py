@@ -1,18 +1,10 @@
 """Running one worker call where it runs: a Celery worker, or the serving process when no broker is configured.
 
-The life of a call is written once (``_steps``, a generator of steps on a ``call.WorkerCall``): listen for its
-cancellation (``relay.CancelListener``), take the record (``ToolTask.objects.take``: one conditional UPDATE; when
-it does not move, ``ToolTask.objects.begin`` says why: terminal, superseded, a lost worker's redelivery), run the
-tool with the ``InlineRunner`` in a context built from the message alone, store the outcome, announce ``done``
-(``relay.Relay``), give the quota slot back. Listening before taking means a cancellation recorded earlier keeps
-the record from being taken and one sent later is heard. A message without the call (queued by an older
-version) still runs: the record is loaded with its relations instead.
-
-Two drivers run the steps: ``execute()`` in an event loop (the serving process, no broker: the database steps
-through ``database_sync_to_async``) and ``execute_in_thread()`` in a Celery worker thread (the database steps in
-the process's main thread, or its one database thread for a thread pool; the others in the thread's own loop,
-which runs in a thread of its own between calls too). Both return only after the outcome is stored; the Celery
-task acknowledges its message after that. Past its deadline a call is cancelled and failed (-32001).
+The life of a call is written once (``_steps`` of a ``call.WorkerCall``: listen for its cancellation, take the
+record, run the tool, store the outcome, announce ``done``, give the quota slot back) and driven by ``execute()``
+in an event loop (the serving process, no broker) or ``execute_in_thread()`` in a Celery worker thread (database
+steps in the process's main thread or its one database thread, the others in the thread's kept loop). Both
+return only after the outcome is stored. Design: docs/workers.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
+"""The Celery tasks of worker calls (``run_tool_call``, the reaper ``reap_worker_calls``) and the worker's signals
+(heartbeats; the call of a lost pool process failed).
 
-``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's own event loop
-and channel layer, ``_thread_loop``) and returns once its outcome is stored (any pool works: prefork, or ``--pool
-threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after
-that. A worker that dies mid-call (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS =
-"requeue"`` it is rejected back to the queue (``reject_on_worker_lost``) and runs again, at most
-``WORKER_CALL_MAX_ATTEMPTS`` times in all (the record's ``attempts``), after which it is failed; with ``"fail"``
-the record is failed at once (the ``task_failure`` signal in the worker's main process, or
-``ToolTask.objects.begin`` when a whole worker died and the broker redelivers). Either way the record never stays
-``working``; the reaper fails what is past its deadline.
-
-The reusable app does not know the project's Celery app: these are ``shared_task``s, registered with whichever
-app the project runs (``mcp_app.tasks`` imports this module; the project's ``autodiscover_tasks`` finds it).
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's kept event loop
+and channel layer) and returns once its outcome is stored: its message is acknowledged after that; on worker loss
+it is rejected back to the queue (``WORKER_LOST_CALLS = "requeue"``) or its record failed (docs/workers.md,
+"liveness"). They are ``shared_task``s of whichever Celery app the project runs (``mcp_app.tasks`` imports them).
 """
 
 from __future__ import annotations
@@ -82,19 +75,14 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
     """The pool process running a call died and the message was not requeued: fail its record now."""
     if getattr(sender, "name", None) != RUN_TASK or not args:
         return
-    from asgiref.sync import async_to_sync
-
     from ...models import ToolTask
     from .. import records
-    from ..message import Done
-    from .relay import Relay
+    from .reaper import fail
 
     try:
-        record_pk = int(args[0])
-        if ToolTask.objects.store(record_pk, records.lost()):
-            record = ToolTask.objects.load(record_pk)
-            if record is not None:
-                async_to_sync(Relay(record.task_id).publish)(Done())
+        record = ToolTask.objects.load(int(args[0]))
+        if record is not None:
+            fail(record, records.lost(), "failed: its pool process died")
     except Exception:
         logger.exception("could not fail the record of a lost worker call")
 

@@ -1,16 +1,10 @@
 """Admission of worker calls: a slot of the caller's tenant and of its agent before a call is recorded.
 
-``admit(principal, call_id)`` takes the slot (``mcp_app.limits.quotas.acquire``, with the limits carried by
-the request's ``Principal``: no query) or raises ``QuotaExceeded`` (-32010), so a refused call never runs. The
-routing runner (``workers.runner.RoutingRunner.start``) is the single caller: it admits before the durable record
-exists and gives the slot back when the call settles; the worker and the reaper give it back too when the
-serving process no longer waits (``quotas.release_call``). Inline tools are never counted.
-
-``listen_and_admit(task_id, principal, bus)`` does it while the call's event group is joined on ``bus`` (the
-call's ``Messaging``) and (on a worker) its cancellation channel enrolled in its task group (``enrol``), all at
-once; ``undispatched`` gives back what it took for a call that was not dispatched after all.
-
-Not owned here: how calls run (``workers.runner``, ``workers.execute``), the lease semantics (``quotas``).
+``admit(principal, call_id)`` takes the slot (``limits.quotas.acquire`` with the limits the request's
+``Principal`` carries: no query) or raises ``QuotaExceeded`` (-32010); ``listen_and_admit(task_id, principal,
+bus)`` does it while the call's event group is joined on ``bus`` and (on a worker) its cancellation channel is
+enrolled in its task group (``enrol``); ``undispatched`` gives back what it took for a call that was not
+dispatched after all. Who gives the slot back, and when: docs/quotas.md. Not owned here: the leases (``quotas``).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Sending a worker call to the workers: whether a broker is used, and the Celery message of a record.
-
-- ``broker_configured()``: whether worker calls go to Celery (``WORKER_DISPATCH``);
-- ``message(record, info, served)``: what the worker is handed with the record's pk;
-- ``send(record, info, served)``: publish it (the record is failed when the broker is unreachable).
-
-Used by the routing runner (``runner``: a new call, a resumed task) and by ``liveness`` (a call re-queued after
-its worker died). Sync functions.
-
-- ``request_info(call)``: what the worker needs of the request besides the record;
-- ``create_and_dispatch``/``requeue_and_dispatch``: record (or re-queue) a call and send it;
-- ``revoke_celery_task(celery_id)``: keep a dispatched message from running.
+"""Sending a worker call to the workers (the routing runner; ``liveness`` for a re-queued call; sync functions):
+``broker_configured()``, the Celery ``message`` of a record, ``send`` it (the record failed when the broker is
+unreachable), ``request_info``, ``create_and_dispatch``/``requeue_and_dispatch`` and ``revoke_celery_task``.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
-"""The routing runner (seams §1): worker tools run on a Celery worker, everything else inline.
+"""The routing runner (seams §1): worker tools run on a worker (a Celery worker, or this process without a
+broker), everything else inline.
 
-``RoutingRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
+``RoutingRunner.call_tool`` for a tool with ``execution == "worker"``: ``start`` validates the arguments, admits
+the call and joins its event group (``admission``), creates its durable record (or attaches to the call of the
+same idempotency key, ``IDEMPOTENCY_META``, or re-queues a resumed task) and dispatches it; ``wait`` relays its
+events to the client until the record settles (``durable.until_settled``, ``liveness.check`` on each re-read)
+and returns or raises its outcome. A cancelled wait cancels the call (``durable.cancel``), except a 2026 call
+with an idempotency key whose stream closed (its client will re-issue it). A task-capable tool of a 2026 client
+follows ``runtime.tasks.answer_or_task``: the worker call's record becomes the task (one row).
 
-1. the arguments are validated here (a bad call is refused before anything is recorded or queued);
-2. the durable record (``ToolTask``, ``execution="worker"``, ``queued``) is created before dispatch, with its
-   Celery id and deadline; with an idempotency key in ``_meta`` (``IDEMPOTENCY_META``) from the same agent on the
-   same server within ``IDEMPOTENCY_TTL_SECONDS``, the existing record is found instead and this request
-   attaches to it (awaits its outcome; the tool is not run again);
-3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
-   code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
-4. its events are awaited on ``events.worker_group(task_id)`` (joined with the one channel of this event loop's
-   ``Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
-   progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
-   real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
-   when the outcome is stored; the record is also re-read on a bounded back-off, with ``liveness.check`` on
-   each re-read, so a lost event never hangs (the wait is ``durable.until_settled``);
-5. the outcome is read from the record: a result is returned, an error raised as the ``ProtocolError`` it was.
-
-If the awaiting coroutine is cancelled (``notifications/cancelled``, a closed stream, ``tasks/cancel`` of a
-task this process follows), the record is marked ``cancelled``, the Celery task revoked and the worker told
-(``ctx.cancelled`` turns true, the tool's coroutine is cancelled). One exception: a stateless-era (2026) call
-with an idempotency key whose client closes its stream is *not* cancelled, since the key announces that the
-client will re-issue it; it goes on and the re-issued request attaches to it.
-
-For a 2026 client that declared the tasks extension, a task-capable worker tool follows the rules of
-``runtime.tasks.answer_or_task`` (which alone decides whether it answers at once or becomes a task) with one row: the worker call's record becomes the client's task
-(``client_task``), never a second row.
+Design: docs/workers.md.
 """
 
 from __future__ import annotations
