@@ -2,9 +2,9 @@
 
 - ``WorkerMessage``: what the serving process knows of the request (era, log level, whether progress was asked
   for, whether server-to-client requests can be carried, whether the call is a task, the answers to its input
-  requests so far), the call's task id and cancellation channel, and the call itself (``call``: what
-  ``records.call_spec`` makes of the record, so that the worker reads nothing back); ``to_wire`` is the JSON of
-  the Celery message, ``from_wire`` reads it back;
+  requests so far), the call's task id and cancellation channel, and the call itself (``CallSpec``, with the
+  server as it was ``Served``: what ``records.call_spec`` makes of the record, so that the worker reads nothing
+  back); ``to_wire`` is the JSON of the Celery message, ``from_wire`` reads it back;
 - ``WorkerEvent`` (``Notify``, ``Progress``, ``Ask``, ``Done``): what the running call tells the processes awaiting
   it on its event group (``event_to_wire``, ``event_from_wire``); ``Answer``: the client's answer to an ``Ask``.
 
@@ -26,6 +26,45 @@ VERSION = 2
 
 
 @dataclass(frozen=True)
+class Served:
+    """The server as a request was served it (``created_at``: its catalog revision's, in ISO form)."""
+
+    pk: int
+    server_id: str
+    name: str
+    title: str
+    version: str
+    instructions: str
+    tenant_pk: int
+    tenant_slug: str
+    catalog_version: int
+    created_at: str
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """What a worker needs to run a call besides its record's state; none of it changes after dispatch."""
+
+    task_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    deadline: float
+    agent_pk: int
+    agent_id: str
+    server: Served
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> CallSpec:
+        fields: dict[str, Any] = {key: body.get(key) for key in cls.__dataclass_fields__}
+        fields["server"] = Served(**{key: body["server"][key] for key in Served.__dataclass_fields__})
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
 class WorkerMessage:
     """One worker call as it crosses processes (see the module docstring)."""
 
@@ -38,14 +77,14 @@ class WorkerMessage:
     request_state: str | None = None
     task_id: str | None = None
     cancel_channel: str | None = None
-    call: dict[str, Any] | None = None
+    call: CallSpec | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {"version": VERSION, **dataclasses.asdict(self)}
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> WorkerMessage:
-        call = body.get("call") if isinstance(body.get("call"), dict) else None
+        call = CallSpec.from_wire(body["call"]) if isinstance(body.get("call"), dict) else None
         return cls(
             era=str(body.get("era") or "legacy"),
             log_level=body.get("log_level"),
@@ -58,7 +97,7 @@ class WorkerMessage:
             request_state=body.get("request_state") or None,
         ).with_call(call)
 
-    def with_call(self, call: dict[str, Any] | None) -> WorkerMessage:
+    def with_call(self, call: CallSpec | None) -> WorkerMessage:
         """This message with ``call`` (from the message, or loaded from the record): its answers and request
         state, where it has them, win over the request's."""
         if call is None:
@@ -66,9 +105,9 @@ class WorkerMessage:
         return dataclasses.replace(
             self,
             call=call,
-            task_id=str(call["task_id"]) if call.get("task_id") else self.task_id,
-            input_responses=call.get("input_responses") or self.input_responses,
-            request_state=call.get("request_state") or self.request_state,
+            task_id=call.task_id or self.task_id,
+            input_responses=call.input_responses or self.input_responses,
+            request_state=call.request_state or self.request_state,
         )
 
 

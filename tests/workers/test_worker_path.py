@@ -5,6 +5,7 @@ outcome are its only queries, run in the worker thread itself (no hop to another
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -19,7 +20,16 @@ from mcp_app.channel_layer import LayerMessaging, local_bus, messaging
 from mcp_app.models import ToolTask
 from mcp_app.protocol.reporters import ProgressReporter
 from mcp_app.workers import records
-from mcp_app.workers.message import VERSION, Notify, Progress, WorkerMessage, event_from_wire, event_to_wire
+from mcp_app.workers.message import (
+    VERSION,
+    CallSpec,
+    Notify,
+    Progress,
+    Served,
+    WorkerMessage,
+    event_from_wire,
+    event_to_wire,
+)
 from mcp_app.workers.running import call as worker_call
 from mcp_app.workers.running import execute, relay
 from mcp_app.workers.serving import admission, dispatch
@@ -57,7 +67,7 @@ def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[st
     message = {**info, "task_id": record.task_id}
     if with_call:  # what the serving process knows of the call, here read from the record's own relations
         loaded = ToolTask.objects.select_related("agent", "server", "server__tenant").get(pk=record.pk)
-        message["call"] = worker_call._loaded_spec(loaded)
+        message["call"] = dataclasses.asdict(worker_call._loaded_spec(loaded))
     return record, message
 
 
@@ -153,7 +163,8 @@ def test_a_message_of_the_older_shape_still_runs(access_factory: Any, loop: Any)
 
 
 def test_the_worker_message_is_read_back_as_written_and_in_its_older_shape() -> None:
-    spec = {"task_id": "t1", "tool_name": "echo", "input_responses": {"a": {"action": "accept"}}}
+    served = Served(1, "s", "S", "", "1", "", 2, "t", 3, "2026-12-01T00:00:00+00:00")
+    spec = CallSpec("t1", "echo", {}, "2026-07-28", {}, 1.0, 4, "a", served, {"a": {"action": "accept"}})
     current = WorkerMessage(era="modern", progress=True, can_ask=True, cancel_channel="c!1").with_call(spec)
     wire = current.to_wire()
     assert wire["version"] == VERSION
@@ -340,7 +351,7 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUEUE": queue}
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
-    served = (message["call"]["server"], message["call"]["agent_id"])
+    served = (Served(**message["call"]["server"]), message["call"]["agent_id"])
     record.arguments = {"api_key": "sk-live-do-not-show", "steps": 1}
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:

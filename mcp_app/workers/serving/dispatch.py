@@ -16,7 +16,7 @@ from ...protocol.context import CallContext
 from ...protocol.errors import InternalError
 from ...runtime import durable
 from .. import records
-from ..message import WorkerMessage
+from ..message import Served, WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -33,7 +33,7 @@ def broker_configured() -> bool:
     return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
 
 
-def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+def message(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | None) -> dict[str, Any]:
     """What the worker is handed with the record's pk (``WorkerMessage``, as JSON): ``info``, the task id, the
     cancellation channel enrolled for it (``admission.enrol``) and the call (``records.call_spec``)."""
     described = dataclasses.replace(info, task_id=record.task_id, cancel_channel=worker_cancel_channel(record.task_id))
@@ -42,7 +42,7 @@ def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any],
     return described.to_wire()
 
 
-def send(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> None:
+def send(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | None) -> None:
     from ..running.tasks import run_tool_call
 
     body = message(record, info, served)
@@ -79,7 +79,7 @@ def request_info(call: CallContext) -> WorkerMessage:
 
 
 def create_and_dispatch(
-    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
+    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[Served, str] | None, celery: bool
 ) -> tuple[ToolTask, bool]:
     record, created = ToolTask.objects.create_worker_call(task_id=task_id, **fields)
     if created and celery:
@@ -88,7 +88,7 @@ def create_and_dispatch(
 
 
 def requeue_and_dispatch(
-    task_id: str, timeout: float, info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
+    task_id: str, timeout: float, info: WorkerMessage, served: tuple[Served, str] | None, celery: bool
 ) -> ToolTask | None:
     record = ToolTask.objects.requeue(task_id, timeout=timeout)
     if record is not None and celery:
