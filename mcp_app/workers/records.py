@@ -1,10 +1,6 @@
 """What of a worker call's durable record (``ToolTask``) is the workers', not a row verb: its timeout, a new task
-id, the server as it was served, what of the record travels in the Celery message (``call_spec``) and the outcome
-of a call whose worker died (``lost``).
-
-The record's verbs (create, take, begin/untaken, requeue, store, become_task) are its manager's
-(``ToolTask.objects``, ``mcp_app.models.tasks``), which holds its life and its states; how an outcome maps to the
-columns is ``runtime.durable.columns``.
+id, the server as it was ``served``, the call the Celery message carries (``call_spec``) and the outcome of a call
+whose worker died (``lost``). The record's verbs are ``ToolTask.objects``'; its columns, ``runtime.durable.columns``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""One run of a worker call (``WorkerCall``): what the steps of ``execute`` drive, each of its synchronous methods
-a database step and each coroutine an event-loop step. Its context is built from the message alone
-(``records.call_spec``; the catalog from this process's cache at the revision the client was served), its tool
-run with the ``InlineRunner``, its outcome stored (``ToolTask.objects.store``) and announced (``done``, carrying the
-outcome when small: ``done_event``), its quota slot given back.
+"""One run of a worker call (``WorkerCall``): the steps ``execute`` drives (each synchronous method a database
+step, each coroutine an event-loop step). Its context comes from the message alone (``CallSpec``; the catalog
+from this process's cache at the revision the client was served), its tool runs with the ``InlineRunner``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The events between a worker call and the processes awaiting it, and its cancellation, on the call's
-``Messaging`` (``channel_layer``): the channel layer, or the in-process bus for a call run in the serving process.
-
-- ``Relay``: the worker side of one call's events (``message.WorkerEvent``: notify, progress, ask, done; on
-  ``events.worker_group``); a server-to-client request waits for its answer on a subscription of its own with a
-  ``Correlator`` (the same -32001 timeout answer as everywhere).
-- ``CancelListener``: hears the call's cancellation on ``events.task_group``, on the channel its dispatcher
-  enrolled (received from once the call has run ``RECEIVE_AFTER_SECONDS``) or on one it subscribes itself.
-- ``own_layer``: a channel layer of a Celery worker call's own event loop.
+``Messaging``: ``Relay`` publishes its ``WorkerEvent``s on ``events.worker_group`` (a server-to-client request's
+answer awaited with a ``Correlator``), ``CancelListener`` hears ``durable.Cancel`` on ``events.task_group`` (on
+the channel its dispatcher enrolled, or one of its own); ``own_layer`` is a Celery worker thread's channel layer.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """How an event loop of the serving process hears the events of the worker calls it awaits: one subscription
-per event loop and ``Messaging`` (``Inbox``: on the channel layer, or the in-process bus for calls run in this
-process), whose receive loop hands each typed event to the waits of the call it names. ``listen(group, bus)``
-joins a call's event group and gives the wait its queue and a ``leave``; ``close_inbox`` ends the loop's
-subscriptions. What a call's
-events carry is passed on to its client as the request's own: ``progressed`` (a typed progress report, encoded
-here with the request's progress token), ``pass_on`` (notifications, with the request's log threshold) and
-``answer`` (a server-to-client request asked, its answer sent back).
+per event loop and ``Messaging`` (``Inbox``), whose receive loop hands each typed event to the waits of the call
+it names. ``listen(group, bus)`` joins a call's event group and gives the wait its queue and a ``leave``;
+``close_inbox`` ends the loop's subscriptions. A call's events reach its client as the request's own:
+``progressed`` (encoded with the request's progress token), ``pass_on`` (notifications, with the request's log
+threshold) and ``answer`` (a server-to-client request asked, its ``Answer`` sent back).
 """
 
 from __future__ import annotations
