@@ -7,11 +7,11 @@
 - ``dead(owners)``: owners of this host whose process is gone or a zombie, and owners silent for
   ``HEARTBEAT_TIMEOUT_SECONDS`` (judged only once this process's own beats have succeeded for a whole timeout).
 - ``consumers(queue)``: how many worker processes consuming ``queue`` beat within the timeout (``None``: unknown);
-  ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.liveness``).
+  ``every(interval, job)``: a periodic job run by the same thread (the sweeps of ``workers.serving.liveness``).
 
 Backends (``HEARTBEAT`` of ``mcp_app.backends``): ``LocalHeartbeats`` (one process; pid checks on this host) and
 ``RedisHeartbeats`` (sorted sets scored by Redis's own clock). Not owned here: what is done about a dead owner
-(``runtime.durable.recover_orphaned_tasks``, ``workers.liveness``).
+(``runtime.durable.recover_orphaned_tasks``, ``workers.serving.liveness``).
 """
 
 from __future__ import annotations

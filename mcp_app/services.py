@@ -32,7 +32,7 @@ def get_runner() -> ToolRunner:
     """The process's tool runner (built on first use)."""
     global _runner
     if _runner is None:
-        from .workers.runner import RoutingRunner
+        from .workers.serving.runner import RoutingRunner
 
         _runner = RoutingRunner()
     return _runner
@@ -62,7 +62,7 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
     """Cancel a durable record (a task of either era, or a worker call) from synchronous code, wherever it runs:
     the admin's cancel action. Returns whether it moved (a terminal record stays as it is)."""
     from .runtime import durable
-    from .workers import runner  # noqa: F401  (registers how a worker call is stopped: its Celery message revoked)
+    from .workers.serving import runner  # noqa: F401  (registers how a worker call is stopped: its Celery message revoked)
 
     return durable.cancel_now(task, message)
 

@@ -11,7 +11,7 @@ from celery import shared_task
 from django.core.management import call_command
 
 # Registers the worker-call tasks (run_tool_call, reap_worker_calls) with whichever app autodiscovers this module.
-from .workers.tasks import REAP_INTERVAL_SECONDS, REAP_TASK, reap_worker_calls, run_tool_call  # noqa: F401
+from .workers.running.tasks import REAP_INTERVAL_SECONDS, REAP_TASK, reap_worker_calls, run_tool_call  # noqa: F401
 
 PURGE_TASK = "mcp_app.purge_expired"
 PURGE_INTERVAL_SECONDS = 3600.0

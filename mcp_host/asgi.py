@@ -24,7 +24,7 @@ from mcp_app.conf import mcp_settings  # noqa: E402
 from mcp_app.runtime.durable import recover_orphaned_tasks  # noqa: E402
 from mcp_app.transport import twisted_compat  # noqa: E402
 from mcp_app.transport.routing import http_urlpatterns  # noqa: E402
-from mcp_app.workers.liveness import start_sweeping  # noqa: E402
+from mcp_app.workers.serving.liveness import start_sweeping  # noqa: E402
 
 # Tasks whose process died (kill -9, a crash) are failed now rather than left "working" until their TTL, and
 # again every few seconds, with worker calls no worker took or whose worker died (see docs/workers.md).

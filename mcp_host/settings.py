@@ -207,7 +207,7 @@ CELERY_TASK_ALWAYS_EAGER = REDIS_URL is None
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes the worker's database connections around every task unless this is set; a worker
 # call would then open a PostgreSQL connection each time (~4 ms measured, bench/workers.py). Django's CONN_MAX_AGE
-# and health checks still retire old or broken connections (mcp_app.workers.execute calls close_old_connections
+# and health checks still retire old or broken connections (mcp_app.workers.running.execute calls close_old_connections
 # before each call's first query).
 CELERY_DB_REUSE_MAX = 1000
 if REDIS_URL:

@@ -14,7 +14,7 @@ def test_beat_schedules_the_registered_purge_task() -> None:
 
 
 def test_beat_schedules_the_reaper_of_worker_calls_and_the_worker_task_is_registered() -> None:
-    from mcp_app.workers import tasks
+    from mcp_app.workers.running import tasks
     from mcp_host.celery import app
 
     entry = app.conf.beat_schedule["mcp-reap-worker-calls"]
@@ -25,7 +25,7 @@ def test_beat_schedules_the_reaper_of_worker_calls_and_the_worker_task_is_regist
 
 
 def test_worker_loss_is_rejected_back_to_the_queue_only_with_the_requeue_policy(settings) -> None:
-    from mcp_app.workers import tasks
+    from mcp_app.workers.running import tasks
 
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_LOST_CALLS": "requeue"}
     assert tasks.run_tool_call.reject_on_worker_lost is True

@@ -88,6 +88,7 @@ AGAINST_THE_CONTRACTS = [
     ("layers", "mcp_app.definitions.registry", "mcp_app.models.catalog"),
     ("layers", "mcp_app.caching.identity", "mcp_app.runtime.audit"),
     ("layers", "mcp_app.api.views", "mcp_app.admin.base"),
+    ("workers: the running side", "mcp_app.workers.running.call", "mcp_app.workers.serving.inbox"),
     ("models hold state", "mcp_app.models.servers", "mcp_app.api.serializers"),
     ("models hold state", "mcp_app.models.servers", "mcp_app.events"),
     ("admin and API", "mcp_app.api.views", "mcp_app.transport.auth"),

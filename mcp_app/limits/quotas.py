@@ -11,7 +11,7 @@ The API (the seam between the transport, the worker runner and the reaper; desig
 
 Backends (``WORKER_QUOTAS``, ``STREAM_CAPS``): ``LocalQuotas`` (this process's memory, the embedded default) and
 ``RedisQuotas`` (``limits.redis_quotas``); an unreachable backend refuses admission. Not owned here: where calls
-are admitted (``workers.admission``), the limits' storage (``Tenant``/``Agent.max_worker_calls``) and their admin.
+are admitted (``workers.serving.admission``), the limits' storage (``Tenant``/``Agent.max_worker_calls``) and their admin.
 """
 
 from __future__ import annotations

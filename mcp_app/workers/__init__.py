@@ -1,10 +1,9 @@
 """Worker calls: tool calls that run on Celery workers (``execution="worker"``), with the same context as inline.
 
-- ``runner.RoutingRunner``: the ``ToolRunner`` the serving process uses (worker tools dispatched, others inline);
-- ``execute``: running one call where it runs (a worker, or the serving process without a broker);
-- ``records``: what of the durable record is the workers' (``call_spec``; its state changes are ``ToolTask.objects``');
-- ``tasks``: the Celery tasks (``run_tool_call``, the reaper ``reap_worker_calls``);
-- ``quotas`` / ``admission``: per-tenant and per-agent concurrency limits (leases in Redis or in memory).
+- ``serving``: what a serving (daphne) process runs: the routing runner, admission, dispatch, the inbox, liveness;
+- ``running``: what runs a call (a Celery worker, or the serving process without a broker): the call, its
+  drivers, the relay of its events, the Celery tasks, the reaper. It never imports ``serving`` (a contract);
+- here, what both share: the typed messages (``message``) and what of the record is the workers' (``records``).
 
-See docs/workers.md for the design and the settings.
+Design and settings: docs/workers.md.
 """

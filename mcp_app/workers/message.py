@@ -1,21 +1,16 @@
-"""The message a worker call crosses processes with: one typed, versioned dataclass, serialised once.
+"""The messages a worker call crosses processes with: typed, versioned dataclasses, each serialised in one place.
 
-``WorkerMessage`` is what the serving process knows of the request (era, log level, whether progress was asked
-for, whether server-to-client requests can be carried, whether the call is a task, the answers to its input
-requests so far), the call's task id and cancellation channel, and the call itself (``call``: what
-``records.call_spec`` makes of the record, so that the worker reads nothing back). ``to_wire`` is the JSON the
-Celery message carries; ``from_wire`` reads it back, and reads the older shapes too:
+- ``WorkerMessage``: what the serving process knows of the request (era, log level, whether progress was asked
+  for, whether server-to-client requests can be carried, whether the call is a task, the answers to its input
+  requests so far), the call's task id and cancellation channel, and the call itself (``CallSpec``, with the
+  server as it was ``Served``: what ``records.call_spec`` makes of the record, so that the worker reads nothing
+  back); ``to_wire`` is the JSON of the Celery message, ``from_wire`` reads it back;
+- ``WorkerEvent`` (``Notify``, ``Progress``, ``Ask``, ``Done``): what the running call tells the processes awaiting
+  it on its event group (``event_to_wire``, ``event_from_wire``); ``Answer``: the client's answer to an ``Ask``.
 
-- version 1 (no ``version`` key): the same keys, written by a version before this module; the answers to input
-  requests and the request state were in ``call`` or at the top level;
-- older still: no ``call`` (the worker loads the record with its relations), no ``task_id``, no
-  ``cancel_channel``.
-
-Unknown keys are ignored, so a message of a newer version still runs on an older worker as far as it can.
-
-What crosses back is a ``WorkerEvent``, one typed family: ``Notify``, ``Progress``, ``Ask`` and ``Done``, written
-by ``event_to_wire`` and read by ``event_from_wire`` (the keys of the events of earlier versions, so an event of an
-older worker is still understood).
+Every reader takes the older shapes too (no ``version`` key: version 1; older still, no ``call``, ``task_id`` or
+``cancel_channel``: the worker loads the record) and ignores unknown keys, so that a message of another version
+still runs as far as it can.
 """
 
 from __future__ import annotations
@@ -24,7 +19,49 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..events import WORKER_ANSWER, WORKER_EVENT
+from ..protocol.errors import InternalError
+
 VERSION = 2
+
+
+@dataclass(frozen=True)
+class Served:
+    """The server as a request was served it (``created_at``: its catalog revision's, in ISO form)."""
+
+    pk: int
+    server_id: str
+    name: str
+    title: str
+    version: str
+    instructions: str
+    tenant_pk: int
+    tenant_slug: str
+    catalog_version: int
+    created_at: str
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """What a worker needs to run a call besides its record's state; none of it changes after dispatch."""
+
+    task_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    deadline: float
+    agent_pk: int
+    agent_id: str
+    server: Served
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> CallSpec:
+        fields: dict[str, Any] = {key: body.get(key) for key in cls.__dataclass_fields__}
+        fields["server"] = Served(**{key: body["server"][key] for key in Served.__dataclass_fields__})
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -40,14 +77,14 @@ class WorkerMessage:
     request_state: str | None = None
     task_id: str | None = None
     cancel_channel: str | None = None
-    call: dict[str, Any] | None = None
+    call: CallSpec | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {"version": VERSION, **dataclasses.asdict(self)}
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> WorkerMessage:
-        call = body.get("call") if isinstance(body.get("call"), dict) else None
+        call = CallSpec.from_wire(body["call"]) if isinstance(body.get("call"), dict) else None
         return cls(
             era=str(body.get("era") or "legacy"),
             log_level=body.get("log_level"),
@@ -60,7 +97,7 @@ class WorkerMessage:
             request_state=body.get("request_state") or None,
         ).with_call(call)
 
-    def with_call(self, call: dict[str, Any] | None) -> WorkerMessage:
+    def with_call(self, call: CallSpec | None) -> WorkerMessage:
         """This message with ``call`` (from the message, or loaded from the record): its answers and request
         state, where it has them, win over the request's."""
         if call is None:
@@ -68,9 +105,9 @@ class WorkerMessage:
         return dataclasses.replace(
             self,
             call=call,
-            task_id=str(call["task_id"]) if call.get("task_id") else self.task_id,
-            input_responses=call.get("input_responses") or self.input_responses,
-            request_state=call.get("request_state") or self.request_state,
+            task_id=call.task_id or self.task_id,
+            input_responses=call.input_responses or self.input_responses,
+            request_state=call.request_state or self.request_state,
         )
 
 
@@ -117,31 +154,49 @@ class Done:
 WorkerEvent = Notify | Progress | Ask | Done
 
 
-def event_to_wire(event: WorkerEvent) -> dict[str, Any]:
-    """The body of ``event`` on the channel layer (its ``kind`` and fields; the relay adds type and group)."""
-    return {"kind": event.KIND, **{key: value for key, value in dataclasses.asdict(event).items() if value is not None}}
+def event_to_wire(event: WorkerEvent, group: str) -> dict[str, Any]:
+    """The channel-layer message of ``event`` of the call whose event group is ``group``."""
+    fields = {key: value for key, value in dataclasses.asdict(event).items() if value is not None}
+    return {"type": WORKER_EVENT, "version": VERSION, "group": group, "kind": event.KIND, **fields}
 
 
-def event_from_wire(body: dict[str, Any]) -> WorkerEvent | None:
-    """The typed event of ``body``, or ``None`` for an unknown kind or one without its required fields (a
-    progress report without a number); fields of the wrong type are dropped, unknown keys ignored."""
-    kind = body.get("kind")
+def event_from_wire(body: dict[str, Any]) -> tuple[str, WorkerEvent] | None:
+    """The event group and typed event of ``body``; ``None`` for another message, an unknown kind or one without
+    its required fields (a progress report without a number). Fields of the wrong type are dropped; an event of
+    an older worker names no group (``""``)."""
+    kind = body.get("kind") if body.get("type") == WORKER_EVENT else None
+    event: WorkerEvent | None = None
     if kind == Notify.KIND:
-        return Notify(_dict(body.get("message")) or {})
-    if kind == Progress.KIND:
+        event = Notify(_dict(body.get("message")) or {})
+    elif kind == Progress.KIND:
         progress, total, message = body.get("progress"), body.get("total"), body.get("message")
-        if not isinstance(progress, int | float):
+        if isinstance(progress, int | float):
+            total = total if isinstance(total, int | float) else None
+            event = Progress(progress, total, message if isinstance(message, str) else None)
+    elif kind == Ask.KIND:
+        reply = str(body.get("reply") or "")
+        event = Ask(body.get("id", 0), str(body.get("method")), _dict(body.get("params")) or {}, reply)
+    elif kind == Done.KIND:
+        event = Done(_dict(body.get("result")), _dict(body.get("error")))
+    return None if event is None else (str(body.get("group") or ""), event)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The client's answer to an ``Ask``, sent to the asking call's ``reply`` address under the ask's ``id``."""
+
+    id: int
+    answer: dict[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": WORKER_ANSWER, "version": VERSION, "id": self.id, "answer": self.answer}
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Answer | None:
+        """``None`` for another message; an answer that is no object stands for an internal error."""
+        if body.get("type") != WORKER_ANSWER:
             return None
-        return Progress(
-            progress, total if isinstance(total, int | float) else None, message if isinstance(message, str) else None
-        )
-    if kind == Ask.KIND:
-        return Ask(
-            body.get("id", 0), str(body.get("method")), _dict(body.get("params")) or {}, str(body.get("reply") or "")
-        )
-    if kind == Done.KIND:
-        return Done(_dict(body.get("result")), _dict(body.get("error")))
-    return None
+        return cls(int(body.get("id", 0)), _dict(body.get("answer")) or {"error": InternalError("?").to_wire()})
 
 
 def _dict(value: Any) -> dict[str, Any] | None:

@@ -1,10 +1,6 @@
 """What of a worker call's durable record (``ToolTask``) is the workers', not a row verb: its timeout, a new task
-id, the server as it was served, what of the record travels in the Celery message (``call_spec``) and the outcome
-of a call whose worker died (``lost``).
-
-The record's verbs (create, take, begin/untaken, requeue, store, become_task) are its manager's
-(``ToolTask.objects``, ``mcp_app.models.tasks``), which holds its life and its states; how an outcome maps to the
-columns is ``runtime.durable.columns``.
+id, the server as it was ``served``, the call the Celery message carries (``call_spec``) and the outcome of a call
+whose worker died (``lost``). The record's verbs are ``ToolTask.objects``'; its columns, ``runtime.durable.columns``.
 """
 
 from __future__ import annotations
@@ -21,6 +17,7 @@ from ..protocol.context import Principal
 from ..protocol.descriptors import ServerDescription
 from ..protocol.errors import InternalError
 from ..runtime import durable
+from .message import CallSpec, Served
 
 __all__ = ["LOST_MESSAGE", "WORKER", "call_spec", "lost", "new_task_id", "served", "timeout_of"]
 
@@ -41,43 +38,41 @@ def lost() -> dict[str, Any]:
     return durable.columns(InternalError(LOST_MESSAGE))
 
 
-def served(server: ServerDescription, principal: Principal | None) -> tuple[dict[str, Any], str] | None:
+def served(server: ServerDescription, principal: Principal | None) -> tuple[Served, str] | None:
     """The server as a request was served it, and the agent's id: the ``server`` and ``agent_id`` of
     ``call_spec`` (``None`` when the description lacks the rows or the catalog revision: the worker then loads
     them with the record)."""
     if server.revision is None or server.pk is None or principal is None or principal.tenant_pk is None:
         return None
     catalog_version, created_at = server.revision
-    described = {
-        "pk": server.pk,
-        "server_id": server.server_id,
-        "name": server.name,
-        "title": server.title,
-        "version": server.version,
-        "instructions": server.instructions,
-        "tenant_pk": principal.tenant_pk,
-        "tenant_slug": principal.tenant,
-        "catalog_version": catalog_version,
-        "created_at": created_at,
-    }
+    described = Served(
+        pk=server.pk,
+        server_id=server.server_id,
+        name=server.name,
+        title=server.title,
+        version=server.version,
+        instructions=server.instructions,
+        tenant_pk=principal.tenant_pk,
+        tenant_slug=principal.tenant,
+        catalog_version=catalog_version,
+        created_at=created_at,
+    )
     return described, principal.agent_id
 
 
-def call_spec(record: ToolTask, *, server: dict[str, Any], agent_id: str) -> dict[str, Any]:
-    """What a worker needs to run the call of ``record`` besides its state, as it travels in the Celery message
-    (JSON): what the record was created with, the server as the client was served it (``server``: its pk, id,
-    name, title, version, instructions, tenant pk and slug, catalog version and ``created_at`` in ISO form) and
-    the agent's id. None of it changes after dispatch, so the worker reads none of it back."""
-    return {
-        "task_id": record.task_id,
-        "tool_name": record.tool_name,
-        "arguments": record.arguments,
-        "protocol_version": record.protocol_version,
-        "client_capabilities": record.client_capabilities or {},
-        "deadline": record.deadline.timestamp() if record.deadline else timezone.now().timestamp(),
-        "input_responses": record.input_responses or None,
-        "request_state": record.request_state or None,
-        "agent_pk": record.agent_id,
-        "agent_id": agent_id,
-        "server": server,
-    }
+def call_spec(record: ToolTask, *, server: Served, agent_id: str) -> CallSpec:
+    """What a worker needs to run the call of ``record`` besides its state, as it travels in the Celery message:
+    what the record was created with, the server as the client was served it and the agent's id."""
+    return CallSpec(
+        task_id=record.task_id,
+        tool_name=record.tool_name,
+        arguments=record.arguments,
+        protocol_version=record.protocol_version,
+        client_capabilities=record.client_capabilities or {},
+        deadline=record.deadline.timestamp() if record.deadline else timezone.now().timestamp(),
+        input_responses=record.input_responses or None,
+        request_state=record.request_state or None,
+        agent_pk=record.agent_id,
+        agent_id=agent_id,
+        server=server,
+    )

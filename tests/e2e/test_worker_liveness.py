@@ -1,5 +1,5 @@
 """The worker path never waits silently, against real daphne processes, real Celery workers, Redis and the
-database (``mcp_app.heartbeat``, ``mcp_app.workers.liveness``):
+database (``mcp_app.heartbeat``, ``mcp_app.workers.serving.liveness``):
 
 - ``/readyz`` reports whether a worker consumes the queue of worker calls (their heartbeats), and when it
   stops consuming;

@@ -105,7 +105,7 @@ async def test_the_reaper_fails_a_call_no_worker_took_before_its_deadline(
 ) -> None:
     """No worker consumes this queue: the call stays queued until the beat reaper fails it at its deadline; the
     client waiting for it gets the failure."""
-    from mcp_app.workers.reaper import fail_overdue
+    from mcp_app.workers.running.reaper import fail_overdue
 
     require_broker()
     access = loss_access

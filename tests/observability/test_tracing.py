@@ -267,7 +267,7 @@ def test_mcp_app_runs_without_opentelemetry_when_tracing_is_off() -> None:
         """
         import django
         django.setup()
-        import mcp_app.transport.routing, mcp_app.runtime.execution, mcp_app.runtime.webhooks, mcp_app.workers.tasks
+        import mcp_app.transport.routing, mcp_app.runtime.execution, mcp_app.runtime.webhooks, mcp_app.workers.running.tasks
         import mcp_host.asgi
         from mcp_app.observability import tracing
         assert tracing.active() is None

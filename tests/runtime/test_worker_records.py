@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from mcp_app.models import ToolTask
 from mcp_app.runtime import durable
-from mcp_app.workers import reaper, records
+from mcp_app.workers import records
+from mcp_app.workers.running import reaper
 
 pytestmark = pytest.mark.django_db
 

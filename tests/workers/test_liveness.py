@@ -1,4 +1,4 @@
-"""``mcp_app.workers.liveness``'s verdicts on a record, with the real heartbeat backend in Redis: a call no worker
+"""``mcp_app.workers.serving.liveness``'s verdicts on a record, with the real heartbeat backend in Redis: a call no worker
 took (failed, or sent again once when workers consume its queue), a call whose worker stopped beating
 (re-queued under a new Celery id and sent again, or failed, per ``WORKER_LOST_CALLS``)."""
 
@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from mcp_app import heartbeat
 from mcp_app.models import ToolTask
-from mcp_app.workers import liveness, records
+from mcp_app.workers import records
+from mcp_app.workers.serving import liveness
 from tests.conftest import require_redis
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -5,6 +5,7 @@ outcome are its only queries, run in the worker thread itself (no hop to another
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -15,12 +16,24 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
+from mcp_app.channel_layer import LayerMessaging, local_bus, messaging
 from mcp_app.models import ToolTask
 from mcp_app.protocol.reporters import ProgressReporter
-from mcp_app.workers import admission, dispatch, execute, records, relay
-from mcp_app.workers import call as worker_call
-from mcp_app.workers import inbox as worker_inbox
-from mcp_app.workers.message import VERSION, Notify, Progress, WorkerMessage, event_from_wire, event_to_wire
+from mcp_app.workers import records
+from mcp_app.workers.message import (
+    VERSION,
+    CallSpec,
+    Notify,
+    Progress,
+    Served,
+    WorkerMessage,
+    event_from_wire,
+    event_to_wire,
+)
+from mcp_app.workers.running import call as worker_call
+from mcp_app.workers.running import execute, relay
+from mcp_app.workers.serving import admission, dispatch
+from mcp_app.workers.serving import inbox as worker_inbox
 from tests.conftest import require_redis
 from tests.helpers import (
     close_connections_of_async_threads,  # noqa: F401  (same clean-up here)
@@ -54,7 +67,7 @@ def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[st
     message = {**info, "task_id": record.task_id}
     if with_call:  # what the serving process knows of the call, here read from the record's own relations
         loaded = ToolTask.objects.select_related("agent", "server", "server__tenant").get(pk=record.pk)
-        message["call"] = worker_call._loaded_spec(loaded)
+        message["call"] = dataclasses.asdict(worker_call._loaded_spec(loaded))
     return record, message
 
 
@@ -65,10 +78,10 @@ def _statements(queries: CaptureQueriesContext) -> list[str]:
 def test_a_warm_worker_call_costs_two_updates_and_no_read(access_factory: Any, loop: Any) -> None:
     access = access_factory(tools=("worker_job",))
     first, message = _dispatch(access)
-    assert execute.execute_in_thread(loop, first.pk, first.celery_id, message, layer=None) == "stored"  # warm
+    assert execute.execute_in_thread(loop, first.pk, first.celery_id, message, bus=local_bus) == "stored"  # warm
     record, message = _dispatch(access)
     with CaptureQueriesContext(connection) as queries:
-        state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None)
+        state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=local_bus)
     assert state == "stored"
     assert _statements(queries) == ["UPDATE", "UPDATE"]  # taken (queued -> working), then the outcome
     record.refresh_from_db()
@@ -97,7 +110,7 @@ def test_a_main_thread_runs_the_database_steps_itself(access_factory: Any, loop:
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     seen = _where_steps_run(monkeypatch)
-    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=local_bus) == "stored"
     assert seen == [threading.main_thread().name] * 2  # prefork and solo workers: no hop at all
 
 
@@ -113,7 +126,7 @@ def test_threads_of_a_pool_hand_the_database_steps_to_one_database_thread(
     def pool_thread(record: ToolTask, message: dict[str, Any]) -> None:
         own = asyncio.new_event_loop()
         try:
-            states.append(execute.execute_in_thread(own, record.pk, record.celery_id, message, layer=None))
+            states.append(execute.execute_in_thread(own, record.pk, record.celery_id, message, bus=local_bus))
         finally:
             own.close()
 
@@ -133,7 +146,7 @@ def test_threads_of_a_pool_hand_the_database_steps_to_one_database_thread(
 def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any, loop: Any) -> None:
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access, with_call=False)  # e.g. queued by an older version
-    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=local_bus) == "stored"
     record.refresh_from_db()
     assert record.status == "completed" and record.result["structuredContent"]["done"] == 2
 
@@ -144,13 +157,14 @@ def test_a_message_of_the_older_shape_still_runs(access_factory: Any, loop: Any)
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     assert "version" not in message
-    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "stored"
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=local_bus) == "stored"
     record.refresh_from_db()
     assert record.status == "completed"
 
 
 def test_the_worker_message_is_read_back_as_written_and_in_its_older_shape() -> None:
-    spec = {"task_id": "t1", "tool_name": "echo", "input_responses": {"a": {"action": "accept"}}}
+    served = Served(1, "s", "S", "", "1", "", 2, "t", 3, "2026-12-01T00:00:00+00:00")
+    spec = CallSpec("t1", "echo", {}, "2026-07-28", {}, 1.0, 4, "a", served, {"a": {"action": "accept"}})
     current = WorkerMessage(era="modern", progress=True, can_ask=True, cancel_channel="c!1").with_call(spec)
     wire = current.to_wire()
     assert wire["version"] == VERSION
@@ -172,7 +186,7 @@ def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
     assert ToolTask.objects.cancel(record.pk)
-    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=None) == "terminal"
+    assert execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=local_bus) == "terminal"
     record.refresh_from_db()
     assert (record.status, record.attempts, record.started_at) == ("cancelled", 0, None)
 
@@ -232,11 +246,11 @@ def test_a_call_hears_its_cancellation_on_the_channel_its_dispatcher_enrolled(
     loop = asyncio.new_event_loop()
     try:
         if enrolled:
-            loop.run_until_complete(admission.enrol(record.task_id, local=False))
+            loop.run_until_complete(admission.enrol(record.task_id, messaging()))
         states: list[str] = []
         worker = threading.Thread(
             target=lambda: states.append(
-                execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
+                execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=LayerMessaging(layer))
             )
         )
         worker.start()
@@ -300,10 +314,10 @@ def test_the_enrolled_channel_is_received_from_once_the_call_has_run_a_while(
     layer = _Recording(relay.own_layer())
     loop = asyncio.new_event_loop()
     try:
-        loop.run_until_complete(admission.enrol(record.task_id, local=False))
+        loop.run_until_complete(admission.enrol(record.task_id, messaging()))
         if cancelled_first:
             loop.run_until_complete(layer.layer.group_send(group, {"type": TASK_CANCEL_EVENT}))
-        state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, layer=layer)
+        state = execute.execute_in_thread(loop, record.pk, record.celery_id, message, bus=LayerMessaging(layer))
     finally:
         loop.run_until_complete(layer.layer.close_pools())
         loop.close()
@@ -337,7 +351,7 @@ def test_the_queued_message_shows_monitoring_the_record_never_the_tool_arguments
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_QUEUE": queue}
     access = access_factory(tools=("worker_job",))
     record, message = _dispatch(access)
-    served = (message["call"]["server"], message["call"]["agent_id"])
+    served = (Served(**message["call"]["server"]), message["call"]["agent_id"])
     record.arguments = {"api_key": "sk-live-do-not-show", "steps": 1}
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     try:
@@ -378,7 +392,7 @@ async def test_a_refused_call_leaves_no_cancellation_channel_enrolled(monkeypatc
     principal = Principal(tenant="t", agent_id="a", tenant_pk=1, agent_pk=1)
     try:
         with pytest.raises(QuotaExceeded):
-            await admission.listen_and_admit(task_id, principal, local=False)
+            await admission.listen_and_admit(task_id, principal, messaging())
         connection = layer.connection(0)
         assert await connection.zrange(layer._group_key(task_group(task_id)), 0, -1) == []
         assert await connection.zrange(layer._group_key(worker_group(task_id)), 0, -1) == []
@@ -405,22 +419,22 @@ async def test_one_channel_hears_every_awaited_call_and_hands_each_event_to_the_
     async def members(group: str) -> list[bytes]:
         return list(await connection.zrange(layer._group_key(group), 0, -1))
 
-    async def heard(queue: asyncio.Queue[dict[str, Any]]) -> list[Any]:
-        got = [(await asyncio.wait_for(queue.get(), 5))["message"]["n"]]
+    async def heard(queue: asyncio.Queue[Any]) -> list[Any]:
+        got = [(await asyncio.wait_for(queue.get(), 5)).message["n"]]
         while not queue.empty():
-            got.append(queue.get_nowait()["message"]["n"])
+            got.append(queue.get_nowait().message["n"])
         return got
 
     try:
-        first_a, leave_first_a = await worker_inbox.listen(a, local=False)
-        only_b, leave_b = await worker_inbox.listen(b, local=False)
-        second_a, leave_second_a = await worker_inbox.listen(a, local=False)
+        first_a, leave_first_a = await worker_inbox.listen(a, messaging())
+        only_b, leave_b = await worker_inbox.listen(b, messaging())
+        second_a, leave_second_a = await worker_inbox.listen(a, messaging())
         inbox = worker_inbox._inboxes[asyncio.get_running_loop()]
         assert inbox.subscription is not None
         channel = inbox.subscription.address
         assert "!" in channel
         assert await members(a) == await members(b) == [channel.encode()]
-        await relay.Relay(call_a, sender).publish(Notify({"n": 1}))
+        await relay.Relay(call_a, messaging(sender)).publish(Notify({"n": 1}))
         await sender.group_send(a, {"type": WORKER_EVENT, "kind": "notify", "message": {"n": "no group"}})
         await sender.group_send(b, {"type": WORKER_EVENT, "group": b, "kind": "notify", "message": {"n": 2}})
         await sender.group_send(a, {"type": WORKER_EVENT, "group": a, "kind": "notify", "message": {"n": 3}})
@@ -463,7 +477,7 @@ async def test_the_receive_loop_of_worker_events_keeps_no_request_context(monkey
     monkeypatch.setattr(channel_layer._LayerSubscription, "_run", probed)
     request.set("tenant-a request")
     try:
-        _queue, leave = await worker_inbox.listen(worker_group(records.new_task_id()), local=False)
+        _queue, leave = await worker_inbox.listen(worker_group(records.new_task_id()), messaging())
         for _ in range(100):
             if seen:
                 break
@@ -484,9 +498,11 @@ async def test_progress_crosses_as_typed_data_and_is_encoded_once_with_the_clien
         sent.append(message)
 
     call = SimpleNamespace(progress=ProgressReporter("client-token", emit))
-    event = orjson.loads(orjson.dumps(event_to_wire(Progress(1, 4, "one"))))
+    event = orjson.loads(orjson.dumps(event_to_wire(Progress(1, 4, "one"), "mcp.wcall.a")))
     assert "progressToken" not in orjson.dumps(event).decode()
-    report = event_from_wire(event)
+    received = event_from_wire(event)
+    assert received is not None and received[0] == "mcp.wcall.a"
+    report = received[1]
     assert isinstance(report, Progress)
     await worker_inbox.progressed(report, call)  # type: ignore[arg-type]
     older = {"method": "notifications/progress", "params": {"progressToken": 0, "progress": 2, "total": 4}}
@@ -496,3 +512,25 @@ async def test_progress_crosses_as_typed_data_and_is_encoded_once_with_the_clien
         {"progressToken": "client-token", "progress": 1, "total": 4, "message": "one"},
         {"progressToken": "client-token", "progress": 2, "total": 4},
     ]
+
+
+def test_each_message_of_a_worker_call_is_typed_and_an_older_one_is_still_read() -> None:
+    """Every message a worker call sends between processes goes through its one ``to_wire``/``from_wire``; the
+    shape an older version sent (no ``version``) is read the same, and no message is taken for another kind."""
+    from mcp_app.events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT
+    from mcp_app.runtime.durable import Cancel
+    from mcp_app.workers.message import Answer, Ask
+
+    def wire(message: dict[str, Any]) -> dict[str, Any]:
+        return orjson.loads(orjson.dumps(message))
+
+    assert Cancel.from_wire(wire(Cancel().to_wire())) == Cancel.from_wire({"type": TASK_CANCEL_EVENT}) == Cancel()
+    answer = Answer(3, {"result": {"ok": True}})
+    older_answer = {"type": WORKER_ANSWER, "id": 3, "answer": {"result": {"ok": True}}}
+    assert Answer.from_wire(wire(answer.to_wire())) == Answer.from_wire(older_answer) == answer
+    ask = Ask(2, "elicitation/create", {"message": "?"}, "reply.1")
+    older_ask = {"type": WORKER_EVENT, "group": "g", "kind": "request", "id": 2, "method": "elicitation/create"}
+    older_ask |= {"params": {"message": "?"}, "reply": "reply.1"}
+    assert event_from_wire(wire(event_to_wire(ask, "g"))) == event_from_wire(older_ask) == ("g", ask)
+    assert Cancel.from_wire(answer.to_wire()) is None and Answer.from_wire(Cancel().to_wire()) is None
+    assert event_from_wire(answer.to_wire()) is None

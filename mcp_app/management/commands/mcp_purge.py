@@ -1,5 +1,5 @@
 """``manage.py mcp_purge [--dry-run]``: delete expired tool calls, sessions and tasks (``maintenance.purge_expired``)
-and fail the worker calls past their deadline (``workers.reaper.fail_overdue``); run it daily from cron.
+and fail the worker calls past their deadline (``workers.running.reaper.fail_overdue``); run it daily from cron.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from ...maintenance import purge_expired
-from ...workers.reaper import fail_overdue
+from ...workers.running.reaper import fail_overdue
 
 
 class Command(BaseCommand):

@@ -9,12 +9,13 @@ orphan recovery (``recovery``). The services of the two task eras
 adapters over it: they decide what a call is and how the client sees it, not how it lives.
 """
 
-from .lifecycle import cancel, cancel_now, drain, follow, keep, running, stop, stop_with
+from .lifecycle import Cancel, cancel, cancel_now, drain, follow, keep, running, stop, stop_with
 from .outcomes import columns, outcome_of, settled, strip_internal, terminal
 from .recovery import recover_orphaned_tasks
 from .waiting import reload, until_settled
 
 __all__ = [
+    "Cancel",
     "cancel",
     "cancel_now",
     "columns",

@@ -10,7 +10,8 @@ cancel listener, and the one ``cancel(record)``.
 - ``cancel(record, message)``: every cancellation of every kind of durable call goes through it (the paths:
   docs/workers.md): the record is marked ``cancelled`` (unless terminal), then ``stop(record)`` stops its work
   wherever it runs; ``cancel_now`` is the same from synchronous code (the admin). ``stop`` alone serves a record
-  settled otherwise (the reaper fails calls past their deadline).
+  settled otherwise (the reaper fails calls past their deadline). ``Cancel`` is the message that stops work in
+  another process.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
@@ -44,6 +46,20 @@ _listeners: set[asyncio.Task[Any]] = set()
 _stoppers: dict[str, list[Callable[[ToolTask], None]]] = {}
 
 Announce = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """``tasks/cancel`` of a durable call's work, on its task group (an older message has no ``version``)."""
+
+    VERSION: ClassVar[int] = 1
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": TASK_CANCEL_EVENT, "version": self.VERSION}
+
+    @classmethod
+    def from_wire(cls, message: dict[str, Any]) -> Cancel | None:
+        return cls() if message.get("type") == TASK_CANCEL_EVENT else None
 
 
 def keep(work: asyncio.Task[Any]) -> asyncio.Task[Any]:
@@ -120,7 +136,7 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
         return  # no other process: a cancel finds the work in the register
 
     def heard(message: dict[str, Any]) -> bool:
-        if message.get("type") == TASK_CANCEL_EVENT:
+        if Cancel.from_wire(message) is not None:
             work.cancel()
             return True
         return False
@@ -189,7 +205,7 @@ async def stop(record: ToolTask) -> None:
             loop.call_soon_threadsafe(local.cancel)  # the admin's thread: the work runs on the server's loop
     stoppers = _stoppers.get(record.execution, ())
     if local is None or stoppers:
-        event = {"type": TASK_CANCEL_EVENT}
+        event = Cancel().to_wire()
         await local_bus.group_send(task_group(record.task_id), event)
         bus = messaging()
         if bus is not local_bus:

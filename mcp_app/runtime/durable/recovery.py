@@ -14,7 +14,7 @@ def recover_orphaned_tasks(*, quiet: bool = False) -> int:
     """Fail the ``working`` tasks of processes that died (kill -9, OOM, a crash): judged by their heartbeat
     (``mcp_app.heartbeat.dead``: a lease, so an exited but unreaped process, a pid reused after a fast restart
     and a process on another host count as dead), and at once for a process of this host that is gone. Called
-    when a process starts (``mcp_host.asgi``) and periodically (``workers.liveness.start_sweeping``). Returns
+    when a process starts (``mcp_host.asgi``) and periodically (``workers.serving.liveness.start_sweeping``). Returns
     how many were failed; never raises (a database that is not migrated yet or unreachable, or an unreachable
     heartbeat backend, is logged, at debug level when ``quiet``, and skipped)."""
     from ... import heartbeat

@@ -22,12 +22,14 @@ import asyncio
 import functools
 from asyncio import wait_for
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 from channels.db import database_sync_to_async
 
 from ...models import ToolTask
 from .outcomes import settled
+
+Event = TypeVar("Event")
 
 
 async def reload(pk: int) -> ToolTask | None:
@@ -38,12 +40,12 @@ async def reload(pk: int) -> ToolTask | None:
 
 async def until_settled(
     record: ToolTask | None,
-    events: asyncio.Queue[dict[str, Any]],
+    events: asyncio.Queue[Event],
     *,
     read: Callable[[], Awaitable[ToolTask | None]] | None = None,
     every: float,
     most: float | None = None,
-    on_event: Callable[[dict[str, Any]], Awaitable[ToolTask | bool]] | None = None,
+    on_event: Callable[[Event], Awaitable[ToolTask | bool]] | None = None,
     on_recheck: Callable[[ToolTask], Awaitable[bool]] | None = None,
     done: Callable[[ToolTask], bool] = settled,
 ) -> ToolTask | None:

@@ -71,7 +71,7 @@ async def test_the_admin_console_uses_the_same_runner(access: Any, swapped: Reco
 def test_the_default_runner_comes_back() -> None:
     """The default is the routing runner: worker tools to the workers, the rest to the inline runner."""
     from mcp_app.runtime.execution import InlineRunner
-    from mcp_app.workers.runner import RoutingRunner
+    from mcp_app.workers.serving.runner import RoutingRunner
 
     services.set_runner(None)
     runner = services.get_runner()

@@ -1,18 +1,10 @@
 """Running one worker call where it runs: a Celery worker, or the serving process when no broker is configured.
 
-The life of a call is written once (``_steps``, a generator of steps on a ``call.WorkerCall``): listen for its
-cancellation (``relay.CancelListener``), take the record (``ToolTask.objects.take``: one conditional UPDATE; when
-it does not move, ``ToolTask.objects.begin`` says why: terminal, superseded, a lost worker's redelivery), run the
-tool with the ``InlineRunner`` in a context built from the message alone, store the outcome, announce ``done``
-(``relay.Relay``), give the quota slot back. Listening before taking means a cancellation recorded earlier keeps
-the record from being taken and one sent later is heard. A message without the call (queued by an older
-version) still runs: the record is loaded with its relations instead.
-
-Two drivers run the steps: ``execute()`` in an event loop (the serving process, no broker: the database steps
-through ``database_sync_to_async``) and ``execute_in_thread()`` in a Celery worker thread (the database steps in
-the process's main thread, or its one database thread for a thread pool; the others in the thread's own loop,
-which runs in a thread of its own between calls too). Both return only after the outcome is stored; the Celery
-task acknowledges its message after that. Past its deadline a call is cancelled and failed (-32001).
+The life of a call is written once (``_steps`` of a ``call.WorkerCall``: listen for its cancellation, take the
+record, run the tool, store the outcome, announce ``done``, give the quota slot back) and driven by ``execute()``
+in an event loop (the serving process, no broker) or ``execute_in_thread()`` in a Celery worker thread (database
+steps in the process's main thread or its one database thread, the others in the thread's kept loop). Both
+return only after the outcome is stored. Design: docs/workers.md.
 """
 
 from __future__ import annotations
@@ -29,11 +21,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db import close_old_connections, connection
 
+from ...channel_layer import Messaging
+from ..message import WorkerMessage
 from .call import WorkerCall, outcome_is_final
-from .message import WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -109,12 +101,12 @@ class _Stepper:
             self.step, self.state = None, str(end.value)
 
 
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, layer: Any = ...) -> str:
+async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, bus: Messaging) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
-    loop (no broker: the serving process); returns what happened: "stored", "cancelled", or why it did not run.
-    ``layer``: the channel layer to use (default: the process's)."""
+    loop (no broker: the serving process), its messages on ``bus``; returns what happened: "stored",
+    "cancelled", or why it did not run."""
     message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, get_channel_layer() if layer is ... else layer))
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, bus))
     while (step := stepper.step) is not None:
         try:
             if isinstance(step, _Sync):
@@ -134,14 +126,14 @@ def execute_in_thread(
     celery_id: str,
     info: dict[str, Any] | WorkerMessage,
     *,
-    layer: Any,
+    bus: Messaging,
 ) -> str:
     """``execute`` in a Celery worker thread, between turns of the thread's own event ``loop`` (which runs the
     other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
     one connection per process either way); a thread of a thread pool hands them to the process's one database
     thread instead, so that 50 threads do not hold 50 connections."""
     message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
-    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, layer))
+    stepper = _Stepper(WorkerCall(record_pk, celery_id, message, bus))
     here = threading.current_thread() is threading.main_thread()
     while (step := stepper.step) is not None:
         try:

@@ -1,17 +1,10 @@
-"""The Celery tasks of worker calls: ``run_tool_call`` and the reaper ``reap_worker_calls``.
+"""The Celery tasks of worker calls (``run_tool_call``, the reaper ``reap_worker_calls``) and the worker's signals
+(heartbeats; the call of a lost pool process failed).
 
-``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's own event loop
-and channel layer, ``_thread_loop``) and returns once its outcome is stored (any pool works: prefork, or ``--pool
-threads`` to run many I/O-bound calls per process): the message is acknowledged late (``acks_late``), after
-that. A worker that dies mid-call (SIGKILL, OOM) leaves the message unacknowledged: with ``WORKER_LOST_CALLS =
-"requeue"`` it is rejected back to the queue (``reject_on_worker_lost``) and runs again, at most
-``WORKER_CALL_MAX_ATTEMPTS`` times in all (the record's ``attempts``), after which it is failed; with ``"fail"``
-the record is failed at once (the ``task_failure`` signal in the worker's main process, or
-``ToolTask.objects.begin`` when a whole worker died and the broker redelivers). Either way the record never stays
-``working``; the reaper fails what is past its deadline.
-
-The reusable app does not know the project's Celery app: these are ``shared_task``s, registered with whichever
-app the project runs (``mcp_app.tasks`` imports this module; the project's ``autodiscover_tasks`` finds it).
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's kept event loop
+and channel layer) and returns once its outcome is stored: its message is acknowledged after that; on worker loss
+it is rejected back to the queue (``WORKER_LOST_CALLS = "requeue"``) or its record failed (docs/workers.md,
+"liveness"). They are ``shared_task``s of whichever Celery app the project runs (``mcp_app.tasks`` imports them).
 """
 
 from __future__ import annotations
@@ -25,8 +18,9 @@ from typing import Any
 from celery import Task, shared_task
 from celery.signals import task_failure, worker_process_init, worker_ready, worker_shutdown
 
-from .. import heartbeat
-from ..conf import mcp_settings
+from ... import heartbeat
+from ...channel_layer import Messaging
+from ...conf import mcp_settings
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -49,30 +43,31 @@ class ToolCallTask(Task):
 _local = threading.local()
 
 
-def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Any]:
-    """This worker thread's event loop and channel layer, made once and kept: each call of the thread runs in
-    them (no loop or Redis connections to set up per call). A thread pool has one pair per thread. The loop runs
+def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Messaging]:
+    """This worker thread's event loop and channel layer (as its ``Messaging``), made once and kept: each call of
+    the thread runs in them (no loop or Redis connections to set up per call). A thread pool has one pair per thread. The loop runs
     in a daemon thread of its own, between calls too: what a call leaves waiting there goes on (an upstream call
     waiting for a stateless client's retry, its inbox on the layer, its expiry; ``federation.calls``)."""
-    from ..channel_layer import use_layer_in_loop
+    from ...channel_layer import messaging, use_layer_in_loop
     from .relay import own_layer
 
     loop = getattr(_local, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
-        _local.layer = own_layer()
-        use_layer_in_loop(loop, _local.layer)
+        layer = own_layer()
+        use_layer_in_loop(loop, layer)
+        _local.bus = messaging(layer)
         threading.Thread(target=loop.run_forever, name="mcp-worker-loop", daemon=True).start()
         _local.loop = loop
-    return loop, _local.layer
+    return loop, _local.bus
 
 
 @shared_task(bind=True, base=ToolCallTask, name=RUN_TASK)
 def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
     from .execute import execute_in_thread
 
-    loop, layer = _thread_loop()
-    return execute_in_thread(loop, record_pk, str(self.request.id), info, layer=layer)
+    loop, bus = _thread_loop()
+    return execute_in_thread(loop, record_pk, str(self.request.id), info, bus=bus)
 
 
 @task_failure.connect
@@ -80,19 +75,14 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
     """The pool process running a call died and the message was not requeued: fail its record now."""
     if getattr(sender, "name", None) != RUN_TASK or not args:
         return
-    from asgiref.sync import async_to_sync
-
-    from ..models import ToolTask
-    from . import records
-    from .message import Done
-    from .relay import Relay
+    from ...models import ToolTask
+    from .. import records
+    from .reaper import fail
 
     try:
-        record_pk = int(args[0])
-        if ToolTask.objects.store(record_pk, records.lost()):
-            record = ToolTask.objects.load(record_pk)
-            if record is not None:
-                async_to_sync(Relay(record.task_id).publish)(Done())
+        record = ToolTask.objects.load(int(args[0]))
+        if record is not None:
+            fail(record, records.lost(), "failed: its pool process died")
     except Exception:
         logger.exception("could not fail the record of a lost worker call")
 

@@ -1,27 +1,16 @@
 """The worker path's liveness: no worker call waits silently for a worker that is gone or never came.
 
-The contract (every verdict is one conditional UPDATE, so the awaiting process, the sweep of every serving
-process and a worker that comes back can race without a call being answered twice):
+- ``check(record, redispatch)``: the awaiting runner's verdict on its unsettled record. A call ``queued`` past
+  ``WORKER_QUEUE_TIMEOUT_SECONDS`` is sent again once (``resend``: workers do consume its queue) or failed
+  (``expire``); a ``working`` call whose owner stopped beating is re-queued or failed per ``WORKER_LOST_CALLS``
+  (``recover``). Returns whether the record moved.
+- ``sweep()``: the same for every worker call, awaited or not (``SWEEP_GRACE_SECONDS`` later), and
+  ``runtime.durable.recover_orphaned_tasks``; ``start_sweeping()`` runs it every ``LIVENESS_SWEEP_SECONDS`` on
+  this serving process's heartbeat thread.
 
-- ``check(record, redispatch)``: what the awaiting runner does when its poll finds the record unsettled. A call
-  ``queued`` for longer than ``WORKER_QUEUE_TIMEOUT_SECONDS`` (no worker took it) is failed with
-  ``no_worker_message()``, unless workers do consume its queue and it was not sent again yet: then its message
-  was most likely reserved by a worker that died before starting it, and it is sent again once (``resend``); a call ``working`` whose owner (the worker process that took it) stopped beating
-  (``mcp_app.heartbeat``: ``HEARTBEAT_TIMEOUT_SECONDS``) is *lost*: with ``WORKER_LOST_CALLS = "requeue"`` and
-  runs left (``WORKER_CALL_MAX_ATTEMPTS``) it is ``queued`` again under a new Celery id and sent again
-  (``redispatch``: the awaiting request's own message); else failed with ``records.LOST_MESSAGE``. The lost
-  message, if the broker ever restores it (kombu's Redis transport does after its visibility timeout, an
-  hour by default, or when a worker starts), is superseded by then and skipped. Returns whether it moved.
-- ``sweep()``: the same for every worker call, awaited or not (a lost call's owner must have been silent for
-  ``SWEEP_GRACE_SECONDS`` more, so that an awaiting process re-sends it with its own message first), and
-  ``runtime.durable.recover_orphaned_tasks`` (in-process tasks whose process is gone): periodic, not only at
-  start-up.
-- ``start_sweeping()``: a serving process runs ``sweep`` every ``LIVENESS_SWEEP_SECONDS`` on its heartbeat
-  thread (``mcp_host.asgi`` calls it); without a broker only the orphan recovery runs.
-
-Worker processes beat from their start (``tasks``: the Celery signals), and a worker's main process beats for
-the queues it consumes, which ``/readyz`` reports. Not owned here: the heartbeat itself (``mcp_app.heartbeat``),
-the deadline reaper (``reaper``).
+Every verdict is one conditional UPDATE: the awaiting process, every sweep and a worker that comes back race
+safely. Design: docs/workers.md ("liveness"). Not owned here: the heartbeat (``mcp_app.heartbeat``), the
+deadline reaper (``running.reaper``).
 """
 
 from __future__ import annotations
@@ -32,22 +21,20 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 from django.utils import timezone
 
-from .. import heartbeat
-from ..conf import mcp_settings
-from ..database import log_failure
-from ..limits import quotas
-from ..models import ToolTask
-from ..protocol import versions
-from ..protocol.errors import InternalError
-from ..runtime import durable
-from . import records
+from ... import heartbeat
+from ...conf import mcp_settings
+from ...database import log_failure
+from ...models import ToolTask
+from ...protocol import versions
+from ...protocol.errors import InternalError
+from ...runtime import durable
+from .. import records
+from ..message import WorkerMessage
+from ..running.reaper import fail
 from .dispatch import broker_configured, send
-from .message import Done, WorkerMessage
-from .relay import Relay
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -107,7 +94,7 @@ def expire(record: ToolTask) -> bool:
     """Fail a call still ``queued`` under the same dispatch: no worker took it in time."""
     failed = durable.columns(InternalError(no_worker_message()))
     where = {"status": ToolTask.Status.QUEUED, "celery_id": record.celery_id}
-    return _fail(record, failed, "failed: no worker took it", where)
+    return fail(record, failed, "failed: no worker took it", where)
 
 
 def recover(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bool:
@@ -117,7 +104,7 @@ def recover(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> b
     if mcp_settings.WORKER_LOST_CALLS == "requeue" and runs_left and redispatch is not None:
         why = f"re-queued: its worker {record.owner} is gone"
         return _send_again(record, redispatch, why, where, status=ToolTask.Status.QUEUED, owner="")
-    return _fail(record, records.lost(), f"failed: its worker {record.owner} is gone", where)
+    return fail(record, records.lost(), f"failed: its worker {record.owner} is gone", where)
 
 
 def _send_again(
@@ -133,20 +120,6 @@ def _send_again(
     return True
 
 
-def _fail(record: ToolTask, columns: dict[str, Any], why: str, where: dict[str, Any]) -> bool:
-    """Store ``columns`` (if the record is still ``where`` it was), tell every awaiting process, give the call's
-    quota slot back; whether it moved."""
-    if not ToolTask.objects.store(record.pk, columns, where=where):
-        return False
-    logger.warning("worker call %s of %s %s", record.task_id[:8], record.tool_name, why)
-    quotas.release_call(record.task_id)
-    try:
-        async_to_sync(Relay(record.task_id).publish)(Done())
-    except Exception as error:  # the awaiting processes read the record on their back-off anyway
-        logger.warning("could not announce worker call %s: %s", record.task_id[:8], type(error).__name__)
-    return True
-
-
 def _sweep_redispatch(record: ToolTask) -> None:
     """Re-send a lost call nobody re-sent: the call is loaded by the worker (the message names no call), its
     notifications and server-to-client requests are not carried (its awaiting process, if any, is gone too)."""
@@ -156,7 +129,7 @@ def _sweep_redispatch(record: ToolTask) -> None:
 def sweep() -> dict[str, int]:
     """Recover what dead processes left: orphaned in-process tasks, and (with a broker) worker calls that no
     worker took in time or whose worker is gone. Counts by kind; never raises."""
-    from ..runtime.durable import recover_orphaned_tasks
+    from ...runtime.durable import recover_orphaned_tasks
 
     counts = {"orphaned tasks": recover_orphaned_tasks(quiet=True), "unclaimed calls": 0, "lost calls": 0}
     if not broker_configured():

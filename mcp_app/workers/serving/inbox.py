@@ -1,10 +1,9 @@
 """How an event loop of the serving process hears the events of the worker calls it awaits: one subscription
-per event loop (``Inbox``; on the channel layer, or the in-process bus for calls run in this process), whose
-receive loop hands each event to the waits of the call it names. ``listen(group)`` joins a call's event group
-and gives the wait its queue and a ``leave``; ``close_inbox`` ends the loop's subscriptions. What a call's
-events carry is passed on to its client as the request's own: ``progressed`` (a typed progress report, encoded
-here with the request's progress token), ``pass_on`` (notifications, with the request's log threshold) and
-``answer`` (a server-to-client request asked, its answer sent back).
+per event loop and ``Messaging`` (``Inbox``), whose receive loop hands each typed event to the waits of the call
+it names. ``listen(group, bus)`` joins a call's event group and gives the wait its queue and a ``leave``;
+``close_inbox`` ends the loop's subscriptions. A call's events reach its client as the request's own:
+``progressed`` (encoded with the request's progress token), ``pass_on`` (notifications, with the request's log
+threshold) and ``answer`` (a server-to-client request asked, its ``Answer`` sent back).
 """
 
 from __future__ import annotations
@@ -15,13 +14,10 @@ import logging
 import weakref
 from typing import Any
 
-from channels.layers import get_channel_layer
-
-from ..channel_layer import LAYER_ERRORS, Subscription, messaging
-from ..events import WORKER_ANSWER
-from ..protocol.context import CallContext
-from ..protocol.errors import InternalError
-from .message import Ask, Progress
+from ...channel_layer import LAYER_ERRORS, LayerMessaging, Messaging, Subscription, local_bus, messaging
+from ...protocol.context import CallContext
+from ...protocol.errors import InternalError
+from ..message import Answer, Ask, Progress, WorkerEvent, event_from_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -29,10 +25,10 @@ logger = logging.getLogger("mcp_app.workers")
 _closing: set[asyncio.Task[Any]] = set()
 
 
-async def listen(group: str, *, local: bool) -> tuple[asyncio.Queue[dict[str, Any]], Any]:
-    """Join ``group``; its events arrive on the queue until ``leave()``, through this event loop's ``Inbox``:
-    on the in-process bus when the call runs in this process (``local``: no broker), else on the channel layer."""
-    inbox = _inbox(None if local else get_channel_layer())
+async def listen(group: str, bus: Messaging) -> tuple[asyncio.Queue[WorkerEvent], Any]:
+    """Join ``group``; its events arrive on the queue until ``leave()``, through this event loop's ``Inbox`` on
+    ``bus`` (the in-process bus when the call runs in this process, else the channel layer)."""
+    inbox = _inbox(bus)
     queue = await inbox.join(group)
 
     async def leave() -> None:
@@ -47,10 +43,10 @@ class Inbox:
     each), not a receive loop of its own. An event that names no group (a worker of an older version) reaches
     nobody: its waits read the record on their back-off instead."""
 
-    def __init__(self, layer: Any) -> None:
-        self.layer = layer
+    def __init__(self, bus: Messaging) -> None:
+        self.bus = bus
         self.subscription: Subscription | None = None
-        self.waits: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+        self.waits: dict[str, set[asyncio.Queue[WorkerEvent]]] = {}
         self._starting = asyncio.Lock()
 
     async def _subscription(self) -> Subscription:
@@ -59,7 +55,7 @@ class Inbox:
         async with self._starting:  # many first joins at once: one subscription
             if self.subscription is not None and not self.subscription.ended.is_set():
                 return self.subscription
-            subscription = await messaging(self.layer).subscribe(on_message=self._hand, stop_by_message=True)
+            subscription = await self.bus.subscribe(on_message=self._hand, stop_by_message=True)
             if self.subscription is not None:
                 logger.error("the receive loop of worker events ended; starting another")
                 for group in self.waits:
@@ -67,9 +63,9 @@ class Inbox:
             self.subscription = subscription
             return subscription
 
-    async def join(self, group: str) -> asyncio.Queue[dict[str, Any]]:
+    async def join(self, group: str) -> asyncio.Queue[WorkerEvent]:
         subscription = await self._subscription()
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        queue: asyncio.Queue[WorkerEvent] = asyncio.Queue()
         self.waits.setdefault(group, set()).add(queue)  # before joining: nothing sent after the join is missed
         try:
             await subscription.join(group)
@@ -78,7 +74,7 @@ class Inbox:
             raise
         return queue
 
-    async def leave(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    async def leave(self, group: str, queue: asyncio.Queue[WorkerEvent]) -> None:
         subscription = self.subscription
         if not self._forget(group, queue) or subscription is None:
             return  # another wait of this process still follows the call
@@ -87,7 +83,7 @@ class Inbox:
             if group in self.waits:  # joined again while leaving: stay a member
                 await subscription.join(group)
 
-    def _forget(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> bool:
+    def _forget(self, group: str, queue: asyncio.Queue[WorkerEvent]) -> bool:
         """Drop one wait; whether it was the group's last here."""
         waits = self.waits.get(group)
         if waits is None:
@@ -99,8 +95,11 @@ class Inbox:
         return True
 
     def _hand(self, message: dict[str, Any]) -> None:
-        for queue in self.waits.get(str(message.get("group")), ()):
-            queue.put_nowait(message)
+        received = event_from_wire(message)
+        if received is not None:
+            group, event = received
+            for queue in self.waits.get(group, ()):
+                queue.put_nowait(event)
 
     async def close(self) -> None:
         if self.subscription is not None:
@@ -114,19 +113,19 @@ _inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Inbox] = weakref.
 _local_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Inbox] = weakref.WeakKeyDictionary()
 
 
-def _inbox(layer: Any) -> Inbox:
+def _inbox(bus: Messaging) -> Inbox:
     loop = asyncio.get_running_loop()
-    if layer is None:
-        local = _local_inboxes.get(loop)
-        if local is None:
-            local = _local_inboxes[loop] = Inbox(None)
-        return local
-    inbox = _inboxes.get(loop)
-    if inbox is None or inbox.layer is not layer:
+    inboxes = _local_inboxes if bus is local_bus else _inboxes
+    inbox = inboxes.get(loop)
+    if inbox is None or _layer(inbox.bus) is not _layer(bus):
         if inbox is not None:  # the layer was replaced (settings changed): its receive loop ends
             _closing.add(asyncio.ensure_future(inbox.close()))
-        inbox = _inboxes[loop] = Inbox(layer)
+        inbox = inboxes[loop] = Inbox(bus)
     return inbox
+
+
+def _layer(bus: Messaging) -> Any:
+    return bus.layer if isinstance(bus, LayerMessaging) else None
 
 
 async def close_inbox() -> None:
@@ -169,5 +168,4 @@ async def answer(event: Ask, call: CallContext) -> None:
         answer: dict[str, Any] = {"error": InternalError(f"{method} cannot reach this client").to_wire()}
     else:
         answer = await call.outbound.request(method, params)
-    message = {"type": WORKER_ANSWER, "id": event.id, "answer": answer}
-    await messaging(address=event.reply).send(event.reply, message)
+    await messaging(address=event.reply).send(event.reply, Answer(event.id, answer).to_wire())

@@ -1,31 +1,15 @@
-"""The routing runner (seams §1): worker tools run on a Celery worker, everything else inline.
+"""The routing runner (seams §1): worker tools run on a worker (a Celery worker, or this process without a
+broker), everything else inline.
 
-``RoutingRunner`` implements ``ToolRunner``. For a tool whose descriptor says ``execution == "worker"``:
+``RoutingRunner.call_tool`` for a tool with ``execution == "worker"``: ``start`` validates the arguments, admits
+the call and joins its event group (``admission``), creates its durable record (or attaches to the call of the
+same idempotency key, ``IDEMPOTENCY_META``, or re-queues a resumed task) and dispatches it; ``wait`` relays its
+events to the client until the record settles (``durable.until_settled``, ``liveness.check`` on each re-read)
+and returns or raises its outcome. A cancelled wait cancels the call (``durable.cancel``), except a 2026 call
+with an idempotency key whose stream closed (its client will re-issue it). A task-capable tool of a 2026 client
+follows ``runtime.tasks.answer_or_task``: the worker call's record becomes the task (one row).
 
-1. the arguments are validated here (a bad call is refused before anything is recorded or queued);
-2. the durable record (``ToolTask``, ``execution="worker"``, ``queued``) is created before dispatch, with its
-   Celery id and deadline; with an idempotency key in ``_meta`` (``IDEMPOTENCY_META``) from the same agent on the
-   same server within ``IDEMPOTENCY_TTL_SECONDS``, the existing record is found instead and this request
-   attaches to it (awaits its outcome; the tool is not run again);
-3. the call is dispatched: a Celery task (``tasks.run_tool_call``) when a broker is configured, else the same
-   code as a task of this event loop (``execute.execute``), so the embedded default behaves the same;
-4. its events are awaited on ``events.worker_group(task_id)`` (joined with the one channel of this event loop's
-   ``Inbox``, whose receive loop serves every call the loop awaits) and relayed as the request's era prescribes:
-   progress and logs through the call's reporters (onto the client's SSE stream), elicitation and sampling as
-   real server-to-client requests through the call's ``ask`` (the answer goes back to the worker), ``done``
-   when the outcome is stored; the record is also re-read on a bounded back-off, with ``liveness.check`` on
-   each re-read, so a lost event never hangs (the wait is ``durable.until_settled``);
-5. the outcome is read from the record: a result is returned, an error raised as the ``ProtocolError`` it was.
-
-If the awaiting coroutine is cancelled (``notifications/cancelled``, a closed stream, ``tasks/cancel`` of a
-task this process follows), the record is marked ``cancelled``, the Celery task revoked and the worker told
-(``ctx.cancelled`` turns true, the tool's coroutine is cancelled). One exception: a stateless-era (2026) call
-with an idempotency key whose client closes its stream is *not* cancelled, since the key announces that the
-client will re-issue it; it goes on and the re-issued request attaches to it.
-
-For a 2026 client that declared the tasks extension, a task-capable worker tool follows the rules of
-``runtime.tasks.answer_or_task`` (which alone decides whether it answers at once or becomes a task) with one row: the worker call's record becomes the client's task
-(``client_task``), never a second row.
+Design: docs/workers.md.
 """
 
 from __future__ import annotations
@@ -39,25 +23,27 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ..events import WORKER_EVENT, worker_group
-from ..limits import quotas
-from ..models import ToolTask
-from ..protocol import versions
-from ..protocol.context import CallContext
-from ..protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
-from ..protocol.errors import InternalError, InvalidParams, ProtocolError
-from ..protocol.modern import runs_as_task
-from ..runtime import durable
-from ..runtime.execution import InlineRunner, validate_arguments
-from ..runtime.mrtr import PARK
-from . import inbox, liveness, records
+from ...channel_layer import local_bus, messaging
+from ...events import worker_group
+from ...limits import quotas
+from ...models import ToolTask
+from ...protocol import versions
+from ...protocol.context import CallContext
+from ...protocol.descriptors import PromptDescriptor, ResourceDescriptor, ToolDescriptor
+from ...protocol.errors import InternalError, InvalidParams, ProtocolError
+from ...protocol.modern import runs_as_task
+from ...runtime import durable
+from ...runtime.execution import InlineRunner, validate_arguments
+from ...runtime.mrtr import PARK
+from .. import records
+from ..message import Ask, Done, Notify, Progress, WorkerEvent
+from ..running.execute import execute
+from . import inbox, liveness
 from .admission import listen_and_admit, release, undispatched
 from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
 from .dispatch import message as _message
 from .dispatch import send as _send
-from .execute import execute
 from .inbox import listen
-from .message import Ask, Done, Notify, Progress, event_from_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -84,7 +70,7 @@ def idempotency_key(call: CallContext) -> str:
 class _Started:
     record: ToolTask
     created: bool
-    queue: asyncio.Queue[dict[str, Any]]
+    queue: asyncio.Queue[WorkerEvent]
     leave: Any  # coroutine function: stop listening
     # Whether a closed stream may leave the call running (a 2026 call with an idempotency key); False once the
     # call is a task the client knows: then only explicit cancellation (tasks/cancel) ends the wait.
@@ -141,13 +127,15 @@ class RoutingRunner:
         info = request_info(call)
         served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
+        # The call's messages travel on the channel layer, or the in-process bus when it runs in this process.
+        bus = messaging() if celery else local_bus
         # A resumed task runs again under its id (it takes a slot again), a new call under a new one. Admission
         # comes before anything is recorded or dispatched: a refused call (QuotaExceeded) never runs. The slot is
         # given back when the call settles: by ``wait`` here, or by whoever settles the record when nobody waits
         # here any more (the worker, the reaper); a dead holder's lease expires. The call's event group is joined
         # meanwhile (both are a round trip to Redis).
         task_id = call.task_id or records.new_task_id()
-        queue, leave, lease = await listen_and_admit(task_id, ctx.principal, local=not celery)
+        queue, leave, lease = await listen_and_admit(task_id, ctx.principal, bus)
         try:
             if call.task_id:
                 record = await database_sync_to_async(requeue_and_dispatch)(task_id, timeout, info, served, celery)
@@ -168,21 +156,20 @@ class RoutingRunner:
                     task_id, fields, info, served, celery
                 )
         except BaseException as error:
-            await undispatched(task_id, lease, leave, celery, error)
+            await undispatched(task_id, lease, leave, bus, error)
             raise
         if record is None:
-            await undispatched(task_id, lease, leave, celery)
+            await undispatched(task_id, lease, leave, bus)
             raise InvalidParams("The task is no longer running")
         if not created:
             # Attach to the existing call (same idempotency key), which holds its own slot.
-            await undispatched(task_id, lease, leave, celery)
+            await undispatched(task_id, lease, leave, bus)
             lease = None
-            queue, leave = await listen(worker_group(record.task_id), local=not celery)
+            queue, leave = await listen(worker_group(record.task_id), bus)
             record = await database_sync_to_async(ToolTask.objects.load)(record.pk) or record
         if created and not celery:
-            # In this process: its events and cancellation travel on the process-local bus.
             work = durable.keep(
-                asyncio.ensure_future(execute(record.pk, record.celery_id, _message(record, info, served), layer=None))
+                asyncio.ensure_future(execute(record.pk, record.celery_id, _message(record, info, served), bus=bus))
             )
             work.add_done_callback(_local_done)
         redispatch = functools.partial(_send, info=info, served=served) if celery else None
@@ -222,7 +209,7 @@ class RoutingRunner:
 
     async def _as_task(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """``runtime.tasks.answer_or_task`` for a worker tool: the worker call's record is the task (one row)."""
-        from ..runtime.tasks import answer_or_task
+        from ...runtime.tasks import answer_or_task
 
         started: _Started | None = None
 
@@ -247,9 +234,9 @@ class RoutingRunner:
         return result
 
 
-async def _relay(call: CallContext, pk: int, event: dict[str, Any]) -> ToolTask | bool:
+async def _relay(call: CallContext, pk: int, event: WorkerEvent) -> ToolTask | bool:
     """Pass a worker event on as the call's era prescribes; ``Done`` gives the settled record (carried or read)."""
-    match event_from_wire(event) if event.get("type") == WORKER_EVENT else None:
+    match event:
         case Notify(message=message):
             await inbox.pass_on(message, call)
         case Progress() as report:

@@ -1,16 +1,10 @@
 """Admission of worker calls: a slot of the caller's tenant and of its agent before a call is recorded.
 
-``admit(principal, call_id)`` takes the slot (``mcp_app.limits.quotas.acquire``, with the limits carried by
-the request's ``Principal``: no query) or raises ``QuotaExceeded`` (-32010), so a refused call never runs. The
-routing runner (``workers.runner.RoutingRunner.start``) is the single caller: it admits before the durable record
-exists and gives the slot back when the call settles; the worker and the reaper give it back too when the
-serving process no longer waits (``quotas.release_call``). Inline tools are never counted.
-
-``listen_and_admit(task_id, principal, local=...)`` does it while the call's event group is joined and (on a
-worker) its cancellation channel enrolled in its task group (``enrol``), all at once; ``undispatched`` gives
-back what it took for a call that was not dispatched after all.
-
-Not owned here: how calls run (``workers.runner``, ``workers.execute``), the lease semantics (``quotas``).
+``admit(principal, call_id)`` takes the slot (``limits.quotas.acquire`` with the limits the request's
+``Principal`` carries: no query) or raises ``QuotaExceeded`` (-32010); ``listen_and_admit(task_id, principal,
+bus)`` does it while the call's event group is joined on ``bus`` and (on a worker) its cancellation channel is
+enrolled in its task group (``enrol``); ``undispatched`` gives back what it took for a call that was not
+dispatched after all. Who gives the slot back, and when: docs/quotas.md. Not owned here: the leases (``quotas``).
 """
 
 from __future__ import annotations
@@ -19,12 +13,11 @@ import asyncio
 import contextlib
 from typing import Any
 
-from channels.layers import get_channel_layer
-
-from ..channel_layer import LAYER_ERRORS
-from ..events import task_group, worker_cancel_channel, worker_group
-from ..limits import quotas
-from ..protocol.context import Principal
+from ...channel_layer import LAYER_ERRORS, LayerMessaging, Messaging
+from ...events import task_group, worker_cancel_channel, worker_group
+from ...limits import quotas
+from ...protocol.context import Principal
+from ..message import WorkerEvent
 from .inbox import listen
 
 
@@ -49,14 +42,14 @@ async def release(lease: quotas.Lease | None) -> None:
 
 
 async def listen_and_admit(
-    task_id: str, principal: Principal, *, local: bool
-) -> tuple[asyncio.Queue[dict[str, Any]], Any, quotas.Lease | None]:
+    task_id: str, principal: Principal, bus: Messaging
+) -> tuple[asyncio.Queue[WorkerEvent], Any, quotas.Lease | None]:
     """``_listen`` to the new call's events, ``admit`` it and (on a worker) ``enrol`` its cancellation channel,
     all at the same time; on failure of one, the others are undone and the failure raised (a refusal first)."""
     joined, admitted, enrolled = await asyncio.gather(
-        listen(worker_group(task_id), local=local),
+        listen(worker_group(task_id), bus),
         admit(principal, task_id),
-        enrol(task_id, local=local),
+        enrol(task_id, bus),
         return_exceptions=True,
     )
     failed = [outcome for outcome in (admitted, joined, enrolled) if isinstance(outcome, BaseException)]
@@ -66,30 +59,28 @@ async def listen_and_admit(
         if not isinstance(admitted, BaseException):
             await release(admitted)
         if not isinstance(enrolled, BaseException):
-            await withdraw(task_id, local=local)
+            await withdraw(task_id, bus)
         raise failed[0]
     queue, leave = joined
     return queue, leave, admitted
 
 
-async def enrol(task_id: str, *, local: bool) -> None:
+async def enrol(task_id: str, bus: Messaging) -> None:
     """Make the worker's cancellation channel (``events.worker_cancel_channel``, which says why) a member of the
     call's task group before the call is dispatched. Nothing to do for a call that runs in this process."""
-    layer = None if local else get_channel_layer()
-    if layer is not None:
-        await layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
+    if isinstance(bus, LayerMessaging):
+        await bus.layer.group_add(task_group(task_id), worker_cancel_channel(task_id))
 
 
-async def withdraw(task_id: str, *, local: bool) -> None:
+async def withdraw(task_id: str, bus: Messaging) -> None:
     """Undo ``enrol`` for a call that was not dispatched after all (refused, failed, or attached to another)."""
-    layer = None if local else get_channel_layer()
-    if layer is not None:
+    if isinstance(bus, LayerMessaging):
         with contextlib.suppress(*LAYER_ERRORS):
-            await layer.group_discard(task_group(task_id), worker_cancel_channel(task_id))
+            await bus.layer.group_discard(task_group(task_id), worker_cancel_channel(task_id))
 
 
 async def undispatched(
-    task_id: str, lease: quotas.Lease | None, leave: Any, celery: bool, error: BaseException | None = None
+    task_id: str, lease: quotas.Lease | None, leave: Any, bus: Messaging, error: BaseException | None = None
 ) -> None:
     """What ``listen_and_admit`` took for a call that was not dispatched, given back: its slot, its event group
     and its enrolled cancellation channel. A request cancelled while dispatching keeps the channel enrolled: its
@@ -98,4 +89,4 @@ async def undispatched(
     await release(lease)
     await leave()
     if not isinstance(error, asyncio.CancelledError):
-        await withdraw(task_id, local=not celery)
+        await withdraw(task_id, bus)

@@ -1,8 +1,6 @@
-"""One run of a worker call (``WorkerCall``): what the steps of ``execute`` drive, each of its synchronous methods
-a database step and each coroutine an event-loop step. Its context is built from the message alone
-(``records.call_spec``; the catalog from this process's cache at the revision the client was served), its tool
-run with the ``InlineRunner``, its outcome stored (``ToolTask.objects.store``) and announced (``done``, carrying the
-outcome when small: ``done_event``), its quota slot given back.
+"""One run of a worker call (``WorkerCall``): the steps ``execute`` drives (each synchronous method a database
+step, each coroutine an event-loop step). Its context comes from the message alone (``CallSpec``; the catalog
+from this process's cache at the revision the client was served), its tool runs with the ``InlineRunner``.
 """
 
 from __future__ import annotations
@@ -20,19 +18,20 @@ from typing import Any
 import orjson
 from channels.db import database_sync_to_async
 
-from ..caching.identity import ServerEntry
-from ..heartbeat import owner as owner_id
-from ..limits import quotas
-from ..models import ToolTask
-from ..observability import metrics
-from ..protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
-from ..protocol.descriptors import ServerDescription
-from ..protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
-from ..protocol.ports import NO_CHANNEL, SendOnly
-from ..protocol.reporters import LogReporter
-from ..runtime import durable
-from . import records
-from .message import Done, WorkerMessage
+from ...caching.identity import ServerEntry
+from ...channel_layer import Messaging
+from ...heartbeat import owner as owner_id
+from ...limits import quotas
+from ...models import ToolTask
+from ...observability import metrics
+from ...protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
+from ...protocol.descriptors import ServerDescription
+from ...protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
+from ...protocol.ports import NO_CHANNEL, SendOnly
+from ...protocol.reporters import LogReporter
+from ...runtime import durable
+from .. import records
+from ..message import CallSpec, Done, WorkerMessage
 from .relay import CancelListener, Relay, RelayedProgress
 
 logger = logging.getLogger("mcp_app.workers")
@@ -44,7 +43,7 @@ ASK_TIMEOUT_SECONDS = 300.0
 @functools.cache
 def _inline_runner() -> ToolRunner:
     """The inline runner a worker runs its calls with: one per process, not one per call."""
-    from ..runtime.execution import InlineRunner
+    from ...runtime.execution import InlineRunner
 
     return InlineRunner()
 
@@ -59,42 +58,42 @@ class _CatalogKey:
     created_at: datetime
 
 
-def _context(spec: dict[str, Any], info: WorkerMessage) -> RequestContext:
+def _context(spec: CallSpec, info: WorkerMessage) -> RequestContext:
     """The call's context from the Celery message alone (see the module docstring): no query."""
-    from ..catalog.resolver import resolve_catalog
+    from ...catalog.resolver import resolve_catalog
 
-    server = spec["server"]
+    server = spec.server
     key = _CatalogKey(
-        pk=int(server["pk"]),
-        tenant_id=int(server["tenant_pk"]),
-        catalog_version=int(server["catalog_version"]),
-        created_at=datetime.fromisoformat(str(server["created_at"])),
+        pk=int(server.pk),
+        tenant_id=int(server.tenant_pk),
+        catalog_version=int(server.catalog_version),
+        created_at=datetime.fromisoformat(str(server.created_at)),
     )
     return RequestContext(
         server=ServerDescription(
-            server_id=str(server["server_id"]),
-            name=str(server["name"]),
-            title=str(server.get("title") or ""),
-            version=str(server.get("version") or ""),
-            instructions=str(server.get("instructions") or ""),
+            server_id=str(server.server_id),
+            name=str(server.name),
+            title=str(server.title or ""),
+            version=str(server.version or ""),
+            instructions=str(server.instructions or ""),
             pk=key.pk,
         ),
         catalog=resolve_catalog(key),
         runner=_inline_runner(),
-        protocol_version=str(spec["protocol_version"]),
+        protocol_version=str(spec.protocol_version),
         era=info.era,
         principal=Principal(
-            tenant=str(server["tenant_slug"]),
-            agent_id=str(spec["agent_id"]),
+            tenant=str(server.tenant_slug),
+            agent_id=str(spec.agent_id),
             tenant_pk=key.tenant_id,
-            agent_pk=int(spec["agent_pk"]),
+            agent_pk=int(spec.agent_pk),
         ),
-        client_capabilities=dict(spec.get("client_capabilities") or {}),
+        client_capabilities=dict(spec.client_capabilities or {}),
         log_level=info.log_level,
     )
 
 
-def _loaded_spec(record: ToolTask) -> dict[str, Any]:
+def _loaded_spec(record: ToolTask) -> CallSpec:
     """``records.call_spec`` of a record loaded with its server, tenant and agent (a message without one)."""
     server = record.server
     described = records.served(
@@ -113,12 +112,12 @@ def _loaded_spec(record: ToolTask) -> dict[str, Any]:
 class WorkerCall:
     """One run of a worker call: what ``execute._steps`` drives (see the module docstring)."""
 
-    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, layer: Any) -> None:
+    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, bus: Messaging) -> None:
         self.record_pk = record_pk
         self.celery_id = celery_id
         self.info = info
-        self.layer = layer
-        self.spec: dict[str, Any] | None = info.call
+        self.bus = bus
+        self.spec: CallSpec | None = info.call
         self.task_id: str | None = info.task_id
         self.record: ToolTask | None = None
         self.ctx: RequestContext | None = None
@@ -139,7 +138,7 @@ class WorkerCall:
         call's task group: nothing to wait for; else once this worker has joined the group)."""
         if self.task_id is None:
             return
-        self.listener = CancelListener(self.task_id, self.cancel, self.layer, channel=self.info.cancel_channel)
+        self.listener = CancelListener(self.task_id, self.cancel, self.bus, channel=self.info.cancel_channel)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
 
@@ -169,13 +168,13 @@ class WorkerCall:
         """Not run: whoever awaits it re-reads the record."""
         await self.close()
         if self.task_id is not None:
-            await Relay(self.task_id, self.layer).publish(Done())
+            await Relay(self.task_id, self.bus).publish(Done())
 
     async def run(self) -> Any:
         """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
         assert self.ctx is not None and self.spec is not None
         ctx, spec, info = self.ctx, self.spec, self.info
-        task_id = str(spec["task_id"])
+        task_id = spec.task_id
         if self.listener is None or self.listener.task_id != task_id:
             # A message without the task id (or an older one): listen now, then honour a cancellation recorded
             # before the group was joined.
@@ -186,12 +185,12 @@ class WorkerCall:
             current = await database_sync_to_async(ToolTask.objects.load)(self.record_pk)
             if current is not None and current.status == ToolTask.Status.CANCELLED:
                 self.flag.set()
-        self.relay = relay = Relay(task_id, self.layer)
+        self.relay = relay = Relay(task_id, self.bus)
 
         async def emit(message: dict[str, Any]) -> None:
             await relay.notify(message)
 
-        deadline = float(spec["deadline"])
+        deadline = float(spec.deadline)
         outbound = _WorkerOutbound(relay, deadline) if info.can_ask else NO_CHANNEL
         ctx = replace(ctx, emit=emit, outbound=outbound)
         call = CallContext(
@@ -204,13 +203,13 @@ class WorkerCall:
             in_task=info.in_task,
             cancelled=self.flag.is_set,
         )
-        name = str(spec["tool_name"])
+        name = spec.tool_name
         tool = ctx.catalog.tool(name)
         if tool is None:
             return InvalidParams(f"Tool {name} is no longer available")
         metrics.worker_call("running", 1)
         try:
-            self.work = work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(spec["arguments"]), call))
+            self.work = work = asyncio.ensure_future(ctx.runner.call_tool(tool, dict(spec.arguments), call))
             if self.flag.is_set():  # heard before the tool started
                 work.cancel()
             done, _pending = await asyncio.wait({work}, timeout=max(0.0, deadline - time.time()))
@@ -254,15 +253,14 @@ class WorkerCall:
 
     def log_line(self, outcome: Any, stored: bool) -> None:
         """The call's one INFO line: tool, server, tenant, agent, outcome, duration (never its arguments)."""
-        spec = self.spec or {}
-        server = spec.get("server") or {}
+        spec = self.spec
         logger.info(
             "worker call %s tool=%s server=%s tenant=%s agent=%s outcome=%s duration_ms=%.1f",
-            str(spec.get("task_id") or "")[:8],
-            spec.get("tool_name"),
-            server.get("server_id"),
-            server.get("tenant_slug"),
-            spec.get("agent_id"),
+            spec.task_id[:8] if spec else "",
+            spec.tool_name if spec else None,
+            spec.server.server_id if spec else None,
+            spec.server.tenant_slug if spec else None,
+            spec.agent_id if spec else None,
             outcome_label(outcome, stored),
             (time.monotonic() - self.began) * 1000 if self.began else 0.0,
         )

@@ -1,12 +1,7 @@
-"""The events between a worker call and the processes awaiting it, and its cancellation, on the messaging
-primitive (``channel_layer``): the channel layer, or the in-process bus for a call run in the serving process.
-
-- ``Relay``: the worker side of one call's events (``message.WorkerEvent``: notify, progress, ask, done; on
-  ``events.worker_group``); a server-to-client request waits for its answer on a subscription of its own with a
-  ``Correlator`` (the same -32001 timeout answer as everywhere).
-- ``CancelListener``: hears the call's cancellation on ``events.task_group``, on the channel its dispatcher
-  enrolled (received from once the call has run ``RECEIVE_AFTER_SECONDS``) or on one it subscribes itself.
-- ``own_layer``: a channel layer of a Celery worker call's own event loop.
+"""The events between a worker call and the processes awaiting it, and its cancellation, on the call's
+``Messaging``: ``Relay`` publishes its ``WorkerEvent``s on ``events.worker_group`` (a server-to-client request's
+answer awaited with a ``Correlator``), ``CancelListener`` hears ``durable.Cancel`` on ``events.task_group`` (on
+the channel its dispatcher enrolled, or one of its own); ``own_layer`` is a Celery worker thread's channel layer.
 """
 
 from __future__ import annotations
@@ -19,12 +14,12 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription, messaging
-from ..events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT, task_group, worker_group
-from ..protocol.errors import InternalError
-from ..protocol.reporters import discard
-from ..runtime.progress import RecordedProgress
-from .message import Ask, Notify, Progress, WorkerEvent, event_to_wire
+from ...channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Messaging, Subscription, messaging
+from ...events import task_group, worker_group
+from ...protocol.reporters import discard
+from ...runtime.durable import Cancel
+from ...runtime.progress import RecordedProgress
+from ..message import Answer, Ask, Notify, Progress, WorkerEvent, event_to_wire
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -48,18 +43,16 @@ class Relay:
     """The worker side of one call's events: published to the call's event group, and the answers to its
     requests (request/reply on a subscription of its own, ``channel_layer.Correlator``)."""
 
-    def __init__(self, task_id: str, layer: Any = ...) -> None:
+    def __init__(self, task_id: str, bus: Messaging | None = None) -> None:
         self.group = worker_group(task_id)
-        self.layer = get_channel_layer() if layer is ... else layer
-        self.bus = messaging(self.layer)
+        self.bus = bus or messaging()
         self._answers = Correlator()
         self._ids = itertools.count(1)
         self._subscription: Subscription | None = None
 
     async def publish(self, event: WorkerEvent) -> None:
-        message = {"type": WORKER_EVENT, "group": self.group, **event_to_wire(event)}
         try:
-            await self.bus.group_send(self.group, message)
+            await self.bus.group_send(self.group, event_to_wire(event, self.group))
         except LAYER_ERRORS as error:  # the call goes on; its outcome is in the record
             logger.warning("could not relay a worker event (%s): %s", type(error).__name__, error)
 
@@ -76,12 +69,8 @@ class Relay:
         return await self._answers.ask(request_id, lambda: self.publish(event), method=method, within=within)
 
     def _answer(self, message: dict[str, Any]) -> None:
-        if message.get("type") == WORKER_ANSWER:
-            answer = message.get("answer")
-            self._answers.resolve(
-                int(message.get("id", 0)),
-                answer if isinstance(answer, dict) else {"error": InternalError("?").to_wire()},
-            )
+        if (answer := Answer.from_wire(message)) is not None:
+            self._answers.resolve(answer.id, answer.answer)
 
     async def close(self) -> None:
         if self._subscription is not None:
@@ -110,11 +99,11 @@ class CancelListener:
     call's cancellation channel when the dispatching process enrolled it in that group (``channel``, see
     ``events.worker_cancel_channel``), else on a new channel it adds to the group itself."""
 
-    def __init__(self, task_id: str, on_cancel: Callable[[], None], layer: Any = ..., *, channel: str | None = None):
+    def __init__(self, task_id: str, on_cancel: Callable[[], None], bus: Messaging, *, channel: str | None = None):
         self.task_id = task_id
         self.on_cancel = on_cancel
         self.joined = asyncio.Event()
-        self.bus = messaging(get_channel_layer() if layer is ... else layer)
+        self.bus = bus
         self.subscription: Subscription | None = None
         self._enrolled = channel if isinstance(self.bus, LayerMessaging) else None
         self.task = asyncio.ensure_future(self._subscribe())
@@ -142,7 +131,7 @@ class CancelListener:
 
     def _ends(self, message: dict[str, Any]) -> bool:
         """Whether ``message`` ends the listening: a cancellation (heard: ``on_cancel``)."""
-        if message.get("type") == TASK_CANCEL_EVENT:
+        if Cancel.from_wire(message) is not None:
             self.on_cancel()
             return True
         return False

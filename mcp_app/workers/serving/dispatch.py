@@ -1,15 +1,6 @@
-"""Sending a worker call to the workers: whether a broker is used, and the Celery message of a record.
-
-- ``broker_configured()``: whether worker calls go to Celery (``WORKER_DISPATCH``);
-- ``message(record, info, served)``: what the worker is handed with the record's pk;
-- ``send(record, info, served)``: publish it (the record is failed when the broker is unreachable).
-
-Used by the routing runner (``runner``: a new call, a resumed task) and by ``liveness`` (a call re-queued after
-its worker died). Sync functions.
-
-- ``request_info(call)``: what the worker needs of the request besides the record;
-- ``create_and_dispatch``/``requeue_and_dispatch``: record (or re-queue) a call and send it;
-- ``revoke_celery_task(celery_id)``: keep a dispatched message from running.
+"""Sending a worker call to the workers (the routing runner; ``liveness`` for a re-queued call; sync functions):
+``broker_configured()``, the Celery ``message`` of a record, ``send`` it (the record failed when the broker is
+unreachable), ``request_info``, ``create_and_dispatch``/``requeue_and_dispatch`` and ``revoke_celery_task``.
 """
 
 from __future__ import annotations
@@ -18,14 +9,14 @@ import dataclasses
 import logging
 from typing import Any
 
-from ..conf import mcp_settings
-from ..events import worker_cancel_channel
-from ..models import ToolTask
-from ..protocol.context import CallContext
-from ..protocol.errors import InternalError
-from ..runtime import durable
-from . import records
-from .message import WorkerMessage
+from ...conf import mcp_settings
+from ...events import worker_cancel_channel
+from ...models import ToolTask
+from ...protocol.context import CallContext
+from ...protocol.errors import InternalError
+from ...runtime import durable
+from .. import records
+from ..message import Served, WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -42,7 +33,7 @@ def broker_configured() -> bool:
     return not conf.task_always_eager and not str(conf.broker_url or "memory://").startswith("memory")
 
 
-def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+def message(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | None) -> dict[str, Any]:
     """What the worker is handed with the record's pk (``WorkerMessage``, as JSON): ``info``, the task id, the
     cancellation channel enrolled for it (``admission.enrol``) and the call (``records.call_spec``)."""
     described = dataclasses.replace(info, task_id=record.task_id, cancel_channel=worker_cancel_channel(record.task_id))
@@ -51,8 +42,8 @@ def message(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any],
     return described.to_wire()
 
 
-def send(record: ToolTask, info: WorkerMessage, served: tuple[dict[str, Any], str] | None) -> None:
-    from .tasks import run_tool_call
+def send(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | None) -> None:
+    from ..running.tasks import run_tool_call
 
     body = message(record, info, served)
     try:
@@ -88,7 +79,7 @@ def request_info(call: CallContext) -> WorkerMessage:
 
 
 def create_and_dispatch(
-    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
+    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[Served, str] | None, celery: bool
 ) -> tuple[ToolTask, bool]:
     record, created = ToolTask.objects.create_worker_call(task_id=task_id, **fields)
     if created and celery:
@@ -97,7 +88,7 @@ def create_and_dispatch(
 
 
 def requeue_and_dispatch(
-    task_id: str, timeout: float, info: WorkerMessage, served: tuple[dict[str, Any], str] | None, celery: bool
+    task_id: str, timeout: float, info: WorkerMessage, served: tuple[Served, str] | None, celery: bool
 ) -> ToolTask | None:
     record = ToolTask.objects.requeue(task_id, timeout=timeout)
     if record is not None and celery:

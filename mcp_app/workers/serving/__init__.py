@@ -1,0 +1,1 @@
+"""The serving side of worker calls: admitted, recorded, dispatched and awaited in a daphne process."""
