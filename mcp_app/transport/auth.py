@@ -1,28 +1,13 @@
 """Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
 the session named by ``Mcp-Session-Id``).
 
-``Credentials.admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can (no query,
-no thread hop), else runs the same checks once in a worker thread, loading what was missing;
-``Credentials.recheck`` asks again for an open stream. It returns an ``AccessGrant`` or raises ``AccessDenied``
-with the HTTP status to answer. The order of checks is the contract:
+``Credentials.admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can, else
+loads what was missing in one worker-thread call; ``Credentials.recheck`` asks again for an open stream;
+``grant_for_token`` serves the admin's console. They return an ``AccessGrant`` (server, token, and the token's
+view of the catalog) or raise ``AccessDenied`` with the HTTP status and its ``WWW-Authenticate`` challenge.
+The raw token is never logged; only its digest is looked up, compared in constant time.
 
-1. ``Authorization`` missing → 401 (even without ``agentId``, so a client that knows only the URL discovers
-   OAuth; a server with OAuth off answers 400 without ``agentId``); malformed, unknown, expired or revoked
-   token, inactive agent → 401 ``invalid_token``
-2. an agent token without ``agentId`` → 400; an OAuth access token needs none
-3. token of another agent than ``agentId`` (existing or not) → 403
-4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable); an OAuth
-   access token at any server but its own (its RFC 8707 audience), or at a server with OAuth off → 401
-   ``invalid_token``
-5. token not scoped to this server → 403
-
-Every 401 names the server's RFC 9728 metadata (``resource_metadata``, unless the server has OAuth off), in the
-``WWW-Authenticate`` header the edge makes of ``AccessDenied.challenge``. The grant's catalog is the token's
-view of the server's catalog (its grant: ``mcp_app.catalog.grants``).
-
-Unauthenticated callers learn nothing about which servers exist. The raw token is never logged; only its
-digest is looked up, and compared in constant time. A token found unknown is refused without a query for a
-short while (``mcp_app.limits.bruteforce``, a negative cache).
+The order of checks is the contract: docs/architecture.md ("Authentication: the order of checks").
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """One POST once the edge let it in: the ``protocol.serving.Exchange`` it lends the protocol, and its answer.
 
-- ``serve(body, session)``: ``protocol.serving.serve_post`` with this exchange, which calls back:
-- ``admit(demand)``: the request log learns the era and method, and the demand the protocol decoded (its
-  messages, the tools it calls) is drawn from the limits (``mcp_app.limits.admit``: no query);
-- ``context(route, ...)``: the request's ``ResponseWriter`` and, in the handshake era, its ``BackChannel``
-  (cancellable from now on when it has an id), then the handlers' context. A handshake-era tool call opens its
-  SSE stream early (``opening_delay``);
-- ``finish(answer)``: a session the answer opens must fit its caps (429) and is recorded (one worker-thread
-  call), then the answer is written as JSON or as the end of its SSE stream.
-
-The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or clean up the response.
+``PostExchange.serve`` runs ``protocol.serving.serve_post``, which calls back ``admit`` (the decoded ``Demand``
+drawn from ``mcp_app.limits.admit``: no query) and ``context`` (the ``ResponseWriter``, the handshake era's
+``BackChannel``, then the handlers' context); ``finish`` opens the session the answer asks for (within its caps)
+and writes the answer as JSON or as the end of its SSE stream. The consumer reads ``writer``, ``backchannel`` and
+``call_id`` back to cancel or clean up the response.
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
 
-- ``serve_get``: the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``,
-  so an event sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the
-  event store). (Without ``Accept: text/event-stream`` a GET answers ``endpoint_description``.)
-- ``Last-Event-ID`` on a session: an id of another session is 400; a GET stream's id replays what the stream
-  missed under the same ids and carries on as that stream; a POST stream's id replays, then follows the live
-  events of that call until its answer, and ends after ``SSE_RESUME_IDLE_SECONDS`` without an event (its
-  producer may be dead: the client resumes again from its last id). Never a hang.
-- ``listen``: the 2026-07-28 ``subscriptions/listen`` stream: acknowledgements first, then this server's events
-  that the handler's ``translate`` turns into messages.
-- Keep-alive comments every ``SSE_KEEPALIVE_SECONDS``, each refreshing group membership.
-- Access is re-checked while a GET or listen stream is open: at every keep-alive, and at once when this
-  process hears an invalidation of the stream's token, agent, tenant, server or session
-  (``mcp_app.invalidation``). A refused re-check ends the stream; a grant that now shows other tool, prompt or
-  resource names sends the ``list_changed`` of that list. A re-check that cannot decide (the database
-  unreachable) leaves the stream open until the next one.
-- ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
-  streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
-  streams whose ``translate`` accepts it.
+``Streams.serve_get`` serves a GET stream or resumes one, ``listen`` the 2026-07-28 ``subscriptions/listen``,
+``broadcast`` a server or session event to the open stream; ``endpoint_description`` answers a GET without
+``Accept: text/event-stream``. An open GET or listen stream re-checks its access at every keep-alive and at once
+on an invalidation that concerns it. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 
 Not here: authentication, Host/Origin, status codes of refusals before a stream (the edge), POST response
 streams (``transport.writer``).
