@@ -1,12 +1,9 @@
-"""An agent token's grant applied to a server's catalog: the one place where grants are enforced (why rows and
-not names, and what each method shows: docs/audit.md, "Grants").
+"""An agent token's grant applied to a server's catalog: the one place where grants are enforced.
 
-``granted_catalog(server, catalog, grant)`` returns the view of ``catalog`` that a token holding ``grant`` may
-see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts (by the
-row each descriptor carries as ``ref``; ``read_only``: only tools annotated ``readOnlyHint: true``). It keeps the
-whole catalog as ``unrestricted``, to tell withheld entries (whose tasks and resource updates are hidden too) from
-names that do not exist. Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server
-creation time, grant)``, so one token's view never serves another grant; the full grant returns the catalog.
+``granted_catalog(server, catalog, grant)`` is the view of ``catalog`` a token holding ``grant`` may see (only the
+granted entries, by the row each descriptor carries as ``ref``), kept per process by ``(server pk, catalog
+version, server creation time, grant)``; the view keeps the whole catalog as ``unrestricted``, to tell withheld
+entries from names that do not exist. Why rows and not names, and what each method shows: docs/audit.md.
 """
 
 from __future__ import annotations

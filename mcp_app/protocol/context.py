@@ -1,12 +1,7 @@
-"""What a handler knows about the request it serves, and what a runner knows about the call it serves.
-
-``RequestContext`` is built by the transport (through the composition root, ``mcp_app.services``) for each HTTP
-request: the server and its catalog (``descriptors``), who calls (``Principal``), what the client negotiated, and
-the ports (``ports``) that reach the layers below. ``CallContext`` is what a runner gets with one call.
-
-The ports whose signatures take these contexts live here with them (``ToolRunner``, which refuses arguments with
-``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``). ``OpenStream`` is a handler's answer that opens
-a stream instead of responding. Nothing here touches a database: implementations are injected.
+"""What a handler knows about the request it serves (``RequestContext``), what a runner knows about one call
+(``CallContext``), and the ports whose signatures take them (``ToolRunner``, which refuses arguments with
+``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``). ``OpenStream`` is a handler's answer that
+opens a stream instead of responding. Nothing here touches a database: implementations are injected.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """The JSON-RPC messages mcp-host builds itself (requests to clients, notifications, a failed tool call's result):
-one definition of each.
-
-Errors are made in ``errors.py``; the other wire objects that code outside ``protocol/`` sends (catalog events,
-the back-channel, tasks) are made here. Pure Python, no Django.
+one definition of each. Errors are made in ``errors.py``. Pure Python, no Django.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""The ports of the protocol core: the interfaces through which handlers reach what lies outside ``protocol/``.
+"""The ports of the protocol core that take no request context: ``Outbound`` (the back-channel of one HTTP
+request), ``Session`` (a handshake-era session), ``Tasks`` (2026-07-28 durable tasks) and ``CallAudit``.
 
-- ``Outbound``: the back-channel of one HTTP request: notifications on its response stream, server-to-client
-  requests (sampling, elicitation, roots) and their answers, cancellation, closing the stream early (SEP-1699).
-  The transport implements it (``transport.backchannel``) for handshake-era POSTs; everything else (the
-  stateless revision, the admin's console, tests, resumed tasks) gets ``NO_CHANNEL``.
-- ``Session``: a handshake-era session's negotiated state and the verbs that change it (the transport).
-- ``Tasks``: the caller's durable tasks of the 2026-07-28 extension (the runtime).
-- ``CallAudit``: the audit log of ``tools/call`` (the runtime).
-
-A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``,
-and ``context.NO_HANDSHAKE_TASKS``), never ``None``: callers ask the port (``can_request``, ``available``)
-instead of testing for ``None``. The ports whose signatures take a request or call context (``ToolRunner``,
-``HandshakeTasks``, ``RequestTracer``) live beside those contexts in ``context``, so that no import cycle is
-needed. The composition root (``mcp_app.services``) chooses the implementations; nothing here touches a database.
+A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``),
+never ``None``: callers ask the port (``can_request``, ``available``). The ports that take a request or call
+context live beside it in ``context``; the composition root (``mcp_app.services``) picks the implementations.
+Design: docs/architecture.md ("Ports").
 
 Not here: how the bytes are framed (``transport.writer``), which process holds the waiting call (the channel
 layer), or when a request is allowed (the handlers decide by capability and era).
