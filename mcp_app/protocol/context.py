@@ -72,19 +72,16 @@ class ToolRunner(Protocol):
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Run ``tool`` and return a wire ``CallToolResult``; raise ``InvalidToolArguments`` on bad input."""
-        ...
 
     async def read_resource(
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         """Return a wire ``ReadResourceResult`` for ``uri`` (``variables`` filled from a template)."""
-        ...
 
     async def get_prompt(
         self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         """Return a wire ``GetPromptResult`` (or an input-required result)."""
-        ...
 
 
 class HandshakeTasks(Protocol):
@@ -95,7 +92,6 @@ class HandshakeTasks(Protocol):
     def available(self) -> bool:
         """``False``: no 2025-11-25 tasks are served here (``NO_HANDSHAKE_TASKS``): the capability is not
         advertised and the ``tasks/*`` methods are not found."""
-        ...
 
     async def start(
         self,
@@ -107,24 +103,19 @@ class HandshakeTasks(Protocol):
         request_id: str | int,
     ) -> dict[str, Any]:
         """Store a ``working`` task, start the call in the background, return the ``CreateTaskResult``."""
-        ...
 
     async def get(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """The ``Task`` object, or ``None`` for an unknown task."""
-        ...
 
     async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """Wait until the task is terminal, then its result (with related-task ``_meta``); raises the
         ``ProtocolError`` the call ended with. ``None`` for an unknown task."""
-        ...
 
     async def list(self, ctx: RequestContext, cursor: Any) -> dict[str, Any]:
         """``{tasks, nextCursor?}``: the caller's tasks, newest first, ``ctx.page_size`` at a time."""
-        ...
 
     async def cancel(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """Cancel a task that is not terminal (raises -32602 for a terminal one); the cancelled ``Task``."""
-        ...
 
 
 class NoHandshakeTasks:
@@ -175,7 +166,6 @@ class RequestTracer(Protocol):
         answer: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
         """Return ``await answer()``, traced as ``method`` (``params._meta`` may carry the caller's trace)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,7 @@ LIST_KINDS = ("tools", "prompts", "resources")
 
 
 def request(request_id: str | int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
+    return {"jsonrpc": JSONRPC_VERSION, "id": request_id, **notification(method, params)}
 
 
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

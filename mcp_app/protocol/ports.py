@@ -24,29 +24,23 @@ class Outbound(Protocol):
     @property
     def can_request(self) -> bool:
         """``False``: no channel can carry a server-to-client request (``request`` answers with an error)."""
-        ...
 
     async def notify(self, message: dict[str, Any]) -> None:
         """Send a JSON-RPC notification to the client on this request's stream (dropped if there is none)."""
-        ...
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a server-to-client request and return the client's response object (``{"result": …}`` or
         ``{"error": …}``); a client that does not answer in time gets a -32001-style error object."""
-        ...
 
     async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
         """Hand a client's answer to whichever call (in whichever process) waits for ``request_id``."""
-        ...
 
     async def cancel(self, request_id: str | int) -> None:
         """``notifications/cancelled``: stop the client's running request ``request_id``, wherever it runs."""
-        ...
 
     async def close_stream(self) -> bool:
         """End this request's response stream now while the call goes on (SEP-1699); ``False`` when the stream
         cannot be resumed (no session, the stateless revision)."""
-        ...
 
 
 NO_CHANNEL_MESSAGE = "No channel to the client can carry a server-to-client request here"
@@ -96,7 +90,6 @@ class Session(Protocol):
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         """What the client declared in its ``initialize``."""
-        ...
 
     async def set_log_level(self, level: str) -> None: ...
 
@@ -112,19 +105,15 @@ class Tasks(Protocol):
     def available(self) -> bool:
         """``False``: no tasks are served here (``NO_TASKS``): the extension is not advertised, calls never
         become tasks, and every task id is unknown."""
-        ...
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
         """The task as ``tasks/get`` shows it, or ``None`` if the caller has no such task."""
-        ...
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
         """Record answers to outstanding input requests (resuming the task once all are in)."""
-        ...
 
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task that is not terminal yet (a terminal one is left as it is)."""
-        ...
 
 
 class CallAudit(Protocol):

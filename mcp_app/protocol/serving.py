@@ -112,11 +112,9 @@ class Exchange(Protocol):
 
     async def admit(self, demand: Demand) -> Refusal | None:
         """Draw the decoded request from the edge's limits: ``None``, or the refusal to answer."""
-        ...
 
     def context(self, route: Route, **fields: Any) -> RequestContext:
         """The request's context: ``fields`` (session, client metadata, log level) plus what the edge owns."""
-        ...
 
 
 def refusal(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Answer:

@@ -98,6 +98,13 @@ class _Recheck(Exception):
     """A refusal decided on cached snapshots: confirmed against the database before it is answered."""
 
 
+def _refuse(status: int, message: str, *, error: str | None = None, fresh: bool) -> NoReturn:
+    """Refuse, on ``fresh`` rows; else raise ``_Recheck`` to confirm the refusal first."""
+    if not fresh:
+        raise _Recheck
+    raise AccessDenied(status, message, error=error, resource_metadata=status == 401 or error == "insufficient_scope")
+
+
 def _advertised(server_id: str, *, load: bool) -> bool:
     """Whether refusals at ``server_id`` point to its OAuth metadata: OAuth on, or no such server (which an
     unauthenticated caller must not be able to tell apart)."""
@@ -129,13 +136,6 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None, *
 
 
 def _check(server_id: str, agent_id: str | None, raw: str, now: datetime, *, load: bool, fresh: bool) -> AccessGrant:
-    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
-        if not fresh:
-            raise _Recheck
-        raise AccessDenied(
-            status, message, error=error, resource_metadata=status == 401 or error == "insufficient_scope"
-        )
-
     token = _token(raw, load=load) if raw else None
     if token is not None and token.expired(now):
         identity.tokens.discard(token.digest)
@@ -150,24 +150,24 @@ def _check(server_id: str, agent_id: str | None, raw: str, now: datetime, *, loa
     if not agent_id and not token.audience_bound:
         raise AccessDenied(400, "The agentId query parameter is required.")
     if agent_id and token.agent_id != agent_id:
-        refuse(403, "The token does not belong to this agent.", error="insufficient_scope")
-    grant = _grant(token, server_id, load=load, refuse=refuse)
+        _refuse(403, "The token does not belong to this agent.", error="insufficient_scope", fresh=fresh)
+    grant = _grant(token, server_id, load=load, fresh=fresh)
     writebehind.token_used(token, now)
     return grant
 
 
-def _grant(token: TokenEntry, server_id: str, *, load: bool, refuse: Any) -> AccessGrant:
+def _grant(token: TokenEntry, server_id: str, *, load: bool, fresh: bool) -> AccessGrant:
     """Steps 4 and 5 for an authenticated token: the server, the scope and the token's view of the catalog."""
     server = identity.server(server_id, load=load)
     if token.audience_bound and (server is None or server.pk not in token.servers or not server.oauth_enabled):
         # An OAuth access token is valid at exactly the server it was issued for (RFC 8707).
-        refuse(401, "The token was not issued for this server.", error="invalid_token")
+        _refuse(401, "The token was not issued for this server.", error="invalid_token", fresh=fresh)
     if server is None:
         raise AccessDenied(404, "MCP server not found.")
     if server.tenant_id != token.tenant_pk:
-        refuse(404, "MCP server not found.")
+        _refuse(404, "MCP server not found.", fresh=fresh)
     if server.pk not in token.servers:
-        refuse(403, "The token is not allowed to use this server.", error="insufficient_scope")
+        _refuse(403, "The token is not allowed to use this server.", error="insufficient_scope", fresh=fresh)
     return AccessGrant(server=server, token=token, catalog=resolve_catalog(server, grant=token.grant, load=load))
 
 
@@ -175,16 +175,12 @@ def grant_for_token(token_digest_value: str, server_id: str) -> AccessGrant:
     """What the usable token with this digest may use on ``server_id``, checked like the wire (fresh rows): the
     admin's console enters here with a token it looked up itself, so both see the same server, scope and
     catalog. Raises ``AccessDenied`` as ``authorize`` would."""
-
-    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
-        raise AccessDenied(status, message, error=error)
-
     identity.tokens.discard(token_digest_value)
     token = identity.token(token_digest_value, load=True)
     if token is None or token.expired(timezone.now()):
         raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
     identity.servers.discard(server_id)
-    return _grant(token, server_id, load=True, refuse=refuse)
+    return _grant(token, server_id, load=True, fresh=True)
 
 
 def _session(raw: str, grant: AccessGrant, *, load: bool) -> SessionEntry | None:

@@ -35,12 +35,7 @@ LINGER_MAX_BYTES = 8 * 1024 * 1024
 CLOSING_STATUSES = frozenset({401, 429, 503})
 PRESSURE_CHECK_SECONDS = 0.5
 PRESSURE_IDLE_SECONDS = 2.0
-REASONS = {
-    400: b"Bad Request",
-    408: b"Request Timeout",
-    414: b"URI Too Long",
-    431: b"Request Header Fields Too Large",
-}
+REASONS = {400: b"Bad Request", 408: b"Request Timeout", 414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
 # The private parts of Twisted's HTTPChannel the edge limits rely on, and the methods they override.
 CHANNEL_INTERNALS = (
     "_receivedHeaderSize",
@@ -74,12 +69,8 @@ _REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 def error_response(status: int, message: str) -> bytes:
     body = orjson.dumps(errors.error_response(None, errors.InvalidRequest(message)))
-    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
-        status,
-        REASONS[status],
-        len(body),
-    )
-    return head + body
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+    return head % (status, REASONS[status], len(body)) + body
 
 
 _PENDING = "The client did not read its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."

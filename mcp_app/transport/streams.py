@@ -36,10 +36,6 @@ from .writer import Response, ResponseWriter, is_final, send_body
 logger = logging.getLogger("mcp_app.transport")
 
 
-def _forward(event: dict[str, Any]) -> dict[str, Any]:
-    return event
-
-
 # The stream's access checked again, as on a new request: the grant, or ``None`` when it is refused now.
 Recheck = Callable[[], Awaitable[AccessGrant | None]]
 
@@ -94,7 +90,7 @@ class Streams:
         self.tags: frozenset[str] = frozenset()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken = asyncio.Event()
-        self._translate: Any = _forward
+        self._translate: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None  # listen's, else as is
         self._writer: ResponseWriter | None = None
         self._session: DatabaseSession | None = None
         # Live events of a resumed POST stream, made by that stream only: an idle GET stream holds no queue.
@@ -113,9 +109,9 @@ class Streams:
             # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
             if event.get("params", {}).get("uri") not in await self._session.reload_subscriptions():
                 return
-        elif event.get("method") == "notifications/resources/updated" and self._translate is _forward:
+        elif event.get("method") == "notifications/resources/updated" and self._translate is None:
             return
-        outgoing = self._translate(event)
+        outgoing = event if self._translate is None else self._translate(event)
         if outgoing is None:
             return
         if self._writer is not None:
@@ -289,12 +285,7 @@ def endpoint_description(grant: AccessGrant) -> dict[str, Any]:
     return {
         "name": PRODUCT_NAME,
         "version": __version__,
-        "server": {
-            "serverId": server.server_id,
-            "name": server.name,
-            "title": server.title,
-            "version": server.version,
-        },
+        "server": {"serverId": server.server_id, "name": server.name, "title": server.title, "version": server.version},
         "transport": "streamable-http",
         "protocolVersions": list(versions.HANDSHAKE_VERSIONS),
         "tools": len(grant.catalog.tools),
