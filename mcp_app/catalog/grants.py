@@ -1,9 +1,8 @@
 """An agent token's grant applied to a server's catalog: the one place where grants are enforced.
 
-``granted_catalog(server, catalog, grant)`` is the view of ``catalog`` a token holding ``grant`` may see (only the
-granted entries, by the row each descriptor carries as ``ref``), kept per process by ``(server pk, catalog
-version, server creation time, grant)``; the view keeps the whole catalog as ``unrestricted``, to tell withheld
-entries from names that do not exist. Why rows and not names, and what each method shows: docs/audit.md.
+``granted_catalog(server, catalog, grant)`` is the view a token holding ``grant`` may see, cached per process;
+it keeps the whole catalog as ``unrestricted``, to tell withheld entries from names that do not exist. Why
+rows and not names, and what each method shows: docs/audit.md ("Grants").
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Resolution of a server's effective catalog from the database and the code registry.
 
 ``resolve_catalog(server, grant=...)`` returns the ``ServerCatalog`` of the server's current ``catalog_version``
-as one token's grant sees it (``catalog.grants``), kept in a per-process LRU keyed by ``(server pk,
-catalog_version, created_at)``: the version comes from the cached server snapshot, so checking it costs no
-query. Python tools no longer registered, or not allowed for the tenant, are left out (and logged).
+as one token's grant sees it, cached per process by version (read from the server snapshot: no query). Python
+tools no longer registered, or not allowed for the tenant, are left out (and logged).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Configuration rules of http tools, and the write-only handling of their secret headers for front doors.
 
-The model, the admin and the REST API share ``validate_url``, ``validate_headers`` and ``validate_timeout``
-(``ValueError`` with a sentence for the user; the URL and timeout rules serve upstreams too, by ``kind``),
-``parse_secret_headers`` (what a form or API client typed, validated) and ``SECRET_PLACEHOLDER`` (shown instead of
-a secret). Storing them is the models' (``models.secrets.SecretHeaders``); only ``open_secret_headers`` decrypts
-them (the runtime, when it sends a request). See docs/http-tools.md.
+``validate_url``, ``validate_headers`` and ``validate_timeout`` raise ``ValueError`` with a sentence for the user
+(the URL and timeout rules serve upstreams too, by ``kind``); ``parse_secret_headers`` reads what a form or API
+client typed. Only ``open_secret_headers`` decrypts stored secrets (the runtime, when it sends a request).
+See docs/http-tools.md.
 """
 
 from __future__ import annotations

@@ -266,13 +266,10 @@ def tool(function: ToolFunction | None = None, /, **options: typing.Unpack[ToolO
     """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``).
 
     ``task_support`` (2026-07-28 tasks extension): ``"optional"`` tools become durable tasks when they do not
-    finish at once for a client that declared the extension; ``"required"`` ones always do (and refuse clients
-    without it).
-
-    ``execution="worker"`` runs its calls on a Celery worker (in-process where no broker is configured), with
-    the same context (progress, logs, cooperative ``ctx.cancelled``, elicitation); ``timeout`` bounds a call in
-    seconds. A server's binding may override both (``ServerTool.execution``, ``timeout_seconds``).
-    """
+    finish at once for a client that declared the extension, ``"required"`` ones always do (and refuse clients
+    without it). ``execution="worker"`` runs calls on a Celery worker (in-process without a broker) with the same
+    context; ``timeout`` bounds a call in seconds. A binding may override both (``ServerTool.execution``,
+    ``timeout_seconds``)."""
 
     def decorate(func: ToolFunction) -> ToolFunction:
         registry.register(build_registered_tool(func, **options))

@@ -31,11 +31,9 @@ class Principal:
 
 @dataclass(slots=True)
 class CallContext:
-    """The context of one call a runner serves (``tools/call``, ``resources/read``, ``prompts/get``): what it gets
-    besides the arguments: who calls, how to report back, and (2026-07-28 multi-round trips) the client's answers
-    to earlier input requests with the state the server handed out.
-
-    Not the audit log's ``ToolCall`` (``mcp_app.models``), the row a finished ``tools/call`` leaves behind."""
+    """The context of one call a runner serves (``tools/call``, ``resources/read``, ``prompts/get``) besides its
+    arguments: who calls, how to report back, and (2026-07-28 multi-round trips) the client's answers to earlier
+    input requests with the state the server handed out. Not the audit log's ``ToolCall`` (``mcp_app.models``)."""
 
     request: RequestContext
     progress: ProgressReporter
@@ -61,10 +59,8 @@ class CallContext:
 
 
 class InvalidToolArguments(Exception):
-    """Raised by a runner when arguments do not satisfy the tool's input schema.
-
-    Not a ``ProtocolError``: whether it becomes -32602 or an ``isError`` result depends on the revision.
-    """
+    """Raised by a runner when arguments do not satisfy the tool's input schema. Not a ``ProtocolError``: whether it
+    becomes -32602 or an ``isError`` result depends on the revision."""
 
 
 class ToolRunner(Protocol):
@@ -206,11 +202,8 @@ class RequestContext:
 
 @dataclass(frozen=True, slots=True)
 class OpenStream:
-    """A handler's answer that is not a response but a long-lived SSE stream (``subscriptions/listen``).
-
-    The transport sends ``first`` at once, then forwards each cross-process event that ``translate`` turns into
-    a message, until the client goes away.
-    """
+    """A handler's answer that opens a long-lived SSE stream (``subscriptions/listen``): the transport sends ``first``
+    at once, then each cross-process event that ``translate`` turns into a message, until the client goes away."""
 
     first: tuple[dict[str, Any], ...]
     translate: Callable[[dict[str, Any]], dict[str, Any] | None]

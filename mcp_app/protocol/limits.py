@@ -1,9 +1,8 @@
 """Limits on what a request body may hold, checked before (or while) it is decoded. Pure Python.
 
-``exceeds_depth`` finds too deep a nesting without decoding (decoders recurse: a body nested thousands of levels
-must never reach them); ``find_nul`` whether a decoded value holds ``\\u0000`` (PostgreSQL rejects NUL in
-``text`` and ``jsonb``, so such a body is refused before anything is stored); ``check_client_metadata`` bounds
-the clientInfo and capabilities stored with a session or task. ``jsonrpc.decode`` applies the first two.
+``exceeds_depth``: too deep a nesting, found without decoding (decoders recurse); ``find_nul``: a ``\\u0000``
+in a decoded value (PostgreSQL rejects NUL in ``text`` and ``jsonb``); ``check_client_metadata``: the size of
+the clientInfo and capabilities stored with a session or task.
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 request), ``Session`` (a handshake-era session), ``Tasks`` (2026-07-28 durable tasks) and ``CallAudit``.
 
 A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``),
-never ``None``: callers ask the port (``can_request``, ``available``). The ports that take a request or call
-context live beside it in ``context``; the composition root (``mcp_app.services``) picks the implementations.
-Design: docs/architecture.md ("Ports").
+never ``None``. Design: docs/architecture.md ("Ports").
 
 Not here: how the bytes are framed (``transport.writer``), which process holds the waiting call (the channel
 layer), or when a request is allowed (the handlers decide by capability and era).

@@ -43,11 +43,9 @@ def newest_first(supported: tuple[str, ...]) -> list[str]:
 
 
 def negotiate(requested: object, supported: tuple[str, ...] = HANDSHAKE_VERSIONS) -> str:
-    """The version to answer an ``initialize`` with (``supported`` holds handshake-era versions only).
-
-    A supported requested version is echoed; an unknown one gets the latest supported (the spec requires a
-    successful answer with another version); a request without a version gets the first revision.
-    """
+    """The version to answer an ``initialize`` with (``supported``: handshake-era versions only): a supported
+    requested version is echoed, an unknown one gets the latest supported (the spec requires a successful answer
+    with another version), a request without a version gets the first revision."""
     if requested is None:
         return DEFAULT_UNVERSIONED_INITIALIZE if DEFAULT_UNVERSIONED_INITIALIZE in supported else max(supported)
     if isinstance(requested, str) and requested in supported:

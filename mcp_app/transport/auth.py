@@ -1,13 +1,10 @@
 """Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
 the session named by ``Mcp-Session-Id``).
 
-``Credentials.admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can, else
-loads what was missing in one worker-thread call; ``Credentials.recheck`` asks again for an open stream;
-``grant_for_token`` serves the admin's console. They return an ``AccessGrant`` (server, token, and the token's
-view of the catalog) or raise ``AccessDenied`` with the HTTP status and its ``WWW-Authenticate`` challenge.
-The raw token is never logged; only its digest is looked up, compared in constant time.
-
-The order of checks is the contract: docs/architecture.md ("Authentication: the order of checks").
+``Credentials.admit`` (from the per-process caches when it can), ``Credentials.recheck`` (an open stream) and
+``grant_for_token`` (the admin's console) return an ``AccessGrant`` or raise ``AccessDenied`` with the HTTP
+status and its ``WWW-Authenticate`` challenge. The raw token is never logged; only its digest is looked up,
+compared in constant time. The order of checks is the contract: docs/architecture.md ("Authentication").
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ class AccessGrant:
     catalog: ServerCatalog
 
     def request_context(self, *, era: str, protocol_version: str, **fields: Any) -> RequestContext:
-        """The handlers' context for one request under this grant (the consumer and the admin's console), wired
-        by the composition root (``services.request_context``). Built from the cached snapshots: no query."""
+        """The handlers' context for one request under this grant (``services.request_context``): no query."""
         return services.request_context(
             self.server, self.token, self.catalog, era=era, protocol_version=protocol_version, **fields
         )
@@ -114,9 +110,7 @@ def _advertised(server_id: str, *, load: bool) -> bool:
 
 def authorize(server_id: str, agent_id: str | None, authorization: str | None, *, load: bool = True) -> AccessGrant:
     """Check the request's credentials against this server; ``load=False`` raises ``CacheMiss`` instead of
-    querying. A refusal that cached snapshots would give (wrong agent, server of another tenant, server out of
-    scope) is confirmed on fresh rows first, so a snapshot that outlived its row never refuses a valid request;
-    only expiry by time is refused from the cache alone."""
+    querying. A refusal cached snapshots would give is confirmed on fresh rows first (``_Recheck``)."""
     raw = bearer_token(authorization)
     if raw is None:
         advertised = _advertised(server_id, load=load)

@@ -1,10 +1,8 @@
 """The back-channel of one handshake-era POST: the transport's implementation of the ``Outbound`` port.
 
-``BackChannel`` sends notifications and server-to-client requests on the call's response stream, hands a
-client's answer to the reply group of its id, forwards ``notifications/cancelled`` (``transport.cancellation``)
-and closes a resumable stream early (SEP-1699). ``watch``, ``release`` and ``close`` make the call this POST
-serves cancellable and stop that. Correlation is by ``scope``: the session key, or ``t<token pk>`` for
-sessionless requests. Design: docs/architecture.md ("Ports"; "SSE streams, resumption and cancellation").
+``BackChannel`` also makes the call this POST serves cancellable (``watch``, ``release``, ``close``);
+correlation is by ``scope``: the session key, or ``t<token pk>`` for sessionless requests. Design:
+docs/architecture.md ("Ports"; "SSE streams, resumption and cancellation").
 
 Not here: how the call's response ends when it is cancelled (the edge, through ``on_cancel``), the 2026-07-28
 era (no back-channel: ``NO_CHANNEL``).
@@ -122,8 +120,7 @@ class BackChannel:
                 logger.exception("background task failed during clean-up")
 
     async def _watch_cancellation(self, group: str) -> None:
-        """Only calls still running after a moment join their cancellation group: quick calls, the vast
-        majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
+        """Join the call's cancellation group, then honour a cancellation noted before the join."""
         try:
             await self._membership.join(group)
             noted = await cancellation.cancelled_before_listening(group)

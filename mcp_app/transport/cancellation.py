@@ -1,9 +1,8 @@
 """``notifications/cancelled`` for handshake-era calls: never lost, whenever it arrives.
 
-A running call is ``register``ed under its call group (``events.call_group``); ``request_cancel`` stops it in
-this process, or sends the cancellation to the group and notes it in the event store, which the call checks
-once it listens (``cancelled_before_listening``). ``listening_hooks`` hear when a call listens everywhere (tests
-wait on that). Design: docs/architecture.md ("SSE streams, resumption and cancellation").
+``register`` a running call under its call group; ``request_cancel`` stops it here, or sends the cancellation to
+the group and notes it for a call that listens later (``cancelled_before_listening``); ``listening_hooks`` hear
+when a call listens everywhere. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Superseded progress coalesced for a slow consumer, on bytes: plain Python, no Twisted (``edge_limits`` uses it).
 
-``Backlog`` holds response bytes in order, each SSE event of a body chunk as a piece of its own; a
-``notifications/progress`` replaces the held one of the same progress token. ``release()`` gives the held bytes
-back as parts to write. ``sse_events``, ``progress_key`` and ``frame`` are pure functions on bytes.
-Design: docs/robustness.md ("Limits in front of the application").
+``Backlog`` holds response bytes in order, a newer ``notifications/progress`` replacing the held one of its
+token; ``sse_events``, ``progress_key`` and ``frame`` are pure functions on bytes. Design: docs/robustness.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """An in-process client of the endpoint, for the admin's "Try it": one request, as one agent token, on one server.
 
-``run_as`` serves a JSON-RPC request like a sessionless handshake-era POST, through what the wire runs after
-authenticating (``auth.grant_for_token``, the request context, dispatcher, handlers and runner: grants and audit
-apply), and returns what a client would have received, or why the token may not use the server. Not done here:
-sampling and elicitation, streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
+``run_as`` serves a JSON-RPC request like a sessionless handshake-era POST, through the wire's own grant,
+context, dispatcher and runner (grants and audit apply), and returns what a client would have received. Not
+done here: sampling and elicitation, streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations

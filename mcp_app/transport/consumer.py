@@ -1,10 +1,9 @@
 """The MCP endpoint ``/mcp/<server_id>`` as a Channels consumer: the HTTP edge of Streamable HTTP, and only that.
 
-One consumer instance serves one HTTP request. It buffers the body up to ``MAX_BODY_BYTES``, then runs the
-response in a task while it keeps listening for ``http.disconnect`` and channel-layer events
-(``transport.membership``). ``OPTIONS`` is a CORS preflight; every other request meets the edge's ``checks`` in
-order, each a refusal or ``None``; then a POST goes to ``transport.exchange``, a GET to ``transport.streams``,
-and a DELETE ends the session (204). The checks and their statuses: docs/architecture.md ("The HTTP edge").
+One consumer instance serves one HTTP request: ``OPTIONS`` is a CORS preflight; every other request meets the
+edge's ``checks`` in order, each a refusal or ``None``; then a POST goes to ``transport.exchange``, a GET to
+``transport.streams``, and a DELETE ends the session. The checks and their statuses: docs/architecture.md ("The
+HTTP edge").
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """CORS for browser clients (the MCP Inspector, web agents) of servers that list their ``allowed_origins``.
 
-``preflight`` answers ``OPTIONS`` from the per-process server snapshot (no query on a warm process): 204 with the
-CORS headers to an origin the server allows, else the same 403 without any (a preflight reveals no server id).
-``response_headers`` go on actual answers to an allowed origin; ``server_allows`` decides for refusals before
-the grant. Bearer tokens are not cookies: ``Access-Control-Allow-Credentials`` is never sent.
-Design: docs/robustness.md ("CORS").
+``preflight`` answers ``OPTIONS`` from the per-process server snapshot: 204 with the CORS headers to an origin
+the server allows, else the same 403 without any. ``response_headers`` go on answers to an allowed origin;
+``server_allows`` decides for refusals before the grant. Design: docs/robustness.md ("CORS").
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Limits daphne (Twisted) applies before the application sees a request, with proper HTTP answers.
 
-``channel_class()`` builds ``LimitedHTTPChannel``, a subclass of Twisted's ``HTTPChannel`` that answers with a
-JSON-RPC error body and ``Connection: close``: 414 (request line over ``MAX_REQUEST_LINE_BYTES``), 431 (headers
-over ``MAX_HEADER_BYTES``), 400 (two ``Host`` headers, none in HTTP/1.1, a body over ``MAX_BODY_BYTES``, bytes
-that cannot start a request, a bare-LF line), 408 (not received ``REQUEST_DEADLINE_SECONDS`` after its first
-byte). It bounds what daphne writes (an idle timeout that counts inactivity, ``MAX_PENDING_BYTES``, superseded
-progress coalesced for a slow reader) and gives descriptors back under pressure (``CLOSING_STATUSES``).
-``twisted_compat.install`` installs it behind ``MCP_APP["EDGE_LIMITS"]`` when the private names listed here
-(``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``) are there.
-
+``channel_class()`` builds ``LimitedHTTPChannel``, a subclass of Twisted's ``HTTPChannel`` that answers 414, 431,
+400 and 408 itself (a JSON-RPC error body and ``Connection: close``), bounds what daphne writes (an idle timeout
+that counts inactivity, ``MAX_PENDING_BYTES``, superseded progress coalesced for a slow reader) and gives
+descriptors back under pressure. ``twisted_compat.install`` installs it behind ``MCP_APP["EDGE_LIMITS"]`` when the
+private names listed here (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``) are there.
 Design: docs/robustness.md ("Limits in front of the application"); descriptors: docs/limits.md.
 """
 
@@ -178,7 +174,7 @@ def channel_class() -> type:
             """Bytes the client has not read yet that daphne holds: the transport's and the backlog's."""
             return self._mcp_unsent() + self._mcp_held.size
 
-        # Coalescing for a slow consumer (module docstring) --------------------------------------------------
+        # Coalescing for a slow consumer (docs/robustness.md) -----------------------------------------------
 
         def pauseProducing(self) -> None:
             self._mcp_backlog = True
@@ -187,9 +183,6 @@ def channel_class() -> type:
         def resumeProducing(self) -> None:
             self._mcp_backlog = False
             super().resumeProducing()
-            self._mcp_release()
-
-        def _mcp_release(self) -> None:
             parts = self._mcp_held.release()
             if parts:
                 self._mcp_send(super().writeSequence, parts, parts, None)

@@ -1,10 +1,8 @@
 """SSE event stores (the ``EVENT_STORE`` backend): what makes handshake-era streams resumable with ``Last-Event-ID``.
 
-Event ids are ``<stream id>.<sequence>``, the stream id starting with a prefix of its session key (a client can
-only resume its own session's streams). ``MemoryEventStore`` serves one process (the embedded default);
-``RedisEventStore`` every process. A stream keeps its events for ``EVENT_STORE_TTL_SECONDS``, at most
-``max_events`` and ``EVENT_STORE_MAX_BYTES``, the oldest dropped first; an append over its owner's bound stores
-nothing and returns False. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
+Event ids are ``<stream id>.<sequence>``, the stream id starting with a prefix of its session key.
+``MemoryEventStore`` serves one process (the embedded default), ``RedisEventStore`` every process; both bound
+each stream and each owner. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 """
 
 from __future__ import annotations
@@ -23,8 +21,6 @@ from ..conf import mcp_settings
 
 STREAM_PREFIX_CHARS = 12
 SOCKET_TIMEOUT_SECONDS = 4.0
-
-
 POST_STREAM = "p"
 GET_STREAM = "g"
 
@@ -132,7 +128,7 @@ class MemoryEventStore(EventStore):
         return expires is not None and expires > time.monotonic()
 
     def purge_expired(self, *, dry_run: bool = False) -> int:
-        cutoff = time.monotonic() - float(mcp_settings.EVENT_STORE_TTL_SECONDS)
+        cutoff = time.monotonic() - _ttl()
         with self._lock:
             stale = [stream_id for stream_id, touched in self._touched.items() if touched < cutoff]
             for stream_id in [] if dry_run else stale:

@@ -1,9 +1,8 @@
 """One consumer's place on the channel layer: its channel, the groups it joined, and the pump that feeds it.
 
-``Membership`` takes a channel only at the first ``join`` (a quick ``tools/call`` costs the layer nothing) and
-puts the messages this package handles into the consumer's inbox, or ``mcp.layer_down`` once per outage.
-``InboxConsumer`` is that inbox and a message loop without Channels' ``await_many_dispatch`` (a task per source
-and per message); ``cleanup`` runs when the loop ends, unless the work was ``detached`` (it cleans up itself).
+``Membership`` takes a channel at the first ``join`` only, and feeds the consumer's inbox (``mcp.layer_down`` once
+per outage). ``InboxConsumer`` is that inbox and a message loop without Channels' ``await_many_dispatch`` (a task
+per source and per message); ``cleanup`` runs when it ends, unless the work was ``detached``.
 """
 
 from __future__ import annotations

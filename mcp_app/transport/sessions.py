@@ -1,9 +1,8 @@
 """The database-backed ``Session`` the handlers see, and the session part of request admission.
 
-A request's session comes from the cached ``SessionEntry`` of ``mcp_app.caching.identity``. ``DatabaseSession``
-changes it (log level, resource subscriptions) with one UPDATE from a worker thread, then its invalidation;
-``key`` names it in channel-layer groups without revealing its id. Idle expiry across processes:
-docs/architecture.md ("Session expiry across processes").
+``DatabaseSession`` (from the cached ``SessionEntry``) changes a session with one UPDATE from a worker thread, then
+its invalidation; ``key`` names it in channel-layer groups without revealing its id. Idle expiry across
+processes: docs/architecture.md ("Session expiry across processes").
 """
 
 from __future__ import annotations

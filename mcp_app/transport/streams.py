@@ -1,9 +1,8 @@
 """Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
 
-``Streams.serve_get`` serves a GET stream or resumes one, ``listen`` the 2026-07-28 ``subscriptions/listen``,
-``broadcast`` a server or session event to the open stream; ``endpoint_description`` answers a GET without
-``Accept: text/event-stream``. An open GET or listen stream re-checks its access at every keep-alive and at once
-on an invalidation that concerns it. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
+``Streams.serve_get``, ``listen`` and ``broadcast`` (an event for the open stream), which re-checks its access at
+every keep-alive and on an invalidation that concerns it. Design: docs/architecture.md ("SSE streams, resumption
+and cancellation").
 
 Not here: authentication, Host/Origin, status codes of refusals before a stream (the edge), POST response
 streams (``transport.writer``).

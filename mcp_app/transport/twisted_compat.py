@@ -1,14 +1,11 @@
 """Every change mcp-host makes to daphne's and Twisted's own code, in one place, behind one version guard.
 
-``install()`` (called by ``mcp_host.asgi``, once per process, only in a daphne process) applies, on the versions
-they were verified on (``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) and with every private name they rely on
-present (``internals_missing``; else it logs once why and leaves daphne as it is): the reason phrases Twisted
-lacks (``add_reason_phrases``), the edge limits (``limit_edges``, ``MCP_APP["EDGE_LIMITS"]``) and daphne tuning
-(``tune``, ``MCP_APP["DAPHNE_TUNING"]``). On any version it forwards Twisted's errors to Python logging
-(``forward_errors``). ``tests/transport/test_twisted_compat.py`` fails when an upgrade changes those names.
-
-Each write and its measured gain: docs/architecture.md ("Writes to third-party names"); the tuning:
-docs/performance.md.
+``install()`` (``mcp_host.asgi``, once, in a daphne process) applies the reason phrases Twisted lacks, the edge
+limits (``MCP_APP["EDGE_LIMITS"]``) and daphne tuning (``MCP_APP["DAPHNE_TUNING"]``) only on the versions they
+were verified on (``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) with every private name they rely on present
+(``internals_missing``); else it logs once why and leaves daphne as it is. On any version it forwards Twisted's
+errors to Python logging (``forward_errors``). Each write and its measured gain: docs/architecture.md ("Writes to
+third-party names"); ``tests/transport/test_twisted_compat.py`` fails when an upgrade changes those names.
 """
 
 from __future__ import annotations
@@ -122,8 +119,8 @@ def reap(server: Any, protocol: Any) -> None:
 
 
 def tune(server_class: type, request_class: type) -> None:
-    """Apply both levers of daphne tuning to ``server_class`` (daphne's ``Server``) and ``request_class`` (its ``WebRequest``);
-    ``install`` does it for daphne's own classes, the tests for subclasses."""
+    """Apply both levers of daphne tuning to ``server_class`` (daphne's ``Server``) and ``request_class`` (its
+    ``WebRequest``); ``install`` does it for daphne's own classes, the tests for subclasses."""
     create_application: Callable[..., Any] = server_class.create_application  # type: ignore[attr-defined]
     protocol_disconnected: Callable[..., Any] = server_class.protocol_disconnected  # type: ignore[attr-defined]
     request_init: Callable[..., Any] = request_class.__init__  # type: ignore[misc]
@@ -150,10 +147,8 @@ def tune(server_class: type, request_class: type) -> None:
     request_class._mcp_tuned = True  # type: ignore[attr-defined]
 
 
-_outcome: bool | None = None
-
-
-_forwarding: Callable[[Any], None] | None = None
+_outcome: bool | None = None  # install's, once per process
+_forwarding: Callable[[Any], None] | None = None  # forward_errors' observer, once per process
 
 
 def forward_errors() -> Callable[[Any], None]:

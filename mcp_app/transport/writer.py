@@ -175,11 +175,9 @@ class ResponseWriter:
         return self._session_key is not None
 
     async def start(self, first: bytes = b"") -> None:
-        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here.
-
-        Once: the calls of a batch notify concurrently and the store's check yields to the loop, so a caller that
-        arrives while the first one starts waits for that start (its ``first`` is not sent) instead of starting
-        the response a second time."""
+        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here. Once: the calls
+        of a batch notify concurrently and the store's check yields to the loop, so a caller arriving while the first
+        one starts waits for that start (its ``first`` is not sent) instead of starting the response a second time."""
         if self._starting is not None:
             await self._starting.wait()
             if not self.streaming:  # the first start failed (or was cancelled): so does this call
@@ -192,10 +190,8 @@ class ResponseWriter:
             self._starting.set()
 
     def open_soon(self, delay: float) -> None:
-        """Start the stream ``delay`` seconds from now (0: at once) unless the answer comes first: a call that
-        is silent for that long still gets its headers and first bytes (the priming event of a resumable
-        2025-11-25 stream, else a comment), so a proxy's read timeout does not cut it; keep-alive comments
-        follow every ``SSE_KEEPALIVE_SECONDS`` while it stays silent."""
+        """Start the stream ``delay`` seconds from now (0: at once) unless the answer comes first, so that a silent
+        call still sends its first bytes; keep-alive comments follow while it stays silent."""
         if not self._allow_stream or self._starting is not None or self._open_timer is not None:
             return
         if delay <= 0:
