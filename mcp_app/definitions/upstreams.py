@@ -1,9 +1,8 @@
 """Configuration rules of upstream MCP servers, and what the catalog resolves their entries to.
 
-``validate_upstream_name``, ``validate_prefix``, ``validate_upstream_url`` and ``validate_era`` raise
-``ValueError`` with a sentence for the user (the model, the admin, the API and ``mcp_upstream`` share them).
-``UpstreamEndpoint`` is what a connection needs (secrets still encrypted, not in ``repr``); the targets of
-imported entries (``Upstream*Target``) are run by ``mcp_app.federation``. See docs/upstreams.md.
+The ``validate_*`` functions raise ``ValueError`` with a sentence for the user (the model, the admin, the API and
+``mcp_upstream`` share them). ``endpoint_of`` makes an ``UpstreamEndpoint`` (secrets still encrypted, not in
+``repr``); the ``Upstream*Target`` entries are run by ``mcp_app.federation``. See docs/upstreams.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Protocol revisions this server speaks, the two eras, and version negotiation for the ``initialize`` handshake.
 
 Versions are ISO dates, so plain string comparison orders them. The handshake ("legacy") era is 2024-11-05 …
-2025-11-25: an ``initialize`` handshake, then requests that may carry ``MCP-Protocol-Version``. The stateless
-("modern") era starts at 2026-07-28: every request carries the ``_meta`` envelope and routing headers.
+2025-11-25; the stateless ("modern") era starts at 2026-07-28 (the ``_meta`` envelope and routing headers).
 """
 
 from __future__ import annotations
