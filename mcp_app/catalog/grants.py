@@ -1,12 +1,8 @@
-"""An agent token's grant applied to a server's catalog: the one place where grants are enforced (why rows and
-not names, and what each method shows: docs/audit.md, "Grants").
+"""An agent token's grant applied to a server's catalog: the one place where grants are enforced.
 
-``granted_catalog(server, catalog, grant)`` returns the view of ``catalog`` that a token holding ``grant`` may
-see: the same ``ServerCatalog`` type, holding only the granted tools, resources, templates and prompts (by the
-row each descriptor carries as ``ref``; ``read_only``: only tools annotated ``readOnlyHint: true``). It keeps the
-whole catalog as ``unrestricted``, to tell withheld entries (whose tasks and resource updates are hidden too) from
-names that do not exist. Views are kept in a per-process LRU keyed by ``(server pk, catalog version, server
-creation time, grant)``, so one token's view never serves another grant; the full grant returns the catalog.
+``granted_catalog(server, catalog, grant)`` is the view a token holding ``grant`` may see, cached per process;
+it keeps the whole catalog as ``unrestricted``, to tell withheld entries from names that do not exist. Why
+rows and not names, and what each method shows: docs/audit.md ("Grants").
 """
 
 from __future__ import annotations
@@ -56,31 +52,25 @@ def _tool_allowed(tool: ToolDescriptor, grant: CatalogGrant) -> bool:
     return not grant.read_only or bool((tool.annotations or {}).get("readOnlyHint") is True)
 
 
-def restrict(catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
-    """The part of ``catalog`` that ``grant`` allows (uncached)."""
-    if grant.is_full:
-        return catalog
-    return ServerCatalog(
-        tools=tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant)),
-        resources=_granted(catalog.resources, grant.resources),
-        templates=_granted(catalog.templates, grant.resources),
-        prompts=_granted(catalog.prompts, grant.prompts),
-        unrestricted=catalog.unrestricted or catalog,
-    )
-
-
 def _granted(items: Sequence[Any], refs: Collection[int] | None) -> Sequence[Any]:
     """The entries whose row ``refs`` names (``None``: this kind is not limited)."""
     return items if refs is None else tuple(item for item in items if item.ref in refs)
 
 
 def granted_catalog(server: Any, catalog: ServerCatalog, grant: CatalogGrant) -> ServerCatalog:
-    """``restrict`` with a per-process cache; ``server`` is the row ``catalog`` was resolved for."""
+    """The part of ``catalog`` that ``grant`` allows, cached per process; ``server`` is the row ``catalog`` was
+    resolved for."""
     if grant.is_full:
         return catalog
     key = (server.pk, server.catalog_version, server.created_at, grant)
     view = views.get(key)
     if view is None:
-        view = restrict(catalog, grant)
+        view = ServerCatalog(
+            tools=tuple(tool for tool in catalog.tools if _tool_allowed(tool, grant)),
+            resources=_granted(catalog.resources, grant.resources),
+            templates=_granted(catalog.templates, grant.resources),
+            prompts=_granted(catalog.prompts, grant.prompts),
+            unrestricted=catalog.unrestricted or catalog,
+        )
         views.put(key, view)
     return view

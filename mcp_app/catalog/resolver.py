@@ -1,13 +1,8 @@
 """Resolution of a server's effective catalog from the database and the code registry.
 
-``resolve_catalog(server, grant=...)`` returns a ``ServerCatalog`` for the server's current ``catalog_version``
-as one token's grant sees it (``mcp_app.catalog.grants``). Whole catalogs are kept in a small per-process LRU
-keyed by ``(server pk, catalog_version, created_at)``. The version comes from the server snapshot the request
-path caches (``mcp_app.caching.identity``), which every catalog edit invalidates on every process: checking it
-costs no query. Bindings to Python tools whose code is no longer registered, or that the operator has not
-allowed for the tenant (``Tenant.allowed_python_tools``), are left out (and logged). A binding's ``execution``
-and ``timeout_seconds`` override a Python tool's ``@tool(execution=, timeout=)`` (other kinds: inline, the
-WORKER_CALL_TIMEOUT_SECONDS setting).
+``resolve_catalog(server, grant=...)`` returns the ``ServerCatalog`` of the server's current ``catalog_version``
+as one token's grant sees it, cached per process by version (read from the server snapshot: no query). Python
+tools no longer registered, or not allowed for the tenant, are left out (and logged).
 """
 
 from __future__ import annotations

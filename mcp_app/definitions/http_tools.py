@@ -1,15 +1,9 @@
 """Configuration rules of http tools, and the write-only handling of their secret headers for front doors.
 
-The model (``mcp_app.models.Webhook``), the admin (``mcp_app.admin.http_tools``) and the REST API share these:
-
-- ``validate_url``, ``validate_headers``, ``validate_timeout``: raise ``ValueError`` with a sentence for the user
-  (the URL and timeout rules serve upstreams too, by ``kind``);
-- ``parse_secret_headers(text_or_mapping)``: what a form or API client typed, as a header mapping (validated);
-- ``SECRET_PLACEHOLDER``: what any display shows instead of a secret value.
-
-Storing them write-only is the models' (``models.secrets.SecretHeaders``).
-
-Secret values are decrypted only by ``open_secret_headers`` (the runtime, when it sends a request).
+``validate_url``, ``validate_headers`` and ``validate_timeout`` raise ``ValueError`` with a sentence for the user
+(the URL and timeout rules serve upstreams too, by ``kind``); ``parse_secret_headers`` reads what a form or API
+client typed. Only ``open_secret_headers`` decrypts stored secrets (the runtime, when it sends a request).
+See docs/http-tools.md.
 """
 
 from __future__ import annotations

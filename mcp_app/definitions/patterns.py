@@ -1,22 +1,14 @@
 """Linear-time patterns: what tenants write (a static tool's ``matches`` regex, a resource's URI template, the
 ``pattern`` and ``patternProperties`` of a tool's JSON Schema; or one synced from an upstream) is matched by RE2
-(``google-re2``), whose time grows linearly with the text, never by Python's backtracking ``re`` on the event
-loop (why, measured: docs/robustness.md).
+(``google-re2``), never by Python's backtracking ``re`` on the event loop (why, measured: docs/robustness.md).
 
-The contract:
-
-- ``compile_regex(source)``: the RE2 pattern of a tenant's regex, cached; ``ValueError`` when RE2 refuses it
-  (invalid, or a feature without a linear-time guarantee: backreferences, lookaround, possessive or atomic
-  groups). Semantics otherwise as ``re`` (Perl syntax, leftmost-first), except that ``\\d``, ``\\w`` and ``\\s``
-  are ASCII only.
-- ``regex_search(source, text)``: whether ``text`` contains a match (the pattern was validated at save).
-- ``UriTemplate(template)``: a simple RFC 6570 template (``{var}`` expands to one path segment, ``[^/?#]+``);
-  ``.match(uri)`` gives the variables of a URI that matches it whole, else ``None``. A variable named twice
-  matches any segment its second time, and keeps its first value.
-- ``schema_validator(schema)``: a JSON Schema 2020-12 validator whose ``pattern``, ``patternProperties`` and
-  ``additionalProperties`` match with RE2 (a pattern RE2 refuses fails validation instead of raising).
-  ``check_schema_patterns(schema)``: ``ValueError`` unless every regex of the schema is RE2, and unless it avoids
-  ``unevaluatedProperties`` beside ``patternProperties`` (jsonschema matches that pair with ``re``, out of reach).
+- ``compile_regex(source)``: the RE2 pattern, cached; ``ValueError`` when RE2 refuses it (invalid, or without a
+  linear-time guarantee: backreferences, lookaround). ``\\d``, ``\\w`` and ``\\s`` are ASCII only.
+- ``regex_search(source, text)``: whether ``text`` contains a match.
+- ``UriTemplate(template).match(uri)``: the variables of a URI that matches a simple RFC 6570 template whole
+  (``{var}`` is one path segment), else ``None``.
+- ``schema_validator(schema)``: a JSON Schema 2020-12 validator whose regexes match with RE2;
+  ``check_schema_patterns(schema)``: ``ValueError`` for a schema it could not check in linear time.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The code registry of Python tools: the ``@tool`` decorator and autodiscovery of ``mcp_tools`` modules.
 
-A registered tool is a plain function or coroutine function. Its input schema is derived from its type hints
-with pydantic (closed: unknown arguments are rejected); a parameter annotated ``ToolContext`` receives the
-call's context instead of an argument. Its output schema comes from the return annotation: objects (pydantic
-models, TypedDicts, dicts) are structured content as they are, other JSON values are wrapped as
-``{"result": value}``, and ``str`` or no annotation means plain text.
-
-Registration is process-global and happens at import time; tenants decide per server which tools to expose.
+A tool's input schema comes from its type hints (closed: unknown arguments are rejected; a ``ToolContext``
+parameter receives the call's context); its output schema from the return annotation: objects are structured
+content as they are, other JSON values are wrapped as ``{"result": value}``, ``str`` or none means plain text.
+Registration is process-global, at import time; tenants decide per server which tools to expose.
 """
 
 from __future__ import annotations
@@ -269,13 +266,10 @@ def tool(function: ToolFunction | None = None, /, **options: typing.Unpack[ToolO
     """Register a function as a Python tool; usable bare (``@tool``) or with options (``@tool(name=...)``).
 
     ``task_support`` (2026-07-28 tasks extension): ``"optional"`` tools become durable tasks when they do not
-    finish at once for a client that declared the extension; ``"required"`` ones always do (and refuse clients
-    without it).
-
-    ``execution="worker"`` runs its calls on a Celery worker (in-process where no broker is configured), with
-    the same context (progress, logs, cooperative ``ctx.cancelled``, elicitation); ``timeout`` bounds a call in
-    seconds. A server's binding may override both (``ServerTool.execution``, ``timeout_seconds``).
-    """
+    finish at once for a client that declared the extension, ``"required"`` ones always do (and refuse clients
+    without it). ``execution="worker"`` runs calls on a Celery worker (in-process without a broker) with the same
+    context; ``timeout`` bounds a call in seconds. A binding may override both (``ServerTool.execution``,
+    ``timeout_seconds``)."""
 
     def decorate(func: ToolFunction) -> ToolFunction:
         registry.register(build_registered_tool(func, **options))

@@ -1,18 +1,9 @@
 """Static tools: hosted mocks whose answers are configured, not coded.
 
-A static tool answers with a canned ``CallToolResult`` or a canned JSON-RPC error. ``cases`` choose another
-answer by the arguments, first match wins; the tool's own result/error is the default. A case matches when all
-its conditions hold:
-
-- ``"equals": {"arg": value, …}``: the argument equals the value (JSON equality);
-- ``"contains": {"arg": value, …}``: a string argument contains the substring, or a list argument the element;
-- ``"pointer": [{"pointer": "/a/0/b", <predicate>}, …]``: the value at an RFC 6901 JSON pointer into the
-  arguments satisfies one predicate: ``"equals"``, ``"contains"``, ``"matches"`` (a regular expression, searched;
-  RE2 syntax, so matched in linear time, and refused at save when RE2 cannot run it: ``definitions.patterns``)
-  or ``"exists"`` (true/false).
-
-A delay and a number of progress notifications (sent only to clients that asked for progress, spread over the
-delay) make slow or chatty tools for clients under test.
+``validate_static_config`` checks a configuration (``ValueError`` with a sentence for the user).
+``StaticBehaviour`` is a resolved tool: ``choose`` picks the answer of the first case that matches the arguments,
+else the tool's own result or error; ``answer`` first waits and reports progress as configured. The
+configuration (cases, conditions, delay, progress): docs/static-tools.md.
 """
 
 from __future__ import annotations

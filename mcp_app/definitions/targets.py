@@ -1,10 +1,6 @@
-"""What the catalog resolves an entry to, and a runner runs, for the kinds whose definition is not a target
-already (``registry.RegisteredTool``/``RegisteredFunction``, ``static.StaticBehaviour``, ``upstreams``): a
-webhook, a resource's stored content, a prompt's stored messages.
-
-Plain frozen data: ``catalog.resolver`` builds them from the database rows, the executor registered for each type
-(``runtime.executors``) runs them, and a descriptor carries one as its opaque ``target``. Nothing here runs
-anything or touches a database.
+"""What the catalog resolves an entry to, and a runner runs, for the kinds whose definition is not a target already:
+a webhook, a resource's stored content, a prompt's stored messages. Plain frozen data, carried by a descriptor
+as its opaque ``target`` and run by the executor registered for its type (``runtime.executors``).
 """
 
 from __future__ import annotations

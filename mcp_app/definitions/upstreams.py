@@ -1,13 +1,8 @@
 """Configuration rules of upstream MCP servers, and what the catalog resolves their entries to.
 
-The model (``mcp_app.models.Upstream``), the admin, the API and ``mcp_upstream`` share the rules:
-``validate_upstream_name``, ``validate_prefix`` and ``validate_upstream_url`` raise ``ValueError`` with a sentence
-for the user (the URL and timeout rules are those of every outbound connection: ``http_tools.validate_url`` and
-``validate_timeout``).
-
-``UpstreamEndpoint`` is what a connection needs (frozen, secrets still encrypted and not in ``repr``);
-``UpstreamToolTarget``, ``UpstreamResourceTarget`` and ``UpstreamPromptTarget`` are the targets of imported
-entries (``definitions.targets``), run by ``mcp_app.federation`` (through ``runtime.executors``).
+The ``validate_*`` functions raise ``ValueError`` with a sentence for the user (the model, the admin, the API and
+``mcp_upstream`` share them). ``endpoint_of`` makes an ``UpstreamEndpoint`` (secrets still encrypted, not in
+``repr``); the ``Upstream*Target`` entries are run by ``mcp_app.federation``. See docs/upstreams.md.
 """
 
 from __future__ import annotations

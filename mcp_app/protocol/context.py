@@ -1,12 +1,7 @@
-"""What a handler knows about the request it serves, and what a runner knows about the call it serves.
-
-``RequestContext`` is built by the transport (through the composition root, ``mcp_app.services``) for each HTTP
-request: the server and its catalog (``descriptors``), who calls (``Principal``), what the client negotiated, and
-the ports (``ports``) that reach the layers below. ``CallContext`` is what a runner gets with one call.
-
-The ports whose signatures take these contexts live here with them (``ToolRunner``, which refuses arguments with
-``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``). ``OpenStream`` is a handler's answer that opens
-a stream instead of responding. Nothing here touches a database: implementations are injected.
+"""What a handler knows about the request it serves (``RequestContext``), what a runner knows about one call
+(``CallContext``), and the ports whose signatures take them (``ToolRunner``, which refuses arguments with
+``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``). ``OpenStream`` is a handler's answer that
+opens a stream instead of responding. Nothing here touches a database: implementations are injected.
 """
 
 from __future__ import annotations
@@ -36,11 +31,9 @@ class Principal:
 
 @dataclass(slots=True)
 class CallContext:
-    """The context of one call a runner serves (``tools/call``, ``resources/read``, ``prompts/get``): what it gets
-    besides the arguments: who calls, how to report back, and (2026-07-28 multi-round trips) the client's answers
-    to earlier input requests with the state the server handed out.
-
-    Not the audit log's ``ToolCall`` (``mcp_app.models``), the row a finished ``tools/call`` leaves behind."""
+    """The context of one call a runner serves (``tools/call``, ``resources/read``, ``prompts/get``) besides its
+    arguments: who calls, how to report back, and (2026-07-28 multi-round trips) the client's answers to earlier
+    input requests with the state the server handed out. Not the audit log's ``ToolCall`` (``mcp_app.models``)."""
 
     request: RequestContext
     progress: ProgressReporter
@@ -66,10 +59,8 @@ class CallContext:
 
 
 class InvalidToolArguments(Exception):
-    """Raised by a runner when arguments do not satisfy the tool's input schema.
-
-    Not a ``ProtocolError``: whether it becomes -32602 or an ``isError`` result depends on the revision.
-    """
+    """Raised by a runner when arguments do not satisfy the tool's input schema. Not a ``ProtocolError``: whether it
+    becomes -32602 or an ``isError`` result depends on the revision."""
 
 
 class ToolRunner(Protocol):
@@ -77,19 +68,16 @@ class ToolRunner(Protocol):
 
     async def call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         """Run ``tool`` and return a wire ``CallToolResult``; raise ``InvalidToolArguments`` on bad input."""
-        ...
 
     async def read_resource(
         self, resource: ResourceDescriptor, uri: str, variables: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         """Return a wire ``ReadResourceResult`` for ``uri`` (``variables`` filled from a template)."""
-        ...
 
     async def get_prompt(
         self, prompt: PromptDescriptor, arguments: dict[str, str], call: CallContext
     ) -> dict[str, Any]:
         """Return a wire ``GetPromptResult`` (or an input-required result)."""
-        ...
 
 
 class HandshakeTasks(Protocol):
@@ -100,7 +88,6 @@ class HandshakeTasks(Protocol):
     def available(self) -> bool:
         """``False``: no 2025-11-25 tasks are served here (``NO_HANDSHAKE_TASKS``): the capability is not
         advertised and the ``tasks/*`` methods are not found."""
-        ...
 
     async def start(
         self,
@@ -112,24 +99,19 @@ class HandshakeTasks(Protocol):
         request_id: str | int,
     ) -> dict[str, Any]:
         """Store a ``working`` task, start the call in the background, return the ``CreateTaskResult``."""
-        ...
 
     async def get(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """The ``Task`` object, or ``None`` for an unknown task."""
-        ...
 
     async def result(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """Wait until the task is terminal, then its result (with related-task ``_meta``); raises the
         ``ProtocolError`` the call ended with. ``None`` for an unknown task."""
-        ...
 
     async def list(self, ctx: RequestContext, cursor: Any) -> dict[str, Any]:
         """``{tasks, nextCursor?}``: the caller's tasks, newest first, ``ctx.page_size`` at a time."""
-        ...
 
     async def cancel(self, ctx: RequestContext, task_id: str) -> dict[str, Any] | None:
         """Cancel a task that is not terminal (raises -32602 for a terminal one); the cancelled ``Task``."""
-        ...
 
 
 class NoHandshakeTasks:
@@ -180,7 +162,6 @@ class RequestTracer(Protocol):
         answer: Callable[[], Awaitable[dict[str, Any]]],
     ) -> dict[str, Any]:
         """Return ``await answer()``, traced as ``method`` (``params._meta`` may carry the caller's trace)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,11 +202,8 @@ class RequestContext:
 
 @dataclass(frozen=True, slots=True)
 class OpenStream:
-    """A handler's answer that is not a response but a long-lived SSE stream (``subscriptions/listen``).
-
-    The transport sends ``first`` at once, then forwards each cross-process event that ``translate`` turns into
-    a message, until the client goes away.
-    """
+    """A handler's answer that opens a long-lived SSE stream (``subscriptions/listen``): the transport sends ``first``
+    at once, then each cross-process event that ``translate`` turns into a message, until the client goes away."""
 
     first: tuple[dict[str, Any], ...]
     translate: Callable[[dict[str, Any]], dict[str, Any] | None]

@@ -1,8 +1,7 @@
 """What a hosted server exposes, as plain data: its description and its catalog of tools, resources and prompts.
 
-The catalog layer (``mcp_app.catalog``) builds a ``ServerCatalog`` per server and catalog version; the handlers
-read it and send its wire forms, computed once. A descriptor's ``target`` is opaque here: the runner
-(``ports.ToolRunner``) interprets it. Nothing here touches a database or knows how a call runs.
+The catalog layer builds a ``ServerCatalog`` per server and catalog version, whose wire forms are computed once.
+A descriptor's ``target`` is opaque here: the runner interprets it. Nothing here touches a database.
 """
 
 from __future__ import annotations

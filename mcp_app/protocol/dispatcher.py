@@ -1,9 +1,8 @@
 """Routing of decoded JSON-RPC payloads to method handlers, and the exception-to-wire boundary.
 
-``Dispatcher.dispatch`` takes one decoded body (an object or a batch array) and returns what to answer: a
-response object, a list of them, or ``None`` when nothing is owed (notifications and client responses only).
-Every exception a handler raises is turned into a JSON-RPC error here and nowhere else; exceptions that are not
-``ProtocolError`` are logged with their traceback and reach the client as a bare ``Internal error``.
+``Dispatcher.dispatch`` answers one decoded body (an object or a batch) with a response, a list of them, or
+``None`` when nothing is owed. Every exception a handler raises becomes a JSON-RPC error here and nowhere else;
+one that is not a ``ProtocolError`` is logged with its traceback and reaches the client as ``Internal error``.
 """
 
 from __future__ import annotations

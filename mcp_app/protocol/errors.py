@@ -1,8 +1,7 @@
 """JSON-RPC and MCP error codes, the ``ProtocolError`` hierarchy, and the one place errors become wire objects.
 
-Handlers raise ``ProtocolError`` subclasses; ``error_response`` is the only function that serialises them.
-Any other exception is turned into a sanitised ``INTERNAL_ERROR`` by the dispatcher: no traceback, no exception
-text, reaches a client.
+Handlers raise ``ProtocolError`` subclasses; ``error_response`` is the only function that serialises them. The
+dispatcher turns any other exception into a sanitised ``INTERNAL_ERROR``: no traceback or text reaches a client.
 """
 
 from __future__ import annotations
@@ -102,11 +101,9 @@ class DatabaseUnavailable(ServiceUnavailable):
 
 
 class QuotaExceeded(ProtocolError):
-    """A worker call refused because its tenant or its agent already runs as many worker calls as it may.
-
-    ``scope`` is ``"tenant"`` or ``"agent"``, ``limit`` that scope's limit. Rides on HTTP 200 in both eras (it is
-    the answer of one call, not a malformed request); the client retries when one of its calls has finished.
-    """
+    """A worker call refused: its tenant or its agent (``scope``) already runs as many worker calls as it may
+    (``limit``). HTTP 200 in both eras (it is the answer of one call, not a malformed request); the client retries
+    when one of its calls has finished."""
 
     code = WORKER_QUOTA_EXCEEDED
     default_message = "Too many concurrent worker calls"

@@ -1,10 +1,6 @@
-"""The wire forms of the 2025-11-25 experimental tasks (``spec/2025-11-25/basic/utilities/tasks.mdx``): one
-definition of each (the capability, a tool's ``execution``, ``params.task``, the ``Task`` object and its
-wrappings, the related-task ``_meta``, the ``tasks/list`` cursor). Pure Python, no Django.
-
-Only the 2025-11-25 revision has them; the 2026-07-28 tasks extension (``modern.TASKS_EXTENSION``) has other
-shapes (``resultType: "task"``, ``ttlMs``, results inlined on ``tasks/get``) and lives in the runtime's task
-service.
+"""The wire forms of the 2025-11-25 experimental tasks (``spec/2025-11-25/basic/utilities/tasks.mdx``), each
+defined once. Pure Python. The 2026-07-28 tasks extension (``modern.TASKS_EXTENSION``) has other shapes
+(``resultType: "task"``, ``ttlMs``, results inlined on ``tasks/get``) and lives in the runtime's task service.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""JSON-RPC 2.0 framing: strict decoding, encoding, and classification of one message.
+"""JSON-RPC 2.0 framing: strict decoding, encoding, and ``classify`` of one message.
 
-``decode`` and ``encode`` use orjson: invalid UTF-8, ``NaN``, trailing garbage and integers beyond 64 bits are
-parse errors. ``classify`` turns one decoded JSON value into a ``Request``, ``Notification`` or
-``ClientResponse``, or raises ``InvalidRequest`` carrying whatever id could be recovered.
-
-It knows nothing of MCP methods; that is the dispatcher's business.
+``decode`` uses orjson: invalid UTF-8, ``NaN``, trailing garbage and integers beyond 64 bits are parse errors.
+``classify`` makes one decoded value a ``Request``, ``Notification`` or ``ClientResponse``, or raises
+``InvalidRequest``. It knows nothing of MCP methods; that is the dispatcher's business.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Limits on what a request body may hold, checked before (or while) it is decoded. Pure Python.
 
-- ``json_depth(body)``: the deepest nesting of arrays and objects in a JSON text, outside strings, found without
-  decoding it. Most bodies have fewer brackets than the limit and are cleared by two ``bytes.count`` calls;
-  only the others are scanned. Decoders (orjson, and the standard library for the exact-integer check) are
-  recursive: a body nested thousands of levels must never reach them.
-- ``find_nul(value)``: whether a decoded value holds ``\\u0000`` in a string or a key. PostgreSQL rejects NUL
-  in ``text`` and ``jsonb``, so such a body is refused before anything can be stored. Only bodies that spell
-  ``\\u0000`` (a cheap search of the raw bytes) are walked.
-
-The consumer passes the limits from ``mcp_settings`` (``MAX_JSON_DEPTH``); ``jsonrpc.decode`` applies them.
+``exceeds_depth``: too deep a nesting, found without decoding (decoders recurse); ``find_nul``: a ``\\u0000``
+in a decoded value (PostgreSQL rejects NUL in ``text`` and ``jsonb``); ``check_client_metadata``: the size of
+the clientInfo and capabilities stored with a session or task.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """The JSON-RPC messages mcp-host builds itself (requests to clients, notifications, a failed tool call's result):
-one definition of each.
-
-Errors are made in ``errors.py``; the other wire objects that code outside ``protocol/`` sends (catalog events,
-the back-channel, tasks) are made here. Pure Python, no Django.
+one definition of each. Errors are made in ``errors.py``. Pure Python, no Django.
 """
 
 from __future__ import annotations
@@ -15,10 +12,7 @@ LIST_KINDS = ("tools", "prompts", "resources")
 
 
 def request(request_id: str | int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
+    return {"jsonrpc": JSONRPC_VERSION, "id": request_id, **notification(method, params)}
 
 
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

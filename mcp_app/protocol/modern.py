@@ -1,16 +1,9 @@
 """The 2026-07-28 request rules: era detection, the ``_meta`` envelope, routing headers, result decoration.
 
-A modern request is one body object (no batches) whose ``params._meta`` carries the envelope, or any request
-whose ``MCP-Protocol-Version`` header names a stateless-era revision. ``admit`` checks it in this order and
-raises the error of the first rule broken:
-
-1. envelope keys present and well-typed ............................ -32602 (HTTP 400)
-2. ``MCP-Protocol-Version``, ``Mcp-Method`` and, where the method has one, ``Mcp-Name`` present, valid and
-   equal to the body (``=?base64?…?=`` values decoded first) ............ -32020 (HTTP 400)
-3. the envelope's version is one this server speaks ................ -32022 with ``{requested, supported}``
-
-``decorate`` adds what every modern result carries: ``resultType``, the server's identity in ``_meta``, and
-cache hints (``ttlMs``, ``cacheScope: "private"`` since every answer is per agent) on cacheable results.
+``is_modern`` tells a body's era. ``admit`` checks the envelope (-32602), the routing headers (-32020) and the
+version (-32022), in that order, and raises the error of the first rule broken; ``check_param_headers`` checks
+``Mcp-Param-*``; ``decorate`` adds what every modern result carries. The ladder in full: docs/architecture.md
+("A POST, end to end").
 """
 
 from __future__ import annotations

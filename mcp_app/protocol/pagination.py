@@ -1,7 +1,6 @@
-"""Opaque cursor pagination for list methods: the cursor names an offset into the server's ordered catalog.
-
-A page holds at most ``size`` items and, with ``max_bytes``, ends before its items' JSON passes that many bytes
-(it always holds one item, so a cursor always advances): a catalog of large entries is sent in several messages.
+"""Opaque cursor pagination for list methods: the cursor names an offset into the server's ordered catalog. A page
+holds at most ``size`` items and, with ``max_bytes``, ends before its items' JSON passes that many bytes (it
+always holds one item, so a cursor always advances).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""The ports of the protocol core: the interfaces through which handlers reach what lies outside ``protocol/``.
+"""The ports of the protocol core that take no request context: ``Outbound`` (the back-channel of one HTTP
+request), ``Session`` (a handshake-era session), ``Tasks`` (2026-07-28 durable tasks) and ``CallAudit``.
 
-- ``Outbound``: the back-channel of one HTTP request: notifications on its response stream, server-to-client
-  requests (sampling, elicitation, roots) and their answers, cancellation, closing the stream early (SEP-1699).
-  The transport implements it (``transport.backchannel``) for handshake-era POSTs; everything else (the
-  stateless revision, the admin's console, tests, resumed tasks) gets ``NO_CHANNEL``.
-- ``Session``: a handshake-era session's negotiated state and the verbs that change it (the transport).
-- ``Tasks``: the caller's durable tasks of the 2026-07-28 extension (the runtime).
-- ``CallAudit``: the audit log of ``tools/call`` (the runtime).
-
-A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``,
-and ``context.NO_HANDSHAKE_TASKS``), never ``None``: callers ask the port (``can_request``, ``available``)
-instead of testing for ``None``. The ports whose signatures take a request or call context (``ToolRunner``,
-``HandshakeTasks``, ``RequestTracer``) live beside those contexts in ``context``, so that no import cycle is
-needed. The composition root (``mcp_app.services``) chooses the implementations; nothing here touches a database.
+A request without an implementation gets the port's "none" object (``NO_CHANNEL``, ``NO_TASKS``, ``NO_AUDIT``),
+never ``None``. Design: docs/architecture.md ("Ports").
 
 Not here: how the bytes are framed (``transport.writer``), which process holds the waiting call (the channel
 layer), or when a request is allowed (the handlers decide by capability and era).
@@ -32,29 +22,23 @@ class Outbound(Protocol):
     @property
     def can_request(self) -> bool:
         """``False``: no channel can carry a server-to-client request (``request`` answers with an error)."""
-        ...
 
     async def notify(self, message: dict[str, Any]) -> None:
         """Send a JSON-RPC notification to the client on this request's stream (dropped if there is none)."""
-        ...
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a server-to-client request and return the client's response object (``{"result": …}`` or
         ``{"error": …}``); a client that does not answer in time gets a -32001-style error object."""
-        ...
 
     async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
         """Hand a client's answer to whichever call (in whichever process) waits for ``request_id``."""
-        ...
 
     async def cancel(self, request_id: str | int) -> None:
         """``notifications/cancelled``: stop the client's running request ``request_id``, wherever it runs."""
-        ...
 
     async def close_stream(self) -> bool:
         """End this request's response stream now while the call goes on (SEP-1699); ``False`` when the stream
         cannot be resumed (no session, the stateless revision)."""
-        ...
 
 
 NO_CHANNEL_MESSAGE = "No channel to the client can carry a server-to-client request here"
@@ -104,7 +88,6 @@ class Session(Protocol):
     @property
     def client_capabilities(self) -> Mapping[str, Any]:
         """What the client declared in its ``initialize``."""
-        ...
 
     async def set_log_level(self, level: str) -> None: ...
 
@@ -120,19 +103,15 @@ class Tasks(Protocol):
     def available(self) -> bool:
         """``False``: no tasks are served here (``NO_TASKS``): the extension is not advertised, calls never
         become tasks, and every task id is unknown."""
-        ...
 
     async def get(self, task_id: str) -> dict[str, Any] | None:
         """The task as ``tasks/get`` shows it, or ``None`` if the caller has no such task."""
-        ...
 
     async def update(self, task_id: str, responses: Mapping[str, Any]) -> bool:
         """Record answers to outstanding input requests (resuming the task once all are in)."""
-        ...
 
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task that is not terminal yet (a terminal one is left as it is)."""
-        ...
 
 
 class CallAudit(Protocol):

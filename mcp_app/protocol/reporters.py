@@ -1,10 +1,8 @@
 """How a running call reports back on its request's response: progress and log notifications.
 
 ``ProgressReporter`` sends ``notifications/progress`` when the client asked with a token; ``LogReporter`` sends
-``notifications/message`` at or above the client's log level. Both send through an ``Emit`` (usually the
-request's ``outbound.notify``); where nothing can be streamed back, ``discard``. Not here: where the
-notification goes (the transport, or a worker's relay) or what a progress bar shows in the admin
-(``runtime.progress``).
+``notifications/message`` at or above the client's log level. Both send through an ``Emit``; ``discard`` where
+nothing can be streamed back. Not here: where the notification goes, or what the admin shows of progress.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
 """One POST body in, one answer out: the protocol's entry for each era, pure of HTTP plumbing.
 
-The edge (``transport.consumer``) checks what is HTTP (method, Host, Origin, auth, Content-Type, body size),
-then hands the raw body to ``serve_post`` once. Everything the protocol rules decide happens here, in this
-order, and comes back as one ``Answer`` the edge writes without looking inside:
-
-1. decode (depth-limited) .................................................... 400 + -32700
-2. era: the ``_meta`` envelope or a stateless-era ``MCP-Protocol-Version`` is modern, anything else handshake era;
-   then the edge's rate limits (``Exchange.admit``, given the ``Demand`` read here once), in both eras
-   ........................................................................ 429 + -32011 + ``Retry-After``
-3. ``serve_modern``: a notification is 202; the envelope/header/version ladder (``protocol.modern``) and the
-   client-metadata bounds refuse with the stateless status map (``protocol.statuses``); then dispatch, and the
-   answer's status by the same map, or a stream to open (``subscriptions/listen``)
-4. ``serve_legacy``: a modern-only server refuses naming its versions (400, never the stateless-only codes);
-   ``initialize`` bounds its client metadata; other requests need their session (404 unknown, 400 when the
-   server requires one) and a version (``versions.legacy_request_version``, 400 when unsupported); then
-   dispatch, 400 only for errors about the whole body; a successful ``initialize`` asks the edge for a session.
-
-What the protocol cannot know it asks the ``Exchange`` port for: the ``RequestContext`` (server, catalog,
-principal, runner, tasks and the response stream and back-channel the edge opens for it) once era and version
-are known. Nothing here imports Django or Channels; no status is decided outside this module and ``statuses``.
+``serve_post(body, PostRequest, Exchange)`` decodes the body, picks its era and draws its ``Demand`` from the
+edge's limits (``Exchange.admit``); ``serve_modern`` or ``serve_legacy`` applies that era's rules, asks the
+``Exchange`` port for the ``RequestContext``, dispatches, and returns one ``Answer`` the edge writes without
+looking inside. Nothing here imports Django or Channels; no status is decided outside this module and
+``statuses``. The rules in order, and their answers: docs/architecture.md ("A POST, end to end").
 """
 
 from __future__ import annotations
@@ -126,11 +112,9 @@ class Exchange(Protocol):
 
     async def admit(self, demand: Demand) -> Refusal | None:
         """Draw the decoded request from the edge's limits: ``None``, or the refusal to answer."""
-        ...
 
     def context(self, route: Route, **fields: Any) -> RequestContext:
         """The request's context: ``fields`` (session, client metadata, log level) plus what the edge owns."""
-        ...
 
 
 def refusal(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Answer:

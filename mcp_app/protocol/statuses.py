@@ -1,9 +1,8 @@
 """Which HTTP status carries a JSON-RPC answer, per protocol era (the status matrix of the transports spec).
 
-Pure functions of the answer; the transport writes the status they return and decides nothing itself about
-JSON-RPC errors. Transport-level refusals (401/403 auth, 404 unknown server or session, 405, 413, 415, 421) are
-not JSON-RPC outcomes and are not decided here. In the stateless era, an error outside the validation ladder
-(``MODERN_STATUS``) rides on 200, as the TypeScript SDK does (the spec leaves it open).
+Pure functions of the answer: the transport decides nothing about JSON-RPC errors, and its own refusals (auth,
+unknown server or session, 405, 415, 421) are not decided here. In the stateless era, an error outside the
+validation ladder (``MODERN_STATUS``) rides on 200, as the TypeScript SDK does (the spec leaves it open).
 """
 
 from __future__ import annotations

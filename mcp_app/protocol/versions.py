@@ -1,8 +1,7 @@
 """Protocol revisions this server speaks, the two eras, and version negotiation for the ``initialize`` handshake.
 
 Versions are ISO dates, so plain string comparison orders them. The handshake ("legacy") era is 2024-11-05 …
-2025-11-25: an ``initialize`` handshake, then requests that may carry ``MCP-Protocol-Version``. The stateless
-("modern") era starts at 2026-07-28: every request carries the ``_meta`` envelope and routing headers.
+2025-11-25; the stateless ("modern") era starts at 2026-07-28 (the ``_meta`` envelope and routing headers).
 """
 
 from __future__ import annotations
@@ -43,11 +42,9 @@ def newest_first(supported: tuple[str, ...]) -> list[str]:
 
 
 def negotiate(requested: object, supported: tuple[str, ...] = HANDSHAKE_VERSIONS) -> str:
-    """The version to answer an ``initialize`` with (``supported`` holds handshake-era versions only).
-
-    A supported requested version is echoed; an unknown one gets the latest supported (the spec requires a
-    successful answer with another version); a request without a version gets the first revision.
-    """
+    """The version to answer an ``initialize`` with (``supported``: handshake-era versions only): a supported
+    requested version is echoed, an unknown one gets the latest supported (the spec requires a successful answer
+    with another version), a request without a version gets the first revision."""
     if requested is None:
         return DEFAULT_UNVERSIONED_INITIALIZE if DEFAULT_UNVERSIONED_INITIALIZE in supported else max(supported)
     if isinstance(requested, str) and requested in supported:

@@ -1,28 +1,10 @@
 """Authentication and authorisation of one request: token → agent → server → scope (and, in the handshake era,
 the session named by ``Mcp-Session-Id``).
 
-``Credentials.admit`` answers from the per-process caches of ``mcp_app.caching.identity`` when it can (no query,
-no thread hop), else runs the same checks once in a worker thread, loading what was missing;
-``Credentials.recheck`` asks again for an open stream. It returns an ``AccessGrant`` or raises ``AccessDenied``
-with the HTTP status to answer. The order of checks is the contract:
-
-1. ``Authorization`` missing → 401 (even without ``agentId``, so a client that knows only the URL discovers
-   OAuth; a server with OAuth off answers 400 without ``agentId``); malformed, unknown, expired or revoked
-   token, inactive agent → 401 ``invalid_token``
-2. an agent token without ``agentId`` → 400; an OAuth access token needs none
-3. token of another agent than ``agentId`` (existing or not) → 403
-4. server unknown, disabled, of an inactive tenant, or of another tenant → 404 (indistinguishable); an OAuth
-   access token at any server but its own (its RFC 8707 audience), or at a server with OAuth off → 401
-   ``invalid_token``
-5. token not scoped to this server → 403
-
-Every 401 names the server's RFC 9728 metadata (``resource_metadata``, unless the server has OAuth off), in the
-``WWW-Authenticate`` header the edge makes of ``AccessDenied.challenge``. The grant's catalog is the token's
-view of the server's catalog (its grant: ``mcp_app.catalog.grants``).
-
-Unauthenticated callers learn nothing about which servers exist. The raw token is never logged; only its
-digest is looked up, and compared in constant time. A token found unknown is refused without a query for a
-short while (``mcp_app.limits.bruteforce``, a negative cache).
+``Credentials.admit`` (from the per-process caches when it can), ``Credentials.recheck`` (an open stream) and
+``grant_for_token`` (the admin's console) return an ``AccessGrant`` or raise ``AccessDenied`` with the HTTP
+status and its ``WWW-Authenticate`` challenge. The raw token is never logged; only its digest is looked up,
+compared in constant time. The order of checks is the contract: docs/architecture.md ("Authentication").
 """
 
 from __future__ import annotations
@@ -81,8 +63,7 @@ class AccessGrant:
     catalog: ServerCatalog
 
     def request_context(self, *, era: str, protocol_version: str, **fields: Any) -> RequestContext:
-        """The handlers' context for one request under this grant (the consumer and the admin's console), wired
-        by the composition root (``services.request_context``). Built from the cached snapshots: no query."""
+        """The handlers' context for one request under this grant (``services.request_context``): no query."""
         return services.request_context(
             self.server, self.token, self.catalog, era=era, protocol_version=protocol_version, **fields
         )
@@ -113,6 +94,13 @@ class _Recheck(Exception):
     """A refusal decided on cached snapshots: confirmed against the database before it is answered."""
 
 
+def _refuse(status: int, message: str, *, error: str | None = None, fresh: bool) -> NoReturn:
+    """Refuse, on ``fresh`` rows; else raise ``_Recheck`` to confirm the refusal first."""
+    if not fresh:
+        raise _Recheck
+    raise AccessDenied(status, message, error=error, resource_metadata=status == 401 or error == "insufficient_scope")
+
+
 def _advertised(server_id: str, *, load: bool) -> bool:
     """Whether refusals at ``server_id`` point to its OAuth metadata: OAuth on, or no such server (which an
     unauthenticated caller must not be able to tell apart)."""
@@ -122,9 +110,7 @@ def _advertised(server_id: str, *, load: bool) -> bool:
 
 def authorize(server_id: str, agent_id: str | None, authorization: str | None, *, load: bool = True) -> AccessGrant:
     """Check the request's credentials against this server; ``load=False`` raises ``CacheMiss`` instead of
-    querying. A refusal that cached snapshots would give (wrong agent, server of another tenant, server out of
-    scope) is confirmed on fresh rows first, so a snapshot that outlived its row never refuses a valid request;
-    only expiry by time is refused from the cache alone."""
+    querying. A refusal cached snapshots would give is confirmed on fresh rows first (``_Recheck``)."""
     raw = bearer_token(authorization)
     if raw is None:
         advertised = _advertised(server_id, load=load)
@@ -144,13 +130,6 @@ def authorize(server_id: str, agent_id: str | None, authorization: str | None, *
 
 
 def _check(server_id: str, agent_id: str | None, raw: str, now: datetime, *, load: bool, fresh: bool) -> AccessGrant:
-    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
-        if not fresh:
-            raise _Recheck
-        raise AccessDenied(
-            status, message, error=error, resource_metadata=status == 401 or error == "insufficient_scope"
-        )
-
     token = _token(raw, load=load) if raw else None
     if token is not None and token.expired(now):
         identity.tokens.discard(token.digest)
@@ -165,24 +144,24 @@ def _check(server_id: str, agent_id: str | None, raw: str, now: datetime, *, loa
     if not agent_id and not token.audience_bound:
         raise AccessDenied(400, "The agentId query parameter is required.")
     if agent_id and token.agent_id != agent_id:
-        refuse(403, "The token does not belong to this agent.", error="insufficient_scope")
-    grant = _grant(token, server_id, load=load, refuse=refuse)
+        _refuse(403, "The token does not belong to this agent.", error="insufficient_scope", fresh=fresh)
+    grant = _grant(token, server_id, load=load, fresh=fresh)
     writebehind.token_used(token, now)
     return grant
 
 
-def _grant(token: TokenEntry, server_id: str, *, load: bool, refuse: Any) -> AccessGrant:
+def _grant(token: TokenEntry, server_id: str, *, load: bool, fresh: bool) -> AccessGrant:
     """Steps 4 and 5 for an authenticated token: the server, the scope and the token's view of the catalog."""
     server = identity.server(server_id, load=load)
     if token.audience_bound and (server is None or server.pk not in token.servers or not server.oauth_enabled):
         # An OAuth access token is valid at exactly the server it was issued for (RFC 8707).
-        refuse(401, "The token was not issued for this server.", error="invalid_token")
+        _refuse(401, "The token was not issued for this server.", error="invalid_token", fresh=fresh)
     if server is None:
         raise AccessDenied(404, "MCP server not found.")
     if server.tenant_id != token.tenant_pk:
-        refuse(404, "MCP server not found.")
+        _refuse(404, "MCP server not found.", fresh=fresh)
     if server.pk not in token.servers:
-        refuse(403, "The token is not allowed to use this server.", error="insufficient_scope")
+        _refuse(403, "The token is not allowed to use this server.", error="insufficient_scope", fresh=fresh)
     return AccessGrant(server=server, token=token, catalog=resolve_catalog(server, grant=token.grant, load=load))
 
 
@@ -190,16 +169,12 @@ def grant_for_token(token_digest_value: str, server_id: str) -> AccessGrant:
     """What the usable token with this digest may use on ``server_id``, checked like the wire (fresh rows): the
     admin's console enters here with a token it looked up itself, so both see the same server, scope and
     catalog. Raises ``AccessDenied`` as ``authorize`` would."""
-
-    def refuse(status: int, message: str, *, error: str | None = None) -> NoReturn:
-        raise AccessDenied(status, message, error=error)
-
     identity.tokens.discard(token_digest_value)
     token = identity.token(token_digest_value, load=True)
     if token is None or token.expired(timezone.now()):
         raise AccessDenied(401, "The token is invalid, expired or revoked.", error="invalid_token")
     identity.servers.discard(server_id)
-    return _grant(token, server_id, load=True, refuse=refuse)
+    return _grant(token, server_id, load=True, fresh=True)
 
 
 def _session(raw: str, grant: AccessGrant, *, load: bool) -> SessionEntry | None:

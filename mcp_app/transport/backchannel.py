@@ -1,21 +1,11 @@
 """The back-channel of one handshake-era POST: the transport's implementation of the ``Outbound`` port.
 
-- ``notify``: notifications on the call's response stream (the ``ResponseWriter`` switches it to SSE);
-- ``request``: a server-to-client request (sampling, elicitation, roots) with an id of its own
-  (``mcp-host-<hex>``). The call joins the reply group of that id *before* the request goes out, because the
-  client may answer on any process; the answer arrives as a ``mcp.reply`` event (``reply``), or, after
-  ``CLIENT_REQUEST_TIMEOUT_SECONDS``, the timeout answer of ``channel_layer.Correlator`` (-32001) stands in for it;
-- ``deliver``: a client's answer that reached *this* request, sent to the reply group of its id;
-- ``cancel``: ``notifications/cancelled`` from the client, for one of its running requests, wherever it runs
-  (``transport.cancellation``);
-- ``close_stream``: SEP-1699, where the response stream is resumable.
+``BackChannel`` also makes the call this POST serves cancellable (``watch``, ``release``, ``close``);
+correlation is by ``scope``: the session key, or ``t<token pk>`` for sessionless requests. Design:
+docs/architecture.md ("Ports"; "SSE streams, resumption and cancellation").
 
-``watch`` makes the call this POST serves cancellable: in this process at once, from other processes once the
-call still runs after ``CANCEL_WATCH_DELAY_SECONDS``. ``release`` ends that after dispatch; ``close`` stops the
-watcher. Correlation is by ``scope``: the session key, or ``t<token pk>`` for sessionless requests.
-
-Not here: how the call's response ends when it is cancelled (the edge does that on its own event loop, through
-``on_cancel``), the 2026-07-28 era (no back-channel: ``NO_CHANNEL``).
+Not here: how the call's response ends when it is cancelled (the edge, through ``on_cancel``), the 2026-07-28
+era (no back-channel: ``NO_CHANNEL``).
 """
 
 from __future__ import annotations
@@ -130,8 +120,7 @@ class BackChannel:
                 logger.exception("background task failed during clean-up")
 
     async def _watch_cancellation(self, group: str) -> None:
-        """Only calls still running after a moment join their cancellation group: quick calls, the vast
-        majority, cost the channel layer nothing. A cancellation noted before the join is honoured here."""
+        """Join the call's cancellation group, then honour a cancellation noted before the join."""
         try:
             await self._membership.join(group)
             noted = await cancellation.cancelled_before_listening(group)

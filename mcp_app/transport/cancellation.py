@@ -1,14 +1,8 @@
 """``notifications/cancelled`` for handshake-era calls: never lost, whenever it arrives.
 
-A call is cancellable under its call group (``events.call_group(scope, request id)``) from the moment it is
-dispatched: in its own process at once, through a registry of running calls (no channel layer); from other
-processes once it has joined the group on the channel layer, which only a call still running after
-``CANCEL_WATCH_DELAY_SECONDS`` does (quick calls cost the layer nothing).
-
-A cancellation for a call that is not registered here is sent to the group *and* noted in the event store for
-``CANCEL_MARK_SECONDS``; a call checks the note right after joining, so a cancellation that arrived before the
-call listened still stops it. MCP forbids reusing a request id within a session, so a note cannot hit a later
-call. ``listening_hooks`` are called with the group once a call listens everywhere (tests wait on that).
+``register`` a running call under its call group; ``request_cancel`` stops it here, or sends the cancellation to
+the group and notes it for a call that listens later (``cancelled_before_listening``); ``listening_hooks`` hear
+when a call listens everywhere. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 """
 
 from __future__ import annotations

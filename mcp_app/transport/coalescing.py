@@ -1,11 +1,7 @@
 """Superseded progress coalesced for a slow consumer, on bytes: plain Python, no Twisted (``edge_limits`` uses it).
 
-While a client is not keeping up, the response bytes daphne writes for it are held (``edge_limits``) in a
-``Backlog`` instead of queuing in the transport. Each SSE event of a chunk of the response body is held as a piece
-of its own, and a ``notifications/progress`` replaces the one of the same progress token still held (latest wins,
-at the newest one's place). Every other event, comment and byte is kept, in order. ``Backlog.release()`` gives the
-held bytes back as the parts to write, consecutive chunk data framed as one HTTP/1.1 chunk again (``frame``).
-``sse_events``, ``progress_key`` and ``frame`` are pure functions on bytes.
+``Backlog`` holds response bytes in order, a newer ``notifications/progress`` replacing the held one of its
+token; ``sse_events``, ``progress_key`` and ``frame`` are pure functions on bytes. Design: docs/robustness.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """An in-process client of the endpoint, for the admin's "Try it": one request, as one agent token, on one server.
 
-``run_as`` serves the JSON-RPC request a client would send like the consumer serves a sessionless handshake-era
-POST: the token's grant on the server (``auth.grant_for_token``, the code the wire runs after authenticating the
-bearer), the same request context, dispatcher, handlers and runner, so whatever the wire applies (grants, audit)
-applies here too. What a client would have received comes back: the notifications in order and the response,
-or why the token may not use the server.
-
-Not done here: sampling and elicitation (tools that need them get the error a client without those capabilities
-gets), streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
+``run_as`` serves a JSON-RPC request like a sessionless handshake-era POST, through the wire's own grant,
+context, dispatcher and runner (grants and audit apply), and returns what a client would have received. Not
+done here: sampling and elicitation, streams, sessions, tasks. A run is bounded by ``TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations

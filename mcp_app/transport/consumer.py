@@ -1,19 +1,9 @@
 """The MCP endpoint ``/mcp/<server_id>`` as a Channels consumer: the HTTP edge of Streamable HTTP, and only that.
 
-One consumer instance serves one HTTP request. It buffers the body up to ``MAX_BODY_BYTES``, then runs the
-response in a task so that it keeps listening for ``http.disconnect`` (which cancels the work, except for a
-resumable handshake-era stream, whose call goes on) and for channel-layer events (``transport.membership``).
-
-``OPTIONS`` is a CORS preflight (``cors.preflight``, from the cached server snapshot). Every other request meets
-the edge's ``checks`` in order, each a refusal or ``None``: method (405), ``Host`` (421), a source that keeps
-failing authentication (429, ``mcp_app.limits``), authentication and authorization (``transport.auth``:
-401/403/404, with the CORS headers when the server allows the Origin), ``Origin`` (403), a modern-only server's
-GET or DELETE (405), then for a POST its ``Content-Type`` (415) and an empty body (400), for GET and DELETE the
-rates of the tenant and agent (429 with ``Retry-After``) and the session named (404). A POST's own rates and
-session rules are the protocol's, once it decoded the body (``transport.exchange``). A new session, a GET stream
-and a listen stream must fit their caps (``mcp_app.limits.admit``: 429, 503 when the process is short of file
-descriptors). GET serves the endpoint's description or a stream (``transport.streams``); DELETE ends the
-session (204). Failures are 503s or a 500 (``writer.Response.fail``).
+One consumer instance serves one HTTP request: ``OPTIONS`` is a CORS preflight; every other request meets the
+edge's ``checks`` in order, each a refusal or ``None``; then a POST goes to ``transport.exchange``, a GET to
+``transport.streams``, and a DELETE ends the session. The checks and their statuses: docs/architecture.md ("The
+HTTP edge").
 """
 
 from __future__ import annotations

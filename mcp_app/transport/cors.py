@@ -1,20 +1,8 @@
 """CORS for browser clients (the MCP Inspector, web agents) of servers that list their ``allowed_origins``.
 
-- A preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) from an origin that the servable
-  server of that id allows (its ``allowed_origins`` as the per-process server snapshot holds them, or
-  ``MCP_APP["ALLOWED_ORIGINS"]``; the edge reads the snapshot, no query on a warm process) gets 204 with
-  ``Access-Control-Allow-Origin`` (the origin itself, never ``*``), the methods, the request headers it asked
-  for that MCP uses (``Authorization``, ``Content-Type``, ``Accept``, ``Mcp-Session-Id``,
-  ``MCP-Protocol-Version``, ``Last-Event-ID``, ``Mcp-Method``, ``Mcp-Name``, ``Mcp-Param-*``) and
-  ``Access-Control-Max-Age`` (``CORS_MAX_AGE_SECONDS``). Any other origin, and an unknown server, get the same
-  403 with no CORS header at all: a preflight does not reveal which server ids exist.
-- Actual answers to an allowed origin carry ``Access-Control-Allow-Origin``, ``Vary: Origin`` and
-  ``Access-Control-Expose-Headers`` (``Mcp-Session-Id``, ``MCP-Protocol-Version``, ``WWW-Authenticate``,
-  ``Retry-After``), so the browser lets the client read the session id and auth challenges. Refusals before
-  the grant (the 401 that starts OAuth, 403, 404) carry them when the servable server allows the origin (or it
-  is globally allowed); an unknown server's, only for the globally allowed origins.
-
-Bearer tokens are not cookies: ``Access-Control-Allow-Credentials`` is never sent.
+``preflight`` answers ``OPTIONS`` from the per-process server snapshot: 204 with the CORS headers to an origin
+the server allows, else the same 403 without any. ``response_headers`` go on answers to an allowed origin;
+``server_allows`` decides for refusals before the grant. Design: docs/robustness.md ("CORS").
 """
 
 from __future__ import annotations

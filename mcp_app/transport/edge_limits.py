@@ -1,43 +1,11 @@
 """Limits daphne (Twisted) applies before the application sees a request, with proper HTTP answers.
 
-Twisted's HTTP/1.1 parser buffers a whole request body before daphne hands it on, answers an oversized header
-block with a bare ``400``, drops a request line over 16 KiB without an answer, and only has an *idle* timeout,
-which a client trickling one byte at a time never trips. ``LimitedHTTPChannel`` (a subclass of
-``twisted.web.http.HTTPChannel``) adds, each answered with a JSON-RPC error body and ``Connection: close``:
-
-- **414** for a request line over ``MAX_REQUEST_LINE_BYTES``;
-- **431** for a request line plus headers over ``MAX_HEADER_BYTES``;
-- **400** for two ``Host`` headers, or an HTTP/1.1 request without one (RFC 9112 §3.2);
-- **400** for a body over ``MAX_BODY_BYTES`` (on every path: the edge answers before routing): at once when
-  ``Content-Length`` says so (nothing is read), else as soon as that many bytes of a chunked body have arrived;
-- **400** at once for bytes that cannot start an HTTP request (TLS sent to the plain-HTTP port, binary) or a
-  line ended by a bare LF, instead of waiting for a line end that never comes;
-- **408** when a request is not fully received ``REQUEST_DEADLINE_SECONDS`` after its first byte.
-
-And bounds on what daphne writes:
-
-- **An idle timeout that counts inactivity** (``IDLE_TIMEOUT_SECONDS``): Twisted's timer would close a
-  connection whose slow reader is still draining the end of a long answer. It is reset as long as the client
-  keeps reading; only a connection that neither sent nor read anything for the whole period is closed.
-- **Bytes pending per connection** (``MAX_PENDING_BYTES``): beyond it, a stream is ended with an SSE
-  ``event: error`` and aborted ``LINGER_SECONDS`` later; further writes are dropped. The application hears
-  ``http.disconnect`` as for any client that went away (a resumable stream's call goes on).
-- **Superseded progress coalesced for a slow consumer**: while the transport has paused the channel (the client
-  is not keeping up), the response's chunks are held in a ``coalescing.Backlog`` instead of the transport (a
-  newer progress of a token replaces the held one; everything else keeps its order). The held bytes count as
-  pending and leave, in order, when the transport asks for more (``resumeProducing``).
-
-Under descriptor pressure (``limits.caps.descriptors_short``: fewer than ``FD_RESERVE`` left under
-``RLIMIT_NOFILE``), connections give their descriptors back instead of holding them for ``IDLE_TIMEOUT_SECONDS``:
-a refused or limited answer (``CLOSING_STATUSES``: 401, 429, 503) carries ``Connection: close`` and closes its
-connection once sent, and keep-alive connections idle for ``PRESSURE_IDLE_SECONDS`` are closed. Descriptors are
-counted at each 503, else at most every ``PRESSURE_CHECK_SECONDS`` on a new connection or a 401/429, and every
-``PRESSURE_CHECK_SECONDS`` while they are short (``docs/reliability.md``).
-
-``twisted_compat.install`` makes daphne's ``HTTPFactory`` build these channels (``channel_class()``), behind
-``MCP_APP["EDGE_LIMITS"]`` (on by default), on the Twisted and daphne versions they were verified on and only
-when the private names listed here (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``) are
-there. Behind a reverse proxy, set the proxy's own body limit too (nginx ``client_max_body_size``).
+``channel_class()`` builds ``LimitedHTTPChannel``, a subclass of Twisted's ``HTTPChannel`` that answers 414, 431,
+400 and 408 itself (a JSON-RPC error body and ``Connection: close``), bounds what daphne writes (an idle timeout
+that counts inactivity, ``MAX_PENDING_BYTES``, superseded progress coalesced for a slow reader) and gives
+descriptors back under pressure. ``twisted_compat.install`` installs it behind ``MCP_APP["EDGE_LIMITS"]`` when the
+private names listed here (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``) are there.
+Design: docs/robustness.md ("Limits in front of the application"); descriptors: docs/limits.md.
 """
 
 from __future__ import annotations
@@ -63,12 +31,7 @@ LINGER_MAX_BYTES = 8 * 1024 * 1024
 CLOSING_STATUSES = frozenset({401, 429, 503})
 PRESSURE_CHECK_SECONDS = 0.5
 PRESSURE_IDLE_SECONDS = 2.0
-REASONS = {
-    400: b"Bad Request",
-    408: b"Request Timeout",
-    414: b"URI Too Long",
-    431: b"Request Header Fields Too Large",
-}
+REASONS = {400: b"Bad Request", 408: b"Request Timeout", 414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
 # The private parts of Twisted's HTTPChannel the edge limits rely on, and the methods they override.
 CHANNEL_INTERNALS = (
     "_receivedHeaderSize",
@@ -102,12 +65,8 @@ _REQUEST_START = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 def error_response(status: int, message: str) -> bytes:
     body = orjson.dumps(errors.error_response(None, errors.InvalidRequest(message)))
-    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
-        status,
-        REASONS[status],
-        len(body),
-    )
-    return head + body
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+    return head % (status, REASONS[status], len(body)) + body
 
 
 _PENDING = "The client did not read its answer fast enough: the connection is closed (MAX_PENDING_BYTES)."
@@ -215,7 +174,7 @@ def channel_class() -> type:
             """Bytes the client has not read yet that daphne holds: the transport's and the backlog's."""
             return self._mcp_unsent() + self._mcp_held.size
 
-        # Coalescing for a slow consumer (module docstring) --------------------------------------------------
+        # Coalescing for a slow consumer (docs/robustness.md) -----------------------------------------------
 
         def pauseProducing(self) -> None:
             self._mcp_backlog = True
@@ -224,9 +183,6 @@ def channel_class() -> type:
         def resumeProducing(self) -> None:
             self._mcp_backlog = False
             super().resumeProducing()
-            self._mcp_release()
-
-        def _mcp_release(self) -> None:
             parts = self._mcp_held.release()
             if parts:
                 self._mcp_send(super().writeSequence, parts, parts, None)

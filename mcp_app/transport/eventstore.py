@@ -1,19 +1,8 @@
-"""SSE event stores: what makes handshake-era streams resumable with ``Last-Event-ID``.
+"""SSE event stores (the ``EVENT_STORE`` backend): what makes handshake-era streams resumable with ``Last-Event-ID``.
 
-Every event sent on a session's stream gets the id ``<stream id>.<sequence>``; the stream id starts with a
-prefix of the session key, so a client can only resume streams of its own session. The store keeps each
-stream's events for ``EVENT_STORE_TTL_SECONDS``, at most ``max_events`` of them and at most
-``EVENT_STORE_MAX_BYTES`` (their JSON; ``OPTIONS`` entries ``max_events`` and ``max_bytes``): the oldest are
-dropped first, the newest event is always kept. ``MemoryEventStore`` serves one process (the embedded default);
-``RedisEventStore`` serves every process (configure it whenever more than one daphne runs).
-
-Each append names its ``owner`` (tenant and agent): an agent may store at most
-``EVENT_STORE_MAX_BYTES_PER_AGENT`` bytes of events per ``EVENT_STORE_TTL_SECONDS`` window, its tenant
-``EVENT_STORE_MAX_BYTES_PER_TENANT`` (0: unlimited); an append over either bound stores nothing and returns
-False (the writer still sends the events live, but a resume replays none of them). Since events expire one TTL
-after their stream's last append, what an owner holds stays near twice its bound.
-
-The store is the ``EVENT_STORE`` backend of ``mcp_app.backends``.
+Event ids are ``<stream id>.<sequence>``, the stream id starting with a prefix of its session key.
+``MemoryEventStore`` serves one process (the embedded default), ``RedisEventStore`` every process; both bound
+each stream and each owner. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 """
 
 from __future__ import annotations
@@ -32,8 +21,6 @@ from ..conf import mcp_settings
 
 STREAM_PREFIX_CHARS = 12
 SOCKET_TIMEOUT_SECONDS = 4.0
-
-
 POST_STREAM = "p"
 GET_STREAM = "g"
 
@@ -141,7 +128,7 @@ class MemoryEventStore(EventStore):
         return expires is not None and expires > time.monotonic()
 
     def purge_expired(self, *, dry_run: bool = False) -> int:
-        cutoff = time.monotonic() - float(mcp_settings.EVENT_STORE_TTL_SECONDS)
+        cutoff = time.monotonic() - _ttl()
         with self._lock:
             stale = [stream_id for stream_id, touched in self._touched.items() if touched < cutoff]
             for stream_id in [] if dry_run else stale:

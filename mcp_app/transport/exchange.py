@@ -1,15 +1,9 @@
 """One POST once the edge let it in: the ``protocol.serving.Exchange`` it lends the protocol, and its answer.
 
-- ``serve(body, session)``: ``protocol.serving.serve_post`` with this exchange, which calls back:
-- ``admit(demand)``: the request log learns the era and method, and the demand the protocol decoded (its
-  messages, the tools it calls) is drawn from the limits (``mcp_app.limits.admit``: no query);
-- ``context(route, ...)``: the request's ``ResponseWriter`` and, in the handshake era, its ``BackChannel``
-  (cancellable from now on when it has an id), then the handlers' context. A handshake-era tool call opens its
-  SSE stream early (``opening_delay``);
-- ``finish(answer)``: a session the answer opens must fit its caps (429) and is recorded (one worker-thread
-  call), then the answer is written as JSON or as the end of its SSE stream.
-
-The consumer reads ``writer``, ``backchannel`` and ``call_id`` back to cancel or clean up the response.
+``PostExchange.serve`` runs ``protocol.serving.serve_post``, which calls back ``admit`` (the limits) and
+``context`` (the ``ResponseWriter``, the handshake era's ``BackChannel``, the handlers' context); ``finish``
+opens the session the answer asks for and writes the answer. The consumer reads ``writer``, ``backchannel`` and
+``call_id`` back to cancel or clean up the response.
 """
 
 from __future__ import annotations
@@ -133,10 +127,8 @@ class PostExchange:
 
 
 def opening_delay(demand: Demand | None, on_session: bool) -> float | None:
-    """When a handshake-era POST opens its SSE stream before any notification (``None``: only then): at once
-    for a tool call with a progress token (its client waits for progress), after ``SSE_OPEN_AFTER_SECONDS`` for
-    any other tool call on a session. Either way a silent call sends its headers and first bytes (the priming
-    event) long before a proxy's read timeout, and keep-alives after (``ResponseWriter.open_soon``)."""
+    """When a handshake-era POST opens its SSE stream before any notification (``None``: only then): at once for a
+    tool call with a progress token, after ``SSE_OPEN_AFTER_SECONDS`` for any other tool call on a session."""
     if demand is None or not demand.calls:
         return None
     if demand.progress:

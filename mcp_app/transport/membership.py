@@ -1,14 +1,8 @@
 """One consumer's place on the channel layer: its channel, the groups it joined, and the pump that feeds it.
 
-A consumer gets a channel only when it first joins a group (a quick ``tools/call`` costs the layer nothing).
-From then on the channel's subscription (``channel_layer.Subscription``) puts the messages this package handles
-(broadcasts, replies, cancellations, stream events) into the consumer's inbox; if the layer is lost, it puts
-``mcp.layer_down`` there instead, once per outage. ``close`` ends the pump and leaves every group.
-
-``InboxConsumer`` is that inbox and its message loop, without Channels' ``await_many_dispatch`` (a task per
-source and per message): the body in a plain loop over ``receive()``, then one pending ``receive()`` (for
-``http.disconnect``) beside the ``work`` a subclass starts, and the inbox. Once the loop ends, ``cleanup`` runs,
-unless the work was ``detached`` (it goes on without its client, and cleans up itself when done).
+``Membership`` takes a channel at the first ``join`` only, and feeds the consumer's inbox (``mcp.layer_down`` once
+per outage). ``InboxConsumer`` is that inbox and a message loop without Channels' ``await_many_dispatch`` (a task
+per source and per message); ``cleanup`` runs when it ends, unless the work was ``detached``.
 """
 
 from __future__ import annotations

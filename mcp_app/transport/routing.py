@@ -12,9 +12,7 @@ from .consumer import McpConsumer
 
 # Channels' ``URLRouter`` routes ASGI applications with Django's ``re_path``, whose stubs expect Django views
 # (hence the ``arg-type`` ignores below).
-mcp_urlpatterns = [
-    re_path(r"^mcp/(?P<server_id>[-a-zA-Z0-9_]+)/?$", instrument(McpConsumer.as_asgi())),
-]
+mcp_urlpatterns = [re_path(r"^mcp/(?P<server_id>[-a-zA-Z0-9_]+)/?$", instrument(McpConsumer.as_asgi()))]
 ops_urlpatterns = [
     re_path(r"^healthz/?$", healthz),  # type: ignore[arg-type]
     re_path(r"^readyz/?$", readyz),  # type: ignore[arg-type]

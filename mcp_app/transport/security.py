@@ -1,12 +1,8 @@
 """Request hygiene checks that precede authentication and dispatch: Host, Origin, media types.
 
-Each function answers a question about headers; the consumer turns a "no" into a status code.
-
-Origins: an ``Origin`` header is read as a serialized origin (RFC 6454: ``scheme://host[:port]``, nothing else),
-and only that canonical form is ever compared or echoed; anything else (a path, a query, user info, ``null``) is
-not an origin and is refused. A *same-origin* request (the Origin names the host the request was sent to, whose
-``Host`` already passed ``ALLOWED_HOSTS``) is accepted without being listed: DNS rebinding is stopped by the
-Host check, and a page served by this host may call it.
+Each function answers a question about headers; the consumer turns a "no" into a status code. Only the
+canonical form of an ``Origin`` (RFC 6454: ``scheme://host[:port]``) is ever compared or echoed; a same-origin
+request is accepted without being listed, since the Host check already stops DNS rebinding.
 """
 
 from __future__ import annotations

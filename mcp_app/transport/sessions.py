@@ -1,14 +1,8 @@
 """The database-backed ``Session`` the handlers see, and the session part of request admission.
 
-A request's session comes from the cached snapshot of ``mcp_app.caching.identity`` (``SessionEntry``).
-Handlers change a session through ``DatabaseSession`` (log level, resource subscriptions): one UPDATE from a
-worker thread, then the session's invalidation so that every process reloads it. ``key`` names the session in
-channel-layer groups without revealing its id.
-
-**Idle expiry across processes.** Activity is written off the request path (``mcp_app.caching.writebehind``):
-the stored ``last_seen_at`` trails the latest activity any process saw by at most ``SESSION_TOUCH_SECONDS``
-plus ``WRITE_BEHIND_INTERVAL_SECONDS``. A session that looks idle past ``SESSION_IDLE_SECONDS`` to this process
-is reloaded before the 404, so activity seen by another process keeps it alive.
+``DatabaseSession`` (from the cached ``SessionEntry``) changes a session with one UPDATE from a worker thread, then
+its invalidation; ``key`` names it in channel-layer groups without revealing its id. Idle expiry across
+processes: docs/architecture.md ("Session expiry across processes").
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
 
-- ``serve_get``: the stream joins its server's broadcast group (and its session's) *before* it says ``: ready``,
-  so an event sent on ready is never lost; on a 2025-11-25 session it is resumable (priming event, ids, the
-  event store). (Without ``Accept: text/event-stream`` a GET answers ``endpoint_description``.)
-- ``Last-Event-ID`` on a session: an id of another session is 400; a GET stream's id replays what the stream
-  missed under the same ids and carries on as that stream; a POST stream's id replays, then follows the live
-  events of that call until its answer, and ends after ``SSE_RESUME_IDLE_SECONDS`` without an event (its
-  producer may be dead: the client resumes again from its last id). Never a hang.
-- ``listen``: the 2026-07-28 ``subscriptions/listen`` stream: acknowledgements first, then this server's events
-  that the handler's ``translate`` turns into messages.
-- Keep-alive comments every ``SSE_KEEPALIVE_SECONDS``, each refreshing group membership.
-- Access is re-checked while a GET or listen stream is open: at every keep-alive, and at once when this
-  process hears an invalidation of the stream's token, agent, tenant, server or session
-  (``mcp_app.invalidation``). A refused re-check ends the stream; a grant that now shows other tool, prompt or
-  resource names sends the ``list_changed`` of that list. A re-check that cannot decide (the database
-  unreachable) leaves the stream open until the next one.
-- ``broadcast``: a server or session event for this stream; ``notifications/resources/updated`` only reaches
-  streams of sessions subscribed to the URI (re-read, since subscriptions change on any process) and listen
-  streams whose ``translate`` accepts it.
+``Streams.serve_get``, ``listen`` and ``broadcast`` (an event for the open stream), which re-checks its access at
+every keep-alive and on an invalidation that concerns it. Design: docs/architecture.md ("SSE streams, resumption
+and cancellation").
 
 Not here: authentication, Host/Origin, status codes of refusals before a stream (the edge), POST response
 streams (``transport.writer``).
@@ -48,10 +33,6 @@ from .sessions import DatabaseSession
 from .writer import Response, ResponseWriter, is_final, send_body
 
 logger = logging.getLogger("mcp_app.transport")
-
-
-def _forward(event: dict[str, Any]) -> dict[str, Any]:
-    return event
 
 
 # The stream's access checked again, as on a new request: the grant, or ``None`` when it is refused now.
@@ -108,7 +89,7 @@ class Streams:
         self.tags: frozenset[str] = frozenset()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken = asyncio.Event()
-        self._translate: Any = _forward
+        self._translate: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None  # listen's, else as is
         self._writer: ResponseWriter | None = None
         self._session: DatabaseSession | None = None
         # Live events of a resumed POST stream, made by that stream only: an idle GET stream holds no queue.
@@ -127,9 +108,9 @@ class Streams:
             # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
             if event.get("params", {}).get("uri") not in await self._session.reload_subscriptions():
                 return
-        elif event.get("method") == "notifications/resources/updated" and self._translate is _forward:
+        elif event.get("method") == "notifications/resources/updated" and self._translate is None:
             return
-        outgoing = self._translate(event)
+        outgoing = event if self._translate is None else self._translate(event)
         if outgoing is None:
             return
         if self._writer is not None:
@@ -303,12 +284,7 @@ def endpoint_description(grant: AccessGrant) -> dict[str, Any]:
     return {
         "name": PRODUCT_NAME,
         "version": __version__,
-        "server": {
-            "serverId": server.server_id,
-            "name": server.name,
-            "title": server.title,
-            "version": server.version,
-        },
+        "server": {"serverId": server.server_id, "name": server.name, "title": server.title, "version": server.version},
         "transport": "streamable-http",
         "protocolVersions": list(versions.HANDSHAKE_VERSIONS),
         "tools": len(grant.catalog.tools),

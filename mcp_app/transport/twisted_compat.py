@@ -1,23 +1,11 @@
 """Every change mcp-host makes to daphne's and Twisted's own code, in one place, behind one version guard.
 
-daphne (on Twisted) serves mcp-host. ``install()`` (called by ``mcp_host.asgi``, once per process, and only in a
-daphne process: ``daphne.server`` imported) changes three things, and only on the versions they were verified on
-(``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) with every private name they rely on present (``internals_missing``);
-otherwise it logs once why and leaves daphne as it is. On any version it forwards Twisted's errors to Python
-logging (``forward_errors``: daphne's default verbosity discards them), through Twisted's public log publisher.
-``tests/transport/test_twisted_compat.py`` fails when an upgrade changes those names. ``docs/architecture.md`` (*Writes to third-party names*) lists each with its gain.
-
-1. **Reason phrases** (always): daphne writes a status line with Twisted's ``Request.setResponseCode(status)``,
-   which takes the phrase from ``twisted.web.http.RESPONSES`` and writes ``Unknown Status`` for a code missing
-   there: 429 (rate limits and caps), 422 and 428 among them. The standard phrase (``http.HTTPStatus``) of each
-   missing code is added to that public table; the phrases Twisted has are left alone.
-2. **Edge limits** (``MCP_APP["EDGE_LIMITS"]``, on by default): daphne's ``HTTPFactory`` builds
-   ``edge_limits.LimitedHTTPChannel`` connections, a subclass of Twisted's ``HTTPChannel`` that relies on the
-   private names ``edge_limits`` lists (``CHANNEL_INTERNALS``, ``CHANNEL_METHODS``, ``TRANSPORT_BUFFERS``).
-3. **daphne tuning** (``MCP_APP["DAPHNE_TUNING"]``, off by default; ``docs/performance.md``): a finished request
-   is dropped from daphne's ``Server.connections`` at once (``reap``: what the ``application_checker`` sweep does
-   once a second over the whole table), and Twisted's ``parsePOSTFormSubmission`` is off for daphne's requests
-   (daphne never reads ``request.args``).
+``install()`` (``mcp_host.asgi``, once, in a daphne process) applies the reason phrases Twisted lacks, the edge
+limits (``MCP_APP["EDGE_LIMITS"]``) and daphne tuning (``MCP_APP["DAPHNE_TUNING"]``) only on the versions they
+were verified on (``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) with every private name they rely on present
+(``internals_missing``); else it logs once why and leaves daphne as it is. On any version it forwards Twisted's
+errors to Python logging (``forward_errors``). Each write and its measured gain: docs/architecture.md ("Writes to
+third-party names"); ``tests/transport/test_twisted_compat.py`` fails when an upgrade changes those names.
 """
 
 from __future__ import annotations
@@ -131,8 +119,8 @@ def reap(server: Any, protocol: Any) -> None:
 
 
 def tune(server_class: type, request_class: type) -> None:
-    """Apply both levers of daphne tuning to ``server_class`` (daphne's ``Server``) and ``request_class`` (its ``WebRequest``);
-    ``install`` does it for daphne's own classes, the tests for subclasses."""
+    """Apply both levers of daphne tuning to ``server_class`` (daphne's ``Server``) and ``request_class`` (its
+    ``WebRequest``); ``install`` does it for daphne's own classes, the tests for subclasses."""
     create_application: Callable[..., Any] = server_class.create_application  # type: ignore[attr-defined]
     protocol_disconnected: Callable[..., Any] = server_class.protocol_disconnected  # type: ignore[attr-defined]
     request_init: Callable[..., Any] = request_class.__init__  # type: ignore[misc]
@@ -159,10 +147,8 @@ def tune(server_class: type, request_class: type) -> None:
     request_class._mcp_tuned = True  # type: ignore[attr-defined]
 
 
-_outcome: bool | None = None
-
-
-_forwarding: Callable[[Any], None] | None = None
+_outcome: bool | None = None  # install's, once per process
+_forwarding: Callable[[Any], None] | None = None  # forward_errors' observer, once per process
 
 
 def forward_errors() -> Callable[[Any], None]:

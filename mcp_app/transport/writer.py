@@ -1,13 +1,9 @@
 """Writing one response: JSON, or SSE from the first notification on; resumable on handshake-era sessions.
 
 ``ResponseWriter`` owns how messages become bytes on the wire (not HTTP status or routing): the lazy switch to
-``text/event-stream``, event ids and the priming event of resumable streams, the event store, and publishing
-events for a reconnecting client once the original one went away. It writes through the request's ``Response``.
-
-``Response`` is the ASGI side of one request: the ``send`` every writer of the request uses (noting when the head
-went out), the request's CORS headers on every head, and what the edge writes itself: an ``Answer`` as JSON, the
-end of a cancelled call, and failures (503 with ``Retry-After`` while the channel layer, event store or database
-is unavailable, an error event on a stream that has started; 500 with a bare ``Internal error`` otherwise).
+``text/event-stream``, event ids and the priming event, the event store, and publishing events for a
+reconnecting client. ``Response`` is the ASGI side of one request: its ``send``, its CORS headers on every head,
+and what the edge writes itself (an ``Answer`` as JSON, a cancelled call's end, a 503 or a bare 500).
 """
 
 from __future__ import annotations
@@ -134,10 +130,6 @@ def is_final(message: Any) -> bool:
 class ResponseWriter:
     """Writes one response as JSON, or as SSE once a notification has to go out before the answer.
 
-    On a handshake-era session the stream is resumable: each event gets an id ``<stream>.<n>`` and is kept in
-    the event store, 2025-11-25 clients get a priming event first, and if the client goes away the call goes on
-    and its events are published for a reconnecting GET with ``Last-Event-ID``.
-
     Events produced in the same turn of the event loop leave as one ``http.response.body``, sent by a flush
     scheduled for the next turn, or with the answer when it comes first. On a resumable stream they are appended
     to the store in one call *before* their bytes are sent: a client never sees an event a resume by
@@ -183,11 +175,9 @@ class ResponseWriter:
         return self._session_key is not None
 
     async def start(self, first: bytes = b"") -> None:
-        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here.
-
-        Once: the calls of a batch notify concurrently and the store's check yields to the loop, so a caller that
-        arrives while the first one starts waits for that start (its ``first`` is not sent) instead of starting
-        the response a second time."""
+        """Send the SSE headers (and ``first``); resumable streams get their id and priming event here. Once: the calls
+        of a batch notify concurrently and the store's check yields to the loop, so a caller arriving while the first
+        one starts waits for that start (its ``first`` is not sent) instead of starting the response a second time."""
         if self._starting is not None:
             await self._starting.wait()
             if not self.streaming:  # the first start failed (or was cancelled): so does this call
@@ -200,10 +190,8 @@ class ResponseWriter:
             self._starting.set()
 
     def open_soon(self, delay: float) -> None:
-        """Start the stream ``delay`` seconds from now (0: at once) unless the answer comes first: a call that
-        is silent for that long still gets its headers and first bytes (the priming event of a resumable
-        2025-11-25 stream, else a comment), so a proxy's read timeout does not cut it; keep-alive comments
-        follow every ``SSE_KEEPALIVE_SECONDS`` while it stays silent."""
+        """Start the stream ``delay`` seconds from now (0: at once) unless the answer comes first, so that a silent
+        call still sends its first bytes; keep-alive comments follow while it stays silent."""
         if not self._allow_stream or self._starting is not None or self._open_timer is not None:
             return
         if delay <= 0:

@@ -1,14 +1,6 @@
 """MCP method handlers, one module per method family, registered on the shared ``dispatcher``."""
 
-from . import (  # registration side effects
-    handshake_tasks,
-    lifecycle,
-    prompts,
-    resources,
-    subscriptions,
-    tasks,
-    tools,
-)
+from . import handshake_tasks, lifecycle, prompts, resources, subscriptions, tasks, tools  # registration side effects
 from .base import dispatcher
 
 __all__ = ["dispatcher", "handshake_tasks", "lifecycle", "prompts", "resources", "subscriptions", "tasks", "tools"]

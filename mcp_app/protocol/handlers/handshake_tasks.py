@@ -1,13 +1,9 @@
-"""The 2025-11-25 experimental tasks: ``tasks/get``, ``tasks/result``, ``tasks/list`` and ``tasks/cancel`` in the
-handshake era.
+"""The 2025-11-25 experimental tasks: ``tasks/get``, ``tasks/result``, ``tasks/list`` and ``tasks/cancel``.
 
-They exist in 2025-11-25 only: on a session (or request) of an earlier revision they are -32601, like any method
-that revision lacks; the stateless era has its own ``tasks/get`` and ``tasks/cancel`` (``handlers.tasks``) and no
-``tasks/result`` or ``tasks/list`` (-32601). A task id the caller does not own (another agent, another tenant, a
-tool outside the token's grant), that expired, or that never existed is -32602; so is an invalid ``tasks/list``
-cursor, and cancelling a task already in a terminal status. ``tasks/result`` waits until the task is terminal,
-then answers exactly what the call would have answered: its result, with the related-task ``_meta``, or its
-JSON-RPC error.
+Only 2025-11-25 has them (-32601 on earlier revisions; the stateless era has its own, ``handlers.tasks``). A task
+id the caller does not own, that expired or never existed is -32602, as are an invalid ``tasks/list`` cursor and
+cancelling a terminal task. ``tasks/result`` waits until the task is terminal, then answers exactly what the call
+would have: its result with the related-task ``_meta``, or its JSON-RPC error.
 """
 
 from __future__ import annotations

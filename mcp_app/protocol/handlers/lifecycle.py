@@ -57,11 +57,6 @@ async def ping(params: dict[str, Any], message: MessageContext) -> dict[str, Any
     return {}
 
 
-@dispatcher.notification("notifications/initialized")
-async def initialized(params: dict[str, Any], ctx: RequestContext) -> None:
-    return None
-
-
 @dispatcher.request("server/discover", eras=MODERN_ONLY)
 async def discover(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
     ctx = message.request

@@ -1,9 +1,8 @@
 """``prompts/list``, ``prompts/get`` and ``completion/complete``.
 
-Prompt arguments are strings; a missing required argument or a non-string value is -32602. Completion offers
-the values configured for a prompt argument (``completions`` in its definition) that start with what the user
-typed, case-insensitively, at most 100 of them. Resource-template variables have no configured values yet, so
-their completion is an empty list.
+Prompt arguments are strings (-32602 otherwise, or when a required one is missing). Completion offers a prompt
+argument's configured ``completions`` that start with what the user typed, case-insensitively, at most 100;
+resource-template variables have no configured values yet (an empty list).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 from .. import versions
 from ..dispatcher import MessageContext
 from ..errors import RESOURCE_NOT_FOUND, InvalidParams, InvalidRequest, ProtocolError
+from ..ports import Session
 from .base import catalog_page, dispatcher, required_string
 from .lifecycle import LEGACY_ONLY
 
@@ -38,26 +39,25 @@ async def read_resource(params: dict[str, Any], message: MessageContext) -> dict
     return await ctx.runner.read_resource(resource, uri, variables, call)
 
 
-def _subscription_target(params: dict[str, Any], message: MessageContext) -> str:
+def _subscription(params: dict[str, Any], message: MessageContext) -> tuple[str, Session]:
     uri = required_string(params, "uri")
-    if message.request.session is None:
+    session = message.request.session
+    if session is None:
         raise InvalidRequest("Invalid Request: resource subscriptions need a session (send Mcp-Session-Id)")
-    return uri
+    return uri, session
 
 
 @dispatcher.request("resources/subscribe", eras=LEGACY_ONLY)
 async def subscribe(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    uri = _subscription_target(params, message)
+    uri, session = _subscription(params, message)
     if message.request.catalog.find_resource(uri) is None:
         raise ProtocolError(f"Resource not found: {uri}", {"uri": uri}, code=RESOURCE_NOT_FOUND)
-    assert message.request.session is not None
-    await message.request.session.subscribe(uri)
+    await session.subscribe(uri)
     return {}
 
 
 @dispatcher.request("resources/unsubscribe", eras=LEGACY_ONLY)
 async def unsubscribe(params: dict[str, Any], message: MessageContext) -> dict[str, Any]:
-    uri = _subscription_target(params, message)
-    assert message.request.session is not None
-    await message.request.session.unsubscribe(uri)
+    uri, session = _subscription(params, message)
+    await session.unsubscribe(uri)
     return {}

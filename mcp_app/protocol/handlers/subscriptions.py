@@ -1,8 +1,7 @@
 """``subscriptions/listen`` (2026-07-28): a long-lived SSE stream of the notifications the client opted in to.
 
-The first message acknowledges the subset the server honours (only what it supports); every message carries
-the listen request's id as ``_meta["io.modelcontextprotocol/subscriptionId"]``. Events come from the transport
-(catalog edits published across processes); ``translate`` decides which reach this subscription.
+The first message acknowledges the subset the server honours; every message carries the listen request's id as
+``_meta["io.modelcontextprotocol/subscriptionId"]``; ``translate`` decides which events reach the subscription.
 """
 
 from __future__ import annotations

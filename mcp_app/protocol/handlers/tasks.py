@@ -1,10 +1,7 @@
-"""The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): ``tasks/get``, ``tasks/update`` and
-``tasks/cancel``.
-
-Only clients that declare the extension on the request may use them (-32021 otherwise, naming it); a task id
-the caller does not own, or that expired, is unknown (-32602). Whether a ``tools/call`` becomes a task is the
-runtime's decision (see ``mcp_app.runtime.tasks``); ``tasks/result`` and ``tasks/list`` do not exist in this
-revision (-32601).
+"""The tasks extension (``io.modelcontextprotocol/tasks``, 2026-07-28): ``tasks/get``, ``tasks/update``,
+``tasks/cancel``, for clients that declare the extension on the request (-32021 otherwise). A task id the caller
+does not own, or that expired, is -32602. Whether a ``tools/call`` becomes a task is the runtime's
+(``mcp_app.runtime.tasks``); ``tasks/result`` and ``tasks/list`` do not exist in this revision (-32601).
 """
 
 from __future__ import annotations

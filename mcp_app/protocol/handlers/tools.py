@@ -1,14 +1,10 @@
 """``tools/list`` and ``tools/call``.
 
-Protocol errors (-32602) are for a malformed request or an unknown tool. Argument-validation failures are
--32602 before 2025-11-25, an ``isError`` result in 2025-11-25, and -32602 again from 2026-07-28 (HTTP 400,
-before the tool runs). In the stateless era, arguments annotated with ``x-mcp-header`` must be mirrored by their
-``Mcp-Param-*`` headers (-32020). Failures inside the tool are the runner's to turn into ``isError`` results.
-
-2025-11-25 experimental tasks (``handshake_tasks``): ``tools/list`` shows ``execution.taskSupport`` of task-capable
-tools; a ``tools/call`` with ``params.task`` on an ``optional`` or ``required`` tool answers ``{task}`` at once
-(the call runs on as a durable task); ``task`` on a ``forbidden`` tool, or a ``required`` tool called without it,
-is -32601, as that revision's tool-level negotiation says. Earlier revisions ignore ``params.task``.
+A malformed request or an unknown tool is -32602; so is an argument-validation failure, except in 2025-11-25,
+where it is an ``isError`` result (``versions.tool_input_errors_in_result``). In the stateless era, arguments
+annotated ``x-mcp-header`` must be mirrored by ``Mcp-Param-*`` headers (-32020). 2025-11-25 tasks: ``tools/list``
+shows ``execution.taskSupport``, a ``tools/call`` with ``params.task`` on a task-capable tool answers ``{task}`` at
+once; ``task`` on a ``forbidden`` tool, or a ``required`` tool called without it, is -32601.
 """
 
 from __future__ import annotations
