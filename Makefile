@@ -14,7 +14,7 @@ NPM_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mcp-host/npm
 NODE_DIR := tests/e2e/node
 export MCP_NPM_HOME := $(NPM_HOME)
 
-.PHONY: install install-dev npm-tools lock run worker beat test test-embedded lint format migrations clean bench
+.PHONY: install install-dev npm-tools lock run worker beat test test-embedded lint format migrations clean bench bench-floors
 
 ## The runtime only (requirements.txt): what `make run`, `make worker` and a deployment need.
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
@@ -107,3 +107,9 @@ clean:
 ## or "--quick" (a 2-minute smoke run).
 bench: install-dev
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+## Issue 27's table in one command (see docs/performance.md): each call path of mcp-host beside its floor, measured
+## in the same run, 3 interleaved rounds (about 15 minutes). Needs DATABASE_URL (PostgreSQL) and REDIS_URL.
+## BENCH_ARGS goes to bench/floors.py, e.g. "--quick" or "--markdown-out floors.md --json-out floors.json".
+bench-floors: install-dev
+	$(PY) -m bench.floors $(BENCH_ARGS)

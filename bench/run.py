@@ -653,7 +653,7 @@ class Report:
 
     def markdown(self, args: argparse.Namespace) -> str:
         setup = self.setup
-        others = [r.get("other_cpu_cores") for r in self.throughput if r.get("other_cpu_cores") is not None]
+        others: list[float] = [r["other_cpu_cores"] for r in self.throughput if r.get("other_cpu_cores") is not None]
         return "\n".join(
             [
                 f"Machine: {setup['machine']}. Servers on core {setup['server_core']}, load generator on core "

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.workers import HOST, _body, _daphne, _env, _headers, _lift_quotas, _manage, _workers
+from bench.workers import HOST, call_body, call_headers, celery_workers, environment, lift_quotas, manage, serve_daphne
 
 BIG = 3 * 1024 * 1024
 
@@ -66,12 +66,12 @@ async def well_behaved(urls: list[str], token: str, stop: float, window: list[Wi
             request_id += 1
             url = urls[(n + request_id) % len(urls)]
             if request_id % 2:
-                body = _body(request_id, {"steps": 2, "interval_ms": 20})
-                headers = _headers(token)
+                body = call_body(request_id, {"steps": 2, "interval_ms": 20})
+                headers = call_headers(token)
             else:
-                body = _body(request_id, {"text": "hello"})
+                body = call_body(request_id, {"text": "hello"})
                 body["params"]["name"] = "echo"
-                headers = {**_headers(token), "Mcp-Name": "echo"}
+                headers = {**call_headers(token), "Mcp-Name": "echo"}
             started = time.monotonic()
             try:
                 reply = await http.post(url, headers=headers, json=body)
@@ -103,9 +103,9 @@ def hostile(urls: list[str], token: str, stop: float, held: list[socket.socket])
         url = urls[n % len(urls)]
         port = httpx.URL(url).port
         assert port is not None
-        big = _body(n, {"text": "x" * BIG}, progress=True)
+        big = call_body(n, {"text": "x" * BIG}, progress=True)
         big["params"]["name"] = "echo"
-        token_bomb = _body(n, {"text": "x"}, progress=True)
+        token_bomb = call_body(n, {"text": "x"}, progress=True)
         token_bomb["params"]["name"] = "echo"
         token_bomb["params"]["_meta"]["progressToken"] = "t" * 4_000_000
         for payload in (orjson.dumps(big), orjson.dumps(token_bomb), b"\x16\x03\x01garbage", b"{not json"):
@@ -159,17 +159,17 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=8, help="threads per worker")
     args = parser.parse_args()
-    env = _env()
-    _manage(env, "migrate", "--noinput")
-    access = json.loads(_manage(env, "mcp_demo", "--json"))
-    _lift_quotas(env, access["agent_id"])
+    env = environment()
+    manage(env, "migrate", "--noinput")
+    access = json.loads(manage(env, "mcp_demo", "--json"))
+    lift_quotas(env, access["agent_id"])
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         logs = Path(tmp)
         (logs / "a").mkdir()
         (logs / "b").mkdir()
-        first, first_pid = stack.enter_context(_daphne(env, logs / "a"))
-        second, second_pid = stack.enter_context(_daphne(env, logs / "b"))
-        stack.enter_context(_workers(env, logs, 2, "threads", args.concurrency))
+        first, first_pid = stack.enter_context(serve_daphne(env, logs / "a"))
+        second, second_pid = stack.enter_context(serve_daphne(env, logs / "b"))
+        stack.enter_context(celery_workers(env, logs, 2, "threads", args.concurrency))
         urls = [f"{base}/mcp/demo-modern?agentId={access['agent_id']}" for base in (first, second)]
         rows = asyncio.run(soak(args, urls, access["token"], [first_pid, second_pid], env["REDIS_URL"]))
     print("\n| t (s) | calls | errors | p50 ms | p99 ms | daphne RSS MiB | Redis MiB |")

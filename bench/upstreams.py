@@ -53,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ LABELS = {
 }
 
 
-def _env() -> dict[str, str]:
+def environment() -> dict[str, str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "mcp_host.settings"),
@@ -276,18 +277,52 @@ async def _measure(
     }
 
 
-async def _run(args: argparse.Namespace, daphne_url: str, upstream_url: str, token: str, pids: dict[str, int]) -> Any:
+@dataclass(frozen=True)
+class Proxy:
+    """The running upstream and the daphne that proxies it: their URLs and pids."""
+
+    daphne_url: str  # demo-modern, for the demo agent
+    upstream_url: str
+    upstream_port: int
+    pids: dict[str, int]  # "daphne", "upstream"
+    registered: dict[str, Any]  # sync_upstream's report
+
+
+@contextlib.contextmanager
+def proxy(env: dict[str, str], logs: Path, agent_id: str) -> Iterator[Proxy]:
+    """The upstream and a daphne (its access log off), the upstream registered and bound; stopped on exit."""
+    upstream_port, daphne_port = free_port(), free_port()
+    upstream_argv = [sys.executable, "-m", "tests.federation.upstream_server", "--port", str(upstream_port)]
+    daphne_argv = [str(Path(sys.executable).with_name("daphne")), "-b", HOST, "-p", str(daphne_port)]
+    daphne_env = {**env, "MCP_ACCESS_LOG": "0", "MCP_LOG_LEVEL": "WARNING"}
+    with (
+        _child("upstream", [*upstream_argv, "--mode", "stateful"], env, upstream_port, logs) as upstream,
+        _child("daphne", [*daphne_argv, "mcp_host.asgi:application"], daphne_env, daphne_port, logs) as daphne,
+    ):
+        upstream_url = f"http://{HOST}:{upstream_port}/mcp"
+        yield Proxy(
+            daphne_url=f"http://{HOST}:{daphne_port}/mcp/{SERVER}?agentId={agent_id}",
+            upstream_url=upstream_url,
+            upstream_port=upstream_port,
+            pids={"daphne": daphne, "upstream": upstream},
+            registered=_register(env, upstream_url),
+        )
+
+
+async def measure_calls(
+    target: Proxy, token: str, samples: int, block: int, warmup: int
+) -> dict[str, dict[str, float]]:
+    """The five kinds of call (``VARIANTS``), ``samples`` each, interleaved in blocks: latency and CPU per call."""
     bearer = {"Authorization": f"Bearer {token}"}
-    port = int(upstream_url.rsplit(":", 1)[1].split("/", 1)[0])
     async with (
-        _sdk(upstream_url, {}, "echo") as direct,
-        _sdk(daphne_url, bearer, f"{PREFIX}echo") as proxied,
-        _sdk(daphne_url, bearer, "echo") as local,
-        _bare(daphne_url, bearer, f"{PREFIX}echo") as proxied_http,
-        _bare(upstream_url, {}, "echo") as direct_http,
+        _sdk(target.upstream_url, {}, "echo") as direct,
+        _sdk(target.daphne_url, bearer, f"{PREFIX}echo") as proxied,
+        _sdk(target.daphne_url, bearer, "echo") as local,
+        _bare(target.daphne_url, bearer, f"{PREFIX}echo") as proxied_http,
+        _bare(target.upstream_url, {}, "echo") as direct_http,
     ):
         callers = dict(zip(VARIANTS, (direct, proxied, local, proxied_http, direct_http), strict=True))
-        return await _measure(callers, pids, port, args.samples, args.block, args.warmup)
+        return await _measure(callers, target.pids, target.upstream_port, samples, block, warmup)
 
 
 async def _profile_load(daphne_url: str, token: str, tool: str, seconds: float) -> int:
@@ -391,33 +426,22 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.samples <= 100_000 or args.block < 1 or not 0 <= args.warmup <= 10_000:
         parser.error("bounds: 1 <= --samples <= 100000, 1 <= --block, 0 <= --warmup <= 10000")
-    env = _env()
+    env = environment()
     # A SIGTERM (from `timeout`, say) unwinds like an exception: the children are stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     manage(env, "migrate", "--noinput")
     access = json.loads(manage(env, "mcp_demo", "--json"))
-    with tempfile.TemporaryDirectory() as tmp:
-        logs = Path(tmp)
-        upstream_port, daphne_port = free_port(), free_port()
-        upstream_argv = [sys.executable, "-m", "tests.federation.upstream_server", "--port", str(upstream_port)]
-        daphne_argv = [str(Path(sys.executable).with_name("daphne")), "-b", HOST, "-p", str(daphne_port)]
-        daphne_env = {**env, "MCP_ACCESS_LOG": "0", "MCP_LOG_LEVEL": "WARNING"}
-        with (
-            _child("upstream", [*upstream_argv, "--mode", "stateful"], env, upstream_port, logs) as upstream,
-            _child("daphne", [*daphne_argv, "mcp_host.asgi:application"], daphne_env, daphne_port, logs) as daphne,
-        ):
-            upstream_url = f"http://{HOST}:{upstream_port}/mcp"
-            registered = _register(env, upstream_url)
-            daphne_url = f"http://{HOST}:{daphne_port}/mcp/{SERVER}?agentId={access['agent_id']}"
-            pids = {"daphne": daphne, "upstream": upstream}
-            results = asyncio.run(_run(args, daphne_url, upstream_url, access["token"], pids))
-            results["added"] = _added(results)
-            if args.profile:
-                args.profile.mkdir(parents=True, exist_ok=True)
-                for name, tool in (("proxied", f"{PREFIX}echo"), ("local", "echo")):
-                    out = args.profile / f"daphne-{name}.txt"
-                    calls = _profile(out, daphne, args.profile_seconds, daphne_url, access["token"], tool)
-                    print(f"profiled daphne over {calls} {name} calls: {out}", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp, proxy(env, Path(tmp), access["agent_id"]) as target:
+        registered = target.registered
+        results = asyncio.run(measure_calls(target, access["token"], args.samples, args.block, args.warmup))
+        results["added"] = _added(results)
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            for name, tool in (("proxied", f"{PREFIX}echo"), ("local", "echo")):
+                out = args.profile / f"daphne-{name}.txt"
+                daphne = target.pids["daphne"]
+                calls = _profile(out, daphne, args.profile_seconds, target.daphne_url, access["token"], tool)
+                print(f"profiled daphne over {calls} {name} calls: {out}", file=sys.stderr)
     print(f"upstream synced: {registered['added'] or registered['updated'] or 'unchanged'}", file=sys.stderr)
     print(_table(results))
     if args.json_out:

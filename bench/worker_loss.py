@@ -44,7 +44,17 @@ from typing import Any
 
 import httpx
 
-from bench.workers import READY_TIMEOUT_S, ROOT, _body, _daphne, _env, _headers, _lift_quotas, _manage, _stop
+from bench.workers import (
+    READY_TIMEOUT_S,
+    ROOT,
+    call_body,
+    call_headers,
+    environment,
+    lift_quotas,
+    manage,
+    serve_daphne,
+    stop,
+)
 
 QUEUE = "bench-loss"
 
@@ -88,7 +98,7 @@ class Workers:
     def stop_all(self) -> None:
         for process in self.processes:
             if process is not None:
-                _stop(process)
+                stop(process)
 
     def log_lines(self, needle: str) -> int:
         return sum(path.read_text(errors="replace").count(needle) for path in self.logs.glob("worker-*.log"))
@@ -126,11 +136,11 @@ async def _calls(url: str, token: str, args: argparse.Namespace, started: float)
                 begun = time.monotonic()
                 try:
                     reply = await http.post(
-                        url, headers=_headers(token), json=_body(request_id, {"steps": 4, "interval_ms": 50})
+                        url, headers=call_headers(token), json=call_body(request_id, {"steps": 4, "interval_ms": 50})
                     )
                     answer = reply.json()
-                except (httpx.HTTPError, ValueError) as error:
-                    outcomes[f"lost ({type(error).__name__})"] += 1
+                except (httpx.HTTPError, ValueError) as failure:
+                    outcomes[f"lost ({type(failure).__name__})"] += 1
                     continue
                 durations.append(time.monotonic() - begun)
                 if not isinstance(answer, dict) or answer.get("id") != request_id:
@@ -198,16 +208,16 @@ def main() -> None:
     parser.add_argument("--json-out")
     args = parser.parse_args()
     env = {
-        **_env(),
+        **environment(),
         "MCP_WORKER_QUEUE": QUEUE,
         "MCP_CHANNEL_PREFIX": QUEUE,
         "MCP_WORKER_LOST_CALLS": args.policy,
         "MCP_WORKER_CALL_MAX_ATTEMPTS": str(args.max_attempts),
     }
-    _manage(env, "migrate", "--noinput")
-    access = json.loads(_manage(env, "mcp_demo", "--json"))
+    manage(env, "migrate", "--noinput")
+    access = json.loads(manage(env, "mcp_demo", "--json"))
     token = access["token"]
-    _lift_quotas(env, access["agent_id"])
+    lift_quotas(env, access["agent_id"])
     subprocess.run(
         [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
         cwd=ROOT,
@@ -216,9 +226,9 @@ def main() -> None:
         timeout=60,
         capture_output=True,
     )
-    since = _manage(env, "shell", "-c", "from django.utils import timezone; print(timezone.now().isoformat())")
+    since = manage(env, "shell", "-c", "from django.utils import timezone; print(timezone.now().isoformat())")
     since = since.strip().splitlines()[-1]  # shell may print a banner first
-    with tempfile.TemporaryDirectory() as tmp, _daphne(env, Path(tmp)) as (base, _daphne_pid):
+    with tempfile.TemporaryDirectory() as tmp, serve_daphne(env, Path(tmp)) as (base, _daphne_pid):
         url = f"{base}/mcp/demo-modern?agentId={access['agent_id']}"
         workers = Workers(env, Path(tmp), args.workers, args.pool, args.concurrency)
         try:
@@ -228,7 +238,7 @@ def main() -> None:
             # Every record settled? (a lost call would stay queued or working)
             deadline = time.monotonic() + 60
             while True:
-                records = json.loads(_manage(env, "shell", "-c", RECORDS.format(since=since)).strip().splitlines()[-1])
+                records = json.loads(manage(env, "shell", "-c", RECORDS.format(since=since)).strip().splitlines()[-1])
                 unsettled = sum(n for status, _a, n in records["by_status_attempts"] if status in ("queued", "working"))
                 if not unsettled or time.monotonic() > deadline:
                     break

@@ -65,7 +65,7 @@ def _free_port() -> int:
 QUEUE = "bench-workers"  # a queue (and channel prefix) of its own: nothing else on this Redis takes its calls
 
 
-def _env() -> dict[str, str]:
+def environment() -> dict[str, str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "mcp_host.settings",
@@ -81,7 +81,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _manage(env: dict[str, str], *args: str) -> str:
+def manage(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
@@ -90,17 +90,17 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def _set_execution(env: dict[str, str], execution: str) -> None:
+def set_execution(env: dict[str, str], execution: str) -> None:
     code = (
         "from mcp_app.models import ServerTool\n"
         "for b in ServerTool.objects.filter(server__server_id__in=['demo', 'demo-modern'], tool__name='countdown'):\n"
         f"    b.execution = {execution!r}\n"
         "    b.save()\n"
     )
-    _manage(env, "shell", "-c", code)
+    manage(env, "shell", "-c", code)
 
 
-def _lift_quotas(env: dict[str, str], agent_id: str) -> None:
+def lift_quotas(env: dict[str, str], agent_id: str) -> None:
     """No concurrency limit for the demo tenant and the bench's agent (0: unlimited): the throughput part runs
     ``--calls`` calls of one agent at once, which the default quotas (WORKER_CALLS_PER_AGENT) would refuse."""
     code = (
@@ -111,10 +111,10 @@ def _lift_quotas(env: dict[str, str], agent_id: str) -> None:
         "    a.tenant.max_worker_calls = 0\n"
         "    a.tenant.save()\n"
     )
-    _manage(env, "shell", "-c", code)
+    manage(env, "shell", "-c", code)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -127,8 +127,20 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=STOP_TIMEOUT_S)
 
 
+def purge(env: dict[str, str]) -> None:
+    """Drop whatever an earlier run left on the bench's queue."""
+    subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+
+
 @contextlib.contextmanager
-def _daphne(env: dict[str, str], logs: Path) -> Iterator[tuple[str, int]]:
+def serve_daphne(env: dict[str, str], logs: Path) -> Iterator[tuple[str, int]]:
     port = _free_port()
     daphne = Path(sys.executable).with_name("daphne")
     with (logs / "daphne.log").open("wb") as log:
@@ -150,11 +162,11 @@ def _daphne(env: dict[str, str], logs: Path) -> Iterator[tuple[str, int]]:
             time.sleep(0.05)
         yield f"http://{HOST}:{port}", process.pid
     finally:
-        _stop(process)
+        stop(process)
 
 
 @contextlib.contextmanager
-def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency: int) -> Iterator[list[int]]:
+def celery_workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency: int) -> Iterator[list[int]]:
     processes = []
     try:
         for n in range(count):
@@ -178,7 +190,7 @@ def _workers(env: dict[str, str], logs: Path, count: int, pool: str, concurrency
         yield [process.pid for process, _log in processes]
     finally:
         for process, _log in processes:
-            _stop(process)
+            stop(process)
 
 
 SERVICES = ("postgres", "redis-server")
@@ -219,7 +231,7 @@ def _per_call(groups: dict[str, list[int]], calls: int, run: Any) -> tuple[Any, 
 NOOP_TASK = "celery.accumulate"  # registered on every Celery app; returns its arguments: a no-op
 
 
-def _celery_app(env: dict[str, str]) -> Any:
+def celery_app(env: dict[str, str]) -> Any:
     """The project's Celery app (``mcp_host.celery``) configured from the same settings and environment as the
     children: the same broker, transport, serializer and result backend the worker calls use."""
     os.environ.update(env)
@@ -231,7 +243,7 @@ def _celery_app(env: dict[str, str]) -> Any:
     return app
 
 
-def _round_trips(app: Any, samples: int) -> list[float]:
+def round_trips(app: Any, samples: int) -> list[float]:
     """``samples`` sequential no-op tasks on the bench's queue, each timed from ``apply_async`` to its result
     (after ten unmeasured ones that open the connections)."""
     out = []
@@ -275,7 +287,7 @@ def _profiled(pids: dict[str, int], out: Path | None) -> Iterator[None]:
             sampler.wait(timeout=STOP_TIMEOUT_S)
 
 
-def _body(request_id: int, arguments: dict[str, Any], progress: bool = False) -> dict[str, Any]:
+def call_body(request_id: int, arguments: dict[str, Any], progress: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -291,7 +303,7 @@ def _body(request_id: int, arguments: dict[str, Any], progress: bool = False) ->
     }
 
 
-def _headers(token: str, *, stream: bool = False) -> dict[str, str]:
+def call_headers(token: str, *, stream: bool = False) -> dict[str, str]:
     return {
         "Authorization": f"Bearer {token}",
         "Content-Type": "application/json",
@@ -311,26 +323,28 @@ def _quantiles(samples: list[float]) -> dict[str, float]:
     }
 
 
-async def _warm(url: str, token: str, concurrency: int) -> None:
+async def warm(url: str, token: str, concurrency: int) -> None:
     """As many overlapping 0.1 s calls as the worker has threads: each thread of a thread pool makes its event
     loop, channel layer and database connection once (kept from call to call) before anything is measured."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:
 
         async def one(n: int) -> None:
-            reply = await http.post(url, headers=_headers(token), json=_body(n, {"steps": 2, "interval_ms": 50}))
+            reply = await http.post(
+                url, headers=call_headers(token), json=call_body(n, {"steps": 2, "interval_ms": 50})
+            )
             if reply.status_code != 200 or "result" not in reply.json():
                 sys.exit(f"warm-up call failed: {reply.status_code} {reply.text[:300]}")
 
         await asyncio.gather(*(one(n) for n in range(concurrency)))
 
 
-async def _latencies(url: str, token: str, samples: int) -> list[float]:
+async def latencies(url: str, token: str, samples: int) -> list[float]:
     out = []
     async with httpx.AsyncClient(timeout=30) as http:
         for n in range(samples + 10):
             started = time.perf_counter()
-            reply = await http.post(url, headers=_headers(token), json=_body(n, {"steps": 1, "interval_ms": 0}))
+            reply = await http.post(url, headers=call_headers(token), json=call_body(n, {"steps": 1, "interval_ms": 0}))
             elapsed = time.perf_counter() - started
             if reply.status_code != 200 or "result" not in reply.json():
                 sys.exit(f"call failed: {reply.status_code} {reply.text[:300]}")
@@ -345,8 +359,8 @@ async def _progress(url: str, token: str, runs: int, steps: int = 20) -> dict[st
         for n in range(runs + 2):
             started = time.perf_counter()
             arrivals = []
-            body = _body(n, {"steps": steps, "interval_ms": 0}, progress=True)
-            async with http.stream("POST", url, headers=_headers(token, stream=True), json=body) as response:
+            body = call_body(n, {"steps": steps, "interval_ms": 0}, progress=True)
+            async with http.stream("POST", url, headers=call_headers(token, stream=True), json=body) as response:
                 async for line in response.aiter_lines():
                     if line.startswith("data: ") and b"notifications/progress" in line.encode():
                         arrivals.append(time.perf_counter())
@@ -367,7 +381,9 @@ async def _throughput(url: str, token: str, calls: int) -> dict[str, float]:
     async with httpx.AsyncClient(timeout=600, limits=limits) as http:
 
         async def one(n: int) -> int:
-            reply = await http.post(url, headers=_headers(token), json=_body(n, {"steps": 10, "interval_ms": 100}))
+            reply = await http.post(
+                url, headers=call_headers(token), json=call_body(n, {"steps": 10, "interval_ms": 100})
+            )
             data = orjson.loads(reply.content)
             if data.get("id") != n or data["result"]["structuredContent"] != {"result": 10}:
                 raise RuntimeError(f"call {n}: {reply.text[:200]}")
@@ -390,45 +406,38 @@ def main() -> None:
     parser.add_argument("--json-out")
     parser.add_argument("--profile", type=Path, help="write py-spy profiles of daphne and the worker here")
     args = parser.parse_args()
-    env = _env()
-    _manage(env, "migrate", "--noinput")
-    access = json.loads(_manage(env, "mcp_demo", "--json"))
+    env = environment()
+    manage(env, "migrate", "--noinput")
+    access = json.loads(manage(env, "mcp_demo", "--json"))
     token = access["token"]
-    _lift_quotas(env, access["agent_id"])
-    subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=60,
-        capture_output=True,
-    )
+    lift_quotas(env, access["agent_id"])
+    purge(env)
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, _daphne(env, Path(tmp)) as (base, daphne):
+    with tempfile.TemporaryDirectory() as tmp, serve_daphne(env, Path(tmp)) as (base, daphne):
         url = f"{base}/mcp/demo-modern?agentId={access['agent_id']}"
         calls = args.samples + 10  # _latencies makes ten warm-up calls first
-        _set_execution(env, "inline")
-        samples, cpu = _per_call({"daphne": [daphne]}, calls, lambda: asyncio.run(_latencies(url, token, args.samples)))
+        set_execution(env, "inline")
+        samples, cpu = _per_call({"daphne": [daphne]}, calls, lambda: asyncio.run(latencies(url, token, args.samples)))
         results["inline"] = {**_quantiles(samples), **cpu}
         results["inline_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
-        _set_execution(env, "")  # the tool's default: worker
-        with _workers(env, Path(tmp), 1, args.pool, args.concurrency) as workers:
-            asyncio.run(_warm(url, token, args.concurrency))
+        set_execution(env, "")  # the tool's default: worker
+        with celery_workers(env, Path(tmp), 1, args.pool, args.concurrency) as workers:
+            asyncio.run(warm(url, token, args.concurrency))
             with _profiled({"daphne": daphne, "worker": workers[0]}, args.profile):
                 samples, cpu = _per_call(
                     {"daphne": [daphne], "worker": workers},
                     calls,
-                    lambda: asyncio.run(_latencies(url, token, args.samples)),
+                    lambda: asyncio.run(latencies(url, token, args.samples)),
                 )
             results["worker"] = {**_quantiles(samples), **cpu}
             results["worker_progress"] = asyncio.run(_progress(url, token, args.progress_runs))
-            app = _celery_app(env)
+            app = celery_app(env)
             own = time.process_time()
-            samples, cpu = _per_call({"worker": workers}, calls, lambda: _round_trips(app, args.samples))
+            samples, cpu = _per_call({"worker": workers}, calls, lambda: round_trips(app, args.samples))
             cpu["bench_cpu_ms"] = (time.process_time() - own) / calls * 1000
             results["celery_round_trip"] = {**_quantiles(samples), **cpu}
             results["throughput_1"] = asyncio.run(_throughput(url, token, args.calls))
-        with _workers(env, Path(tmp), 2, args.pool, args.concurrency):
+        with celery_workers(env, Path(tmp), 2, args.pool, args.concurrency):
             results["throughput_2"] = asyncio.run(_throughput(url, token, args.calls))
     inline, worker = results["inline"], results["worker"]
     print(f"| measure | inline | worker ({args.pool}, concurrency {args.concurrency}) |")
@@ -452,10 +461,10 @@ def main() -> None:
     print(
         f"| gap between progress notifications, median | {ip['gap_median_ms']:.3f} ms | {wp['gap_median_ms']:.3f} ms |"
     )
-    for workers in (1, 2):
-        t = results[f"throughput_{workers}"]
+    for count in (1, 2):
+        t = results[f"throughput_{count}"]
         print(
-            f"| {t['calls']} concurrent 1 s calls, {workers} worker(s) | | {t['wall_s']:.2f} s wall, "
+            f"| {t['calls']} concurrent 1 s calls, {count} worker(s) | | {t['wall_s']:.2f} s wall, "
             f"{t['calls_per_s']:.1f} calls/s |"
         )
     floor = results["celery_round_trip"]
