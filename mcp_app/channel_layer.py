@@ -13,8 +13,9 @@ Contract:
   never escape. Every ``receive()`` loop of the app goes through it. It ends as soon as its task is cancelled,
   even when the layer swallows the cancellation (on Python 3.11 ``asyncio.wait_for``, which redis-py wraps
   every command in, returns the inner result instead of raising when both land in the same loop turn): each
-  receive runs as a child task that is cancelled again until it has ended, and a message it returns after the
-  cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
+  receive runs as a child task that is cancelled again until it has ended, even when the loop's own task is
+  cancelled again meanwhile (a subscription's ``close`` and then a closing event loop), and a message it returns
+  after the cancellation is dropped, as channels-redis drops a cancelled receiver's buffer.
 - ``layer_health`` (a ``backends.Health``, which logs each outage once) remembers whether the layer answered its
   last operation, so the edge can refuse work that needs the layer with a fast 503 while Redis is down, and
   notices by itself (the next successful operation) when it is back. ``LAYER_ERRORS`` are the exceptions that
@@ -107,13 +108,21 @@ async def _receive(layer: Any, channel: str) -> dict[str, Any]:
     try:
         await asyncio.wait((receiving,))
     except asyncio.CancelledError:
-        while not receiving.done():
-            receiving.cancel()
-            await asyncio.wait((receiving,), timeout=RECANCEL_SECONDS)
-        if not receiving.cancelled():
-            receiving.exception()  # retrieved: the receive ended by itself in the same turn, nobody wants it
+        await _stop(receiving)
         raise
     return receiving.result()
+
+
+async def _stop(receiving: asyncio.Future[dict[str, Any]]) -> None:
+    """Cancel ``receiving`` until it has ended, however often the calling task is cancelled meanwhile (it is
+    cancelled already: it raises once the receive has ended). A receive left behind blocks on its channel for
+    good, and a closing event loop, which cancels each of its tasks once and waits for all of them, with it."""
+    while not receiving.done():
+        receiving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((receiving,), timeout=RECANCEL_SECONDS)
+    if not receiving.cancelled():
+        receiving.exception()  # retrieved: the receive ended by itself in the same turn, nobody wants it
 
 
 async def receive_forever(
