@@ -4,6 +4,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+# daphne's listen backlog (Twisted's default, 50, drops connections of a burst; the kernel caps it at
+# net.core.somaxconn). An IPv6 HOST needs its colons escaped (\:), as in any Twisted endpoint string.
+BACKLOG ?= 1024
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist; each has its own test database and Redis database, see tests/parallel.py). Most
 # tests wait on real processes and sockets, so two processes overlap well even on two cores; 0 runs in one process.
@@ -60,7 +63,7 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py mcp_demo --base-url http://$(HOST):$(PORT) --token-file .mcp-demo-token
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) mcp_host.asgi:application
+	$(VENV)/bin/daphne -e tcp:port=$(PORT):interface=$(HOST):backlog=$(BACKLOG) mcp_host.asgi:application
 
 ## With REDIS_URL set: a Celery worker for worker calls (tools bound with execution "worker"), and beat (exactly one
 ## per deployment: the reaper of worker calls past their deadline, the purge). Without REDIS_URL, `make run` runs

@@ -93,13 +93,21 @@ async def _receive(layer: Any, channel: str) -> dict[str, Any]:
     try:
         await asyncio.wait((receiving,))
     except asyncio.CancelledError:
-        while not receiving.done():
-            receiving.cancel()
-            await asyncio.wait((receiving,), timeout=RECANCEL_SECONDS)
-        if not receiving.cancelled():
-            receiving.exception()  # retrieved: the receive ended by itself in the same turn, nobody wants it
+        await _stop(receiving)
         raise
     return receiving.result()
+
+
+async def _stop(receiving: asyncio.Future[dict[str, Any]]) -> None:
+    """Cancel ``receiving`` until it has ended, however often the calling task is cancelled meanwhile (it is
+    cancelled already: it raises once the receive has ended). A receive left behind blocks on its channel for
+    good, and a closing event loop, which cancels each of its tasks once and waits for all of them, with it."""
+    while not receiving.done():
+        receiving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((receiving,), timeout=RECANCEL_SECONDS)
+    if not receiving.cancelled():
+        receiving.exception()  # retrieved: the receive ended by itself in the same turn, nobody wants it
 
 
 async def receive_forever(

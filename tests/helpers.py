@@ -386,6 +386,18 @@ async def wait_until(
         await asyncio.sleep(interval)
 
 
+async def nothing_left_running(within: float = WAIT_SECONDS) -> None:
+    """Wait (at most ``within`` seconds) until every other task of this event loop has ended; fail naming those
+    still running. A task left receiving when a test's loop closes hangs the suite: closing cancels each task once
+    and waits for all of them."""
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if others:
+        await asyncio.wait(others, timeout=within)
+    left = [task.get_coro() for task in others if not task.done()]
+    if left:
+        pytest.fail(f"still running {within} s after the test: {left}")
+
+
 def wait_until_blocking(
     condition: Callable[[], Any], timeout: float = WAIT_SECONDS, interval: float = 0.02, what: str = "the condition"
 ) -> Any:

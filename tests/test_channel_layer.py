@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -39,11 +40,13 @@ class _FlakyLayer:
 
 class _SwallowingLayer:
     """Swallows the first cancellation of a receive and carries on blocking, as redis-py on Python 3.11 does when
-    the cancellation lands while it sends ``BZPOPMIN`` through ``asyncio.wait_for``; a second one ends it."""
+    the cancellation lands while it sends ``BZPOPMIN`` through ``asyncio.wait_for``; a second one ends it.
+    ``on_swallow`` is called as it swallows one."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_swallow: Callable[[], object] | None = None) -> None:
         self.receiving = asyncio.Event()
         self.swallowed = 0
+        self.on_swallow = on_swallow
 
     async def receive(self, channel: str) -> dict[str, Any]:
         self.receiving.set()
@@ -51,8 +54,15 @@ class _SwallowingLayer:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             self.swallowed += 1
+            if self.on_swallow is not None:
+                self.on_swallow()
         await asyncio.Event().wait()  # the next blocking read: only a second cancellation ends it
         raise AssertionError("unreachable")
+
+
+def _receives_left() -> list[asyncio.Task[Any]]:
+    """The receives of this loop still running."""
+    return [task for task in asyncio.all_tasks() if task.get_coro().__qualname__.endswith(".receive")]
 
 
 async def test_connection_errors_are_retried_and_never_escape():
@@ -81,7 +91,31 @@ async def test_a_cancellation_the_layer_swallowed_still_ends_the_loop():
     assert done, "the listener kept receiving after it was cancelled"
     assert listener.cancelled()
     assert layer.swallowed == 1
-    assert not [task for task in asyncio.all_tasks() if "receive" in repr(task.get_coro())]  # no receive left
+    assert not _receives_left()
+
+
+async def test_a_loop_cancelled_again_while_it_stops_its_receive_still_stops_it():
+    """What a closing event loop does to a subscription it finds closing: it cancels every task once more, the
+    receive loop while it is still stopping its receive (which swallowed the close's cancellation)."""
+    listener: asyncio.Future[None] | None = None
+
+    def loop_closes() -> None:
+        assert listener is not None
+        listener.cancel()
+
+    layer = _SwallowingLayer(on_swallow=loop_closes)
+
+    async def listen() -> None:
+        async for _ in receive_forever(layer, "specific.test!x"):
+            raise AssertionError("nothing was sent")
+
+    listener = asyncio.ensure_future(listen())
+    await asyncio.wait_for(layer.receiving.wait(), timeout=5)
+    listener.cancel()  # the subscription's close
+    done, _ = await asyncio.wait([listener], timeout=5)
+    assert done and listener.cancelled()
+    assert layer.swallowed == 1
+    assert not _receives_left(), "a receive outlived its loop, which would wait for it forever when closing"
 
 
 def _redis_layer() -> Any:

@@ -66,10 +66,17 @@ def database_url(settings_dict: dict[str, Any]) -> str:
     raise RuntimeError(f"e2e tests do not know how to hand database engine {engine!r} to daphne")
 
 
+# daphne's listen backlog, as ``make run`` and docs/deployment.md set it: Twisted's default of 50 overflows when
+# 200 clients connect at once (test_200_concurrent_worker_calls_all_complete_exactly_once), and the kernel then
+# drops their handshakes (TcpExtListenOverflows); it is capped by net.core.somaxconn.
+LISTEN_BACKLOG = 1024
+
+
 def daphne_command(port: int) -> list[str]:
     daphne = Path(sys.executable).with_name("daphne")
     launcher = [str(daphne)] if daphne.exists() else [sys.executable, "-m", "daphne"]
-    return [*launcher, "-b", "127.0.0.1", "-p", str(port), "-v", "1", "mcp_host.asgi:application"]
+    listen = f"tcp:port={port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}"
+    return [*launcher, "-e", listen, "-v", "1", "mcp_host.asgi:application"]
 
 
 def port_open(port: int) -> bool:

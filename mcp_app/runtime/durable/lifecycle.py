@@ -36,12 +36,10 @@ from ...protocol.errors import ProtocolError
 logger = logging.getLogger("mcp_app.runtime.durable")
 
 # Work of durable calls running in this process, by task id; everything of this module that must outlive the
-# request that started it, referenced until done.
+# request that started it, referenced until done (the listeners for cancellations from other processes too: each
+# ends by itself soon after its work, see ``_listen_for_cancel``).
 _running: dict[str, asyncio.Task[Any]] = {}
 _background: set[asyncio.Task[Any]] = set()
-# The listeners for cancellations from other processes: referenced, but never waited for (a cancelled receive on
-# the channel layer may take its blocking timeout to end, long after the work it listened for).
-_listeners: set[asyncio.Task[Any]] = set()
 # What else stops a record of an execution kind when it is cancelled (``stop_with``).
 _stoppers: dict[str, list[Callable[[ToolTask], None]]] = {}
 
@@ -75,8 +73,8 @@ def running(task_id: str) -> asyncio.Task[Any] | None:
 
 
 async def drain(within: float = 5.0) -> None:
-    """Wait (at most ``within`` seconds, else ``TimeoutError``) for the work this module follows and its
-    settlements to end: tests, shutdown."""
+    """Wait (at most ``within`` seconds, else ``TimeoutError``) for the work this module follows, its settlements
+    and its cancel listeners to end: tests, shutdown. Nothing of it is left receiving when the loop closes."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     # Only this loop's work: work of a loop that has closed (a test's) can never end.
@@ -100,9 +98,7 @@ def follow(
     _running[task_id] = work
     keep(work)
     metrics.worker_call("running", 1)
-    listener = asyncio.ensure_future(_listen_for_cancel(task_id, work))
-    _listeners.add(listener)
-    listener.add_done_callback(_listeners.discard)
+    keep(asyncio.ensure_future(_listen_for_cancel(task_id, work)))
 
     async def settle(done: asyncio.Task[Any]) -> None:
         if done.cancelled():
@@ -124,13 +120,17 @@ def follow(
         metrics.worker_call("running", -1)
         if _running.get(task_id) is done:
             del _running[task_id]
-        listener.cancel()
         keep(asyncio.ensure_future(settle(done)))
 
     work.add_done_callback(on_done)
 
 
 async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
+    """Stop ``work`` when a cancel for ``task_id`` comes from another process; end when ``work`` has ended.
+
+    It ends by watching its work, never by being cancelled: a cancellation can be lost on the way (redis-py on
+    Python 3.11 drops one that lands while it sends a command, e.g. the ``group_add`` of ``subscribe``), and a
+    listener that lost it would keep its subscription receiving until the event loop closes."""
     bus = messaging()
     if bus is local_bus:
         return  # no other process: a cancel finds the work in the register
@@ -144,19 +144,23 @@ async def _listen_for_cancel(task_id: str, work: asyncio.Task[Any]) -> None:
     delay = 0.05
     subscription: Subscription | None = None
     while subscription is None:  # retrying while the layer is down: a cancel from other processes must reach it
+        if work.done():
+            return
         try:
             subscription = await bus.subscribe(task_group(task_id), on_message=heard)
         except LAYER_ERRORS:
-            await asyncio.sleep(delay)
+            await asyncio.wait((work,), timeout=delay)
             delay = min(delay * 2, 2.0)
+    ended = asyncio.ensure_future(subscription.ended.wait())
     try:
         # A cancellation sent before the join reached nobody: the record, changed before any is sent, says so.
         cancelled = ToolTask.objects.filter(task_id=task_id, status=ToolTask.Status.CANCELLED)
-        if await database_sync_to_async(cancelled.exists)():
+        if not work.done() and await database_sync_to_async(cancelled.exists)():
             work.cancel()
             return
-        await subscription.ended.wait()
+        await asyncio.wait((work, ended), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        ended.cancel()
         await subscription.close()
 
 

@@ -17,7 +17,7 @@ from mcp_app.events import TASK_CANCEL_EVENT, task_group
 from mcp_app.models import ToolTask
 from mcp_app.protocol.errors import InternalError
 from mcp_app.runtime import durable
-from tests.helpers import wait_until
+from tests.helpers import nothing_left_running, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,9 +52,11 @@ async def status_of(record: ToolTask) -> ToolTask:
 
 @pytest.fixture(autouse=True)
 async def _settled(own_channel_layer: Any) -> Any:
-    """Every test's work and settlements end in its own loop, on its own channel layer instance."""
+    """Every test's work, settlements and cancel listeners end in its own loop, on its own channel layer instance:
+    nothing is left receiving when the loop closes."""
     yield
     await durable.drain()
+    await nothing_left_running()
 
 
 async def test_followed_work_is_registered_then_settles_its_record_and_announces(make_record: MakeRecord) -> None:
