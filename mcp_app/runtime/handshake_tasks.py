@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..events import TASK_STATUS_EVENT, task_group
+from ..events import task_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.tasks import TERMINAL
@@ -170,5 +170,5 @@ class HandshakeTaskService(CallerTasks):
                 f"Cannot cancel task: already in terminal status '{current.status}'",
                 {"taskId": task_id, "status": current.status},
             )
-        await group_send(task_group(task_id), {"type": TASK_STATUS_EVENT})
+        await group_send(task_group(task_id), durable.StatusChanged().to_wire())
         return wire.task(task_state(current))

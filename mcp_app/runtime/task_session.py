@@ -17,12 +17,13 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription
 from ..conf import mcp_settings
-from ..events import BROADCAST_EVENT, REPLY_EVENT, TASK_STATUS_EVENT, reply_group, session_group, task_group
+from ..events import BROADCAST_EVENT, REPLY_EVENT, reply_group, session_group, task_group
 from ..models import ToolTask
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages
 from ..protocol.errors import InternalError
 from ..protocol.ports import SendOnly
+from . import durable
 from .tasks import iso
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
@@ -72,7 +73,7 @@ class SessionChannel:
 
 async def announce(task_pk: int, channel: SessionChannel) -> None:
     """After a status change: wake ``tasks/result`` waiters, and tell the session (``notifications/tasks/status``)."""
-    await group_send(task_group(channel.task_id), {"type": TASK_STATUS_EVENT})
+    await group_send(task_group(channel.task_id), durable.StatusChanged().to_wire())
     task: ToolTask | None = await database_sync_to_async(ToolTask.objects.load)(task_pk)
     if task is not None:
         await channel.status(task)
@@ -101,7 +102,7 @@ class StatusWatch:
 
     def _heard(self, message: dict[str, Any]) -> None:
         # One queued event stands for all until the waiter reads the record: it reads it once for them.
-        if message.get("type") == TASK_STATUS_EVENT and self.events.empty():
+        if durable.StatusChanged.from_wire(message) is not None and self.events.empty():
             self.events.put_nowait(message)
 
     async def __aexit__(self, *exc_info: Any) -> None:

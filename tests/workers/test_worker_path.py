@@ -517,14 +517,17 @@ async def test_progress_crosses_as_typed_data_and_is_encoded_once_with_the_clien
 def test_each_message_of_a_worker_call_is_typed_and_an_older_one_is_still_read() -> None:
     """Every message a worker call sends between processes goes through its one ``to_wire``/``from_wire``; the
     shape an older version sent (no ``version``) is read the same, and no message is taken for another kind."""
-    from mcp_app.events import TASK_CANCEL_EVENT, WORKER_ANSWER, WORKER_EVENT
-    from mcp_app.runtime.durable import Cancel
+    from mcp_app.events import TASK_CANCEL_EVENT, TASK_STATUS_EVENT, WORKER_ANSWER, WORKER_EVENT
+    from mcp_app.runtime.durable import Cancel, StatusChanged
     from mcp_app.workers.message import Answer, Ask
 
     def wire(message: dict[str, Any]) -> dict[str, Any]:
         return orjson.loads(orjson.dumps(message))
 
     assert Cancel.from_wire(wire(Cancel().to_wire())) == Cancel.from_wire({"type": TASK_CANCEL_EVENT}) == Cancel()
+    changed = StatusChanged.from_wire(wire(StatusChanged().to_wire()))
+    assert changed == StatusChanged.from_wire({"type": TASK_STATUS_EVENT}) == StatusChanged()
+    assert StatusChanged.from_wire(Cancel().to_wire()) is None and Cancel.from_wire(StatusChanged().to_wire()) is None
     answer = Answer(3, {"result": {"ok": True}})
     older_answer = {"type": WORKER_ANSWER, "id": 3, "answer": {"result": {"ok": True}}}
     assert Answer.from_wire(wire(answer.to_wire())) == Answer.from_wire(older_answer) == answer

@@ -5,17 +5,18 @@ written here once: how an outcome becomes columns and back (``outcomes``), and t
 serving process: the register of running work, follow/settle/announce, the cancel listener, the one
 ``cancel(record)`` and ``stop(record)`` (``lifecycle``), the one wait for a record to settle (``waiting``), and
 orphan recovery (``recovery``). The services of the two task eras
-(``runtime/tasks.py``, ``runtime/handshake_tasks.py``) and the worker runner (``workers/runner.py``) are
+(``runtime/tasks.py``, ``runtime/handshake_tasks.py``) and the worker runner (``workers/serving/runner.py``) are
 adapters over it: they decide what a call is and how the client sees it, not how it lives.
 """
 
-from .lifecycle import Cancel, cancel, cancel_now, drain, follow, keep, running, stop, stop_with
+from .lifecycle import Cancel, StatusChanged, cancel, cancel_now, drain, follow, keep, running, stop, stop_with
 from .outcomes import columns, outcome_of, settled, strip_internal, terminal
 from .recovery import recover_orphaned_tasks
 from .waiting import reload, until_settled
 
 __all__ = [
     "Cancel",
+    "StatusChanged",
     "cancel",
     "cancel_now",
     "columns",

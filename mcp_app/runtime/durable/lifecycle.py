@@ -11,7 +11,7 @@ cancel listener, and the one ``cancel(record)``.
   docs/workers.md): the record is marked ``cancelled`` (unless terminal), then ``stop(record)`` stops its work
   wherever it runs; ``cancel_now`` is the same from synchronous code (the admin). ``stop`` alone serves a record
   settled otherwise (the reaper fails calls past their deadline). ``Cancel`` is the message that stops work in
-  another process.
+  another process, ``StatusChanged`` the one that wakes its waiters.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 
 from ...channel_layer import LAYER_ERRORS, Subscription, local_bus, messaging
-from ...events import TASK_CANCEL_EVENT, task_group
+from ...events import TASK_CANCEL_EVENT, TASK_STATUS_EVENT, task_group
 from ...models import ToolTask
 from ...observability import metrics
 from ...protocol.context import InvalidToolArguments
@@ -47,17 +47,30 @@ Announce = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True)
-class Cancel:
-    """``tasks/cancel`` of a durable call's work, on its task group (an older message has no ``version``)."""
+class _TaskSignal:
+    """A signal on a durable call's task group, typed and versioned (an older message has no ``version``)."""
 
+    KIND: ClassVar[str]
     VERSION: ClassVar[int] = 1
 
     def to_wire(self) -> dict[str, Any]:
-        return {"type": TASK_CANCEL_EVENT, "version": self.VERSION}
+        return {"type": self.KIND, "version": self.VERSION}
 
     @classmethod
-    def from_wire(cls, message: dict[str, Any]) -> Cancel | None:
-        return cls() if message.get("type") == TASK_CANCEL_EVENT else None
+    def from_wire(cls, message: dict[str, Any]) -> Self | None:
+        return cls() if message.get("type") == cls.KIND else None
+
+
+class Cancel(_TaskSignal):
+    """``tasks/cancel`` of a durable call's work: its work stops wherever it runs."""
+
+    KIND = TASK_CANCEL_EVENT
+
+
+class StatusChanged(_TaskSignal):
+    """A durable call's status moved: its waiters (``tasks/result``, in any process) re-read the record."""
+
+    KIND = TASK_STATUS_EVENT
 
 
 def keep(work: asyncio.Task[Any]) -> asyncio.Task[Any]:
