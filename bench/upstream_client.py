@@ -13,7 +13,8 @@ through each layer, from everything mcp-host does down to the bare socket:
 - **sdk, plain httpx2**: the same SDK call over a plain ``httpx2.AsyncClient`` (no SSRF guard, no hooks);
 - **httpx2 POST, guarded** / **plain**: one hand-written 2026-07-28 ``tools/call`` POST, no MCP client;
 - **raw socket**: the same request as one write on a kept-alive asyncio stream, the answer read by its
-  ``Content-Length`` and parsed with ``orjson`` (what a relay costs without an HTTP library: the floor).
+  ``Content-Length`` and parsed with ``orjson`` (what a relay costs without an HTTP library: the floor); and
+  again in two writes, headers then body, as httpcore2 sends a request (what the split costs both ends).
 
 Each of ``--rounds`` rounds runs ``--samples`` calls of each layer (after ``--warmup``), the order rotated every
 round; it reports the median over rounds of the CPU time per call of this process (``time.process_time``) and
@@ -107,7 +108,7 @@ async def _layers(url: str, stack: contextlib.AsyncExitStack) -> dict[str, Call]
     stack.callback(lambda: stream[1].close())  # closed it (idle between rounds past uvicorn's keep-alive)
     payload = orjson.dumps(body)
     head = "".join(f"{name}: {value}\r\n" for name, value in {**headers, "Host": f"{host}:{port}"}.items())
-    raw_request = f"POST /mcp HTTP/1.1\r\n{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload
+    raw_head = f"POST /mcp HTTP/1.1\r\n{head}Content-Length: {len(payload)}\r\n\r\n".encode()
 
     async def federation() -> None:
         answer = await calls.call_tool(target, "up_echo", {"text": TEXT}, call, deadline_seconds=None, state=None)
@@ -128,15 +129,19 @@ async def _layers(url: str, stack: contextlib.AsyncExitStack) -> dict[str, Call]
 
         return one
 
-    async def raw() -> None:
-        if stream[0].at_eof():
-            stream[1].close()
-            stream[:] = await asyncio.open_connection(host, int(port))
-        reader, writer = stream
-        writer.write(raw_request)
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
-        _check(orjson.loads(await reader.readexactly(length))["result"]["content"][0]["text"])
+    def raw(writes: tuple[bytes, ...]) -> Call:
+        async def one() -> None:
+            if stream[0].at_eof():
+                stream[1].close()
+                stream[:] = await asyncio.open_connection(host, int(port))
+            reader, writer = stream
+            for data in writes:  # an empty socket buffer: each write is one send(2) at once
+                writer.write(data)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+            _check(orjson.loads(await reader.readexactly(length))["result"]["content"][0]["text"])
+
+        return one
 
     return {
         "federation: calls.call_tool": federation,
@@ -144,7 +149,8 @@ async def _layers(url: str, stack: contextlib.AsyncExitStack) -> dict[str, Call]
         "sdk: session.call_tool, plain httpx2": sdk_plain_httpx2,
         "httpx2 POST, guarded": post(guarded),
         "httpx2 POST, plain": post(plain),
-        "raw socket POST + orjson": raw,
+        "raw socket POST + orjson": raw((raw_head + payload,)),
+        "raw socket POST + orjson, headers and body in two writes (as httpcore2)": raw((raw_head, payload)),
     }
 
 
