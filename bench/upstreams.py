@@ -23,15 +23,17 @@ The samples of the five are interleaved in blocks of ``--block`` calls (the orde
 (the text back, and the ``dev.mcp-host/upstream`` ``_meta`` on proxied answers only). For each it reports
 median and p99 latency, and the CPU time per call of this process (the client: ``time.process_time``), of
 daphne and of the upstream (Linux ``/proc/<pid>/stat``, utime + stime, all threads), read around every block;
-then what mcp-host adds (proxied - direct, median and p99; CPU per call of all three processes) and the ratio
-proxied / direct. As a check of the pool (a warm proxied call must neither connect nor re-initialize), it
+then what mcp-host adds (proxied - direct, median and p99; CPU per call of all three processes), the ratio
+proxied / direct, and issue 27's figures: proxied against its two hops (own ``echo`` + direct bare POST) and
+daphne's CPU per proxied call over its CPU per own ``echo``. As a check of the pool (a warm proxied call must neither connect nor re-initialize), it
 counts the TCP connections to the upstream's port that were closed while the proxied calls ran (sockets in
 TIME_WAIT, ``/proc/net/tcp``); one connection per call would show there, and as upstream CPU per call well
 above the direct calls'.
 
 With ``--profile DIR`` it then samples daphne with py-spy (raw folded stacks, ``--profile-seconds`` each, into
 ``DIR/daphne-proxied.txt`` and ``DIR/daphne-local.txt``) while one SDK client makes proxied, then local, calls,
-unmeasured. Prints a markdown table; ``--json-out`` writes the raw figures. ``DJANGO_SETTINGS_MODULE`` (default
+unmeasured; ``--profile-gil`` samples only the thread holding the GIL. ``bench.upstream_client`` takes the
+relaying side apart layer by layer in one process. Prints a markdown table; ``--json-out`` writes the raw figures. ``DJANGO_SETTINGS_MODULE`` (default
 ``mcp_host.settings``) is passed on, so a settings module of one's own can measure a variant (the breakers off,
 say). Every wait is bounded; children are stopped (SIGTERM, then SIGKILL) at the end.
 
@@ -335,13 +337,16 @@ async def _profile_load(daphne_url: str, token: str, tool: str, seconds: float) 
     return calls
 
 
-def _profile(out: Path, pid: int, seconds: float, daphne_url: str, token: str, tool: str) -> int:
-    """py-spy on daphne (raw folded stacks into ``out``) while SDK calls of ``tool`` run for ``seconds``."""
+def _profile(out: Path, pid: int, seconds: float, daphne_url: str, token: str, tool: str, gil: bool = False) -> int:
+    """py-spy on daphne (raw folded stacks into ``out``) while SDK calls of ``tool`` run for ``seconds``; ``gil``:
+    only the thread holding the GIL, which leaves out a thread waiting in a socket call (descheduled for the
+    process it woke, not using the CPU)."""
     spy = Path(sys.executable).with_name("py-spy")
     sampler = subprocess.Popen(
         [
             *(str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking"),
             *("--duration", str(int(seconds) + 2), "--output", str(out)),
+            *(["--gil"] if gil else []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -384,6 +389,11 @@ def _table(results: dict[str, dict[str, float]]) -> str:
         f"daphne {d['federation_daphne_cpu_ms']:.2f} ms |"
     )
     rows.append(
+        f"| issue 27: proxied / its two hops (own `echo` + direct bare POST, {d['hops_median_ms']:.2f} ms; "
+        f"target <= 1.0x) | {d['hops_ratio']:.2f}x | | daphne +{d['federation_daphne_cpu_ms']:.2f} ms over own "
+        "`echo` (target <= +1 ms) |"
+    )
+    rows.append(
         f"| upstream connections closed during the calls (pool check: 0 expected) | "
         f"proxied {results['proxied']['upstream_connections_closed']}, "
         f"bare HTTP {results['proxied_http']['upstream_connections_closed']} | | |"
@@ -407,6 +417,9 @@ def _added(results: dict[str, dict[str, float]]) -> dict[str, float]:
         "cpu_ratio": total(proxied) / total(direct),
         "federation_median_ms": proxied["median_ms"] - local["median_ms"],
         "federation_daphne_cpu_ms": proxied["daphne_cpu_ms"] - local["daphne_cpu_ms"],
+        # Issue 27's floor of a proxied call: its two hops, mcp-host's own call and a bare POST to the upstream.
+        "hops_median_ms": local["median_ms"] + results["direct_http"]["median_ms"],
+        "hops_ratio": proxied["median_ms"] / (local["median_ms"] + results["direct_http"]["median_ms"]),
     }
 
 
@@ -423,6 +436,7 @@ def main() -> None:
         help="then sample daphne with py-spy (raw, folded) into DIR/daphne-proxied.txt and DIR/daphne-local.txt",
     )
     parser.add_argument("--profile-seconds", type=float, default=10.0)
+    parser.add_argument("--profile-gil", action="store_true", help="py-spy --gil: the GIL holder only (CPU-like)")
     args = parser.parse_args()
     if not 1 <= args.samples <= 100_000 or args.block < 1 or not 0 <= args.warmup <= 10_000:
         parser.error("bounds: 1 <= --samples <= 100000, 1 <= --block, 0 <= --warmup <= 10000")
@@ -440,7 +454,9 @@ def main() -> None:
             for name, tool in (("proxied", f"{PREFIX}echo"), ("local", "echo")):
                 out = args.profile / f"daphne-{name}.txt"
                 daphne = target.pids["daphne"]
-                calls = _profile(out, daphne, args.profile_seconds, target.daphne_url, access["token"], tool)
+                calls = _profile(
+                    out, daphne, args.profile_seconds, target.daphne_url, access["token"], tool, args.profile_gil
+                )
                 print(f"profiled daphne over {calls} {name} calls: {out}", file=sys.stderr)
     print(f"upstream synced: {registered['added'] or registered['updated'] or 'unchanged'}", file=sys.stderr)
     print(_table(results))
