@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db import connection, models, transaction
+from django.db import connection, connections, models, transaction
+from django.db.models.signals import pre_delete
 from django.utils import timezone
 
 from .agents import Agent
@@ -246,3 +247,17 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} by {self.agent_key} on {self.server_key} ({self.status})"
+
+
+def _lock_before_delete(sender: type[models.Model], instance: models.Model, using: str, **kwargs: Any) -> None:
+    """A tenant, server or agent is locked first when it is deleted: ``pre_delete`` runs inside the deletion's
+    transaction, before Django deletes or nulls the tool calls that reference it. An audit flush that inserts a
+    call referencing it meanwhile then waits at its commit (its foreign-key check needs the row) and fails once
+    the row is gone, to be retried without the reference (``runtime.audit``). Without the lock, a flush committed
+    between the nulling and the row's deletion made the deletion itself fail on the foreign key."""
+    if connections[using].features.has_select_for_update:
+        list(sender._default_manager.using(using).select_for_update().filter(pk=instance.pk).values_list("pk"))
+
+
+for _referenced in (Tenant, McpServer, Agent):
+    pre_delete.connect(_lock_before_delete, sender=_referenced, dispatch_uid=f"mcp-audit-lock-{_referenced.__name__}")

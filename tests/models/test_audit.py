@@ -3,12 +3,14 @@ interpolation with window functions on SQLite) and retention."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from mcp_app.models import ToolCall
+from mcp_app.models import McpServer, ToolCall
+from tests.conftest import REQUIRE_SERVICES
 
 DAY1 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 DAY2 = datetime(2026, 3, 2, 23, 30, tzinfo=UTC)
@@ -72,3 +74,54 @@ def test_delete_expired_applies_the_retention(calls: Any) -> None:
     assert ToolCall.objects.filter(started_at__lt=now - timedelta(days=10)).count() == 11  # day 1's ten, the other's
     assert ToolCall.objects.delete_expired(10, now=now) == 11
     assert sorted(ToolCall.objects.values_list("tool_name", flat=True)) == ["fetch", "search"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_deleted_while_an_audit_flush_commits_a_call_of_it_is_deleted(access_factory: Any) -> None:
+    """The race CI met: the audit flusher (another connection) commits a call of a server after Django has nulled
+    that server's calls and before it deletes the row. The deletion succeeds; the flush waits for it, then fails
+    on the foreign key (the audit writer retries such a batch without the server)."""
+    from django.db import IntegrityError, connection, connections
+
+    if connection.vendor != "postgresql":
+        if REQUIRE_SERVICES:
+            pytest.fail("MCP_REQUIRE_SERVICES=1 but the test database is not PostgreSQL")
+        pytest.skip("row locks and deferred foreign keys: PostgreSQL")
+    access = access_factory(tools=())
+    flush_failed: list[Exception] = []
+
+    def flush() -> None:
+        try:
+            record(access, "echo", DAY1, 1.0)
+        except IntegrityError as error:
+            flush_failed.append(error)
+        finally:
+            connections.close_all()
+
+    flusher = threading.Thread(target=flush)
+
+    def flusher_done_or_waiting(cursor: Any) -> bool:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return not flusher.is_alive() or cursor.fetchone()[0] > 0
+
+    def flush_before_the_row_goes(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.startswith('DELETE FROM "mcp_app_mcpserver"') and not flusher.is_alive() and not flusher.ident:
+            flusher.start()
+            with connection.cursor() as cursor:
+                for _ in range(200):  # bounded: 10 s
+                    if flusher_done_or_waiting(cursor):
+                        break
+                    flusher.join(0.05)
+                else:
+                    pytest.fail("the flush neither committed nor waited")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(flush_before_the_row_goes):
+        access.server.delete()
+    flusher.join(10)
+    assert flusher.ident is not None and not flusher.is_alive()
+    assert not McpServer.objects.filter(pk=access.server.pk).exists()
+    assert len(flush_failed) == 1 and "mcp_app_mcpserver" in str(flush_failed[0])
+    assert not ToolCall.objects.filter(tool_name="echo").exists()
