@@ -125,6 +125,7 @@ class WorkerCall:
         self.work: asyncio.Future[Any] | None = None
         self.listener: CancelListener | None = None
         self.relay: Relay | None = None
+        self.progress: RelayedProgress | None = None
         self.began = 0.0
 
     def cancel(self) -> None:
@@ -186,6 +187,8 @@ class WorkerCall:
             if current is not None and current.status == ToolTask.Status.CANCELLED:
                 self.flag.set()
         self.relay = relay = Relay(task_id, self.bus)
+        # A task's progress is read by tasks/get while it runs; a plain call's only by the admin (deferred).
+        self.progress = RelayedProgress(relay, info.progress, self.record_pk, deferred=not info.in_task)
 
         async def emit(message: dict[str, Any]) -> None:
             await relay.notify(message)
@@ -196,7 +199,7 @@ class WorkerCall:
         call = CallContext(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
-            progress=RelayedProgress(relay, info.progress, self.record_pk),
+            progress=self.progress,
             log=LogReporter(info.log_level, emit),
             input_responses=info.input_responses,
             request_state=info.request_state,
@@ -237,9 +240,10 @@ class WorkerCall:
         if outcome is None:
             ToolTask.objects.cancel(self.record_pk)
             return False
-        return ToolTask.objects.store(
-            self.record_pk, durable.columns(outcome, keep_answer=True), celery_id=self.celery_id
-        )
+        columns = durable.columns(outcome, keep_answer=True)
+        if self.progress is not None and self.progress.unwritten:
+            columns.update(self.progress.unwritten)  # a deferred reporter's last report rides on the outcome
+        return ToolTask.objects.store(self.record_pk, columns, celery_id=self.celery_id)
 
     async def announce(self, outcome: Any, stored: bool) -> None:
         """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record);
