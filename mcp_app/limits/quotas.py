@@ -156,6 +156,10 @@ class Lease:
         except Exception as error:
             self._log_release_failure(error)
 
+    def released_elsewhere(self) -> None:
+        """Another process gave the slot back (a worker, before announcing the call's end): stop holding it."""
+        self._mark_released()
+
     def release_sync(self) -> None:
         """``release`` for synchronous code (any thread)."""
         if not self._mark_released():

@@ -132,7 +132,7 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         moved = (
             self.filter(pk=pk)
             .exclude(status__in=TERMINAL)
-            .update(progress=progress, progress_total=total, progress_message=(message or "")[:500])
+            .update(**ToolTask.progress_columns(progress, total, message))
         )
         return bool(moved)
 
@@ -358,6 +358,10 @@ class ToolTask(models.Model):
                 name="mcp_task_idempotency_unique",
             )
         ]
+
+    @staticmethod
+    def progress_columns(progress: float, total: float | None, message: str | None) -> dict[str, Any]:
+        return {"progress": progress, "progress_total": total, "progress_message": (message or "")[:500]}
 
     def __str__(self) -> str:
         return f"{self.tool_name} task {self.task_id[:8]}… ({self.status})"

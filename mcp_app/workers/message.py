@@ -144,11 +144,13 @@ class Ask:
 
 @dataclass(frozen=True)
 class Done:
-    """The outcome is stored; it travels along (``result`` or ``error``) when small, else the record holds it."""
+    """The outcome is stored; it travels along (``result`` or ``error``) when small, else the record holds it.
+    ``released``: the worker gave the call's quota slot back already (the awaiting process need not)."""
 
     KIND: ClassVar[str] = "done"
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    released: bool | None = None
 
 
 WorkerEvent = Notify | Progress | Ask | Done
@@ -177,7 +179,7 @@ def event_from_wire(body: dict[str, Any]) -> tuple[str, WorkerEvent] | None:
         reply = str(body.get("reply") or "")
         event = Ask(body.get("id", 0), str(body.get("method")), _dict(body.get("params")) or {}, reply)
     elif kind == Done.KIND:
-        event = Done(_dict(body.get("result")), _dict(body.get("error")))
+        event = Done(_dict(body.get("result")), _dict(body.get("error")), body.get("released") is True or None)
     return None if event is None else (str(body.get("group") or ""), event)
 
 

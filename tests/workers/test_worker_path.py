@@ -23,6 +23,7 @@ from mcp_app.workers import records
 from mcp_app.workers.message import (
     VERSION,
     CallSpec,
+    Done,
     Notify,
     Progress,
     Served,
@@ -180,6 +181,38 @@ def test_the_worker_message_is_read_back_as_written_and_in_its_older_shape() -> 
         "s",
         None,
     )
+
+
+@pytest.mark.django_db(transaction=True)  # the in-process driver's database steps run in another thread
+def test_the_worker_gives_the_quota_slot_back_before_it_announces_done(access_factory: Any, loop: Any) -> None:
+    """The slot is free when ``done`` arrives, and ``done`` says so: the awaiting process only stops holding it."""
+    from mcp_app.events import worker_group
+    from mcp_app.limits import quotas
+    from mcp_app.workers.serving.inbox import listen
+
+    access = access_factory(tools=("worker_job",))
+    record, message = _dispatch(access)
+    tenant, agent = access.server.tenant_id, access.agent.pk
+
+    async def run() -> tuple[Any, Any]:
+        lease = await quotas.acquire(record.task_id, tenant_pk=tenant, agent_pk=agent, tenant_limit=0, agent_limit=0)
+        queue, leave = await listen(worker_group(record.task_id), local_bus)
+        try:
+            work = asyncio.ensure_future(execute.execute(record.pk, record.celery_id, message, bus=local_bus))
+            while not isinstance(event := await asyncio.wait_for(queue.get(), 10), Done):
+                pass
+            held = quotas.running_calls(tenants=[tenant])[0][tenant]
+            await asyncio.wait_for(work, 10)
+        finally:
+            await leave()
+        lease.released_elsewhere()
+        for _turn in range(3):  # the lease's renewal, cancelled, ends
+            await asyncio.sleep(0)
+        return event, held
+
+    event, held = loop.run_until_complete(run())
+    assert event.released is True and event.result is not None and held == 0
+    assert event_from_wire(event_to_wire(event, "g")) == ("g", event)
 
 
 def test_a_cancelled_record_is_not_taken(access_factory: Any, loop: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
@@ -19,7 +20,7 @@ import orjson
 from channels.db import database_sync_to_async
 
 from ...caching.identity import ServerEntry
-from ...channel_layer import Messaging
+from ...channel_layer import LayerMessaging, Messaging
 from ...heartbeat import owner as owner_id
 from ...limits import quotas
 from ...models import ToolTask
@@ -125,6 +126,7 @@ class WorkerCall:
         self.work: asyncio.Future[Any] | None = None
         self.listener: CancelListener | None = None
         self.relay: Relay | None = None
+        self.progress: RelayedProgress | None = None
         self.began = 0.0
 
     def cancel(self) -> None:
@@ -186,6 +188,8 @@ class WorkerCall:
             if current is not None and current.status == ToolTask.Status.CANCELLED:
                 self.flag.set()
         self.relay = relay = Relay(task_id, self.bus)
+        # A task's progress is read by tasks/get while it runs; a plain call's only by the admin (deferred).
+        self.progress = RelayedProgress(relay, info.progress, self.record_pk, deferred=not info.in_task)
 
         async def emit(message: dict[str, Any]) -> None:
             await relay.notify(message)
@@ -196,7 +200,7 @@ class WorkerCall:
         call = CallContext(
             request=ctx,
             # Sent to the client when it asked; always kept on the record for the admin's running calls.
-            progress=RelayedProgress(relay, info.progress, self.record_pk),
+            progress=self.progress,
             log=LogReporter(info.log_level, emit),
             input_responses=info.input_responses,
             request_state=info.request_state,
@@ -237,16 +241,20 @@ class WorkerCall:
         if outcome is None:
             ToolTask.objects.cancel(self.record_pk)
             return False
-        return ToolTask.objects.store(
-            self.record_pk, durable.columns(outcome, keep_answer=True), celery_id=self.celery_id
-        )
+        columns = durable.columns(outcome, keep_answer=True)
+        if self.progress is not None and self.progress.unwritten:
+            columns.update(self.progress.unwritten)  # a deferred reporter's last report rides on the outcome
+        return ToolTask.objects.store(self.record_pk, columns, celery_id=self.celery_id)
 
     async def announce(self, outcome: Any, stored: bool) -> None:
-        """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record);
-        then stop listening: a cancellation heard after the tool returned changes nothing."""
+        """``done``, with the outcome when it stuck and is small (awaiters answer without reading the record),
+        after the quota slot of a call that ended is given back (``give_back``); then stop listening: a
+        cancellation heard after the tool returned changes nothing."""
         assert self.relay is not None
         try:
-            await self.relay.publish(done_event(outcome) if stored else Done())
+            released = await self.give_back() if outcome is None or outcome_is_final(outcome) else None
+            done = done_event(outcome) if stored else Done()
+            await self.relay.publish(dataclasses.replace(done, released=released) if released else done)
         finally:
             await self.close()
             self.log_line(outcome, stored)
@@ -271,10 +279,18 @@ class WorkerCall:
         if self.relay is not None:
             await self.relay.close()
 
-    def release(self) -> None:
-        """The call's quota slot, in case nobody awaits it in the serving process any more (idempotent)."""
-        if self.task_id is not None:
-            quotas.release_call(self.task_id)
+    async def give_back(self) -> bool:
+        """The call's quota slot, given back before ``done`` (idempotent): its client hears the answer with the
+        slot free, and the awaiting process need not give it back itself (one Redis round trip per call, not
+        three); whether it may count on that (a backend it shares)."""
+        assert self.spec is not None
+        backend = quotas.get_quotas()
+        try:
+            await backend.release(self.spec.task_id, int(self.spec.server.tenant_pk), int(self.spec.agent_pk))
+        except Exception as error:  # the awaiting process gives it back, or the lease expires
+            logger.warning("could not release the quota slot of a worker call: %s: %s", type(error).__name__, error)
+            return False
+        return not (isinstance(backend, quotas.LocalQuotas) and isinstance(self.bus, LayerMessaging))
 
 
 # How long a worker call waits to have joined its cancellation group before it runs anyway.

@@ -1,7 +1,7 @@
 """Running one worker call where it runs: a Celery worker, or the serving process when no broker is configured.
 
 The life of a call is written once (``_steps`` of a ``call.WorkerCall``: listen for its cancellation, take the
-record, run the tool, store the outcome, announce ``done``, give the quota slot back) and driven by ``execute()``
+record, run the tool, store the outcome, give the quota slot back, announce ``done``) and driven by ``execute()``
 in an event loop (the serving process, no broker) or ``execute_in_thread()`` in a Celery worker thread (database
 steps in the process's main thread or its one database thread, the others in the thread's kept loop). Both
 return only after the outcome is stored. Design: docs/workers.md.
@@ -25,7 +25,7 @@ from django.db import close_old_connections, connection
 
 from ...channel_layer import Messaging
 from ..message import WorkerMessage
-from .call import WorkerCall, outcome_is_final
+from .call import WorkerCall
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -57,7 +57,7 @@ Step = _Sync | _Async
 
 def _steps(call: WorkerCall) -> Generator[Step, Any, str]:
     """The life of one worker call, written once for both drivers (``execute`` in an event loop,
-    ``execute_in_thread`` in a Celery worker thread): listen, take the record, run, store, announce, release."""
+    ``execute_in_thread`` in a Celery worker thread): listen, take the record, run, store, give the quota slot back and announce."""
     yield _Async(call.listen)
     try:
         verdict = yield _Sync(call.take, fresh=True)
@@ -74,8 +74,6 @@ def _steps(call: WorkerCall) -> Generator[Step, Any, str]:
         yield _Async(call.close)
         raise
     yield _Async(functools.partial(call.announce, outcome, stored))
-    if outcome is None or outcome_is_final(outcome):
-        yield _Sync(call.release, database=False)
     return "cancelled" if outcome is None else "stored"
 
 

@@ -78,11 +78,12 @@ class Relay:
 
 
 class RelayedProgress(RecordedProgress):
-    """A worker call's progress reporter: kept on the record (``RecordedProgress``) and, when the client asked
-    for progress, relayed as typed data (``Progress``); the awaiting process encodes it with the client's token."""
+    """A worker call's progress reporter: kept on the record (``RecordedProgress``; ``deferred`` for a call that
+    is not a task) and, when the client asked for progress, relayed as typed data (``Progress``); the awaiting
+    process encodes it with the client's token."""
 
-    def __init__(self, relay: Relay, wanted: bool, record_pk: int) -> None:
-        super().__init__(None, discard, record_pk)
+    def __init__(self, relay: Relay, wanted: bool, record_pk: int, *, deferred: bool = False) -> None:
+        super().__init__(None, discard, record_pk, deferred=deferred)
         self.relay = relay
         self.wanted = wanted
 

@@ -185,7 +185,7 @@ class RoutingRunner:
                 started.queue,
                 every=POLL_FIRST_SECONDS,
                 most=POLL_MAX_SECONDS,
-                on_event=functools.partial(_relay, call, record.pk),
+                on_event=functools.partial(_relay, call, started),
                 on_recheck=functools.partial(_alive, started.redispatch) if started.redispatch is not None else None,
             )
             if settled is None:
@@ -234,8 +234,9 @@ class RoutingRunner:
         return result
 
 
-async def _relay(call: CallContext, pk: int, event: WorkerEvent) -> ToolTask | bool:
-    """Pass a worker event on as the call's era prescribes; ``Done`` gives the settled record (carried or read)."""
+async def _relay(call: CallContext, started: _Started, event: WorkerEvent) -> ToolTask | bool:
+    """Pass a worker event on as the call's era prescribes; ``Done`` gives the settled record (carried or read),
+    and says whether the worker gave the quota slot back (then ``wait`` need not)."""
     match event:
         case Notify(message=message):
             await inbox.pass_on(message, call)
@@ -244,7 +245,9 @@ async def _relay(call: CallContext, pk: int, event: WorkerEvent) -> ToolTask | b
         case Ask() as ask:
             await inbox.answer(ask, call)
         case Done() as done:
-            return _carried(done) or await durable.reload(pk) or False
+            if done.released and started.lease is not None:
+                started.lease.released_elsewhere()
+            return _carried(done) or await durable.reload(started.record.pk) or False
     return False
 
 
