@@ -219,6 +219,16 @@ def test_tuned_requests_do_not_parse_the_body_as_a_form_and_keep_it_whole() -> N
     assert request.content.read() == b"a=1"
 
 
+def test_form_parsing_alone_is_turned_off_once_and_keeps_the_body() -> None:
+    class FormlessRequest(PlainRequest):
+        pass
+
+    twisted_compat.no_form_parsing(FormlessRequest)
+    twisted_compat.no_form_parsing(FormlessRequest)  # the edge limits and daphne tuning may both ask
+    request = received_form_post(FormlessRequest)
+    assert request.args == {b"b": [b"2"]} and request.content.read() == b"a=1"
+
+
 def test_twisted_errors_reach_python_logging_once_and_its_info_does_not(caplog: pytest.LogCaptureFixture) -> None:
     from twisted.logger import Logger
 
