@@ -159,6 +159,12 @@ async def big_answer(size: int) -> str:
 
 
 @tool
+def sync_echo(text: str) -> str:
+    """Return the text, from a sync function (one thread hop to run it)."""
+    return text
+
+
+@tool
 async def async_echo(text: str) -> str:
     """Return the text, from a coroutine (no thread hop to run it)."""
     return text

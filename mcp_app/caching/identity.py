@@ -147,7 +147,14 @@ class ServerEntry:
         return cls(**{name: getattr(row, name) for name in names}, **derived)
 
     def description(self) -> ServerDescription:
-        """The server as the protocol core describes it to a request, with the catalog revision it serves."""
+        """The server as the protocol core describes it to a request, with the catalog revision it serves (made
+        once per entry: both are immutable)."""
+        made: ServerDescription | None = self.__dict__.get("_description")
+        if made is None:
+            made = self.__dict__["_description"] = self._describe()
+        return made
+
+    def _describe(self) -> ServerDescription:
         return ServerDescription(
             server_id=self.server_id,
             name=self.name,

@@ -60,6 +60,7 @@ class RegisteredTool:
     task_support: str = "forbidden"
     execution: str = "inline"  # the default of its bindings: "inline" or "worker" (a Celery task)
     timeout: float | None = None  # seconds a call may run by default (None: WORKER_CALL_TIMEOUT_SECONDS)
+    blocking: bool = True  # a sync function runs in a worker thread, unless it declared it never blocks
 
 
 def _is_explicit_result(annotation: Any) -> bool:
@@ -91,6 +92,7 @@ def build_registered_tool(
     task_support: str = "forbidden",
     execution: str = "inline",
     timeout: float | None = None,
+    blocking: bool = True,
 ) -> RegisteredTool:
     if task_support not in ("forbidden", "optional", "required"):
         raise ValueError("task_support is 'forbidden', 'optional' or 'required'")
@@ -148,6 +150,7 @@ def build_registered_tool(
         task_support=task_support,
         execution=execution,
         timeout=float(timeout) if timeout is not None else None,
+        blocking=blocking,
     )
 
 
@@ -252,6 +255,7 @@ class ToolOptions(typing.TypedDict, total=False):
     task_support: str
     execution: str
     timeout: float | None
+    blocking: bool
 
 
 @typing.overload
@@ -269,7 +273,8 @@ def tool(function: ToolFunction | None = None, /, **options: typing.Unpack[ToolO
     finish at once for a client that declared the extension, ``"required"`` ones always do (and refuse clients
     without it). ``execution="worker"`` runs calls on a Celery worker (in-process without a broker) with the same
     context; ``timeout`` bounds a call in seconds. A binding may override both (``ServerTool.execution``,
-    ``timeout_seconds``)."""
+    ``timeout_seconds``). ``blocking=False`` declares that a sync function never blocks (no I/O, no ORM, quick):
+    it then runs on the event loop, without the worker-thread hop every other sync tool pays."""
 
     def decorate(func: ToolFunction) -> ToolFunction:
         registry.register(build_registered_tool(func, **options))

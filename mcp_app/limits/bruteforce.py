@@ -38,6 +38,9 @@ class _Expiring:
         self._lock = threading.Lock()
         self._until: OrderedDict[str, float] = OrderedDict()
 
+    def __bool__(self) -> bool:
+        return bool(self._until)  # one read: no lock needed
+
     def remaining(self, key: str) -> float:
         with self._lock:
             until = self._until.get(key)
@@ -121,6 +124,8 @@ def _prefix(raw: str) -> str | None:
 
 def unknown(raw: str) -> bool:
     """Whether this raw token was found unknown within ``AUTH_NEGATIVE_CACHE_SECONDS`` (no query)."""
+    if not _unknown:
+        return False  # the usual case: no digest computed
     prefix = _prefix(raw)
     if prefix is not None and _unknown.remaining(f"p:{prefix}"):
         return True

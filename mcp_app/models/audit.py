@@ -18,6 +18,7 @@ from django.db import connection, connections, models, transaction
 from django.db.models.signals import pre_delete
 from django.utils import timezone
 
+from . import statements
 from .agents import Agent
 from .servers import McpServer
 from .tenancy import Tenant
@@ -69,6 +70,11 @@ ERROR_STATUSES = ("error", "tool_error", "timeout")
 
 
 class ToolCallManager(models.Manager["ToolCall"]):
+    def insert_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write audit rows given as ``{attname: value}`` in one ``executemany`` (``statements.insert_many``):
+        no model instances and no SQL compiled per batch, as ``bulk_create`` would (docs/performance.md)."""
+        statements.insert_many(self.model, rows, using=self.db)
+
     def delete_expired(self, retention_days: int, now: datetime | None = None) -> int:
         """Delete calls that started more than ``retention_days`` ago; returns how many rows went."""
         cutoff = (now or timezone.now()) - timedelta(days=retention_days)

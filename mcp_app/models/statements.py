@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from django.db import connections, models
+from django.db import connections, models, transaction
 
 # (model, alias) -> SQL and the fields of its parameters, in order.
 _inserts: dict[tuple[Any, ...], tuple[str, tuple[models.Field[Any, Any], ...]]] = {}
@@ -115,3 +115,20 @@ def update(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+def insert_many(model: type[models.Model], rows: Iterable[Mapping[str, Any]], *, using: str = "default") -> None:
+    """INSERT every row (``{attname: value}``, every column but the auto primary key) with one ``executemany`` of
+    ``insert``'s statement, in one transaction; nothing is read back."""
+    connection = connections[using]
+    key = (model, using, "many")
+    if key not in _inserts:
+        fields = tuple(field for field in model._meta.concrete_fields if not field.primary_key)
+        sql = "INSERT INTO {} ({}) VALUES ({})".format(  # noqa: S608 (as in insert: quoted identifiers, parameters)
+            _table(using, model), ", ".join(_column(using, field) for field in fields), ", ".join(["%s"] * len(fields))
+        )
+        _inserts[key] = (sql, fields)
+    sql, fields = _inserts[key]
+    params = [[field.get_db_prep_save(row[field.attname], connection) for field in fields] for row in rows]
+    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
+        cursor.executemany(sql, params)

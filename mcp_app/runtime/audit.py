@@ -35,7 +35,7 @@ class AuditLog:
 
     def __init__(self) -> None:
         self._pending: deque[PendingCall] = deque()
-        self._retry: list[tuple[ToolCallRecord, int]] = []  # prepared rows and how many flushes they failed
+        self._retry: list[tuple[dict[str, Any], int]] = []  # prepared rows and how many flushes they failed
         self._lock = threading.Lock()  # one flush at a time
         self._start_lock = threading.Lock()
         self._wake = threading.Event()
@@ -157,28 +157,28 @@ class AuditLog:
             self._overflowing = False
         return written
 
-    def _insert(self, rows: list[ToolCallRecord]) -> int:
+    def _insert(self, rows: list[dict[str, Any]]) -> int:
         # A tenant, server or agent may have gone away between the call and the flush: keep what can be kept
         # (three indexed lookups per batch, off the path). A deletion racing this check fails the batch, which
         # is then retried and checked again.
-        tenants = set(Tenant.objects.filter(pk__in={row.tenant_id for row in rows}).values_list("pk", flat=True))
-        servers = set(McpServer.objects.filter(pk__in={row.server_id for row in rows}).values_list("pk", flat=True))
-        agents = set(Agent.objects.filter(pk__in={row.agent_id for row in rows}).values_list("pk", flat=True))
+        tenants = set(Tenant.objects.filter(pk__in={row["tenant_id"] for row in rows}).values_list("pk", flat=True))
+        servers = set(McpServer.objects.filter(pk__in={row["server_id"] for row in rows}).values_list("pk", flat=True))
+        agents = set(Agent.objects.filter(pk__in={row["agent_id"] for row in rows}).values_list("pk", flat=True))
         kept = []
         for row in rows:
-            if row.tenant_id not in tenants:
+            if row["tenant_id"] not in tenants:
                 continue
-            if row.server_id not in servers:
-                row.server_id = None
-            if row.agent_id not in agents:
-                row.agent_id = None
+            if row["server_id"] not in servers:
+                row["server_id"] = None
+            if row["agent_id"] not in agents:
+                row["agent_id"] = None
             kept.append(row)
         self.dropped += len(rows) - len(kept)
         if kept:
-            ToolCallRecord.objects.bulk_create(kept)
+            ToolCallRecord.objects.insert_rows(kept)
         return len(kept)
 
-    def _failed(self, batch: list[tuple[ToolCallRecord, int]], exc: Exception) -> None:
+    def _failed(self, batch: list[tuple[dict[str, Any], int]], exc: Exception) -> None:
         if not self._failing:
             self._failing = True
             logger.warning("audit log write failed (%s); retrying on the next flush", type(exc).__name__)
@@ -190,14 +190,14 @@ class AuditLog:
             logger.error("audit log: dropped %s tool-call record(s) after %s failed writes", lost, limit)
         self._retry.extend(keep)
 
-    def _prepare(self, call: PendingCall) -> ToolCallRecord:
+    def _prepare(self, call: PendingCall) -> dict[str, Any]:
         caller = call.caller
         pattern = re.compile(mcp_settings.AUDIT_REDACT_KEYS, re.IGNORECASE)
         try:
             digest = arguments_digest(call.arguments)
         except TypeError:
             digest = ""
-        return ToolCallRecord(
+        return dict(
             tenant_id=caller.tenant_id,
             server_id=caller.server_pk,
             agent_id=caller.agent_pk,

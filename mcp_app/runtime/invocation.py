@@ -37,6 +37,8 @@ async def run_sync(function: Any, **kwargs: Any) -> Any:
 async def run_tool(registered: RegisteredTool | RegisteredFunction, kwargs: dict[str, Any]) -> Any:
     if registered.is_coroutine:
         return await registered.function(**kwargs)
+    if isinstance(registered, RegisteredTool) and not registered.blocking:
+        return registered.function(**kwargs)  # declared never to block: no thread hop
     return await run_sync(registered.function, **kwargs)
 
 

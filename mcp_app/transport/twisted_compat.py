@@ -1,7 +1,7 @@
 """Every change mcp-host makes to daphne's and Twisted's own code, in one place, behind one version guard.
 
 ``install()`` (``mcp_host.asgi``, once, in a daphne process) applies the reason phrases Twisted lacks, the edge
-limits (``MCP_APP["EDGE_LIMITS"]``) and daphne tuning (``MCP_APP["DAPHNE_TUNING"]``) only on the versions they
+limits (``MCP_APP["EDGE_LIMITS"]``, with Twisted's form parsing of POST bodies off) and daphne tuning (``MCP_APP["DAPHNE_TUNING"]``) only on the versions they
 were verified on (``VERIFIED_TWISTED``, ``VERIFIED_DAPHNE``) with every private name they rely on present
 (``internals_missing``); else it logs once why and leaves daphne as it is. On any version it forwards Twisted's
 errors to Python logging (``forward_errors``). Each write and its measured gain: docs/architecture.md ("Writes to
@@ -118,12 +118,26 @@ def reap(server: Any, protocol: Any) -> None:
         del server.connections[protocol]
 
 
+def no_form_parsing(request_class: type) -> None:
+    """Turn Twisted's public ``parsePOSTFormSubmission`` off for ``request_class`` (daphne's ``WebRequest``): no
+    POST has its ``Content-Type`` parsed by the ``email`` package, about a tenth of a warm call's CPU
+    (docs/performance.md). daphne never reads ``request.args``; Django parses forms from the ASGI body itself."""
+    if request_class.__dict__.get("_mcp_formless"):
+        return
+    request_init: Callable[..., Any] = request_class.__init__  # type: ignore[misc]
+
+    def formless_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        request_init(self, *args, **{**kwargs, "parsePOSTFormSubmission": False})
+
+    request_class.__init__ = formless_init  # type: ignore[misc]
+    request_class._mcp_formless = True  # type: ignore[attr-defined]
+
+
 def tune(server_class: type, request_class: type) -> None:
     """Apply both levers of daphne tuning to ``server_class`` (daphne's ``Server``) and ``request_class`` (its
     ``WebRequest``); ``install`` does it for daphne's own classes, the tests for subclasses."""
     create_application: Callable[..., Any] = server_class.create_application  # type: ignore[attr-defined]
     protocol_disconnected: Callable[..., Any] = server_class.protocol_disconnected  # type: ignore[attr-defined]
-    request_init: Callable[..., Any] = request_class.__init__  # type: ignore[misc]
 
     def tuned_create_application(self: Any, protocol: Any, scope: Any) -> Any:
         queue = create_application(self, protocol, scope)
@@ -137,12 +151,9 @@ def tune(server_class: type, request_class: type) -> None:
         protocol_disconnected(self, protocol)
         reap(self, protocol)  # nothing to do while the application still runs
 
-    def tuned_request_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        request_init(self, *args, **{**kwargs, "parsePOSTFormSubmission": False})  # Twisted's public switch
-
     server_class.create_application = tuned_create_application  # type: ignore[attr-defined]
     server_class.protocol_disconnected = tuned_protocol_disconnected  # type: ignore[attr-defined]
-    request_class.__init__ = tuned_request_init  # type: ignore[misc]
+    no_form_parsing(request_class)
     server_class._mcp_tuned = True  # type: ignore[attr-defined]
     request_class._mcp_tuned = True  # type: ignore[attr-defined]
 
@@ -200,7 +211,10 @@ def install(*, edge_limits: bool, daphne_tuning: bool) -> bool:
     else:
         add_reason_phrases()
         if edge_limits:
+            from daphne.http_protocol import WebRequest
+
             limit_edges()
+            no_form_parsing(WebRequest)
         if daphne_tuning:
             from daphne.http_protocol import WebRequest
             from daphne.server import Server

@@ -56,7 +56,7 @@ def audit_records(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 def test_a_failed_flush_keeps_the_rows_logs_once_and_recovers(
     caller: Caller, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    original = ToolCall.objects.bulk_create
+    original = ToolCall.objects.insert_rows
     failures = iter([True, True, True])
 
     def flaky(rows: Any, *args: Any, **kwargs: Any) -> Any:
@@ -64,7 +64,7 @@ def test_a_failed_flush_keeps_the_rows_logs_once_and_recovers(
             raise OperationalError("database is down")
         return original(rows, *args, **kwargs)
 
-    monkeypatch.setattr(ToolCall.objects, "bulk_create", flaky)
+    monkeypatch.setattr(ToolCall.objects, "insert_rows", flaky)
     caplog.set_level(logging.INFO, logger="mcp_app.audit")
     for _ in range(2):
         audit_log.append(pending(caller))
@@ -88,7 +88,7 @@ def test_retries_are_bounded_and_a_loss_is_logged_with_its_count(
     def broken(rows: Any, *args: Any, **kwargs: Any) -> Any:
         raise OperationalError("database is down")
 
-    monkeypatch.setattr(ToolCall.objects, "bulk_create", broken)
+    monkeypatch.setattr(ToolCall.objects, "insert_rows", broken)
     with override_settings(MCP_APP={**settings.MCP_APP, "AUDIT_FLUSH_RETRIES": 2}):
         for _ in range(4):
             audit_log.append(pending(caller))

@@ -24,7 +24,7 @@ def writer_idle(settings: Any) -> None:
 
 
 @pytest.mark.parametrize("mode", ["stateless", "session", "modern"])
-@pytest.mark.parametrize(("tool", "hops"), [("async_echo", []), ("echo", ["_in_worker_thread"])])
+@pytest.mark.parametrize(("tool", "hops"), [("async_echo", []), ("echo", []), ("sync_echo", ["_in_worker_thread"])])
 async def test_a_warm_tool_call_runs_no_query_and_hops_only_to_run_a_sync_tool(
     mode: str,
     tool: str,
@@ -38,7 +38,7 @@ async def test_a_warm_tool_call_runs_no_query_and_hops_only_to_run_a_sync_tool(
     design (docs/workers.md), so it is outside this budget."""
     from mcp_app.caching import writebehind
 
-    access = await make_access(tools=("echo", "async_echo"))
+    access = await make_access(tools=("echo", "async_echo", "sync_echo"))
     await caches_ready()
     extra: dict[str, str] = {}
     if mode == "session":

@@ -21,6 +21,7 @@ pytest.importorskip("daphne.server")
 
 from daphne.http_protocol import WebRequest
 from daphne.server import Server
+from twisted.web import http as twisted_http
 
 
 class TunedServer(Server):  # type: ignore[misc]
@@ -32,7 +33,8 @@ class TunedRequest(WebRequest):  # type: ignore[misc]
         pass
 
 
-class PlainRequest(WebRequest):  # type: ignore[misc]
+class PlainRequest(twisted_http.Request):  # type: ignore[misc]
+    # Twisted's own: daphne's WebRequest loses the form parsing wherever the edge limits were installed in-process.
     def process(self) -> None:
         pass
 
@@ -217,6 +219,16 @@ def test_tuned_requests_do_not_parse_the_body_as_a_form_and_keep_it_whole() -> N
     request = received_form_post(TunedRequest)
     assert request.args == {b"b": [b"2"]}  # the query string only, as Twisted does for any non-form body
     assert request.content.read() == b"a=1"
+
+
+def test_form_parsing_alone_is_turned_off_once_and_keeps_the_body() -> None:
+    class FormlessRequest(PlainRequest):
+        pass
+
+    twisted_compat.no_form_parsing(FormlessRequest)
+    twisted_compat.no_form_parsing(FormlessRequest)  # the edge limits and daphne tuning may both ask
+    request = received_form_post(FormlessRequest)
+    assert request.args == {b"b": [b"2"]} and request.content.read() == b"a=1"
 
 
 def test_twisted_errors_reach_python_logging_once_and_its_info_does_not(caplog: pytest.LogCaptureFixture) -> None:

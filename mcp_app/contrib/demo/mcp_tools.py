@@ -14,7 +14,7 @@ from mcp_app.runtime import ToolContext
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
 
 
-@tool(title="Echo", annotations={**READ_ONLY, "idempotentHint": True})
+@tool(title="Echo", annotations={**READ_ONLY, "idempotentHint": True}, blocking=False)
 def echo(text: Annotated[str, Field(description="The text to return.")]) -> str:
     """Return the given text unchanged."""
     return text

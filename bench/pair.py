@@ -1,0 +1,146 @@
+"""Paired runs of two checkouts of mcp-host beside their floors, for a before/after on a shared machine.
+
+``bench.run`` measures its servers one after the other, so a machine whose load changes from minute to minute
+moves a ratio between runs as much as a change does. Here the before and after servers (daphne and uvicorn each),
+the Channels floor and the SDK's stateless app all start at once on one core; then every round loads each of them
+in turn for a few seconds (c=16, stateless ``echo``, rate limits off as in ``bench.run``) and the ratios are taken
+per round: mcp-host on daphne over the floor, on uvicorn over the SDK (server CPU per call). Both checkouts share
+one database (SQLite in a temporary directory, or ``DATABASE_URL`` with ``REDIS_URL``): their schemas must match.
+
+    python -m bench.pair --before /tmp/before --after . --rounds 6 [--database postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.load import build_target
+from bench.load import run as run_load
+from bench.run import HOST, CpuMeter, free_port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="checkout of the version before")
+    parser.add_argument("--after", required=True, help="checkout of the version after")
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per server and round")
+    parser.add_argument("--core", default="0", help="the core of every server")
+    args = parser.parse_args()
+    trees = {"before": str(Path(args.before).resolve()), "after": str(Path(args.after).resolve())}
+    work = Path(tempfile.mkdtemp(prefix="mcp-pair-"))
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="mcp_host.settings")
+    env["MCP_RATE_LIMIT_PER_TENANT"] = env["MCP_RATE_LIMIT_PER_AGENT"] = "0"
+    if args.database == "sqlite":
+        env.pop("REDIS_URL", None)
+        env["DATABASE_URL"] = f"sqlite:///{work}/pair.sqlite3"
+        env["MCP_SQLITE_PATH"] = f"{work}/pair.sqlite3"
+    elif not (env.get("DATABASE_URL") and env.get("REDIS_URL")):
+        parser.error("postgres needs DATABASE_URL and REDIS_URL")
+    python = sys.executable
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    targets: dict[str, tuple[str, str | None, str]] = {}
+
+    def start(key: str, tree: str, argv: list[str], port: int) -> None:
+        server_env = dict(env, PYTHONPATH=tree, MCP_PUBLIC_URL=f"http://{HOST}:{port}")
+        with (work / f"{key}.log").open("wb") as log:
+            processes[key] = subprocess.Popen(
+                ["taskset", "-c", args.core, *argv], cwd=tree, env=server_env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def manage(tree: str, *command: str) -> str:
+        done = subprocess.run(
+            [python, "manage.py", *command], cwd=tree, env=dict(env, PYTHONPATH=tree), capture_output=True, text=True
+        )
+        if done.returncode:
+            raise RuntimeError(done.stderr)
+        return done.stdout
+
+    def measure(key: str, duration: float) -> float | None:
+        url, token, scenario = targets[key]
+        meter = CpuMeter(processes[key].pid)
+        result: dict[str, Any] = asyncio.run(
+            run_load(
+                build_target(url, token, scenario),
+                scenario=scenario,
+                client="raw",
+                concurrency=16,
+                requests=None,
+                duration=duration,
+                warmup=0.5,
+                meters=[meter],
+            )
+        )
+        return result["server_cpu_s"] / result["ok"] * 1e6 if result.get("ok") and "server_cpu_s" in result else None
+
+    try:
+        manage(trees["after"], "migrate", "--noinput")  # one database, one demo token for both
+        demo = json.loads(manage(trees["after"], "mcp_demo", "--json", "--base-url", f"http://{HOST}:8000"))
+        path = demo["url"].split("8000", 1)[1]
+        for tag, tree in trees.items():
+            for runner in ("daphne", "uvicorn"):
+                port = free_port()
+                app = "mcp_host.asgi:application"
+                quiet = ["--no-access-log", "--log-level", "warning", "--lifespan", "off"]
+                argv = (
+                    [python, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), app]
+                    if runner == "daphne"
+                    else [python, "-m", "uvicorn", app, "--host", HOST, "--port", str(port), *quiet]
+                )
+                start(f"{tag}-{runner}", tree, argv, port)
+                targets[f"{tag}-{runner}"] = (f"http://{HOST}:{port}{path}", demo["token"], "legacy")
+        port = free_port()
+        floor = [python, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), "bench.channels_floor:application"]
+        start("floor", trees["after"], floor, port)
+        targets["floor"] = (f"http://{HOST}:{port}/", None, "baseline")
+        port = free_port()
+        start("sdk", trees["after"], [python, "-m", "uvicorn", "bench.sdk_server:stateless", "--host", HOST,
+                                      "--port", str(port), "--no-access-log", "--log-level", "warning"], port)  # fmt: skip
+        targets["sdk"] = (f"http://{HOST}:{port}/mcp", None, "modern")
+        for key in targets:  # ready: a short load that succeeds
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    if measure(key, 0.5) is not None:
+                        break
+                except (OSError, RuntimeError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{key} not ready; see {work}/{key}.log")
+                time.sleep(1)
+        cpu: dict[str, list[float]] = {key: [] for key in targets}
+        for round_ in range(args.rounds):
+            for key in targets:
+                value = measure(key, args.duration)
+                cpu[key].append(value if value is not None else float("nan"))
+                print(f"round {round_ + 1} {key:15s} {cpu[key][-1]:7.1f} µs/call", file=sys.stderr, flush=True)
+        for tag in trees:
+            for runner, floor_key in (("daphne", "floor"), ("uvicorn", "sdk")):
+                ratios = [mine / ref for mine, ref in zip(cpu[f"{tag}-{runner}"], cpu[floor_key], strict=True)]
+                rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+                print(f"{tag} {runner}/{floor_key}: median {statistics.median(ratios):.2f} (rounds: {rounds})")
+        for key, values in cpu.items():
+            print(f"{key}: median {statistics.median(values):.0f} µs of server CPU per call")
+    finally:
+        for process in processes.values():
+            process.terminate()
+        for process in processes.values():
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+if __name__ == "__main__":
+    main()
