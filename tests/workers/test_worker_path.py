@@ -31,8 +31,8 @@ from mcp_app.workers.message import (
     event_from_wire,
     event_to_wire,
 )
-from mcp_app.workers.running import call as worker_call
 from mcp_app.workers.running import execute, relay
+from mcp_app.workers.running.context import loaded_spec
 from mcp_app.workers.serving import admission, dispatch
 from mcp_app.workers.serving import inbox as worker_inbox
 from tests.conftest import require_redis
@@ -68,7 +68,7 @@ def _dispatch(access: Any, *, with_call: bool = True) -> tuple[ToolTask, dict[st
     message = {**info, "task_id": record.task_id}
     if with_call:  # what the serving process knows of the call, here read from the record's own relations
         loaded = ToolTask.objects.select_related("agent", "server", "server__tenant").get(pk=record.pk)
-        message["call"] = dataclasses.asdict(worker_call._loaded_spec(loaded))
+        message["call"] = dataclasses.asdict(loaded_spec(loaded))
     return record, message
 
 

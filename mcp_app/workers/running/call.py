@@ -1,6 +1,6 @@
 """One run of a worker call (``WorkerCall``): the steps ``execute`` drives (each synchronous method a database
-step, each coroutine an event-loop step). Its context comes from the message alone (``CallSpec``; the catalog
-from this process's cache at the revision the client was served), its tool runs with the ``InlineRunner``.
+step, each coroutine an event-loop step). Its context comes from the message alone (``context.call_context``),
+its tool runs with the ``InlineRunner``.
 """
 
 from __future__ import annotations
@@ -8,106 +8,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import replace
 from typing import Any
 
 import orjson
 from channels.db import database_sync_to_async
 
-from ...caching.identity import ServerEntry
 from ...channel_layer import LayerMessaging, Messaging
 from ...heartbeat import owner as owner_id
 from ...limits import quotas
 from ...models import ToolTask
 from ...observability import metrics
-from ...protocol.context import CallContext, InvalidToolArguments, Principal, RequestContext, ToolRunner
-from ...protocol.descriptors import ServerDescription
+from ...protocol.context import CallContext, InvalidToolArguments, RequestContext
 from ...protocol.errors import REQUEST_TIMEOUT, InvalidParams, ProtocolError
 from ...protocol.ports import NO_CHANNEL, SendOnly
 from ...protocol.reporters import LogReporter
 from ...runtime import durable
 from .. import records
 from ..message import CallSpec, Done, WorkerMessage
+from .context import call_context, loaded_spec
 from .relay import CancelListener, Relay, RelayedProgress
 
 logger = logging.getLogger("mcp_app.workers")
 
 # A call's requests to the client wait at most this long for an answer (and never past the deadline).
 ASK_TIMEOUT_SECONDS = 300.0
-
-
-@functools.cache
-def _inline_runner() -> ToolRunner:
-    """The inline runner a worker runs its calls with: one per process, not one per call."""
-    from ...runtime.execution import InlineRunner
-
-    return InlineRunner()
-
-
-@dataclass(frozen=True)
-class _CatalogKey:
-    """What ``resolve_catalog`` keys a server's catalog by, as the dispatching process saw it."""
-
-    pk: int
-    tenant_id: int
-    catalog_version: int
-    created_at: datetime
-
-
-def _context(spec: CallSpec, info: WorkerMessage) -> RequestContext:
-    """The call's context from the Celery message alone (see the module docstring): no query."""
-    from ...catalog.resolver import resolve_catalog
-
-    server = spec.server
-    key = _CatalogKey(
-        pk=int(server.pk),
-        tenant_id=int(server.tenant_pk),
-        catalog_version=int(server.catalog_version),
-        created_at=datetime.fromisoformat(str(server.created_at)),
-    )
-    return RequestContext(
-        server=ServerDescription(
-            server_id=str(server.server_id),
-            name=str(server.name),
-            title=str(server.title or ""),
-            version=str(server.version or ""),
-            instructions=str(server.instructions or ""),
-            pk=key.pk,
-        ),
-        catalog=resolve_catalog(key),
-        runner=_inline_runner(),
-        protocol_version=str(spec.protocol_version),
-        era=info.era,
-        principal=Principal(
-            tenant=str(server.tenant_slug),
-            agent_id=str(spec.agent_id),
-            tenant_pk=key.tenant_id,
-            agent_pk=int(spec.agent_pk),
-        ),
-        client_capabilities=dict(spec.client_capabilities or {}),
-        log_level=info.log_level,
-    )
-
-
-def _loaded_spec(record: ToolTask) -> CallSpec:
-    """``records.call_spec`` of a record loaded with its server, tenant and agent (a message without one)."""
-    server = record.server
-    described = records.served(
-        ServerEntry.of(server).description(),
-        Principal(
-            tenant=server.tenant.slug,
-            agent_id=record.agent.agent_id,
-            tenant_pk=server.tenant_id,
-            agent_pk=record.agent_id,
-        ),
-    )
-    assert described is not None  # every part of it is known here
-    return records.call_spec(record, server=described[0], agent_id=described[1])
 
 
 class WorkerCall:
@@ -151,7 +79,7 @@ class WorkerCall:
         if self.spec is None or self.task_id is None:
             record, verdict = ToolTask.objects.begin(self.record_pk, self.celery_id, owner, lost=records.lost)
         elif ToolTask.objects.take(self.record_pk, self.celery_id, owner):
-            self.ctx = _context(self.spec, self.info)
+            self.ctx = call_context(self.spec, self.info)
             self.began = time.monotonic()
             return "run"
         else:
@@ -160,9 +88,9 @@ class WorkerCall:
         if record is not None:
             self.task_id = record.task_id
         if verdict == "run" and record is not None:
-            self.spec = _loaded_spec(record)
+            self.spec = loaded_spec(record)
             self.info = self.info.with_call(self.spec)
-            self.ctx = _context(self.spec, self.info)
+            self.ctx = call_context(self.spec, self.info)
             self.began = time.monotonic()
         return verdict
 
