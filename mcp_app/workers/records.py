@@ -38,6 +38,10 @@ def lost() -> dict[str, Any]:
     return durable.columns(InternalError(LOST_MESSAGE))
 
 
+# What ``Served`` copies of the server's description as it was served.
+DESCRIBED = ("server_id", "name", "title", "version", "instructions")
+
+
 def served(server: ServerDescription, principal: Principal | None) -> tuple[Served, str] | None:
     """The server as a request was served it, and the agent's id: the ``server`` and ``agent_id`` of
     ``call_spec`` (``None`` when the description lacks the rows or the catalog revision: the worker then loads
@@ -45,19 +49,16 @@ def served(server: ServerDescription, principal: Principal | None) -> tuple[Serv
     if server.revision is None or server.pk is None or principal is None or principal.tenant_pk is None:
         return None
     catalog_version, created_at = server.revision
-    described = Served(
+    described: dict[str, Any] = {name: getattr(server, name) for name in DESCRIBED}
+    served = Served(
         pk=server.pk,
-        server_id=server.server_id,
-        name=server.name,
-        title=server.title,
-        version=server.version,
-        instructions=server.instructions,
         tenant_pk=principal.tenant_pk,
         tenant_slug=principal.tenant,
         catalog_version=catalog_version,
         created_at=created_at,
+        **described,
     )
-    return described, principal.agent_id
+    return served, principal.agent_id
 
 
 def call_spec(record: ToolTask, *, server: Served, agent_id: str) -> CallSpec:
