@@ -52,6 +52,7 @@ from bench.workers import (
     environment,
     lift_quotas,
     manage,
+    purge,
     serve_daphne,
     stop,
 )
@@ -218,14 +219,7 @@ def main() -> None:
     access = json.loads(manage(env, "mcp_demo", "--json"))
     token = access["token"]
     lift_quotas(env, access["agent_id"])
-    subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=60,
-        capture_output=True,
-    )
+    purge(env, QUEUE)
     since = manage(env, "shell", "-c", "from django.utils import timezone; print(timezone.now().isoformat())")
     since = since.strip().splitlines()[-1]  # shell may print a banner first
     with tempfile.TemporaryDirectory() as tmp, serve_daphne(env, Path(tmp)) as (base, _daphne_pid):

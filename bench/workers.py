@@ -127,10 +127,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=STOP_TIMEOUT_S)
 
 
-def purge(env: dict[str, str]) -> None:
-    """Drop whatever an earlier run left on the bench's queue."""
+def purge(env: dict[str, str], queue: str = QUEUE) -> None:
+    """Drop whatever an earlier run left on the bench's queue (``queue``)."""
     subprocess.run(
-        [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", QUEUE],
+        [sys.executable, "-m", "celery", "-A", "mcp_host", "purge", "-f", "-Q", queue],
         cwd=ROOT,
         env=env,
         check=True,
