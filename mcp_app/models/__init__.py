@@ -11,12 +11,16 @@ from .sessions import McpSession
 from .tasks import ToolTask
 from .tenancy import Tenant, TenantMembership
 from .upstreams import Upstream, UpstreamBinding
+from .usage import Budget, BudgetAlert, BudgetAlertHook, UsageDay
 from .webhooks import Webhook
 
 __all__ = [
     "Agent",
     "AgentToken",
     "ApiKey",
+    "Budget",
+    "BudgetAlert",
+    "BudgetAlertHook",
     "CacheInvalidation",
     "McpServer",
     "McpSession",
@@ -35,5 +39,6 @@ __all__ = [
     "ToolTask",
     "Upstream",
     "UpstreamBinding",
+    "UsageDay",
     "Webhook",
 ]

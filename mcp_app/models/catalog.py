@@ -9,6 +9,7 @@ import re
 from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from ..definitions.patterns import check_schema_patterns
@@ -133,6 +134,16 @@ class Tool(CatalogEntry):
         null=True,
         blank=True,
         help_text='Behaviour hints, e.g. {"readOnlyHint": true}. Python tools default to their registration.',
+    )
+    price = models.DecimalField(
+        "price per call",
+        max_digits=20,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="What one call costs, counted in the usage ledger and against cost budgets (docs/budgets.md). "
+        "A result's _meta may report a cost of its own, added to it.",
     )
     static_result = models.JSONField(
         "static result",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zoneinfo
 from typing import Any, ClassVar, cast
 
 from django.conf import settings
@@ -19,6 +20,13 @@ ALL_PYTHON_TOOLS = "*"
 def python_tool_allowed(allowed: Any, python_name: str) -> bool:
     """Whether an allow-list (``Tenant.allowed_python_tools``) admits the registered tool ``python_name``."""
     return isinstance(allowed, list) and (ALL_PYTHON_TOOLS in allowed or python_name in allowed)
+
+
+def validate_time_zone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(f"{value!r} is not a known IANA time zone.") from None
 
 
 class Tenant(models.Model):
@@ -50,6 +58,13 @@ class Tenant(models.Model):
         default=True,
         help_text="OAuth clients that registered themselves (RFC 7591 dynamic registration) may be authorized for "
         "this tenant's servers. Off: only pre-registered clients and client ID metadata documents.",
+    )
+    time_zone = models.CharField(
+        "time zone",
+        max_length=64,
+        default="UTC",
+        validators=[validate_time_zone],
+        help_text="The IANA time zone whose days and months the usage ledger and budgets count in, e.g. Europe/Paris.",
     )
     created_at = models.DateTimeField("created", auto_now_add=True)
 
