@@ -94,7 +94,7 @@ async def drain(within: float = 5.0) -> None:
     while pending := {work for work in _background if work.get_loop() is loop}:
         remaining = deadline - loop.time()
         if remaining <= 0:
-            raise TimeoutError("durable work still running")
+            raise TimeoutError(f"durable work still running: {sorted(repr(work.get_coro()) for work in pending)}")
         await asyncio.wait(pending, timeout=remaining)
 
 
