@@ -1,5 +1,7 @@
-"""Cross-process events over the Channels layer: every group name and event type of the app, once, and the
-publishing side (the messages themselves are wire objects of ``protocol.messages``).
+"""Cross-process events over the Channels layer: every group name and event type of the app, once, the typed
+events the transport and durable calls exchange (``Event``: one ``to_wire``/``from_wire``, versioned; a message
+of an older process, without ``version``, is read the same), and the publishing side. Worker calls' events are
+``workers.message``'s.
 
 ``publish_to_servers`` sends catalog edits' ``list_changed`` (and ``resources/updated``) notifications to the group
 of each affected server, whose open GET and ``subscriptions/listen`` streams, in any process, are its members;
@@ -8,10 +10,11 @@ after the transaction commits, and a layer failure is logged, never raised into 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -87,6 +90,88 @@ def session_group(session_key: str) -> str:
     return f"mcp.session.{session_key}"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Event:
+    """A typed message on the layer: ``KIND`` is its ``type``; its fields travel as they are. ``from_wire`` is
+    ``None`` for a message of another kind or one whose fields do not fit (``_read`` raising ``KeyError``,
+    ``TypeError`` or ``ValueError``)."""
+
+    KIND: ClassVar[str]
+    VERSION: ClassVar[int] = 1
+
+    def to_wire(self) -> dict[str, Any]:
+        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return {"type": self.KIND, "version": self.VERSION, **fields}
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> Self | None:
+        if body.get("type") != cls.KIND:
+            return None
+        try:
+            return cls._read(body)
+        except (KeyError, TypeError, ValueError):
+            logger.warning("dropped a malformed %s message", cls.KIND)
+            return None
+
+    @classmethod
+    def _read(cls, body: dict[str, Any]) -> Self:
+        return cls()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Broadcast(Event):
+    """A notification for every stream in a server's or a session's group."""
+
+    KIND: ClassVar[str] = BROADCAST_EVENT
+    message: dict[str, Any]
+
+    @classmethod
+    def _read(cls, body: dict[str, Any]) -> Self:
+        return cls(_object(body["message"]))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reply(Event):
+    """The client's response to our request ``id``, for whichever process asked."""
+
+    KIND: ClassVar[str] = REPLY_EVENT
+    id: str
+    answer: dict[str, Any]
+
+    @classmethod
+    def _read(cls, body: dict[str, Any]) -> Self:
+        return cls(str(body["id"]), _object(body["answer"]))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CallCancelled(Event):
+    """``notifications/cancelled`` for the call a consumer serves."""
+
+    KIND: ClassVar[str] = CANCEL_EVENT
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamEvent(Event):
+    """Event ``sequence`` of a call whose client went away, for a resuming GET."""
+
+    KIND: ClassVar[str] = STREAM_EVENT
+    sequence: int
+    message: Any
+
+    @classmethod
+    def _read(cls, body: dict[str, Any]) -> Self:
+        sequence = body["sequence"]
+        if not isinstance(sequence, int) or isinstance(sequence, bool):
+            raise TypeError("sequence")
+        return cls(sequence, body["message"])
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value
+
+
 def publish_to_servers(server_pks: Iterable[int], message: dict[str, Any]) -> None:
     """Send ``message`` to every live stream of these servers once the current transaction commits."""
     pks = sorted(set(server_pks))
@@ -99,7 +184,7 @@ def publish_to_servers(server_pks: Iterable[int], message: dict[str, Any]) -> No
             return
         for pk in pks:
             try:
-                async_to_sync(layer.group_send)(server_group(pk), {"type": BROADCAST_EVENT, "message": message})
+                async_to_sync(layer.group_send)(server_group(pk), Broadcast(message).to_wire())
             except Exception:
                 logger.exception("could not publish %s to server %s", message.get("method"), pk)
 

@@ -17,7 +17,7 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Correlator, LayerMessaging, Subscription
 from ..conf import mcp_settings
-from ..events import BROADCAST_EVENT, REPLY_EVENT, reply_group, session_group, task_group
+from ..events import Broadcast, Reply, reply_group, session_group, task_group
 from ..models import ToolTask
 from ..protocol import handshake_tasks as wire
 from ..protocol import messages
@@ -60,7 +60,7 @@ class SessionChannel:
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.session_key is not None:
-            await group_send(session_group(self.session_key), {"type": BROADCAST_EVENT, "message": message})
+            await group_send(session_group(self.session_key), Broadcast(message).to_wire())
 
     async def emit(self, message: dict[str, Any]) -> None:
         """A notification of the task's call (progress, log), with the related-task ``_meta``."""
@@ -133,10 +133,8 @@ class TaskOutbound(SendOnly):
         answers = Correlator()
 
         def heard(message: dict[str, Any]) -> bool:
-            if message.get("type") == REPLY_EVENT and message.get("id") == request_id:
-                answer = message.get("answer")
-                return answers.resolve(request_id, answer if isinstance(answer, dict) else {"result": {}})
-            return False
+            reply = Reply.from_wire(message)
+            return reply is not None and reply.id == request_id and answers.resolve(request_id, reply.answer)
 
         # Listen before asking: the answer may come back at once.
         subscription = await LayerMessaging(layer).subscribe(reply_group(session_key, request_id), on_message=heard)

@@ -20,7 +20,7 @@ from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, Correlator, layer_health
 from ..conf import mcp_settings
-from ..events import REPLY_EVENT, call_group, reply_group
+from ..events import Reply, call_group, reply_group
 from ..protocol import messages
 from . import cancellation
 from .membership import Membership
@@ -70,9 +70,7 @@ class BackChannel:
     async def deliver(self, request_id: str | int, answer: dict[str, Any]) -> None:
         layer = get_channel_layer()
         if layer is not None:
-            await layer.group_send(
-                reply_group(self._scope, request_id), {"type": REPLY_EVENT, "id": str(request_id), "answer": answer}
-            )
+            await layer.group_send(reply_group(self._scope, request_id), Reply(str(request_id), answer).to_wire())
 
     async def cancel(self, request_id: str | int) -> None:
         await cancellation.request_cancel(call_group(self._scope, request_id))
@@ -82,9 +80,9 @@ class BackChannel:
 
     # Correlation and cancellation of the call this POST serves ---------------------------------------
 
-    def reply(self, message: dict[str, Any]) -> None:
-        """A ``mcp.reply`` event: the client's answer to one of this call's requests."""
-        self._answers.resolve(message["id"], message["answer"])
+    def reply(self, reply: Reply) -> None:
+        """The client's answer to one of this call's requests."""
+        self._answers.resolve(reply.id, reply.answer)
 
     def watch(self, request_id: str | int) -> None:
         """Make the call of ``request_id`` cancellable, here at once and from other processes soon."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, guarded
-from ..events import CANCEL_EVENT
+from ..events import CallCancelled
 from .eventstore import get_event_store
 
 logger = logging.getLogger("mcp_app.transport.cancellation")
@@ -46,7 +46,7 @@ async def request_cancel(group: str) -> None:
         logger.warning("could not note a cancellation for later (the store is unreachable)")
     layer = get_channel_layer()
     if layer is not None:
-        await guarded(layer.group_send(group, {"type": CANCEL_EVENT}))
+        await guarded(layer.group_send(group, CallCancelled().to_wire()))
 
 
 async def cancelled_before_listening(group: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 from channels.exceptions import StopConsumer
 
 from ..conf import mcp_settings
-from ..events import CANCEL_EVENT
+from ..events import Broadcast, CallCancelled, Reply, StreamEvent
 from ..limits.admit import Caller, admit
 from ..limits.caps import Slot
 from ..oauth.resources import metadata_url
@@ -87,16 +87,19 @@ class McpConsumer(InboxConsumer):
         raise StopConsumer
 
     async def mcp_broadcast(self, message: dict[str, Any]) -> None:
-        if self._streams is not None:
-            await self._streams.broadcast(message)
+        broadcast = Broadcast.from_wire(message)
+        if self._streams is not None and broadcast is not None:
+            await self._streams.broadcast(broadcast.message)
 
     async def mcp_stream_event(self, message: dict[str, Any]) -> None:
-        if self._streams is not None:
-            await self._streams.stream_event(message)
+        event = StreamEvent.from_wire(message)
+        if self._streams is not None and event is not None:
+            await self._streams.stream_event(event)
 
     async def mcp_reply(self, message: dict[str, Any]) -> None:
-        if self._post is not None and self._post.backchannel is not None:
-            self._post.backchannel.reply(message)
+        reply = Reply.from_wire(message)
+        if self._post is not None and self._post.backchannel is not None and reply is not None:
+            self._post.backchannel.reply(reply)
 
     async def mcp_cancel(self, message: dict[str, Any]) -> None:
         """``notifications/cancelled`` for the request this consumer serves: stop it, end the response."""
@@ -114,7 +117,7 @@ class McpConsumer(InboxConsumer):
     def cancel_soon(self) -> None:
         """Stop the call this consumer serves, from this event loop (its own message loop ends the response)."""
         if not self.detached:
-            self.put_nowait({"type": CANCEL_EVENT})
+            self.put_nowait(CallCancelled().to_wire())
         elif self.work is not None:
             self.work.cancel()  # nobody reads the response any more
 

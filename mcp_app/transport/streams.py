@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import PRODUCT_NAME, __version__, invalidation
 from ..conf import mcp_settings
-from ..events import server_group, session_group, stream_group
+from ..events import StreamEvent, server_group, session_group, stream_group
 from ..protocol import versions
 from ..protocol.context import OpenStream
 from ..protocol.messages import list_changed
@@ -93,17 +93,17 @@ class Streams:
         self._writer: ResponseWriter | None = None
         self._session: DatabaseSession | None = None
         # Live events of a resumed POST stream, made by that stream only: an idle GET stream holds no queue.
-        self._events: asyncio.Queue[dict[str, Any]] | None = None
+        self._events: asyncio.Queue[StreamEvent] | None = None
 
     async def _body(self, body: bytes, *, more_body: bool = True) -> None:
         await send_body(self._response.send, body, more_body=more_body)
 
     # Events from the channel layer -------------------------------------------------------------------
 
-    async def broadcast(self, message: dict[str, Any]) -> None:
+    async def broadcast(self, event: dict[str, Any]) -> None:
+        """A notification for the streams of this server or session (``events.Broadcast``)."""
         if not self._membership.groups:
             return
-        event = message["message"]
         if event.get("method") == "notifications/resources/updated" and self._session is not None:
             # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
             if event.get("params", {}).get("uri") not in await self._session.reload_subscriptions():
@@ -118,9 +118,9 @@ class Streams:
         else:
             await self._body(sse.event(outgoing))
 
-    async def stream_event(self, message: dict[str, Any]) -> None:
+    async def stream_event(self, event: StreamEvent) -> None:
         if self._events is not None:
-            self._events.put_nowait(message)
+            self._events.put_nowait(event)
 
     # The streams ---------------------------------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class Streams:
 
     async def _resume_post_stream(self, stream_id: str, after: int) -> None:
         """Replay a POST response stream after ``after``, then follow its live events until the response."""
-        events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        events: asyncio.Queue[StreamEvent] = asyncio.Queue()
         self._events = events
         await self._membership.join(stream_group(stream_id))  # listen first: no event falls between the two
         await self._response.start_stream()
@@ -226,9 +226,9 @@ class Streams:
                 await self._body(sse.comment("keep-alive"))
                 continue
             heard = time.monotonic()
-            if event["sequence"] > last:
-                last = event["sequence"]
-                if await self._relay(stream_id, last, event["message"]):
+            if event.sequence > last:
+                last = event.sequence
+                if await self._relay(stream_id, last, event.message):
                     return
 
     async def _relay(self, stream_id: str, sequence: int, message: Any) -> bool:
@@ -273,7 +273,7 @@ class Streams:
         if grant is None:
             return False
         for kind in _changed_lists(self._grant, grant):
-            await self.broadcast({"message": list_changed(kind)})
+            await self.broadcast(list_changed(kind))
         self._grant = grant
         return True
 

@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from ..channel_layer import LAYER_ERRORS, layer_health
 from ..conf import mcp_settings
 from ..database import DATABASE_ERRORS
-from ..events import STREAM_EVENT, stream_group
+from ..events import StreamEvent, stream_group
 from ..observability import metrics
 from ..protocol import jsonrpc
 from ..protocol.errors import DatabaseUnavailable, JsonRpcId, ProtocolError, ServiceUnavailable, error_response
@@ -395,6 +395,4 @@ class ResponseWriter:
         if layer is None:
             return
         for sequence, message in events:
-            await layer.group_send(
-                stream_group(self.stream_id), {"type": STREAM_EVENT, "sequence": sequence, "message": message}
-            )
+            await layer.group_send(stream_group(self.stream_id), StreamEvent(sequence, message).to_wire())

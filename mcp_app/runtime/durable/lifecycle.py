@@ -21,13 +21,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.db import database_sync_to_async
 
 from ...channel_layer import LAYER_ERRORS, Subscription, local_bus, messaging
-from ...events import TASK_CANCEL_EVENT, TASK_STATUS_EVENT, task_group
+from ...events import TASK_CANCEL_EVENT, TASK_STATUS_EVENT, Event, task_group
 from ...models import ToolTask
 from ...observability import metrics
 from ...protocol.context import InvalidToolArguments
@@ -46,31 +46,18 @@ _stoppers: dict[str, list[Callable[[ToolTask], None]]] = {}
 Announce = Callable[[], Awaitable[None]]
 
 
-@dataclass(frozen=True)
-class _TaskSignal:
-    """A signal on a durable call's task group, typed and versioned (an older message has no ``version``)."""
-
-    KIND: ClassVar[str]
-    VERSION: ClassVar[int] = 1
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"type": self.KIND, "version": self.VERSION}
-
-    @classmethod
-    def from_wire(cls, message: dict[str, Any]) -> Self | None:
-        return cls() if message.get("type") == cls.KIND else None
-
-
-class Cancel(_TaskSignal):
+@dataclass(frozen=True, slots=True)
+class Cancel(Event):
     """``tasks/cancel`` of a durable call's work: its work stops wherever it runs."""
 
-    KIND = TASK_CANCEL_EVENT
+    KIND: ClassVar[str] = TASK_CANCEL_EVENT
 
 
-class StatusChanged(_TaskSignal):
+@dataclass(frozen=True, slots=True)
+class StatusChanged(Event):
     """A durable call's status moved: its waiters (``tasks/result``, in any process) re-read the record."""
 
-    KIND = TASK_STATUS_EVENT
+    KIND: ClassVar[str] = TASK_STATUS_EVENT
 
 
 def keep(work: asyncio.Task[Any]) -> asyncio.Task[Any]:
