@@ -140,3 +140,11 @@ def tenant_budgets(tenant: Tenant) -> list[Budget]:
         .select_related("tenant", "agent")
         .order_by(F("agent__agent_id").asc(nulls_first=True), "set_by")
     )
+
+
+def burns_by_budget(budgets: Iterable[Budget], now: datetime | None = None) -> dict[int, BudgetBurn]:
+    """``{budget pk: its burn}`` of budgets of any tenants: one query per tenant among them."""
+    by_tenant: dict[int, list[Budget]] = {}
+    for budget in budgets:
+        by_tenant.setdefault(budget.tenant_id, []).append(budget)
+    return {burn.budget.pk: burn for group in by_tenant.values() for burn in burn_down(group[0].tenant, group, now)}
