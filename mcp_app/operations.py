@@ -427,7 +427,10 @@ def set_budget(
     keyword of ``limits`` (``calls_per_day``, ``cost_per_month``, …) sets that limit; ``None`` clears it; limits
     not given stay as they were. Validated by the model (``full_clean``) before anything is saved."""
     tenant, agent, found = _budgets(tenant_slug, agent_id, Budget.SetBy.OPERATOR)
-    budget = found.select_for_update().first() or Budget(tenant=tenant, agent=agent, set_by=Budget.SetBy.OPERATOR)
+    # No ordering: the model's orders by agent, an outer join PostgreSQL cannot lock.
+    budget = found.order_by().select_for_update().first() or Budget(
+        tenant=tenant, agent=agent, set_by=Budget.SetBy.OPERATOR
+    )
     created = budget.pk is None
     for name, value in limits.items():
         setattr(budget, name, value)

@@ -55,6 +55,7 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.oauthagent": "tenant",
     "mcp_app.upstream": "tenant",
     "mcp_app.upstreambinding": "upstream__tenant",
+    "mcp_app.usageday": "tenant",
     "mcp_app.budget": "tenant",
     "mcp_app.budgetalert": "tenant",
     "mcp_app.budgetalerthook": "tenant",
@@ -71,6 +72,8 @@ ROLES: dict[str, dict[str, str | None]] = {
     "mcp_app.oauthagent": {"view": VIEWER, "add": None, "change": None, "delete": None},
     # Recorded by the budgets when a threshold is crossed (docs/budgets.md); read by members, written by nobody.
     "mcp_app.budgetalert": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    # The usage ledger is written by its flusher (mcp_app.limits.usage); members read it.
+    "mcp_app.usageday": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
 
 #: Model label → the field values that mark a row only superusers may add, change or delete. A budget the operator

@@ -92,8 +92,8 @@ class BudgetAlertHookViewSet(
     queryset = BudgetAlertHook.objects.all()
     serializer_class = budgets.BudgetAlertHookSerializer
     action_permissions = {"rotate": "change"}
-    pagination_class = None
-    filter_backends = ()
+    pagination_class = None  # type: ignore[assignment]  # one object, not a list
+    filter_backends = ()  # type: ignore[assignment]
 
     def _tenant(self) -> Tenant:
         raw = self.request.query_params.get("tenant")

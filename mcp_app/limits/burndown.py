@@ -105,7 +105,8 @@ def _sums(tenant: Tenant, current: dict[str, Period]) -> tuple[Sums, dict[int, S
     )
     total: Sums = {(metric, period): 0.0 for metric in METRICS for period in PERIODS}
     agents: dict[int, Sums] = {}
-    for row in rows:
+    for values in rows:
+        row: dict[str, Any] = dict(values)
         own = agents.setdefault(row["agent_id"], {}) if row["agent_id"] is not None else {}
         for key in total:
             value = float(row[f"{key[0]}_{key[1]}"] or Decimal(0))

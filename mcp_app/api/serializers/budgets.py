@@ -55,11 +55,11 @@ class BudgetSerializer(TenantOwnedSerializer):
         fields = ("id", "tenant", "agent", "set_by", *LIMIT_FIELDS, "alert_percent", "usage", "updated_at")
         read_only_fields = ("set_by",)
 
-    create_only_fields = ("tenant", "agent")
+    create_only_fields: tuple[str, ...] = ("tenant", "agent")
 
     def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
         assert isinstance(candidate, Budget)
-        same_scope = Budget.objects.filter(tenant_id=candidate.tenant_id, agent_id=candidate.agent_id)
+        same_scope = Budget.objects.filter(tenant_id=candidate.tenant_id, agent=candidate.agent)
         if same_scope.filter(set_by=candidate.set_by).exclude(pk=candidate.pk).exists():
             scope = "this agent" if candidate.agent_id else "the whole tenant"
             raise serializers.ValidationError(
@@ -100,12 +100,12 @@ class BudgetAlertHookSerializer(TenantOwnedSerializer):
 
     class Meta:
         model = BudgetAlertHook
-        fields = ("id", "tenant", "url", "is_active", "updated_at")
+        fields: tuple[str, ...] = ("id", "tenant", "url", "is_active", "updated_at")
 
     def validate_candidate(self, candidate: models.Model, attrs: dict[str, Any]) -> None:
         assert isinstance(candidate, BudgetAlertHook)
         if candidate.pk is None:  # a new hook gets its secret before the model validates it (it is required)
-            candidate.raw_signing_secret = candidate.new_signing_secret()  # type: ignore[attr-defined]
+            candidate.raw_signing_secret = candidate.new_signing_secret()  # shown by the create response only
 
 
 class BudgetAlertHookSecretSerializer(BudgetAlertHookSerializer):
