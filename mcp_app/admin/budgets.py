@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from ..limits.burndown import burn_down
+from ..limits.burndown import burn_down, figure
 from ..models import Budget, BudgetAlert, BudgetAlertHook
 from .base import TenantScopedAdmin
 
@@ -98,7 +98,7 @@ class BudgetAdmin(TenantScopedAdmin):
     @admin.display(description="limits")
     def limits_summary(self, obj: Budget) -> str:
         names = {"calls": "calls", "tool_seconds": "tool-s", "cost": "cost"}
-        parts = [f"{value:g} {names[metric]}/{period}" for (metric, period), value in obj.limits().items()]
+        parts = [f"{figure(value)} {names[metric]}/{period}" for (metric, period), value in obj.limits().items()]
         return ", ".join(parts) or "no limits"
 
     @admin.display(description="used now")

@@ -23,6 +23,13 @@ from ..models import Budget, Tenant, UsageDay
 from ..models.usage import METRICS, PERIODS
 
 
+def figure(value: float) -> str:
+    """A figure as people read it: whole numbers without decimals, others with at most four (``12.5``, ``0.0025``)."""
+    if value == int(value):
+        return str(int(value))
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
 @dataclass(frozen=True)
 class Period:
     """A tenant's current day or month: its first day, and when the next one starts (an aware datetime)."""
@@ -52,6 +59,14 @@ class Burn:
     def bar_percent(self) -> int:
         """The width of the bar drawn for it: the percentage, within 0 … 100."""
         return max(0, min(100, round(self.percent)))
+
+    @property
+    def used_shown(self) -> str:
+        return figure(self.used)
+
+    @property
+    def limit_shown(self) -> str:
+        return figure(self.limit)
 
     def as_dict(self) -> dict[str, Any]:
         return {

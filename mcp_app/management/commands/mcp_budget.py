@@ -79,10 +79,6 @@ def _plain(value: Any) -> int | float | str | None:
     return str(value.normalize()) if isinstance(value, Decimal) else value
 
 
-def _figure(value: float) -> str:
-    return f"{value:g}" if value != int(value) else str(int(value))
-
-
 class Command(OperationCommand):
     help = "Set, show or clear the operator's budgets of a tenant and its agents (see docs/budgets.md)."
 
@@ -157,7 +153,7 @@ class Command(OperationCommand):
             self.stdout.write("  no limits")
         for line in burn.burns:
             self.stdout.write(
-                f"  {line.metric.replace('_', '-')} per {line.period}: {_figure(line.used)} of {_figure(line.limit)} "
+                f"  {line.metric.replace('_', '-')} per {line.period}: {line.used_shown} of {line.limit_shown} "
                 f"({line.percent:.0f}%), resets {line.resets_at.isoformat()}"
             )
         self.stdout.write(f"  alert at {burn.budget.alert_percent}%")
