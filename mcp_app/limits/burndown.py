@@ -9,6 +9,7 @@ agent's usage, an agent's budget its own. Read-only, and off the request path: n
 
 from __future__ import annotations
 
+import math
 import zoneinfo
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from ..models.usage import METRICS, PERIODS
 
 def figure(value: float) -> str:
     """A figure as people read it: whole numbers without decimals, others with at most four (``12.5``, ``0.0025``)."""
+    if not math.isfinite(value):
+        return str(value)
     if value == int(value):
         return str(int(value))
     return f"{value:.4f}".rstrip("0").rstrip(".")

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from mcp_app.limits.burndown import burn_down, burns_by_budget, periods, tenant_budgets
+from mcp_app.limits.burndown import burn_down, burns_by_budget, figure, periods, tenant_budgets
 from mcp_app.models import Budget
 
 pytestmark = pytest.mark.django_db
@@ -128,3 +128,11 @@ def test_tenant_budgets_lists_the_whole_tenant_first(tenant_factory: Any, agent_
     Budget.objects.create(tenant=tenant_factory())
     order = [made[3], made[1], made[2], made[4], made[0]]
     assert [budget.pk for budget in tenant_budgets(tenant)] == [budget.pk for budget in order]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(0.0, "0"), (2000.0, "2000"), (12.5, "12.5"), (0.75, "0.75"), (0.0025, "0.0025"), (1 / 3, "0.3333")],
+)
+def test_figures_read_as_people_write_them(value: float, shown: str) -> None:
+    assert figure(value) == shown
