@@ -283,3 +283,21 @@ def test_the_schema_documents_the_budget_endpoints(admin: Any) -> None:
     put = paths["/api/v1/budget-alert-hook/"]["put"]
     assert {"200", "201", "403"} <= set(put["responses"])
     assert [p["name"] for p in put["parameters"]] == ["tenant"]
+
+
+def test_budget_endpoints_authenticate_and_throttle_like_the_others(acme: Any, key_client: Any, settings: Any) -> None:
+    from rest_framework.test import APIClient
+
+    for path in (BUDGETS, ALERTS, HOOK, f"{HOOK}rotate/"):
+        anonymous = APIClient().generic("POST" if path.endswith("rotate/") else "GET", path)
+        assert anonymous.status_code == 401 and error_code(anonymous) == "not_authenticated", path
+    agent_token = APIClient()
+    agent_token.credentials(HTTP_AUTHORIZATION=f"Bearer {acme.raw_token}")
+    assert agent_token.get(HOOK).status_code == 401  # agent tokens are for /mcp/ only
+
+    settings.MCP_APP = {**settings.MCP_APP, "API_RATE_PER_KEY": "3/minute"}
+    viewer = key_client(acme.users["viewer"])
+    assert [viewer.get(path).status_code for path in (BUDGETS, ALERTS, HOOK)] == [200, 200, 404]
+    throttled = viewer.get(HOOK)
+    assert throttled.status_code == 429 and error_code(throttled) == "throttled"
+    assert 1 <= int(throttled["Retry-After"]) <= 60
