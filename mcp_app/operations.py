@@ -1,5 +1,6 @@
 """Operator verbs behind the management commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``,
-``mcp_catalog``, ``mcp_member``, ``mcp_api_key``, ``mcp_upstream``), which only parse arguments and print.
+``mcp_catalog``, ``mcp_member``, ``mcp_api_key``, ``mcp_upstream``, ``mcp_budget``), which only parse arguments and
+print.
 
 What they do lives here so that projects can call it from their own code, and so that the rules (idempotence, raw
 tokens shown once, every lookup scoped by tenant slug: an agent or server id means something only in its tenant)
@@ -19,7 +20,18 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from .definitions.registry import registry
-from .models import Agent, AgentToken, ApiKey, McpServer, ServerTool, Tenant, TenantMembership, Tool, Upstream
+from .models import (
+    Agent,
+    AgentToken,
+    ApiKey,
+    Budget,
+    McpServer,
+    ServerTool,
+    Tenant,
+    TenantMembership,
+    Tool,
+    Upstream,
+)
 
 _M = TypeVar("_M", bound=Model)
 
@@ -396,3 +408,44 @@ def probe_upstream(upstream: Upstream) -> dict[str, Any]:
             "prompts": [str(item.get("name", "")) for item in remote.prompts],
         },
     }
+
+
+# Budgets ---------------------------------------------------------------------------------------------------------
+
+
+def _budgets(tenant_slug: str, agent_id: str | None, set_by: str) -> tuple[Tenant, Agent | None, QuerySet[Budget]]:
+    tenant = find_tenant(tenant_slug)
+    agent = find_agent(tenant_slug, agent_id) if agent_id is not None else None
+    return tenant, agent, Budget.objects.filter(tenant=tenant, agent=agent, set_by=set_by)
+
+
+@transaction.atomic
+def set_budget(
+    tenant_slug: str, agent_id: str | None = None, *, alert_percent: int | None = None, **limits: Any
+) -> tuple[Budget, bool]:
+    """``mcp_budget set``: create or change the operator's budget of a tenant (or of one of its agents). Each
+    keyword of ``limits`` (``calls_per_day``, ``cost_per_month``, …) sets that limit; ``None`` clears it; limits
+    not given stay as they were. Validated by the model (``full_clean``) before anything is saved."""
+    tenant, agent, found = _budgets(tenant_slug, agent_id, Budget.SetBy.OPERATOR)
+    # No ordering: the model's orders by agent, an outer join PostgreSQL cannot lock.
+    budget = found.order_by().select_for_update().first() or Budget(
+        tenant=tenant, agent=agent, set_by=Budget.SetBy.OPERATOR
+    )
+    created = budget.pk is None
+    for name, value in limits.items():
+        setattr(budget, name, value)
+    if alert_percent is not None:
+        budget.alert_percent = alert_percent
+    try:
+        budget.full_clean()
+    except ValidationError as exc:
+        raise OperationError(_sentence(exc)) from exc
+    budget.save()
+    return budget, created
+
+
+def clear_budget(tenant_slug: str, agent_id: str | None = None, set_by: str = Budget.SetBy.OPERATOR) -> int:
+    """``mcp_budget clear``: delete the tenant's (or agent's) budget set by ``set_by``; how many went (0 or 1)."""
+    _, _, found = _budgets(tenant_slug, agent_id, set_by)
+    _, deleted = found.delete()
+    return deleted.get(Budget._meta.label, 0)  # not the alerts that went with it

@@ -11,6 +11,8 @@ create or delete tenants and edit their operator-only fields. The role grants th
 - ``scope_queryset(user, queryset)``, ``can_view``, ``can_change``, ``can_delete``, ``can_add``: what a user sees
   and may do.
 - ``access_for(user)``: a ``TenantAccess``, cached on the user object: at most one membership query per request.
+- ``OPERATOR_ROWS`` / ``register_operator_rows``: rows of a tenant-owned model that only superusers add, change or
+  delete (an operator's budget): members see them, no tenant role writes them.
 
 Not owned here: what a form shows (``mcp_app.admin``), what the wire allows an agent (tokens, grants).
 """
@@ -53,6 +55,10 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.oauthagent": "tenant",
     "mcp_app.upstream": "tenant",
     "mcp_app.upstreambinding": "upstream__tenant",
+    "mcp_app.usageday": "tenant",
+    "mcp_app.budget": "tenant",
+    "mcp_app.budgetalert": "tenant",
+    "mcp_app.budgetalerthook": "tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.
@@ -64,7 +70,15 @@ ROLES: dict[str, dict[str, str | None]] = {
     # Made by people consenting (mcp_app.oauth); tenant admins read and withdraw them, nobody edits them.
     "mcp_app.oauthconsent": {"view": VIEWER, "add": None, "change": ADMIN, "delete": ADMIN},
     "mcp_app.oauthagent": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    # Recorded by the budgets when a threshold is crossed (docs/budgets.md); read by members, written by nobody.
+    "mcp_app.budgetalert": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    # The usage ledger is written by its flusher (mcp_app.limits.usage); members read it.
+    "mcp_app.usageday": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
+
+#: Model label → the field values that mark a row only superusers may add, change or delete. A budget the operator
+#: set holds whatever the tenant's admins set beside it, so they may read it but never raise or remove it.
+OPERATOR_ROWS: dict[str, dict[str, Any]] = {"mcp_app.budget": {"set_by": "operator"}}
 
 ACTIONS = ("view", "add", "change", "delete")
 
@@ -82,6 +96,17 @@ def register_tenant_path(model: type[models.Model], path: str, roles: dict[str, 
         if unknown:
             raise ValueError(f"unknown actions {sorted(unknown)}; use {ACTIONS}")
         ROLES[_label(model)] = {**DEFAULT_ROLES, **roles}
+
+
+def register_operator_rows(model: type[models.Model], **values: Any) -> None:
+    """Declare that rows of ``model`` with these field values are the operator's: only superusers write them."""
+    OPERATOR_ROWS[_label(model)] = values
+
+
+def is_operator_row(obj: models.Model) -> bool:
+    """Whether ``obj`` is a row only superusers may write (``OPERATOR_ROWS``)."""
+    values = OPERATOR_ROWS.get(_label(obj))
+    return values is not None and all(getattr(obj, name) == value for name, value in values.items())
 
 
 def tenant_path(model: type[models.Model] | models.Model) -> str:
@@ -203,13 +228,20 @@ def scope_queryset(user: Any, queryset: QuerySet[Any], minimum: str = VIEWER) ->
         return queryset.none()
     if access.is_superuser:
         return queryset
-    return queryset.filter(**{"pk__in" if path == "pk" else f"{path}__in": list(access.tenant_ids(minimum))})
+    queryset = queryset.filter(**{"pk__in" if path == "pk" else f"{path}__in": list(access.tenant_ids(minimum))})
+    operator_rows = OPERATOR_ROWS.get(_label(queryset.model))
+    if operator_rows and ROLE_RANK[minimum] > ROLE_RANK[VIEWER]:
+        queryset = queryset.exclude(**operator_rows)  # asked for what the user may write: never the operator's
+    return queryset
 
 
 def _allowed(user: Any, action: str, model: type[models.Model] | models.Model, tenant_id: int | None) -> bool:
     if not has_model_permission(user, action, model):
         return False
-    return access_for(user).has_role(tenant_id, required_role(model, action))
+    access = access_for(user)
+    if action != "view" and isinstance(model, models.Model) and is_operator_row(model) and not access.is_superuser:
+        return False
+    return access.has_role(tenant_id, required_role(model, action))
 
 
 def can_view(user: Any, obj_or_tenant: models.Model) -> bool:
@@ -279,6 +311,7 @@ def ensure_staff_group(name: str = STAFF_GROUP_NAME) -> Any:
 
 __all__ = [
     "ADMIN",
+    "OPERATOR_ROWS",
     "OWNER",
     "ROLES",
     "ROLE_RANK",
@@ -298,6 +331,8 @@ __all__ = [
     "forget",
     "has_model_permission",
     "in_tenant",
+    "is_operator_row",
+    "register_operator_rows",
     "register_tenant_path",
     "required_role",
     "scope_queryset",

@@ -141,6 +141,33 @@ def tool_factory(db: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
+def usage_factory(db: Any) -> Callable[..., Any]:
+    """A row of the usage ledger, as its flusher would add it: ``usage_factory(tenant, agent, day, calls=40)``
+    (``agent`` None: a row of no agent, e.g. a deleted one's; ``day`` None: today in the tenant's time zone)."""
+    import zoneinfo
+
+    from django.utils import timezone
+
+    from mcp_app.models import UsageDay
+
+    tools = iter(range(1, 10_000))
+
+    def make(tenant: Any, agent: Any = None, day: Any = None, **counts: Any) -> Any:
+        day = day or timezone.now().astimezone(zoneinfo.ZoneInfo(tenant.time_zone)).date()
+        return UsageDay.objects.create(
+            tenant=tenant,
+            agent=agent,
+            agent_key=agent.agent_id if agent is not None else "deleted-agent",
+            server_key="server",
+            tool_name=counts.pop("tool_name", f"tool-{next(tools)}"),
+            day=day,
+            **counts,
+        )
+
+    return make
+
+
+@pytest.fixture
 def access_factory(
     server_factory: Callable[..., Any],
     agent_factory: Callable[..., Any],

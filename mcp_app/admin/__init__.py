@@ -6,7 +6,18 @@ One module per aggregate; every ModelAdmin and inline is scoped by the mixins of
 
 from django.contrib import admin as _admin
 
-from . import agents, apikeys, audit, catalog, oauth, runtime, servers, tenancy, upstreams  # noqa: F401  (registration side effects)
+from . import (  # noqa: F401  (registration side effects)
+    agents,
+    apikeys,
+    audit,
+    budgets,
+    catalog,
+    oauth,
+    runtime,
+    servers,
+    tenancy,
+    upstreams,
+)
 
 if _admin.site.index_template is None:
     # The index is mcp-host's dashboard (admin.dashboard); unfold's own admin/index.html would win by app order.

@@ -1,6 +1,7 @@
 """The audit log in the admin: a read-only, tenant-scoped list of tool calls (filters offer only the user's
 tenants' choices; nobody adds, edits or deletes), and the usage page per tenant
-(``…/toolcall/usage/?tenant=<pk>&days=<n>``, the dashboard's charts). What they show: docs/audit.md.
+(``…/toolcall/usage/?tenant=<pk>&days=<n>``, the dashboard's charts, and each budget's burn-down this day and
+month: ``limits.burndown``). What they show: docs/audit.md, docs/budgets.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from .. import permissions
+from ..limits.burndown import burn_down, tenant_budgets
 from ..models import Agent, McpServer, Tenant, Tool, ToolCall
 from . import dashboard
 from .base import TenantScopedAdmin
@@ -144,6 +146,7 @@ class ToolCallAdmin(TenantScopedAdmin):
         days = dashboard.chosen_days(request)
         since, now = dashboard.period(days)
         usage = ToolCall.objects.usage(tenant.pk, since, now) if tenant else None
+        budgets = burn_down(tenant, tenant_budgets(tenant)) if tenant else []
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -153,6 +156,8 @@ class ToolCallAdmin(TenantScopedAdmin):
             "days": days,
             "day_choices": dashboard.USAGE_DAYS,
             "usage": usage,
+            "budgets": budgets,
+            "budgets_url": reverse("admin:mcp_app_budget_changelist"),
             **(dashboard.charts(usage, since, now, limit=25) if usage else {}),
             "changelist_url": reverse("admin:mcp_app_toolcall_changelist"),
         }

@@ -125,7 +125,7 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
             (None, {"fields": _COMMON}),
             ("Behaviour", {"fields": behaviour}),
             ("Presentation", {"fields": ("annotations", "icons")}),
-            ("Rate limit", {"fields": ("rate_limit", "rate_burst")}),
+            ("Rate limit and price", {"fields": ("rate_limit", "rate_burst", "price")}),
         ]
         if obj is not None:
             fieldsets.append(("History", {"fields": ("created_at", "updated_at")}))

@@ -18,7 +18,15 @@ from ..models import Tenant, TenantMembership
 from . import quotas
 from .base import TenantScopedAdmin, TenantScopedInline
 
-OPERATOR_FIELDS = ("slug", "is_active", "allowed_python_tools", "max_worker_calls", "rate_limit", "rate_burst")
+OPERATOR_FIELDS = (
+    "slug",
+    "is_active",
+    "allowed_python_tools",
+    "max_worker_calls",
+    "rate_limit",
+    "rate_burst",
+    "time_zone",
+)
 
 
 class UsernameField(forms.ModelChoiceField):

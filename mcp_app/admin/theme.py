@@ -25,6 +25,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (("agent", "smart_toy"), ("agenttoken", "token"), ("oauthconsent", "verified_user"), ("oauthagent", "badge")),
     ),
     ("Runtime", (("tooltask", "pending_actions"), ("mcpsession", "cable"), ("toolcall", "receipt_long"))),
+    ("Budgets", (("budget", "savings"), ("budgetalert", "notifications"), ("budgetalerthook", "webhook"))),
 )
 _OTHER_ICON = "folder"
 

@@ -15,6 +15,8 @@ from django_filters.fields import IsoDateTimeField
 from ..models import (
     Agent,
     AgentToken,
+    Budget,
+    BudgetAlert,
     McpServer,
     McpSession,
     Prompt,
@@ -93,6 +95,25 @@ UpstreamFilter = tenant_scoped(Upstream, "name", "enabled")
 ResourceFilter = tenant_scoped(Resource, "uri", "kind", "is_template")
 PromptFilter = tenant_scoped(Prompt, "name", "kind")
 AgentFilter = tenant_scoped(Agent, "agent_id", "is_active")
+
+
+class BudgetFilter(TenantScopedFilter):
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    whole_tenant = filters.BooleanFilter(
+        field_name="agent", lookup_expr="isnull", help_text="true: tenant-wide budgets only; false: agents' only."
+    )
+
+    class Meta:
+        model = Budget
+        fields = ("tenant", "tenant_slug", "agent", "whole_tenant", "set_by")
+
+
+class BudgetAlertFilter(TenantScopedFilter):
+    budget = IdFilter(field_name="budget_id", help_text="Budget id.")
+
+    class Meta:
+        model = BudgetAlert
+        fields = ("tenant", "tenant_slug", "budget", "metric", "period")
 
 
 class ServerRowFilter(filters.FilterSet):

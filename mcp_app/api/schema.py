@@ -38,12 +38,16 @@ SCHEMA_SETTINGS: dict[str, Any] = {
 }
 
 
+#: The modules whose views are this API's operations.
+VIEW_MODULES = ("mcp_app.api.views", "mcp_app.api.budgets")
+
+
 def only_this_api(endpoints: list[tuple[str, str, str, Any]], **kwargs: Any) -> list[tuple[str, str, str, Any]]:
     """drf-spectacular preprocessing hook: the resource endpoints of ``mcp_app.api.views`` only."""
     return [
         endpoint
         for endpoint in endpoints
-        if getattr(getattr(endpoint[3], "cls", None), "__module__", "") == "mcp_app.api.views"
+        if getattr(getattr(endpoint[3], "cls", None), "__module__", "") in VIEW_MODULES
     ]
 
 

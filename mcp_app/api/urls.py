@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from . import budgets, views
 from .schema import OfflineSwaggerView, SchemaView
 
 app_name = "mcp_api"
@@ -35,8 +35,19 @@ router.register("tool-calls", views.ToolCallViewSet, basename="tool-call")
 router.register("api-keys", views.ApiKeyViewSet, basename="api-key")
 router.register("oauth-consents", views.OAuthConsentViewSet, basename="oauth-consent")
 router.register("oauth-agents", views.OAuthAgentViewSet, basename="oauth-agent")
+router.register("budgets", budgets.BudgetViewSet, basename="budget")
+router.register("budget-alerts", budgets.BudgetAlertViewSet, basename="budget-alert")
+
+# One per tenant (``?tenant=<id>``): a resource, not a list, so not the router's.
+hook = budgets.BudgetAlertHookViewSet
 
 urlpatterns = [
+    path(
+        "v1/budget-alert-hook/",
+        hook.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
+        name="budget-alert-hook",
+    ),
+    path("v1/budget-alert-hook/rotate/", hook.as_view({"post": "rotate"}), name="budget-alert-hook-rotate"),
     path("v1/", include(router.urls)),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", OfflineSwaggerView.as_view(), name="docs"),

@@ -21,6 +21,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from .. import crypto
+from ..definitions.http_tools import validate_url
 from .agents import Agent
 from .servers import McpServer
 from .tenancy import Tenant
@@ -187,6 +188,13 @@ class BudgetAlertHook(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+    def clean(self) -> None:
+        super().clean()
+        try:
+            validate_url(self.url)  # the rules of a webhook tool's URL, the SSRF guard's literal addresses included
+        except ValueError as exc:
+            raise ValidationError({"url": str(exc)}) from None
 
     def new_signing_secret(self) -> str:
         """Generate, store (encrypted; saved by ``save()``) and return a new signing secret: shown once."""

@@ -95,6 +95,7 @@ def tenant_form(tenant: Tenant, **overrides: Any) -> dict[str, Any]:
         "is_active": "on",
         "allowed_python_tools": '["*"]',
         "max_worker_calls": "",
+        "time_zone": tenant.time_zone,
         "memberships-TOTAL_FORMS": "0",
         "memberships-INITIAL_FORMS": "0",
         **overrides,

@@ -11,6 +11,12 @@ from django.contrib.staticfiles import finders
 from rest_framework.test import APIClient
 
 EXPECTED_PATHS = {
+    "/api/v1/budgets/",
+    "/api/v1/budgets/{id}/",
+    "/api/v1/budget-alerts/",
+    "/api/v1/budget-alerts/{id}/",
+    "/api/v1/budget-alert-hook/",
+    "/api/v1/budget-alert-hook/rotate/",
     "/api/v1/tenants/",
     "/api/v1/tenants/{id}/",
     "/api/v1/memberships/",

@@ -149,7 +149,7 @@ class TenantOwnedSerializer(ModelCleanSerializer):
         required=False,
         help_text="Defaults to your tenant when you can write in exactly one; cannot change later.",
     )
-    create_only_fields = ("tenant",)
+    create_only_fields: tuple[str, ...] = ("tenant",)
 
 
 # What every credential shows besides its own fields: never its digest.

@@ -37,6 +37,7 @@ class ToolSerializer(TenantOwnedSerializer):
             "icons",
             "rate_limit",
             "rate_burst",
+            "price",
         )
 
 

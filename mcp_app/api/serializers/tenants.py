@@ -18,8 +18,9 @@ class TenantSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        # max_worker_calls and the rate limit are the operator's (superusers, in the admin): shown, never written here.
-        fields = ("id", "slug", "name", "is_active", *OWN_LIMIT_FIELDS, "created_at", "role")
+        # max_worker_calls, the rate limit and the time zone (whose days budgets count) are the operator's
+        # (superusers, in the admin): shown, never written here.
+        fields = ("id", "slug", "name", "is_active", *OWN_LIMIT_FIELDS, "time_zone", "created_at", "role")
         read_only_fields = fields
 
     def get_role(self, tenant: Tenant) -> str | None:
