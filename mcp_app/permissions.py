@@ -53,6 +53,7 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.oauthagent": "tenant",
     "mcp_app.upstream": "tenant",
     "mcp_app.upstreambinding": "upstream__tenant",
+    "mcp_app.usageday": "tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.
@@ -64,6 +65,8 @@ ROLES: dict[str, dict[str, str | None]] = {
     # Made by people consenting (mcp_app.oauth); tenant admins read and withdraw them, nobody edits them.
     "mcp_app.oauthconsent": {"view": VIEWER, "add": None, "change": ADMIN, "delete": ADMIN},
     "mcp_app.oauthagent": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    # The usage ledger is written by its flusher only (mcp_app.limits.ledger): read-only for everyone.
+    "mcp_app.usageday": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
 
 ACTIONS = ("view", "add", "change", "delete")
