@@ -102,9 +102,22 @@ async def test_a_call_that_becomes_a_task_is_counted_once_by_the_run_of_its_tool
     assert (row.calls, row.errors) == (2, 1)
 
 
-async def test_a_worker_call_is_counted_by_the_worker(make_access, orm, settings, worker_calls_drained):
+def off_utc_zone() -> str:
+    """Kiritimati (UTC+14) or Pago Pago (UTC-11): whichever is not on UTC's date now (one of them never is)."""
+    today = datetime.now(UTC).date()
+    return next(zone for zone in ZONES if datetime.now(ZoneInfo(zone)).date() != today)
+
+
+ZONES = ("Pacific/Kiritimati", "Pacific/Pago_Pago")
+
+
+async def test_a_worker_call_is_counted_by_the_worker_on_the_tenants_day(
+    make_access, orm, settings, worker_calls_drained
+):
     settings.MCP_APP = {**settings.MCP_APP, "WORKER_DISPATCH": "in_process"}
     access = await make_access(tools=("worker_job",))
+    zone = access.tenant.time_zone = off_utc_zone()
+    await orm(access.tenant.save)
     reply = await call(access, rpc("tools/call", {"name": "worker_job", "arguments": {"steps": 2}}, id=4))
     assert reply.status == 200
     answer = reply.sse_messages()[-1] if reply.content_type.startswith("text/event-stream") else reply.json()
@@ -112,6 +125,7 @@ async def test_a_worker_call_is_counted_by_the_worker(make_access, orm, settings
     row = (await orm(ledger))["worker_job"]
     assert (row.calls, row.errors, row.bytes_in) == (1, 0, size({"steps": 2}))
     assert row.tool_seconds > 0
+    assert row.day == datetime.now(ZoneInfo(zone)).date()  # the zone travelled in the worker's message
 
 
 async def test_the_cost_is_the_price_plus_what_the_result_reports(make_access, orm, tool_factory):
@@ -127,6 +141,15 @@ async def test_the_cost_is_the_price_plus_what_the_result_reports(make_access, o
     assert rows["free"].cost == Decimal(2)
 
 
+async def test_a_python_tool_reports_its_cost_in_its_results_meta(make_access, orm, tool_factory):
+    access = await make_access(tools=())
+    await orm(tool_factory, access.server, "metered_lookup", price=Decimal("0.1"))
+    answered = result_of(await modern_call_tool(access, "metered_lookup", {"cost": 0.02}))
+    assert answered["_meta"][COST] == 0.02  # the client sees what it was charged
+    result_of(await modern_call_tool(access, "metered_lookup", {"cost": "lots"}))  # not a number: price only
+    assert (await orm(ledger))["metered_lookup"].cost == Decimal("0.22")
+
+
 @pytest.mark.parametrize("bad", [-1, "3", True, {"amount": 1}])
 async def test_a_reported_cost_that_is_no_number_at_least_zero_is_ignored(make_access, orm, tool_factory, bad):
     access = await make_access(tools=())
@@ -140,7 +163,7 @@ async def test_a_reported_cost_that_is_no_number_at_least_zero_is_ignored(make_a
 async def test_the_tenants_time_zone_decides_the_day(make_access, orm):
     """Kiritimati (UTC+14) and Pago Pago (UTC-11) are 25 hours apart: at any moment one of them is not on UTC's
     date, so a ledger counting in UTC fails this test."""
-    zones = ("Pacific/Kiritimati", "Pacific/Pago_Pago")
+    zones = ZONES
     accesses = [await make_access(tools=("echo",), server_id=f"tz-{index}") for index in range(2)]
     for access, zone in zip(accesses, zones, strict=True):
         access.tenant.time_zone = zone
