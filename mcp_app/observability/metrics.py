@@ -147,11 +147,20 @@ def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
     TOOL_CALL_SECONDS.labels(tool, outcome).observe(seconds)
 
 
+# The usage counters of each tenant label, looked up once (a call pays one dict lookup, not three ``labels``).
+_usage_counters: dict[str, tuple[Any, Any, Any]] = {}
+
+
 def record_usage(tenant: str, calls: int, tool_seconds: float, cost: float) -> None:
     """A call's usage (``mcp_app.limits.metering``); ``tenant`` is already bounded by the caller."""
-    USAGE_CALLS.labels(tenant).inc(calls)
-    USAGE_TOOL_SECONDS.labels(tenant).inc(tool_seconds)
-    USAGE_COST.labels(tenant).inc(cost)
+    counters = _usage_counters.get(tenant)
+    if counters is None:
+        counters = (USAGE_CALLS.labels(tenant), USAGE_TOOL_SECONDS.labels(tenant), USAGE_COST.labels(tenant))
+        _usage_counters[tenant] = counters
+    counters[0].inc(calls)
+    counters[1].inc(tool_seconds)
+    if cost:
+        counters[2].inc(cost)
 
 
 def record_upstream_call(upstream: str, outcome: str, seconds: float) -> None:
