@@ -185,9 +185,10 @@ class Ledger:
         )
         fields = [column(name) for name in COLUMNS]
         params: list[list[Any]] = []
+        gone = 0  # calls of deleted tenants: counted as dropped once the rest is written
         for (tenant_pk, agent_key, server_key, tool_name, day), row in taken.items():
             if tenant_pk not in tenants:
-                self.dropped += row.calls
+                gone += row.calls
                 continue
             values = (
                 tenant_pk,
@@ -211,6 +212,7 @@ class Ledger:
         if params:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.executemany(upsert_sql(), params)
+        self.dropped += gone
         return len(params)
 
     def clear(self) -> None:
