@@ -1,6 +1,6 @@
 """App configuration: connects catalog and cache-invalidation signals, registers system checks, autodiscovers
 ``mcp_tools`` modules, lets OAuth clients use private-use redirect schemes, adds the event store to what
-``mcp_purge`` purges and switches tracing on if configured."""
+``mcp_purge`` purges, starts the usage ledger and switches tracing on if configured."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ class McpAppConfig(AppConfig):
         from .transport.eventstore import purge_event_store
 
         register_purger("SSE event streams", purge_event_store)
+
+        # The usage ledger counts every tool call this process runs (serving processes and Celery workers alike).
+        from .limits import ledger
+
+        ledger.install()
 
         # OpenTelemetry when MCP_APP["TRACING"] is on (before the request handler is built: Django's views too).
         from .observability import tracing

@@ -285,6 +285,11 @@ class AppSettings:
     AUDIT_MAX_VALUE_CHARS: Count = 256
     """Redacted copies keep strings up to this many characters, and this many items per list or object."""
     AUDIT_MAX_ITEMS: Count = 50
+    USAGE_BUFFER_SIZE: Count = 10_000
+    """Most usage-ledger rows (tenant, agent, server, tool, day) a process holds between flushes, which the audit
+    flusher writes with the audit log (docs/budgets.md); beyond it a new row's usage is dropped, and logged."""
+    USAGE_METRICS_MAX_TENANTS: Count = 100
+    """Tenants a process labels the mcp_usage_* metrics with (the first ones it sees); the others count as "other"."""
     METRICS_TOKEN: str = ""
     """Bearer token a Prometheus scraper sends to /metrics; empty: the endpoint answers 404."""
     HEALTH_CHECK_TIMEOUT_SECONDS: Positive = 2.0

@@ -72,7 +72,7 @@ ROLES: dict[str, dict[str, str | None]] = {
     "mcp_app.oauthagent": {"view": VIEWER, "add": None, "change": None, "delete": None},
     # Recorded by the budgets when a threshold is crossed (docs/budgets.md); read by members, written by nobody.
     "mcp_app.budgetalert": {"view": VIEWER, "add": None, "change": None, "delete": None},
-    # The usage ledger is written by its flusher (mcp_app.limits.usage); members read it.
+    # The usage ledger is written by its flusher only (mcp_app.limits.ledger): read-only for everyone.
     "mcp_app.usageday": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
 

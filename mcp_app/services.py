@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .conf import mcp_settings
+from .limits import metering
 from .limits.quotas import limits_for
 from .observability import tracing
 from .protocol import versions
@@ -85,6 +86,8 @@ def request_context(
         "tracer": tracing.active(),  # None (untraced) unless MCP_APP["TRACING"] is on
         # Buffers one record per tools/call in memory (no query); written off the path. NO_AUDIT when off.
         "audit": request_audit(server, token, era, protocol_version),
+        # Tells what each call spent to the usage ledger and the budgets (buffered in memory: no query).
+        "meter": metering.METER,
     }
     tasks = None
     if era == versions.MODERN:
@@ -107,6 +110,7 @@ def request_context(
             tenant_pk=token.tenant_pk,
             agent_pk=token.agent_pk,
             worker_call_limits=limits_for(token),
+            time_zone=server.time_zone,
         ),
         page_size=mcp_settings.PAGE_SIZE,
         page_bytes=mcp_settings.PAGE_MAX_BYTES,

@@ -229,3 +229,9 @@ async def worker_heap() -> dict[str, int]:
 async def worker_refusal(reason: str = "not on this worker") -> str:
     """A worker tool that runs as a task (2026) and refuses: its task settles completed with an isError result."""
     raise ToolError(reason)
+
+
+@tool
+def metered_lookup(cost: Any = 0.01) -> ToolResult:
+    """Answer and report what the call cost in ``_meta`` (the usage ledger adds it to the tool's price)."""
+    return ToolResult(content=[{"type": "text", "text": "looked up"}], meta={"io.mcp-host/cost": cost})

@@ -18,7 +18,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.parsers import JSONParser
-from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -43,8 +43,9 @@ from ..models import (
     ToolCall,
     Upstream,
     UpstreamBinding,
+    UsageDay,
 )
-from . import filters
+from . import filters, usage
 from .authentication import ApiKeyAuthentication, SessionAuthentication
 from .exceptions import exception_handler
 from .permissions import TenantRolePermission
@@ -79,7 +80,7 @@ class ApiViewMixin(_ViewBase):
     permission_classes: tuple[type[permissions.BasePermission], ...] = (TenantRolePermission,)
     parser_classes = (JSONParser,)
     # JSON for programs (the first, so `Accept: */*` gets it); HTML pages for a browser (`Accept: text/html`).
-    renderer_classes = (JSONRenderer, BrowsableAPIRenderer)
+    renderer_classes: tuple[type[BaseRenderer], ...] = (JSONRenderer, BrowsableAPIRenderer)
     throttle_classes = (ApiKeyRateThrottle, UserRateThrottle)
     pagination_class = ApiPagination
     filter_backends = (DjangoFilterBackend, OrderingFilter)
@@ -374,6 +375,36 @@ class ToolCallViewSet(TenantScopedReadOnlyViewSet):
     serializer_class = audit.ToolCallSerializer
     filterset_class = filters.ToolCallFilter
     ordering_fields = ("id", "started_at", "duration_ms")
+
+
+@extend_schema_view(
+    list=document(
+        summary="Usage of your tenants per agent, server, tool and day (JSON pages, or CSV: ?format=csv)",
+        responses={(200, "application/json"): usage.UsageSerializer(many=True), (200, "text/csv"): str},
+    )
+)
+class UsageViewSet(TenantScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The usage ledger (docs/budgets.md): one row per tenant, agent, server, tool and day, written by the
+    ledger's flusher, never by the API. CSV (``?format=csv`` or ``Accept: text/csv``) holds every matching row."""
+
+    queryset = UsageDay.objects.all()
+    serializer_class = usage.UsageSerializer
+    filterset_class = usage.UsageFilter
+    renderer_classes = (JSONRenderer, BrowsableAPIRenderer, usage.CsvRenderer)
+    ordering_fields = ("day", "calls", "tool_seconds", "cost")
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        return (
+            super()
+            .get_queryset()
+            .select_related("tenant")
+            .order_by("-day", "agent_key", "server_key", "tool_name", "pk")
+        )
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        if usage.wants_csv(request):
+            return usage.csv_response(self.filter_queryset(self.get_queryset()))
+        return super().list(request, *args, **kwargs)
 
 
 class OwnKeysPermission(permissions.BasePermission):

@@ -138,11 +138,17 @@ class ServerEntry:
     created_at: datetime
     # Accepts and advertises OAuth access tokens (``McpServer.oauth_enabled``).
     oauth_enabled: bool = True
+    # The tenant's time zone (``Tenant.time_zone``): whose day a call's usage counts in.
+    time_zone: str = "UTC"
 
     @classmethod
     def of(cls, row: McpServer) -> ServerEntry:
-        """The entry of a server row loaded with its tenant: its fields of the same names, and two derived."""
-        derived: dict[str, Any] = {"tenant_slug": row.tenant.slug, "allowed_origins": tuple(row.allowed_origins or ())}
+        """The entry of a server row loaded with its tenant: its fields of the same names, and three derived."""
+        derived: dict[str, Any] = {
+            "tenant_slug": row.tenant.slug,
+            "allowed_origins": tuple(row.allowed_origins or ()),
+            "time_zone": row.tenant.time_zone,
+        }
         names = [entry_field.name for entry_field in fields(cls) if entry_field.name not in derived]
         return cls(**{name: getattr(row, name) for name in names}, **derived)
 

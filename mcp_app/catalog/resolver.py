@@ -67,6 +67,7 @@ def _python_tool(binding: ServerTool, allowed_python_tools: Any) -> ToolDescript
         target=registered,
         ref=tool.pk,
         rate_limit=(tool.rate_limit, tool.rate_burst),
+        price=tool.price,
     )
 
 
@@ -89,6 +90,7 @@ def _row_tool(binding: ServerTool, target: object | None) -> ToolDescriptor | No
         target=target,
         ref=tool.pk,
         rate_limit=(tool.rate_limit, tool.rate_burst),
+        price=tool.price,
     )
 
 

@@ -60,11 +60,13 @@ REQUIRED_CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMess
 
 @dataclass
 class ToolResult:
-    """An explicit ``CallToolResult``: content blocks, optional structured content, optional error flag."""
+    """An explicit ``CallToolResult``: content blocks, optional structured content, optional error flag, optional
+    ``_meta`` (e.g. ``{"io.mcp-host/cost": 0.02}``: what this call cost beyond the tool's price, docs/budgets.md)."""
 
     content: Sequence[dict[str, Any]] = ()
     structured_content: Any = None
     is_error: bool = False
+    meta: Mapping[str, Any] | None = None
 
 
 @dataclass

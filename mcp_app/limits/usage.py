@@ -34,6 +34,7 @@ class Spent:
     bytes_out: int
     cost: Decimal
     calls: int = 1
+    tenant_slug: str = ""  # for operators' eyes (the metrics' tenant label), not a key
 
 
 _listeners: list[Callable[[Spent], None]] = []

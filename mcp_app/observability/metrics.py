@@ -66,6 +66,24 @@ WORKER_CALL_LEASES = Gauge(
     namespace=NAMESPACE,
     multiprocess_mode="livesum",
 )
+USAGE_CALLS = Counter(
+    "usage_calls",
+    "Tool calls metered for the usage ledger, by tenant (its slug; past USAGE_METRICS_MAX_TENANTS: other).",
+    ["tenant"],
+    namespace=NAMESPACE,
+)
+USAGE_TOOL_SECONDS = Counter(
+    "usage_tool_seconds",
+    "Seconds tools ran, metered where they ran (failed and cancelled calls included), by tenant.",
+    ["tenant"],
+    namespace=NAMESPACE,
+)
+USAGE_COST = Counter(
+    "usage_cost",
+    "Cost of tool calls (the tool's price plus what the result reported), by tenant.",
+    ["tenant"],
+    namespace=NAMESPACE,
+)
 WORKER_QUOTA_REFUSALS = Counter(
     "worker_quota_refusals",
     "Worker calls refused because a concurrency limit was reached, by scope (tenant or agent).",
@@ -127,6 +145,22 @@ def record_request(http_method: str, rpc_method: str, era: str, status: int, sec
 def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
     """One finished ``tools/call`` run; ``outcome`` is one of ``TOOL_OUTCOMES``."""
     TOOL_CALL_SECONDS.labels(tool, outcome).observe(seconds)
+
+
+# The usage counters of each tenant label, looked up once (a call pays one dict lookup, not three ``labels``).
+_usage_counters: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def record_usage(tenant: str, calls: int, tool_seconds: float, cost: float) -> None:
+    """A call's usage (``mcp_app.limits.metering``); ``tenant`` is already bounded by the caller."""
+    counters = _usage_counters.get(tenant)
+    if counters is None:
+        counters = (USAGE_CALLS.labels(tenant), USAGE_TOOL_SECONDS.labels(tenant), USAGE_COST.labels(tenant))
+        _usage_counters[tenant] = counters
+    counters[0].inc(calls)
+    counters[1].inc(tool_seconds)
+    if cost:
+        counters[2].inc(cost)
 
 
 def record_upstream_call(upstream: str, outcome: str, seconds: float) -> None:

@@ -1,6 +1,6 @@
 """What a handler knows about the request it serves (``RequestContext``), what a runner knows about one call
 (``CallContext``), and the ports whose signatures take them (``ToolRunner``, which refuses arguments with
-``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``). ``OpenStream`` is a handler's answer that
+``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``; ``UsageMeter``, told what each call spent). ``OpenStream`` is a handler's answer that
 opens a stream instead of responding. Nothing here touches a database: implementations are injected.
 """
 
@@ -27,6 +27,7 @@ class Principal:
     tenant_pk: int | None = None
     agent_pk: int | None = None
     worker_call_limits: tuple[int, int] = (0, 0)  # concurrent worker calls of (tenant, agent); 0: unlimited
+    time_zone: str = "UTC"  # the tenant's IANA zone: whose day a call's usage counts in (docs/budgets.md)
 
 
 @dataclass(slots=True)
@@ -56,6 +57,44 @@ class CallContext:
     def outbound(self) -> Outbound:
         """The request's back-channel (server-to-client requests); ``NO_CHANNEL`` where there is none."""
         return self.request.outbound
+
+
+class UsageMeter(Protocol):
+    """Told once what each tool call spent, by the runner where the tool ran, when it ended (``failed``: a
+    JSON-RPC error or a cancellation; ``result``: what it returned, if it did). Must not block or raise."""
+
+    def measured(
+        self,
+        tool: ToolDescriptor,
+        arguments: Mapping[str, Any],
+        call: CallContext,
+        result: Mapping[str, Any] | None,
+        *,
+        failed: bool,
+        seconds: float,
+    ) -> None: ...
+
+
+class NoMeter:
+    """The ``UsageMeter`` of requests whose calls are not metered (contexts built without one, e.g. in tests)."""
+
+    def measured(
+        self,
+        tool: ToolDescriptor,
+        arguments: Mapping[str, Any],
+        call: CallContext,
+        result: Mapping[str, Any] | None,
+        *,
+        failed: bool,
+        seconds: float,
+    ) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "NO_METER"
+
+
+NO_METER: UsageMeter = NoMeter()
 
 
 class InvalidToolArguments(Exception):
@@ -190,6 +229,7 @@ class RequestContext:
     tasks: Tasks = NO_TASKS
     handshake_tasks: HandshakeTasks = NO_HANDSHAKE_TASKS  # 2025-11-25 experimental tasks (handshake era only)
     audit: CallAudit = NO_AUDIT
+    meter: UsageMeter = NO_METER  # what each tools/call spent (``mcp_app.limits.metering``)
     tracer: RequestTracer | None = None  # None: tracing is off
 
     def client_declares(self, capability: str) -> bool:

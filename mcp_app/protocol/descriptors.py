@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
 from .handshake_tasks import tool_execution
@@ -53,6 +54,7 @@ class ToolDescriptor:
     ref: int | None = None  # the catalog row it comes from (opaque here; grants select by it)
     # The tool's own rate limit (requests per second, burst; either None: the setting's), for the edge.
     rate_limit: tuple[float | None, int | None] | None = None
+    price: Decimal | None = None  # what one call costs (``Tool.price``; the usage ledger, docs/budgets.md)
 
     def to_wire(self) -> dict[str, Any]:
         schema = dict(self.input_schema)

@@ -3,6 +3,7 @@
 ``request_audit(...)`` builds the ``CallAudit`` port a ``RequestContext`` carries; it only appends to this
 process's buffer (``audit_log``), which a daemon thread writes every ``AUDIT_FLUSH_INTERVAL_SECONDS`` and at exit,
 keeping rows whose server or agent is gone (foreign key cleared), dropping a deleted tenant's. docs/audit.md.
+The same thread flushes the buffers of its companions (``also_flush``: the usage ledger) in each cycle and at exit.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import DatabaseError, close_old_connections, connection
 
@@ -28,6 +29,16 @@ from ..protocol.ports import NO_AUDIT, CallAudit
 from .audit_entries import Caller, PendingCall, arguments_digest, outcome_status, redact, upstream_of
 
 logger = logging.getLogger("mcp_app.audit")
+
+
+class Companion(Protocol):
+    """Another buffer written by the audit flusher's thread, after the audit log, in each cycle and at exit."""
+
+    def flush(self) -> int:
+        """Write what is buffered (must not raise a database error: keep it for the next cycle); rows written."""
+
+    def clear(self) -> None:
+        """Forget everything buffered (tests, with the audit log's ``clear``)."""
 
 
 class AuditLog:
@@ -48,6 +59,20 @@ class AuditLog:
         self.written = 0
         self.last_lag_seconds: float | None = None  # how long the oldest row of the last flush waited
         self.flushed = threading.Condition()
+        self._companions: list[Companion] = []
+
+    def also_flush(self, companion: Companion) -> None:
+        """Flush ``companion`` in this thread's cycles and at exit too (idempotent)."""
+        if companion not in self._companions:
+            self._companions.append(companion)
+
+    def ensure_running(self) -> None:
+        """Start the flusher thread unless it runs (or tests flush by hand): a companion's first record."""
+        if self._thread is None and self.autostart:
+            try:
+                self.start()
+            except RuntimeError:
+                logger.warning("audit flusher could not start; records stay buffered until the next flush")
 
     def append(self, call: PendingCall) -> None:
         """Buffer one record (the request path): constant time, no I/O; never raises."""
@@ -58,11 +83,8 @@ class AuditLog:
                 logger.error("audit buffer full (%s records): dropping new tool-call records", len(self._pending))
             return
         self._pending.append(call)
-        if self._thread is None and self.autostart:
-            try:
-                self.start()
-            except RuntimeError:  # e.g. no new threads at interpreter shutdown: stop() flushes what is here
-                logger.warning("audit flusher could not start; records stay buffered until the next flush")
+        # No new threads at interpreter shutdown, e.g.: then stop() flushes what is here.
+        self.ensure_running()
 
     def start(self) -> None:
         with self._start_lock:
@@ -122,11 +144,17 @@ class AuditLog:
         return True
 
     def flush(self) -> int:
-        """Write everything buffered; returns how many rows were written. Safe to call from any thread."""
+        """Write everything buffered, then the companions' buffers; returns how many audit rows were written. Safe
+        to call from any thread."""
         with self._lock:
             written = self._flush_locked()
         with self.flushed:
             self.flushed.notify_all()
+        for companion in tuple(self._companions):
+            try:
+                companion.flush()
+            except Exception:  # one buffer's failure never stops the others
+                log_failure(logger, "a buffer flushed with the audit log failed")
         return written
 
     def _flush_locked(self) -> int:
@@ -229,6 +257,8 @@ class AuditLog:
             self._failing = self._overflowing = False
             self.dropped = self.written = 0
             self.last_lag_seconds = None
+        for companion in tuple(self._companions):
+            companion.clear()
 
 
 audit_log = AuditLog()

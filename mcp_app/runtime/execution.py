@@ -2,7 +2,8 @@
 
 The executor of the target's kind (``runtime.executors``) runs the call; the runner adds what every tool result
 gets: the text of structured content, the check against the published ``outputSchema``, the duration and outcome
-metric, and an ``execute_tool`` span when tracing is on. A task-capable call of a declaring client becomes a task
+metric, what the call spent (told to the request's ``UsageMeter`` once, by the run that executes the tool), and
+an ``execute_tool`` span when tracing is on. A task-capable call of a declaring client becomes a task
 (``runtime.tasks``).
 """
 
@@ -40,10 +41,14 @@ class InlineRunner:
     async def _measured_call(
         self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext
     ) -> dict[str, Any]:
+        # A call that becomes a task runs the tool in a second run of this runner (``call_maybe_as_task``): that
+        # run, which executes the tool, is the one metered.
+        as_task = runs_as_task(tool, call)
         started = time.perf_counter()
         outcome = "exception"
+        result: dict[str, Any] | None = None
         try:
-            result = await self._call_tool(tool, arguments, call)
+            result = await self._call_tool(tool, arguments, call, as_task)
             outcome = "tool_error" if result.get("isError") else "ok"
             return result
         except InvalidToolArguments:
@@ -56,10 +61,17 @@ class InlineRunner:
             outcome = "cancelled"
             raise
         finally:
-            metrics.record_tool_call(tool.name, outcome, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            metrics.record_tool_call(tool.name, outcome, seconds)
+            if not as_task and outcome != "invalid_arguments":  # refused arguments never ran the tool
+                call.request.meter.measured(
+                    tool, arguments, call, result, failed=outcome not in ("ok", "tool_error"), seconds=seconds
+                )
 
-    async def _call_tool(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
-        if runs_as_task(tool, call):
+    async def _call_tool(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, as_task: bool
+    ) -> dict[str, Any]:
+        if as_task:
             from .tasks import call_maybe_as_task
 
             return await call_maybe_as_task(self, tool, arguments, call)

@@ -197,6 +197,8 @@ def python_result(registered: RegisteredTool, value: Any) -> dict[str, Any]:
             result["structuredContent"] = value.structured_content
         if value.is_error:
             result["isError"] = True
+        if value.meta:
+            result["_meta"] = dict(value.meta)
         return result
     if registered.output_adapter is not None:
         if _holds_non_finite(value):

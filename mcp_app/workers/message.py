@@ -39,6 +39,7 @@ class Served:
     tenant_slug: str
     catalog_version: int
     created_at: str
+    time_zone: str = "UTC"  # the tenant's: whose day the call's usage counts in (absent from older messages)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ class CallSpec:
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> CallSpec:
         fields: dict[str, Any] = {key: body.get(key) for key in cls.__dataclass_fields__}
-        fields["server"] = Served(**{key: body["server"][key] for key in Served.__dataclass_fields__})
+        server = body["server"]
+        fields["server"] = Served(**{key: server[key] for key in Served.__dataclass_fields__ if key in server})
         return cls(**fields)
 
 

@@ -56,6 +56,7 @@ def served(server: ServerDescription, principal: Principal | None) -> tuple[Serv
         tenant_slug=principal.tenant,
         catalog_version=catalog_version,
         created_at=created_at,
+        time_zone=principal.time_zone,
         **described,
     )
     return served, principal.agent_id

@@ -21,7 +21,16 @@ from mcp_app.models import ApiKey
 
 from .conftest import ENDPOINTS
 
-RESOURCES = (*ENDPOINTS, "upstreams", "api-keys", "oauth-consents", "oauth-agents", "budgets", "budget-alerts")
+RESOURCES = (
+    *ENDPOINTS,
+    "usage",
+    "upstreams",
+    "api-keys",
+    "oauth-consents",
+    "oauth-agents",
+    "budgets",
+    "budget-alerts",
+)
 # What Chromium sends for a page it navigates to.
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
 

@@ -51,6 +51,7 @@ EXPECTED_PATHS = {
     "/api/v1/sessions/{id}/terminate/",
     "/api/v1/tool-calls/",
     "/api/v1/tool-calls/{id}/",
+    "/api/v1/usage/",
     "/api/v1/api-keys/",
     "/api/v1/api-keys/{id}/",
     "/api/v1/api-keys/{id}/revoke/",

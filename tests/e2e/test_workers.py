@@ -21,11 +21,11 @@ import httpx
 import orjson
 import pytest
 
-from mcp_app.models import ToolTask
+from mcp_app.models import ToolTask, UsageDay
 from tests.conftest import Access
 from tests.e2e.conftest import Daphne, running_daphne
 from tests.e2e.workers import WAIT, job, lines, modern_tool_call, orm, quiesce, wait_for_line
-from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import endpoint, initialize, modern_body, routing_headers, wait_until
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
@@ -197,6 +197,38 @@ async def test_a_worker_writes_no_log_line_of_its_own_per_call(
     log = celery_worker.log()
     assert " ready." in log  # the worker does log at INFO
     assert record.celery_id not in log
+
+
+async def test_the_worker_meters_its_calls_and_writes_them_to_the_usage_ledger(
+    celery_access: Access, daphne: Daphne
+) -> None:
+    """The ledger's rows of worker calls come from the worker process (its audit flusher's thread): daphne never
+    runs ``worker_heap`` here, so a row could come from nowhere else."""
+    body, extra = modern_tool_call("worker_heap", {})
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        for _ in range(3):
+            reply = await http.post(
+                endpoint(daphne.url, celery_access), headers={**headers(celery_access), **extra}, json=body
+            )
+            assert reply.json()["result"]["structuredContent"]["pid"] != daphne.process.pid
+
+    def calls() -> int:
+        row = UsageDay.objects.filter(tenant=celery_access.tenant, tool_name="worker_heap").first()
+        return row.calls if row is not None else 0
+
+    async def all_written() -> bool:
+        return await orm(calls) >= 3
+
+    # Bounded polling of rows another process writes (within its flush interval): nothing here to wait on.
+    await wait_until(all_written, timeout=WAIT, what="the worker's usage in the ledger")
+    row = await orm(UsageDay.objects.get, tenant=celery_access.tenant, tool_name="worker_heap")
+    assert (row.calls, row.errors, row.agent_key, row.server_key) == (
+        3,
+        0,
+        celery_access.agent.agent_id,
+        celery_access.server.server_id,
+    )
+    assert row.tool_seconds > 0
 
 
 async def test_an_elicitation_from_the_worker_reaches_the_legacy_client_and_its_answer_the_tool(

@@ -183,6 +183,19 @@ def test_the_worker_message_is_read_back_as_written_and_in_its_older_shape() -> 
     )
 
 
+def test_the_tenants_time_zone_travels_with_the_call_and_older_messages_count_in_utc() -> None:
+    """The worker meters the call on the tenant's day without a query: the zone is in the message; a message
+    queued before it was (no ``time_zone``) still runs, counting in UTC."""
+    served = Served(1, "s", "S", "", "1", "", 2, "t", 3, "2026-12-01T00:00:00+00:00", time_zone="Asia/Tokyo")
+    spec = CallSpec("t1", "echo", {}, "2026-07-28", {}, 1.0, 4, "a", served)
+    wire = orjson.loads(orjson.dumps(WorkerMessage(era="modern").with_call(spec).to_wire()))
+    read = WorkerMessage.from_wire(wire).call
+    assert read is not None and read.server.time_zone == "Asia/Tokyo"
+    del wire["call"]["server"]["time_zone"]
+    older = WorkerMessage.from_wire(wire).call
+    assert older is not None and older.server.time_zone == "UTC"
+
+
 @pytest.mark.django_db(transaction=True)  # the in-process driver's database steps run in another thread
 def test_the_worker_gives_the_quota_slot_back_before_it_announces_done(access_factory: Any, loop: Any) -> None:
     """The slot is free when ``done`` arrives, and ``done`` says so: the awaiting process only stops holding it."""

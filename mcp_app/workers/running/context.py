@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ...caching.identity import ServerEntry
+from ...limits import metering
 from ...models import ToolTask
 from ...protocol.context import Principal, RequestContext, ToolRunner
 from ...protocol.descriptors import ServerDescription
@@ -64,9 +65,11 @@ def call_context(spec: CallSpec, info: WorkerMessage) -> RequestContext:
             agent_id=str(spec.agent_id),
             tenant_pk=key.tenant_id,
             agent_pk=int(spec.agent_pk),
+            time_zone=str(server.time_zone),
         ),
         client_capabilities=dict(spec.client_capabilities or {}),
         log_level=info.log_level,
+        meter=metering.METER,  # the call is metered here, where its tool runs
     )
 
 
@@ -80,6 +83,7 @@ def loaded_spec(record: ToolTask) -> CallSpec:
             agent_id=record.agent.agent_id,
             tenant_pk=server.tenant_id,
             agent_pk=record.agent_id,
+            time_zone=server.tenant.time_zone,
         ),
     )
     assert described is not None  # every part of it is known here

@@ -18,6 +18,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 
+from mcp_app.models import UsageDay
+from mcp_app.runtime.audit import audit_log
 from tests.conftest import Access
 from tests.e2e.federation.conftest import failure
 from tests.federation.upstream_server import UpstreamProcess
@@ -42,6 +44,23 @@ async def test_a_down_upstream_answers_an_error_result_at_once(
 
     assert failure(result) == "UPSTREAM_UNAVAILABLE"
     assert time.monotonic() - started < 5
+
+
+async def test_upstream_calls_are_metered_like_the_rest_failures_included(
+    federated: tuple[Access, Any], private_upstream: UpstreamProcess
+) -> None:
+    access, _upstream = federated
+    assert result_of(await call(access, echo()))["content"][0]["text"] == "hi"
+    private_upstream.stop()
+    assert failure(result_of(await call(access, echo(), timeout=10))) == "UPSTREAM_UNAVAILABLE"
+
+    def ledger_row() -> UsageDay:
+        audit_log.flush()  # writes the usage ledger too
+        return UsageDay.objects.get(tenant=access.tenant, tool_name="up_echo")
+
+    row = await sync_to_async(ledger_row)()
+    assert (row.calls, row.errors, row.server_key) == (2, 1, access.server.server_id)
+    assert row.tool_seconds > 0 and row.bytes_out > 0
 
 
 async def test_a_silent_upstream_answers_an_error_result_within_the_timeout(
