@@ -254,6 +254,7 @@ if REDIS_URL:
             "OPTIONS": {"url": REDIS_URL, "prefix": "mcp:cap:streams"},
         },
         "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}},
+        "BUDGETS": {"BACKEND": "mcp_app.limits.budgets.RedisBudgets", "OPTIONS": {"url": REDIS_URL}},
         "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.RedisBreakers", "OPTIONS": {"url": REDIS_URL}},
     }
 elif os.environ.get("MCP_INVALIDATION") == "database":
