@@ -317,3 +317,22 @@ async def test_a_warm_call_with_budgets_on_runs_no_query_and_no_hop(
     assert warm.status == 200, warm.body
     assert (cost.queries, cost.hops) == ([], [])
     assert_budget_exceeded(await call(access, body, headers=headers), 1, metric="calls")
+
+
+@pytest.mark.usefixtures("worker_calls_drained")
+async def test_a_worker_call_over_the_budget_is_refused_the_same_way_and_never_runs(
+    make_access: Callable[..., Awaitable[Any]], orm: Any, settings: Any, fresh_gate: Any
+) -> None:
+    from mcp_app.models import ServerTool
+
+    settings.MCP_APP = {**settings.MCP_APP, "WORKER_DISPATCH": "in_process"}
+    access = await make_access(tools=("record",))
+    await orm(ServerTool.objects.filter(server=access.server).update, execution="worker")
+    await budget(orm, access, agent=access.agent, calls_per_day=1)
+    fresh_gate.executions.clear()
+    record = rpc("tools/call", {"name": "record", "arguments": {"kind": "alpha"}})
+    served = await call(access, record, headers={"mcp-protocol-version": "2025-11-25"})
+    assert served.status == 200 and served.json()["result"]["content"] == [{"type": "text", "text": "alpha x1"}]
+    refused = await call(access, {**record, "id": 2}, headers={"mcp-protocol-version": "2025-11-25"})
+    assert_budget_exceeded(refused, 2, scope="agent", metric="calls", budget=1, used=1)
+    assert fresh_gate.executions == [("record", {"kind": "alpha", "count": 1})]
