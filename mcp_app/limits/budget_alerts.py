@@ -20,6 +20,7 @@ import hmac
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +73,14 @@ class Alerts:
         self._cond = threading.Condition()
         self._busy = False
         self._thread: threading.Thread | None = None
+
+    def after_fork(self) -> None:
+        """A forked child has no alert thread: it starts its own with its first crossing; the parent's queue
+        stays the parent's."""
+        self._due = []
+        self._cond = threading.Condition()
+        self._busy = False
+        self._thread = None
 
     def announce(self, crossing: Crossing) -> None:
         """Queue ``crossing`` (constant time, no I/O, never raises)."""
@@ -190,6 +199,8 @@ async def _post(url: str, secret: str, body: bytes) -> str | None:
 
 
 alerts = Alerts()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=alerts.after_fork)
 
 
 def announce(crossing: Crossing) -> None:

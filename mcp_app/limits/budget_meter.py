@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import os
 import threading
 from collections import defaultdict
 from datetime import date
@@ -57,6 +58,15 @@ class Meter:
                 self._thread = threading.Thread(target=self._run, name="mcp-budget-meter", daemon=True)
                 self._thread.start()
                 atexit.register(self.stop)
+
+    def after_fork(self) -> None:
+        """A forked child (Celery's prefork pool, where worker calls end) has no flusher thread: it starts its own
+        on its first call's spending. What the parent had buffered is the parent's to add."""
+        self._pending = defaultdict(lambda: [0.0, 0.0])
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -104,3 +114,5 @@ class Meter:
 
 meter = Meter()
 usage.on_spent(meter.record)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=meter.after_fork)

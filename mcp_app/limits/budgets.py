@@ -35,7 +35,6 @@ from . import budget_alerts, rates
 from .rates import Bucket
 
 GATE, CHARGE, ADD = 0, 1, 2  # refuse at the limit / count and refuse past it / count only
-NO_LIMIT = -1.0
 KEY_PREFIX = "mcp:budget"
 
 
