@@ -301,7 +301,8 @@ def _crossed(thresholds: Sequence[Threshold], used: Sequence[float], after: Sequ
 # the number of counters and per counter mode / limit (-1: none) / amount / expiry (unix s), the number of
 # thresholds and per threshold counter index / value, then ``nr``. Returns {rate bucket refused, its wait,
 # counter refused, its value, then per crossed threshold: index, the counter's new value}; nothing is written
-# unless every bucket and counter admits.
+# unless every bucket and counter admits. A spent budget is reported before a rate (as ``LocalBudgets`` does):
+# its wait is the longer.
 TAKE_SCRIPT = (
     "local nr = tonumber(ARGV[#ARGV])\n"
     + rates.RATE_CHECK
@@ -318,8 +319,8 @@ for j = 1, nb do
     blocked, blocked_used = j, value
   end
 end
-if refused > 0 then return {refused, math.ceil(wait), 0, '0'} end
 if blocked > 0 then return {0, 0, blocked, tostring(blocked_used)} end
+if refused > 0 then return {refused, math.ceil(wait), 0, '0'} end
 """
     + rates.RATE_COMMIT
     + """

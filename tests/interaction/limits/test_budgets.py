@@ -172,10 +172,12 @@ async def test_a_budget_added_while_the_token_is_cached_applies_at_once_and_a_ne
     make_access: Callable[..., Awaitable[Any]], orm: Any, fresh_counters: Clock
 ) -> None:
     access = await make_access(tools=("echo",))
+    access.tenant.time_zone = ZONE
+    await orm(access.tenant.save)
     await caches_ready()
     body, headers = tool_call("legacy")
     assert (await call(access, body, headers=headers)).status == 200  # the token's snapshot is cached now
-    await budget(orm, access, calls_per_day=1)
+    await budget(orm, access, calls_per_day=1)  # only the budget's own save can drop the snapshot
     assert (await call(access, body, headers=headers)).status == 200
     assert_budget_exceeded(await call(access, body, headers=headers), 1, used=1)
     fresh_counters.now = DAY_RESET  # Tokyo's midnight
@@ -336,3 +338,37 @@ async def test_a_worker_call_over_the_budget_is_refused_the_same_way_and_never_r
     refused = await call(access, {**record, "id": 2}, headers={"mcp-protocol-version": "2025-11-25"})
     assert_budget_exceeded(refused, 2, scope="agent", metric="calls", budget=1, used=1)
     assert fresh_gate.executions == [("record", {"kind": "alpha", "count": 1})]
+
+
+async def test_a_change_of_the_tenants_time_zone_moves_its_day_at_once(
+    make_access: Callable[..., Awaitable[Any]], orm: Any
+) -> None:
+    """10:00 UTC is still today in Tokyo but already tomorrow on Kiritimati (UTC+14): the cached snapshot is
+    dropped with the tenant's save, and the calls count in the new day."""
+    access = await make_access(tools=("echo",))
+    await budget(orm, access, calls_per_day=1)
+    await caches_ready()
+    body, headers = tool_call("modern")
+    assert (await call(access, body, headers=headers)).status == 200
+    assert_budget_exceeded(await call(access, body, headers=headers), 1, used=1)
+    access.tenant.time_zone = "Pacific/Kiritimati"
+    await orm(access.tenant.save)
+    assert (await call(access, body, headers=headers)).status == 200
+    refused = await call(access, body, headers=headers)
+    assert_budget_exceeded(refused, 1, used=1, resetsAt=(TODAY + timedelta(days=1)).isoformat()[:19] + "Z")
+    assert refused.headers["retry-after"] == str(24 * 3600)
+
+
+async def test_a_batch_that_does_not_fit_the_budget_is_refused_whole_and_counts_nothing(
+    make_access: Callable[..., Awaitable[Any]], orm: Any
+) -> None:
+    access = await make_access(tools=("echo",))
+    await budget(orm, access, calls_per_day=2)
+    batch = [tool_call("legacy", request_id=n)[0] for n in range(3)]
+    refused = await call(access, batch, headers={"mcp-protocol-version": "2025-03-26"})
+    assert refused.status == 429, refused.body
+    assert refused.json()["error"]["data"] == {**refused.json()["error"]["data"], "budget": 2, "used": 0}
+    body, headers = tool_call("legacy")
+    for _ in range(2):
+        assert (await call(access, body, headers=headers)).status == 200
+    assert_budget_exceeded(await call(access, body, headers=headers), 1, used=2)
