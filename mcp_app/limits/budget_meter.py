@@ -37,6 +37,7 @@ class Meter:
         self._pending: defaultdict[Key, list[float]] = defaultdict(lambda: [0.0, 0.0])
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
+        self._start_lock = threading.Lock()  # never held across I/O: a call's end may wait on it once
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -52,7 +53,7 @@ class Meter:
             self._start()
 
     def _start(self) -> None:
-        with self._flushing:
+        with self._start_lock:
             if self._thread is None:
                 self._stop.clear()
                 self._thread = threading.Thread(target=self._run, name="mcp-budget-meter", daemon=True)
@@ -65,6 +66,7 @@ class Meter:
         self._pending = defaultdict(lambda: [0.0, 0.0])
         self._lock = threading.Lock()
         self._flushing = threading.Lock()
+        self._start_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = None
 
@@ -84,7 +86,8 @@ class Meter:
                 logger.exception("tool-seconds and cost could not reach the budget counters")
 
     def flush(self) -> int:
-        """Add what is buffered to the counters now; returns how many tenant-agent-days it added."""
+        """Add what is buffered to the counters now; returns how many tenant-agent-days it took (0: nothing was
+        buffered, no query made)."""
         with self._flushing:
             with self._lock:
                 pending, self._pending = self._pending, defaultdict(lambda: [0.0, 0.0])
@@ -95,7 +98,7 @@ class Meter:
                 limits = {pair: Budget.objects.limits_for(*pair) for pair in {key[:2] for key in pending}}
             except DatabaseError:
                 logger.exception("budgets could not be read: %s tenant-agent-days of spending dropped", len(pending))
-                return 0
+                return len(pending)
             for (tenant_pk, agent_pk, day), (seconds, cost) in pending.items():
                 zone = zones.get(tenant_pk)
                 if zone is None:

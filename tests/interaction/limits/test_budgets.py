@@ -23,7 +23,7 @@ import pytest
 
 from mcp_app.limits import budget_alerts, budget_meter, budgets, usage
 from mcp_app.protocol.errors import BUDGET_EXCEEDED
-from tests.helpers import call, open_session, rpc
+from tests.helpers import call, open_session, rpc, wait_until
 from tests.helpers import tool_call as era_tool_call
 from tests.request_path import caches_ready, counting
 
@@ -372,3 +372,19 @@ async def test_a_batch_that_does_not_fit_the_budget_is_refused_whole_and_counts_
     for _ in range(2):
         assert (await call(access, body, headers=headers)).status == 200
     assert_budget_exceeded(await call(access, body, headers=headers), 1, used=2)
+
+
+async def test_the_meters_own_thread_brings_spending_to_the_counters_within_its_interval(
+    make_access: Callable[..., Awaitable[Any]], orm: Any, settings: Any
+) -> None:
+    """No flush by hand: the overshoot bound of docs/budgets.md rests on the flusher's interval."""
+    settings.MCP_APP = {**settings.MCP_APP, "BUDGET_FLUSH_INTERVAL_SECONDS": 0.1}
+    access = await make_access(tools=("echo",))
+    await budget(orm, access, tool_seconds_per_day=1.0)
+    body, headers = tool_call("legacy")
+    usage.spent(spent(access, seconds=1.0))
+
+    async def refused() -> bool:
+        return (await call(access, body, headers=headers)).status == 429
+
+    await wait_until(refused, timeout=5.0, what="the spent tool-seconds to refuse calls")
