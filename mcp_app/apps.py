@@ -18,6 +18,7 @@ class McpAppConfig(AppConfig):
         from .catalog import signals  # noqa: F401  (connects receivers)
         from .conf import mcp_settings
         from .definitions.registry import registry
+        from .limits import budget_meter  # noqa: F401  (listens to usage.spent: tool-seconds and cost budgets)
         from .oauth import redirects
         from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
 

@@ -110,6 +110,10 @@ class RedisBacked:
         self._url = url
         self._prefix = prefix
 
+    def same_server(self, other: RedisBacked) -> bool:
+        """Whether ``other`` lives in the same Redis (one script may then touch the keys of both)."""
+        return self._url == other._url
+
     def _client(self, socket_timeout: float | None = None) -> Any:
         """The running event loop's client (``redis_pool.redis_client``)."""
         from .redis_pool import SOCKET_TIMEOUT_SECONDS, redis_client

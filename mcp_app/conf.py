@@ -48,6 +48,7 @@ DEFAULT_BACKENDS: dict[str, dict[str, Any]] = {
     "WORKER_QUOTAS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
     "STREAM_CAPS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
     "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
+    "BUDGETS": {"BACKEND": "mcp_app.limits.budgets.LocalBudgets", "OPTIONS": {}},
     "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.LocalBreakers", "OPTIONS": {}},
 }
 
@@ -209,6 +210,16 @@ class AppSettings:
     OAUTH_CIMD_ALLOWED_NETWORKS: Networks = ()
     """OAuth (mcp_app.oauth) only: more networks a client ID metadata document may be fetched from, in addition to
     OUTBOUND_ALLOWED_NETWORKS (same syntax)."""
+    BUDGET_ALERT_ALLOWED_NETWORKS: Networks = ()
+    """Budget alert webhooks (docs/budgets.md) only: more entries, in addition to OUTBOUND_ALLOWED_NETWORKS."""
+    BUDGET_ALERT_ATTEMPTS: Count = 5
+    """Deliveries of one budget alert tried (1 s, 2 s, 4 s… apart, off the request path) before it is given up; the
+    outcome is stored on the ``BudgetAlert`` row."""
+    BUDGET_ALERT_TIMEOUT_SECONDS: Positive = 5.0
+    """Time one delivery of a budget alert may take (connect, send, read the answer)."""
+    BUDGET_FLUSH_INTERVAL_SECONDS: FlushInterval = 1.0
+    """Tool-seconds and cost that ended calls spent reach the shared budget counters this often (in (0, 1]): it
+    bounds how far past a tool-seconds or cost budget calls may go, with the calls in flight (docs/budgets.md)."""
     OAUTH_REGISTRATIONS_PER_HOUR: RegistrationRate = 600
     """Dynamic client registrations (RFC 7591) per source address: a rate per hour and a burst (the buckets of
     RATE_LIMITS; docs/oauth.md); over it, 429 with Retry-After. A rate of 0: no registration at all."""

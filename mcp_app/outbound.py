@@ -2,7 +2,8 @@
 (docs/http-tools.md, "SSRF rules" and "Allow-list").
 
 - ``allowed_networks(kind)``: ``OUTBOUND_ALLOWED_NETWORKS`` plus the older setting of ``kind``: ``"http_tool"``
-  (webhooks), ``"upstream"`` (upstream MCP servers) or ``"cimd"`` (OAuth client ID metadata documents).
+  (webhooks), ``"upstream"`` (upstream MCP servers), ``"cimd"`` (OAuth client ID metadata documents) or ``"budget_alert"``
+  (budget alert webhooks).
 - ``GuardedBackend`` and ``GuardedTransport``: an httpcore (or httpcore2) pool, and the httpx (or httpx2) transport
   over it, that connects only to the addresses ``netguard.resolve_checked`` accepted, never to the name again (TLS
   still verifies the URL's host); a refused host raises ``netguard.ForbiddenAddress`` before any socket opens.
@@ -31,11 +32,15 @@ from .netguard import AllowEntry, ForbiddenAddress, Resolver, parse_allow_list, 
 if TYPE_CHECKING:
     import httpx2
 
-OutboundKind = Literal["http_tool", "upstream", "cimd"]
-KINDS: tuple[OutboundKind, ...] = ("http_tool", "upstream", "cimd")
+OutboundKind = Literal["http_tool", "upstream", "cimd", "budget_alert"]
+KINDS: tuple[OutboundKind, ...] = ("http_tool", "upstream", "cimd", "budget_alert")
 
-# The older setting of each kind, still honoured in addition to OUTBOUND_ALLOWED_NETWORKS.
-_KIND_SETTINGS = {"http_tool": "HTTP_TOOL_ALLOWED_NETWORKS", "cimd": "OAUTH_CIMD_ALLOWED_NETWORKS"}
+# The own setting of each kind, honoured in addition to OUTBOUND_ALLOWED_NETWORKS.
+_KIND_SETTINGS = {
+    "http_tool": "HTTP_TOOL_ALLOWED_NETWORKS",
+    "cimd": "OAUTH_CIMD_ALLOWED_NETWORKS",
+    "budget_alert": "BUDGET_ALERT_ALLOWED_NETWORKS",
+}
 
 resolver: Resolver = system_resolver
 
@@ -218,9 +223,10 @@ def _body_class(client: ModuleType) -> type:
     return Body
 
 
-def webhook_transport() -> httpx.AsyncBaseTransport:
-    """A fresh guarded transport for one webhook call, against the ``"http_tool"`` allow-list."""
-    return cast(httpx.AsyncBaseTransport, GuardedTransport(allowed_networks("http_tool")))
+def webhook_transport(kind: OutboundKind = "http_tool") -> httpx.AsyncBaseTransport:
+    """A fresh guarded transport for one webhook call (an http tool's; ``"budget_alert"``: a budget alert's),
+    against the allow-list of ``kind``."""
+    return cast(httpx.AsyncBaseTransport, GuardedTransport(allowed_networks(kind)))
 
 
 # The SDK's defaults (mcp.shared._httpx_utils): a server may hold a response stream (SSE) open for long without

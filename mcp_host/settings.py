@@ -254,6 +254,7 @@ if REDIS_URL:
             "OPTIONS": {"url": REDIS_URL, "prefix": "mcp:cap:streams"},
         },
         "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.RedisRates", "OPTIONS": {"url": REDIS_URL}},
+        "BUDGETS": {"BACKEND": "mcp_app.limits.budgets.RedisBudgets", "OPTIONS": {"url": REDIS_URL}},
         "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.RedisBreakers", "OPTIONS": {"url": REDIS_URL}},
     }
 elif os.environ.get("MCP_INVALIDATION") == "database":
@@ -279,6 +280,8 @@ if _env_list("MCP_OUTBOUND_ALLOWED_NETWORKS"):
     MCP_APP["OUTBOUND_ALLOWED_NETWORKS"] = _env_list("MCP_OUTBOUND_ALLOWED_NETWORKS")
 if _env_list("MCP_HTTP_TOOL_ALLOWED_NETWORKS"):
     MCP_APP["HTTP_TOOL_ALLOWED_NETWORKS"] = _env_list("MCP_HTTP_TOOL_ALLOWED_NETWORKS")
+if _env_list("MCP_BUDGET_ALERT_ALLOWED_NETWORKS"):
+    MCP_APP["BUDGET_ALERT_ALLOWED_NETWORKS"] = _env_list("MCP_BUDGET_ALERT_ALLOWED_NETWORKS")
 if os.environ.get("MCP_METRICS_TOKEN"):
     MCP_APP["METRICS_TOKEN"] = os.environ["MCP_METRICS_TOKEN"]
 

@@ -4,8 +4,8 @@ Django's ``CaptureQueriesContext`` sees only the current thread's connection, wh
 in worker threads; so queries are counted where every connection executes them
 (``CursorWrapper._execute_with_wrappers``), and hops where every ``sync_to_async`` and
 ``database_sync_to_async`` call goes through (``SyncToAsync.__call__``). The threads that write off the request
-path on their own schedule (``BACKGROUND_WRITERS``: token and session stamps, the audit) are not counted: a flush
-of theirs may land while a call is measured, and is not that call's cost.
+path on their own schedule (``BACKGROUND_WRITERS``: token and session stamps, the audit, budget counters and
+alerts) are not counted: a flush of theirs may land while a call is measured, and is not that call's cost.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from django.db.backends.utils import CursorWrapper
 
-BACKGROUND_WRITERS = frozenset({"mcp-write-behind", "mcp-audit-flusher"})
+BACKGROUND_WRITERS = frozenset({"mcp-write-behind", "mcp-audit-flusher", "mcp-budget-meter", "mcp-budget-alerts"})
 
 
 @dataclass

@@ -41,6 +41,7 @@ def test_one_setting_names_every_backend_and_a_name_left_out_keeps_its_default()
                 "WORKER_QUOTAS",
                 "STREAM_CAPS",
                 "RATE_LIMITS",
+                "BUDGETS",
                 "BREAKERS",
             }
         )

@@ -35,9 +35,11 @@ def test_every_kind_refuses_loopback_by_default_and_admits_it_when_the_outbound_
 
 def test_the_older_settings_add_to_their_own_kind_only() -> None:
     with override_settings(MCP_APP={"HTTP_TOOL_ALLOWED_NETWORKS": ["127.0.0.1"]}):
-        assert [admits_loopback(kind) for kind in outbound.KINDS] == [True, False, False]
+        assert [admits_loopback(kind) for kind in outbound.KINDS] == [True, False, False, False]
     with override_settings(MCP_APP={"OAUTH_CIMD_ALLOWED_NETWORKS": ["127.0.0.0/8"]}):
-        assert [admits_loopback(kind) for kind in outbound.KINDS] == [False, False, True]
+        assert [admits_loopback(kind) for kind in outbound.KINDS] == [False, False, True, False]
+    with override_settings(MCP_APP={"BUDGET_ALERT_ALLOWED_NETWORKS": ["127.0.0.1"]}):
+        assert [admits_loopback(kind) for kind in outbound.KINDS] == [False, False, False, True]
     with override_settings(
         MCP_APP={"OUTBOUND_ALLOWED_NETWORKS": ["10.0.0.0/8"], "HTTP_TOOL_ALLOWED_NETWORKS": ["127.0.0.1"]}
     ):

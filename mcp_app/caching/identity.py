@@ -26,6 +26,7 @@ from ..protocol.descriptors import ServerDescription
 if TYPE_CHECKING:
     from ..models.agents import CatalogGrant
     from ..models.servers import McpServer
+    from ..models.usage import BudgetLimit
 
 T = TypeVar("T")
 
@@ -112,6 +113,11 @@ class TokenEntry:
     # The tenant's and the agent's own (rate_limit, rate_burst) (``mcp_app.limits.rates``; None: the settings).
     tenant_rate: tuple[float | None, int | None] = (None, None)
     agent_rate: tuple[float | None, int | None] = (None, None)
+    # Every limit of every budget that applies to the token (its tenant's and its agent's, of operators and of
+    # the tenant's admins: ``Budget.objects.limits_for``), and the tenant's time zone, whose days and months they
+    # count (``mcp_app.limits.budgets``). A change of a budget or of the tenant publishes ``tenant:<pk>``.
+    budgets: tuple[BudgetLimit, ...] = ()
+    time_zone: str = "UTC"
     # The last-used stamp as this process knows it (stored value, then what it queued for writing).
     last_used_at: datetime | None = field(default=None, compare=False)
     # An OAuth access token's mirror (``mcp_app.models.oauth``): needs no ``agentId``, valid at its one server.
@@ -216,7 +222,7 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
     """The usable token with this digest (agent active), or ``None``."""
 
     def from_database(generation: int) -> TokenEntry | None:
-        from ..models import AgentToken
+        from ..models import AgentToken, Budget
 
         row = (
             AgentToken.objects.usable()
@@ -241,6 +247,8 @@ def token(digest: str, *, load: bool) -> TokenEntry | None:
             agent_max_worker_calls=row.agent.max_worker_calls,
             tenant_rate=(row.agent.tenant.rate_limit, row.agent.tenant.rate_burst),
             agent_rate=(row.agent.rate_limit, row.agent.rate_burst),
+            budgets=Budget.objects.limits_for(row.agent.tenant_id, row.agent_id),
+            time_zone=row.agent.tenant.time_zone,
             last_used_at=row.last_used_at,
             audience_bound=row.oauth_consent_id is not None,
         )

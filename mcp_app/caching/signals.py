@@ -1,4 +1,4 @@
-"""Every saved or deleted tenant, agent, token, server, session or upstream, and every change of a token's server
+"""Every saved or deleted tenant, agent, token, server, session, upstream or budget, and every change of a token's server
 scope or grant, publishes the invalidation keys of the cached snapshots it affects (``mcp_app.invalidation``).
 
 Queryset ``update()`` and ``delete()`` send no signals: the manager verbs that use them publish themselves
@@ -13,7 +13,7 @@ from django.db.models import Model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from ..invalidation import publish
-from ..models import Agent, AgentToken, McpServer, McpSession, Tenant, Upstream
+from ..models import Agent, AgentToken, Budget, McpServer, McpSession, Tenant, Upstream
 
 #: The invalidation key a saved or deleted row publishes, and whether a new row publishes it too (tenants and
 #: agents do; nothing can have cached a token, server, session or upstream that did not exist). An upstream's
@@ -37,6 +37,15 @@ def _row_changed(sender: Any, instance: Model, created: bool = False, **kwargs: 
 for _model in ROW_KEYS:
     for _signal in (post_save, post_delete):
         _signal.connect(_row_changed, sender=_model, dispatch_uid=f"mcp-row-{_model._meta.model_name}")
+
+
+def _budget_changed(sender: Any, instance: Budget, **kwargs: Any) -> None:
+    """A budget is part of the snapshot of every token it applies to: its tenant's (or only its agent's)."""
+    publish(f"tenant:{instance.tenant_id}" if instance.agent_id is None else f"agent:{instance.agent_id}")
+
+
+for _signal in (post_save, post_delete):
+    _signal.connect(_budget_changed, sender=Budget, dispatch_uid="mcp-row-budget")
 
 
 def _token_links_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: Any, **kwargs: Any) -> None:

@@ -2,10 +2,11 @@
 
 What is checked follows from the caller (docs/limits.md): not authenticated (``Caller.token`` is ``None``), whether
 its address or token prefix is blocked, and with ``failed=True`` its failure counted (``bruteforce``);
-authenticated, ``requests`` drawn from its buckets (``rates``), a stream slot appended to ``stream`` for its owner
+authenticated, ``requests`` drawn from its buckets (``rates``) and, for the ``tools`` it calls, charged to its
+budgets (``budgets``: the calls counted, refused once a tool-seconds or cost budget is spent), a stream slot appended to ``stream`` for its owner
 to release (an idle stream keeps it), room under the session caps with ``session=True`` (``caps``). A refusal
 carries its error, the HTTP status (429; 503 when short of file descriptors) and ``Retry-After`` (5 for a cap:
-when a slot frees depends on the caller, not on time).
+when a slot frees depends on the caller, not on time; for a budget, until its period resets).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from ..protocol.errors import CapacityExceeded, RateLimited
+from ..protocol.errors import BudgetExceeded, CapacityExceeded, RateLimited
 from ..protocol.serving import Refusal
-from . import bruteforce, caps, rates
+from . import bruteforce, budgets, caps, rates
 
 CAP_RETRY_AFTER = 5
 
@@ -59,13 +60,20 @@ async def admit(
         return None if limited is None else Refusal(limited, 429, limited.retry_after_seconds)
     try:
         if requests:
-            await rates.take(rates.request_buckets(token, tools=tools, cost=requests))
+            tools = list(tools)
+            buckets = rates.request_buckets(token, tools=tools, cost=requests)
+            if token.budgets and tools:
+                await budgets.take(token, buckets, len(tools))  # the buckets too, in the same round trip
+            else:
+                await rates.take(buckets)
         if stream is not None:
             stream.append(await caps.hold_stream(token, uuid.uuid4().hex))
         if session:
             await database_sync_to_async(caps.check_sessions)(token.tenant_pk, token.agent_pk)
     except RateLimited as limited:
         return Refusal(limited, 429, limited.retry_after_seconds)
+    except BudgetExceeded as spent:
+        return Refusal(spent, 429, spent.retry_after_seconds)
     except CapacityExceeded as capped:
         return Refusal(capped, 503, 1) if capped.scope == "process" else Refusal(capped, 429, CAP_RETRY_AFTER)
     return None

@@ -119,6 +119,17 @@ def _outage(buckets: Sequence[Bucket]) -> tuple[int, float] | None:
     return _fallback.take_sync(buckets)
 
 
+def take_during_outage(buckets: Sequence[Bucket]) -> tuple[int, float] | None:
+    """What ``take`` answers while ``RATE_LIMITS`` is unreachable (for ``budgets``, which folds the buckets into
+    its own round trip): this process's buckets, the outage counted."""
+    return _outage(buckets) if buckets else None
+
+
+def refuse(buckets: Sequence[Bucket], refused: tuple[int, float] | None) -> None:
+    """Raise ``RateLimited`` for what a backend's ``take`` answered, unless it admitted the request."""
+    _refuse(buckets, refused)
+
+
 def _refuse(buckets: Sequence[Bucket], refused: tuple[int, float] | None) -> None:
     if refused is not None:
         index, wait_ms = refused
@@ -164,30 +175,40 @@ class LocalRates:
             return None
 
 
-# KEYS: the buckets. ARGV: per bucket, interval (ms) / burst / cost. Returns {0, 0} when every bucket admits
-# the request (and then updates all of them), else {index (1-based) of the bucket that must wait longest, wait
-# in ms rounded up}. The time is Redis's own.
-TAKE_SCRIPT = """
+# The check of the buckets, a fragment that ``budgets`` folds into its own script: ``nr`` buckets, KEYS[1..nr],
+# ARGV per bucket interval (ms) / burst / cost. Sets ``refused`` (1-based index of the bucket that must wait
+# longest, 0: every bucket admits) and ``wait`` (ms); ``RATE_COMMIT`` then updates every bucket. The time is
+# Redis's own.
+RATE_CHECK = """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 local tats = {}
 local refused, wait = 0, 0
-for i, key in ipairs(KEYS) do
+for i = 1, nr do
   local interval = tonumber(ARGV[3 * i - 2])
   local burst = tonumber(ARGV[3 * i - 1])
-  local tat = tonumber(redis.call('GET', key) or '0')
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
   if tat < now then tat = now end
   tat = tat + interval * tonumber(ARGV[3 * i])
   local over = tat - now - interval * burst
   if over > 0 and over > wait then refused, wait = i, over end
   tats[i] = tat
 end
-if refused > 0 then return {refused, math.ceil(wait)} end
-for i, key in ipairs(KEYS) do
-  redis.call('SET', key, string.format('%.3f', tats[i]), 'PX', math.ceil(tats[i] - now) + 1)
-end
-return {0, 0}
 """
+RATE_COMMIT = """
+for i = 1, nr do
+  redis.call('SET', KEYS[i], string.format('%.3f', tats[i]), 'PX', math.ceil(tats[i] - now) + 1)
+end
+"""
+# Every bucket of KEYS. Returns {0, 0} when every bucket admits the request (and then updates all of them), else
+# {index (1-based) of the bucket that must wait longest, wait in ms rounded up}.
+TAKE_SCRIPT = (
+    "local nr = #KEYS\n"
+    + RATE_CHECK
+    + "if refused > 0 then return {refused, math.ceil(wait)} end\n"
+    + RATE_COMMIT
+    + "return {0, 0}\n"
+)
 
 
 KEY_PREFIX = "mcp:rate"  # RedisRates' default: a bucket ``key`` is the Redis key ``mcp:rate:<key>``
@@ -210,6 +231,10 @@ class RedisRates(RedisBacked):
 
     def _keys(self, buckets: Sequence[Bucket]) -> list[str]:
         return [f"{self._prefix}:{bucket.key}" for bucket in buckets]
+
+    def script_input(self, buckets: Sequence[Bucket]) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of ``RATE_CHECK`` for ``buckets`` (``budgets`` folds them into its script)."""
+        return self._keys(buckets), self._args(buckets)
 
     @staticmethod
     def _args(buckets: Sequence[Bucket]) -> list[Any]:

@@ -14,6 +14,7 @@ wants its budget alerts sent.
 from __future__ import annotations
 
 import secrets as _secrets
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -66,6 +67,32 @@ class UsageDay(models.Model):
         return f"{self.day} {self.agent_key} {self.tool_name}: {self.calls} calls"
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetLimit:
+    """One limit of one budget row, as a token's snapshot carries it (``caching.identity.TokenEntry.budgets``):
+    ``scope`` "tenant" or "agent", ``metric`` of ``METRICS``, ``period`` of ``PERIODS``."""
+
+    budget_pk: int
+    scope: str
+    metric: str
+    period: str
+    limit: float
+    alert_percent: int
+
+
+class BudgetManager(models.Manager["Budget"]):
+    def limits_for(self, tenant_pk: int, agent_pk: int | None) -> tuple[BudgetLimit, ...]:
+        """Every limit of every budget that applies to ``agent_pk`` of ``tenant_pk`` (the tenant's rows and the
+        agent's, of both ``set_by``): one query, on the cold path of a token's snapshot."""
+        rows = self.filter(models.Q(agent=None) | models.Q(agent_id=agent_pk), tenant_id=tenant_pk).order_by("pk")
+        found: list[BudgetLimit] = []
+        for row in rows:
+            scope = "tenant" if row.agent_id is None else "agent"
+            for (metric, period), limit in row.limits().items():
+                found.append(BudgetLimit(row.pk, scope, metric, period, limit, row.alert_percent))
+        return tuple(found)
+
+
 class Budget(models.Model):
     """Hard limits of a tenant's (``agent`` empty) or one agent's usage per day and per month."""
 
@@ -105,6 +132,8 @@ class Budget(models.Model):
         help_text="When usage first reaches this share of a limit in a period, an alert is recorded and sent.",
     )
     updated_at = models.DateTimeField("updated", auto_now=True)
+
+    objects = BudgetManager()
 
     class Meta:
         verbose_name = "budget"

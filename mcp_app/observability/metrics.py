@@ -96,6 +96,18 @@ RATE_LIMITED = Counter(
     ["scope"],
     namespace=NAMESPACE,
 )
+BUDGET_REFUSALS = Counter(
+    "budget_refusals",
+    "Tool calls refused with 429 because a budget was spent (mcp_app.limits.budgets), by scope, metric and period.",
+    ["scope", "metric", "period"],
+    namespace=NAMESPACE,
+)
+BUDGET_ALERTS = Counter(
+    "budget_alerts",
+    "Budget alerts recorded: a counter reached a budget's alert_percent in a period (once per budget, metric, period).",
+    ["metric", "period"],
+    namespace=NAMESPACE,
+)
 CAP_REFUSALS = Counter(
     "cap_refusals",
     "Streams, sessions or tasks refused at a cap (mcp_app.limits.caps), by resource and scope (tenant, agent or "
@@ -194,6 +206,16 @@ def worker_quota_refused(scope: str) -> None:
 def rate_limited(scope: str) -> None:
     """A request was refused at its ``scope``'s rate ("tenant", "agent", "tool" or "registration")."""
     RATE_LIMITED.labels(scope=scope).inc()
+
+
+def budget_refused(scope: str, metric: str, period: str) -> None:
+    """A tool call was refused over a budget of ``scope`` ("tenant" or "agent")."""
+    BUDGET_REFUSALS.labels(scope=scope, metric=metric, period=period).inc()
+
+
+def budget_alerted(metric: str, period: str) -> None:
+    """A budget alert was recorded (once per budget, metric, period and threshold, fleet-wide)."""
+    BUDGET_ALERTS.labels(metric=metric, period=period).inc()
 
 
 def cap_refused(resource: str, scope: str) -> None:

@@ -22,6 +22,7 @@ RESOURCE_NOT_FOUND = -32002
 WORKER_QUOTA_EXCEEDED = -32010
 RATE_LIMITED = -32011  # HTTP 429 with Retry-After (mcp_app.limits.rates)
 CAPACITY_EXCEEDED = -32012  # a cap of concurrent streams, sessions or tasks (mcp_app.limits.caps)
+BUDGET_EXCEEDED = -32013  # HTTP 429 with Retry-After until the period resets (mcp_app.limits.budgets)
 # MCP 2026-07-28
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
@@ -139,6 +140,33 @@ class RateLimited(ProtocolError):
     def retry_after_seconds(self) -> int:
         """The ``Retry-After`` header's value: whole seconds, rounded up."""
         return max(1, -(-self.retry_after_ms // 1000))
+
+
+class BudgetExceeded(ProtocolError):
+    """A ``tools/call`` over a budget of its tenant or agent (``mcp_app.limits.budgets``, docs/budgets.md): HTTP 429
+    with ``Retry-After`` = seconds until the period resets, in both eras. ``data``: ``scope`` ("tenant" or
+    "agent"), ``metric`` ("calls", "tool_seconds" or "cost"), ``period`` ("day" or "month"), ``budget`` (the
+    limit), ``used`` and ``resetsAt`` (ISO-8601)."""
+
+    code = BUDGET_EXCEEDED
+    default_message = "Budget exceeded"
+
+    def __init__(
+        self, scope: str, metric: str, period: str, budget: float, used: float, resets_at: str, retry_after: int
+    ) -> None:
+        self.scope = scope
+        self.retry_after_seconds = max(1, retry_after)
+        shown = {"budget": json_number(budget), "used": json_number(used)}
+        super().__init__(
+            f"Budget exceeded: this {scope} has used {shown['used']} of its {metric.replace('_', '-')} budget of "
+            f"{shown['budget']} per {period}; it resets at {resets_at}",
+            {"scope": scope, "metric": metric, "period": period, **shown, "resetsAt": resets_at},
+        )
+
+
+def json_number(value: float) -> float | int:
+    """A whole number as an int (calls), else rounded to 6 places (tool-seconds, cost)."""
+    return int(value) if float(value).is_integer() else round(value, 6)
 
 
 class CapacityExceeded(ProtocolError):

@@ -19,7 +19,9 @@ from mcp_app.protocol.errors import CAPACITY_EXCEEDED, RATE_LIMITED, CapacityExc
 
 def caller(**token: Any) -> Caller:
     pk = secrets.randbelow(10**9) + 10**9
-    snapshot = SimpleNamespace(tenant_pk=pk, agent_pk=pk, tenant_rate=(None, None), agent_rate=(None, None), **token)
+    snapshot = SimpleNamespace(
+        tenant_pk=pk, agent_pk=pk, tenant_rate=(None, None), agent_rate=(None, None), budgets=(), **token
+    )
     return Caller(f"192.0.2.{pk % 250}", None, snapshot)
 
 
