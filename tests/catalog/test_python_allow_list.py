@@ -80,6 +80,7 @@ def test_only_superusers_edit_it_and_members_pick_only_allowed_tools(tenant, mem
             "name": tenant.name,
             "is_active": "on",
             "allowed_python_tools": '["add", "echo"]',
+            "time_zone": "UTC",
             "memberships-TOTAL_FORMS": "0",
             "memberships-INITIAL_FORMS": "0",
         },

@@ -214,7 +214,9 @@ async def test_tool_seconds_and_cost_budgets_stop_calls_once_ended_calls_have_sp
     refused = await call(access, body, headers=headers)
     used = 2.5 if metric == "tool_seconds" else 0.6
     found = assert_budget_exceeded(refused, 1, scope="agent", metric=metric)
-    assert found["used"] == pytest.approx(used) and found["budget"] == pytest.approx(float(*limits.values()))
+    # Plus what the served call itself spent: an echo's measured tool-seconds (microseconds), no cost.
+    assert found["used"] == pytest.approx(used, abs=0.05) and found["used"] >= used
+    assert found["budget"] == pytest.approx(float(*limits.values()))
 
 
 async def test_the_alert_threshold_is_posted_once_per_period_signed_to_a_real_webhook_server(
