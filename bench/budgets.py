@@ -13,6 +13,11 @@ median over the rounds, each ratio the median of the per-round ones against the 
 budgets were on is checked in Redis: the calls counters of the tenant and the agent grow by at least the calls
 served. The exit status is 1 if a request failed or the counters did not grow.
 
+``bench.run`` switches the rate limits off (0) so as not to measure 429s; then the budgets' Lua script is a Redis
+round trip of its own. With ``--rates`` both states run with per-tenant and per-agent rate limits far out of reach
+(a million per second), as a deployment has them: the budgets' counters then ride in the rate buckets' round trip
+and the difference is what the budgets add to it.
+
     DATABASE_URL=postgres://…/bench REDIS_URL=redis://127.0.0.1:6379/5 python -m bench.budgets   # ≈ 3 min
 """
 
@@ -61,6 +66,8 @@ def set_budgets(env: dict[str, str], agent_id: str, on: bool) -> None:
 
 def benchmark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     env = run.base_env(tmp, "postgres")
+    if args.rates:
+        env["MCP_RATE_LIMIT_PER_TENANT"] = env["MCP_RATE_LIMIT_PER_AGENT"] = "1000000"
     run.manage(env, "migrate", "--noinput")
     demo = json.loads(run.manage(env, "mcp_demo", "--json", "--base-url", f"http://{run.HOST}:8000"))
     set_budgets(env, demo["agent_id"], on=False)
@@ -69,7 +76,7 @@ def benchmark(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         for spec in run.server_specs(["postgres"], levers=False, uvicorn_bare=False)
         if spec.key in ("floor-daphne", "mcp-daphne-postgres")
     ]
-    raw: dict[str, Any] = {"results": [], "counted": []}
+    raw: dict[str, Any] = {"results": [], "counted": [], "rates": args.rates}
     with run.serving(specs, tmp, {"sqlite": env, "postgres": env}, args.server_core) as servers:
         floor, mcp = servers
         for server in servers:
@@ -110,8 +117,9 @@ def cpu(raw: dict[str, Any], state: str, scenario: str | None = None) -> dict[in
 
 def markdown(raw: dict[str, Any], args: argparse.Namespace) -> str:
     floor = cpu(raw, "floor")
+    rates = "rate limits on (10^6/s)" if raw.get("rates") else "rate limits off"
     lines = [
-        f"c={LEVEL}, {args.duration:g} s per run after {args.warmup:g} s warm-up, median of {args.rounds} round(s); "
+        f"{rates}; c={LEVEL}, {args.duration:g} s per run after {args.warmup:g} s warm-up, median of {args.rounds} round(s); "
         "server CPU µs per call (median) and its ratio to the Channels floor of the same round (median).",
         "",
         "| scenario | Channels floor | mcp-host, no budget | with 4 budgets | budgets' cost per call |",
@@ -144,6 +152,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=3.0, help="measured seconds per load run (default 3)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each (default 1)")
     parser.add_argument("--scenarios", default="legacy,modern", help="of mcp-host (default legacy,modern)")
+    parser.add_argument("--rates", action="store_true", help="rate limits on, far out of reach, in both states")
     parser.add_argument("--server-core", type=int, default=0, help="the core of the servers (default 0)")
     parser.add_argument("--client-core", type=int, default=1, help="the load generator's core (default 1)")
     parser.add_argument("--quiet-wait", type=float, default=2.0, help="longest wait for an idle machine (default 2)")
