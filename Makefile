@@ -17,7 +17,7 @@ NPM_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mcp-host/npm
 NODE_DIR := tests/e2e/node
 export MCP_NPM_HOME := $(NPM_HOME)
 
-.PHONY: install install-dev npm-tools lock run worker beat test test-embedded lint format migrations clean bench bench-floors
+.PHONY: install install-dev npm-tools lock run worker beat test test-embedded lint format migrations clean bench bench-floors bench-budgets
 
 ## The runtime only (requirements.txt): what `make run`, `make worker` and a deployment need.
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
@@ -116,3 +116,9 @@ bench: install-dev
 ## BENCH_ARGS goes to bench/floors.py, e.g. "--quick" or "--markdown-out floors.md --json-out floors.json".
 bench-floors: install-dev
 	$(PY) -m bench.floors $(BENCH_ARGS)
+
+## The warm call with budgets on, beside the same call without them and the Channels floor (docs/performance.md,
+## "Budgets on the warm call"), about 3 minutes. Needs DATABASE_URL (PostgreSQL) and REDIS_URL. BENCH_ARGS goes
+## to bench/budgets.py, e.g. "--rates" (rate limits on in both states) or "--rounds 5".
+bench-budgets: install-dev
+	$(PY) -m bench.budgets $(BENCH_ARGS)

@@ -18,7 +18,10 @@ class McpAppConfig(AppConfig):
         from .catalog import signals  # noqa: F401  (connects receivers)
         from .conf import mcp_settings
         from .definitions.registry import registry
-        from .limits import budget_meter  # noqa: F401  (listens to usage.spent: tool-seconds and cost budgets)
+        from .limits import (
+            budget_meter,  # noqa: F401  (listens to usage.spent: tool-seconds and cost budgets)
+            budget_seed,  # noqa: F401  (a saved budget's counters start from the ledger)
+        )
         from .oauth import redirects
         from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
 

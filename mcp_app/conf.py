@@ -48,7 +48,7 @@ DEFAULT_BACKENDS: dict[str, dict[str, Any]] = {
     "WORKER_QUOTAS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
     "STREAM_CAPS": {"BACKEND": "mcp_app.limits.quotas.LocalQuotas", "OPTIONS": {}},
     "RATE_LIMITS": {"BACKEND": "mcp_app.limits.rates.LocalRates", "OPTIONS": {}},
-    "BUDGETS": {"BACKEND": "mcp_app.limits.budgets.LocalBudgets", "OPTIONS": {}},
+    "BUDGETS": {"BACKEND": "mcp_app.limits.budget_counters.LocalBudgets", "OPTIONS": {}},
     "BREAKERS": {"BACKEND": "mcp_app.federation.breaker.LocalBreakers", "OPTIONS": {}},
 }
 

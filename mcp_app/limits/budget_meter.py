@@ -24,6 +24,7 @@ from django.db import DatabaseError, connections
 from ..conf import mcp_settings
 from ..models import Budget, Tenant
 from . import budgets, usage
+from .periods import period_of_day
 
 logger = logging.getLogger("mcp_app.limits.budgets")
 
@@ -110,7 +111,7 @@ class Meter:
                     {"tool_seconds": seconds, "cost": cost},
                     {"tool_seconds": budgets.ADD, "cost": budgets.ADD},
                 )
-                counters, thresholds = build(functools.partial(budgets.period_of_day, time_zone=zone, day=day))
+                counters, thresholds = build(functools.partial(period_of_day, time_zone=zone, day=day))
                 budgets.add(counters, thresholds)
             return len(pending)
 

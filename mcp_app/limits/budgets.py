@@ -6,11 +6,11 @@ its tool runs, HTTP 429 with ``Retry-After`` until the period resets and JSON-RP
   overshoot), and refused while a tool-seconds or cost counter has reached its limit. Raises ``RateLimited`` or
   ``BudgetExceeded``; a refused request counts nowhere. The budgets come from the token's snapshot (no query).
 - ``add(counters, thresholds)``: what ended calls spent, from ``budget_meter``'s flusher (never the request).
-- Counters: one per scope (the tenant, or the agent), metric and period, named by the period's first day in the
-  tenant's time zone (``period_of``), so a new period starts from zero; a key expires two days after its period.
-  ``LocalBudgets`` (this process, the embedded default) or ``RedisBudgets`` (one Lua script that folds the rate
-  buckets' check in, when both live in the same Redis). While Redis is unreachable, this process's counters
-  decide, as the rates do.
+- ``seed(seeds)``: counters that do not exist yet started from what the ledger says (``budget_seed``).
+- ``plan``: the counters of a set of budget limits, one per scope (the tenant, or the agent), metric and period,
+  named by the period's first day in the tenant's time zone (``periods``), so a new period starts from zero.
+  The counters live in the ``BUDGETS`` backend (``budget_counters``); while Redis is unreachable, this
+  process's counters decide, as the rates do.
 - A threshold (``alert_percent`` of a limit) crossed by an increment is handed to ``budget_alerts``.
 
 Not here: measuring a call (``usage``), the ledger, managing budgets (admin, API, CLI).
@@ -18,104 +18,42 @@ Not here: measuring a call (``usage``), the ledger, managing budgets (admin, API
 
 from __future__ import annotations
 
-import functools
 import math
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..backends import Health, RedisBacked, backends
+from ..backends import Health, backends
 from ..models.usage import BudgetLimit
 from ..observability import metrics
 from ..protocol.errors import BudgetExceeded
 from . import budget_alerts, rates
+from .budget_counters import (
+    ADD,
+    CHARGE,
+    GATE,
+    KEY_PREFIX,
+    Counter,
+    LocalBudgets,
+    Outcome,
+    RedisBudgets,
+    Seed,
+    Threshold,
+    counter_key,
+)
+from .periods import Period, period_of, period_of_day
 from .rates import Bucket
 
-GATE, CHARGE, ADD = 0, 1, 2  # refuse at the limit / count and refuse past it / count only
-KEY_PREFIX = "mcp:budget"
+__all__ = [
+    "ADD", "BUDGETS", "CHARGE", "GATE", "KEY_PREFIX", "Counter", "LocalBudgets", "Outcome", "Period", "RedisBudgets",
+    "Seed", "Threshold", "add", "clock", "counter_key", "get_budgets", "period_of", "period_of_day", "plan", "seed",
+    "take",
+]  # fmt: skip
 
 
 def clock() -> datetime:
     """Now (UTC): which period a request falls in. Tests put their own clock in its place."""
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class Period:
-    name: str  # "day" or "month"
-    start: date  # its first day, in the tenant's time zone
-    resets_at: datetime  # when the next one starts (UTC)
-
-    @property
-    def expire_at(self) -> int:
-        """When its counters may go (unix seconds): two days after its end, whatever the time zone."""
-        end = self.start + timedelta(days=1) if self.name == "day" else _next_month(self.start)
-        return int(datetime.combine(end + timedelta(days=2), time(), tzinfo=UTC).timestamp())
-
-
-@functools.lru_cache(maxsize=256)
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
-
-
-def _next_month(day: date) -> date:
-    return (day.replace(day=1) + timedelta(days=32)).replace(day=1)
-
-
-def period_of(name: str, time_zone: str, now: datetime) -> Period:
-    """The ``name`` period ("day" or "month") of the tenant's ``time_zone`` that holds ``now``."""
-    zone = _zone(time_zone)
-    today = now.astimezone(zone).date()
-    start, end = (today, today + timedelta(days=1)) if name == "day" else (today.replace(day=1), _next_month(today))
-    return Period(name, start, datetime.combine(end, time(), tzinfo=zone).astimezone(UTC))
-
-
-def period_of_day(name: str, time_zone: str, day: date) -> Period:
-    """The ``name`` period that holds the tenant's ``day`` (what a ``Spent`` names)."""
-    noon = datetime.combine(day, time(12), tzinfo=_zone(time_zone))
-    return period_of(name, time_zone, noon)
-
-
-@dataclass(frozen=True, slots=True)
-class Counter:
-    """One budget counter and what to do with it: ``mode`` GATE, CHARGE or ADD, by ``amount``, against ``limit``."""
-
-    key: str
-    mode: int
-    limit: float
-    amount: float
-    tenant_pk: int
-    agent_pk: int | None
-    scope: str
-    metric: str
-    period: Period
-
-
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """``alert_percent`` of ``budget``'s limit, on ``counters[counter]``."""
-
-    counter: int
-    value: float
-    budget: BudgetLimit
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    rate_refused: tuple[int, float] | None = None
-    blocked: int | None = None  # index of the counter that refused
-    used: float = 0.0  # that counter's value
-    crossed: tuple[tuple[int, float], ...] = ()  # thresholds crossed (index, counter's new value)
-
-
-def counter_key(scope: str, owner: int, metric: str, period: Period) -> str:
-    return f"{scope[0]}:{owner}:{metric}:{period.name}:{period.start.isoformat()}"
 
 
 def plan(
@@ -216,6 +154,14 @@ def add(counters: Sequence[Counter], thresholds: Sequence[Threshold]) -> None:
     _announce(counters, thresholds, _health.attempt_sync(lambda: backend.add(counters, thresholds), during_outage))
 
 
+def seed(seeds: Sequence[Seed]) -> None:
+    """Start the counters of ``seeds`` that do not exist yet (a live counter is never lowered)."""
+    if not seeds:
+        return
+    backend = get_budgets()
+    _health.attempt_sync(lambda: backend.seed(seeds), lambda: _fallback.seed(seeds))
+
+
 def _announce(counters: Sequence[Counter], thresholds: Sequence[Threshold], outcome: Outcome) -> None:
     for index, used in outcome.crossed:
         threshold = thresholds[index]
@@ -235,155 +181,6 @@ def _announce(counters: Sequence[Counter], thresholds: Sequence[Threshold], outc
                 limit=threshold.budget.limit,
             )
         )
-
-
-class LocalBudgets:
-    """This process's counters, under a lock: the embedded default (each process counts its own calls)."""
-
-    def __init__(self, **options: Any) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[str, tuple[float, int]] = {}  # key: (value, expires at, unix seconds)
-
-    def folds(self, rate_backend: Any) -> bool:
-        return isinstance(rate_backend, rates.LocalRates)
-
-    async def take(
-        self, buckets: Sequence[Bucket], rate_backend: Any, counters: Sequence[Counter], thresholds: Sequence[Threshold]
-    ) -> Outcome:
-        return self.take_sync(counters, thresholds, lambda: rate_backend.take_sync(buckets) if buckets else None)
-
-    def add(self, counters: Sequence[Counter], thresholds: Sequence[Threshold]) -> Outcome:
-        return self.take_sync(counters, thresholds, lambda: None)
-
-    def take_sync(
-        self,
-        counters: Sequence[Counter],
-        thresholds: Sequence[Threshold],
-        take_rates: Callable[[], tuple[int, float] | None],
-    ) -> Outcome:
-        """Check every counter, then the rates (``take_rates`` draws them), then count: all or nothing."""
-        with self._lock:
-            now = clock().timestamp()
-            used = [self._value(counter.key, now) for counter in counters]
-            for index, (counter, value) in enumerate(zip(counters, used, strict=True)):
-                if _blocks(counter, value):
-                    return Outcome(blocked=index, used=value)
-            refused = take_rates()
-            if refused is not None:
-                return Outcome(rate_refused=refused)
-            after = list(used)
-            for index, counter in enumerate(counters):
-                if counter.mode != GATE and counter.amount:
-                    after[index] = used[index] + counter.amount
-                    self._values[counter.key] = (after[index], counter.period.expire_at)
-            if len(self._values) > 100_000:
-                self._values = {key: found for key, found in self._values.items() if found[1] > now}
-            return Outcome(crossed=_crossed(thresholds, used, after))
-
-    def _value(self, key: str, now: float) -> float:
-        found = self._values.get(key)
-        return 0.0 if found is None or found[1] <= now else found[0]
-
-
-def _blocks(counter: Counter, value: float) -> bool:
-    if counter.mode == GATE:
-        return value >= counter.limit
-    return counter.mode == CHARGE and value + counter.amount > counter.limit
-
-
-def _crossed(thresholds: Sequence[Threshold], used: Sequence[float], after: Sequence[float]) -> tuple[Any, ...]:
-    return tuple(
-        (index, after[t.counter]) for index, t in enumerate(thresholds) if used[t.counter] < t.value <= after[t.counter]
-    )
-
-
-# KEYS: the rate buckets (``nr``, the last ARGV), then the counters. ARGV: the buckets' (``rates.RATE_CHECK``),
-# the number of counters and per counter mode / limit (-1: none) / amount / expiry (unix s), the number of
-# thresholds and per threshold counter index / value, then ``nr``. Returns {rate bucket refused, its wait,
-# counter refused, its value, then per crossed threshold: index, the counter's new value}; nothing is written
-# unless every bucket and counter admits. A spent budget is reported before a rate (as ``LocalBudgets`` does):
-# its wait is the longer.
-TAKE_SCRIPT = (
-    "local nr = tonumber(ARGV[#ARGV])\n"
-    + rates.RATE_CHECK
-    + """
-local at = 3 * nr + 1
-local nb = tonumber(ARGV[at])
-local used, after = {}, {}
-local blocked, blocked_used = 0, 0
-for j = 1, nb do
-  local mode, limit, amount = tonumber(ARGV[at + 4 * j - 3]), tonumber(ARGV[at + 4 * j - 2]), tonumber(ARGV[at + 4 * j - 1])
-  local value = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
-  used[j], after[j] = value, value
-  if blocked == 0 and limit >= 0 and ((mode == 0 and value >= limit) or (mode == 1 and value + amount > limit)) then
-    blocked, blocked_used = j, value
-  end
-end
-if blocked > 0 then return {0, 0, blocked, tostring(blocked_used)} end
-if refused > 0 then return {refused, math.ceil(wait), 0, '0'} end
-"""
-    + rates.RATE_COMMIT
-    + """
-for j = 1, nb do
-  local mode, amount = tonumber(ARGV[at + 4 * j - 3]), tonumber(ARGV[at + 4 * j - 1])
-  if mode ~= 0 and amount ~= 0 then
-    after[j] = tonumber(redis.call('INCRBYFLOAT', KEYS[nr + j], ARGV[at + 4 * j - 1]))
-    redis.call('EXPIREAT', KEYS[nr + j], ARGV[at + 4 * j])
-  end
-end
-local answer = {0, 0, 0, '0'}
-local tt = at + 4 * nb + 1
-for t = 1, tonumber(ARGV[tt]) do
-  local j, value = tonumber(ARGV[tt + 2 * t - 1]), tonumber(ARGV[tt + 2 * t])
-  if used[j] < value and after[j] >= value then
-    table.insert(answer, t)
-    table.insert(answer, tostring(after[j]))
-  end
-end
-return answer
-"""
-)
-
-
-class RedisBudgets(RedisBacked):
-    """Counters in Redis under ``prefix``, shared by every process that uses the same ``url``."""
-
-    def __init__(self, url: str, prefix: str = KEY_PREFIX, **_: Any) -> None:
-        super().__init__(url, prefix)
-
-    def folds(self, rate_backend: Any) -> bool:
-        return isinstance(rate_backend, rates.RedisRates) and rate_backend.same_server(self)
-
-    async def take(
-        self, buckets: Sequence[Bucket], rate_backend: Any, counters: Sequence[Counter], thresholds: Sequence[Threshold]
-    ) -> Outcome:
-        keys, args = rate_backend.script_input(buckets) if buckets else ([], [])
-        own_keys, own_args = self._input(counters, thresholds)
-        answer = await self._script(TAKE_SCRIPT)(keys=[*keys, *own_keys], args=[*args, *own_args, len(keys)])
-        return _outcome(answer)
-
-    def add(self, counters: Sequence[Counter], thresholds: Sequence[Threshold]) -> Outcome:
-        keys, args = self._input(counters, thresholds)
-        return _outcome(self._sync_script(TAKE_SCRIPT)(keys=keys, args=[*args, 0]))
-
-    def _input(self, counters: Sequence[Counter], thresholds: Sequence[Threshold]) -> tuple[list[str], list[Any]]:
-        args: list[Any] = [len(counters)]
-        for counter in counters:
-            args += [counter.mode, repr(counter.limit), repr(counter.amount), counter.period.expire_at]
-        args.append(len(thresholds))
-        for threshold in thresholds:
-            args += [threshold.counter + 1, repr(threshold.value)]
-        return [f"{self._prefix}:{counter.key}" for counter in counters], args
-
-
-def _outcome(answer: Sequence[Any]) -> Outcome:
-    refused, wait, blocked, used = int(answer[0]), float(answer[1]), int(answer[2]), float(answer[3])
-    if refused:
-        return Outcome(rate_refused=(refused - 1, wait))
-    if blocked:
-        return Outcome(blocked=blocked - 1, used=used)
-    pairs = answer[4:]
-    return Outcome(crossed=tuple((int(pairs[i]) - 1, float(pairs[i + 1])) for i in range(0, len(pairs), 2)))
 
 
 BUDGETS = "BUDGETS"  # the name of the backend (mcp_app.backends)

@@ -10,10 +10,9 @@ agent's usage, an agent's budget its own. Read-only, and off the request path: n
 from __future__ import annotations
 
 import math
-import zoneinfo
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +21,7 @@ from django.utils import timezone
 
 from ..models import Budget, Tenant, UsageDay
 from ..models.usage import METRICS, PERIODS
+from .periods import Period, current, zone
 
 
 def figure(value: float) -> str:
@@ -31,15 +31,6 @@ def figure(value: float) -> str:
     if value == int(value):
         return str(int(value))
     return f"{value:.4f}".rstrip("0").rstrip(".")
-
-
-@dataclass(frozen=True)
-class Period:
-    """A tenant's current day or month: its first day, and when the next one starts (an aware datetime)."""
-
-    name: str
-    start: date
-    resets_at: datetime
 
 
 @dataclass(frozen=True)
@@ -91,15 +82,12 @@ class BudgetBurn:
 
 
 def periods(time_zone: str, now: datetime | None = None) -> dict[str, Period]:
-    """The current ``day`` and ``month`` in ``time_zone``, each with when it resets."""
-    zone = zoneinfo.ZoneInfo(time_zone)
-    today = (now or timezone.now()).astimezone(zone).date()
-    tomorrow = today + timedelta(days=1)
-    month_start = today.replace(day=1)
-    next_month = (month_start + timedelta(days=32)).replace(day=1)
+    """The current ``day`` and ``month`` in ``time_zone`` (``periods.current``), each resetting at a time shown in
+    that zone (the same instant as the counters' UTC one)."""
+    local = zone(time_zone)
     return {
-        "day": Period("day", today, datetime.combine(tomorrow, time(), tzinfo=zone)),
-        "month": Period("month", month_start, datetime.combine(next_month, time(), tzinfo=zone)),
+        name: replace(period, resets_at=period.resets_at.astimezone(local))
+        for name, period in current(time_zone, now or timezone.now()).items()
     }
 
 
@@ -131,6 +119,13 @@ def _sums(tenant: Tenant, current: dict[str, Period]) -> tuple[Sums, dict[int, S
             own[key] = own.get(key, 0.0) + value
             total[key] += value
     return total, agents
+
+
+def spent_so_far(tenant: Tenant, agent_pk: int | None, now: datetime | None = None) -> Sums:
+    """``{(metric, period): used}`` of the ledger this day and month: the tenant's (``agent_pk`` None, every agent
+    counted) or one agent's. What a new budget's counters start from (``budget_seed``)."""
+    total, agents = _sums(tenant, periods(tenant.time_zone, now))
+    return total if agent_pk is None else agents.get(agent_pk, {})
 
 
 def burn_down(tenant: Tenant, budgets: Iterable[Budget], now: datetime | None = None) -> list[BudgetBurn]:

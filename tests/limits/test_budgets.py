@@ -90,3 +90,13 @@ def test_while_redis_is_unreachable_the_processs_own_counters_decide(use_backend
     with pytest.raises(BudgetExceeded) as refused:
         asyncio.run(budgets.take(Token(), (), 1))
     assert (refused.value.scope, refused.value.data["used"]) == ("agent", 1)
+
+
+async def test_a_seed_starts_a_missing_counter_and_never_lowers_a_live_one(backend: Any) -> None:
+    period = budgets.period_of("day", "UTC", datetime.now(UTC))
+    for _ in range(5):
+        await take(backend, [counter("live", CHARGE, 100, 1)])
+    backend.seed([budgets.Seed("live", 2.0, period.expire_at), budgets.Seed("new", 7.0, period.expire_at)])
+    backend.seed([budgets.Seed("new", 3.0, period.expire_at)])
+    live, new = await take(backend, [counter("live", GATE, 5, 0)]), await take(backend, [counter("new", GATE, 7, 0)])
+    assert (live.blocked, live.used, new.blocked, new.used) == (0, 5.0, 0, 7.0)
