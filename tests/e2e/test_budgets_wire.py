@@ -27,7 +27,7 @@ from mcp_app.protocol.errors import BUDGET_EXCEEDED
 from tests.conftest import Access
 from tests.e2e.conftest import CALL
 from tests.e2e.workers import modern_tool_call, orm, quiesce
-from tests.helpers import endpoint, needs_shared_layer, wait_until
+from tests.helpers import budget_counters, endpoint, needs_shared_layer, wait_until
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
@@ -41,29 +41,13 @@ CLIENTS = 2  # each calls one after the other, on its own daphne
 MOST_CALLS = 60  # a client that is never refused stops here (and the test fails)
 
 
-def clear_budget_counters(redis_url: str, tenant_pk: int) -> None:
-    """Delete the tenant's budget counters in the Redis the processes share: they are keyed by primary keys,
-    which a new test database reuses."""
-    import redis
-
-    from mcp_app.limits.budgets import KEY_PREFIX
-
-    client = redis.Redis.from_url(redis_url, socket_timeout=5.0)
-    try:
-        stale = list(client.scan_iter(f"{KEY_PREFIX}:t:{tenant_pk}:*"))
-        if stale:
-            client.delete(*stale)
-    finally:
-        client.close()
-
-
 @pytest.fixture
 def shared_budget(settings: Any, live_access: Access) -> Access:
     """A daily budget of ``BUDGET`` calls on the tenant, its counters cleared."""
     from mcp_app.models import Budget
 
     needs_shared_layer()
-    clear_budget_counters(settings.REDIS_URL, live_access.tenant.pk)
+    budget_counters(settings.REDIS_URL, live_access.tenant.pk, clear=True)
     Budget.objects.create(tenant=live_access.tenant, set_by="operator", calls_per_day=BUDGET)
     return live_access
 
@@ -104,7 +88,7 @@ def seconds_budget(settings: Any, transactional_db: None, access_factory: Any, c
 
     needs_shared_layer()
     access = access_factory(tools=("worker_job",))
-    clear_budget_counters(settings.REDIS_URL, access.tenant.pk)
+    budget_counters(settings.REDIS_URL, access.tenant.pk, clear=True)
     Budget.objects.create(tenant=access.tenant, set_by="operator", tool_seconds_per_day=SECONDS_BUDGET)
     yield access
     quiesce()

@@ -8,8 +8,11 @@ pool process it kills with SIGKILL mid-run: the call runs again on the pool proc
 every tool, the ledger's calls and errors (``UsageDay``) equal the audit log's (``ToolCall``) of the calls that
 ran, except what the killed process had buffered: at most the worker calls it ended since its last flush (here,
 the calls it ran after its earlier calls were seen in the ledger). The killed run itself is counted by no one;
-its re-run once, by the process that ran it. Without Redis there is no broker: skipped (failed under
-``MCP_REQUIRE_SERVICES=1``).
+its re-run once, by the process that ran it.
+
+A pool process that stops cleanly (a warm shutdown) loses nothing: it ends with ``os._exit``, after writing its
+usage from Celery's ``worker_process_shutdown`` signal. Without Redis there is no broker: skipped (failed
+under ``MCP_REQUIRE_SERVICES=1``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from mcp_app.protocol.errors import INVALID_PARAMS
 from tests.conftest import Access
 from tests.e2e.conftest import running_daphne
 from tests.e2e.workers import (
+    STOP_TIMEOUT_SECONDS,
     WAIT,
     job,
     lines,
@@ -40,7 +44,7 @@ from tests.e2e.workers import (
     running_worker,
     wait_for_line,
 )
-from tests.helpers import data_messages, endpoint, wait_until
+from tests.helpers import budget_counters, data_messages, endpoint, wait_until
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
@@ -177,3 +181,52 @@ async def test_the_ledger_equals_the_audit_log_over_mixed_calls_but_what_a_kille
     assert EARLIER + 1 <= calls <= EARLIER + LATER + 1 and errors == 1
     lost = sum(logged[name][0] for name in logged) - sum(ledger[name][0] for name in logged)
     assert 0 <= lost <= LATER
+
+
+@pytest.fixture
+def budgeted_access(settings: Any, transactional_db: None, access_factory: Any) -> Iterator[Access]:
+    """A worker tool, and a tool-seconds budget on the tenant (so that its calls' seconds go to a counter)."""
+    from mcp_app.models import Budget
+
+    require_broker()
+    access = access_factory(tools=("worker_job",))
+    budget_counters(settings.REDIS_URL, access.tenant.pk, clear=True)
+    Budget.objects.create(tenant=access.tenant, set_by="operator", tool_seconds_per_day=3600)
+    yield access
+    quiesce()
+
+
+async def test_a_pool_process_stopped_cleanly_writes_its_usage_and_budget_seconds_first(
+    settings: Any, budgeted_access: Access, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """SIGTERM to the worker mid-call: the warm shutdown lets the call finish, then ends the pool process (with
+    ``os._exit``); the call is in the ledger and its seconds in the budget counter, nothing lost
+    (tests/workers/test_pool_exit.py pins the signal that writes them)."""
+    access = budgeted_access
+    env = {"MCP_WORKER_QUEUE": f"usage-stop-{uuid.uuid4().hex[:8]}"}
+    trace = tmp_path / "trace"
+    with (
+        running_worker(tmp_path_factory, concurrency=1, queue=env["MCP_WORKER_QUEUE"], extra_env=env) as worker,
+        running_daphne(tmp_path_factory, extra_env=env) as server,
+    ):
+        body, extra = modern_tool_call("worker_job", job(trace, "W", 10, 40))
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            pending = asyncio.ensure_future(
+                http.post(
+                    endpoint(server.url, access),
+                    headers={**headers(access), **extra, "Accept": "application/json"},
+                    json=body,
+                )
+            )
+            await wait_for_line(trace, lambda line: line == "W step 3", "the call running")
+            worker.process.send_signal(signal.SIGTERM)  # the main process only: a warm shutdown
+            reply = await asyncio.wait_for(pending, WAIT)
+        assert reply.json()["result"]["structuredContent"]["done"] == 10, (reply.text, worker.log())
+        assert await asyncio.to_thread(worker.process.wait, STOP_TIMEOUT_SECONDS) == 0, worker.log()
+    # The worker is gone: what is written now is all it wrote.
+    row = await orm(UsageDay.objects.get, tenant=access.tenant, tool_name="worker_job")
+    assert (row.calls, row.errors) == (1, 0) and row.tool_seconds >= 0.36
+    counters = budget_counters(settings.REDIS_URL, access.tenant.pk)
+    assert [round(value, 6) for key, value in counters.items() if ":tool_seconds:day:" in key] == [
+        round(row.tool_seconds, 6)
+    ]
