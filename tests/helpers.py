@@ -485,6 +485,23 @@ def needs_shared_layer() -> None:
         pytest.skip("crossing processes needs a shared channel layer (set REDIS_URL)")
 
 
+def budget_counters(redis_url: str, tenant_pk: int, *, clear: bool = False) -> dict[str, float]:
+    """The tenant's budget counters in the Redis the processes share, by key (``clear``: deleted first; they are
+    keyed by primary keys, which a new test database reuses)."""
+    import redis
+
+    from mcp_app.limits.budgets import KEY_PREFIX
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=5.0)
+    try:
+        keys = list(client.scan_iter(f"{KEY_PREFIX}:t:{tenant_pk}:*"))
+        if clear and keys:
+            client.delete(*keys)
+        return {key.decode(): float(client.get(key) or 0) for key in keys if not clear}
+    finally:
+        client.close()
+
+
 def endpoint(base: str, access: Any, server_id: str | None = None) -> str:
     """The MCP URL of ``access``'s server (or ``server_id``) on the daphne at ``base``."""
     return f"{base}/mcp/{server_id or access.server.server_id}?{access.query}"

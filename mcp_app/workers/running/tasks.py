@@ -1,5 +1,5 @@
 """The Celery tasks of worker calls (``run_tool_call``, the reaper ``reap_worker_calls``) and the worker's signals
-(heartbeats; the call of a lost pool process failed).
+(heartbeats; the call of a lost pool process failed; a pool process's usage written before it exits).
 
 ``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's kept event loop
 and channel layer) and returns once its outcome is stored: its message is acknowledged after that; on worker loss
@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import task_failure, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import task_failure, worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from ... import heartbeat
 from ...channel_layer import Messaging
@@ -91,6 +91,22 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
 def _beat_in_pool_process(**_kwargs: Any) -> None:
     """A prefork pool process owns the calls it runs: it beats from its start (``mcp_app.heartbeat``)."""
     heartbeat.start()
+
+
+@worker_process_shutdown.connect
+def _write_usage_before_pool_process_exits(**_kwargs: Any) -> None:
+    """A prefork pool process ends with ``os._exit`` (billiard) whenever it stops, on a warm shutdown and when it
+    is recycled (``--max-tasks-per-child``) alike, so no ``atexit`` handler of it runs: write what its calls spent
+    now (the usage ledger, with the audit log's last flush) and add their tool-seconds and cost to the budget
+    counters, else each pool process loses up to one flush interval of usage on every clean stop."""
+    from ...limits.budget_meter import meter
+    from ...runtime.audit import audit_log
+
+    for flush in (audit_log.stop, meter.stop):
+        try:
+            flush()
+        except Exception:
+            logger.exception("a pool process could not write its usage before exiting")
 
 
 @worker_ready.connect
