@@ -147,8 +147,10 @@ def _crossed(thresholds: Sequence[Threshold], used: Sequence[float], after: Sequ
 
 
 # KEYS: the rate buckets (``nr``, the last ARGV), then the counters. ARGV: the buckets' (``rates.RATE_CHECK``),
-# the number of counters and per counter mode / limit (-1: none) / amount / expiry (unix s), the number of
-# thresholds and per threshold counter index / value, then ``nr``. Returns {rate bucket refused, its wait,
+# one string of space-separated fields (one argument, not one per field: redis-py encodes each argument on its
+# own, and the fields were most of a warm call's cost of budgets): the number of counters and per counter mode /
+# limit (-1: none) / amount / expiry (unix s), the number of thresholds and per threshold counter index / value;
+# then ``nr``. Returns {rate bucket refused, its wait,
 # counter refused, its value, then per crossed threshold: index, the counter's new value}; nothing is written
 # unless every bucket and counter admits. A spent budget is reported before a rate (as ``LocalBudgets`` does):
 # its wait is the longer.
@@ -156,12 +158,13 @@ TAKE_SCRIPT = (
     "local nr = tonumber(ARGV[#ARGV])\n"
     + rates.RATE_CHECK
     + """
-local at = 3 * nr + 1
-local nb = tonumber(ARGV[at])
+local A = {}
+for field in string.gmatch(ARGV[3 * nr + 1], '%S+') do A[#A + 1] = field end
+local nb = tonumber(A[1])
 local used, after = {}, {}
 local blocked, blocked_used = 0, 0
 for j = 1, nb do
-  local mode, limit, amount = tonumber(ARGV[at + 4 * j - 3]), tonumber(ARGV[at + 4 * j - 2]), tonumber(ARGV[at + 4 * j - 1])
+  local mode, limit, amount = tonumber(A[4 * j - 2]), tonumber(A[4 * j - 1]), tonumber(A[4 * j])
   local value = tonumber(redis.call('GET', KEYS[nr + j]) or '0')
   used[j], after[j] = value, value
   if blocked == 0 and limit >= 0 and ((mode == 0 and value >= limit) or (mode == 1 and value + amount > limit)) then
@@ -174,16 +177,16 @@ if refused > 0 then return {refused, math.ceil(wait), 0, '0'} end
     + rates.RATE_COMMIT
     + """
 for j = 1, nb do
-  local mode, amount = tonumber(ARGV[at + 4 * j - 3]), tonumber(ARGV[at + 4 * j - 1])
+  local mode, amount = tonumber(A[4 * j - 2]), tonumber(A[4 * j])
   if mode ~= 0 and amount ~= 0 then
-    after[j] = tonumber(redis.call('INCRBYFLOAT', KEYS[nr + j], ARGV[at + 4 * j - 1]))
-    redis.call('EXPIREAT', KEYS[nr + j], ARGV[at + 4 * j])
+    after[j] = tonumber(redis.call('INCRBYFLOAT', KEYS[nr + j], A[4 * j]))
+    redis.call('EXPIREAT', KEYS[nr + j], A[4 * j + 1])
   end
 end
 local answer = {0, 0, 0, '0'}
-local tt = at + 4 * nb + 1
-for t = 1, tonumber(ARGV[tt]) do
-  local j, value = tonumber(ARGV[tt + 2 * t - 1]), tonumber(ARGV[tt + 2 * t])
+local tt = 4 * nb + 2
+for t = 1, tonumber(A[tt]) do
+  local j, value = tonumber(A[tt + 2 * t - 1]), tonumber(A[tt + 2 * t])
   if used[j] < value and after[j] >= value then
     table.insert(answer, t)
     table.insert(answer, tostring(after[j]))
@@ -223,13 +226,13 @@ class RedisBudgets(RedisBacked):
         pipe.execute()
 
     def _input(self, counters: Sequence[Counter], thresholds: Sequence[Threshold]) -> tuple[list[str], list[Any]]:
-        args: list[Any] = [len(counters)]
+        fields: list[str] = [str(len(counters))]
         for counter in counters:
-            args += [counter.mode, repr(counter.limit), repr(counter.amount), counter.period.expire_at]
-        args.append(len(thresholds))
+            fields += (str(counter.mode), repr(counter.limit), repr(counter.amount), str(counter.period.expire_at))
+        fields.append(str(len(thresholds)))
         for threshold in thresholds:
-            args += [threshold.counter + 1, repr(threshold.value)]
-        return [f"{self._prefix}:{counter.key}" for counter in counters], args
+            fields += (str(threshold.counter + 1), repr(threshold.value))
+        return [f"{self._prefix}:{counter.key}" for counter in counters], [" ".join(fields)]
 
 
 def _outcome(answer: Sequence[Any]) -> Outcome:

@@ -9,6 +9,7 @@ Pure computation: no clock (callers pass ``now``), no I/O.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -44,9 +45,15 @@ def next_month(day: date) -> date:
 
 
 def period_of(name: str, time_zone: str, now: datetime) -> Period:
-    """The ``name`` period ("day" or "month") of the tenant's ``time_zone`` that holds ``now``."""
+    """The ``name`` period ("day" or "month") of the tenant's ``time_zone`` that holds ``now``: computed once per
+    minute and zone (every call asks it; a zone's midnight falls on a whole minute, so a minute is in one day)."""
+    return _period_at(name, time_zone, math.floor(now.timestamp() / 60))
+
+
+@functools.lru_cache(maxsize=1024)
+def _period_at(name: str, time_zone: str, minute: int) -> Period:
     local = zone(time_zone)
-    today = now.astimezone(local).date()
+    today = datetime.fromtimestamp(minute * 60, UTC).astimezone(local).date()
     start, end = (today, today + timedelta(days=1)) if name == "day" else (today.replace(day=1), next_month(today))
     return Period(name, start, datetime.combine(end, time(), tzinfo=local).astimezone(UTC))
 
