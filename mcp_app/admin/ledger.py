@@ -14,7 +14,8 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBadRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import path, reverse
 from django.utils import timezone
 
@@ -77,7 +78,7 @@ class UsageDayAdmin(TenantScopedAdmin):
             request, {"title": "Usage ledger", **(extra_context or {}), "export_url": export_url}
         )
 
-    def export_view(self, request: HttpRequest) -> HttpResponse:
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
         if not self.has_view_permission(request):
             raise PermissionDenied
         try:
