@@ -33,8 +33,8 @@ class UsageDayAdmin(TenantScopedAdmin):
     read_only_model = True
     tenant_field = None
     list_display = (
-        "day",
-        "tenant",
+        "day_shown",
+        "tenant_shown",
         "agent_key",
         "server_key",
         "tool_name",
@@ -50,13 +50,21 @@ class UsageDayAdmin(TenantScopedAdmin):
     search_fields = ("tool_name", "agent_key")
     date_hierarchy = "day"
     list_per_page = 100
-    ordering = ("-day", "tenant__slug", "agent_key", "server_key", "tool_name")
+    ordering = ("-day",)  # one sort mark; the CSV has its own stable order (limits.export.ordered)
     change_list_template = "admin/mcp_app/usageday/change_list.html"
 
     def has_change_permission(self, request: HttpRequest, obj: UsageDay | None = None) -> bool:
         return False  # written by the usage flusher only
 
     has_delete_permission = has_change_permission
+
+    @admin.display(description="day", ordering="day")
+    def day_shown(self, obj: UsageDay) -> str:
+        return obj.day.isoformat()  # as in the CSV, and narrow enough for eleven columns at 1,366 px
+
+    @admin.display(description="tenant", ordering="tenant__slug")
+    def tenant_shown(self, obj: UsageDay) -> str:
+        return obj.tenant.slug
 
     @admin.display(description="tool-seconds", ordering="tool_seconds")
     def seconds(self, obj: UsageDay) -> str:
