@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (registration side effects)
     audit,
     budgets,
     catalog,
+    ledger,
     oauth,
     runtime,
     servers,

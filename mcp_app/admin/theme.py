@@ -25,8 +25,18 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (("agent", "smart_toy"), ("agenttoken", "token"), ("oauthconsent", "verified_user"), ("oauthagent", "badge")),
     ),
     ("Runtime", (("tooltask", "pending_actions"), ("mcpsession", "cable"), ("toolcall", "receipt_long"))),
-    ("Budgets", (("budget", "savings"), ("budgetalert", "notifications"), ("budgetalerthook", "webhook"))),
+    (
+        "Budgets",
+        (
+            ("budget", "savings"),
+            ("usageday", "table_rows"),
+            ("budgetalert", "notifications"),
+            ("budgetalerthook", "webhook"),
+        ),
+    ),
 )
+#: Sidebar titles other than the model's plural name.
+TITLES = {"usageday": "Usage ledger"}
 _OTHER_ICON = "folder"
 
 
@@ -44,7 +54,11 @@ def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
         overview.append({"title": "Usage", "icon": "bar_chart", "link": reverse("admin:mcp_app_toolcall_usage")})
     navigation: list[dict[str, Any]] = [{"title": "Overview", "separator": False, "items": overview}]
     for title, entries in GROUPS:
-        items = [_item(models[name], icon) for name, icon in entries if models.get(name, {}).get("admin_url")]
+        items = [
+            _item(models[name], icon, TITLES.get(name))
+            for name, icon in entries
+            if models.get(name, {}).get("admin_url")
+        ]
         if items:
             navigation.append({"title": title, "separator": True, "collapsible": False, "items": items})
     grouped = {name for _, entries in GROUPS for name, _ in entries}
@@ -59,5 +73,5 @@ def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
     return navigation
 
 
-def _item(model: dict[str, Any], icon: str) -> dict[str, Any]:
-    return {"title": model["name"], "icon": icon, "link": model["admin_url"]}
+def _item(model: dict[str, Any], icon: str, title: str | None = None) -> dict[str, Any]:
+    return {"title": title or model["name"], "icon": icon, "link": model["admin_url"]}

@@ -73,7 +73,9 @@ def _calls(access: Any, tool: str, days_ago: int, count: int, status: str = "ok"
 
 
 @pytest.fixture
-def worlds(transactional_db: None, world_factory: Any, member_factory: Any, settings: Any, request: Any) -> Any:
+def worlds(
+    transactional_db: None, world_factory: Any, member_factory: Any, usage_factory: Any, settings: Any, request: Any
+) -> Any:
     if settings.REDIS_URL:
         request.getfixturevalue("celery_worker")  # countdown runs on a worker
     acme, globex = world_factory("acme"), world_factory("globex")
@@ -86,6 +88,7 @@ def worlds(transactional_db: None, world_factory: Any, member_factory: Any, sett
     ok_days = _calls(globex.access, "globex-lookup", 0, 6) | _calls(globex.access, "countdown", 9, 4)
     _calls(globex.access, "globex-lookup", 2, 3, status="error")
     _calls(acme.access, "acme-lookup", 1, 5)
+    usage_factory(globex.tenant, globex.access.agent, calls=6, tool_seconds=0.4)  # the ledger's pages in the walk
     staff = member_factory((globex.tenant, "admin"), username="globex-staff", password=PASSWORD)
     operator = member_factory(username="operator", password=PASSWORD, is_superuser=True)
     ApiKey.objects.issue_key(operator, name="ci")

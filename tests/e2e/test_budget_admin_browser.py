@@ -4,6 +4,7 @@ in production: DEBUG off, static files collected), as Globex's tenant admin and 
 - the usage page's burn-down: one row per budget limit with used / limit, a bar as wide as the share spent (amber
   from the budget's alert share, red when spent) and when the period resets; Acme's usage and budgets never show;
 - the budget list, the operator's budget opened read-only, a budget of their own added in the form;
+- the usage ledger: Globex's rows only, filtered by tool, and its "Download CSV" the filtered rows;
 - the alert list, and a new alert webhook whose signing secret is shown once, in the message after saving;
 - as the operator: a new budget is the operator's by default, and the tenant's time zone is editable.
 
@@ -36,7 +37,7 @@ AMBER, RED = "rgb(217, 119, 6)", "rgb(220, 38, 38)"
 def budgets(transactional_db: None, world_factory: Any, member_factory: Any, usage_factory: Any) -> dict[str, Any]:
     acme, globex = world_factory("acme"), world_factory("globex")
     agent = globex.access.agent
-    usage_factory(globex.tenant, agent, calls=40, tool_seconds=12.5, cost=Decimal("0.75"))
+    ledger_tool = usage_factory(globex.tenant, agent, calls=40, tool_seconds=12.5, cost=Decimal("0.75")).tool_name
     usage_factory(globex.tenant, None, calls=15)
     usage_factory(acme.tenant, acme.access.agent, calls=999)
     operators = Budget.objects.create(
@@ -59,7 +60,7 @@ def budgets(transactional_db: None, world_factory: Any, member_factory: Any, usa
     )
     member_factory((globex.tenant, "admin"), username="globex-staff", password=PASSWORD)
     member_factory(username="operator", password=PASSWORD, is_superuser=True)
-    return {"acme": acme, "globex": globex, "operators": operators, "own": own}
+    return {"acme": acme, "globex": globex, "operators": operators, "own": own, "ledger_tool": ledger_tool}
 
 
 def _browser(playwright: Any) -> Any:
@@ -136,16 +137,30 @@ def test_a_tenant_admin_reads_the_burn_down_and_manages_budgets(styled_daphne: D
         assert "was added successfully" in page.locator("#main").inner_text()
         page.screenshot(path=str(folder / "06-budget-added.png"), full_page=True)
 
+        # -- the usage ledger, filtered, and its CSV -------------------------------------------------------------------
+        _visit(page, f"{base}/admin/mcp_app/usageday/", folder, "07-usage-ledger")
+        listed = page.locator("#result_list").inner_text()
+        assert "999" not in listed and "40" in listed and "12.5" in listed and "0.75" in listed
+        assert page.locator('a[href="/admin/mcp_app/usageday/"]', has_text="Usage ledger").count() == 1  # sidebar
+        ledger_tool = budgets["ledger_tool"]
+        _visit(page, f"{base}/admin/mcp_app/usageday/?tool_name={ledger_tool}", folder, "07b-usage-ledger-filtered")
+        with page.expect_download() as download_info:
+            page.get_by_text("Download CSV").click()
+        download = download_info.value
+        assert re.fullmatch(r"usage-globex-\d{4}-\d{2}-\d{2}\.csv", download.suggested_filename)
+        lines = Path(download.path()).read_text().splitlines()
+        assert lines[0].startswith("day,tenant,agent") and len(lines) == 2 and f",{ledger_tool},40," in lines[1]
+
         # -- alerts, and the webhook's secret shown once ---------------------------------------------------------
-        _visit(page, f"{base}/admin/mcp_app/budgetalert/", folder, "07-alerts")
+        _visit(page, f"{base}/admin/mcp_app/budgetalert/", folder, "08-alerts")
         assert "connection refused" in page.locator("#changelist").inner_text()
-        _visit(page, f"{base}/admin/mcp_app/budgetalerthook/add/", folder, "08-hook-add")
+        _visit(page, f"{base}/admin/mcp_app/budgetalerthook/add/", folder, "09-hook-add")
         page.fill("input[name=url]", "https://hooks.example.com/budgets")
         with page.expect_navigation():
             page.click("button[name=_continue]")
         shown = re.search(r"whsec_[\w-]+", page.locator("#main").inner_text())
         assert shown is not None
-        page.screenshot(path=str(folder / "09-hook-secret-once.png"), full_page=True)
+        page.screenshot(path=str(folder / "10-hook-secret-once.png"), full_page=True)
         page.reload()
         assert shown.group() not in page.content()
         browser.close()
