@@ -444,6 +444,15 @@ mcp_settings = cast(AppSettings, _current)
 _reload_hooks: list[Callable[[], None]] = []
 
 
+def pace(name: str, fallback: float) -> float:
+    """A background thread's interval: the setting ``name``, or ``fallback`` while ``MCP_APP`` is invalid (an
+    override being refused must fail the code that set it, never kill a flusher thread that reads it)."""
+    try:
+        return float(getattr(mcp_settings, name))
+    except ImproperlyConfigured:
+        return fallback
+
+
 def on_reload(hook: Callable[[], None]) -> Callable[[], None]:
     """Call ``hook`` after ``MCP_APP`` changes (``override_settings``); usable as a decorator."""
     _reload_hooks.append(hook)

@@ -63,6 +63,18 @@ def test_invalid_configuration_is_refused(value, message):
         assert errors and message in errors[0].msg
 
 
+def test_a_flusher_thread_keeps_its_pace_while_the_settings_are_invalid():
+    """The audit flusher and the budget meter read their interval on every tick, from a thread: an invalid
+    override (refused to the code that made it) must not raise there and end the thread."""
+    from mcp_app.conf import pace
+
+    with override_settings(MCP_APP={"AUDIT_FLUSH_INTERVAL_SECONDS": 0.25}):
+        assert pace("AUDIT_FLUSH_INTERVAL_SECONDS", 1.0) == 0.25
+    with override_settings(MCP_APP={"RATE_LIMIT_PER_TOOL": -0.5}):
+        assert pace("AUDIT_FLUSH_INTERVAL_SECONDS", 1.0) == 1.0
+        assert pace("BUDGET_FLUSH_INTERVAL_SECONDS", 0.5) == 0.5
+
+
 def test_each_setting_is_declared_once_with_its_type_and_default():
     defaults = AppSettings()  # the defaults meet their own rules
     assert isinstance(defaults.RATE_LIMIT_PER_TOOL, float)

@@ -21,7 +21,7 @@ from datetime import date
 
 from django.db import DatabaseError, connections
 
-from ..conf import mcp_settings
+from ..conf import pace
 from ..models import Budget, Tenant
 from . import budgets, usage
 from .periods import period_of_day
@@ -79,7 +79,7 @@ class Meter:
         self.flush()
 
     def _run(self) -> None:
-        while not self._stop.wait(float(mcp_settings.BUDGET_FLUSH_INTERVAL_SECONDS)):
+        while not self._stop.wait(pace("BUDGET_FLUSH_INTERVAL_SECONDS", 1.0)):
             try:
                 if self.flush():
                     connections.close_all()  # none held while nothing is spent

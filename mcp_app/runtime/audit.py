@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from django.db import DatabaseError, close_old_connections, connection
 
-from ..conf import mcp_settings
+from ..conf import mcp_settings, pace
 from ..database import log_failure
 from ..models import Agent, McpServer, Tenant
 from ..models.audit import ToolCall as ToolCallRecord
@@ -117,7 +117,7 @@ class AuditLog:
 
     def _run(self) -> None:
         while not self._stopping:
-            self._wake.wait(float(mcp_settings.AUDIT_FLUSH_INTERVAL_SECONDS))
+            self._wake.wait(pace("AUDIT_FLUSH_INTERVAL_SECONDS", 1.0))
             self._wake.clear()
             if self._stopping:
                 break
