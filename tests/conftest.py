@@ -286,13 +286,17 @@ def _flush_beside_live_processes() -> Any:
 @pytest.fixture(autouse=True)
 def _manual_audit_flush() -> Any:
     """The audit buffer is flushed by hand in tests (a background thread could not see a test's transaction);
-    tests of the flusher itself start it. Nothing buffered leaks from one test into the next."""
+    tests of the flusher itself start it. Nothing buffered leaks from one test into the next, nor what the budget
+    meter buffered (written to counters no other test reads, or at exit to a database that is gone)."""
+    from mcp_app.limits.budget_meter import meter
     from mcp_app.runtime.audit import audit_log
 
     audit_log.autostart = False
     audit_log.clear()
+    meter.clear()
     yield audit_log
     audit_log.clear()
+    meter.clear()
 
 
 @pytest.fixture

@@ -126,19 +126,7 @@ class BudgetAdmin(TenantScopedAdmin):
 class BudgetAlertAdmin(TenantScopedAdmin):
     read_only_model = True
     tenant_field = None
-    list_display = (
-        "created_at",
-        "tenant",
-        "budget",
-        "metric",
-        "period",
-        "period_start",
-        "percent",
-        "used",
-        "limit",
-        "delivered_at",
-        "delivery_error",
-    )
+    list_display = ("created_at", *BudgetAlert.CROSSED, *BudgetAlert.DELIVERY)
     list_filter = ("metric", "period", ("tenant", admin.RelatedOnlyFieldListFilter))
     list_select_related = ("tenant", "budget", "budget__tenant", "budget__agent")
     ordering = ("-created_at",)

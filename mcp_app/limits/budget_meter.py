@@ -71,6 +71,11 @@ class Meter:
         self._stop = threading.Event()
         self._thread = None
 
+    def clear(self) -> None:
+        """Drop what is buffered (tests: nothing one test spent reaches another's counters)."""
+        with self._lock:
+            self._pending.clear()
+
     def stop(self) -> None:
         self._stop.set()
         thread, self._thread = self._thread, None

@@ -27,12 +27,7 @@ FIELDS = (
     "agent",
     "server",
     "tool",
-    "calls",
-    "errors",
-    "tool_seconds",
-    "bytes_in",
-    "bytes_out",
-    "cost",
+    *UsageDay.AMOUNTS,
 )
 MONTH = re.compile(r"(\d{4})-(0[1-9]|1[0-2])")
 

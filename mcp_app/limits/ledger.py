@@ -42,14 +42,9 @@ COLUMNS = (
     "server_key",
     "tool_name",
     "day",
-    "calls",
-    "errors",
-    "tool_seconds",
-    "bytes_in",
-    "bytes_out",
-    "cost",
+    *UsageDay.AMOUNTS,
 )
-ADDED = ("calls", "errors", "tool_seconds", "bytes_in", "bytes_out", "cost")
+ADDED = UsageDay.AMOUNTS
 
 
 @dataclass(slots=True)

@@ -35,6 +35,9 @@ PERIODS = ("day", "month")
 class UsageDay(models.Model):
     """What one agent spent on one tool of one server in one day."""
 
+    #: The amounts of a row: what calls add to it, and what an export carries after the keys.
+    AMOUNTS = ("calls", "errors", "tool_seconds", "bytes_in", "bytes_out", "cost")
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="usage_days", verbose_name="tenant")
     agent = models.ForeignKey(
         Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="usage_days", verbose_name="agent"
@@ -168,6 +171,10 @@ class Budget(models.Model):
 
 class BudgetAlert(models.Model):
     """A soft threshold of a budget crossed in a period: recorded once, then announced (audit, metric, webhook)."""
+
+    #: What was crossed, and when it was sent: the columns the admin lists and the API shows.
+    CROSSED = ("tenant", "budget", "metric", "period", "period_start", "percent", "used", "limit")
+    DELIVERY = ("delivered_at", "delivery_error")
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="budget_alerts", verbose_name="tenant")
     budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="alerts", verbose_name="budget")

@@ -78,16 +78,7 @@ class UsageMeter(Protocol):
 class NoMeter:
     """The ``UsageMeter`` of requests whose calls are not metered (contexts built without one, e.g. in tests)."""
 
-    def measured(
-        self,
-        tool: ToolDescriptor,
-        arguments: Mapping[str, Any],
-        call: CallContext,
-        result: Mapping[str, Any] | None,
-        *,
-        failed: bool,
-        seconds: float,
-    ) -> None:
+    def measured(self, *_call: Any, **_measures: Any) -> None:
         return None
 
     def __repr__(self) -> str:

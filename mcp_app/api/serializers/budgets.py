@@ -78,20 +78,7 @@ class BudgetAlertSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BudgetAlert
-        fields = (
-            "id",
-            "tenant",
-            "budget",
-            "metric",
-            "period",
-            "period_start",
-            "percent",
-            "used",
-            "limit",
-            "created_at",
-            "delivered_at",
-            "delivery_error",
-        )
+        fields = ("id", *BudgetAlert.CROSSED, "created_at", *BudgetAlert.DELIVERY)
         read_only_fields = fields
 
 
