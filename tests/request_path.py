@@ -72,3 +72,20 @@ def wait_caches_ready(timeout: float = 5.0) -> None:
 
 async def caches_ready(timeout: float = 5.0) -> None:
     await asyncio.to_thread(wait_caches_ready, timeout)
+
+
+async def assert_warm_call_is_free(monkeypatch: pytest.MonkeyPatch, access: Any, body: Any, headers: Any) -> None:
+    """Once the caches follow the log, a first call fills them and its writes are flushed; the next, warm, call is
+    answered 200 with no query and no thread hop."""
+    from channels.db import database_sync_to_async
+
+    from mcp_app.caching import writebehind
+    from tests.helpers import call
+
+    await caches_ready()
+    assert (await call(access, body, headers=headers)).status == 200
+    await database_sync_to_async(writebehind.flush)()
+    with counting(monkeypatch) as cost:
+        warm = await call(access, body, headers=headers)
+    assert warm.status == 200, warm.body
+    assert (cost.queries, cost.hops) == ([], [])

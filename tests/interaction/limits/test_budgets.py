@@ -25,7 +25,7 @@ from mcp_app.limits import budget_alerts, budget_meter, budgets, usage
 from mcp_app.protocol.errors import BUDGET_EXCEEDED
 from tests.helpers import call, open_session, rpc, wait_until
 from tests.helpers import tool_call as era_tool_call
-from tests.request_path import caches_ready, counting
+from tests.request_path import assert_warm_call_is_free, caches_ready
 
 # 10:00 UTC today is 19:00 in Tokyo (no daylight saving time): the day resets at 15:00 UTC, in 5 hours.
 ZONE = "Asia/Tokyo"
@@ -305,20 +305,13 @@ async def test_a_warm_call_with_budgets_on_runs_no_query_and_no_hop(
     era: str, make_access: Callable[..., Awaitable[Any]], orm: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     """Budgets come with the cached token snapshot, and their counters with the rate buckets' round trip."""
-    from mcp_app.caching import writebehind
 
     settings.MCP_APP = {**settings.MCP_APP, "WRITE_BEHIND_INTERVAL_SECONDS": 3600}
     access = await make_access(tools=("async_echo",))
     await budget(orm, access, calls_per_day=2, tool_seconds_per_month=100.0)
     await budget(orm, access, agent=access.agent, set_by="tenant", cost_per_day=Decimal("1"))
-    await caches_ready()
     body, headers = tool_call(era, "async_echo")
-    assert (await call(access, body, headers=headers)).status == 200
-    await orm(writebehind.flush)
-    with counting(monkeypatch) as cost:
-        warm = await call(access, body, headers=headers)
-    assert warm.status == 200, warm.body
-    assert (cost.queries, cost.hops) == ([], [])
+    await assert_warm_call_is_free(monkeypatch, access, body, headers)
     assert_budget_exceeded(await call(access, body, headers=headers), 1, metric="calls")
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from mcp_app.protocol.errors import RATE_LIMITED
 from tests.helpers import call, rpc
-from tests.request_path import caches_ready, counting
+from tests.request_path import assert_warm_call_is_free
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -148,7 +148,6 @@ async def test_a_warm_call_with_every_limit_on_runs_no_query_and_no_hop(
 ) -> None:
     """The limits come from the cached token snapshot and catalog: the budget of tests/transport/test_request_path
     holds with a tenant's, an agent's and a tool's own limits set (the third call proves they were drawn)."""
-    from mcp_app.caching import writebehind
     from mcp_app.models import Tool
 
     settings.MCP_APP = {**settings.MCP_APP, "WRITE_BEHIND_INTERVAL_SECONDS": 3600}
@@ -157,12 +156,6 @@ async def test_a_warm_call_with_every_limit_on_runs_no_query_and_no_hop(
     await orm(access.tenant.save)
     await orm(access.agent.save)
     await orm(Tool.objects.filter(tenant=access.tenant).update, rate_limit=0.01, rate_burst=2)
-    await caches_ready()
     body, headers = tool_call(era, "async_echo")
-    assert (await call(access, body, headers=headers)).status == 200
-    await orm(writebehind.flush)
-    with counting(monkeypatch) as cost:
-        warm = await call(access, body, headers=headers)
-    assert warm.status == 200, warm.body
-    assert (cost.queries, cost.hops) == ([], [])
+    await assert_warm_call_is_free(monkeypatch, access, body, headers)
     assert_rate_limited(await call(access, body, headers=headers), "tool", 1)
