@@ -220,6 +220,14 @@ class AppSettings:
     BUDGET_FLUSH_INTERVAL_SECONDS: FlushInterval = 1.0
     """Tool-seconds and cost that ended calls spent reach the shared budget counters this often (in (0, 1]): it
     bounds how far past a tool-seconds or cost budget calls may go, with the calls in flight (docs/budgets.md)."""
+    APPROVAL_WAIT_SECONDS: Positive = 10.0
+    """A call that requires approval, of a client that cannot take a task: how long it waits for the decision before
+    it is answered with the pending error (its approval's id in ``data``); re-issued once approved, it runs."""
+    APPROVAL_TTL_SECONDS: Positive = 86_400.0
+    """How long an approval request may be decided, and an approved one used, after the call asked for it."""
+    APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS: bool = True
+    """Upstream tools whose ``destructiveHint`` is true require approval unless their ``requires approval`` is set
+    off (docs/approvals.md). Off: only tools set to require it."""
     OAUTH_REGISTRATIONS_PER_HOUR: RegistrationRate = 600
     """Dynamic client registrations (RFC 7591) per source address: a rate per hour and a burst (the buckets of
     RATE_LIMITS; docs/oauth.md); over it, 429 with Retry-After. A rate of 0: no registration at all."""

@@ -2,6 +2,7 @@
 
 from .agents import Agent, AgentToken
 from .apikeys import ApiKey
+from .approvals import Approval
 from .audit import ToolCall
 from .caching import CacheInvalidation
 from .catalog import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool
@@ -12,16 +13,20 @@ from .tasks import ToolTask
 from .tenancy import Tenant, TenantMembership
 from .upstreams import Upstream, UpstreamBinding
 from .usage import Budget, BudgetAlert, BudgetAlertHook, UsageDay
+from .versions import CatalogChange, CatalogVersion
 from .webhooks import Webhook
 
 __all__ = [
     "Agent",
     "AgentToken",
     "ApiKey",
+    "Approval",
     "Budget",
     "BudgetAlert",
     "BudgetAlertHook",
     "CacheInvalidation",
+    "CatalogChange",
+    "CatalogVersion",
     "McpServer",
     "McpSession",
     "OAuthAgent",

@@ -190,6 +190,14 @@ class Tool(CatalogEntry):
         blank=True,
         help_text='Icons clients may show, e.g. [{"src": "https://example.com/t.png", "mimeType": "image/png"}].',
     )
+    requires_approval = models.BooleanField(
+        "requires approval",
+        null=True,
+        blank=True,
+        help_text="Whether each call waits for a tenant admin's approval, bound to its exact arguments "
+        "(docs/approvals.md). Empty: only upstream tools whose destructiveHint is true, unless the operator's "
+        "APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS is off.",
+    )
     rate_limit = rate_limit_field("tool")
     rate_burst = rate_burst_field("tool")
 

@@ -112,6 +112,22 @@ class McpServer(models.Model):
         help_text="Let every signed-in user of the site authorize OAuth clients for this server. Off: only active "
         "members of the server's tenant.",
     )
+    review_edits = models.BooleanField(
+        "edits wait for publication",
+        default=False,
+        help_text="Off: an edit of what this server exposes is published at once (a new catalog version). On: edits "
+        "collect in the draft until someone publishes it (docs/catalog-versions.md).",
+    )
+    published_version = models.ForeignKey(
+        "mcp_app.CatalogVersion",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        editable=False,
+        verbose_name="published version",
+        help_text="The catalog version this server serves; empty: none published yet (it serves its draft).",
+    )
     catalog_version = models.PositiveBigIntegerField(
         "catalog version", default=1, editable=False, help_text="Bumped on every catalog edit; caches key on it."
     )
@@ -134,12 +150,12 @@ class McpServer(models.Model):
         return tuple(version for version in ALL_VERSIONS if version in (self.protocol_versions or ()))
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        # The catalog version is only ever bumped atomically in the database; a form save of a stale instance
-        # must not write an old value back.
+        # The catalog version is only ever bumped, and a version published, atomically in the database; a form
+        # save of a stale instance must not write an old value back.
         if not self._state.adding and kwargs.get("update_fields") is None:
             kwargs["update_fields"] = [
                 field.name
                 for field in self._meta.concrete_fields
-                if not field.primary_key and field.name != "catalog_version"
+                if not field.primary_key and field.name not in ("catalog_version", "published_version")
             ]
         super().save(*args, **kwargs)

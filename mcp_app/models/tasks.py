@@ -288,6 +288,8 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 class ToolTask(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
+        # Waiting for a tenant admin's approval (models.approvals); the protocol knows it as working.
+        PARKED = "parked", "Waiting for approval"
         WORKING = "working", "Working"
         INPUT_REQUIRED = "input_required", "Input required"
         COMPLETED = "completed", "Completed"

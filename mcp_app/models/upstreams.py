@@ -128,6 +128,20 @@ class Upstream(SecretHeaders):
         blank=True,
         help_text="How often the catalog is re-read; empty: the operator's default (UPSTREAM_SYNC_INTERVAL_SECONDS).",
     )
+
+    class OnChange(models.TextChoices):
+        PUBLISH = "publish", "Publish changes at once"
+        HOLD = "hold", "Hold changes for approval (serve the approved definitions)"
+        BLOCK = "block", "Hold changes and stop serving the changed entries until approved"
+
+    on_change = models.CharField(
+        "on change",
+        max_length=8,
+        choices=OnChange.choices,
+        default=OnChange.HOLD,
+        help_text="What a sync does when the upstream adds, removes or changes an entry after its first sync "
+        "(docs/catalog-versions.md). Held changes wait in the draft of each server the upstream is bound to.",
+    )
     enabled = models.BooleanField(
         "enabled",
         default=True,
