@@ -44,6 +44,8 @@ def _version(server: McpServer, number: int) -> CatalogVersion:
 
 
 def _published(server: McpServer) -> CatalogVersion | None:
+    if server.published_version_id is None:
+        return None
     return CatalogVersion.objects.filter(tenant_id=server.tenant_id, pk=server.published_version_id).first()
 
 
