@@ -2,13 +2,16 @@
 
 ``resolve_catalog(server, grant=...)`` returns the ``ServerCatalog`` of the server's current ``catalog_version``
 as one token's grant sees it, cached per process by version (read from the server snapshot: no query). Python
-tools no longer registered, or not allowed for the tenant, are left out (and logged).
+tools no longer registered, or not allowed for the tenant, are left out (and logged). ``build_draft`` is what the
+rows describe; ``build_catalog`` what the server serves: its published catalog version's definitions over the
+draft's targets (``catalog.versions``), or the draft while none is published.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from django.db.models import QuerySet
@@ -18,9 +21,21 @@ from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
 from ..definitions.targets import HttpTarget, StaticPromptTarget, StaticResourceTarget
 from ..definitions.upstreams import UpstreamPromptTarget, UpstreamResourceTarget, UpstreamToolTarget, endpoint_of
-from ..models import McpServer, Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tenant, Tool, Upstream
+from ..models import (
+    CatalogChange,
+    McpServer,
+    Prompt,
+    Resource,
+    ServerPrompt,
+    ServerResource,
+    ServerTool,
+    Tenant,
+    Tool,
+    Upstream,
+)
 from ..models.agents import CatalogGrant
 from ..models.tenancy import python_tool_allowed
+from ..models.versions import KEY_FIELDS
 from ..observability import metrics
 from ..protocol.descriptors import PromptArgument, PromptDescriptor, ResourceDescriptor, ServerCatalog, ToolDescriptor
 from .grants import CatalogLru, granted_catalog, views
@@ -230,7 +245,113 @@ _PROMPT_KINDS: dict[str, Callable[[Prompt, int], PromptDescriptor | None]] = {
 
 
 def build_catalog(server: McpServer | Any) -> ServerCatalog:
-    """The catalog of ``server`` (an ``McpServer`` or a cached ``ServerEntry``: its pk and tenant_id count)."""
+    """The catalog ``server`` serves (an ``McpServer`` or a cached ``ServerEntry``: its pk and tenant_id count):
+    its published version's entries, each with its live row's target; its draft while none is published."""
+    draft = build_draft(server)
+    entries = McpServer.objects.filter(pk=server.pk).values_list("published_version__entries", flat=True).first()
+    if entries is None:
+        return draft
+    # An upstream that blocks its changes: the entries it changed stop being served until the change is approved.
+    blocked = set(
+        CatalogChange.objects.pending()
+        .filter(server_id=server.pk, upstream__on_change=Upstream.OnChange.BLOCK)
+        .values_list("list_name", "key")
+    )
+    return _published(server.pk, draft, entries, blocked)
+
+
+# How a version's wire definition replaces the live descriptor's: one function per list. The target, the row's
+# runtime settings (execution, timeout, rate limit, price) and what the wire does not show stay the live ones.
+
+
+def _published_tool(live: ToolDescriptor, definition: dict[str, Any]) -> ToolDescriptor:
+    return replace(
+        live,
+        name=definition["name"],
+        title=definition.get("title"),
+        description=definition.get("description"),
+        input_schema=definition.get("inputSchema") or {"type": "object", "properties": {}},
+        output_schema=definition.get("outputSchema"),
+        annotations=definition.get("annotations"),
+        icons=definition.get("icons"),
+    )
+
+
+def _published_resource(live: ResourceDescriptor, definition: dict[str, Any]) -> ResourceDescriptor:
+    uri = definition.get("uriTemplate") if live.is_template else definition.get("uri")
+    uri = uri or live.uri
+    return replace(
+        live,
+        uri=uri,
+        name=definition.get("name", live.name),
+        title=definition.get("title"),
+        description=definition.get("description"),
+        mime_type=definition.get("mimeType"),
+        annotations=definition.get("annotations"),
+        pattern=UriTemplate(uri) if live.is_template else None,
+    )
+
+
+def _published_prompt(live: PromptDescriptor, definition: dict[str, Any]) -> PromptDescriptor:
+    arguments = tuple(
+        PromptArgument(
+            name=argument["name"],
+            description=argument.get("description") or None,
+            required=bool(argument.get("required", False)),
+            completions=live_argument.completions if (live_argument := live.argument(argument["name"])) else (),
+        )
+        for argument in definition.get("arguments") or ()
+    )
+    return replace(
+        live,
+        name=definition["name"],
+        title=definition.get("title"),
+        description=definition.get("description"),
+        arguments=arguments,
+    )
+
+
+_PUBLISHED: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "tools": _published_tool,
+    "resources": _published_resource,
+    "resourceTemplates": _published_resource,
+    "prompts": _published_prompt,
+}
+
+
+def _published(
+    server_pk: int, draft: ServerCatalog, entries: list[dict[str, Any]], blocked: set[tuple[str, str]]
+) -> ServerCatalog:
+    """The version's ``entries``, in its order, each served by the draft's descriptor of the same row."""
+    live: dict[tuple[str, int | None], Any] = {
+        **{("tools", d.ref): d for d in draft.tools},
+        **{("resources", d.ref): d for d in draft.resources},
+        **{("resourceTemplates", d.ref): d for d in draft.templates},
+        **{("prompts", d.ref): d for d in draft.prompts},
+    }
+    served: dict[str, list[Any]] = {name: [] for name in _PUBLISHED}
+    seen: set[tuple[str, str]] = set()
+    for entry in entries:
+        list_name, definition = entry["list"], entry["definition"]
+        key = (list_name, str(definition.get(KEY_FIELDS[list_name], "")))
+        if key in blocked or key in seen:
+            continue
+        descriptor = live.get((list_name, entry.get("ref")))
+        if descriptor is None:
+            logger.warning("server %s publishes %s %r, whose row is gone or disabled", server_pk, *key)
+            continue
+        seen.add(key)
+        served[list_name].append(_PUBLISHED[list_name](descriptor, definition))
+    return ServerCatalog(
+        tools=tuple(served["tools"]),
+        resources=tuple(served["resources"]),
+        templates=tuple(served["resourceTemplates"]),
+        prompts=tuple(served["prompts"]),
+    )
+
+
+def build_draft(server: McpServer | Any) -> ServerCatalog:
+    """What ``server``'s rows describe now (its draft): every enabled binding, in the server's order."""
     tenant = server.tenant_id
     tools = ServerTool.objects.filter(server_id=server.pk, enabled=True, tool__tenant_id=tenant).select_related(
         "tool", "tool__webhook", "tool__upstream"

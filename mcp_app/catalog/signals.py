@@ -1,5 +1,7 @@
-"""Keep catalog versions current: every edit of a catalog entry or binding bumps the affected servers'
-versions and tells their live streams which list changed.
+"""Keep catalogs current: every edit of a catalog entry or binding bumps the affected servers' catalog versions
+(every process re-resolves them) and, once the transaction commits, publishes the edit on servers that do not
+review edits (``versions.auto_publish``): the publication tells live streams which lists changed. A resource's
+new content is announced (``resources/updated``) at once.
 
 Deleting a catalog entry cascades to its bindings, whose own ``post_delete`` bumps their servers, so entry
 deletion needs no receiver of its own.
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -28,14 +31,14 @@ from ..models import (
     Webhook,
 )
 from ..models.servers import on_catalog_change
-from ..protocol.messages import list_changed, resource_updated
+from ..protocol.messages import resource_updated
+from .versions import ensure_baseline, schedule_auto_publish
 
 
 @on_catalog_change
 def _announce(server_ids: Iterable[int], kinds: tuple[str, ...], updated_uri: str | None) -> None:
-    """Tell the servers' live streams (after commit, through the channel layer) which lists changed."""
-    for kind in kinds:
-        publish_to_servers(server_ids, list_changed(kind))
+    """Publish the edit after commit (where edits are not reviewed); tell subscribers of an updated resource."""
+    schedule_auto_publish(server_ids, kinds)
     if updated_uri is not None:
         publish_to_servers(server_ids, resource_updated(updated_uri))
 
@@ -96,3 +99,10 @@ def _upstream_saved(sender: type[Upstream], instance: Upstream, created: bool = 
     for binding, field, kind in _KINDS.values():
         servers = _servers_of(binding.objects.filter(**{f"{field}__upstream": instance}))
         McpServer.objects.bump_catalog_version(servers, (kind,))
+
+
+@receiver(post_save, sender=McpServer)
+def _server_saved(sender: type[McpServer], instance: McpServer, **kwargs: Any) -> None:
+    # A server that starts reviewing edits serves a version from then on: its draft now, if none is published.
+    if instance.review_edits and instance.published_version_id is None:
+        transaction.on_commit(lambda: ensure_baseline(instance))

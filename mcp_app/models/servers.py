@@ -54,16 +54,24 @@ class McpServerManager(models.Manager["McpServer"]):
         return self.filter(enabled=True, tenant__is_active=True)
 
     def bump_catalog_version(
-        self, server_ids: list[int] | set[int], kinds: tuple[str, ...] = ("tools",), updated_uri: str | None = None
+        self,
+        server_ids: list[int] | set[int],
+        kinds: tuple[str, ...] = ("tools",),
+        updated_uri: str | None = None,
+        *,
+        announce: bool = True,
     ) -> None:
         """Mark these servers' catalogs changed: every process re-resolves them, and the announcers
-        (``on_catalog_change``) tell live streams which ``kinds`` of list changed, or which resource was updated."""
+        (``on_catalog_change``: the catalog layer publishes the edit, which tells live streams which lists changed)
+        hear which ``kinds`` of entry were edited, or which resource was updated. ``announce=False``: re-resolve
+        only (a publication, which announces itself)."""
         if not server_ids:
             return
         self.filter(pk__in=list(server_ids)).update(catalog_version=F("catalog_version") + 1)
         publish(*(f"server:{pk}" for pk in server_ids))
-        for announce in tuple(_announcers):
-            announce(server_ids, kinds, updated_uri)
+        if announce:
+            for announcer in tuple(_announcers):
+                announcer(server_ids, kinds, updated_uri)
 
 
 class McpServer(models.Model):

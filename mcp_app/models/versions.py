@@ -15,6 +15,8 @@ from .upstreams import Upstream
 
 #: The lists of a catalog, as a version's entries name them (the MCP list methods' result keys).
 LISTS = ("tools", "resources", "resourceTemplates", "prompts")
+#: The wire field that names an entry of each list (its key in diffs and held changes).
+KEY_FIELDS = {"tools": "name", "resources": "uri", "resourceTemplates": "uriTemplate", "prompts": "name"}
 
 
 class CatalogVersion(TenantScoped):

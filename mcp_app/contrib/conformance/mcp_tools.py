@@ -16,8 +16,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from mcp_app.catalog import prompt, tool
+from mcp_app.events import publish_to_servers
 from mcp_app.models import McpServer
 from mcp_app.protocol.errors import INTERNAL_ERROR, InvalidParams, ProtocolError
+from mcp_app.protocol.messages import list_changed
 from mcp_app.runtime import InputRequired, ToolContext, ToolError, ToolResult
 
 # A 1x1 PNG and a tiny WAV, as in the reference servers.
@@ -179,7 +181,9 @@ async def test_missing_capability(ctx: ToolContext) -> Any:
 
 def _bump(server_id: str, kind: str) -> None:
     pks = set(McpServer.objects.filter(server_id=server_id).values_list("pk", flat=True))
+    # No content changes: the conformance suite wants the notification itself, which only a publication sends.
     McpServer.objects.bump_catalog_version(pks, (kind,))
+    publish_to_servers(pks, list_changed(kind))
 
 
 @tool(description="Marks this server's tool list changed (listeners get notifications/tools/list_changed).")

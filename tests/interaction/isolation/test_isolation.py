@@ -326,6 +326,8 @@ async def test_their_catalog_edits_never_reach_our_listeners(sides: Any, orm: An
     assert await comm.receive_nothing(timeout=0.3)
 
     def touch_ours() -> None:
+        # A change of content: an edit that changes nothing publishes nothing, and announces nothing.
+        Tool.objects.filter(tenant=ours.full.tenant, name="common").update(description="edited")
         ServerTool.objects.get(server=ours.full.server, tool__name="common").save()
 
     await orm(touch_ours)
