@@ -52,7 +52,7 @@ class Worker:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._due: list[tuple[float, int, Callable[[], object]]] = []
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._busy = False
@@ -66,7 +66,7 @@ class Worker:
         self._busy = False
         self._thread = None
 
-    def schedule(self, delay: float, job: Callable[[], None]) -> None:
+    def schedule(self, delay: float, job: Callable[[], object]) -> None:
         """Run ``job`` on the thread in ``delay`` seconds (constant time, no I/O)."""
         with self._cond:
             heapq.heappush(self._due, (time.monotonic() + delay, next(self._order), job))
