@@ -13,10 +13,13 @@ compares what the server publishes of the upstream with what its draft now has (
   definition is ``reverted``. The server goes on serving the published definitions (``block``: without the
   changed entries) until a publish of its draft approves them (``versions.publish``: one concept, not two).
 
+A rollback (a version that republishes an earlier one) is followed, after commit, by ``hold_again``: what the
+draft has of a held upstream beyond the version rolled back to is pending again.
+
 Each newly held change is announced after commit: one line on ``mcp_app.audit`` and, when the tenant has an
 alert webhook, a ``catalog.change_held`` POST (``alert_hooks``). ``pending_changes_by_tenant`` is the gauge
-``mcp_catalog_pending_changes{tenant}``, read from the database at each scrape. Not here: the resolver's rules, publish
-and rollback (``catalog.versions``), the reading and writing of entries (``federation.sync``). Design:
+``mcp_catalog_pending_changes{tenant}``, read from the database at each scrape. Not here: the resolver's rules,
+publish and rollback (``catalog.versions``), the reading and writing of entries (``federation.sync``). Design:
 docs/catalog-versions.md ("Upstream changes held for approval").
 """
 
@@ -29,6 +32,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Q
+from django.db.models.signals import post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -60,16 +64,49 @@ def after_sync(sender: Any, upstream: Upstream, servers: Iterable[int], **kwargs
         if first or upstream.on_change == Upstream.OnChange.PUBLISH:
             if server.review_edits:
                 approve(server, upstream)
-            continue
-        created, moved = _hold(server, upstream)
-        held.extend(created)
-        if upstream.on_change == Upstream.OnChange.BLOCK:
-            # What the server serves changed without a publication (entries left out, or back): say so.
-            for kind in sorted({NOTIFIED[name] for name in moved}):
-                publish_to_servers({server.pk}, list_changed(kind))
-    if held:
-        transaction.on_commit(functools.partial(_announce, upstream, held))
+        else:
+            held.extend(hold(server, upstream))
     return held
+
+
+def hold(server: McpServer, upstream: Upstream) -> list[CatalogChange]:
+    """Record as pending changes of ``server`` how its draft differs from what it publishes of ``upstream`` (see
+    the module docstring); announce the new ones after commit. The pending changes recorded anew."""
+    created, moved = _hold(server, upstream)
+    if upstream.on_change == Upstream.OnChange.BLOCK:
+        # What the server serves changed without a publication (entries left out, or back): say so.
+        for kind in sorted({NOTIFIED[name] for name in moved}):
+            publish_to_servers({server.pk}, list_changed(kind))
+    if created:
+        transaction.on_commit(functools.partial(_announce, upstream, created))
+    return created
+
+
+@receiver(post_save, sender=CatalogVersion, dispatch_uid="mcp_app.catalog.drift.rollback")
+def _republished(sender: Any, instance: CatalogVersion, created: bool = False, **kwargs: Any) -> None:
+    """A rollback may publish an upstream's entry as it was before a change the draft still has: once it is the
+    published version (after commit), the difference is held again, so no later publication of edits serves the
+    upstream's newer definition unapproved."""
+    if created and instance.rolled_back_to is not None:
+        transaction.on_commit(functools.partial(hold_again, instance.server_id))
+
+
+def hold_again(server_pk: int) -> list[CatalogChange]:
+    """Hold, on the server ``server_pk``, what differs from its published version for each upstream it exposes
+    whose changes are held (``hold``, ``block``)."""
+    with transaction.atomic():
+        server = McpServer.objects.filter(pk=server_pk, published_version__isnull=False).first()
+        if server is None:
+            return []
+        entries = (*versions.draft_entries(server), *versions.published_entries(server))
+        exposed = {entry["upstream"] for entry in entries if entry.get("upstream") is not None}
+        upstreams = (
+            Upstream.objects.filter(pk__in=exposed, tenant_id=server.tenant_id, last_synced_at__isnull=False)
+            .exclude(on_change=Upstream.OnChange.PUBLISH)
+            .select_related("tenant")
+            .order_by("pk")
+        )
+        return [change for upstream in upstreams for change in hold(server, upstream)]
 
 
 def _ours(entries: list[Entry], upstream: Upstream) -> list[Entry]:

@@ -279,3 +279,25 @@ def _idle_alerts() -> Iterator[None]:
     from mcp_app import alert_hooks
 
     assert alert_hooks.worker.wait_idle(10.0)
+
+
+def test_a_rollback_holds_the_upstreams_newer_definition_again(
+    world: Callable[[str], World], tool_factory: Callable[..., Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    from mcp_app.catalog import versions
+    from mcp_app.models import CatalogChange
+
+    w = world("hold")
+    w.sync(tool(description=POISONED))
+    with django_capture_on_commit_callbacks(execute=True):
+        approved = versions.publish(w.auto)  # approved on auto, then taken back
+        versions.rollback(w.auto, approved.number - 1)
+    assert served(w.auto)["up_look"]["description"] == "Look a word up."
+    again = CatalogChange.objects.pending().get(server=w.auto)
+    assert (again.change, again.new["description"]) == ("changed", POISONED)
+
+    with django_capture_on_commit_callbacks(execute=True):  # a later edit of auto publishes at once, held kept out
+        tool_factory(w.auto, "local", position=9)
+
+    assert served(w.auto)["up_look"]["description"] == "Look a word up."
+    assert "local" in served(w.auto)

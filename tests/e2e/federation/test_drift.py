@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import mcp_types as types
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
+from django.utils import timezone
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.protocol.errors import INVALID_PARAMS
@@ -125,6 +127,7 @@ async def test_a_held_change_is_served_as_approved_until_published_and_rolled_ba
         tool = listed(await client.list_tools(), f"up_{name}")
         assert tool is not None and tool.description == APPROVED
         assert heard.count == 2
+    assert await sync_to_async(pending)(access) == [("changed", f"up_{name}")]  # awaiting approval again
 
 
 async def test_a_blocked_change_is_not_served_until_published(
@@ -158,3 +161,29 @@ async def test_a_blocked_change_is_not_served_until_published(
         await heard.next()
         tool = listed(await client.list_tools(), f"up_{name}")
         assert tool is not None and tool.description == CHANGED
+
+
+def test_the_scheduled_sync_holds_a_change_as_list_changed_does(
+    private_upstream: UpstreamProcess,
+    access_factory: Callable[..., Access],
+    federate: Callable[..., Any],
+    unique_tag: str,
+) -> None:
+    from mcp_app.catalog import versions
+    from mcp_app.models import CatalogChange
+    from mcp_app.tasks import sync_upstreams
+
+    name = f"look_{unique_tag}"
+    private_upstream.add_tool(name, APPROVED)
+    access = access_factory(tools=())
+    upstream = federate(access, private_upstream.url, sync_interval_seconds=60)
+    private_upstream.add_tool(name, CHANGED, "message")
+    type(upstream).objects.filter(pk=upstream.pk).update(last_synced_at=timezone.now() - timedelta(minutes=2))
+
+    sync_upstreams()
+
+    change = CatalogChange.objects.pending().get(server=access.server)
+    assert (change.change, change.key, change.new["description"]) == ("changed", f"up_{name}", CHANGED)
+    access.server.refresh_from_db()
+    served = {entry["definition"]["name"]: entry["definition"] for entry in versions.published_entries(access.server)}
+    assert served[f"up_{name}"]["description"] == APPROVED
