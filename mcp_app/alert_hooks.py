@@ -109,6 +109,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=worker.after_fork)
 
 
+def longest_delivery() -> float:
+    """How long one payload's delivery may take, every attempt failing slowly (a command about to exit waits for
+    its alerts this long at most)."""
+    attempts = int(mcp_settings.BUDGET_ALERT_ATTEMPTS)
+    return attempts * float(mcp_settings.BUDGET_ALERT_TIMEOUT_SECONDS) + float(2 ** max(attempts - 1, 0)) + 1.0
+
+
 def send(tenant_pk: int, payload: dict[str, Any], outcome: Outcome | None = None) -> bool:
     """POST ``payload`` to the tenant's active hook (on the worker thread); whether it has one."""
     hook = BudgetAlertHook.objects.filter(tenant_id=tenant_pk, is_active=True).first()

@@ -1,7 +1,8 @@
 """``manage.py mcp_upstream add|set|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
 ``add`` is all or nothing (``operations.add_upstream``): a first sync that fails registers nothing; headers given
-here are secret headers. ``remove`` deletes the imported entries too. Usage: docs/upstreams.md.
+here are secret headers. ``sync`` returns once the changes it held were sent to the tenant's alert webhook.
+``remove`` deletes the imported entries too. Usage: docs/upstreams.md.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from mcp_app import alert_hooks
 from mcp_app.definitions.http_tools import display_url
 from mcp_app.definitions.upstreams import ERA_AUTO, ERAS
 from mcp_app.federation.sync import sync_upstream
@@ -167,6 +169,7 @@ class Command(OperationCommand):
     def handle_sync(self, options: dict[str, Any]) -> None:
         upstream = find_upstream(options["tenant"], options["name"])
         report = sync_upstream(upstream)
+        alert_hooks.worker.wait_idle(alert_hooks.longest_delivery())  # changes it held reach the webhook first
         if self.emit(options, report.as_dict()):
             if not report.ok:
                 raise CommandError(f"sync of {upstream.name!r} failed: {report.error}")
