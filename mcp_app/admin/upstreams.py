@@ -61,16 +61,15 @@ class UpstreamForm(WriteOnlySecretsForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if "era" in self.fields:
-            self.fields["era"].required = False  # left out: auto
-        if "on_change" in self.fields:
-            self.fields["on_change"].required = False  # left out: hold
+        for name in ("era", "on_change"):
+            if name in self.fields:
+                self.fields[name].required = False  # left out: auto, and the policy as it is
 
     def clean_era(self) -> str:
         return str(self.cleaned_data.get("era") or ERA_AUTO)
 
     def clean_on_change(self) -> str:
-        return str(self.cleaned_data.get("on_change") or Upstream.OnChange.HOLD)
+        return str(self.cleaned_data.get("on_change") or self.instance.on_change)
 
 
 class UpstreamBindingInline(TenantScopedInline, TabularInline):
