@@ -176,7 +176,7 @@ def test_the_scheduled_sync_holds_a_change_as_list_changed_does(
     name = f"look_{unique_tag}"
     private_upstream.add_tool(name, APPROVED)
     access = access_factory(tools=())
-    upstream = federate(access, private_upstream.url, sync_interval_seconds=60)
+    upstream = federate(access, private_upstream.url, on_change="hold", sync_interval_seconds=60)
     private_upstream.add_tool(name, CHANGED, "message")
     type(upstream).objects.filter(pk=upstream.pk).update(last_synced_at=timezone.now() - timedelta(minutes=2))
 
