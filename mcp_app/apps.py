@@ -46,6 +46,16 @@ class McpAppConfig(AppConfig):
 
         ledger.install()
 
+        # Upstream drift held for approval (receives upstream_synced); mcp_catalog_pending_changes, the held
+        # changes read from the database at each scrape.
+        from .catalog import drift
+        from .observability import metrics
+
+        def pending_changes() -> None:
+            metrics.set_pending_changes(drift.pending_changes_by_tenant())
+
+        metrics.sample_at_scrape(pending_changes)
+
         # OpenTelemetry when MCP_APP["TRACING"] is on (before the request handler is built: Django's views too).
         from .observability import tracing
 

@@ -316,9 +316,9 @@ def register_upstream(upstream: Upstream, servers: list[McpServer] | tuple[McpSe
         raise OperationError(f"the first sync failed, nothing was registered: {describe_failure(exc)}") from exc
     with transaction.atomic():
         upstream.save()
-        report = apply(upstream, remote)
         for server in servers:
-            report.skipped.extend(bind(upstream, server))
+            bind(upstream, server)  # bound first: its first sync exposes and approves what it imports there
+        report = apply(upstream, remote)
     upstream.refresh_from_db()
     return Registration(upstream, report, list(servers))
 
@@ -332,10 +332,12 @@ def add_upstream(
     secret_headers: list[str] | tuple[str, ...] = (),
     bind_to: list[str] | tuple[str, ...] = (),
     era: str = "auto",
+    on_change: str = Upstream.OnChange.HOLD,
 ) -> Registration:
     """``mcp_upstream add``: a new upstream of the tenant, with ``secret_headers`` (``"Name: value"`` each, stored
     encrypted), synced, bound whole to the tenant's servers ``bind_to`` (see ``register_upstream``); ``era``: the
-    protocol era spoken to it (``definitions.upstreams.ERAS``)."""
+    protocol era spoken to it (``definitions.upstreams.ERAS``); ``on_change``: what later syncs do with its
+    changes (``Upstream.OnChange``)."""
     from .definitions.http_tools import parse_secret_headers
 
     tenant = find_tenant(tenant_slug)
@@ -343,7 +345,7 @@ def add_upstream(
     servers = [
         _found(McpServer.objects.select_related("tenant"), f"server {sid!r} {where}", server_id=sid) for sid in bind_to
     ]
-    upstream = Upstream(tenant=tenant, name=name, url=url, prefix=prefix, era=era)
+    upstream = Upstream(tenant=tenant, name=name, url=url, prefix=prefix, era=era, on_change=on_change)
     if secret_headers:
         try:
             upstream.set_secret_headers(parse_secret_headers("\n".join(secret_headers)))
@@ -354,17 +356,30 @@ def add_upstream(
     return register_upstream(upstream, servers)
 
 
-def set_upstream_era(tenant_slug: str, name: str, era: str) -> Upstream:
-    """``mcp_upstream set --era``: speak ``era`` to the upstream from its next connection on."""
+def set_upstream(tenant_slug: str, name: str, *, era: str | None = None, on_change: str | None = None) -> Upstream:
+    """``mcp_upstream set``: speak ``era`` to the upstream from its next connection on; treat the changes its next
+    syncs find per ``on_change`` (``Upstream.OnChange``; changes already held stay held until published)."""
     from .definitions.upstreams import validate_era
 
-    try:
-        validate_era(era)
-    except ValueError as exc:
-        raise OperationError(f"--era: {exc}") from exc
+    changed: list[str] = []
+    if era is not None:
+        try:
+            validate_era(era)
+        except ValueError as exc:
+            raise OperationError(f"--era: {exc}") from exc
+        changed.append("era")
+    if on_change is not None:
+        if on_change not in Upstream.OnChange.values:
+            raise OperationError(f"--on-change: one of {', '.join(Upstream.OnChange.values)}, not {on_change!r}")
+        changed.append("on_change")
+    if not changed:
+        raise OperationError("nothing to change: give --era or --on-change")
     upstream = find_upstream(tenant_slug, name)
-    upstream.era = era
-    upstream.save(update_fields=["era", "updated_at"])
+    if era is not None:
+        upstream.era = era
+    if on_change is not None:
+        upstream.on_change = on_change
+    upstream.save(update_fields=[*changed, "updated_at"])
     return upstream
 
 

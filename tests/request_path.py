@@ -21,7 +21,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from django.db.backends.utils import CursorWrapper
 
-BACKGROUND_WRITERS = frozenset({"mcp-write-behind", "mcp-audit-flusher", "mcp-budget-meter", "mcp-budget-alerts"})
+BACKGROUND_WRITERS = frozenset({"mcp-write-behind", "mcp-audit-flusher", "mcp-budget-meter", "mcp-alerts"})
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 ``sync_upstream(upstream)`` (sync code: the API, the admin, ``mcp_upstream``, Celery beat) reads the upstream's
 lists over a fresh connection (``fetch``) and writes them in one transaction (``apply``), every kind by the same
-loop (one row of ``entry_kinds()`` each), reporting what it skipped or cleaned (``SyncReport``); ``changed`` syncs
-an upstream whose ``list_changed`` a pooled connection heard. A failed sync keeps the catalog as it was and records
+loop (one row of ``entry_kinds()`` each), reporting what it skipped or cleaned (``SyncReport``), then tells
+``upstream_synced`` which servers expose the upstream (``catalog.drift`` publishes or holds its changes);
+``changed`` syncs an upstream whose ``list_changed`` a pooled connection heard. A failed sync keeps the catalog as it was and records
 why. Design: docs/upstreams.md ("Sync", "What an upstream's catalog may bring in").
 """
 
@@ -28,6 +29,7 @@ from ..definitions.prompts import validate_uri_template
 from ..definitions.upstreams import UpstreamEndpoint, clean_text, endpoint_of, has_fake_tag, prefixed
 from ..models import Prompt, Resource, ServerPrompt, ServerResource, ServerTool, Tool, Upstream, UpstreamBinding
 from ..models.catalog import CatalogBinding, CatalogEntry, validate_object_schema, validate_tool_name
+from ..models.upstreams import upstream_synced
 from .connection import UpstreamForbidden, UpstreamUnavailable, open_client, root, unreachable
 
 logger = logging.getLogger("mcp_app.federation")
@@ -342,11 +344,14 @@ def apply(upstream: Any, remote: RemoteCatalog) -> SyncReport:
     with transaction.atomic():
         # One sync of an upstream at a time across processes (every process that heard its list_changed syncs
         # it): the row lock makes the later ones find the entries the first wrote, and change nothing.
-        Upstream.objects.select_for_update().filter(pk=upstream.pk).first()
+        current = Upstream.objects.select_for_update().select_related("tenant").filter(pk=upstream.pk).first()
+        servers = exposing(upstream)  # before: a server that exposed only entries the upstream removed counts
         for kind in entry_kinds():
             _import(kind, upstream, remote, report)
         for binding in upstream.bindings.select_related("server"):
             report.skipped.extend(expose(upstream, binding.server))
+        if current is not None:  # its changes published or held for approval (catalog.drift)
+            upstream_synced.send(Upstream, upstream=current, servers=servers | exposing(upstream))
 
         # Not save(): updated_at is the connection's revision, and a sync does not change how to connect.
         Upstream.objects.filter(pk=upstream.pk).update(
@@ -383,6 +388,16 @@ def expose(upstream: Any, server: Any) -> list[str]:
             position += 1
             kind.binding._default_manager.create(**{"server": server, "position": position, entry_field: entry})
     return skipped
+
+
+def exposing(upstream: Any) -> set[int]:
+    """The primary keys of the servers that expose ``upstream`` whole or any of its entries."""
+    servers = set(UpstreamBinding.objects.filter(upstream=upstream).values_list("server_id", flat=True))
+    for kind in entry_kinds():
+        # By keyword dicts and names: each concrete binding declares ``server``, not the base.
+        lookup, column = {f"{kind.binding.entry_field()}__upstream": upstream}, "server_id"
+        servers.update(kind.binding._default_manager.filter(**lookup).values_list(column, flat=True))
+    return servers
 
 
 def bind(upstream: Any, server: Any) -> list[str]:

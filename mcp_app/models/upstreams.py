@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Coalesce
+from django.dispatch import Signal
 from django.utils import timezone
 
 from ..definitions.http_tools import display_url, validate_timeout
@@ -220,3 +221,10 @@ class UpstreamBinding(TenantScoped):
 
     def __str__(self) -> str:
         return f"{self.upstream.name} on {self.server.server_id}"
+
+
+#: Sent by every sync (``federation.sync.apply``) inside its transaction, after it wrote the upstream's entries,
+#: with ``upstream`` (its locked row as it was before: ``last_synced_at`` is ``None`` on its first sync) and
+#: ``servers`` (the primary keys of the servers that exposed or expose it). ``catalog.drift`` publishes or holds
+#: what changed. A receiver that raises fails the sync, which keeps the catalog as it was.
+upstream_synced = Signal()

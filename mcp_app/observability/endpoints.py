@@ -286,5 +286,6 @@ async def metrics_endpoint(scope: dict[str, Any], receive: Any, send: Any) -> No
         headers = [*_JSON, (b"www-authenticate", b'Bearer realm="mcp-host-metrics"')]
         await _respond(send, 401, b'{"error":"Authorization: Bearer <metrics token> is required."}', headers)
         return
-    body, content_type = await asyncio.to_thread(metrics.exposition)
+    # On a thread of its own, with the database's housekeeping: samplers read state from it (metrics.sample_at_scrape).
+    body, content_type = await _off_loop("metrics", _in_own_connection(metrics.exposition))
     await _respond(send, 200, body, [(b"content-type", content_type.encode()), (b"cache-control", b"no-store")])

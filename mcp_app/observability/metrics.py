@@ -8,12 +8,15 @@ path), so names, labels and their bounded values live in one place. With ``PROME
 from __future__ import annotations
 
 import atexit
+import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client import generate_latest as _generate_latest
 
+logger = logging.getLogger("mcp_app.observability")
 NAMESPACE = "mcp"
 HTTP_METHODS = frozenset({"GET", "POST", "DELETE"})
 TOOL_OUTCOMES = ("ok", "tool_error", "invalid_arguments", "protocol_error", "cancelled", "exception")
@@ -127,6 +130,14 @@ CACHE_LOOKUPS = Counter(
     ["cache", "result"],
     namespace=NAMESPACE,
 )
+CATALOG_PENDING_CHANGES = Gauge(
+    "catalog_pending_changes",
+    "Upstream changes held for approval (pending catalog changes), by tenant (its slug; past "
+    "USAGE_METRICS_MAX_TENANTS: other); read from the database at each scrape.",
+    ["tenant"],
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
 DEPENDENCY_ERRORS = Counter(
     "dependency_errors",
     "Errors talking to a dependency (database, redis, channel_layer, cache), seen while serving or probing.",
@@ -218,6 +229,18 @@ def budget_alerted(metric: str, period: str) -> None:
     BUDGET_ALERTS.labels(metric=metric, period=period).inc()
 
 
+_pending_labels: set[str] = set()
+
+
+def set_pending_changes(counts: dict[str, int]) -> None:
+    """The pending changes of each tenant label now; a label this process set before and absent now is 0."""
+    for label in _pending_labels - counts.keys():
+        CATALOG_PENDING_CHANGES.labels(tenant=label).set(0)
+    for label, count in counts.items():
+        CATALOG_PENDING_CHANGES.labels(tenant=label).set(count)
+    _pending_labels.update(counts)
+
+
 def cap_refused(resource: str, scope: str) -> None:
     """A stream, session or task was refused at a cap of ``scope`` ("tenant", "agent" or "process")."""
     CAP_REFUSALS.labels(resource=resource, scope=scope).inc()
@@ -284,8 +307,23 @@ def _registry() -> Any:
     return registry
 
 
+_samplers: list[Callable[[], None]] = []
+
+
+def sample_at_scrape(sampler: Callable[[], None]) -> None:
+    """Call ``sampler`` before each exposition: it sets gauges of state kept elsewhere (the database). A sampler
+    that fails leaves its gauges as they were (logged), and the scrape is answered."""
+    if sampler not in _samplers:
+        _samplers.append(sampler)
+
+
 def exposition() -> tuple[bytes, str]:
     """The text exposition of every metric (of all processes in multiprocess mode) and its content type."""
+    for sampler in _samplers:
+        try:
+            sampler()
+        except Exception:
+            logger.warning("a metrics sampler failed: %s", sampler.__qualname__, exc_info=True)
     return _generate_latest(_registry()), CONTENT_TYPE_LATEST
 
 

@@ -279,3 +279,19 @@ def test_an_upstream_entry_cannot_be_made_by_hand(globex, login):
     answer = api.post("/api/v1/tools/", body, format="json")
     assert answer.status_code == 400 and "kind" in answer.json()["error"]["fields"], answer.content
     assert not Tool.objects.filter(name="hand_made").exists()
+
+
+def test_the_change_policy_is_chosen_in_the_form_and_hold_when_left_out(
+    globex, login, protected_upstream: UpstreamProcess
+):
+    client = login(globex.users["admin"])
+    blocked = client.post(
+        reverse("admin:mcp_app_upstream_add"), form(globex.tenant, protected_upstream.url, on_change="block")
+    )
+    held = client.post(
+        reverse("admin:mcp_app_upstream_add"), form(globex.tenant, protected_upstream.url, name="plain", prefix="p_")
+    )
+
+    assert (blocked.status_code, held.status_code) == (302, 302)
+    added = Upstream.objects.filter(tenant=globex.tenant, name__in=("docs", "plain"))
+    assert dict(added.values_list("name", "on_change")) == {"docs": "block", "plain": "hold"}

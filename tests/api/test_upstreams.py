@@ -317,3 +317,17 @@ def test_the_era_is_read_and_written(acme, admin):
     assert (before, changed.status_code, changed.json()["era"]) == ("auto", 200, "2025-11-25")
     upstream.refresh_from_db()
     assert upstream.era == "2025-11-25"
+
+
+def test_the_change_policy_is_read_and_written_and_checked(acme, admin):
+    upstream = Upstream.objects.create(tenant=acme.tenant, name="docs", url="https://mcp.example.com/mcp")
+    url = f"/api/v1/upstreams/{upstream.pk}/"
+
+    before = admin.get(url).json()["on_change"]
+    changed = admin.patch(url, {"on_change": "block"}, format="json")
+    refused = admin.patch(url, {"on_change": "ignore"}, format="json")
+
+    assert (before, changed.status_code, changed.json()["on_change"]) == ("hold", 200, "block")
+    assert refused.status_code == 400 and list(refused.json()["error"]["fields"]) == ["on_change"]
+    upstream.refresh_from_db()
+    assert upstream.on_change == "block"

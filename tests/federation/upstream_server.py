@@ -20,7 +20,9 @@ What it serves (the contract the federation tests build on):
 - control API: ``GET /control/events?kind=K&tag=T&timeout=S`` answers ``{"seen": true}`` as soon as the event was
   recorded, or ``{"seen": false}`` after ``S`` seconds (a bounded long poll: no polling loop in the tests);
   ``GET /control/events`` lists every ``{"kind", "tag"}`` recorded; ``POST /control/tools`` with ``{"name": N}`` (and
-  optionally ``"description"``, any text: hostile, huge) does what ``grow`` does, for a test that has no MCP session of its own (e.g. a ``mcp_upstream sync`` test).
+  optionally ``"description"``, any text: hostile, huge; ``"argument": "message"`` to take ``message`` instead of
+  ``text``) does what ``grow`` does, replacing a tool of that name (its description or schema changed upstream), for
+  a test that has no MCP session of its own (e.g. a ``mcp_upstream sync`` test).
 
 The two modes and the protocol eras they serve (the SDK routes on the ``MCP-Protocol-Version`` header, so both
 modes answer the 2026-07-28 single-exchange era; ``--mode`` only decides the handshake era's transport):
@@ -248,11 +250,17 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
     if oauth is not None:
         oauth.routes(server)
 
-    async def add_echo_tool(name: str, description: str | None = None) -> None:
+    async def add_echo_tool(name: str, description: str | None = None, argument: str = "text") -> None:
         def grown(text: str) -> str:
             return text
 
-        server.add_tool(grown, name=name, description=description or f"Echo, added at runtime as {name}")
+        def grown_message(message: str) -> str:
+            return message
+
+        if name in {tool.name for tool in await server.list_tools()}:
+            server.remove_tool(name)  # replaced: its description or its schema changed
+        echo_tool = grown_message if argument == "message" else grown
+        server.add_tool(echo_tool, name=name, description=description or f"Echo, added at runtime as {name}")
         await bus.publish(ToolsListChanged())
         for key, session in list(sessions.items()):
             try:
@@ -369,7 +377,7 @@ def build(mode: str, oauth: ClientCredentials | None = None) -> tuple[MCPServer,
     async def control_tools(request: Request) -> Response:
         body = await request.json()
         name = body["name"]
-        await add_echo_tool(name, body.get("description"))
+        await add_echo_tool(name, body.get("description"), body.get("argument", "text"))
         return JSONResponse({"added": name})
 
     return server, events
@@ -465,10 +473,15 @@ class UpstreamProcess:
         reply = httpx.get(f"{self.base}/control/events", timeout=WAIT_SECONDS)
         return [(event["kind"], event["tag"]) for event in reply.raise_for_status().json()["events"]]
 
-    def add_tool(self, name: str, description: str | None = None) -> None:
-        """Register a tool ``name`` (echoes ``text``; ``description``: its own, else a default one) and announce
+    def add_tool(self, name: str, description: str | None = None, argument: str = "text") -> None:
+        """Register a tool ``name`` (echoes ``text``, or ``message`` with ``argument="message"``;
+        ``description``: its own, else a default one), replacing one of that name, and announce
         ``tools/list_changed`` (blocking)."""
-        body = {"name": name, **({"description": description} if description is not None else {})}
+        body = {
+            "name": name,
+            "argument": argument,
+            **({"description": description} if description is not None else {}),
+        }
         httpx.post(f"{self.base}/control/tools", json=body, timeout=WAIT_SECONDS).raise_for_status()
 
     async def add_tool_async(self, name: str) -> None:

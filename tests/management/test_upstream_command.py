@@ -318,3 +318,58 @@ def test_the_era_is_chosen_at_add_and_changed_with_set(protected_upstream: Upstr
     assert Upstream.objects.get(name="docs").era == "auto"
     with pytest.raises(CommandError, match="invalid choice"):
         run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--era", "2024-11-05")
+
+
+def test_the_change_policy_is_hold_by_default_chosen_at_add_and_changed_with_set(
+    protected_upstream: UpstreamProcess, acme: Any
+) -> None:
+    held = add(protected_upstream)
+    blocked = add(protected_upstream, "--on-change", "block", name="strict")
+
+    out, _ = run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--on-change", "publish")
+    listed = json.loads(run("mcp_upstream", "list", "--tenant", "acme", "--json")[0])
+    shown = json.loads(run("mcp_upstream", "set", "--tenant", "acme", "--name", "strict", "--era", "auto", "--json")[0])
+
+    assert (held["on_change"], blocked["on_change"]) == ("hold", "block")
+    assert out.strip() == "Upstream docs of acme now publishes its changes at once."
+    assert dict(Upstream.objects.values_list("name", "on_change")) == {"docs": "publish", "strict": "block"}
+    assert {row["name"]: row["on_change"] for row in listed} == {"docs": "publish", "strict": "block"}
+    assert shown == {"tenant": "acme", "name": "strict", "era": "auto", "on_change": "block"}
+
+
+def test_a_change_policy_that_does_not_exist_or_a_set_of_nothing_is_refused(
+    protected_upstream: UpstreamProcess, acme: Any
+) -> None:
+    with pytest.raises(CommandError, match="invalid choice: 'ignore'"):
+        add(protected_upstream, "--on-change", "ignore")
+    assert not Upstream.objects.exists()
+    add(protected_upstream)
+
+    with pytest.raises(CommandError, match="invalid choice: 'later'"):
+        run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs", "--on-change", "later")
+    with pytest.raises(CommandError, match="nothing to change: give --era or --on-change"):
+        run("mcp_upstream", "set", "--tenant", "acme", "--name", "docs")
+    assert Upstream.objects.get().on_change == "hold"
+
+
+@pytest.mark.django_db(transaction=True)  # the alert thread reads the hook on a connection of its own
+def test_sync_holds_a_new_tool_by_default_and_returns_once_the_webhook_has_it(
+    protected_upstream: UpstreamProcess, acme: Any, server_factory: Any, webhook_server: Any, settings: Any
+) -> None:
+    from mcp_app.models import BudgetAlertHook, CatalogChange
+
+    settings.MCP_APP = {**settings.MCP_APP, "BUDGET_ALERT_ALLOWED_NETWORKS": ["127.0.0.1"]}
+    server = server_factory(tenant=acme)
+    hook = BudgetAlertHook(tenant=acme, url=webhook_server.url("/content"))
+    hook.new_signing_secret()
+    hook.save()
+    add(protected_upstream, "--prefix", "gh_", "--bind", server.server_id)
+    protected_upstream.add_tool("lookup", "Look anything up.")
+
+    out, _ = run("mcp_upstream", "sync", "--tenant", "acme", "--name", "docs")
+
+    assert out.strip() == "Added (1):\n  gh_lookup"
+    assert [request.json()["type"] for request in webhook_server.requests] == ["catalog.change_held"]
+    assert webhook_server.requests[0].json()["new"]["description"] == "Look anything up."
+    assert "gh_lookup" not in exposed(server.server_id, "acme")["tools"]  # held: not served until published
+    assert CatalogChange.objects.pending().get(server=server).key == "gh_lookup"

@@ -1,7 +1,8 @@
 """``manage.py mcp_upstream add|set|sync|list|remove``: a tenant's upstream MCP servers, federated into its catalog.
 
 ``add`` is all or nothing (``operations.add_upstream``): a first sync that fails registers nothing; headers given
-here are secret headers. ``remove`` deletes the imported entries too. Usage: docs/upstreams.md.
+here are secret headers. ``sync`` returns once the changes it held were sent to the tenant's alert webhook.
+``remove`` deletes the imported entries too. Usage: docs/upstreams.md.
 """
 
 from __future__ import annotations
@@ -10,17 +11,23 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from mcp_app import alert_hooks
 from mcp_app.definitions.http_tools import display_url
 from mcp_app.definitions.upstreams import ERA_AUTO, ERAS
 from mcp_app.federation.sync import sync_upstream
 from mcp_app.models import Prompt, Resource, Tool, Upstream
-from mcp_app.operations import add_upstream, find_upstream, set_upstream_era, upstreams
+from mcp_app.operations import add_upstream, find_upstream, set_upstream, upstreams
 
 from ..base import OperationCommand, when
 
 ERA_HELP = (
     "Protocol era spoken to the upstream: auto (2026-07-28 where offered, else the handshake), 2025-11-25 (always "
     "the handshake: tools that elicit or sample the handshake way need it), or 2026-07-28."
+)
+ON_CHANGE_HELP = (
+    "What a sync does when the upstream adds, removes or changes an entry after its first sync: publish (served at "
+    "once), hold (the approved definitions are served until someone publishes the server's draft) or block (as "
+    "hold, and the changed entries are not served meanwhile)."
 )
 
 
@@ -30,6 +37,13 @@ def _entries(upstream: Upstream) -> dict[str, list[str]]:
         "resources": list(Resource.objects.filter(upstream=upstream).order_by("uri").values_list("uri", flat=True)),
         "prompts": list(Prompt.objects.filter(upstream=upstream).order_by("name").values_list("name", flat=True)),
     }
+
+
+_POLICIES: dict[str, str] = {
+    Upstream.OnChange.PUBLISH: "publishes its changes at once",
+    Upstream.OnChange.HOLD: "holds its changes for approval",
+    Upstream.OnChange.BLOCK: "holds its changes for approval and stops serving the changed entries meanwhile",
+}
 
 
 class Command(OperationCommand):
@@ -64,6 +78,9 @@ class Command(OperationCommand):
             "tenant (repeatable).",
         )
         add.add_argument("--era", default=ERA_AUTO, choices=ERAS, help=ERA_HELP)
+        add.add_argument(
+            "--on-change", default=Upstream.OnChange.HOLD, choices=Upstream.OnChange.values, help=ON_CHANGE_HELP
+        )
         add.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
         change = actions.add_parser("set", help="Change an upstream's settings.")
         sync = actions.add_parser("sync", help="Re-read the upstream's catalog now and print what changed.")
@@ -71,7 +88,9 @@ class Command(OperationCommand):
         for command in (change, sync, remove):
             command.add_argument("--tenant", required=True, help="Tenant slug.")
             command.add_argument("--name", required=True, help="Upstream name.")
-        change.add_argument("--era", required=True, choices=ERAS, help=ERA_HELP)
+        change.add_argument("--era", choices=ERAS, help=ERA_HELP)
+        change.add_argument("--on-change", choices=Upstream.OnChange.values, help=ON_CHANGE_HELP)
+        change.add_argument("--json", action="store_true", help="Print the upstream's settings as one JSON object.")
         sync.add_argument("--json", action="store_true", help="Print the sync report as one JSON object.")
         listing = actions.add_parser("list", help="Upstreams with their entries, last sync and bound servers.")
         listing.add_argument("--tenant", help="Only this tenant's upstreams.")
@@ -96,6 +115,7 @@ class Command(OperationCommand):
             secret_headers=options["header"],
             bind_to=options["bind"],
             era=options["era"],
+            on_change=options["on_change"],
         )
         upstream, report = registration.upstream, registration.report
         bound = [server.server_id for server in registration.servers]
@@ -107,6 +127,7 @@ class Command(OperationCommand):
                 "url": display_url(upstream.url),
                 "prefix": upstream.prefix,
                 "era": upstream.era,
+                "on_change": upstream.on_change,
                 "protocol_version": upstream.protocol_version,
                 "server_info": upstream.server_info,
                 "secret_headers": list(upstream.secret_header_names),
@@ -127,12 +148,28 @@ class Command(OperationCommand):
         self.stdout.write(f"Bound to: {', '.join(bound)}" if bound else "Not bound to any server yet.")
 
     def handle_set(self, options: dict[str, Any]) -> None:
-        upstream = set_upstream_era(options["tenant"], options["name"], options["era"])
-        self.stdout.write(f"Upstream {upstream.name} of {upstream.tenant.slug} now speaks era {upstream.era}.")
+        upstream = set_upstream(options["tenant"], options["name"], era=options["era"], on_change=options["on_change"])
+        if self.emit(
+            options,
+            {
+                "tenant": upstream.tenant.slug,
+                "name": upstream.name,
+                "era": upstream.era,
+                "on_change": upstream.on_change,
+            },
+        ):
+            return
+        if options["era"] is not None:
+            self.stdout.write(f"Upstream {upstream.name} of {upstream.tenant.slug} now speaks era {upstream.era}.")
+        if options["on_change"] is not None:
+            self.stdout.write(
+                f"Upstream {upstream.name} of {upstream.tenant.slug} now {_POLICIES[upstream.on_change]}."
+            )
 
     def handle_sync(self, options: dict[str, Any]) -> None:
         upstream = find_upstream(options["tenant"], options["name"])
         report = sync_upstream(upstream)
+        alert_hooks.worker.wait_idle(alert_hooks.longest_delivery())  # changes it held reach the webhook first
         if self.emit(options, report.as_dict()):
             if not report.ok:
                 raise CommandError(f"sync of {upstream.name!r} failed: {report.error}")
@@ -155,6 +192,7 @@ class Command(OperationCommand):
                 "entries": upstream.tool_count + upstream.resource_count + upstream.prompt_count,  # type: ignore[attr-defined]
                 "last_synced_at": when(upstream.last_synced_at),
                 "last_sync_error": upstream.last_sync_error,
+                "on_change": upstream.on_change,
                 "bound": sorted(binding.server.server_id for binding in upstream.bindings.all()),
             }
             for upstream in upstreams(options["tenant"])

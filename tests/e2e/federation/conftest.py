@@ -5,7 +5,7 @@ daphne keeps the default, which refuses private addresses: the SSRF tests use it
 mcp-host itself as an upstream: a server of tenant A limited to the handshake era (so the SDK client of the
 federating daphne falls back from ``server/discover`` to ``initialize``), exposing test tools that elicit,
 report progress, log and leave a trace of their cancellation. ``second_federating_daphne`` is another such process. ``federate`` registers an upstream for another
-tenant's server, syncs it and binds it whole. ``sdk`` connects the official SDK client, as a customer's agent
+tenant's server (its changes published at once), syncs it and binds it whole. ``sdk`` connects the official SDK client, as a customer's agent
 would, in either era.
 """
 
@@ -69,7 +69,9 @@ def mcp_host_upstream(
 
 @pytest.fixture
 def federate(allow_loopback: None, transactional_db: None) -> Callable[..., Any]:
-    """Register ``url`` as an upstream of ``access``'s tenant, sync it and bind it whole to its server."""
+    """Register ``url`` as an upstream of ``access``'s tenant, sync it and bind it whole to its server. Its later
+    changes are published at once (``on_change="publish"``) unless the test asks otherwise: these tests follow an
+    upstream's changes to the client; holding them for approval is ``test_drift.py``'s."""
     from mcp_app.federation.sync import bind, sync_upstream
     from mcp_app.models import Upstream
 
@@ -80,9 +82,10 @@ def federate(allow_loopback: None, transactional_db: None) -> Callable[..., Any]
         prefix: str = "up_",
         secret: dict[str, str] | None = None,
         name: str = "upstream",
+        on_change: str = Upstream.OnChange.PUBLISH,
         **fields: Any,
     ) -> Any:
-        registered = Upstream(tenant=access.tenant, name=name, url=url, prefix=prefix, **fields)
+        registered = Upstream(tenant=access.tenant, name=name, url=url, prefix=prefix, on_change=on_change, **fields)
         if secret:
             registered.set_secret_headers(secret)
         registered.save()

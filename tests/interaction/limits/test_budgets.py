@@ -243,7 +243,7 @@ async def test_the_alert_threshold_is_posted_once_per_period_signed_to_a_real_we
     expected = hmac.new(secret.encode(), f"{stamp}.".encode() + sent.body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(signature, expected) and abs(int(stamp) - time.time()) < 60
     assert sent.json() == {
-        "tenant": access.tenant.slug, "scope": "tenant", "agent": None, "metric": "calls", "period": "day",
+        "type": "budget.alert", "tenant": access.tenant.slug, "scope": "tenant", "agent": None, "metric": "calls", "period": "day",
         "percent": 80, "used": 4, "budget": 5, "periodStart": (TODAY + timedelta(hours=9)).date().isoformat(),
         "resetsAt": DAY_RESET.isoformat().replace("+00:00", "Z"),
     }  # fmt: skip
