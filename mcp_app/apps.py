@@ -41,6 +41,11 @@ class McpAppConfig(AppConfig):
 
         register_purger("SSE event streams", purge_event_store)
 
+        # Decisions on approvals wake the calls waiting for them (any process may decide); the sweep expires them.
+        from .runtime import approvals
+
+        register_purger("approvals", approvals.expire_approvals)
+
         # The usage ledger counts every tool call this process runs (serving processes and Celery workers alike).
         from .limits import ledger
 
