@@ -24,6 +24,7 @@ class McpAppConfig(AppConfig):
         )
         from .oauth import redirects
         from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
+        from .runtime import decisions  # noqa: F401  (a decision on an approval wakes the call waiting for it)
 
         redirects.install()  # private-use redirect schemes of native clients (RFC 8252)
 
@@ -40,11 +41,6 @@ class McpAppConfig(AppConfig):
         from .transport.eventstore import purge_event_store
 
         register_purger("SSE event streams", purge_event_store)
-
-        # Decisions on approvals wake the calls waiting for them (any process may decide); the sweep expires them.
-        from .runtime import approvals
-
-        register_purger("approvals", approvals.expire_approvals)
 
         # The usage ledger counts every tool call this process runs (serving processes and Celery workers alike).
         from .limits import ledger

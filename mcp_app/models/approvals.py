@@ -20,7 +20,7 @@ from .servers import McpServer
 from .tasks import TERMINAL, ToolTask
 from .tenancy import Tenant, TenantScoped
 
-# Who hears a decision (``approval``): the runtime registers itself (``mcp_app.runtime.approvals``) to wake the
+# Who hears a decision (``approval``): the runtime registers itself (``mcp_app.runtime.decisions``) to wake the
 # parked call; the model holds state and never touches the channel layer.
 DecisionListener = Callable[["Approval"], None]
 _listeners: list[DecisionListener] = []
@@ -107,11 +107,14 @@ class ApprovalManager(models.Manager["Approval"]):
         """Make ``task`` the parked call of approval ``pk`` unless it has one already (conditional UPDATE)."""
         return bool(self.filter(pk=pk, task__isnull=True).update(task=task))
 
+    def past_expiry(self, now: datetime | None = None) -> ApprovalQuerySet:
+        """Pending or approved, past their expiry: what ``expire_due`` marks."""
+        return self.get_queryset().filter(status__in=LIVE, expires_at__lte=now or timezone.now())
+
     def expire_due(self, now: datetime | None = None) -> tuple[int, list[ToolTask]]:
         """Mark the pending and approved approvals past their expiry ``expired``: how many, and the parked calls
         (records not terminal yet) of those that had one, for the runtime to end."""
-        now = now or timezone.now()
-        due = self.filter(status__in=LIVE, expires_at__lte=now)
+        due = self.past_expiry(now)
         task_pks = [pk for pk in due.exclude(task=None).values_list("task_id", flat=True)]
         count = due.update(status=Approval.Status.EXPIRED)
         parked = list(ToolTask.objects.filter(pk__in=task_pks).exclude(status__in=TERMINAL))

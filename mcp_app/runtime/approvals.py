@@ -1,5 +1,5 @@
-"""Calls that wait for a person's approval (docs/approvals.md): the ``Approvals`` port (``ApprovalGate``), the wait
-of a call for its decision, how a decision wakes it, and the sweep that expires approvals.
+"""Calls that wait for a person's approval (docs/approvals.md): the ``Approvals`` port (``ApprovalGate``) and the
+work of a parked call (``after_decision``).
 
 The gate serves ``tools/call`` of a tool whose descriptor says ``requires_approval`` (decided once, when the catalog
 is resolved), once its arguments are valid; rate limits and budgets admitted the request before. A call is bound to
@@ -13,31 +13,25 @@ its tenant, server, agent, tool and the canonical digest of its arguments (``pro
    and runs the call, or ends with an error result (denied, expired). Any other client waits up to
    ``APPROVAL_WAIT_SECONDS``, then runs, gets that error result, or ``ApprovalPending`` (-32014).
 
-A decision (``Approval.objects.decide``, in any process) is published as ``Decided`` on the approval's group
-(``events.approval_group``); the waiting call also re-reads the approval on its own schedule, so a lost event only
-delays it. Not here: who may decide (the model), a durable record's lifecycle (``durable``).
+How a call waits for the decision, and how a decision made in any process wakes it: ``runtime.decisions``. Not
+here: who may decide (the model), a durable record's lifecycle (``durable``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from ..channel_layer import LAYER_ERRORS, Subscription, local_bus, messaging
 from ..conf import mcp_settings
-from ..events import APPROVAL_EVENT, Event, approval_group
 from ..heartbeat import owner as owner_id
 from ..models import ToolTask
-from ..models.approvals import Approval, on_decision
+from ..models.approvals import Approval
 from ..models.tasks import TERMINAL
 from ..protocol import modern, versions
 from ..protocol.canonical import json_digest
@@ -47,6 +41,7 @@ from ..protocol.errors import ApprovalPending, InvalidParams, InvalidRequest
 from ..protocol.messages import failed_call
 from ..protocol.reporters import LogReporter, ProgressReporter, discard
 from . import durable
+from .decisions import decision
 from .execution import validate_arguments
 from .handshake_tasks import HandshakeTaskService
 from .tasks import TaskService, create_result, iso
@@ -54,21 +49,10 @@ from .tasks import TaskService, create_result, iso
 logger = logging.getLogger("mcp_app.runtime.approvals")
 audit = logging.getLogger("mcp_app.audit")
 
-# While a call waits for a decision it re-reads the approval this often at first, then less often (a lost event
-# only delays it); the parked work of a task waits up to the approval's expiry.
-RECHECK_FIRST_SECONDS = 0.5
-RECHECK_MOST_SECONDS = 30.0
 # A record parked for approval lives this much past the approval's expiry, for its outcome to be read.
 MAX_TTL_MS = 2**31 - 1
 
 Run = Callable[[], Awaitable[dict[str, Any]]]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Decided(Event):
-    """An approval was approved or denied: the call waiting for it re-reads it."""
-
-    KIND: ClassVar[str] = APPROVAL_EVENT
 
 
 def _binding(ctx: RequestContext, tool: ToolDescriptor, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -109,51 +93,6 @@ def _ran_under(approval: Approval, tool: str, task_id: str = "") -> None:
         f" (task {task_id[:8]}…)" if task_id else "",
         extra={"approval": approval.pk, "approved_by": approver, "task_id": task_id},
     )
-
-
-async def _load(pk: int) -> Approval:
-    approval: Approval = await database_sync_to_async(
-        lambda: Approval.objects.select_related("decided_by", "task").get(pk=pk)
-    )()
-    return approval
-
-
-async def decision(pk: int, *, within: float | None = None) -> Approval:
-    """Approval ``pk`` once it is decided or expired, or as it is after ``within`` seconds (``None``: up to its
-    expiry). Woken by ``Decided`` on its group; re-read at least every ``RECHECK_MOST_SECONDS``."""
-    heard: asyncio.Queue[bool] = asyncio.Queue()
-
-    def on_message(message: dict[str, Any]) -> bool:
-        if Decided.from_wire(message) is None:
-            return False
-        if heard.empty():  # one queued wake-up stands for all until the approval is read again
-            heard.put_nowait(True)
-        return True
-
-    subscription: Subscription | None = None
-    try:  # listening first: a decision after the next read is heard
-        subscription = await messaging().subscribe(approval_group(pk), on_message=on_message)
-    except LAYER_ERRORS as error:
-        logger.info("approval %s is awaited without decision events: %s", pk, type(error).__name__)
-    try:
-        approval = await _load(pk)
-        loop = asyncio.get_running_loop()
-        until = (approval.expires_at - timezone.now()).total_seconds() if within is None else within
-        deadline = loop.time() + max(0.0, until)
-        delay = RECHECK_FIRST_SECONDS
-        while approval.status == Approval.Status.PENDING and not approval.is_expired:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(heard.get(), min(delay, remaining))
-            except TimeoutError:
-                delay = min(delay * 2, RECHECK_MOST_SECONDS)
-            approval = await _load(pk)
-        return approval
-    finally:
-        if subscription is not None:
-            await subscription.close()
 
 
 def _ended(approval: Approval) -> dict[str, Any]:
@@ -316,52 +255,6 @@ async def after_decision(approval_pk: int, task: ToolTask, tool: str, run: Run) 
     if not moved:  # cancelled meanwhile: the record keeps its end
         raise asyncio.CancelledError
     return await run()
-
-
-async def _publish(approval_pk: int) -> None:
-    event = Decided().to_wire()
-    bus = messaging()
-    with contextlib.suppress(*LAYER_ERRORS):  # best effort: the waiting call re-reads the approval anyway
-        await bus.group_send(approval_group(approval_pk), event)
-    if bus is not local_bus:
-        await local_bus.group_send(approval_group(approval_pk), event)
-
-
-@on_decision
-def announce_decision(approval: Approval) -> None:
-    """After a decision commits: the audit log says who decided what, and the waiting call is woken."""
-    approver = getattr(approval.decided_by, "username", None) or "?"
-    audit.info(
-        "approval %s of tool %s for agent #%s %s by %s%s",
-        approval.pk,
-        approval.tool_name,
-        approval.agent_id,
-        approval.status,
-        approver,
-        f": {approval.note}" if approval.note else "",
-        extra={"approval": approval.pk, "decision": approval.status, "decided_by": approver, "note": approval.note},
-    )
-    try:
-        async_to_sync(_publish)(approval.pk)
-    except RuntimeError as error:  # called on an event loop's thread: wake it from there
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            logger.warning("could not announce the decision of approval %s: %s", approval.pk, error)
-            return
-        durable.keep(loop.create_task(_publish(approval.pk)))
-
-
-def expire_approvals(now: datetime, dry_run: bool) -> int:
-    """The maintenance sweep (``maintenance.register_purger``): approvals past their expiry become ``expired``
-    and their parked records end with the error result (each era's way); returns how many expired."""
-    count, parked = Approval.objects.expire_due(now)
-    for task in parked:
-        text = f"The approval request of tool {task.tool_name} expired before it was approved"
-        handshake = task.protocol_version in versions.HANDSHAKE_VERSIONS
-        columns = durable.columns(failed_call(text), handshake=handshake, tool_name=task.tool_name)
-        ToolTask.objects.transition(task.pk, **columns)
-    return count
 
 
 GATE = ApprovalGate()

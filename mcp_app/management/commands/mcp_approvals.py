@@ -15,7 +15,7 @@ from django.core.management.base import CommandError, CommandParser
 from mcp_app.models import Approval
 from mcp_app.operations import find_tenant, find_user
 from mcp_app.permissions import ADMIN, access_for
-from mcp_app.runtime import approvals  # noqa: F401  (its decision listener wakes the waiting call)
+from mcp_app.runtime import decisions  # noqa: F401  (its decision listener wakes the waiting call)
 
 from ..base import OperationCommand, when
 

@@ -170,6 +170,21 @@ async def test_a_cancelled_parked_task_stays_cancelled_and_never_runs(gated, orm
     assert tests.tools.executions == []
 
 
+async def test_the_sweep_ends_a_parked_task_whose_approval_expired(gated, orm):
+    from mcp_app.runtime.decisions import expire_approvals
+
+    created = result_of(await task_call_tool(gated, "record", ALPHA))
+    approval = await orm(Approval.objects.get, tenant=gated.tenant)
+    await orm(Approval.objects.filter(pk=approval.pk).update, expires_at=timezone.now() - timedelta(seconds=1))
+    assert await orm(expire_approvals) == 1
+    await settled()  # the parked work was stopped: nothing waits any more
+    ended = result_of(await task(gated, "tasks/get", created["taskId"]))
+    assert ended["status"] == "completed" and ended["result"]["isError"] is True
+    assert "expired" in ended["result"]["content"][0]["text"]
+    assert (await orm(Approval.objects.get, pk=approval.pk)).status == "expired"
+    assert tests.tools.executions == []
+
+
 # ------------------------------------------------------------------------------ 2025-11-25 tasks
 
 
