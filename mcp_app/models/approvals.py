@@ -120,6 +120,13 @@ class ApprovalManager(models.Manager["Approval"]):
         parked = list(ToolTask.objects.filter(pk__in=task_pks).exclude(status__in=TERMINAL))
         return count, parked
 
+    def delete_ended(self, retention_days: float, now: datetime | None = None) -> int:
+        """Delete the ended approvals (denied, expired, used) requested more than ``retention_days`` ago."""
+        cutoff = (now or timezone.now()) - timedelta(days=retention_days)
+        ended = (Approval.Status.DENIED, Approval.Status.EXPIRED, Approval.Status.USED)
+        count, _ = self.filter(status__in=ended, created_at__lt=cutoff).delete()
+        return count
+
     def decide(self, approval: Approval, *, user: Any, approve: bool, note: str = "") -> bool:
         """Approve or deny ``approval`` as ``user`` (a conditional UPDATE: only a pending, unexpired request, and
         never by the user the calling agent acts for). ``False``: it was decided, expired or not this user's to
