@@ -126,8 +126,10 @@ class HandshakeTaskService(CallerTasks):
             in_task=True,
         )
 
-        def run() -> Awaitable[dict[str, Any]]:
-            return ctx.runner.call_tool(tool, arguments, task_call)
+        async def run() -> dict[str, Any]:
+            if gate is not None:  # the gate has let the call go: its session hears the task is working now
+                await announce(task.pk, channel)
+            return await ctx.runner.call_tool(tool, arguments, task_call)
 
         work = asyncio.ensure_future(gate(task, run) if gate is not None else run())
         # Settled by this era's columns, and its session told of each change.

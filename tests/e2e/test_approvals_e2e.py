@@ -4,6 +4,8 @@
 - a 2026-07-28 client declaring the tasks extension gets a parked task at once; once approved from the other
   process, ``tasks/get`` shows it completed with the tool's result (the decision reaches daphne through the channel
   layer with Redis, through its re-reads of the approval without);
+- a 2025-11-25 client asking for a task gets one parked; its session's GET stream hears it working once approved,
+  then completed, and ``tasks/result`` answers the tool's result;
 - a 2025-11-25 client without tasks gets -32014 (HTTP 200) after ``APPROVAL_WAIT_SECONDS`` (10 s, the default
   daphne runs with) and within a margin, with the approval's id; re-issued once approved, the call runs, once.
 """
@@ -25,7 +27,18 @@ import pytest
 from mcp_app.models import Approval, Tool
 from mcp_app.protocol.errors import APPROVAL_PENDING
 from tests.conftest import Access
-from tests.helpers import DECLARING, LEGACY, endpoint, modern_body, post_headers, routing_headers, rpc
+from tests.helpers import (
+    DECLARING,
+    LEGACY,
+    READ_TIMEOUT_SECONDS,
+    auth_headers,
+    endpoint,
+    modern_body,
+    post_headers,
+    routing_headers,
+    rpc,
+    sse_frames,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +57,14 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 @pytest.fixture
 def gated(live_access: Access, tool_factory: Callable[..., Any], member_factory: Callable[..., Any]) -> Any:
     """``live_access``'s server with ``drop_table`` (static, requires approval), and an admin of its tenant."""
-    tool_factory(live_access.server, "drop_table", kind=Tool.Kind.STATIC, static_result=RESULT, requires_approval=True)
+    tool_factory(
+        live_access.server,
+        "drop_table",
+        kind=Tool.Kind.STATIC,
+        static_result=RESULT,
+        requires_approval=True,
+        task_support="optional",
+    )
     admin = member_factory((live_access.tenant, "admin"), username=f"approver-{next(_admins)}")
     return live_access, admin.username
 
@@ -121,3 +141,45 @@ async def test_a_client_without_tasks_waits_the_bound_then_reissues_once_approve
     await asyncio.to_thread(_decide_elsewhere, access, approval_id, admin)
     ran = await http.post(url, json=body, headers=headers)
     assert ran.status_code == 200 and ran.json()["result"]["content"] == RESULT["content"]
+
+
+async def test_a_handshake_task_is_parked_and_its_session_hears_it_run(daphne_url, gated, http) -> None:
+    access, admin = gated
+    url = endpoint(daphne_url, access)
+    init = rpc(
+        "initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    )
+    opened = await http.post(url, json=init, headers=post_headers(access))
+    session = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY}
+    notified = await http.post(
+        url, json=rpc("notifications/initialized", id=None), headers=post_headers(access, **session)
+    )
+    assert notified.status_code == 202
+    stream_headers = auth_headers(access, Accept="text/event-stream", **session)
+    async with http.stream("GET", url, headers=stream_headers) as stream:
+        assert stream.status_code == 200
+        frames = sse_frames(stream)
+        async with asyncio.timeout(READ_TIMEOUT_SECONDS):
+            async for frame in frames:
+                if "ready" in frame.comments:
+                    break
+        body = rpc("tools/call", {"name": "drop_table", "arguments": {}, "task": {"ttl": 60_000}}, id=2)
+        created = (await http.post(url, json=body, headers=post_headers(access, **session))).json()["result"]["task"]
+        assert created["status"] == "working" and created["statusMessage"].startswith("Waiting for approval ")
+        approval_id = int(created["statusMessage"].removeprefix("Waiting for approval "))
+        await asyncio.to_thread(_decide_elsewhere, access, approval_id, admin)
+        statuses: list[tuple[str, str]] = []
+        async with asyncio.timeout(DECIDED_WITHIN):
+            async for frame in frames:
+                message = frame.message if frame.data else None
+                if message and message.get("method") == "notifications/tasks/status":
+                    params = message["params"]
+                    assert params["taskId"] == created["taskId"]
+                    statuses.append((params["status"], params.get("statusMessage", "")))
+                    if params["status"] == "completed":
+                        break
+    assert statuses[0] == ("working", "") and statuses[-1][0] == "completed"
+    answer = await http.post(
+        url, json=rpc("tasks/result", {"taskId": created["taskId"]}, id=3), headers=post_headers(access, **session)
+    )
+    assert answer.json()["result"]["content"] == RESULT["content"]
