@@ -9,12 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
+from django.db.models import Q
+from django.utils import timezone
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
 from ..models import (
     Agent,
     AgentToken,
+    Approval,
     Budget,
     BudgetAlert,
     McpServer,
@@ -177,3 +180,26 @@ class ToolCallFilter(TenantScopedFilter):
             "started_after",
             "started_before",
         )
+
+
+class ApprovalFilter(TenantScopedFilter):
+    """``status`` as the API shows it: ``pending`` excludes, and ``expired`` includes, requests past their expiry
+    that the sweep has not marked yet."""
+
+    status = filters.ChoiceFilter(choices=Approval.Status.choices, method="filter_status", help_text="As of now.")
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    tool = filters.CharFilter(field_name="tool_name", help_text="Tool name as the server exposes it.")
+
+    class Meta:
+        model = Approval
+        fields = ("tenant", "tenant_slug", "status", "server", "agent", "tool")
+
+    def filter_status(self, queryset: Any, name: str, value: str) -> Any:
+        now = timezone.now()
+        live = (Approval.Status.PENDING, Approval.Status.APPROVED)  # the statuses an expiry ends
+        if value == Approval.Status.EXPIRED:
+            return queryset.filter(Q(status=value) | Q(status__in=live, expires_at__lte=now))
+        if value in live:
+            return queryset.filter(status=value, expires_at__gt=now)
+        return queryset.filter(status=value)
