@@ -388,9 +388,10 @@ class World:
 @pytest.fixture
 def world_factory(access_factory: Callable[..., Access], member_factory: Callable[..., Any]) -> Callable[..., World]:
     """``world_factory("acme")``: a tenant with a server exposing a static tool, a resource and a prompt, an
-    agent with a token, a session, a task, an upstream (never synced) bound to the server, and owner/admin/viewer
-    members (usernames ``<slug>-<role>``)."""
+    agent with a token, a session, a task, an upstream (never synced) bound to the server, a pending approval, and
+    owner/admin/viewer members (usernames ``<slug>-<role>``)."""
     from mcp_app.models import (
+        Approval,
         McpSession,
         Prompt,
         Resource,
@@ -444,6 +445,15 @@ def world_factory(access_factory: Callable[..., Access], member_factory: Callabl
             "mcp_app.tooltask": task,
             "mcp_app.upstream": upstream,
             "mcp_app.upstreambinding": UpstreamBinding.objects.create(upstream=upstream, server=access.server),
+            "mcp_app.approval": Approval.objects.create(
+                tenant=tenant,
+                server=access.server,
+                agent=access.agent,
+                tool_name=tool.name,
+                arguments={"city": "Paris"},
+                arguments_digest="0" * 64,
+                expires_at=task.expires_at,
+            ),
         }
         return World(tenant=tenant, objects=objects, users=users, raw_token=access.raw_token, access=access)
 
