@@ -24,6 +24,7 @@ class McpAppConfig(AppConfig):
         )
         from .oauth import redirects
         from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
+        from .runtime import decisions  # noqa: F401  (a decision on an approval wakes the call waiting for it)
 
         redirects.install()  # private-use redirect schemes of native clients (RFC 8252)
 

@@ -43,6 +43,15 @@ def task_group(task_id: str) -> str:
     return f"mcp.task.{task_id[:48].replace('-', '_')}"
 
 
+# An approval was decided (to the call parked or waiting on it, in whichever process), on its approval group.
+APPROVAL_EVENT = "mcp.approval"
+
+
+def approval_group(approval_pk: int) -> str:
+    """Where the decision of approval ``approval_pk`` wakes the call that waits for it (``runtime.approvals``)."""
+    return f"mcp.approval.{int(approval_pk)}"
+
+
 def _id_token(request_id: str | int) -> str:
     """Client-chosen JSON-RPC ids, made safe for group names (and 1 distinct from "1")."""
     return hashlib.sha256(f"{type(request_id).__name__}:{request_id}".encode()).hexdigest()[:32]

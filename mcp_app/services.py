@@ -16,7 +16,7 @@ from .limits import metering
 from .limits.quotas import limits_for
 from .observability import tracing
 from .protocol import versions
-from .protocol.context import Principal, RequestContext, ToolRunner
+from .protocol.context import Approvals, Principal, RequestContext, ToolRunner
 from .protocol.descriptors import ServerCatalog
 from .runtime.audit import request_audit
 
@@ -43,6 +43,13 @@ def set_runner(runner: ToolRunner | None) -> None:
     """Replace the process's runner (``None``: the default again)."""
     global _runner
     _runner = runner
+
+
+def approval_gate() -> Approvals:
+    """The ``Approvals`` port: the calls of tools that require approval (stateless, one for every request)."""
+    from .runtime.approvals import GATE
+
+    return GATE
 
 
 def task_service(server_pk: int, agent_pk: int) -> TaskService:
@@ -88,6 +95,7 @@ def request_context(
         "audit": request_audit(server, token, era, protocol_version),
         # Tells what each call spent to the usage ledger and the budgets (buffered in memory: no query).
         "meter": metering.METER,
+        "approvals": approval_gate(),
     }
     tasks = None
     if era == versions.MODERN:

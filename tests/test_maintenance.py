@@ -71,6 +71,7 @@ def test_dry_run_counts_and_keeps_everything(expired_and_fresh: Any) -> None:
         "would delete 1 expired tasks",
         "would delete 0 expired SSE event streams",
         "would fail 0 worker calls past their deadline",
+        "would expire 0 approvals past their expiry",
     ]
     assert survivors() == before
 
@@ -84,6 +85,7 @@ def test_purge_deletes_only_what_expired(expired_and_fresh: Any) -> None:
         "deleted 1 expired tasks",
         "deleted 0 expired SSE event streams",
         "failed 0 worker calls past their deadline",
+        "expired 0 approvals past their expiry",
     ]
     calls, sessions, tasks = survivors()
     assert calls == {expired_and_fresh["calls"][1].pk}

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from ..conf import mcp_settings, on_reload
 from ..definitions.patterns import UriTemplate
 from ..definitions.registry import registry
 from ..definitions.static import StaticBehaviour
@@ -37,6 +38,18 @@ def _upstream_of(entry: Tool | Resource | Prompt, server_id: int) -> Upstream | 
         logger.warning("server %s binds upstream entry %s without its upstream", server_id, entry.pk)
         return None
     return upstream if upstream.enabled else None
+
+
+def requires_approval(tool: Tool) -> bool:
+    """Whether calls of ``tool`` wait for a tenant admin's approval: its own setting, else (unset) an upstream tool
+    whose ``destructiveHint`` is true, while ``APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS`` is on (docs/approvals.md)."""
+    if tool.requires_approval is not None:
+        return bool(tool.requires_approval)
+    return (
+        tool.kind == Tool.Kind.UPSTREAM
+        and bool(mcp_settings.APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS)
+        and (tool.annotations or {}).get("destructiveHint") is True
+    )
 
 
 # Each kind of entry, as one function per kind in one table: how a row becomes a descriptor (``None``: left out,
@@ -68,6 +81,7 @@ def _python_tool(binding: ServerTool, allowed_python_tools: Any) -> ToolDescript
         ref=tool.pk,
         rate_limit=(tool.rate_limit, tool.rate_burst),
         price=tool.price,
+        requires_approval=requires_approval(tool),
     )
 
 
@@ -91,6 +105,7 @@ def _row_tool(binding: ServerTool, target: object | None) -> ToolDescriptor | No
         ref=tool.pk,
         rate_limit=(tool.rate_limit, tool.rate_burst),
         price=tool.price,
+        requires_approval=requires_approval(tool),
     )
 
 
@@ -277,6 +292,7 @@ def resolve_catalog(server: McpServer | Any, *, grant: CatalogGrant | None = Non
     return granted_catalog(server, catalog, grant)
 
 
+@on_reload  # resolution reads a setting (APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS)
 def clear_cache() -> None:
     _cache.clear()
     views.clear()

@@ -7,18 +7,20 @@ How a call is parked and resumed: ``mcp_app.runtime.approvals``; design: docs/ap
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
+from ..conf import mcp_settings
 from .agents import Agent
 from .servers import McpServer
-from .tasks import ToolTask
+from .tasks import TERMINAL, ToolTask
 from .tenancy import Tenant, TenantScoped
 
-# Who hears a decision (``approval``): the runtime registers itself (``mcp_app.runtime.approvals``) to wake the
+# Who hears a decision (``approval``): the runtime registers itself (``mcp_app.runtime.decisions``) to wake the
 # parked call; the model holds state and never touches the channel layer.
 DecisionListener = Callable[["Approval"], None]
 _listeners: list[DecisionListener] = []
@@ -35,6 +37,10 @@ def _tell(approval: Approval) -> None:
         listener(approval)
 
 
+# Approvals that may still be decided or used (until their expiry).
+LIVE = ("pending", "approved")
+
+
 class ApprovalQuerySet(models.QuerySet["Approval"]):
     def pending(self) -> ApprovalQuerySet:
         """Undecided and not expired."""
@@ -47,6 +53,72 @@ class ApprovalManager(models.Manager["Approval"]):
 
     def pending(self) -> ApprovalQuerySet:
         return self.get_queryset().pending()
+
+    def bound_to(
+        self, *, tenant_id: int, server_id: int, agent_id: int, tool_name: str, arguments_digest: str
+    ) -> ApprovalQuerySet:
+        """The approvals of one binding: this agent's call of this tool on this server with these arguments."""
+        return self.get_queryset().filter(
+            tenant_id=tenant_id,
+            server_id=server_id,
+            agent_id=agent_id,
+            tool_name=tool_name,
+            arguments_digest=arguments_digest,
+        )
+
+    def use(self, pk: int) -> bool:
+        """Use approval ``pk`` up: approved and unexpired becomes ``used`` (one conditional UPDATE); ``False``
+        when it is not (any more) approved, or has expired. Single use: one caller wins."""
+        now = timezone.now()
+        updated = self.filter(pk=pk, status=Approval.Status.APPROVED, expires_at__gt=now).update(
+            status=Approval.Status.USED, used_at=now
+        )
+        return bool(updated)
+
+    def use_approved(self, **binding: Any) -> Approval | None:
+        """Use up an approved, unused, unexpired approval of ``binding`` (``bound_to``), the oldest first;
+        ``None`` when there is none."""
+        approved = self.bound_to(**binding).filter(status=Approval.Status.APPROVED, expires_at__gt=timezone.now())
+        for pk in approved.order_by("created_at").values_list("pk", flat=True)[:3]:
+            if self.use(pk):
+                return self.select_related("decided_by").get(pk=pk)
+        return None
+
+    def request(self, *, tool_ref: int | None, arguments: dict[str, Any], reason: str, **binding: Any) -> Approval:
+        """The pending approval of ``binding`` (one request per binding while it waits), or a new one that
+        expires ``APPROVAL_TTL_SECONDS`` from now. Approvals of the binding past their expiry are marked
+        ``expired`` first (lazily, as they are touched)."""
+        now = timezone.now()
+        scope = self.bound_to(**binding)
+        scope.filter(status__in=LIVE, expires_at__lte=now).update(status=Approval.Status.EXPIRED)
+        pending = scope.filter(status=Approval.Status.PENDING).select_related("task").order_by("created_at").first()
+        if pending is not None:
+            return pending
+        return self.create(
+            tool_ref=tool_ref,
+            arguments=arguments,
+            reason=reason[:200],
+            created_at=now,
+            expires_at=now + timedelta(seconds=float(mcp_settings.APPROVAL_TTL_SECONDS)),
+            **binding,
+        )
+
+    def attach(self, pk: int, task: ToolTask) -> bool:
+        """Make ``task`` the parked call of approval ``pk`` unless it has one already (conditional UPDATE)."""
+        return bool(self.filter(pk=pk, task__isnull=True).update(task=task))
+
+    def past_expiry(self, now: datetime | None = None) -> ApprovalQuerySet:
+        """Pending or approved, past their expiry: what ``expire_due`` marks."""
+        return self.get_queryset().filter(status__in=LIVE, expires_at__lte=now or timezone.now())
+
+    def expire_due(self, now: datetime | None = None) -> tuple[int, list[ToolTask]]:
+        """Mark the pending and approved approvals past their expiry ``expired``: how many, and the parked calls
+        (records not terminal yet) of those that had one, for the runtime to end."""
+        due = self.past_expiry(now)
+        task_pks = [pk for pk in due.exclude(task=None).values_list("task_id", flat=True)]
+        count = due.update(status=Approval.Status.EXPIRED)
+        parked = list(ToolTask.objects.filter(pk__in=task_pks).exclude(status__in=TERMINAL))
+        return count, parked
 
     def decide(self, approval: Approval, *, user: Any, approve: bool, note: str = "") -> bool:
         """Approve or deny ``approval`` as ``user`` (a conditional UPDATE: only a pending, unexpired request, and
@@ -131,6 +203,17 @@ class Approval(TenantScoped):
     @property
     def is_expired(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.APPROVED) and self.expires_at <= timezone.now()
+
+    @property
+    def ended_text(self) -> str:
+        """Why a call under this approval did not run (the text of its error result)."""
+        if self.status == self.Status.DENIED:
+            who = getattr(self.decided_by, "username", None) or "a tenant admin"
+            note = f": {self.note}" if self.note else ""
+            return f"The call of tool {self.tool_name} was denied by {who} (approval {self.pk}){note}"
+        if self.status == self.Status.USED:
+            return f"Approval {self.pk} of tool {self.tool_name} was used by another call of the same arguments"
+        return f"The approval request {self.pk} of tool {self.tool_name} expired before it was approved"
 
     def may_be_decided_by(self, user: Any) -> bool:
         """Whether ``user`` may decide: not the person the calling agent acts for (an OAuth agent's user)."""

@@ -111,8 +111,11 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         extension need no process and are left alone. Returns how many were failed."""
         # A 2025-11-25 task waiting for input waits inside its process (the client's answer resumes that
         # coroutine), so it dies with the process too.
-        in_process = models.Q(status=ToolTask.Status.WORKING) | models.Q(
-            status=ToolTask.Status.INPUT_REQUIRED, protocol_version__in=HANDSHAKE_VERSIONS
+        # So does a call parked for approval: its wait for the decision is a coroutine of that process.
+        in_process = (
+            models.Q(status=ToolTask.Status.WORKING)
+            | models.Q(status=ToolTask.Status.PARKED)
+            | models.Q(status=ToolTask.Status.INPUT_REQUIRED, protocol_version__in=HANDSHAKE_VERSIONS)
         )
         # A worker call is its worker's (re-queued or failed there, or reaped past its deadline).
         candidates = self.filter(in_process).exclude(owner="").exclude(execution=WORKER)

@@ -1,6 +1,6 @@
 """What a handler knows about the request it serves (``RequestContext``), what a runner knows about one call
 (``CallContext``), and the ports whose signatures take them (``ToolRunner``, which refuses arguments with
-``InvalidToolArguments``; ``HandshakeTasks``; ``RequestTracer``; ``UsageMeter``, told what each call spent). ``OpenStream`` is a handler's answer that
+``InvalidToolArguments``; ``HandshakeTasks``; ``Approvals``; ``RequestTracer``; ``UsageMeter``, told what each call spent). ``OpenStream`` is a handler's answer that
 opens a stream instead of responding. Nothing here touches a database: implementations are injected.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .descriptors import PromptDescriptor, ResourceDescriptor, ServerCatalog, ServerDescription, ToolDescriptor
-from .errors import MethodNotFound
+from .errors import InvalidRequest, MethodNotFound
 from .ports import NO_AUDIT, NO_CHANNEL, NO_TASKS, CallAudit, Outbound, Session, Tasks
 from .reporters import Emit, LogReporter, ProgressReporter, discard
 from .versions import LEGACY
@@ -179,6 +179,47 @@ class NoHandshakeTasks:
 NO_HANDSHAKE_TASKS: HandshakeTasks = NoHandshakeTasks()
 
 
+class Approvals(Protocol):
+    """Calls of tools that require a tenant admin's approval (``ToolDescriptor.requires_approval``; the runtime's
+    ``approvals``, docs/approvals.md): a call runs once approved (the approval is used up), else it is parked as a
+    task (a client that can take one) or waits a bounded time and is refused with ``ApprovalPending``."""
+
+    async def call(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        call: CallContext,
+        *,
+        handshake_task: bool,
+        ttl_ms: int | None,
+        request_id: str | int,
+    ) -> dict[str, Any]:
+        """The call's answer (a result, a task), after its approval; ``handshake_task``: a 2025-11-25 call with
+        ``params.task`` (``ttl_ms`` asked for). Raises ``InvalidToolArguments`` before anything is asked."""
+
+
+class NoApprovals:
+    """The ``Approvals`` port of requests that cannot ask for approval (the admin's console): such tools refuse."""
+
+    async def call(
+        self,
+        tool: ToolDescriptor,
+        arguments: dict[str, Any],
+        call: CallContext,
+        *,
+        handshake_task: bool,
+        ttl_ms: int | None,
+        request_id: str | int,
+    ) -> dict[str, Any]:
+        raise InvalidRequest(f"Tool {tool.name} requires a tenant admin's approval, which cannot be asked for here")
+
+    def __repr__(self) -> str:
+        return "NO_APPROVALS"
+
+
+NO_APPROVALS: Approvals = NoApprovals()
+
+
 class RequestTracer(Protocol):
     """Traces each JSON-RPC request the dispatcher answers (``observability.tracing`` implements it); a context
     without one (``None``) is not traced and pays nothing."""
@@ -219,6 +260,7 @@ class RequestContext:
     outbound: Outbound = NO_CHANNEL
     tasks: Tasks = NO_TASKS
     handshake_tasks: HandshakeTasks = NO_HANDSHAKE_TASKS  # 2025-11-25 experimental tasks (handshake era only)
+    approvals: Approvals = NO_APPROVALS  # calls of tools that require approval (``ToolDescriptor.requires_approval``)
     audit: CallAudit = NO_AUDIT
     meter: UsageMeter = NO_METER  # what each tools/call spent (``mcp_app.limits.metering``)
     tracer: RequestTracer | None = None  # None: tracing is off

@@ -55,6 +55,9 @@ class ToolDescriptor:
     # The tool's own rate limit (requests per second, burst; either None: the setting's), for the edge.
     rate_limit: tuple[float | None, int | None] | None = None
     price: Decimal | None = None  # what one call costs (``Tool.price``; the usage ledger, docs/budgets.md)
+    # A call waits for a tenant admin's approval first (``RequestContext.approvals``, docs/approvals.md); decided
+    # when the catalog is resolved, so the calls of other tools pay nothing for the gate.
+    requires_approval: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         schema = dict(self.input_schema)

@@ -23,6 +23,7 @@ WORKER_QUOTA_EXCEEDED = -32010
 RATE_LIMITED = -32011  # HTTP 429 with Retry-After (mcp_app.limits.rates)
 CAPACITY_EXCEEDED = -32012  # a cap of concurrent streams, sessions or tasks (mcp_app.limits.caps)
 BUDGET_EXCEEDED = -32013  # HTTP 429 with Retry-After until the period resets (mcp_app.limits.budgets)
+APPROVAL_PENDING = -32014  # HTTP 200: the call waits for a tenant admin's approval (docs/approvals.md)
 # MCP 2026-07-28
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
@@ -187,6 +188,23 @@ class CapacityExceeded(ProtocolError):
         else:
             message = f"Too many concurrent {resource}: this {scope} may hold at most {limit} at once"
         super().__init__(message, {"resource": resource, "scope": scope, "limit": limit})
+
+
+class ApprovalPending(ProtocolError):
+    """A call of a tool that requires approval, whose approval a tenant admin has not given yet (docs/approvals.md):
+    HTTP 200 in both eras. ``data``: ``approvalId``, ``expiresAt`` (ISO 8601) and, when the call is parked as a
+    task, ``taskId``. Re-issued with the same arguments once approved, the call runs."""
+
+    code = APPROVAL_PENDING
+    default_message = "Waiting for approval"
+
+    def __init__(self, tool: str, approval_id: int, expires_at: str, task_id: str | None = None) -> None:
+        self.approval_id = approval_id
+        super().__init__(
+            f"Tool {tool} requires a tenant admin's approval of this call (approval {approval_id}, pending until "
+            f"{expires_at}); re-issue the same call once it is approved",
+            {"approvalId": approval_id, "expiresAt": expires_at, **({"taskId": task_id} if task_id else {})},
+        )
 
 
 class HeaderMismatch(ProtocolError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -32,6 +33,9 @@ from . import durable, task_session
 from .progress import RecordedProgress
 from .task_session import SessionChannel, StatusWatch, TaskOutbound, announce, group_send, task_state
 from .tasks import CallerTasks
+
+# What a task's work awaits before its call runs: ``gate(record, run)`` (see ``HandshakeTaskService.start``).
+Gate = Callable[[ToolTask, Callable[[], Awaitable[dict[str, Any]]]], Awaitable[dict[str, Any]]]
 
 # A granted ttl is never shorter than this: a task must outlive the client's first few polls.
 MIN_TTL_MS = 1_000
@@ -85,19 +89,28 @@ class HandshakeTaskService(CallerTasks):
         *,
         ttl_ms: int | None,
         request_id: str | int,
+        gate: Gate | None = None,
+        granted_ttl_ms: int | None = None,
+        **fields: Any,
     ) -> dict[str, Any]:
+        """``gate``: the call waits for ``gate(record, run)`` first, which awaits ``run()`` or returns another
+        outcome (a call parked for approval, ``runtime.approvals``); ``granted_ttl_ms``: the ttl it gets instead of
+        the one asked for; ``fields``: the record's other columns."""
         ctx = call.request
         task = await self.create(
             tool,
             arguments,
             call,
-            ttl_ms=granted_ttl(ttl_ms),
-            status=ToolTask.Status.WORKING,
-            owner=owner_id(),
-            execution=tool.execution,
-            protocol_version=ctx.protocol_version,
-            request_id=str(request_id)[:200],
-            started_at=timezone.now(),
+            **{
+                "ttl_ms": granted_ttl_ms or granted_ttl(ttl_ms),
+                "status": ToolTask.Status.WORKING,
+                "owner": owner_id(),
+                "execution": tool.execution,
+                "protocol_version": ctx.protocol_version,
+                "request_id": str(request_id)[:200],
+                "started_at": timezone.now(),
+                **fields,
+            },
         )
         channel = SessionChannel(self._session_key, task.task_id)
         # The request that created the task is answered now: the call reports to the session's streams instead.
@@ -112,7 +125,11 @@ class HandshakeTaskService(CallerTasks):
             log=LogReporter(call.log.threshold, channel.emit),
             in_task=True,
         )
-        work = asyncio.ensure_future(ctx.runner.call_tool(tool, arguments, task_call))
+
+        def run() -> Awaitable[dict[str, Any]]:
+            return ctx.runner.call_tool(tool, arguments, task_call)
+
+        work = asyncio.ensure_future(gate(task, run) if gate is not None else run())
         # Settled by this era's columns, and its session told of each change.
         columns = functools.partial(durable.columns, handshake=True, tool_name=task.tool_name)
         durable.follow(task, work, columns=columns, announce=functools.partial(announce, task.pk, channel))

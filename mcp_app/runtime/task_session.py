@@ -24,7 +24,7 @@ from ..protocol import messages
 from ..protocol.errors import InternalError
 from ..protocol.ports import SendOnly
 from . import durable
-from .tasks import iso
+from .tasks import iso, wire_status
 
 logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
 
@@ -32,7 +32,7 @@ logger = logging.getLogger("mcp_app.runtime.handshake_tasks")
 def task_state(task: ToolTask) -> wire.TaskState:
     return wire.TaskState(
         task_id=task.task_id,
-        status=task.status,
+        status=wire_status(task.status),
         status_message=task.status_message,
         created_at=iso(task.created_at),
         last_updated_at=iso(task.updated_at),

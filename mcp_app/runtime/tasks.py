@@ -31,11 +31,16 @@ def iso(moment: Any) -> str:
     return str(moment.isoformat()).replace("+00:00", "Z")
 
 
+def wire_status(status: str) -> str:
+    """A record's status as both task protocols know it: a worker call not started yet ("queued") and a call
+    waiting for approval ("parked") are ``working`` (its ``statusMessage`` says which approval)."""
+    return ToolTask.Status.WORKING if status in (ToolTask.Status.QUEUED, ToolTask.Status.PARKED) else status
+
+
 def task_wire(task: ToolTask, *, detailed: bool) -> dict[str, Any]:
     wire: dict[str, Any] = {
         "taskId": task.task_id,
-        # A worker call not started yet is "queued" in the record; the protocol knows it as working.
-        "status": ToolTask.Status.WORKING if task.status == ToolTask.Status.QUEUED else task.status,
+        "status": wire_status(task.status),
         "createdAt": iso(task.created_at),
         "lastUpdatedAt": iso(task.updated_at),
         "ttlMs": task.ttl_ms,

@@ -4,7 +4,8 @@ A malformed request or an unknown tool is -32602; so is an argument-validation f
 where it is an ``isError`` result (``versions.tool_input_errors_in_result``). In the stateless era, arguments
 annotated ``x-mcp-header`` must be mirrored by ``Mcp-Param-*`` headers (-32020). 2025-11-25 tasks: ``tools/list``
 shows ``execution.taskSupport``, a ``tools/call`` with ``params.task`` on a task-capable tool answers ``{task}`` at
-once; ``task`` on a ``forbidden`` tool, or a ``required`` tool called without it, is -32601.
+once; ``task`` on a ``forbidden`` tool, or a ``required`` tool called without it, is -32601. A tool that requires
+approval is called through the ``Approvals`` port once its arguments are known (docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -85,12 +86,23 @@ async def _call_tool(params: dict[str, Any], message: MessageContext) -> dict[st
                 f"Tool {name} requires task augmentation: send tools/call with params.task", data={"name": name}
             )
     call = message.call(params)
+    if tool.requires_approval:  # decided at resolution: the other tools' calls pay nothing for the gate
+        try:
+            return await ctx.approvals.call(
+                tool, arguments, call, handshake_task=as_task, ttl_ms=ttl_ms, request_id=message.request_id
+            )
+        except InvalidToolArguments as exc:
+            return _invalid_arguments(ctx, name, exc)
     if as_task:
         return await ctx.handshake_tasks.start(tool, arguments, call, ttl_ms=ttl_ms, request_id=message.request_id)
     try:
         return await ctx.runner.call_tool(tool, arguments, call)
     except InvalidToolArguments as exc:
-        text = f"Invalid arguments for tool {name}: {exc}"
-        if versions.tool_input_errors_in_result(ctx.protocol_version):
-            return messages.failed_call(text)
-        raise InvalidParams(text, data={"name": name}) from exc
+        return _invalid_arguments(ctx, name, exc)
+
+
+def _invalid_arguments(ctx: RequestContext, name: str, exc: InvalidToolArguments) -> dict[str, Any]:
+    text = f"Invalid arguments for tool {name}: {exc}"
+    if versions.tool_input_errors_in_result(ctx.protocol_version):
+        return messages.failed_call(text)
+    raise InvalidParams(text, data={"name": name}) from exc
