@@ -9,7 +9,6 @@ are stated once.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -37,8 +36,6 @@ from .models import (
 )
 
 _M = TypeVar("_M", bound=Model)
-
-audit_logger = logging.getLogger("mcp_app.audit")
 
 
 class OperationError(Exception):
@@ -477,9 +474,9 @@ def _no_longer_pending(approval: Approval) -> str:
 
 def decide_approval(approval: Approval, *, user: Any, approve: bool, note: str = "") -> Approval:
     """Approve or deny ``approval`` as ``user`` (``Approval.objects.decide``: a pending, unexpired request, decided
-    once) and write the decision to the ``mcp_app.audit`` log; the parked call hears it after the transaction
-    commits. ``DecisionRefused`` says why not: not an admin of the approval's tenant, the agent's own user, or no
-    longer pending."""
+    once). Once the transaction commits, the runtime's listener writes the decision to the ``mcp_app.audit`` log
+    and wakes the parked call (``runtime.decisions``). ``DecisionRefused`` says why not: not an admin of the
+    approval's tenant, the agent's own user, or no longer pending."""
     if not permissions.can_change(user, approval):
         raise DecisionRefused("Only the tenant's admins decide its approvals.", approval, forbidden=True)
     if not approval.may_be_decided_by(user):
@@ -491,9 +488,4 @@ def decide_approval(approval: Approval, *, user: Any, approve: bool, note: str =
     if not Approval.objects.decide(approval, user=user, approve=approve, note=note):
         approval.refresh_from_db()
         raise DecisionRefused(_no_longer_pending(approval), approval)
-    audit_logger.info(
-        "approval %s %s by %s: tenant %s, agent %s, server %s, tool %s, arguments %s%s",
-        approval.pk, approval.status, user, approval.tenant_id, approval.agent_id, approval.server_id,
-        approval.tool_name, approval.arguments_digest, f", note: {approval.note}" if approval.note else "",
-    )  # fmt: skip
     return approval

@@ -106,11 +106,16 @@ def test_another_tenants_approvals_are_not_found_and_cannot_be_decided(
 
 @pytest.mark.parametrize("role", ["owner", "admin"])
 def test_an_admin_approves_once_and_a_second_decision_is_a_conflict(
-    acme: Any, key_client: Any, pending: dict[str, Approval], role: str, caplog: Any
+    acme: Any,
+    key_client: Any,
+    pending: dict[str, Approval],
+    role: str,
+    caplog: Any,
+    django_capture_on_commit_callbacks: Any,
 ) -> None:
     client = key_client(acme.users[role])
     approval = pending["acme"]
-    with caplog.at_level(logging.INFO, logger="mcp_app.audit"):
+    with caplog.at_level(logging.INFO, logger="mcp_app.audit"), django_capture_on_commit_callbacks(execute=True):
         response = client.post(f"{detail(approval)}approve/", {"note": "checked the path"}, format="json")
     assert response.status_code == 200, response.content
     body = response.json()
@@ -120,7 +125,8 @@ def test_an_admin_approves_once_and_a_second_decision_is_a_conflict(
     assert (approval.status, approval.decided_by, approval.note) == ("approved", acme.users[role], "checked the path")
     # Approver and decision are in the audit log.
     audit = [r.getMessage() for r in caplog.records if r.name == "mcp_app.audit"]
-    assert any(f"approval {approval.pk} approved by acme-{role}" in line and "delete_file" in line for line in audit)
+    expected = f"approval {approval.pk} of tool delete_file for agent #{acme.agent.pk} approved by acme-{role}"
+    assert audit == [f"{expected}: checked the path"]
 
     for verb in ("approve", "deny"):
         status, code, message = error(client.post(f"{detail(approval)}{verb}/", {}, format="json"))
