@@ -57,12 +57,16 @@ class ApprovalAdmin(TenantScopedAdmin):
     )
     list_select_related = ("agent", "server", "decided_by")
     search_fields = ("tool_name", "agent__agent_id", "server__server_id", "arguments_digest")
-    fieldsets = (
-        ("Call", {"fields": ("tenant", "server", "agent", "tool_name", "arguments_shown", "arguments_digest")}),
-        ("Request", {"fields": ("reason", "status_shown", "created_at", "expires_at", "task_shown")}),
-        ("Decision", {"fields": ("decided_by", "decided_at", "note", "used_at")}),
-    )
-    readonly_fields = ("arguments_shown", "status_shown", "task_shown")
+    readonly_fields = ("arguments_shown", "status_shown", "task_shown", "decider")
+
+    def get_fieldsets(self, request: HttpRequest, obj: Approval | None = None) -> Any:
+        fieldsets: list[tuple[str, dict[str, Any]]] = [
+            ("Call", {"fields": ("tenant", "server", "agent", "tool_name", "arguments_shown", "arguments_digest")}),
+            ("Request", {"fields": ("reason", "status_shown", "created_at", "expires_at", "task_shown")}),
+        ]
+        if obj is not None and obj.decided_at is not None:
+            fieldsets.append(("Decision", {"fields": ("decider", "decided_at", "note", "used_at")}))
+        return fieldsets
 
     def get_ordering(self, request: HttpRequest) -> Any:
         return (_waiting_first(), "-created_at")  # an expression: ``ordering`` itself takes fields only
@@ -73,6 +77,10 @@ class ApprovalAdmin(TenantScopedAdmin):
     @admin.display(description="status", ordering="status")
     def status_shown(self, obj: Approval) -> str:
         return str(Approval.Status.EXPIRED.label if obj.is_expired else obj.get_status_display())
+
+    @admin.display(description="decided by")
+    def decider(self, obj: Approval) -> str:
+        return "a deleted user" if obj.decided_by is None else str(obj.decided_by.get_username())
 
     @admin.display(description="decided")
     def decision(self, obj: Approval) -> str:
