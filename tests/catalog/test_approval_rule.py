@@ -37,8 +37,15 @@ def mixed(server_factory: Any, tool_factory: Any) -> Any:
     remote("unannotated", None)
     remote("drop_but_trusted", True, requires=False)
     remote("read_but_guarded", False, requires=True)
-    tool_factory(server, "static_destructive", annotations={"destructiveHint": True}, static_result="ok")
-    tool_factory(server, "static_guarded", static_result="ok", requires_approval=True)
+    tool_factory(
+        server,
+        "static_destructive",
+        annotations={"destructiveHint": True},
+        static_result={"content": [{"type": "text", "text": "ok"}]},
+    )
+    tool_factory(
+        server, "static_guarded", static_result={"content": [{"type": "text", "text": "ok"}]}, requires_approval=True
+    )
     return server
 
 
