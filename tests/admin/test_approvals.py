@@ -230,3 +230,17 @@ def test_requires_approval_is_edited_on_the_tools_page(
     response = client.post(url("tool", "change", tool.pk), data)
     assert response.status_code == 302, response.context["adminform"].form.errors
     assert Tool.objects.get(pk=tool.pk).requires_approval is stored
+
+
+def test_an_upstream_tool_offers_requires_approval_beside_its_read_only_definition(globex: Any, login: Any) -> None:
+    tool = Tool.objects.create(
+        tenant=globex.tenant,
+        name="globex_drop_table",
+        kind=Tool.Kind.UPSTREAM,
+        upstream=globex["upstream"],
+        remote_name="drop_table",
+        annotations={"destructiveHint": True},
+    )
+    page = login(globex.users["admin"]).get(url("tool", "change", tool.pk)).content.decode()
+    assert re.search(r'<select name="requires_approval"', page)
+    assert not re.search(r'<textarea name="input_schema"', page)  # the upstream's, shown read-only
