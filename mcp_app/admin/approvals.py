@@ -55,7 +55,7 @@ class ApprovalAdmin(TenantScopedAdmin):
         ("server", admin.RelatedOnlyFieldListFilter),
         ("agent", admin.RelatedOnlyFieldListFilter),
     )
-    list_select_related = ("agent", "server", "decided_by")
+    list_select_related = ("agent__tenant", "server__tenant", "decided_by")  # their names show the tenant
     search_fields = ("tool_name", "agent__agent_id", "server__server_id", "arguments_digest")
     readonly_fields = ("arguments_shown", "status_shown", "task_shown", "decider")
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from mcp_app.models import Approval, Tool, ToolTask
@@ -244,3 +246,21 @@ def test_an_upstream_tool_offers_requires_approval_beside_its_read_only_definiti
     page = login(globex.users["admin"]).get(url("tool", "change", tool.pk)).content.decode()
     assert re.search(r'<select name="requires_approval"', page)
     assert not re.search(r'<textarea name="input_schema"', page)  # the upstream's, shown read-only
+
+
+def test_the_list_costs_the_same_queries_for_one_approval_or_many(
+    globex: Any, login: Any, approval_factory: Any
+) -> None:
+    client = login(globex.users["admin"])
+    server, agent = globex.access.server, globex.access.agent
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url("approval", "changelist")).status_code == 200
+        return len(captured)
+
+    approval_factory(server, agent, "wipe", {"n": 0}, status="denied", decided_by=globex.users["owner"])
+    few = queries()
+    for n in range(1, 6):
+        approval_factory(server, agent, "wipe", {"n": n}, status="denied", decided_by=globex.users["owner"])
+    assert queries() == few

@@ -11,6 +11,8 @@ import logging
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import Approval, Tool, ToolTask
 
@@ -237,3 +239,20 @@ def test_requires_approval_is_set_on_the_tool(acme: Any, globex: Any, key_client
     foreign = client.patch(f"/api/v1/tools/{globex.tool.pk}/", {"requires_approval": True}, format="json")
     assert foreign.status_code == 404
     assert Tool.objects.get(pk=globex.tool.pk).requires_approval is None
+
+
+def test_the_list_costs_the_same_queries_for_one_approval_or_many(
+    acme: Any, key_client: Any, approval_factory: Any, pending: dict[str, Approval]
+) -> None:
+    client = key_client(acme.users["viewer"])
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(APPROVALS).status_code == 200
+        return len(captured)
+
+    queries()  # the key's first use writes its last-used stamp
+    few = queries()
+    for n in range(5):
+        approval_factory(acme.server, acme.agent, "wipe", {"n": n}, status="denied", decided_by=acme.users["admin"])
+    assert queries() == few
