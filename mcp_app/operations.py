@@ -1,6 +1,7 @@
 """Operator verbs behind the management commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``,
 ``mcp_catalog``, ``mcp_member``, ``mcp_api_key``, ``mcp_upstream``, ``mcp_budget``), which only parse arguments and
-print; and ``decide_approval``, the one door the admin, the API and ``mcp_approvals`` decide an approval through.
+print; and ``decide_approval``, the one door the admin, the API and ``mcp_approvals`` decide an approval through,
+with ``approvals_with_status``, the status every door shows.
 
 What they do lives here so that projects can call it from their own code, and so that the rules (idempotence, raw
 tokens shown once, every lookup scoped by tenant slug: an agent or server id means something only in its tenant)
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
 from . import permissions
@@ -451,6 +452,18 @@ def clear_budget(tenant_slug: str, agent_id: str | None = None, set_by: str = Bu
     _, _, found = _budgets(tenant_slug, agent_id, set_by)
     _, deleted = found.delete()
     return deleted.get(Budget._meta.label, 0)  # not the alerts that went with it
+
+
+def approvals_with_status(approvals: QuerySet[Approval], status: str) -> QuerySet[Approval]:
+    """``approvals`` whose status is ``status`` as of now, as every door shows it (``Approval.is_expired``): a
+    pending or approved one past its expiry is ``expired`` before the sweep marks it so."""
+    now = timezone.now()
+    live = (Approval.Status.PENDING, Approval.Status.APPROVED)  # the statuses an expiry ends
+    if status == Approval.Status.EXPIRED:
+        return approvals.filter(Q(status=status) | Q(status__in=live, expires_at__lte=now))
+    if status in live:
+        return approvals.filter(status=status, expires_at__gt=now)
+    return approvals.filter(status=status)
 
 
 class DecisionRefused(OperationError):

@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.db.models.expressions import OrderBy
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 
 from .. import permissions
 from ..models import Approval
-from ..operations import DecisionRefused, decide_approval
+from ..operations import DecisionRefused, approvals_with_status, decide_approval
 from .base import TenantScopedAdmin
 
 NOTE_MAX_LENGTH = Approval._meta.get_field("note").max_length
@@ -43,6 +43,20 @@ def pending_count(request: HttpRequest) -> int:
     return permissions.scope_queryset(request.user, Approval.objects.pending()).count()
 
 
+class StatusNowFilter(admin.SimpleListFilter):
+    """The status as the page shows it: a request past its expiry is *Expired* before the sweep marks it."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> Any:
+        return Approval.Status.choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Approval]) -> QuerySet[Approval]:
+        value = self.value()
+        return queryset if value is None else approvals_with_status(queryset, value)
+
+
 @admin.register(Approval)
 class ApprovalAdmin(TenantScopedAdmin):
     read_only_model = True
@@ -50,7 +64,7 @@ class ApprovalAdmin(TenantScopedAdmin):
     change_form_template = "admin/mcp_app/approval/change_form.html"
     list_display = ("tool_name", "agent", "server", "status_shown", "reason", "created_at", "expires_at", "decision")
     list_filter = (
-        "status",
+        StatusNowFilter,
         ("tenant", admin.RelatedOnlyFieldListFilter),
         ("server", admin.RelatedOnlyFieldListFilter),
         ("agent", admin.RelatedOnlyFieldListFilter),

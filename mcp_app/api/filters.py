@@ -9,8 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
-from django.db.models import Q
-from django.utils import timezone
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
@@ -34,6 +32,7 @@ from ..models import (
     Upstream,
 )
 from ..models.catalog import CatalogBinding
+from ..operations import approvals_with_status
 
 MAX_ID = 2**63 - 1
 
@@ -196,10 +195,4 @@ class ApprovalFilter(TenantScopedFilter):
         fields = ("tenant", "tenant_slug", "status", "server", "agent", "tool")
 
     def filter_status(self, queryset: Any, name: str, value: str) -> Any:
-        now = timezone.now()
-        live = (Approval.Status.PENDING, Approval.Status.APPROVED)  # the statuses an expiry ends
-        if value == Approval.Status.EXPIRED:
-            return queryset.filter(Q(status=value) | Q(status__in=live, expires_at__lte=now))
-        if value in live:
-            return queryset.filter(status=value, expires_at__gt=now)
-        return queryset.filter(status=value)
+        return approvals_with_status(queryset, value)

@@ -264,3 +264,19 @@ def test_the_list_costs_the_same_queries_for_one_approval_or_many(
     for n in range(1, 6):
         approval_factory(server, agent, "wipe", {"n": n}, status="denied", decided_by=globex.users["owner"])
     assert queries() == few
+
+
+def test_the_status_filter_reads_a_request_past_its_expiry_as_expired(
+    globex: Any, login: Any, approvals: dict[str, Approval], approval_factory: Any
+) -> None:
+    late = approval_factory(globex.access.server, globex.access.agent, "wipe", {}, expires_in=-1)
+    client = login(globex.users["viewer"])
+
+    def listed(status: str) -> set[int]:
+        page = client.get(url("approval", "changelist"), {"status": status})
+        assert page.status_code == 200
+        return {int(pk) for pk in re.findall(r'href="/admin/mcp_app/approval/(\d+)/change/', page.content.decode())}
+
+    assert listed("pending") == {approvals["globex"].pk, globex["approval"].pk}
+    assert listed("expired") == {late.pk}
+    assert listed("denied") == set()
