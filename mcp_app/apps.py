@@ -24,7 +24,7 @@ class McpAppConfig(AppConfig):
         )
         from .oauth import redirects
         from .oauth import signals as oauth_signals  # noqa: F401  (connects receivers)
-        from .runtime import decisions  # noqa: F401  (a decision on an approval wakes the call waiting for it)
+        from .runtime import decisions  # a decision on an approval wakes the call waiting for it (on_decision)
 
         redirects.install()  # private-use redirect schemes of native clients (RFC 8252)
 
@@ -41,6 +41,8 @@ class McpAppConfig(AppConfig):
         from .transport.eventstore import purge_event_store
 
         register_purger("SSE event streams", purge_event_store)
+        # Approvals past their expiry end (and their parked calls); ended ones go after the audit retention.
+        register_purger("approvals", decisions.purge_approvals)
 
         # The usage ledger counts every tool call this process runs (serving processes and Celery workers alike).
         from .limits import ledger

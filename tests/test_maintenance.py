@@ -70,8 +70,8 @@ def test_dry_run_counts_and_keeps_everything(expired_and_fresh: Any) -> None:
         "would delete 1 expired sessions",
         "would delete 1 expired tasks",
         "would delete 0 expired SSE event streams",
+        "would delete 0 expired approvals",
         "would fail 0 worker calls past their deadline",
-        "would expire 0 approvals past their expiry",
     ]
     assert survivors() == before
 
@@ -84,11 +84,11 @@ def test_purge_deletes_only_what_expired(expired_and_fresh: Any) -> None:
         "deleted 1 expired sessions",
         "deleted 1 expired tasks",
         "deleted 0 expired SSE event streams",
+        "deleted 0 expired approvals",
         "failed 0 worker calls past their deadline",
-        "expired 0 approvals past their expiry",
     ]
     calls, sessions, tasks = survivors()
     assert calls == {expired_and_fresh["calls"][1].pk}
     assert sessions == {expired_and_fresh["sessions"][1].pk}
     assert tasks == {expired_and_fresh["tasks"][1].pk}
-    assert purge_expired() == {"tool calls": 0, "sessions": 0, "tasks": 0, "SSE event streams": 0}
+    assert purge_expired() == {"tool calls": 0, "sessions": 0, "tasks": 0, "SSE event streams": 0, "approvals": 0}

@@ -88,20 +88,25 @@ class ApprovalManager(models.Manager["Approval"]):
         """The pending approval of ``binding`` (one request per binding while it waits), or a new one that
         expires ``APPROVAL_TTL_SECONDS`` from now. Approvals of the binding past their expiry are marked
         ``expired`` first (lazily, as they are touched)."""
-        now = timezone.now()
-        scope = self.bound_to(**binding)
-        scope.filter(status__in=LIVE, expires_at__lte=now).update(status=Approval.Status.EXPIRED)
-        pending = scope.filter(status=Approval.Status.PENDING).select_related("task").order_by("created_at").first()
-        if pending is not None:
-            return pending
-        return self.create(
-            tool_ref=tool_ref,
-            arguments=arguments,
-            reason=reason[:200],
-            created_at=now,
-            expires_at=now + timedelta(seconds=float(mcp_settings.APPROVAL_TTL_SECONDS)),
-            **binding,
-        )
+        with transaction.atomic():
+            # The agent's row, locked, serializes its requests (PostgreSQL): two calls of one binding at once make
+            # one request, not two.
+            list(Agent.objects.select_for_update().filter(pk=binding["agent_id"]).values_list("pk", flat=True))
+            now = timezone.now()
+            scope = self.bound_to(**binding)
+            scope.filter(status__in=LIVE, expires_at__lte=now).update(status=Approval.Status.EXPIRED)
+            pending = scope.filter(status=Approval.Status.PENDING).select_related("task").order_by("created_at")
+            found = pending.first()
+            if found is not None:
+                return found
+            return self.create(
+                tool_ref=tool_ref,
+                arguments=arguments,
+                reason=reason[:200],
+                created_at=now,
+                expires_at=now + timedelta(seconds=float(mcp_settings.APPROVAL_TTL_SECONDS)),
+                **binding,
+            )
 
     def attach(self, pk: int, task: ToolTask) -> bool:
         """Make ``task`` the parked call of approval ``pk`` unless it has one already (conditional UPDATE)."""
@@ -119,6 +124,13 @@ class ApprovalManager(models.Manager["Approval"]):
         count = due.update(status=Approval.Status.EXPIRED)
         parked = list(ToolTask.objects.filter(pk__in=task_pks).exclude(status__in=TERMINAL))
         return count, parked
+
+    def delete_ended(self, retention_days: float, now: datetime | None = None) -> int:
+        """Delete the ended approvals (denied, expired, used) requested more than ``retention_days`` ago."""
+        cutoff = (now or timezone.now()) - timedelta(days=retention_days)
+        ended = (Approval.Status.DENIED, Approval.Status.EXPIRED, Approval.Status.USED)
+        count, _ = self.filter(status__in=ended, created_at__lt=cutoff).delete()
+        return count
 
     def decide(self, approval: Approval, *, user: Any, approve: bool, note: str = "") -> bool:
         """Approve or deny ``approval`` as ``user`` (a conditional UPDATE: only a pending, unexpired request, and

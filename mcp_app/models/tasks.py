@@ -25,6 +25,8 @@ from .servers import McpServer
 
 TERMINAL = ("completed", "failed", "cancelled")
 WORKER = "worker"  # ``execution`` of a call run by a Celery worker
+# Inline tasks whose work is a coroutine of a serving process: running, or parked waiting for an approval.
+IN_PROCESS = ("working", "parked")
 
 
 class ToolTaskManager(models.Manager["ToolTask"]):
@@ -40,9 +42,10 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         agent_id: int | None = None,
         **state: Any,
     ) -> ToolTask:
-        """A new task of an agent on a server (instances, or primary keys from cached snapshots). A ``working``
-        inline task over ``INLINE_TASKS_PER_AGENT`` / ``_PER_TENANT`` is refused with ``CapacityExceeded``."""
-        if state.get("status") == "working" and state.get("execution", "inline") == "inline":
+        """A new task of an agent on a server (instances, or primary keys from cached snapshots). A ``working`` or
+        ``parked`` inline task over ``INLINE_TASKS_PER_AGENT`` / ``_PER_TENANT`` is refused with
+        ``CapacityExceeded``."""
+        if state.get("status") in IN_PROCESS and state.get("execution", "inline") == "inline":
             self.check_inline_cap(agent.pk if agent is not None else agent_id)
         return self.create(
             task_id=secrets.token_urlsafe(24),
@@ -58,8 +61,11 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
     def check_inline_cap(self, agent_pk: Any) -> None:
         """Raise ``CapacityExceeded`` if the agent or its tenant runs as many inline tasks as it may (one query
-        per cap that is set, on the cold path that creates a task row anyway)."""
-        running = self.filter(status="working", execution="inline", client_task=True, expires_at__gt=timezone.now())
+        per cap that is set, on the cold path that creates a task row anyway). A call parked for approval counts:
+        it waits in its process as a running one does."""
+        running = self.filter(
+            status__in=IN_PROCESS, execution="inline", client_task=True, expires_at__gt=timezone.now()
+        )
         tenant = Agent.objects.filter(pk=agent_pk).values("tenant_id")[:1]
         for scope, rows, limit in (
             ("agent", running.filter(agent_id=agent_pk), mcp_settings.INLINE_TASKS_PER_AGENT),

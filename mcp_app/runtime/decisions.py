@@ -2,7 +2,8 @@
 for its approval's decision (woken by ``Decided`` on the approval's group, ``events.approval_group``, and re-reading
 the approval on its own schedule, so a lost event only delays it); ``announce_decision``, the ``on_decision``
 listener that writes the decision to the audit log and wakes the waiting call in whichever process holds it; and
-``expire_approvals``, the sweep (``mcp_purge``) that marks approvals past their expiry and ends their parked calls.
+``expire_approvals``, the sweep that marks approvals past their expiry and ends their parked calls, run by the
+maintenance purger ``purge_approvals`` (``mcp_purge``), which also applies the audit retention to them.
 Not here: the gate of ``tools/call`` (``runtime.approvals``), who may decide (``Approval.objects.decide``).
 """
 
@@ -20,6 +21,7 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from ..channel_layer import LAYER_ERRORS, Subscription, local_bus, messaging
+from ..conf import mcp_settings
 from ..events import APPROVAL_EVENT, Event, approval_group
 from ..models import ToolTask
 from ..models.approvals import Approval, on_decision
@@ -123,9 +125,8 @@ def announce_decision(approval: Approval) -> None:
 
 
 def expire_approvals(now: datetime | None = None) -> int:
-    """The sweep (``mcp_purge``, hourly under Celery beat): approvals past their expiry become ``expired`` and
-    their parked records end with the error result (each era's way), their waiting work stopped wherever it runs;
-    returns how many expired."""
+    """Approvals past their expiry become ``expired`` and their parked records end with the error result (each
+    era's way), their waiting work stopped wherever it runs; returns how many expired."""
     count, parked = Approval.objects.expire_due(now)
     for task in parked:
         text = f"The approval request of tool {task.tool_name} expired before it was approved"
@@ -134,3 +135,13 @@ def expire_approvals(now: datetime | None = None) -> int:
         if ToolTask.objects.transition(task.pk, where={"status": ToolTask.Status.PARKED}, **columns):
             async_to_sync(durable.stop)(task)
     return count
+
+
+def purge_approvals(now: datetime, dry_run: bool) -> int:
+    """The maintenance purger (``maintenance.register_purger``: ``mcp_purge``, hourly under Celery beat): expire
+    what is due (``expire_approvals``; not in a dry run, which must change nothing, not even elsewhere), then
+    delete the ended approvals (denied, expired, used) requested more than ``AUDIT_RETENTION_DAYS`` ago, as the
+    audit log's own rows go. Returns how many were deleted."""
+    if not dry_run:
+        expire_approvals(now)
+    return Approval.objects.delete_ended(mcp_settings.AUDIT_RETENTION_DAYS, now=now)

@@ -129,3 +129,28 @@ def test_unknown_tenant_user_or_id_are_clear_errors(waiting: Any, member_factory
         run("approve", "--tenant", "acme", str(waiting.pk), "--user", "nobody")
     with pytest.raises(CommandError, match="no approval 999999 in tenant 'acme'"):
         run("approve", "--tenant", "acme", "999999", "--user", "ada")
+
+
+def test_mcp_purge_expires_what_is_due_and_deletes_ended_approvals_past_retention(waiting: Any, settings: Any) -> None:
+    settings.MCP_APP = {**settings.MCP_APP, "AUDIT_RETENTION_DAYS": 30}
+    due = Approval.objects.filter(pk=waiting.pk)
+    due.update(expires_at=timezone.now() - timedelta(seconds=1))
+    old = Approval.objects.create(
+        tenant=waiting.tenant,
+        server=waiting.server,
+        agent=waiting.agent,
+        tool_name="drop_table",
+        arguments_digest="0" * 64,
+        status="used",
+        created_at=timezone.now() - timedelta(days=31),
+        expires_at=timezone.now() - timedelta(days=30),
+    )
+    dry = io.StringIO()
+    call_command("mcp_purge", "--dry-run", stdout=dry)
+    assert "would delete 1 expired approvals" in dry.getvalue().splitlines()
+    assert due.get().status == "pending" and Approval.objects.filter(pk=old.pk).exists()  # a dry run changes nothing
+    out = io.StringIO()
+    call_command("mcp_purge", stdout=out)
+    assert "deleted 1 expired approvals" in out.getvalue().splitlines()
+    assert due.get().status == "expired"
+    assert not Approval.objects.filter(pk=old.pk).exists()

@@ -1,6 +1,5 @@
-"""``manage.py mcp_purge [--dry-run]``: delete expired tool calls, sessions and tasks (``maintenance.purge_expired``),
-fail the worker calls past their deadline (``workers.running.reaper.fail_overdue``) and mark the approvals past
-their expiry expired, ending their parked calls (``runtime.decisions.expire_approvals``); run it daily from cron.
+"""``manage.py mcp_purge [--dry-run]``: delete expired tool calls, sessions and tasks (``maintenance.purge_expired``)
+and fail the worker calls past their deadline (``workers.running.reaper.fail_overdue``); run it daily from cron.
 """
 
 from __future__ import annotations
@@ -10,8 +9,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from ...maintenance import purge_expired
-from ...models import Approval
-from ...runtime.decisions import expire_approvals
 from ...workers.running.reaper import fail_overdue
 
 
@@ -28,5 +25,3 @@ class Command(BaseCommand):
             self.stdout.write(f"{verb} {count} expired {name}")
         overdue = fail_overdue(dry_run=dry_run)
         self.stdout.write(f"{'would fail' if dry_run else 'failed'} {overdue} worker calls past their deadline")
-        expired = Approval.objects.past_expiry().count() if dry_run else expire_approvals()
-        self.stdout.write(f"{'would expire' if dry_run else 'expired'} {expired} approvals past their expiry")

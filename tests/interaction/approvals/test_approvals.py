@@ -18,8 +18,8 @@ import pytest
 from django.utils import timezone
 
 import tests.tools
-from mcp_app.models import Approval, Tool, ToolTask
-from mcp_app.protocol.errors import APPROVAL_PENDING
+from mcp_app.models import Approval, ServerTool, Tool, ToolTask
+from mcp_app.protocol.errors import APPROVAL_PENDING, CAPACITY_EXCEEDED
 from tests.helpers import (
     LEGACY,
     call,
@@ -183,6 +183,34 @@ async def test_the_sweep_ends_a_parked_task_whose_approval_expired(gated, orm):
     assert "expired" in ended["result"]["content"][0]["text"]
     assert (await orm(Approval.objects.get, pk=approval.pk)).status == "expired"
     assert tests.tools.executions == []
+
+
+async def test_parked_tasks_count_against_the_inline_task_cap(gated, orm, admin_of, settings):
+    settings.MCP_APP = {**settings.MCP_APP, "INLINE_TASKS_PER_AGENT": 1}
+    first = result_of(await task_call_tool(gated, "record", ALPHA))
+    refused = error_of(await task_call_tool(gated, "record", {"kind": "beta"}), 200, CAPACITY_EXCEEDED)
+    assert refused["data"] == {"resource": "inline tasks", "scope": "agent", "limit": 1}
+    approval = await orm(Approval.objects.get, task__task_id=first["taskId"])
+    assert await _decide(orm, approval.pk, await admin_of(gated.tenant), approve=False)
+    await settled()
+
+
+async def test_a_worker_tool_runs_on_a_worker_as_its_parked_record(gated, orm, admin_of, settings):
+    settings.MCP_APP = {**settings.MCP_APP, "WORKER_DISPATCH": "in_process"}
+    await orm(ServerTool.objects.filter(server=gated.server, tool__name="record").update, execution="worker")
+    created = result_of(await task_call_tool(gated, "record", ALPHA))
+    approval = await orm(Approval.objects.get, tenant=gated.tenant)
+    assert await _decide(orm, approval.pk, await admin_of(gated.tenant), approve=True)
+
+    async def completed() -> dict[str, Any] | None:
+        got = result_of(await task(gated, "tasks/get", created["taskId"]))
+        return got if got["status"] == "completed" else None
+
+    done = await wait_until(completed, what="the approved worker call to complete")
+    assert done["result"]["content"] == [{"type": "text", "text": "alpha x1"}]
+    await settled()
+    rows = await orm(lambda: list(ToolTask.objects.values_list("task_id", "execution")))
+    assert rows == [(created["taskId"], "worker")]  # one row: the parked record became the worker call
 
 
 # ------------------------------------------------------------------------------ 2025-11-25 tasks
