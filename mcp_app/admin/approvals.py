@@ -150,6 +150,8 @@ class ApprovalAdmin(TenantScopedAdmin):
             except DecisionRefused as refused:
                 messages.error(request, str(refused))
             else:
-                outcome = "approved: the call runs now" if decision == "approve" else "denied: the call ends"
+                outcome = (
+                    "approved: the call runs, once" if decision == "approve" else "denied: the call ends with an error"
+                )
                 messages.success(request, f"{approval.tool_name} by {approval.agent.agent_id} {outcome}.")
         return HttpResponseRedirect(reverse("admin:mcp_app_approval_change", args=[approval.pk]))

@@ -106,7 +106,7 @@ def test_an_admin_approves_with_a_note_once(globex: Any, login: Any, approvals: 
     client = login(globex.users["admin"])
     response = client.post(decide_url(approval), {"decision": "approve", "note": "  path checked  "})
     assert response.status_code == 302 and response["Location"] == url("approval", "change", approval.pk)
-    assert said(response) == [f"delete_file by {globex.access.agent.agent_id} approved: the call runs now."]
+    assert said(response) == [f"delete_file by {globex.access.agent.agent_id} approved: the call runs, once."]
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.note) == ("approved", globex.users["admin"], "path checked")
 
@@ -125,7 +125,7 @@ def test_an_admin_approves_with_a_note_once(globex: Any, login: Any, approvals: 
 def test_an_owner_denies(globex: Any, login: Any, approvals: dict[str, Approval]) -> None:
     approval = approvals["globex"]
     response = login(globex.users["owner"]).post(decide_url(approval), {"decision": "deny"})
-    assert said(response) == [f"delete_file by {globex.access.agent.agent_id} denied: the call ends."]
+    assert said(response) == [f"delete_file by {globex.access.agent.agent_id} denied: the call ends with an error."]
     approval.refresh_from_db()
     assert (approval.status, approval.decided_by, approval.note) == ("denied", globex.users["owner"], "")
 

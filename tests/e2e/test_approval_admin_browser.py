@@ -121,7 +121,7 @@ def test_a_tenant_admin_approves_a_parked_task_in_the_admin(styled_daphne: Daphn
             with page.expect_navigation():
                 page.click('#mcp-approval-decision button[value="approve"]')
             message = page.locator("#main").inner_text()
-            assert f"archive_reports by {access.agent.agent_id} approved: the call runs now." in message
+            assert f"archive_reports by {access.agent.agent_id} approved: the call runs, once." in message
             assert page.locator("#mcp-approval-decision").count() == 0  # decided once
             page.screenshot(path=str(folder / "03-approved.png"), full_page=True)
             browser.close()
