@@ -33,6 +33,7 @@ from ..heartbeat import owner as owner_id
 from ..models import ToolTask
 from ..models.approvals import Approval
 from ..models.tasks import TERMINAL
+from ..protocol import handshake_tasks as wire
 from ..protocol import modern, versions
 from ..protocol.canonical import json_digest
 from ..protocol.context import CallContext, RequestContext
@@ -41,15 +42,15 @@ from ..protocol.errors import ApprovalPending, InvalidParams, InvalidRequest
 from ..protocol.messages import failed_call
 from ..protocol.reporters import LogReporter, ProgressReporter, discard
 from . import durable
-from .decisions import decision
+from .decisions import decision, reload
 from .execution import validate_arguments
 from .handshake_tasks import HandshakeTaskService
+from .task_session import task_state
 from .tasks import TaskService, create_result, iso
 
-logger = logging.getLogger("mcp_app.runtime.approvals")
 audit = logging.getLogger("mcp_app.audit")
 
-# A record parked for approval lives this much past the approval's expiry, for its outcome to be read.
+# The longest ttl a record can hold (its column is a 32-bit integer): about 24.8 days.
 MAX_TTL_MS = 2**31 - 1
 
 Run = Callable[[], Awaitable[dict[str, Any]]]
@@ -137,11 +138,11 @@ class ApprovalGate:
         if handshake_task or _takes_modern_task(ctx):
             return await self._park(approval, tool, arguments, call, handshake_task, ttl_ms, request_id)
         approval = await decision(approval.pk, within=float(mcp_settings.APPROVAL_WAIT_SECONDS))
-        if approval.status == Approval.Status.APPROVED and await database_sync_to_async(Approval.objects.use)(
-            approval.pk
-        ):
-            _ran_under(approval, tool.name)
-            return await run()
+        if approval.status == Approval.Status.APPROVED:
+            if await database_sync_to_async(Approval.objects.use)(approval.pk):
+                _ran_under(approval, tool.name)
+                return await run()
+            approval = await reload(approval.pk)  # expired just now, or used by another call first
         if approval.status == Approval.Status.PENDING and not approval.is_expired:
             task = approval.task
             raise ApprovalPending(
@@ -170,7 +171,7 @@ class ApprovalGate:
             and parked.status == ToolTask.Status.PARKED
             and (parked.protocol_version in versions.HANDSHAKE_VERSIONS) == handshake_task
         ):
-            return self._wire(ctx, parked, handshake_task)
+            return wire.create_task_result(task_state(parked)) if handshake_task else create_result(parked)
         message = f"Waiting for approval {approval.pk}"
 
         async def gate(task: ToolTask, run: Run) -> dict[str, Any]:
@@ -223,27 +224,13 @@ class ApprovalGate:
         durable.follow(task, work, columns=durable.columns)
         return create_result(task)
 
-    @staticmethod
-    def _wire(ctx: RequestContext, task: ToolTask, handshake_task: bool) -> dict[str, Any]:
-        if handshake_task:
-            from ..protocol import handshake_tasks as wire
-            from .task_session import task_state
-
-            return wire.create_task_result(task_state(task))
-        return create_result(task)
-
 
 async def after_decision(approval_pk: int, task: ToolTask, tool: str, run: Run) -> dict[str, Any]:
-    """The work of a parked record: wait for the decision (up to the approval's expiry); approved, use the
-    approval up, move the record to ``working`` and ``run()``; else end with the error result saying why."""
+    """The work of a parked record: wait for the decision (up to the approval's expiry); approved, move the record
+    to ``working``, use the approval up and ``run()``; else end with the error result saying why."""
     approval = await decision(approval_pk)
-    if approval.status != Approval.Status.APPROVED or not await database_sync_to_async(Approval.objects.use)(
-        approval_pk
-    ):
-        if approval.status == Approval.Status.APPROVED:
-            approval.status = Approval.Status.USED  # another call used it first
+    if approval.status != Approval.Status.APPROVED:
         return _ended(approval)
-    _ran_under(approval, tool, task.task_id)
     moved = await database_sync_to_async(ToolTask.objects.transition)(
         task.pk,
         where={"status": ToolTask.Status.PARKED},
@@ -252,8 +239,11 @@ async def after_decision(approval_pk: int, task: ToolTask, tool: str, run: Run) 
         started_at=timezone.now(),
         owner=owner_id(),
     )
-    if not moved:  # cancelled meanwhile: the record keeps its end
+    if not moved:  # cancelled meanwhile: the record keeps its end, and the approval stays unused
         raise asyncio.CancelledError
+    if not await database_sync_to_async(Approval.objects.use)(approval_pk):
+        return _ended(await reload(approval_pk))  # expired just now, or used by a re-issued call first
+    _ran_under(approval, tool, task.task_id)
     return await run()
 
 

@@ -45,7 +45,8 @@ class Decided(Event):
     KIND: ClassVar[str] = APPROVAL_EVENT
 
 
-async def _load(pk: int) -> Approval:
+async def reload(pk: int) -> Approval:
+    """Approval ``pk`` as it is now, with its approver and parked record."""
     approval: Approval = await database_sync_to_async(
         lambda: Approval.objects.select_related("decided_by", "task").get(pk=pk)
     )()
@@ -70,7 +71,7 @@ async def decision(pk: int, *, within: float | None = None) -> Approval:
     except LAYER_ERRORS as error:
         logger.info("approval %s is awaited without decision events: %s", pk, type(error).__name__)
     try:
-        approval = await _load(pk)
+        approval = await reload(pk)
         loop = asyncio.get_running_loop()
         until = (approval.expires_at - timezone.now()).total_seconds() if within is None else within
         deadline = loop.time() + max(0.0, until)
@@ -83,7 +84,7 @@ async def decision(pk: int, *, within: float | None = None) -> Approval:
                 await asyncio.wait_for(heard.get(), min(delay, remaining))
             except TimeoutError:
                 delay = min(delay * 2, RECHECK_MOST_SECONDS)
-            approval = await _load(pk)
+            approval = await reload(pk)
         return approval
     finally:
         if subscription is not None:
