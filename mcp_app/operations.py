@@ -1,6 +1,7 @@
 """Operator verbs behind the management commands (``mcp_bootstrap``, ``mcp_issue_token``, ``mcp_revoke_token``,
 ``mcp_catalog``, ``mcp_member``, ``mcp_api_key``, ``mcp_upstream``, ``mcp_budget``), which only parse arguments and
-print.
+print; and ``decide_approval``, the one door the admin, the API and ``mcp_approvals`` decide an approval through,
+with ``approvals_with_status``, the status every door shows.
 
 What they do lives here so that projects can call it from their own code, and so that the rules (idempotence, raw
 tokens shown once, every lookup scoped by tenant slug: an agent or server id means something only in its tenant)
@@ -16,14 +17,16 @@ from typing import Any, TypeVar
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
+from . import permissions
 from .definitions.registry import registry
 from .models import (
     Agent,
     AgentToken,
     ApiKey,
+    Approval,
     Budget,
     McpServer,
     ServerTool,
@@ -464,3 +467,53 @@ def clear_budget(tenant_slug: str, agent_id: str | None = None, set_by: str = Bu
     _, _, found = _budgets(tenant_slug, agent_id, set_by)
     _, deleted = found.delete()
     return deleted.get(Budget._meta.label, 0)  # not the alerts that went with it
+
+
+def approvals_with_status(approvals: QuerySet[Approval], status: str) -> QuerySet[Approval]:
+    """``approvals`` whose status is ``status`` as of now, as every door shows it (``Approval.is_expired``): a
+    pending or approved one past its expiry is ``expired`` before the sweep marks it so."""
+    now = timezone.now()
+    live = (Approval.Status.PENDING, Approval.Status.APPROVED)  # the statuses an expiry ends
+    if status == Approval.Status.EXPIRED:
+        return approvals.filter(Q(status=status) | Q(status__in=live, expires_at__lte=now))
+    if status in live:
+        return approvals.filter(status=status, expires_at__gt=now)
+    return approvals.filter(status=status)
+
+
+class DecisionRefused(OperationError):
+    """Why a decision on an approval was not recorded. ``forbidden``: this user may not decide it (not an admin of
+    its tenant, or the user the calling agent acts for); otherwise it is no longer pending (decided, used or
+    expired), and ``approval`` is as it is now."""
+
+    def __init__(self, message: str, approval: Approval, *, forbidden: bool = False) -> None:
+        super().__init__(message)
+        self.approval = approval
+        self.forbidden = forbidden
+
+
+def _no_longer_pending(approval: Approval) -> str:
+    if approval.status in (Approval.Status.PENDING, Approval.Status.EXPIRED):
+        return f"Approval {approval.pk} expired at {approval.expires_at.isoformat()}: it can no longer be decided."
+    who = f" by {approval.decided_by}" if approval.decided_by is not None else ""
+    done = "approved and used" if approval.status == Approval.Status.USED else approval.status
+    return f"Approval {approval.pk} was already {done}{who}: an approval is decided once."
+
+
+def decide_approval(approval: Approval, *, user: Any, approve: bool, note: str = "") -> Approval:
+    """Approve or deny ``approval`` as ``user`` (``Approval.objects.decide``: a pending, unexpired request, decided
+    once). Once the transaction commits, the runtime's listener writes the decision to the ``mcp_app.audit`` log
+    and wakes the parked call (``runtime.decisions``). ``DecisionRefused`` says why not: not an admin of the
+    approval's tenant, the agent's own user, or no longer pending."""
+    if not permissions.can_change(user, approval):
+        raise DecisionRefused("Only the tenant's admins decide its approvals.", approval, forbidden=True)
+    if not approval.may_be_decided_by(user):
+        raise DecisionRefused(
+            "You are the user this agent acts for: another admin of the tenant must decide its calls.",
+            approval,
+            forbidden=True,
+        )
+    if not Approval.objects.decide(approval, user=user, approve=approve, note=note):
+        approval.refresh_from_db()
+        raise DecisionRefused(_no_longer_pending(approval), approval)
+    return approval

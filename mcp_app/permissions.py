@@ -59,6 +59,7 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.budget": "tenant",
     "mcp_app.budgetalert": "tenant",
     "mcp_app.budgetalerthook": "tenant",
+    "mcp_app.approval": "tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.
@@ -74,6 +75,9 @@ ROLES: dict[str, dict[str, str | None]] = {
     "mcp_app.budgetalert": {"view": VIEWER, "add": None, "change": None, "delete": None},
     # The usage ledger is written by its flusher only (mcp_app.limits.ledger): read-only for everyone.
     "mcp_app.usageday": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    # Requested by parked calls (mcp_app.runtime.approvals); tenant admins decide them (a change), nobody adds,
+    # edits or deletes one by hand (docs/approvals.md).
+    "mcp_app.approval": {"view": VIEWER, "add": None, "change": ADMIN, "delete": None},
 }
 
 #: Model label → the field values that mark a row only superusers may add, change or delete. A budget the operator

@@ -141,6 +141,55 @@ def tool_factory(db: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
+def approval_factory(db: Any) -> Callable[..., Any]:
+    """An approval request as a parked call leaves it: ``approval_factory(server, agent, "delete_file",
+    {"path": "/x"})``, pending and expiring in an hour unless told (``expires_in`` seconds, any other field)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_app.models import Approval
+    from mcp_app.protocol.canonical import json_digest
+
+    def make(
+        server: Any, agent: Any, tool_name: str, arguments: dict[str, Any], *, expires_in: float = 3600, **fields: Any
+    ) -> Approval:
+        fields.setdefault("reason", "The tool requires approval.")
+        return Approval.objects.create(
+            tenant=server.tenant,
+            server=server,
+            agent=agent,
+            tool_name=tool_name,
+            arguments=arguments,
+            arguments_digest=json_digest(arguments),
+            expires_at=timezone.now() + timedelta(seconds=expires_in),
+            **fields,
+        )
+
+    return make
+
+
+@pytest.fixture
+def oauth_user_of(db: Any) -> Callable[[Any, Any], Any]:
+    """``oauth_user_of(agent, user)``: make ``agent`` the OAuth agent acting for ``user`` (as consenting to an
+    OAuth client would), so that ``user`` is the calling agent's own person."""
+    from oauth2_provider.models import get_application_model
+
+    from mcp_app.models import OAuthAgent
+
+    def make(agent: Any, user: Any) -> Any:
+        application = get_application_model().objects.create(
+            name=f"client of {agent.agent_id}",
+            client_type="public",
+            authorization_grant_type="authorization-code",
+            redirect_uris="https://client.example/callback",
+        )
+        return OAuthAgent.objects.create(agent=agent, tenant=agent.tenant, user=user, application=application)
+
+    return make
+
+
+@pytest.fixture
 def usage_factory(db: Any) -> Callable[..., Any]:
     """A row of the usage ledger, as its flusher would add it: ``usage_factory(tenant, agent, day, calls=40)``
     (``agent`` None: a row of no agent, e.g. a deleted one's; ``day`` None: today in the tenant's time zone)."""
@@ -339,9 +388,10 @@ class World:
 @pytest.fixture
 def world_factory(access_factory: Callable[..., Access], member_factory: Callable[..., Any]) -> Callable[..., World]:
     """``world_factory("acme")``: a tenant with a server exposing a static tool, a resource and a prompt, an
-    agent with a token, a session, a task, an upstream (never synced) bound to the server, and owner/admin/viewer
-    members (usernames ``<slug>-<role>``)."""
+    agent with a token, a session, a task, an upstream (never synced) bound to the server, a pending approval, and
+    owner/admin/viewer members (usernames ``<slug>-<role>``)."""
     from mcp_app.models import (
+        Approval,
         McpSession,
         Prompt,
         Resource,
@@ -395,6 +445,15 @@ def world_factory(access_factory: Callable[..., Access], member_factory: Callabl
             "mcp_app.tooltask": task,
             "mcp_app.upstream": upstream,
             "mcp_app.upstreambinding": UpstreamBinding.objects.create(upstream=upstream, server=access.server),
+            "mcp_app.approval": Approval.objects.create(
+                tenant=tenant,
+                server=access.server,
+                agent=access.agent,
+                tool_name=tool.name,
+                arguments={"city": "Paris"},
+                arguments_digest="0" * 64,
+                expires_at=task.expires_at,
+            ),
         }
         return World(tenant=tenant, objects=objects, users=users, raw_token=access.raw_token, access=access)
 

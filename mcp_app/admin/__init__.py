@@ -9,6 +9,7 @@ from django.contrib import admin as _admin
 from . import (  # noqa: F401  (registration side effects)
     agents,
     apikeys,
+    approvals,
     audit,
     budgets,
     catalog,

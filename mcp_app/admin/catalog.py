@@ -14,7 +14,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
-from unfold.widgets import UnfoldAdminSelectWidget
+from unfold.widgets import UnfoldAdminNullBooleanSelectWidget, UnfoldAdminSelectWidget
 
 from .. import permissions
 from ..definitions.registry import registry
@@ -64,6 +64,12 @@ HAND_MADE_KINDS = [kind for kind in KIND_FIELDS if kind != Tool.Kind.UPSTREAM]
 #: What the add page edits (every hand-made kind's fields, the derived schemas aside), in order.
 _EDITABLE = tuple(dict.fromkeys(f for kind in HAND_MADE_KINDS for f in KIND_FIELDS[kind] if "derived" not in f))
 _COMMON = ("tenant", "name", "title", "description", "kind", "task_support")
+#: ``Tool.requires_approval`` in words (unset, yes, no), as ``NullBooleanSelect`` posts them.
+APPROVAL_CHOICES = [
+    ("unknown", "Default rule (upstream tools marked destructive, unless the operator turned that off)"),
+    ("true", "Always: each call waits for a tenant admin's approval"),
+    ("false", "Never"),
+]
 
 
 class UpstreamEntryAdmin(TenantScopedAdmin):
@@ -126,6 +132,7 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
             ("Behaviour", {"fields": behaviour}),
             ("Presentation", {"fields": ("annotations", "icons")}),
             ("Rate limit and price", {"fields": ("rate_limit", "rate_burst", "price")}),
+            ("Approval", {"fields": ("requires_approval",)}),
         ]
         if obj is not None:
             fieldsets.append(("History", {"fields": ("created_at", "updated_at")}))
@@ -170,6 +177,12 @@ class ToolAdmin(TryItMixin, UpstreamEntryAdmin):
                 help_text="For Python tools: the registered tool (@tool) to run; the operator decides which ones "
                 "each tenant may use.",
             )
+        if db_field.name == "requires_approval":
+            widget = UnfoldAdminNullBooleanSelectWidget()
+            widget.choices = APPROVAL_CHOICES
+            field = super().formfield_for_dbfield(db_field, request, widget=widget, **kwargs)
+            field.required = False
+            return field
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
 

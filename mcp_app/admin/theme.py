@@ -1,16 +1,20 @@
 """The admin's look on django-unfold: ``sidebar(request)``, unfold's ``SIDEBAR["navigation"]`` callable, offering
-exactly the pages the user may open, mcp_app's grouped by ``GROUPS`` (docs/admin.md, "The sidebar").
+exactly the pages the user may open, mcp_app's grouped by ``GROUPS`` (docs/admin.md, "The sidebar"), with a count
+beside the pages in ``BADGES`` (approvals waiting for a decision).
 
 Not owned here: who may see what (each ModelAdmin), the dashboard (``mcp_app.admin.dashboard``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
+
+from .approvals import pending_count
 
 #: mcp_app's groups: title, then (model name, icon) in order. Icons are Material Symbols names.
 GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -24,7 +28,15 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "Agents",
         (("agent", "smart_toy"), ("agenttoken", "token"), ("oauthconsent", "verified_user"), ("oauthagent", "badge")),
     ),
-    ("Runtime", (("tooltask", "pending_actions"), ("mcpsession", "cable"), ("toolcall", "receipt_long"))),
+    (
+        "Runtime",
+        (
+            ("tooltask", "pending_actions"),
+            ("approval", "approval"),
+            ("mcpsession", "cable"),
+            ("toolcall", "receipt_long"),
+        ),
+    ),
     (
         "Budgets",
         (
@@ -37,6 +49,8 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 #: Sidebar titles other than the model's plural name.
 TITLES = {"usageday": "Usage ledger"}
+#: Pages whose sidebar entry carries a count (shown when not zero): model name → ``count(request)``.
+BADGES: dict[str, Callable[[HttpRequest], int]] = {"approval": pending_count}
 _OTHER_ICON = "folder"
 
 
@@ -55,7 +69,7 @@ def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
     navigation: list[dict[str, Any]] = [{"title": "Overview", "separator": False, "items": overview}]
     for title, entries in GROUPS:
         items = [
-            _item(models[name], icon, TITLES.get(name))
+            _item(models[name], icon, TITLES.get(name), BADGES.get(name), request)
             for name, icon in entries
             if models.get(name, {}).get("admin_url")
         ]
@@ -73,5 +87,15 @@ def sidebar(request: HttpRequest) -> list[dict[str, Any]]:
     return navigation
 
 
-def _item(model: dict[str, Any], icon: str, title: str | None = None) -> dict[str, Any]:
-    return {"title": title or model["name"], "icon": icon, "link": model["admin_url"]}
+def _item(
+    model: dict[str, Any],
+    icon: str,
+    title: str | None = None,
+    badge: Callable[[HttpRequest], int] | None = None,
+    request: HttpRequest | None = None,
+) -> dict[str, Any]:
+    item = {"title": title or model["name"], "icon": icon, "link": model["admin_url"]}
+    count = badge(request) if badge is not None and request is not None else 0
+    if count:
+        item["badge"] = count  # a number, not a dotted path: unfold shows it as it is
+    return item

@@ -63,6 +63,12 @@ class ServiceUnavailable(exceptions.APIException):
         self.wait = RETRY_AFTER_SECONDS  # Retry-After, as for a throttled request
 
 
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state."
+    default_code = CONFLICT
+
+
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if fields is not None:

@@ -15,6 +15,7 @@ from django_filters.fields import IsoDateTimeField
 from ..models import (
     Agent,
     AgentToken,
+    Approval,
     Budget,
     BudgetAlert,
     McpServer,
@@ -31,6 +32,7 @@ from ..models import (
     Upstream,
 )
 from ..models.catalog import CatalogBinding
+from ..operations import approvals_with_status
 
 MAX_ID = 2**63 - 1
 
@@ -177,3 +179,20 @@ class ToolCallFilter(TenantScopedFilter):
             "started_after",
             "started_before",
         )
+
+
+class ApprovalFilter(TenantScopedFilter):
+    """``status`` as the API shows it: ``pending`` excludes, and ``expired`` includes, requests past their expiry
+    that the sweep has not marked yet."""
+
+    status = filters.ChoiceFilter(choices=Approval.Status.choices, method="filter_status", help_text="As of now.")
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    agent = IdFilter(field_name="agent_id", help_text="Agent id.")
+    tool = filters.CharFilter(field_name="tool_name", help_text="Tool name as the server exposes it.")
+
+    class Meta:
+        model = Approval
+        fields = ("tenant", "tenant_slug", "status", "server", "agent", "tool")
+
+    def filter_status(self, queryset: Any, name: str, value: str) -> Any:
+        return approvals_with_status(queryset, value)

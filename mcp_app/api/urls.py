@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import budgets, views
+from . import approvals, budgets, views
 from .schema import OfflineSwaggerView, SchemaView
 
 app_name = "mcp_api"
@@ -38,6 +38,7 @@ router.register("oauth-consents", views.OAuthConsentViewSet, basename="oauth-con
 router.register("oauth-agents", views.OAuthAgentViewSet, basename="oauth-agent")
 router.register("budgets", budgets.BudgetViewSet, basename="budget")
 router.register("budget-alerts", budgets.BudgetAlertViewSet, basename="budget-alert")
+router.register("approvals", approvals.ApprovalViewSet, basename="approval")
 
 # One per tenant (``?tenant=<id>``): a resource, not a list, so not the router's.
 hook = budgets.BudgetAlertHookViewSet

@@ -37,13 +37,14 @@ MODELS = [
     "mcpsession",
     "tooltask",
     "upstream",
+    "approval",
 ]
 # Who may open the add page, per model (sessions and tasks are records, never added by hand; tenants are the
 # operator's; memberships the owners').
 ADD = {model: {"owner", "admin"} for model in MODELS}
-ADD.update({"tenant": set(), "tenantmembership": {"owner"}, "mcpsession": set(), "tooltask": set()})
+ADD.update({"tenant": set(), "tenantmembership": {"owner"}, "mcpsession": set(), "tooltask": set(), "approval": set()})
 DELETE = {model: {"owner", "admin"} for model in MODELS}
-DELETE.update({"tenant": set(), "tenantmembership": {"owner"}})
+DELETE.update({"tenant": set(), "tenantmembership": {"owner"}, "approval": set()})
 CHANGE = {model: {"owner", "admin"} for model in MODELS}
 CHANGE.update({"tenant": {"owner"}, "tenantmembership": {"owner"}})
 
@@ -90,7 +91,7 @@ def test_own_objects_by_role(globex, login, role, model):
     assert change_page.status_code == 200
     assert "acme" not in change_page.content.decode().lower()  # inlines and choices included
     editable = 'name="_save"' in change_page.content.decode()
-    read_only_record = model in ("mcpsession", "tooltask")
+    read_only_record = model in ("mcpsession", "tooltask", "approval")
     assert editable == (role in CHANGE[model] and not read_only_record)
     assert client.get(url(model, "add")).status_code == (200 if role in ADD[model] else 403)
     assert client.get(url(model, "delete", mine.pk)).status_code == (200 if role in DELETE[model] else 403)

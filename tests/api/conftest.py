@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -90,6 +92,7 @@ def world_factory(
     member_factory: Callable[..., Any],
 ) -> Callable[[str], TenantWorld]:
     from mcp_app.models import (
+        Approval,
         McpSession,
         Prompt,
         Resource,
@@ -142,6 +145,15 @@ def world_factory(
             era="modern",
             protocol_version="2026-07-28",
         )
+        approval = Approval.objects.create(
+            tenant=tenant,
+            server=server,
+            agent=agent,
+            tool_name=tool.name,
+            arguments={"city": "Paris"},
+            arguments_digest=hashlib.sha256(b'{"city":"Paris"}').hexdigest(),
+            expires_at=now + timedelta(days=1),
+        )
         world = TenantWorld(
             tenant=tenant,
             users=users,
@@ -173,6 +185,7 @@ def world_factory(
             "tokens": token,
             "sessions": session,
             "tool-calls": tool_call,
+            "approvals": approval,
         }
         return world
 
@@ -199,4 +212,5 @@ ENDPOINTS = (
     "tokens",
     "sessions",
     "tool-calls",
+    "approvals",
 )

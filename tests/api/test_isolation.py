@@ -24,9 +24,9 @@ from mcp_app.models import (
 
 from .conftest import ENDPOINTS, ROLES
 
-READ_ONLY = ("tenants", "sessions", "tool-calls")
+READ_ONLY = ("tenants", "sessions", "tool-calls", "approvals")
 WRITABLE = tuple(e for e in ENDPOINTS if e not in READ_ONLY)
-ACTIONS = {"tokens": "revoke", "sessions": "terminate"}
+ACTIONS = {"tokens": "revoke", "sessions": "terminate", "approvals": "approve"}
 
 # A harmless change per endpoint, for PATCH (and PUT, merged over the object's current representation).
 PATCHES: dict[str, dict[str, Any]] = {
@@ -406,4 +406,4 @@ def test_anonymous_requests_and_agent_tokens_are_401(two_tenants, endpoint):
 
 def test_payload_builders_cover_every_writable_endpoint():
     assert set(PATCHES) == set(WRITABLE)
-    assert json.dumps(sorted(ACTIONS)) == '["sessions", "tokens"]'
+    assert json.dumps(sorted(ACTIONS)) == '["approvals", "sessions", "tokens"]'

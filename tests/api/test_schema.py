@@ -11,6 +11,10 @@ from django.contrib.staticfiles import finders
 from rest_framework.test import APIClient
 
 EXPECTED_PATHS = {
+    "/api/v1/approvals/",
+    "/api/v1/approvals/{id}/",
+    "/api/v1/approvals/{id}/approve/",
+    "/api/v1/approvals/{id}/deny/",
     "/api/v1/budgets/",
     "/api/v1/budgets/{id}/",
     "/api/v1/budget-alerts/",
@@ -92,6 +96,12 @@ def test_the_schema_lists_exactly_the_api(schema):
     assert set(schema["paths"]) == EXPECTED_PATHS
     assert schema["paths"]["/api/v1/tenants/"].keys() == {"get"}
     assert schema["paths"]["/api/v1/sessions/{id}/"].keys() == {"get"}
+    assert schema["paths"]["/api/v1/approvals/{id}/"].keys() == {"get"}
+    for verb in ("approve", "deny"):
+        decided = schema["paths"][f"/api/v1/approvals/{{id}}/{verb}/"]
+        assert decided.keys() == {"post"}
+        conflict = decided["post"]["responses"]["409"]["content"]["application/json"]["schema"]
+        assert conflict == {"$ref": "#/components/schemas/Error"}
     assert schema["components"]["securitySchemes"]["apiKey"] == {
         "type": "http",
         "scheme": "bearer",

@@ -34,6 +34,7 @@ class ToolSerializer(TenantOwnedSerializer):
             "static_delay_ms",
             "static_progress_steps",
             "task_support",
+            "requires_approval",
             "icons",
             "rate_limit",
             "rate_burst",
