@@ -55,16 +55,26 @@ def _upstream_of(entry: Tool | Resource | Prompt, server_id: int) -> Upstream | 
     return upstream if upstream.enabled else None
 
 
+def approval_follows_hint(tool: Tool) -> bool:
+    """Whether ``tool``'s approval follows its ``destructiveHint``: an upstream tool without a setting of its own,
+    while ``APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS`` is on (docs/approvals.md)."""
+    return (
+        tool.requires_approval is None
+        and tool.kind == Tool.Kind.UPSTREAM
+        and bool(mcp_settings.APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS)
+    )
+
+
+def is_destructive(annotations: Any) -> bool:
+    return isinstance(annotations, dict) and annotations.get("destructiveHint") is True
+
+
 def requires_approval(tool: Tool) -> bool:
-    """Whether calls of ``tool`` wait for a tenant admin's approval: its own setting, else (unset) an upstream tool
-    whose ``destructiveHint`` is true, while ``APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS`` is on (docs/approvals.md)."""
+    """Whether calls of ``tool`` wait for a tenant admin's approval: its own setting, else whether it says it is
+    destructive, when its approval follows that hint (``approval_follows_hint``)."""
     if tool.requires_approval is not None:
         return bool(tool.requires_approval)
-    return (
-        tool.kind == Tool.Kind.UPSTREAM
-        and bool(mcp_settings.APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS)
-        and (tool.annotations or {}).get("destructiveHint") is True
-    )
+    return approval_follows_hint(tool) and is_destructive(tool.annotations)
 
 
 # Each kind of entry, as one function per kind in one table: how a row becomes a descriptor (``None``: left out,
@@ -97,6 +107,7 @@ def _python_tool(binding: ServerTool, allowed_python_tools: Any) -> ToolDescript
         rate_limit=(tool.rate_limit, tool.rate_burst),
         price=tool.price,
         requires_approval=requires_approval(tool),
+        approval_follows_hint=approval_follows_hint(tool),
     )
 
 
@@ -121,6 +132,7 @@ def _row_tool(binding: ServerTool, target: object | None) -> ToolDescriptor | No
         rate_limit=(tool.rate_limit, tool.rate_burst),
         price=tool.price,
         requires_approval=requires_approval(tool),
+        approval_follows_hint=approval_follows_hint(tool),
     )
 
 
@@ -280,8 +292,13 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
 
 
 def _published_tool(live: ToolDescriptor, definition: dict[str, Any]) -> ToolDescriptor:
+    # A tool whose approval follows its hint requires it while either the published or the live definition says
+    # it is destructive: an upstream that drops its hint after review does not lift the approval while the change
+    # is held, and one that adds it is believed at once.
+    follows = live.approval_follows_hint and is_destructive(definition.get("annotations"))
     return replace(
         live,
+        requires_approval=live.requires_approval or follows,
         name=definition["name"],
         title=definition.get("title"),
         description=definition.get("description"),

@@ -58,6 +58,9 @@ class ToolDescriptor:
     # A call waits for a tenant admin's approval first (``RequestContext.approvals``, docs/approvals.md); decided
     # when the catalog is resolved, so the calls of other tools pay nothing for the gate.
     requires_approval: bool = False
+    # Whether approval follows the served ``destructiveHint`` (the default rule of upstream tools): a published
+    # version's annotations then count too, so an upstream cannot lift the approval by changing its own hint.
+    approval_follows_hint: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         schema = dict(self.input_schema)

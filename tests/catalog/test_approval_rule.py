@@ -50,6 +50,7 @@ def mixed(server_factory: Any, tool_factory: Any) -> Any:
 
 
 def _rule(server: Any) -> dict[str, bool]:
+    server.refresh_from_db()  # the catalog cache keys on the server's catalog_version
     return {tool.name: tool.requires_approval for tool in resolve_catalog(server).tools}
 
 
@@ -69,3 +70,40 @@ def test_the_setting_turns_the_default_off_but_not_a_tools_own_setting(mixed: An
     settings.MCP_APP = {**settings.MCP_APP, "APPROVE_DESTRUCTIVE_UPSTREAM_TOOLS": False}
     required = {name for name, required in _rule(mixed).items() if required}
     assert required == {"read_but_guarded", "static_guarded"}
+
+
+def _reviewing(server: Any, capture: Any) -> None:
+    server.review_edits = True
+    with capture(execute=True):
+        server.save()  # publishes the draft, after commit, as the version it serves while edits wait
+
+
+def test_an_upstream_that_drops_its_hint_does_not_lift_the_approval_before_it_is_published(
+    mixed: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from mcp_app.catalog.versions import publish
+
+    _reviewing(mixed, django_capture_on_commit_callbacks)
+    drop = Tool.objects.get(tenant=mixed.tenant, name="drop_table")
+    drop.annotations = {"destructiveHint": False}  # what a sync of a changed upstream writes in the draft
+    drop.save()
+    mixed.refresh_from_db()
+    served = {tool.name: tool for tool in resolve_catalog(mixed).tools}
+    assert served["drop_table"].annotations == {"destructiveHint": True}
+    assert served["drop_table"].requires_approval is True
+
+    publish(mixed)  # the change approved: the tool no longer says it is destructive
+    assert _rule(mixed)["drop_table"] is False
+
+
+def test_an_upstream_that_adds_the_hint_is_believed_at_once(
+    mixed: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    _reviewing(mixed, django_capture_on_commit_callbacks)
+    read = Tool.objects.get(tenant=mixed.tenant, name="read_table")
+    read.annotations = {"destructiveHint": True}
+    read.save()
+    mixed.refresh_from_db()
+    served = {tool.name: tool for tool in resolve_catalog(mixed).tools}
+    assert served["read_table"].annotations == {"destructiveHint": False}
+    assert served["read_table"].requires_approval is True
