@@ -59,6 +59,8 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.budget": "tenant",
     "mcp_app.budgetalert": "tenant",
     "mcp_app.budgetalerthook": "tenant",
+    "mcp_app.catalogversion": "tenant",
+    "mcp_app.catalogchange": "tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.
@@ -74,6 +76,10 @@ ROLES: dict[str, dict[str, str | None]] = {
     "mcp_app.budgetalert": {"view": VIEWER, "add": None, "change": None, "delete": None},
     # The usage ledger is written by its flusher only (mcp_app.limits.ledger): read-only for everyone.
     "mcp_app.usageday": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    # Catalog versions and held upstream changes are written by the versions' verbs (mcp_app.catalog.versions),
+    # which need the role that changes the server; as rows, read-only for everyone.
+    "mcp_app.catalogversion": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    "mcp_app.catalogchange": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
 
 #: Model label → the field values that mark a row only superusers may add, change or delete. A budget the operator

@@ -82,6 +82,7 @@ class UpstreamSerializer(TenantOwnedSerializer):
             "timeout_seconds",
             "sync_interval_seconds",
             "era",
+            "on_change",
             "enabled",
             "entries",
             "servers",
