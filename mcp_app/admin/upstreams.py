@@ -56,15 +56,20 @@ class UpstreamForm(WriteOnlySecretsForm):
             "timeout_seconds",
             "sync_interval_seconds",
             "era",
+            "on_change",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if "era" in self.fields:
-            self.fields["era"].required = False  # left out: auto
+        for name in ("era", "on_change"):
+            if name in self.fields:
+                self.fields[name].required = False  # left out: auto, and the policy as it is
 
     def clean_era(self) -> str:
         return str(self.cleaned_data.get("era") or ERA_AUTO)
+
+    def clean_on_change(self) -> str:
+        return str(self.cleaned_data.get("on_change") or self.instance.on_change)
 
 
 class UpstreamBindingInline(TenantScopedInline, TabularInline):
@@ -156,6 +161,7 @@ class UpstreamAdmin(TenantScopedAdmin):
         (None, {"fields": ("tenant", "name", "url", "prefix", "enabled")}),
         ("Credentials", {"fields": CREDENTIAL_FIELDS}),
         ("Timing and protocol", {"fields": ("timeout_seconds", "sync_interval_seconds", "era")}),
+        ("Changes after the first sync", {"fields": ("on_change",)}),
     )
 
     def get_fieldsets(self, request: HttpRequest, obj: Upstream | None = None) -> Any:

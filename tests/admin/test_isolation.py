@@ -37,15 +37,20 @@ MODELS = [
     "mcpsession",
     "tooltask",
     "upstream",
+    "catalogversion",
+    "catalogchange",
 ]
 # Who may open the add page, per model (sessions and tasks are records, never added by hand; tenants are the
 # operator's; memberships the owners').
 ADD = {model: {"owner", "admin"} for model in MODELS}
+# Catalog versions and held changes are records too: written by publishing and by syncs, never by hand.
+RECORDS = {"catalogversion", "catalogchange"}
 ADD.update({"tenant": set(), "tenantmembership": {"owner"}, "mcpsession": set(), "tooltask": set()})
+ADD.update({model: set() for model in RECORDS})
 DELETE = {model: {"owner", "admin"} for model in MODELS}
-DELETE.update({"tenant": set(), "tenantmembership": {"owner"}})
+DELETE.update({"tenant": set(), "tenantmembership": {"owner"}, **{model: set() for model in RECORDS}})
 CHANGE = {model: {"owner", "admin"} for model in MODELS}
-CHANGE.update({"tenant": {"owner"}, "tenantmembership": {"owner"}})
+CHANGE.update({"tenant": {"owner"}, "tenantmembership": {"owner"}, **{model: set() for model in RECORDS}})
 
 
 def url(model: str, view: str, *args: object) -> str:
