@@ -195,10 +195,11 @@ def test_another_tenants_server_is_404_on_every_page_and_post(
         assert client.get(target).status_code == 404, target
         assert client.post(target, {"note": "planted"}).status_code == 404, target
     assert versions_of(theirs) == before
-    # The lists of records never name Acme's.
+    # The lists of records never name Acme's (its server, its upstream, their rows).
     for model in ("catalogversion", "catalogchange"):
-        page = client.get(reverse(f"admin:mcp_app_{model}_changelist")).content.decode().lower()
-        assert "acme" not in page
+        page = client.get(reverse(f"admin:mcp_app_{model}_changelist")).content.decode()
+        assert theirs.server_id not in page and acme["upstream"].name not in page
+        assert reverse(f"admin:mcp_app_{model}_change", args=[acme[model].pk]) not in page
 
 
 def test_held_changes_are_listed_with_their_diff_and_a_link_to_publish(
