@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -338,29 +339,37 @@ def _auto_publish(hints: Mapping[int, Iterable[str]]) -> None:
             logger.exception("could not publish the edits of server %s", server.pk)
 
 
-# Servers edited in the current transaction, per thread: published once, after commit. An entry left by a
-# transaction that rolled back is published with the next commit (publishing unchanged content writes nothing).
-_pending = threading.local()
+class _Batch:
+    """The servers edited in one transaction (with the lists each edit touched), published once it commits."""
+
+    def __init__(self) -> None:
+        self.servers: dict[int, set[str]] = {}
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:  # each edit registered it; the first hook to run publishes them all
+            self.done = True
+            _auto_publish(self.servers)
+
+
+# The batch of the current transaction, per thread. Only the transaction's commit hooks hold it: a rollback that
+# drops the hooks drops the batch too (the weak reference dies), so a rolled-back edit is never published later.
+_current = threading.local()
 
 
 def schedule_auto_publish(server_ids: Iterable[int], lists: Iterable[str] = ()) -> None:
-    """Run ``auto_publish`` for these servers once the current transaction commits, once per server however
-    many edits it made; ``lists``: the lists the edits touched (announced if the server publishes its first
-    version)."""
-    pending: dict[int, set[str]] = getattr(_pending, "servers", None) or {}
-    _pending.servers = pending
+    """Run ``auto_publish`` for these servers once the current transaction commits (at once outside one), once
+    per server however many edits the transaction made; ``lists``: the lists the edits touched (announced if the
+    server publishes its first version)."""
+    reference = getattr(_current, "batch", None)
+    batch: _Batch | None = reference() if reference is not None else None
+    if batch is None or batch.done:
+        batch = _Batch()
+        _current.batch = weakref.ref(batch)
     touched = {kind for kind in lists if kind in _NOTIFIED}
     for pk in server_ids:
-        pending.setdefault(pk, set()).update(touched)
-    transaction.on_commit(_flush)
-
-
-def _flush() -> None:
-    pending: dict[int, set[str]] | None = getattr(_pending, "servers", None)
-    if not pending:
-        return
-    _pending.servers = {}
-    _auto_publish(pending)
+        batch.servers.setdefault(pk, set()).update(touched)
+    transaction.on_commit(batch)  # after filling it: outside a transaction it runs at once
 
 
 def ensure_baseline(server: McpServer) -> CatalogVersion | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 
 from mcp_app.catalog import versions
 from mcp_app.catalog.resolver import resolve_catalog
@@ -242,3 +243,28 @@ def test_a_blocking_upstream_entry_with_a_pending_change_is_not_served(server_fa
     )
     McpServer.objects.bump_catalog_version({server.pk}, announce=False)
     assert resolve_catalog(_server(server)).tools == ()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_edits_publish_once_per_transaction_and_never_after_a_rollback(server_factory, tool_factory):
+    server = server_factory()
+    tool = _lookup(tool_factory, server)  # committed at once: the binding published version 1
+    assert CatalogVersion.objects.filter(server=server).count() == 1
+    with transaction.atomic():
+        for text in ("One.", "Two.", "Three."):
+            tool.description = text
+            tool.save()
+        tool_factory(server, "echo", position=1)
+    assert [v.entries[0]["definition"]["description"] for v in CatalogVersion.objects.filter(server=server)] == [
+        "Three.",
+        "Look a city up.",
+    ]
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tool.description = "Rolled back."
+        tool.save()
+        raise RuntimeError("abandon the edit")
+    other = server_factory()
+    tool_factory(other, "echo")  # the next commit of this thread publishes its own edits only
+    assert CatalogVersion.objects.filter(server=server).count() == 2
+    assert CatalogVersion.objects.filter(server=other).count() == 1

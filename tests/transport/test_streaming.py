@@ -96,9 +96,11 @@ async def test_list_changed_goes_only_to_streams_of_the_affected_server(access, 
     await comm.receive_output(timeout=5)
     await comm.receive_output(timeout=5)
     binding = await orm(ServerTool.objects.filter(server=access.server).first)
+    binding.description_override = "Edited."  # an edit that changes the list (one that changes nothing is silent)
     await orm(binding.save)
     # The other server's stream sees the edit of its own catalog, and only that one.
     own = await orm(ServerTool.objects.filter(server=other.server).first)
+    own.description_override = "Edited."
     await orm(own.save)
     frame = await comm.receive_output(timeout=5)
     await comm.send_input({"type": "http.disconnect"})
