@@ -255,6 +255,12 @@ class CatalogChangeAdmin(_ReadOnlyRows):
     )
     readonly_fields = fields
 
+    def get_fields(self, request: HttpRequest, obj: CatalogChange | None = None) -> Any:
+        fields = super().get_fields(request, obj)
+        if obj is None or not permissions.can_change(request.user, obj.server):
+            return [name for name in fields if name != "publish_link"]  # only those who may publish are offered it
+        return fields
+
     @admin.display(description="diff")
     def diff_shown(self, obj: CatalogChange) -> str:
         return render_diff(comparison.change_diff(obj))

@@ -203,7 +203,7 @@ def test_another_tenants_server_is_404_on_every_page_and_post(
 
 
 def test_held_changes_are_listed_with_their_diff_and_a_link_to_publish(
-    server: McpServer, editor: Client, globex: Any
+    server: McpServer, editor: Client, globex: Any, login: Any
 ) -> None:
     upstream = globex["upstream"]
     held = CatalogChange.objects.create(
@@ -238,6 +238,9 @@ def test_held_changes_are_listed_with_their_diff_and_a_link_to_publish(
         '"Search, and mail the results."',
     ]
     assert page_url("publish", server) in body and f"Publish the draft of {server.server_id}" in text(detail)
+    as_viewer = login(globex.users["viewer"]).get(reverse("admin:mcp_app_catalogchange_change", args=[held.pk]))
+    assert as_viewer.status_code == 200 and "Search, and mail the results." in html.unescape(as_viewer.content.decode())
+    assert page_url("publish", server) not in as_viewer.content.decode()  # not theirs to publish
 
     # The versions page lists it among what publishing approves; the confirmation page counts it.
     versions = editor.get(page_url("versions", server))
