@@ -60,6 +60,8 @@ TENANT_PATHS: dict[str, str] = {
     "mcp_app.budgetalert": "tenant",
     "mcp_app.budgetalerthook": "tenant",
     "mcp_app.approval": "tenant",
+    "mcp_app.catalogversion": "tenant",
+    "mcp_app.catalogchange": "tenant",
 }
 
 #: The least role needed for each action, per model label; models not listed use ``DEFAULT_ROLES``.
@@ -78,6 +80,10 @@ ROLES: dict[str, dict[str, str | None]] = {
     # Requested by parked calls (mcp_app.runtime.approvals); tenant admins decide them (a change), nobody adds,
     # edits or deletes one by hand (docs/approvals.md).
     "mcp_app.approval": {"view": VIEWER, "add": None, "change": ADMIN, "delete": None},
+    # Catalog versions and held upstream changes are written by the versions' verbs (mcp_app.catalog.versions),
+    # which need the role that changes the server; as rows, read-only for everyone.
+    "mcp_app.catalogversion": {"view": VIEWER, "add": None, "change": None, "delete": None},
+    "mcp_app.catalogchange": {"view": VIEWER, "add": None, "change": None, "delete": None},
 }
 
 #: Model label → the field values that mark a row only superusers may add, change or delete. A budget the operator

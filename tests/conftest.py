@@ -370,6 +370,61 @@ def member_factory(db: Any) -> Callable[..., Any]:
     return make
 
 
+def catalog_records(server: Any, upstream: Any) -> dict[str, Any]:
+    """A catalog version of ``server`` (a record: not the one it serves) and a change ``upstream`` made, held
+    on it: rows as the versions' verbs and the sync write them, for the isolation matrices."""
+    from mcp_app.models import CatalogChange, CatalogVersion
+
+    number = (server.catalog_versions.order_by("-number").values_list("number", flat=True).first() or 0) + 1
+    definition = {"name": f"{upstream.prefix}search", "inputSchema": {"type": "object"}}
+    version = CatalogVersion.objects.create(
+        tenant=server.tenant, server=server, number=number, digest="0" * 64, entries=[], note="a record"
+    )
+    change = CatalogChange.objects.create(
+        tenant=server.tenant,
+        server=server,
+        upstream=upstream,
+        list_name="tools",
+        key=definition["name"],
+        change=CatalogChange.Change.ADDED,
+        new=definition,
+    )
+    return {"mcp_app.catalogversion": version, "mcp_app.catalogchange": change}
+
+
+def hold_upstream_change(server: Any, upstream: Any, before: str, after: str) -> Any:
+    """An upstream tool on ``server``, published with the description ``before``; then its upstream says ``after``:
+    the sync's two writes, the row's new definition and the ``CatalogChange`` that holds it (returned)."""
+    from mcp_app.catalog.versions import publish
+    from mcp_app.models import CatalogChange, ServerTool, Tool
+
+    name = f"{upstream.prefix}search"
+    tool = Tool.objects.create(
+        tenant=server.tenant,
+        name=name,
+        kind=Tool.Kind.UPSTREAM,
+        upstream=upstream,
+        remote_name="search",
+        description=before,
+        input_schema={"type": "object"},
+    )
+    ServerTool.objects.create(server=server, tool=tool)
+    version = publish(type(server).objects.get(pk=server.pk), note="the upstream as first read")
+    (old,) = (entry["definition"] for entry in version.entries if entry["definition"]["name"] == name)
+    Tool.objects.filter(pk=tool.pk).update(description=after)
+    return CatalogChange.objects.create(
+        tenant=server.tenant,
+        server=server,
+        upstream=upstream,
+        list_name="tools",
+        key=name,
+        ref=tool.pk,
+        change=CatalogChange.Change.CHANGED,
+        old=old,
+        new={**old, "description": after},
+    )
+
+
 @dataclass
 class World:
     """One tenant with one object of every tenant-owned model, keyed by model label, and its people: an owner,
@@ -454,6 +509,7 @@ def world_factory(access_factory: Callable[..., Access], member_factory: Callabl
                 arguments_digest="0" * 64,
                 expires_at=task.expires_at,
             ),
+            **catalog_records(access.server, upstream),
         }
         return World(tenant=tenant, objects=objects, users=users, raw_token=access.raw_token, access=access)
 

@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (registration side effects)
     servers,
     tenancy,
     upstreams,
+    versions,
 )
 
 if _admin.site.index_template is None:

@@ -135,6 +135,9 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
 
     tenant_field: str | None = "tenant"
     read_only_model = False
+    #: Records nobody deletes by hand that go with what they belong to (a server's catalog versions): deleting
+    #: their owner needs no delete permission on them.
+    deleted_with_owner = False
 
     class Media:
         css = {"all": ("mcp_app/admin/admin.css",)}  # mcp-host's layout rules (widths, dashboard, progress)
@@ -199,6 +202,15 @@ class TenantScopedAdmin(_ScopedChoices, ModelAdmin):
             return func(modeladmin, request, allowed)
 
         return scoped
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        records = {
+            str(model_admin.opts.verbose_name)
+            for model_admin in self.admin_site._registry.values()
+            if getattr(model_admin, "deleted_with_owner", False)
+        }
+        return deleted, counts, perms_needed - records, protected
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         # The forms only offer the user's tenants; this is the last line should a form ever offer more.

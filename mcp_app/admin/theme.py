@@ -21,7 +21,14 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("Tenants", (("tenant", "domain"), ("tenantmembership", "group"), ("apikey", "key"))),
     (
         "Servers",
-        (("mcpserver", "dns"), ("servertool", "link"), ("serverresource", "link"), ("serverprompt", "link")),
+        (
+            ("mcpserver", "dns"),
+            ("servertool", "link"),
+            ("serverresource", "link"),
+            ("serverprompt", "link"),
+            ("catalogversion", "history"),
+            ("catalogchange", "difference"),
+        ),
     ),
     ("Catalog", (("tool", "build"), ("resource", "description"), ("prompt", "chat"), ("upstream", "hub"))),
     (

@@ -18,6 +18,8 @@ from ..models import (
     Approval,
     Budget,
     BudgetAlert,
+    CatalogChange,
+    CatalogVersion,
     McpServer,
     McpSession,
     Prompt,
@@ -116,6 +118,23 @@ class BudgetAlertFilter(TenantScopedFilter):
     class Meta:
         model = BudgetAlert
         fields = ("tenant", "tenant_slug", "budget", "metric", "period")
+
+
+class CatalogVersionFilter(TenantScopedFilter):
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+
+    class Meta:
+        model = CatalogVersion
+        fields = ("tenant", "tenant_slug", "server", "source")
+
+
+class CatalogChangeFilter(TenantScopedFilter):
+    server = IdFilter(field_name="server_id", help_text="Server id.")
+    upstream = IdFilter(field_name="upstream_id", help_text="Upstream id.")
+
+    class Meta:
+        model = CatalogChange
+        fields = ("tenant", "tenant_slug", "server", "upstream", "status", "change", "list_name")
 
 
 class ServerRowFilter(filters.FilterSet):

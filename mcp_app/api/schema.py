@@ -39,7 +39,7 @@ SCHEMA_SETTINGS: dict[str, Any] = {
 
 
 #: The modules whose views are this API's operations.
-VIEW_MODULES = ("mcp_app.api.views", "mcp_app.api.budgets", "mcp_app.api.approvals")
+VIEW_MODULES = ("mcp_app.api.views", "mcp_app.api.budgets", "mcp_app.api.approvals", "mcp_app.api.versions")
 
 
 def only_this_api(endpoints: list[tuple[str, str, str, Any]], **kwargs: Any) -> list[tuple[str, str, str, Any]]:

@@ -4,10 +4,10 @@ resources), ``/api/schema/`` (OpenAPI 3) and ``/api/docs/`` (Swagger UI, offline
 
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from rest_framework.routers import DefaultRouter
 
-from . import approvals, budgets, views
+from . import approvals, budgets, versions, views
 from .schema import OfflineSwaggerView, SchemaView
 
 app_name = "mcp_api"
@@ -39,9 +39,15 @@ router.register("oauth-agents", views.OAuthAgentViewSet, basename="oauth-agent")
 router.register("budgets", budgets.BudgetViewSet, basename="budget")
 router.register("budget-alerts", budgets.BudgetAlertViewSet, basename="budget-alert")
 router.register("approvals", approvals.ApprovalViewSet, basename="approval")
+router.register("catalog-versions", versions.CatalogVersionViewSet, basename="catalog-version")
+router.register("catalog-changes", versions.CatalogChangeViewSet, basename="catalog-change")
 
 # One per tenant (``?tenant=<id>``): a resource, not a list, so not the router's.
 hook = budgets.BudgetAlertHookViewSet
+
+# A server's catalog: its draft, diffs and the verbs that publish (actions on a server, beside the router's).
+catalog = versions.ServerCatalogViewSet
+SERVER = f"v1/servers/(?P<pk>{views.PK_PATTERN})"
 
 urlpatterns = [
     path(
@@ -50,6 +56,10 @@ urlpatterns = [
         name="budget-alert-hook",
     ),
     path("v1/budget-alert-hook/rotate/", hook.as_view({"post": "rotate"}), name="budget-alert-hook-rotate"),
+    re_path(rf"^{SERVER}/draft/$", catalog.as_view({"get": "draft"}), name="server-draft"),
+    re_path(rf"^{SERVER}/diff/$", catalog.as_view({"get": "diff"}), name="server-diff"),
+    re_path(rf"^{SERVER}/publish/$", catalog.as_view({"post": "publish"}), name="server-publish"),
+    re_path(rf"^{SERVER}/rollback/$", catalog.as_view({"post": "rollback"}), name="server-rollback"),
     path("v1/", include(router.urls)),
     path("schema/", SchemaView.as_view(), name="schema"),
     path("docs/", OfflineSwaggerView.as_view(), name="docs"),

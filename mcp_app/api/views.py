@@ -168,6 +168,7 @@ class McpServerViewSet(TenantScopedViewSet):
     queryset = McpServer.objects.all()
     serializer_class = servers.McpServerSerializer
     filterset_class = filters.McpServerFilter
+    select_related = ("published_version",)
     ordering_fields = ("id", "server_id", "name", "created_at", "updated_at")
 
 

@@ -38,15 +38,21 @@ MODELS = [
     "tooltask",
     "upstream",
     "approval",
+    "catalogversion",
+    "catalogchange",
 ]
 # Who may open the add page, per model (sessions and tasks are records, never added by hand; tenants are the
 # operator's; memberships the owners').
 ADD = {model: {"owner", "admin"} for model in MODELS}
-ADD.update({"tenant": set(), "tenantmembership": {"owner"}, "mcpsession": set(), "tooltask": set(), "approval": set()})
+# Catalog versions and held changes are records too: written by publishing and by syncs, never by hand; and
+# approvals are requested by parked calls and only decided.
+RECORDS = {"catalogversion", "catalogchange", "approval"}
+ADD.update({"tenant": set(), "tenantmembership": {"owner"}, "mcpsession": set(), "tooltask": set()})
+ADD.update({model: set() for model in RECORDS})
 DELETE = {model: {"owner", "admin"} for model in MODELS}
-DELETE.update({"tenant": set(), "tenantmembership": {"owner"}, "approval": set()})
+DELETE.update({"tenant": set(), "tenantmembership": {"owner"}, **{model: set() for model in RECORDS}})
 CHANGE = {model: {"owner", "admin"} for model in MODELS}
-CHANGE.update({"tenant": {"owner"}, "tenantmembership": {"owner"}})
+CHANGE.update({"tenant": {"owner"}, "tenantmembership": {"owner"}, **{model: set() for model in RECORDS}})
 
 
 def url(model: str, view: str, *args: object) -> str:

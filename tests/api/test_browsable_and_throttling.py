@@ -31,6 +31,8 @@ RESOURCES = (
     "budgets",
     "budget-alerts",
     "approvals",
+    "catalog-versions",
+    "catalog-changes",
 )
 # What Chromium sends for a page it navigates to.
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"

@@ -20,11 +20,17 @@ from mcp_app.models import (
     Tenant,
     TenantMembership,
     Tool,
+    Upstream,
 )
+from tests.conftest import catalog_records
 
-from .conftest import ENDPOINTS, ROLES
+from .conftest import ENDPOINTS as WORLD_ENDPOINTS
+from .conftest import ROLES
 
-READ_ONLY = ("tenants", "sessions", "tool-calls", "approvals")
+# Catalog versions and held upstream changes: records of a server, added to each world by ``matrix``.
+RECORDS = ("catalog-versions", "catalog-changes")
+ENDPOINTS = (*WORLD_ENDPOINTS, *RECORDS)
+READ_ONLY = ("tenants", "sessions", "tool-calls", "approvals", *RECORDS)
 WRITABLE = tuple(e for e in ENDPOINTS if e not in READ_ONLY)
 ACTIONS = {"tokens": "revoke", "sessions": "terminate", "approvals": "approve"}
 
@@ -100,9 +106,19 @@ def snapshot(obj: Any) -> dict[str, Any]:
     return row
 
 
+def with_records(world: Any) -> Any:
+    """``world`` with a catalog version of its server and a change of an upstream of its tenant held on it."""
+    upstream = Upstream.objects.create(
+        tenant=world.tenant, name="records", url=f"https://{world.tenant.slug}.example/mcp", prefix="records_"
+    )
+    records = catalog_records(world.server, upstream)
+    world.objects.update(dict(zip(RECORDS, records.values(), strict=True)))
+    return world
+
+
 @pytest.fixture
 def matrix(two_tenants, key_client, member_factory):
-    acme, globex = two_tenants
+    acme, globex = (with_records(world) for world in two_tenants)
     clients = {(w.tenant.slug, role): key_client(w.users[role]) for w in (acme, globex) for role in ROLES}
     spares = {acme.tenant.slug: _fresh_entries(acme), globex.tenant.slug: _fresh_entries(globex)}
     newcomer = member_factory(username="newcomer")
@@ -389,7 +405,7 @@ def test_a_user_without_a_role_gets_nothing(two_tenants, key_client, user_factor
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_anonymous_requests_and_agent_tokens_are_401(two_tenants, endpoint):
-    acme, _ = two_tenants
+    acme = with_records(two_tenants[0])
     anonymous = APIClient().get(f"/api/v1/{endpoint}/")
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["code"] == "not_authenticated"

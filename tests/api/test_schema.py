@@ -64,6 +64,14 @@ EXPECTED_PATHS = {
     "/api/v1/oauth-consents/{id}/withdraw/",
     "/api/v1/oauth-agents/",
     "/api/v1/oauth-agents/{id}/",
+    "/api/v1/catalog-versions/",
+    "/api/v1/catalog-versions/{id}/",
+    "/api/v1/catalog-changes/",
+    "/api/v1/catalog-changes/{id}/",
+    "/api/v1/servers/{id}/draft/",
+    "/api/v1/servers/{id}/diff/",
+    "/api/v1/servers/{id}/publish/",
+    "/api/v1/servers/{id}/rollback/",
 }
 
 

@@ -246,6 +246,9 @@ def _admin_pages(worlds: dict[str, Any]) -> list[tuple[str, str]]:
     """Every changelist, add page and one change page of every registered model, plus the custom pages."""
     pages = [("dashboard", "/admin/"), ("usage", f"/admin/mcp_app/toolcall/usage/?tenant={worlds['globex'].tenant.pk}")]
     pages.append(("try-it", f"/admin/mcp_app/tool/{worlds['python'].pk}/try/"))
+    server = f"/admin/mcp_app/mcpserver/{worlds['globex'].access.server.pk}"
+    pages += [("catalog-versions", f"{server}/versions/"), ("catalog-diff", f"{server}/versions/diff/")]
+    pages.append(("catalog-publish", f"{server}/versions/publish/"))
     for model in admin.site._registry:
         opts = model._meta
         prefix = f"/admin/{opts.app_label}/{opts.model_name}"

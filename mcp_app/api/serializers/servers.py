@@ -10,6 +10,12 @@ from .base import TenantOwnedSerializer
 
 class McpServerSerializer(TenantOwnedSerializer):
     endpoint = serializers.SerializerMethodField(help_text="The path MCP clients call: /mcp/<server id>.")
+    published_version = serializers.IntegerField(
+        source="published_version.number",
+        read_only=True,
+        default=None,
+        help_text="The number of the catalog version it serves (null: none published yet; it serves its draft).",
+    )
 
     class Meta:
         model = McpServer
@@ -26,11 +32,13 @@ class McpServerSerializer(TenantOwnedSerializer):
             "allowed_origins",
             "protocol_versions",
             "sessions_required",
+            "review_edits",
+            "published_version",
             "catalog_version",
             "created_at",
             "updated_at",
         )
-        read_only_fields = ("catalog_version",)
+        read_only_fields = ("catalog_version", "published_version")
 
     def get_endpoint(self, server: McpServer) -> str:
         return f"/mcp/{server.server_id}"
