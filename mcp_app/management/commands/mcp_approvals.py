@@ -13,8 +13,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from mcp_app.models import Approval
-from mcp_app.operations import find_tenant, find_user
-from mcp_app.permissions import ADMIN, access_for
+from mcp_app.operations import DecisionRefused, decide_approval, find_tenant, find_user
 from mcp_app.runtime import decisions  # noqa: F401  (its decision listener wakes the waiting call)
 
 from ..base import OperationCommand, when
@@ -87,8 +86,6 @@ class Command(OperationCommand):
     def _decide(self, options: dict[str, Any], *, approve: bool) -> None:
         tenant = find_tenant(options["tenant"])
         user = find_user(options["user"])
-        if not access_for(user).has_role(tenant.pk, ADMIN):
-            raise CommandError(f"user {user.get_username()!r} is not an admin of tenant {tenant.slug!r}")
         approval = (
             Approval.objects.filter(tenant=tenant, pk=options["id"])
             .select_related("server", "agent", "task", "decided_by")
@@ -96,15 +93,10 @@ class Command(OperationCommand):
         )
         if approval is None:
             raise CommandError(f"no approval {options['id']} in tenant {tenant.slug!r}")
-        if not approval.may_be_decided_by(user):
-            raise CommandError(
-                f"user {user.get_username()!r} is the person agent {approval.agent.agent_id!r} acts for: "
-                "another admin must decide"
-            )
-        if not Approval.objects.decide(approval, user=user, approve=approve, note=options["note"]):
-            current = Approval.objects.get(pk=approval.pk)
-            state = "expired" if current.is_expired else current.status
-            raise CommandError(f"approval {approval.pk} cannot be decided: it is {state}")
+        try:  # the rules of every door: an admin of the tenant, not the agent's own user, a pending request
+            decide_approval(approval, user=user, approve=approve, note=options["note"])
+        except DecisionRefused as exc:
+            raise CommandError(f"{user.get_username()!r}: {exc}") from None
         if self.emit(options, _row(approval)):
             return
         verb = "Approved" if approve else "Denied"

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 import tests.tools
 from mcp_app.models import Approval, ServerTool, Tool, ToolTask
+from mcp_app.operations import DecisionRefused, decide_approval
 from mcp_app.protocol.errors import APPROVAL_PENDING, CAPACITY_EXCEEDED
 from tests.helpers import (
     LEGACY,
@@ -310,6 +311,21 @@ async def test_an_approval_covers_neither_other_arguments_nor_another_agent(gate
     other_arguments = (await _pending(gated, {"kind": "beta"}))["data"]["approvalId"]
     other_agent = (await _pending(await orm(agent_access, gated)))["data"]["approvalId"]
     assert len({approved, other_arguments, other_agent}) == 3
+    assert tests.tools.executions == []
+    assert (await _ran(gated))["content"][0]["text"] == "alpha x1"
+
+
+async def test_another_tenants_agent_is_not_covered_nor_can_its_admin_decide(gated, orm, admin_of, make_access):
+    # Tenant B has the same tool, gated, on a server of its own: the same call with the same arguments.
+    other = await make_access(tools=("record",))
+    await orm(Tool.objects.filter(tenant=other.tenant, name="record").update, requires_approval=True)
+    approved = (await _pending(gated))["data"]["approvalId"]
+    with pytest.raises(DecisionRefused, match="Only the tenant's admins"):  # B's admin
+        approval = await orm(Approval.objects.get, pk=approved)
+        await orm(decide_approval, approval, user=await admin_of(other.tenant), approve=True)
+    assert await _decide(orm, approved, await admin_of(gated.tenant), approve=True)
+    theirs = (await _pending(other))["data"]["approvalId"]  # A's approval does not cover B's agent
+    assert theirs != approved
     assert tests.tools.executions == []
     assert (await _ran(gated))["content"][0]["text"] == "alpha x1"
 
