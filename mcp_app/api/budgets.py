@@ -135,15 +135,18 @@ class BudgetAlertHookViewSet(
         tenant = self._tenant()
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["Send a JSON object."]})
-        hook = self.get_queryset().filter(tenant=tenant).first()
-        if hook is not None:
-            self.check_object_permissions(request, hook)
-        elif not tenant_permissions.can_add(request.user, BudgetAlertHook(tenant=tenant)):
-            raise PermissionDenied()
-        data = request.data if hook is not None else {**request.data, "tenant": tenant.pk}
-        serializer = self.get_serializer(hook, data=data)
-        serializer.is_valid(raise_exception=True)
         with transaction.atomic():
+            # One PUT of a tenant's hook at a time: of two racing to create it, the second changes what the first
+            # made (200) instead of failing on the one-per-tenant constraint.
+            Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+            hook = self.get_queryset().filter(tenant=tenant).first()
+            if hook is not None:
+                self.check_object_permissions(request, hook)
+            elif not tenant_permissions.can_add(request.user, BudgetAlertHook(tenant=tenant)):
+                raise PermissionDenied()
+            data = request.data if hook is not None else {**request.data, "tenant": tenant.pk}
+            serializer = self.get_serializer(hook, data=data)
+            serializer.is_valid(raise_exception=True)
             saved = serializer.save()
         if hook is not None:
             return Response(self.get_serializer(saved).data)

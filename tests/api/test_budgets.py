@@ -301,3 +301,39 @@ def test_budget_endpoints_authenticate_and_throttle_like_the_others(acme: Any, k
     throttled = viewer.get(HOOK)
     assert throttled.status_code == 429 and error_code(throttled) == "throttled"
     assert 1 <= int(throttled["Retry-After"]) <= 60
+
+
+def _put_together(clients: list[Any], urls: list[str]) -> list[int]:
+    """Each client PUTs its URL to the hook at the same moment, from a thread of its own; the statuses."""
+    import threading
+
+    from django.db import connections
+
+    barrier = threading.Barrier(len(clients))
+    statuses: list[int] = []
+
+    def put(client: Any, url: str) -> None:
+        try:
+            barrier.wait(timeout=10)
+            statuses.append(client.put(HOOK, {"url": url}, format="json").status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=put, args=pair) for pair in zip(clients, urls, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return statuses
+
+
+def test_racing_puts_create_one_hook_and_change_it(acme: Any, key_client: Any, transactional_db: Any) -> None:
+    # Two PUTs at once, with no hook yet: one creates it (201), the other changes it (200); never a 400 or a 500
+    # from the one-hook-per-tenant constraint. The threads' connections see committed rows only.
+    clients = [key_client(acme.users["admin"]) for _ in range(2)]
+    for round_ in range(4):
+        BudgetAlertHook.objects.filter(tenant=acme.tenant).delete()
+        urls = [f"https://hooks.example.com/r{round_}/{index}" for index in range(len(clients))]
+        statuses = _put_together(clients, urls)
+        assert sorted(statuses) == [200, 201], statuses
+        assert BudgetAlertHook.objects.filter(tenant=acme.tenant).count() == 1
