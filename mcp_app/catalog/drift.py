@@ -10,7 +10,8 @@ compares what the server publishes of the upstream with what its draft now has (
 - ``hold`` and ``block``: each difference is one pending ``CatalogChange`` of the server (added, changed, removed;
   a renamed entry is a removal and an addition). A pending row seen again is touched (``seen_at``); one whose
   upstream definition changed again is ``superseded`` by a new row; one whose entry went back to its published
-  definition is ``reverted``. The server goes on serving the published definitions (``block``: without the
+  definition is ``reverted``. A tool or prompt renamed on its row is the tenant's edit (its prefix), never held.
+  The server goes on serving the published definitions (``block``: without the
   changed entries) until a publish of its draft approves them (``versions.publish``: one concept, not two).
 
 A rollback (a version that republishes an earlier one) is followed, after commit, by ``hold_again``: what the
@@ -140,6 +141,8 @@ def _hold(server: McpServer, upstream: Upstream) -> tuple[list[CatalogChange], s
     now = timezone.now()
     created: list[CatalogChange] = []
     for change in versions.diff(published, draft):
+        if _renamed_by_its_prefix(change):
+            continue  # the tenant's own edit: published as its other edits are
         row = pending.pop((change.list_name, change.key), None)
         if row is not None and (row.change, row.old, row.new) == (change.change, change.old, change.new):
             row.save(update_fields=["seen_at"])  # seen again, still pending
@@ -164,6 +167,17 @@ def _hold(server: McpServer, upstream: Upstream) -> tuple[list[CatalogChange], s
         row.status, row.resolved_at = CatalogChange.Status.REVERTED, now
         row.save(update_fields=["status", "resolved_at", "seen_at"])
     return created, {row.list_name for row in (*created, *pending.values())}
+
+
+def _renamed_by_its_prefix(change: versions.EntryDiff) -> bool:
+    """Whether ``change`` is a tool or prompt whose name alone changed on the same row: a sync finds its rows by
+    their name upstream, so only the tenant's prefix (or a binding's exposed name) renames one; an upstream's
+    rename is another row (a removal and an addition)."""
+    return (
+        change.change == "changed"
+        and change.list_name in ("tools", "prompts")
+        and [field.field for field in change.fields] == ["name"]
+    )
 
 
 def _announce(upstream: Upstream, held: list[CatalogChange]) -> None:

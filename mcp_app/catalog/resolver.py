@@ -279,11 +279,16 @@ def build_catalog(server: McpServer | Any) -> ServerCatalog:
     if entries is None:
         return draft
     # An upstream that blocks its changes: the entries it changed stop being served until the change is approved.
-    blocked = set(
+    blocked: set[tuple[str, Any]] = set()
+    for list_name, key, ref in (
         CatalogChange.objects.pending()
         .filter(server_id=server.pk, upstream__on_change=Upstream.OnChange.BLOCK)
-        .values_list("list_name", "key")
-    )
+        .values_list("list_name", "key", "ref")
+    ):
+        # By its name and by its row: a change may also rename the entry (a new prefix), so its key differs.
+        blocked.add((list_name, key))
+        if ref is not None:
+            blocked.add((list_name, ref))
     return _published(server.pk, draft, entries, blocked)
 
 
@@ -352,7 +357,7 @@ _PUBLISHED: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 
 
 def _published(
-    server_pk: int, draft: ServerCatalog, entries: list[dict[str, Any]], blocked: set[tuple[str, str]]
+    server_pk: int, draft: ServerCatalog, entries: list[dict[str, Any]], blocked: set[tuple[str, Any]]
 ) -> ServerCatalog:
     """The version's ``entries``, in its order, each served by the draft's descriptor of the same row."""
     live: dict[tuple[str, int | None], Any] = {
@@ -366,7 +371,7 @@ def _published(
     for entry in entries:
         list_name, definition = entry["list"], entry["definition"]
         key = (list_name, str(definition.get(KEY_FIELDS[list_name], "")))
-        if key in blocked or key in seen:
+        if key in blocked or (list_name, entry.get("ref")) in blocked or key in seen:
             continue
         descriptor = live.get((list_name, entry.get("ref")))
         if descriptor is None:

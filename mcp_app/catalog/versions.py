@@ -299,13 +299,25 @@ def held_entries(server: McpServer, draft: Sequence[Mapping[str, Any]] | None = 
     """The draft (given, or ``server``'s) with the server's pending held changes kept out: a changed entry keeps
     its published definition, an added one stays out, a removed one keeps its published entry."""
     entries = [dict(entry) for entry in (draft_entries(server) if draft is None else draft)]
-    held = list(CatalogChange.objects.pending().filter(server_id=server.pk).values_list("list_name", "key", "change"))
+    held = list(
+        CatalogChange.objects.pending().filter(server_id=server.pk).values_list("list_name", "key", "ref", "change")
+    )
     if not held:
         return entries
-    published = {(entry["list"], entry_key(entry)): entry for entry in published_entries(server)}
-    for list_name, key, change in held:
-        position = next((i for i, e in enumerate(entries) if (e["list"], entry_key(e)) == (list_name, key)), None)
-        kept = published.get((list_name, key))
+    served = published_entries(server)
+    published = {(entry["list"], entry_key(entry)): entry for entry in served}
+    by_ref = {(entry["list"], entry.get("ref")): entry for entry in served if entry.get("ref") is not None}
+
+    def same(entry: Mapping[str, Any], list_name: str, key: str, ref: int | None) -> bool:
+        # The row first: a change may rename it (a new prefix with the upstream's change), its key then differs.
+        if ref is not None and entry["list"] == list_name and entry.get("ref") == ref:
+            return True
+        return (entry["list"], entry_key(entry)) == (list_name, key)
+
+    for list_name, key, ref, change in held:
+        position = next((i for i, e in enumerate(entries) if same(e, list_name, key, ref)), None)
+        kept = by_ref.get((list_name, ref)) if ref is not None else None
+        kept = kept or published.get((list_name, key))
         if change == CatalogChange.Change.ADDED:
             if position is not None:
                 del entries[position]

@@ -301,3 +301,53 @@ def test_a_rollback_holds_the_upstreams_newer_definition_again(
 
     assert served(w.auto)["up_look"]["description"] == "Look a word up."
     assert "local" in served(w.auto)
+
+
+def test_a_new_prefix_renames_the_entries_as_the_tenants_edit_not_the_upstreams(
+    world: Callable[[str], World], django_capture_on_commit_callbacks: Any
+) -> None:
+    w = world("hold")
+    w.upstream.refresh_from_db()  # its syncs wrote their times by queries
+    w.upstream.prefix = "dict_"
+    with django_capture_on_commit_callbacks(execute=True):
+        w.upstream.save()
+
+    w.sync(LOOK)
+
+    for server in (w.auto, w.reviewed):
+        assert held(server) == []
+    assert list(served(w.auto)) == ["dict_look"]  # published as the server's edits are
+    assert list(served(w.reviewed)) == ["up_look"]  # waits for a publication, as the server's edits do
+
+
+def test_a_new_prefix_with_a_changed_description_is_held(
+    world: Callable[[str], World], django_capture_on_commit_callbacks: Any
+) -> None:
+    w = world("hold")
+    w.upstream.refresh_from_db()  # its syncs wrote their times by queries
+    w.upstream.prefix = "dict_"
+    with django_capture_on_commit_callbacks(execute=True):
+        w.upstream.save()
+
+    w.sync(tool(description=POISONED))
+
+    assert held(w.auto) == [("changed", "dict_look", "pending")]
+    assert served(w.auto)["up_look"]["description"] == "Look a word up."
+
+
+def test_a_blocked_change_that_also_renames_the_entry_stops_it_being_served(
+    world: Callable[[str], World], django_capture_on_commit_callbacks: Any
+) -> None:
+    from mcp_app.catalog.resolver import resolve_catalog
+
+    w = world("block")
+    w.upstream.refresh_from_db()
+    w.upstream.prefix = "dict_"
+    with django_capture_on_commit_callbacks(execute=True):
+        w.upstream.save()
+
+    w.sync(tool(description=POISONED))
+
+    assert held(w.auto) == [("changed", "dict_look", "pending")]
+    w.auto.refresh_from_db()
+    assert [t.name for t in resolve_catalog(w.auto).tools] == []
