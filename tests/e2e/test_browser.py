@@ -49,8 +49,11 @@ def _login(page: Any, base: str) -> None:
     login(page, base, "globex-admin", PASSWORD)
 
 
-def _saved(page: Any) -> str:
-    return page.locator("#main").inner_text()
+def _assert_added(page: Any) -> None:
+    """The save's redirect shows Django's success message (waited for: the next page may still be loading)."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#main")).to_contain_text("was added successfully", timeout=WAIT_SECONDS * 1000)
 
 
 def _set_json(page: Any, field: str, value: Any) -> None:
@@ -113,7 +116,7 @@ def test_a_tenant_admin_runs_their_tenant_from_the_browser(styled_daphne: Daphne
         _set_json(page, "input_schema", {"type": "object", "properties": {"city": {"type": "string"}}})
         _set_json(page, "static_result", {"content": [{"type": "text", "text": "sunny"}]})
         page.click("[name=_save]")
-        assert "was added successfully" in _saved(page)
+        _assert_added(page)
 
         # Bound to the server, picked by autocomplete.
         page.goto(f"{base}/admin/mcp_app/servertool/add/")
@@ -121,7 +124,7 @@ def test_a_tenant_admin_runs_their_tenant_from_the_browser(styled_daphne: Daphne
         _pick_autocomplete(page, "tool", "forecast")
         page.fill("#id_position", "1")
         page.click("[name=_save]")
-        assert "was added successfully" in _saved(page)
+        _assert_added(page)
 
         # A token limited to that one tool, from the agent's page; the raw value is shown once.
         page.goto(f"{base}/admin/mcp_app/agent/{globex['agent'].pk}/change/")
