@@ -9,7 +9,11 @@ import orjson
 import pytest
 
 from mcp_app.transport import cancellation
-from tests.helpers import call, communicator, open_session, rpc
+from tests.helpers import call, communicator, open_session, own_channel_layer, rpc  # noqa: F401  (fixture)
+
+# channels-redis keeps receive locks on the layer instance: a receive an earlier test of the process left pending
+# when its loop closed would fail these calls' receives ("bound to a different event loop").
+pytestmark = pytest.mark.usefixtures("own_channel_layer")
 
 
 async def read_event(comm) -> dict:
