@@ -422,7 +422,10 @@ async def test_a_removed_upstream_leaves_every_catalog_and_its_pooled_sessions_c
     async def closed() -> bool:
         return await live_sessions() == before
 
-    await wait_until(closed, timeout=BOUND_SECONDS + 1, what=f"{removal}: pooled upstream sessions closed")
+    # The bound above is the refusal's; closing a pooled session is the pool's clean-up after it (a DELETE to the
+    # upstream daphne, which writes its row), so it gets the bound plus a loaded machine's margin: what this
+    # asserts is that no session is left open, not how fast a second process answers.
+    await wait_until(closed, timeout=BOUND_SECONDS + 5, what=f"{removal}: pooled upstream sessions closed")
 
 
 def rotate_secret(issued: Issued) -> None:
