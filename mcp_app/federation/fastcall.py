@@ -251,7 +251,7 @@ async def _events(
     chunks = wire.body_chunks(link.reader, headers)
     pending = b""
     async for chunk in chunks:
-        pending += chunk.replace(b"\r\n", b"\n")
+        pending = (pending + chunk).replace(b"\r\n", b"\n")  # joined first: a chunk may end between \r and \n
         *events, pending = pending.split(b"\n\n")
         if len(pending) > limit:
             raise wire.TooLarge(f"an event is larger than {limit} bytes")
