@@ -290,7 +290,7 @@ async def _modern_round(
     upstream_state: str | None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """One ``tools/call`` of a 2026-07-28 exchange: on the fast path where it applies (docs/upstreams.md, "The fast
-    path"), else, or when the upstream redirects it, through the SDK's session; the same answers and failures."""
+    path"), else, or when it declines (a redirect), through the SDK's session; the same answers and failures."""
     if fastcall.applies(connection):
         try:
             return await fastcall.call_tool(
@@ -302,8 +302,8 @@ async def _modern_round(
                 input_responses=responses or None,
                 request_state=upstream_state,
             )
-        except fastcall.Redirected:
-            pass  # the call did not run there: the SDK follows a same-origin redirect and refuses the others
+        except fastcall.Declined:
+            pass  # nothing ran upstream: the SDK follows a same-origin redirect and refuses the others
     result: types.CallToolResult | types.InputRequiredResult = await connection.client.session.call_tool(
         name,
         arguments,

@@ -15,8 +15,9 @@ session's own result adapter and output-schema check) or an ``InputRequiredResul
 is parsed with orjson; a ``text/event-stream`` one is read as SSE, its progress and log notifications relayed to
 the call (``relay.CallRelay``) in order. Every failure is raised as the SDK raises it (``MCPError`` of the SDK's
 codes with ``connection.Trouble`` noted, ``UpstreamForbidden``, ``UpstreamUnavailable``, a validation error), so
-``calls._guarded`` maps it once for both paths. A redirect is handed back to the SDK (``Redirected``: the upstream
-did not run the call), which follows a same-origin one and refuses the others, as before.
+``calls._guarded`` maps it once for both paths. A redirect is handed back to the SDK (``Declined``: the upstream
+did not run the call), which follows a same-origin one and refuses the others, as before; so is a call with a
+header that cannot be written as it is.
 
 A link is reused only after its reply was read whole; a cancelled call (the client's cancellation, the deadline)
 aborts its link, which ends the upstream's request as the SDK's closed stream does. Not here: the breaker, turns,
@@ -56,8 +57,9 @@ _ids = itertools.count(1)
 _draining: set[asyncio.Task[None]] = set()
 
 
-class Redirected(Exception):
-    """The upstream answered with a redirect: the call did not run there; the SDK's path handles it."""
+class Declined(Exception):
+    """The SDK's path is to make this call: a header of it cannot be written as it is, or the upstream answered
+    with a redirect (the call did not run there)."""
 
 
 class Fast:
@@ -139,7 +141,7 @@ async def call_tool(
     body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, **data})
     extra = "".join(f"{key.lower()}: {value}\r\n" for key, value in options.get("headers", {}).items())
     if not _writable(extra):
-        raise ValueError("a request header of this call cannot be written")  # the SDK's client refuses it too
+        raise Declined("a request header of this call cannot be written as it is")
     head = f"{fast.fixed}{extra}content-length: {len(body)}\r\n\r\n".encode("latin-1")
 
     try:
@@ -157,7 +159,7 @@ async def call_tool(
         if noted is not None:
             answer_trouble(noted, status, kind)
         if 300 <= status < 400 and "location" in headers:
-            raise Redirected(headers["location"])
+            raise Declined(f"redirected to {headers['location']}")
         if kind.startswith(SSE_TYPE) and status < 300 and status != 202:
             outcome, kept = await _events(fast, link, headers, request_id, relay)
         else:
