@@ -212,6 +212,28 @@ async def test_an_answer_to_another_request_fails_the_call_at_once(
     assert failure(await up_call(access, "answer")) == "UPSTREAM_UNAVAILABLE"
 
 
+async def test_a_redirect_is_handed_to_the_sdk_which_follows_it_within_the_origin(
+    federated: tuple[Access, Any], scripted: ScriptedUpstream
+) -> None:
+    access, _ = federated
+    redirected: list[int] = []
+
+    def answer(message: dict[str, Any]) -> bytes:
+        if not redirected:
+            redirected.append(message["id"])
+            return b"HTTP/1.1 307 X\r\nlocation: /mcp\r\ncontent-length: 0\r\n\r\n"
+        return json_reply(text_result(message, "followed"))
+
+    scripted.answers["answer"] = answer
+    followed = await up_call(access, "answer")
+
+    first, second = scripted.calls()
+    assert followed["content"][0]["text"] == "followed"
+    # The fast path's request (no compression asked), then the SDK's own, the same call again.
+    assert "accept-encoding" not in first.headers and "accept-encoding" in second.headers
+    assert first.message["params"]["name"] == second.message["params"]["name"] == "answer"
+
+
 async def test_input_required_goes_to_a_stateless_client_and_its_answers_come_back(
     federated: tuple[Access, Any], scripted: ScriptedUpstream
 ) -> None:
