@@ -31,7 +31,7 @@ from ..definitions.upstreams import UpstreamEndpoint, UpstreamPromptTarget, Upst
 from ..protocol.context import CallContext
 from ..protocol.errors import ProtocolError
 from ..protocol.versions import MODERN
-from . import breaker
+from . import breaker, fastcall
 from .connection import Trouble, UpstreamForbidden, UpstreamUnavailable, trouble, unreachable
 from .pool import Connection, pool
 from .relay import CallRelay, Parked, current, declined
@@ -264,15 +264,7 @@ async def _modern_call(
     level = relay.call.request.log_level
     meta = {"io.modelcontextprotocol/logLevel": level} if level else None
     for _round in range(MAX_INPUT_ROUNDS + 1):
-        result = await connection.client.session.call_tool(
-            target.remote_name,
-            arguments,
-            progress_callback=relay.progress,
-            meta=meta,
-            input_responses=responses or None,
-            request_state=upstream_state,
-            allow_input_required=True,
-        )
+        result = await _modern_round(connection, target.remote_name, arguments, relay, meta, responses, upstream_state)
         await relay.settled()
         if not isinstance(result, types.InputRequiredResult):
             return _dump(result)
@@ -286,6 +278,42 @@ async def _modern_call(
         }
         upstream_state = result.request_state
     raise CodedFailure("UPSTREAM_TOO_MANY_ROUNDS", f"Upstream asked for input more than {MAX_INPUT_ROUNDS} times")
+
+
+async def _modern_round(
+    connection: Connection,
+    name: str,
+    arguments: dict[str, Any],
+    relay: CallRelay,
+    meta: dict[str, Any] | None,
+    responses: dict[str, Any] | None,
+    upstream_state: str | None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """One ``tools/call`` of a 2026-07-28 exchange: on the fast path where it applies (docs/upstreams.md, "The fast
+    path"), else, or when it declines (a redirect), through the SDK's session; the same answers and failures."""
+    if fastcall.applies(connection):
+        try:
+            return await fastcall.call_tool(
+                connection,
+                name,
+                arguments,
+                relay,
+                meta=meta,
+                input_responses=responses or None,
+                request_state=upstream_state,
+            )
+        except fastcall.Declined:
+            pass  # nothing ran upstream: the SDK follows a same-origin redirect and refuses the others
+    result: types.CallToolResult | types.InputRequiredResult = await connection.client.session.call_tool(
+        name,
+        arguments,
+        progress_callback=relay.progress,
+        meta=meta,
+        input_responses=responses or None,
+        request_state=upstream_state,
+        allow_input_required=True,
+    )
+    return result
 
 
 # A handshake-era upstream and a stateless client: the upstream call waits here for the client's retry ----------

@@ -63,15 +63,18 @@ def _note_too_large() -> None:
         noted.too_large = True
 
 
-async def _note_answer(response: Any) -> None:
-    noted = trouble.get()
-    if noted is None or response.request.method != "POST":
-        return
-    status, kind = response.status_code, response.headers.get("content-type", "").lower()
+def answer_trouble(noted: Trouble, status: int, kind: str) -> None:
+    """Note what the status and (lowercased) content type of the answer to a POST say went wrong, if anything."""
     failed = status >= 400 and status != 404 and not kind.startswith("application/json")
     odd = status < 300 and status != 202 and not kind.startswith(("application/json", "text/event-stream"))
     noted.redirected = noted.redirected or 300 <= status < 400
     noted.broken = noted.broken or failed or odd
+
+
+async def _note_answer(response: Any) -> None:
+    noted = trouble.get()
+    if noted is not None and response.request.method == "POST":
+        answer_trouble(noted, response.status_code, response.headers.get("content-type", "").lower())
 
 
 class UpstreamUnavailable(Exception):

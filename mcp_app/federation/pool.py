@@ -31,6 +31,8 @@ class Connection:
     client: Any = None
     used_at: float = field(default_factory=time.monotonic)
     broken: bool = False
+    # The fast path's kept-alive links and request head (``fastcall.Fast``), made on its first call.
+    fast: Any = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
     _holder: asyncio.Task[None] | None = None
 
@@ -39,7 +41,11 @@ class Connection:
         return bool(self.client is not None and self.client.session.discover_result is not None)
 
     def close(self) -> None:
+        """Close it: the fast path's idle links at once (a link in use when its call ends), the SDK's client by
+        its holder task."""
         self._closing.set()
+        if self.fast is not None:
+            self.fast.close()
 
 
 class Pool:
@@ -126,6 +132,8 @@ class Pool:
                     logger.info("connection to upstream %s ended: %s", endpoint.name, type(exc).__name__)
             finally:
                 connection.broken = True
+                if connection.fast is not None:
+                    connection.fast.close()
                 if self._connections.get(endpoint.key) is connection:
                     del self._connections[endpoint.key]
 
