@@ -100,7 +100,7 @@ class IdleStream:
         self.grant = grant
         self.session = session
         self.recheck = recheck
-        self.tags = stream_tags(grant, session) if recheck is not None else frozenset()
+        self.tags = stream_tags(grant, session) if recheck is not None else ()
         self.groups = groups
         self.slots: list[Slot] = []  # handed over by the consumer; given back at ``close``
         self.due = 0.0  # loop time of its next keep-alive

@@ -44,7 +44,7 @@ class Streams:
         self._membership = membership
         self._recheck = recheck
         self._grant: AccessGrant | None = None
-        self.tags: frozenset[str] = frozenset()
+        self.tags: tuple[str, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken = asyncio.Event()
         self._translate: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None  # listen's

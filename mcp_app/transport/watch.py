@@ -26,7 +26,7 @@ Recheck = Callable[[], Awaitable[AccessGrant | None]]
 class Watcher(Protocol):
     """An open stream that re-checks its access when an invalidation names one of its ``tags``."""
 
-    tags: frozenset[str]
+    tags: tuple[str, ...]
 
     def wake(self) -> None:
         """Re-check soon (called from any thread)."""
@@ -58,12 +58,11 @@ def _heard(keys: frozenset[str] | None) -> None:
 invalidation.register(_heard)
 
 
-def stream_tags(grant: AccessGrant, session: DatabaseSession | None) -> frozenset[str]:
+def stream_tags(grant: AccessGrant, session: DatabaseSession | None) -> tuple[str, ...]:
+    """The invalidation keys that concern a stream (a tuple: smaller than a set, and matched by ``isdisjoint``)."""
     token, server = grant.token, grant.server
-    tags = {f"token:{token.pk}", f"agent:{token.agent_pk}", f"tenant:{token.tenant_pk}", f"server:{server.pk}"}
-    if session is not None:
-        tags.add(f"session:{session.pk}")
-    return frozenset(tags)
+    tags = (f"token:{token.pk}", f"agent:{token.agent_pk}", f"tenant:{token.tenant_pk}", f"server:{server.pk}")
+    return tags if session is None else (*tags, f"session:{session.pk}")
 
 
 def changed_lists(before: AccessGrant, after: AccessGrant) -> list[str]:
