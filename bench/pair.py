@@ -95,7 +95,7 @@ def main() -> None:
         demo = json.loads(manage(trees["after"], "mcp_demo", "--json", "--base-url", f"http://{HOST}:8000"))
         path = demo["url"].split("8000", 1)[1]
         if args.idle_streams:
-            idle_rounds(args, trees, demo, path, start, processes, work, env.get("REDIS_URL"))
+            idle_rounds(args, trees, demo, path, start, processes, work, env.get("REDIS_URL"), manage)
             return
         for tag, tree in trees.items():
             for runner in ("daphne", "uvicorn"):
@@ -151,6 +151,9 @@ def main() -> None:
                 process.kill()
 
 
+PURGE_SESSIONS = "from mcp_app.models import McpSession; McpSession.objects.all().delete()"
+
+
 def idle_rounds(
     args: argparse.Namespace,
     trees: dict[str, str],
@@ -160,6 +163,7 @@ def idle_rounds(
     processes: dict[str, subprocess.Popen[bytes]],
     work: Path,
     redis_url: str | None,
+    manage: Any,
 ) -> None:
     """RSS per idle GET stream of each checkout's daphne and of the SDK, fresh processes, interleaved rounds."""
     python = sys.executable
@@ -191,6 +195,8 @@ def idle_rounds(
             finally:
                 processes.pop(key).terminate()
                 server.process.wait(10)
+                if key != "sdk":  # the next server's sessions start from none (SESSIONS_PER_AGENT)
+                    manage(trees["after"], "shell", "-c", PURGE_SESSIONS)
             per_stream[key].append(result.get("kib_per_stream", float("nan")))
             redis[key].append(result.get("redis_kib_per_stream", float("nan")))
             print(f"round {round_ + 1} {key:7s} {json.dumps(result)}", file=sys.stderr, flush=True)
