@@ -169,6 +169,7 @@ def idle_rounds(
     python = sys.executable
     keys = [*trees, "sdk"]
     per_stream: dict[str, list[float]] = {key: [] for key in keys}
+    marginal: dict[str, list[float]] = {key: [] for key in keys}
     redis: dict[str, list[float]] = {key: [] for key in keys}
     for round_ in range(args.rounds):
         shift = round_ % len(keys)
@@ -198,11 +199,14 @@ def idle_rounds(
                 if key != "sdk":  # the next server's sessions start from none (SESSIONS_PER_AGENT)
                     manage(trees["after"], "shell", "-c", PURGE_SESSIONS)
             per_stream[key].append(result.get("kib_per_stream", float("nan")))
+            marginal[key].append(result.get("kib_per_stream_marginal", float("nan")))
             redis[key].append(result.get("redis_kib_per_stream", float("nan")))
             print(f"round {round_ + 1} {key:7s} {json.dumps(result)}", file=sys.stderr, flush=True)
     for key in keys:
         rounds = ", ".join(f"{value:.1f}" for value in per_stream[key])
         line = f"{key}: median {statistics.median(per_stream[key]):.1f} KiB RSS per idle stream (rounds: {rounds})"
+        rounds = ", ".join(f"{value:.1f}" for value in marginal[key])
+        line += f"; one more stream: median {statistics.median(marginal[key]):.1f} KiB (rounds: {rounds})"
         if key != "sdk" and redis_url:
             line += f", Redis median {statistics.median(redis[key]):.1f} KiB"
         print(line)
