@@ -8,6 +8,11 @@ per round: mcp-host on daphne over the floor, on uvicorn over the SDK (server CP
 one database (SQLite in a temporary directory, or ``DATABASE_URL`` with ``REDIS_URL``): their schemas must match.
 
     python -m bench.pair --before /tmp/before --after . --rounds 6 [--database postgres]
+
+With ``--idle-streams N`` it measures memory instead: each round starts, one at a time and in a rotated order, a
+fresh daphne of each checkout and the SDK's stateful app (the reference), opens ``N`` sessions each holding an
+idle GET stream (``bench.run.measure_memory``, after 20 to warm the code paths), and reports the server's RSS per
+stream (and Redis's, on PostgreSQL + Redis).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 from bench.load import build_target
 from bench.load import run as run_load
-from bench.run import HOST, CpuMeter, free_port
+from bench.run import HOST, CpuMeter, Running, ServerSpec, free_port, measure_memory, wait_ready
 
 
 def main() -> None:
@@ -37,6 +42,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per server and round")
     parser.add_argument("--core", default="0", help="the core of every server")
+    parser.add_argument("--idle-streams", type=int, default=0, help="measure RSS per idle GET stream instead")
     args = parser.parse_args()
     trees = {"before": str(Path(args.before).resolve()), "after": str(Path(args.after).resolve())}
     work = Path(tempfile.mkdtemp(prefix="mcp-pair-"))
@@ -88,6 +94,9 @@ def main() -> None:
         manage(trees["after"], "migrate", "--noinput")  # one database, one demo token for both
         demo = json.loads(manage(trees["after"], "mcp_demo", "--json", "--base-url", f"http://{HOST}:8000"))
         path = demo["url"].split("8000", 1)[1]
+        if args.idle_streams:
+            idle_rounds(args, trees, demo, path, start, processes, work, env.get("REDIS_URL"), manage)
+            return
         for tag, tree in trees.items():
             for runner in ("daphne", "uvicorn"):
                 port = free_port()
@@ -140,6 +149,67 @@ def main() -> None:
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+PURGE_SESSIONS = "from mcp_app.models import McpSession; McpSession.objects.all().delete()"
+
+
+def idle_rounds(
+    args: argparse.Namespace,
+    trees: dict[str, str],
+    demo: dict[str, Any],
+    path: str,
+    start: Any,
+    processes: dict[str, subprocess.Popen[bytes]],
+    work: Path,
+    redis_url: str | None,
+    manage: Any,
+) -> None:
+    """RSS per idle GET stream of each checkout's daphne and of the SDK, fresh processes, interleaved rounds."""
+    python = sys.executable
+    keys = [*trees, "sdk"]
+    per_stream: dict[str, list[float]] = {key: [] for key in keys}
+    marginal: dict[str, list[float]] = {key: [] for key in keys}
+    redis: dict[str, list[float]] = {key: [] for key in keys}
+    for round_ in range(args.rounds):
+        shift = round_ % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            port = free_port()
+            if key == "sdk":
+                app, tree = "bench.sdk_server:stateful", trees["after"]
+                argv = [python, "-m", "uvicorn", app, "--host", HOST, "--port", str(port), "--no-access-log"]
+                argv += ["--log-level", "warning"]
+                url, token = f"http://{HOST}:{port}/mcp", None
+            else:
+                tree = trees[key]
+                argv = [python, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), "mcp_host.asgi:application"]
+                url, token = f"http://{HOST}:{port}{path}", demo["token"]
+            start(key, tree, argv, port)
+            spec = ServerSpec(key, key, "sdk" if key == "sdk" else "mcp", "daphne", "")
+            server = Running(spec, processes[key], port, work / f"{key}.log", token, {"session": url})
+            try:
+                wait_ready(server, "session")
+                measure_memory(server, 20, None)  # warm: the code paths of a session and its stream
+                result = measure_memory(
+                    server, args.idle_streams, os.environ.get("REDIS_URL") if key != "sdk" else None
+                )
+            finally:
+                processes.pop(key).terminate()
+                server.process.wait(10)
+                if key != "sdk":  # the next server's sessions start from none (SESSIONS_PER_AGENT)
+                    manage(trees["after"], "shell", "-c", PURGE_SESSIONS)
+            per_stream[key].append(result.get("kib_per_stream", float("nan")))
+            marginal[key].append(result.get("kib_per_stream_marginal", float("nan")))
+            redis[key].append(result.get("redis_kib_per_stream", float("nan")))
+            print(f"round {round_ + 1} {key:7s} {json.dumps(result)}", file=sys.stderr, flush=True)
+    for key in keys:
+        rounds = ", ".join(f"{value:.1f}" for value in per_stream[key])
+        line = f"{key}: median {statistics.median(per_stream[key]):.1f} KiB RSS per idle stream (rounds: {rounds})"
+        rounds = ", ".join(f"{value:.1f}" for value in marginal[key])
+        line += f"; one more stream: median {statistics.median(marginal[key]):.1f} KiB (rounds: {rounds})"
+        if key != "sdk" and redis_url:
+            line += f", Redis median {statistics.median(redis[key]):.1f} KiB"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -129,14 +129,16 @@ class Event:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Broadcast(Event):
-    """A notification for every stream in a server's or a session's group."""
+    """A notification for every stream in a server's or a session's group. ``group`` names that group: one
+    channel of a process is a member of many (``transport.fanout``), and routes by it."""
 
     KIND: ClassVar[str] = BROADCAST_EVENT
     message: dict[str, Any]
+    group: str = ""
 
     @classmethod
     def _read(cls, body: dict[str, Any]) -> Self:
-        return cls(_object(body["message"]))
+        return cls(_object(body["message"]), str(body.get("group", "")))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -193,7 +195,8 @@ def publish_to_servers(server_pks: Iterable[int], message: dict[str, Any]) -> No
             return
         for pk in pks:
             try:
-                async_to_sync(layer.group_send)(server_group(pk), Broadcast(message).to_wire())
+                group = server_group(pk)
+                async_to_sync(layer.group_send)(group, Broadcast(message, group).to_wire())
             except Exception:
                 logger.exception("could not publish %s to server %s", message.get("method"), pk)
 

@@ -60,7 +60,8 @@ class SessionChannel:
 
     async def send(self, message: dict[str, Any]) -> None:
         if self.session_key is not None:
-            await group_send(session_group(self.session_key), Broadcast(message).to_wire())
+            group = session_group(self.session_key)
+            await group_send(group, Broadcast(message, group).to_wire())
 
     async def emit(self, message: dict[str, Any]) -> None:
         """A notification of the task's call (progress, log), with the related-task ``_meta``."""

@@ -4,12 +4,17 @@ One consumer instance serves one HTTP request: ``OPTIONS`` is a CORS preflight; 
 edge's ``checks`` in order, each a refusal or ``None``; then a POST goes to ``transport.exchange``, a GET to
 ``transport.streams``, and a DELETE ends the session. The checks and their statuses: docs/architecture.md ("The
 HTTP edge").
+
+A GET stream outlives its consumer: once its head is out it is the process's ``transport.fanout``'s, with its
+stream slot, and the application instance (``McpConsumer.as_asgi``) drops the consumer and only waits for the
+client to leave.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,6 +33,7 @@ from ..protocol.serving import Answer, refusal, refused
 from . import cors, security
 from .auth import AccessDenied, AccessGrant, Credentials, bearer_token
 from .exchange import PostExchange
+from .fanout import IdleStream
 from .membership import InboxConsumer
 from .sessions import DatabaseSession
 from .streams import Streams, endpoint_description
@@ -44,6 +50,30 @@ detached_calls: set[asyncio.Task[None]] = set()
 
 class McpConsumer(InboxConsumer):
     """Streamable HTTP endpoint of one hosted MCP server."""
+
+    @classmethod
+    def as_asgi(cls, **initkwargs: Any) -> Any:
+        """Like ``AsyncConsumer.as_asgi``, but an idle GET stream's application instance keeps only the stream."""
+
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            consumer = cls(**initkwargs)
+            try:
+                await consumer(scope, receive, send)
+            except BaseException:
+                if consumer.idle is not None:
+                    await consumer.idle.close()
+                raise
+            idle = consumer.idle
+            del consumer  # the consumer goes; the stream is the fan-out's
+            if idle is not None:
+                await idle.wait(receive)
+
+        app.consumer_class = cls  # type: ignore[attr-defined]
+        app.consumer_initkwargs = initkwargs  # type: ignore[attr-defined]
+        functools.update_wrapper(app, cls, updated=())
+        return app
+
+    idle: IdleStream | None = None  # the GET stream handed to the fan-out, once its head is out
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.headers = security.request_headers(scope)
@@ -76,6 +106,9 @@ class McpConsumer(InboxConsumer):
             self.work = asyncio.create_task(self._serve(bytes(self._body)))
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
+        idle, self.idle = self.idle, None
+        if idle is not None:  # it left as its head went out: its application instance waits for nothing
+            await idle.close()
         writer, work = self._writer, self.work
         if writer is not None and writer.resumable and writer.streaming and work is not None and not work.done():
             # Handshake era: a disconnect is not a cancellation. The call goes on, its events go to the store
@@ -277,7 +310,9 @@ class McpConsumer(InboxConsumer):
         elif "text/event-stream" not in self.headers.get("accept", "").lower():
             await self.response.write(Answer(200, endpoint_description(grant)))
         elif await self._hold_stream(None):
-            await self._stream().serve_get(grant, self._session, self.headers)
+            self.idle = await self._stream().serve_get(grant, self._session, self.headers)
+            if self.idle is not None:  # its slot goes with it
+                self.idle.slots, self._slots = self._slots, []
 
     async def _hold_stream(self, request_id: str | int | None) -> bool:
         """Take a stream slot (held until clean-up), or answer the refusal and return ``False``."""

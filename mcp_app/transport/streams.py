@@ -1,8 +1,9 @@
 """Long-lived SSE streams of one consumer: the GET stream, resumption by ``Last-Event-ID``, ``subscriptions/listen``.
 
-``Streams.serve_get``, ``listen`` and ``broadcast`` (an event for the open stream), which re-checks its access at
-every keep-alive and on an invalidation that concerns it. Design: docs/architecture.md ("SSE streams, resumption
-and cancellation").
+``Streams.serve_get`` sends a GET stream's head (or its replay) and hands the stream, idle, to the process's
+``transport.fanout``; ``listen`` and ``broadcast`` (an event for the open stream) serve ``subscriptions/listen``,
+which re-checks its access at every keep-alive and on an invalidation that concerns it (``transport.watch``).
+Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 
 Not here: authentication, Host/Origin, status codes of refusals before a stream (the edge), POST response
 streams (``transport.writer``).
@@ -12,13 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
-import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from .. import PRODUCT_NAME, __version__, invalidation
+from .. import PRODUCT_NAME, __version__
 from ..conf import mcp_settings
 from ..events import StreamEvent, server_group, session_group, stream_group
 from ..protocol import versions
@@ -28,54 +27,13 @@ from ..protocol.serving import refusal
 from . import sse
 from .auth import AccessGrant
 from .eventstore import GET_STREAM, POST_STREAM, get_event_store, parse_event_id, stream_kind
+from .fanout import IdleStream, fan_out
 from .membership import Membership
 from .sessions import DatabaseSession
+from .watch import Recheck, changed_lists, stream_tags, unwatch, watch
 from .writer import Response, ResponseWriter, is_final, send_body
 
 logger = logging.getLogger("mcp_app.transport")
-
-
-# The stream's access checked again, as on a new request: the grant, or ``None`` when it is refused now.
-Recheck = Callable[[], Awaitable[AccessGrant | None]]
-
-# Open streams that re-check access, by the invalidation keys that concern them (see ``_heard``).
-_watching: weakref.WeakSet[Streams] = weakref.WeakSet()
-_watching_lock = threading.Lock()
-
-
-def _heard(keys: frozenset[str] | None) -> None:
-    """An invalidation (from any thread): wake the open streams it concerns, on their own event loops."""
-    with _watching_lock:
-        streams = list(_watching)
-    for stream in streams:
-        if keys is None or not keys.isdisjoint(stream.tags):
-            stream.wake()
-
-
-invalidation.register(_heard)
-
-
-def _tags(grant: AccessGrant, session: DatabaseSession | None) -> frozenset[str]:
-    token, server = grant.token, grant.server
-    tags = {f"token:{token.pk}", f"agent:{token.agent_pk}", f"tenant:{token.tenant_pk}", f"server:{server.pk}"}
-    if session is not None:
-        tags.add(f"session:{session.pk}")
-    return frozenset(tags)
-
-
-def _changed_lists(before: AccessGrant, after: AccessGrant) -> list[str]:
-    """The lists (``tools``, ``prompts``, ``resources``) whose entries differ between two grants of one catalog
-    version: the caller's grant changed. (A new catalog version was announced to the server's streams already.)"""
-    if before.server.catalog_version != after.server.catalog_version:
-        return []
-    old, new = before.catalog, after.catalog
-    changed = {
-        "tools": {d.name for d in old.tools} != {d.name for d in new.tools},
-        "prompts": {d.name for d in old.prompts} != {d.name for d in new.prompts},
-        "resources": {d.uri for d in (*old.resources, *old.templates)}
-        != {d.uri for d in (*new.resources, *new.templates)},
-    }
-    return [kind for kind, differs in changed.items() if differs]
 
 
 class Streams:
@@ -86,12 +44,10 @@ class Streams:
         self._membership = membership
         self._recheck = recheck
         self._grant: AccessGrant | None = None
-        self.tags: frozenset[str] = frozenset()
+        self.tags: tuple[str, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._woken = asyncio.Event()
-        self._translate: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None  # listen's, else as is
-        self._writer: ResponseWriter | None = None
-        self._session: DatabaseSession | None = None
+        self._translate: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None  # listen's
         # Live events of a resumed POST stream, made by that stream only: an idle GET stream holds no queue.
         self._events: asyncio.Queue[StreamEvent] | None = None
 
@@ -101,21 +57,12 @@ class Streams:
     # Events from the channel layer -------------------------------------------------------------------
 
     async def broadcast(self, event: dict[str, Any]) -> None:
-        """A notification for the streams of this server or session (``events.Broadcast``)."""
-        if not self._membership.groups:
+        """A notification for the server's streams (``events.Broadcast``), as ``subscriptions/listen`` translates
+        it. (An idle GET stream hears them in ``transport.fanout``.)"""
+        if not self._membership.groups or self._translate is None:
             return
-        if event.get("method") == "notifications/resources/updated" and self._session is not None:
-            # Only subscribed sessions hear about updates; subscriptions may have changed on another process.
-            if event.get("params", {}).get("uri") not in await self._session.reload_subscriptions():
-                return
-        elif event.get("method") == "notifications/resources/updated" and self._translate is None:
-            return
-        outgoing = event if self._translate is None else self._translate(event)
-        if outgoing is None:
-            return
-        if self._writer is not None:
-            await self._writer.event(outgoing)
-        else:
+        outgoing = self._translate(event)
+        if outgoing is not None:
             await self._body(sse.event(outgoing))
 
     async def stream_event(self, event: StreamEvent) -> None:
@@ -133,14 +80,9 @@ class Streams:
         if self._recheck is None:
             return
         self._grant = grant
-        self.tags = _tags(grant, session)
+        self.tags = stream_tags(grant, session)
         self._loop = asyncio.get_running_loop()
-        with _watching_lock:
-            _watching.add(self)
-
-    def _unwatch(self) -> None:
-        with _watching_lock:
-            _watching.discard(self)
+        watch(self)
 
     async def listen(self, grant: AccessGrant, stream: OpenStream) -> None:
         """``subscriptions/listen``: acknowledge, then forward this server's events until the client leaves."""
@@ -153,21 +95,22 @@ class Streams:
             await self._body(sse.event(message))
         await self._keep_alive(group)
 
-    async def serve_get(self, grant: AccessGrant, session: DatabaseSession | None, headers: dict[str, str]) -> None:
+    async def serve_get(
+        self, grant: AccessGrant, session: DatabaseSession | None, headers: dict[str, str]
+    ) -> IdleStream | None:
+        """The GET stream's head (``: ready``, or the replay of a resumed GET stream), then the stream handed to
+        the fan-out, idle (returned; the caller gives it its slots and waits for its client to leave). A resumed
+        POST stream or a refusal is served here to its end (``None``)."""
         resume: tuple[str, int] | None = None
         last_event_id = headers.get("last-event-id")
         if last_event_id is not None and session is not None:
             resume = parse_event_id(last_event_id, session.key)
             if resume is None:
                 await self._response.write(refusal(400, "Last-Event-ID does not name an event of this session."))
-                return
+                return None
             if stream_kind(resume[0]) == POST_STREAM:
                 await self._resume_post_stream(*resume)
-                return
-        group = server_group(grant.server.pk)
-        self._watch(grant, session)
-        # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
-        await self._membership.join(group)
+                return None
         writer = ResponseWriter(
             self._response,
             allow_stream=True,
@@ -176,22 +119,30 @@ class Streams:
             kind=GET_STREAM,
             owner=(grant.token.tenant_pk, grant.token.agent_pk),
         )
+        groups: tuple[str, ...] = (server_group(grant.server.pk),)
         if session is not None:
-            self._session = session
-            await self._membership.join(session_group(session.key))
-        if resume is None:
-            await writer.start(sse.comment("ready"))
-        else:
-            # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
-            await self._response.start_stream()
-            await self._body(sse.comment("resumed"))
-            writer.streaming = True
-            writer.stream_id, writer.sequence = resume
-            for sequence, message in await get_event_store().after(*resume):
-                await self._body(sse.event(message, event_id=f"{resume[0]}.{sequence}"))
-                writer.sequence = sequence
-        self._writer = writer
-        await self._keep_alive(group)
+            groups += (session_group(session.key),)
+        stream = IdleStream(self._response, writer, grant, session, self._recheck, groups)
+        fanout = fan_out()
+        # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
+        await fanout.add(stream)
+        try:
+            if resume is None:
+                await writer.start(sse.comment("ready"))
+            else:
+                # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
+                await self._response.start_stream()
+                await self._body(sse.comment("resumed"))
+                writer.streaming = True
+                writer.stream_id, writer.sequence = resume
+                for sequence, message in await get_event_store().after(*resume):
+                    await self._body(sse.event(message, event_id=f"{resume[0]}.{sequence}"))
+                    writer.sequence = sequence
+        except BaseException:
+            await stream.close()
+            raise
+        stream.release()
+        return stream
 
     async def _resume_post_stream(self, stream_id: str, after: int) -> None:
         """Replay a POST response stream after ``after``, then follow its live events until the response."""
@@ -257,7 +208,7 @@ class Streams:
                     # Refreshes membership, so layers that expire groups keep streams.
                     await self._membership.join(group)
         finally:
-            self._unwatch()
+            unwatch(self)
 
     async def _still_allowed(self) -> bool:
         """Check access again; announce the lists the caller's grant now shows differently."""
@@ -272,7 +223,7 @@ class Streams:
             return True
         if grant is None:
             return False
-        for kind in _changed_lists(self._grant, grant):
+        for kind in changed_lists(self._grant, grant):
             await self.broadcast(list_changed(kind))
         self._grant = grant
         return True

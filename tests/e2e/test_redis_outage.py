@@ -35,7 +35,7 @@ from tests.e2e.conftest import (
     free_port,
     wait_for_port,
 )
-from tests.helpers import endpoint, initialize, modern_body, routing_headers
+from tests.helpers import data_messages, endpoint, initialize, modern_body, routing_headers
 from tests.helpers import post_headers as headers
 
 pytestmark = pytest.mark.e2e
@@ -73,6 +73,25 @@ def outage(transactional_db: None, tmp_path: Path) -> Iterator[tuple[OwnRedis, s
             daphne.kill()
         redis.stop()
         stderr.close()
+
+
+LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+async def _broadcast_to_server(redis_url: str, server_pk: int, message: dict[str, Any]) -> None:
+    """A notification to a server's streams through the test's own Redis, as ``events.publish_to_servers`` sends
+    one (the daphne's channel prefix)."""
+    from mcp_app.channel_layer import redis_layer_config
+    from mcp_app.events import Broadcast, server_group
+    from mcp_app.redis_layer import RedisChannelLayer
+
+    config = redis_layer_config(redis_url, prefix=os.environ.get("MCP_CHANNEL_PREFIX", "mcp"))["CONFIG"]
+    layer = RedisChannelLayer(**config)
+    try:
+        group = server_group(server_pk)
+        await layer.group_send(group, Broadcast(message, group).to_wire())
+    finally:
+        await layer.close_pools()
 
 
 def _modern_listen() -> tuple[dict[str, Any], dict[str, str]]:
@@ -134,6 +153,9 @@ async def test_redis_down_gives_fast_503s_ends_streams_and_service_resumes(
             async with asyncio.timeout(WAIT):
                 while (await anext(lines)) != ": ready":
                     pass
+                # The process's fan-out of idle streams subscribed again: a notification reaches the new stream.
+                await _broadcast_to_server(redis.url, live_access.server.pk, LIST_CHANGED)
+                heard = await anext(data_messages(lines))
         first_call = await http.post(url, json=progress_call, headers=on_session)
 
     for what, (response, seconds) in down.items():
@@ -148,6 +170,7 @@ async def test_redis_down_gives_fast_503s_ends_streams_and_service_resumes(
     assert down["listen"][0].json()["id"] == "listen-1"
     assert plain.status_code == 200 and plain.json()["result"]["content"] == [{"type": "text", "text": "x"}]
     assert first_get == 200
+    assert heard == LIST_CHANGED
     assert first_call.status_code == 200
     messages = [
         orjson.loads(line[6:])

@@ -9,6 +9,7 @@ The last two need a channel layer shared across processes (Redis): without ``RED
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -140,3 +141,45 @@ async def test_a_sampling_answer_posted_to_one_process_reaches_the_tool_waiting_
             final = await anext(messages)
     assert final["id"] == 5
     assert final["result"]["content"][0]["text"] == "LLM response: Paris"
+
+
+async def test_a_notification_reaches_every_idle_stream_of_both_processes_and_a_sessions_only_its_own(
+    daphne_url: str, second_daphne: Any, live_access: Access
+) -> None:
+    """Each process holds its idle GET streams in one fan-out (one channel on the layer for all of them)."""
+    needs_shared_layer()
+    from channels.layers import get_channel_layer
+
+    from mcp_app.events import Broadcast, server_group, session_group
+    from mcp_app.models.sessions import session_digest
+
+    per_process = 4
+    everyone = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+    then = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+    layer = get_channel_layer()
+    async with httpx.AsyncClient(timeout=WAIT) as http, contextlib.AsyncExitStack() as stack:
+        streams, session_ids = [], []
+        for base in [daphne_url] * per_process + [second_daphne.url] * per_process:
+            opened = await http.post(endpoint(base, live_access), json=initialize({}), headers=headers(live_access))
+            session_id = opened.headers["mcp-session-id"]
+            on_session = headers(live_access, Accept="text/event-stream", **{"Mcp-Session-Id": session_id})
+            stream = await stack.enter_async_context(
+                http.stream("GET", endpoint(base, live_access), headers=on_session)
+            )
+            lines = stream.aiter_lines()
+            async with asyncio.timeout(WAIT):
+                while (await anext(lines)) != ": ready":
+                    pass
+            streams.append(data_messages(lines))
+            session_ids.append(session_id)
+        group = server_group(live_access.server.pk)
+        await layer.group_send(group, Broadcast(everyone, group).to_wire())
+        one = session_group(session_digest(session_ids[-1])[:32])  # a stream of the second process
+        mine = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+        await layer.group_send(one, Broadcast(mine, one).to_wire())
+        await layer.group_send(group, Broadcast(then, group).to_wire())
+        async with asyncio.timeout(WAIT):
+            heard = [[await anext(messages), await anext(messages)] for messages in streams]
+            last = await anext(streams[-1])
+    assert heard[:-1] == [[everyone, then]] * (2 * per_process - 1)
+    assert heard[-1] == [everyone, mine] and last == then
