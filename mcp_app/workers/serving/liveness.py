@@ -4,6 +4,9 @@
   ``WORKER_QUEUE_TIMEOUT_SECONDS`` is sent again once (``resend``: workers do consume its queue) or failed
   (``expire``); a ``working`` call whose owner stopped beating is re-queued or failed per ``WORKER_LOST_CALLS``
   (``recover``). Returns whether the record moved.
+- ``read_unwritten(record)``: the same judgement for a call dispatched without its record, by the awaiting
+  process's own clock (nobody else knows of it): the row a worker wrote, or past ``WORKER_QUEUE_TIMEOUT_SECONDS``
+  a ``failed`` tombstone, so that a late delivery does not run the tool.
 - ``sweep()``: the same for every worker call, awaited or not (``SWEEP_GRACE_SECONDS`` later), and
   ``runtime.durable.recover_orphaned_tasks``; ``start_sweeping()`` runs it every ``LIVENESS_SWEEP_SECONDS`` on
   this serving process's heartbeat thread.
@@ -61,6 +64,18 @@ def check(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> boo
             return False
         return lost and recover(record, redispatch)
     return False
+
+
+def read_unwritten(record: ToolTask) -> ToolTask:
+    """The record of a call dispatched unwritten (``dispatch.dispatch_unwritten``) as it is now: the row of its
+    task id (the worker's, or a tombstone); while there is none, ``record`` itself (``queued``), and once it is
+    overdue in the queue, the ``failed`` tombstone written now (a worker that wrote its row first wins)."""
+    found = ToolTask.objects.by_task_id(record.task_id)
+    if found is not None or not _overdue_in_queue(record):
+        return found or record
+    if ToolTask.objects.tombstone(record, durable.columns(InternalError(no_worker_message()))):
+        logger.warning("worker call %s of %s failed: no worker took it", record.task_id[:8], record.tool_name)
+    return ToolTask.objects.by_task_id(record.task_id) or record
 
 
 def _overdue_in_queue(record: ToolTask) -> bool:
