@@ -104,7 +104,9 @@ async def test_the_reaper_fails_a_call_no_worker_took_before_its_deadline(
     loss_access: Access, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """No worker consumes this queue: the call stays queued until the beat reaper fails it at its deadline; the
-    client waiting for it gets the failure."""
+    client waiting for it gets the failure. The call has an idempotency key, so its record is written before
+    dispatch (a call only its request awaits has none until a worker takes it: the awaiting process fails it at
+    ``WORKER_QUEUE_TIMEOUT_SECONDS``, ``test_worker_liveness.py``)."""
     from mcp_app.workers.running.reaper import fail_overdue
 
     require_broker()
@@ -113,7 +115,8 @@ async def test_the_reaper_fails_a_call_no_worker_took_before_its_deadline(
     with running_daphne(tmp_path_factory, extra_env=env) as server:
         url = endpoint(server.url, access)
         async with httpx.AsyncClient(timeout=WAIT) as http:
-            body, extra = modern_tool_call("worker_job", {"steps": 1})
+            key = {"io.mcp-host/idempotencyKey": uuid.uuid4().hex}
+            body, extra = modern_tool_call("worker_job", {"steps": 1}, meta=key)
             pending = asyncio.ensure_future(
                 http.post(url, headers={**headers(access), **extra, "Accept": "application/json"}, json=body)
             )
