@@ -279,10 +279,11 @@ async def _relay(call: CallContext, started: _Started, event: WorkerEvent) -> To
 
 async def _read(started: _Started) -> ToolTask | None:
     """The call's record as it is now: by its pk, or for a call dispatched unwritten by its task id until a row
-    exists (``liveness.read_unwritten``: the record as dispatched meanwhile, failed past the queue timeout)."""
+    exists (``liveness.read_unwritten``: the record as dispatched meanwhile, sent again or failed past the queue
+    timeout)."""
     if started.record.pk is not None:
         return await durable.reload(started.record.pk)
-    record: ToolTask = await database_sync_to_async(liveness.read_unwritten)(started.record)
+    record: ToolTask = await database_sync_to_async(liveness.read_unwritten)(started.record, started.redispatch)
     if record.pk is not None:
         started.record = record  # written now: read by its pk from here on
     return record
