@@ -82,7 +82,7 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
     def insert(self, **fields: Any) -> ToolTask:
         """A new row in one composed-once INSERT (``statements.insert``; no save signals: none are connected to
-        this model): the worker-call path writes its record before dispatch with it."""
+        this model), as the worker-call verbs write theirs (``create_worker_call``, ``take_unwritten``)."""
         task = self.model(**fields)
         statements.insert(task, using=router.db_for_write(self.model))
         return task

@@ -1,6 +1,7 @@
 """What of a worker call's durable record (``ToolTask``) is the workers', not a row verb: its timeout, a new task
 id, the server as it was ``served``, the call the Celery message carries (``call_spec``), the record a worker
-writes of a call dispatched ``unwritten`` and the outcome of a call whose worker died (``lost``). The record's verbs are ``ToolTask.objects``'; its columns, ``runtime.durable.columns``.
+writes of a call dispatched ``unwritten`` and the outcome of a call whose worker died (``lost``). The record's
+verbs are ``ToolTask.objects``'; its columns, ``runtime.durable.columns``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The Celery tasks of worker calls (``run_tool_call``, the reaper ``reap_worker_calls``) and the worker's signals
 (heartbeats; the call of a lost pool process failed; a pool process's usage written before it exits).
 
-``run_tool_call(record_pk, info)`` runs one call (``record_pk`` ``None``: a call sent without its record, which the
-worker writes) (``execute.execute_in_thread``, in the thread's kept event loop
-and channel layer) and returns once its outcome is stored: its message is acknowledged after that; on worker loss
-it is rejected back to the queue (``WORKER_LOST_CALLS = "requeue"``) or its record failed (docs/workers.md,
-"liveness"). They are ``shared_task``s of whichever Celery app the project runs (``mcp_app.tasks`` imports them).
+``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's kept event loop
+and channel layer; ``record_pk`` ``None``: a call sent without its record, which the worker writes) and returns
+once its outcome is stored: its message is acknowledged after that; on worker loss it is rejected back to the
+queue (``WORKER_LOST_CALLS = "requeue"``) or its record failed (docs/workers.md, "liveness"). They are ``shared_task``s of whichever Celery app the project runs (``mcp_app.tasks`` imports them).
 """
 
 from __future__ import annotations

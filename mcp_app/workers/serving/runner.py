@@ -5,9 +5,9 @@ broker), everything else inline.
 the call and joins its event group (``admission``), creates its durable record (or attaches to the call of the
 same idempotency key, ``IDEMPOTENCY_META``, or re-queues a resumed task) and dispatches it; a call that only this
 process can await (no key, not a task, unable to become one) is dispatched without its record, which the worker
-writes when it takes it (``dispatch.dispatch_unwritten``; the record read by task id, ``liveness.read_unwritten``); ``wait`` relays its
-events to the client until the record settles (``durable.until_settled``, ``liveness.check`` on each re-read)
-and returns or raises its outcome. A cancelled wait cancels the call (``durable.cancel``), except a 2026 call
+writes when it takes it (``dispatch.dispatch_unwritten``; read by task id meanwhile, ``liveness.read_unwritten``);
+``wait`` relays its events to the client until the record settles (``durable.until_settled``, ``liveness.check``
+on each re-read) and returns or raises its outcome. A cancelled wait cancels the call (``durable.cancel``), except a 2026 call
 with an idempotency key whose stream closed (its client will re-issue it). A task-capable tool of a 2026 client
 follows ``runtime.tasks.answer_or_task``: the worker call's record becomes the task (one row).
 
@@ -130,8 +130,8 @@ class RoutingRunner:
         self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, *, private: bool = False
     ) -> _Started:
         """Record (or find, or re-queue) the call, listen to its events, dispatch it. ``private``: the client
-        cannot take a task, so only this request can await the call unless it has an idempotency key: then it
-        is sent unwritten (the worker writes its record)."""
+        cannot take a task; without an idempotency key nobody but this request can then await the call, so it is
+        sent unwritten (the worker writes its record)."""
         validate_arguments(tool, arguments)
         key = idempotency_key(call)
         ctx = call.request
