@@ -250,13 +250,18 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         return statements.insert(stone, using=router.db_for_write(self.model), unless="task_id")
 
     def cancel_unwritten(self, record: ToolTask, message: str = "Cancelled by the client") -> bool:
-        """``cancel`` of a call dispatched without its record (``worker_call``, unsaved): a ``cancelled``
-        tombstone, which the worker's ``take_unwritten`` then finds, or the row a worker wrote meanwhile
-        cancelled; whether either moved."""
-        if self.tombstone(record, {"status": ToolTask.Status.CANCELLED, "status_message": message[:500]}):
-            return True
-        pk = self.pk_of(record.task_id)
-        return pk is not None and self.cancel(pk, message)
+        """``cancel`` of a call dispatched without its record (``worker_call``, unsaved): the row a worker wrote
+        cancelled (one UPDATE by task id: the usual case, a call cancelled while it runs), else a ``cancelled``
+        tombstone, which the worker's ``take_unwritten`` then finds (or, when a worker wrote its row in between,
+        that row cancelled); whether either moved."""
+        cancelled = {"status": ToolTask.Status.CANCELLED, "status_message": message[:500]}
+
+        def cancel_row() -> bool:
+            now = timezone.now()
+            running = self.filter(task_id=record.task_id).exclude(status__in=TERMINAL)
+            return bool(running.update(**cancelled, finished_at=now, updated_at=now))
+
+        return cancel_row() or self.tombstone(record, cancelled) or cancel_row()
 
     def pk_of(self, task_id: str) -> int | None:
         pk: int | None = self.filter(task_id=task_id).values_list("pk", flat=True).first()
