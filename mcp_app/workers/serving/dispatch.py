@@ -96,15 +96,11 @@ def create_and_dispatch(
     return record, created
 
 
-def dispatch_unwritten(
-    task_id: str, fields: dict[str, Any], info: WorkerMessage, served: tuple[Served, str]
-) -> ToolTask:
-    """Send a new call without writing its record (``ToolTask.objects.worker_call``: returned unsaved, ``queued``);
-    the worker that takes it writes it (``take_unwritten``). For a call that only this process can await: no
-    idempotency key, not a task and unable to become one. No database query; a blocking publish."""
-    record = ToolTask.objects.worker_call(task_id=task_id, **fields)
+def dispatch_unwritten(record: ToolTask, info: WorkerMessage, served: tuple[Served, str]) -> None:
+    """Send a new call without writing its record (``record``: ``ToolTask.objects.worker_call``, unsaved,
+    ``queued``); the worker that takes it writes it (``take_unwritten``). For a call that only this process can
+    await: no idempotency key, not a task and unable to become one. No database query; a blocking publish."""
     send(record, info, served)
-    return record
 
 
 def requeue_and_dispatch(

@@ -156,10 +156,20 @@ class RoutingRunner:
                 created = record is not None
             elif unwritten:
                 assert served is not None
+                record = ToolTask.objects.worker_call(task_id=task_id, **self._fields(tool, arguments, call, key))
+                created = True
                 # A publish, no query: in a thread of the loop's pool (the database thread has nothing to do).
-                loop = asyncio.get_running_loop()
-                send = functools.partial(dispatch_unwritten, task_id, self._fields(tool, arguments, call, key), info)
-                record, created = await loop.run_in_executor(None, send, served), True
+                send = functools.partial(dispatch_unwritten, record, info, served)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, send)
+                except asyncio.CancelledError:
+                    # The request ended while publishing: the message may be on its way (the thread goes on),
+                    # and nobody would await it: a tombstone keeps it from running.
+                    try:
+                        await asyncio.shield(durable.cancel(record))
+                    except Exception as error:  # the call may then run once, unawaited
+                        logger.warning("could not cancel an unwritten worker call: %s", type(error).__name__)
+                    raise
             else:
                 record, created = await database_sync_to_async(create_and_dispatch)(
                     task_id, self._fields(tool, arguments, call, key), info, served, celery
