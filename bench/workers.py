@@ -22,8 +22,8 @@ Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates 
    trip median (target <= 2) and CPU per worker call, all processes / CPU per round trip (target <= 3).
 
 Prints a markdown table; ``--json-out`` also writes the raw figures; ``--profile DIR`` samples daphne and the
-worker with py-spy (on-CPU stacks, folded, ``DIR/daphne.folded`` and ``DIR/worker.folded``) while the worker
-calls' latency is measured. Every wait is bounded; children are stopped (SIGTERM, then SIGKILL) at the end.
+worker with py-spy (on-CPU stacks, folded, ``DIR/daphne.folded`` and ``DIR/worker.folded``; with ``--gil`` only
+the thread holding the GIL) while the worker calls' latency is measured. Every wait is bounded; children are stopped (SIGTERM, then SIGKILL) at the end.
 
     DATABASE_URL=postgres://…/bench REDIS_URL=redis://127.0.0.1:6379/5 python -m bench.workers
 """
@@ -261,8 +261,9 @@ def round_trips(app: Any, samples: int) -> list[float]:
 
 
 @contextlib.contextmanager
-def _profiled(pids: dict[str, int], out: Path | None) -> Iterator[None]:
-    """Sample each of ``pids`` with py-spy (on-CPU stacks, folded) into ``out/<name>.folded`` meanwhile."""
+def _profiled(pids: dict[str, int], out: Path | None, *, gil: bool = False) -> Iterator[None]:
+    """Sample each of ``pids`` with py-spy (on-CPU stacks, folded; ``gil``: only the thread holding the GIL, i.e.
+    the process's Python CPU) into ``out/<name>.folded`` meanwhile."""
     if out is None:
         yield
         return
@@ -272,6 +273,7 @@ def _profiled(pids: dict[str, int], out: Path | None) -> Iterator[None]:
         subprocess.Popen(
             [
                 *(str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--nonblocking"),
+                *(("--gil",) if gil else ()),
                 *("--output", str(out / f"{name}.folded")),
             ],
             stdout=subprocess.DEVNULL,
@@ -405,6 +407,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--json-out")
     parser.add_argument("--profile", type=Path, help="write py-spy profiles of daphne and the worker here")
+    parser.add_argument("--gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
     args = parser.parse_args()
     env = environment()
     manage(env, "migrate", "--noinput")
@@ -423,7 +426,7 @@ def main() -> None:
         set_execution(env, "")  # the tool's default: worker
         with celery_workers(env, Path(tmp), 1, args.pool, args.concurrency) as workers:
             asyncio.run(warm(url, token, args.concurrency))
-            with _profiled({"daphne": daphne, "worker": workers[0]}, args.profile):
+            with _profiled({"daphne": daphne, "worker": workers[0]}, args.profile, gil=args.gil):
                 samples, cpu = _per_call(
                     {"daphne": [daphne], "worker": workers},
                     calls,

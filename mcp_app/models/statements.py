@@ -31,14 +31,17 @@ def _table(alias: str, model: type[models.Model]) -> str:
     return str(connections[alias].ops.quote_name(model._meta.db_table))
 
 
-def insert(obj: models.Model, *, using: str = "default") -> None:
-    """INSERT ``obj`` (a new instance, defaults applied by its constructor) and set its primary key."""
+def insert(obj: models.Model, *, using: str = "default", unless: str | None = None) -> bool:
+    """INSERT ``obj`` (a new instance, defaults applied by its constructor) and set its primary key; returns
+    whether it was inserted. ``unless``: a unique field; a row holding the same value already wins (``ON CONFLICT
+    (that column) DO NOTHING``: nothing is inserted, ``obj`` keeps no primary key)."""
     model = type(obj)
     connection = connections[using]
     assert model._meta.pk is not None
     pk_field = _field(model, model._meta.pk.name)
     returns = bool(connection.features.can_return_columns_from_insert)
-    key = (model, using)
+    assert returns or unless is None, "a conditional insert needs INSERT … RETURNING"
+    key = (model, using, unless)
     if key not in _inserts:
         fields = tuple(field for field in model._meta.concrete_fields if field is not pk_field)
         # Identifiers from the model's meta, quoted by the backend; every value is a parameter.
@@ -47,6 +50,8 @@ def insert(obj: models.Model, *, using: str = "default") -> None:
             ", ".join(_column(using, field) for field in fields),
             ", ".join(["%s"] * len(fields)),
         )
+        if unless is not None:
+            sql = f"{sql} ON CONFLICT ({_column(using, _field(model, unless))}) DO NOTHING"
         if returns:
             returning, _params = connection.ops.return_insert_columns([pk_field])  # type: ignore[attr-defined]
             sql = f"{sql} {returning}"
@@ -56,12 +61,16 @@ def insert(obj: models.Model, *, using: str = "default") -> None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         if returns:
-            pk = cursor.fetchone()[0]
+            row = cursor.fetchone()
+            if row is None:  # the conflict of ``unless``: the other row stays
+                return False
+            pk = row[0]
         else:
             pk = connection.ops.last_insert_id(cursor, model._meta.db_table, str(pk_field.column))
     obj.pk = pk
     obj._state.adding = False
     obj._state.db = using
+    return True
 
 
 def update(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, models, router, transaction
@@ -82,7 +82,7 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
     def insert(self, **fields: Any) -> ToolTask:
         """A new row in one composed-once INSERT (``statements.insert``; no save signals: none are connected to
-        this model): the worker-call path writes its record before dispatch with it."""
+        this model), as the worker-call verbs write theirs (``create_worker_call``, ``take_unwritten``)."""
         task = self.model(**fields)
         statements.insert(task, using=router.db_for_write(self.model))
         return task
@@ -147,7 +147,7 @@ class ToolTaskManager(models.Manager["ToolTask"]):
 
     # The verbs of worker calls (``execution="worker"``); sync: called from worker threads and the Celery task.
 
-    def create_worker_call(
+    def worker_call(
         self,
         *,
         task_id: str,
@@ -161,48 +161,114 @@ class ToolTaskManager(models.Manager["ToolTask"]):
         request_id: str | int | None,
         idempotency_key: str = "",
         client_task: bool = False,
-    ) -> tuple[ToolTask, bool]:
-        """A new ``queued`` record, or (with an idempotency key already used by this agent on this server within
-        the TTL) the existing one: ``(record, created)``. Race-safe: the unique constraint decides. A plain
-        worker call is kept (for re-attachment) the longer of the key's TTL and the task TTL after its deadline."""
-        now = timezone.now()
+        queued_at: datetime | None = None,
+        celery_id: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> ToolTask:
+        """A new ``queued`` record of a worker call, not written yet (``create_worker_call`` writes it; a worker
+        writes a call that only its dispatching process awaits, ``take_unwritten``, from what its message carries:
+        ``queued_at``, ``celery_id``, ``ttl_ms``). A plain worker call is kept (for re-attachment) the longer of
+        the key's TTL and the task TTL after its deadline."""
+        now = queued_at or timezone.now()
         keep = max(float(mcp_settings.IDEMPOTENCY_TTL_SECONDS), mcp_settings.TASK_TTL_MS / 1000.0)
-        ttl = int(mcp_settings.TASK_TTL_MS) if client_task else int((timeout + keep) * 1000)
-        row: dict[str, Any] = {
-            "task_id": task_id,
-            "ttl_ms": ttl,
-            "expires_at": now + timedelta(milliseconds=ttl),
-            "server_id": server_pk,
-            "agent_id": agent_pk,
-            "tool_name": tool_name,
-            "arguments": arguments,
-            "status": ToolTask.Status.QUEUED,
-            "execution": WORKER,
-            "client_task": client_task,
-            "protocol_version": protocol_version,
-            "request_id": "" if request_id is None else str(request_id)[:200],
-            "idempotency_key": idempotency_key,
-            "celery_id": str(uuid.uuid4()),
-            "deadline": now + timedelta(seconds=timeout),
-            "client_capabilities": client_capabilities,
-        }
-        if not idempotency_key:
-            return self.insert(**row), True
+        if ttl_ms is None:
+            ttl_ms = int(mcp_settings.TASK_TTL_MS) if client_task else int((timeout + keep) * 1000)
+        return self.model(
+            task_id=task_id,
+            ttl_ms=ttl_ms,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + timedelta(milliseconds=ttl_ms),
+            server_id=server_pk,
+            agent_id=agent_pk,
+            tool_name=tool_name,
+            arguments=arguments,
+            status=ToolTask.Status.QUEUED,
+            execution=WORKER,
+            client_task=client_task,
+            protocol_version=protocol_version,
+            request_id="" if request_id is None else str(request_id)[:200],
+            idempotency_key=idempotency_key,
+            celery_id=celery_id or str(uuid.uuid4()),
+            deadline=now + timedelta(seconds=timeout),
+            client_capabilities=client_capabilities,
+        )
+
+    def create_worker_call(self, **fields: Any) -> tuple[ToolTask, bool]:
+        """A new ``queued`` record (``worker_call(**fields)``, written), or (with an idempotency key already used
+        by this agent on this server within the TTL) the existing one: ``(record, created)``. Race-safe: the
+        unique constraint decides."""
+        record = self.worker_call(**fields)
+        if not record.idempotency_key:
+            statements.insert(record, using=router.db_for_write(self.model))
+            return record, True
+        server_pk, agent_pk, key = record.server_id, record.agent_id, record.idempotency_key
         for _attempt in range(3):
-            existing = self.filter(server_id=server_pk, agent_id=agent_pk, idempotency_key=idempotency_key)
+            existing = self.filter(server_id=server_pk, agent_id=agent_pk, idempotency_key=key)
             found = existing.first()
             if found is not None:
                 horizon = found.created_at + timedelta(seconds=float(mcp_settings.IDEMPOTENCY_TTL_SECONDS))
-                if horizon > now and found.tool_name == tool_name:
+                if horizon > record.created_at and found.tool_name == record.tool_name:
                     return found, False
                 # Past its TTL (or for another tool): the key is free again; the old record keeps its history.
                 existing.filter(pk=found.pk).update(idempotency_key="")
             try:
                 with transaction.atomic():
-                    return self.insert(**row), True
+                    statements.insert(record, using=router.db_for_write(self.model))
+                    return record, True
             except IntegrityError:
+                record.pk = None
                 continue  # another request created it first: attach to that one
         raise InternalError("Could not record the call (idempotency key contention); retry")
+
+    def take_unwritten(self, record: ToolTask, owner: str) -> bool:
+        """A worker takes a call whose record was never written (``worker_call``, as its message carries it): the
+        record written ``working``, in one INSERT unless a row of its task id exists (a tombstone left by a
+        cancellation or by the dispatcher's queue timeout, or this message's earlier delivery); whether it was
+        (then ``record`` has its primary key; else ``untaken`` on the existing row tells why)."""
+        now = timezone.now()
+        record.status, record.attempts, record.started_at, record.owner, record.updated_at = (
+            ToolTask.Status.WORKING,
+            1,
+            now,
+            owner,
+            now,
+        )
+        return statements.insert(record, using=router.db_for_write(self.model), unless="task_id")
+
+    def tombstone(self, record: ToolTask, columns: dict[str, Any]) -> bool:
+        """Settle a call whose record may not be written yet: ``record`` (unsaved, ``worker_call``) written with
+        the outcome's ``columns`` unless a row of its task id exists (a worker took it first; that row is left as
+        it is); whether the tombstone was written. A worker that takes the call later finds it and skips."""
+        now = timezone.now()
+        stone = self.model(
+            **{field.attname: getattr(record, field.attname) for field in self.model._meta.concrete_fields}
+        )
+        stone.pk = None
+        for name, value in {"finished_at": now, **columns, "updated_at": now}.items():
+            setattr(stone, name, value)
+        return statements.insert(stone, using=router.db_for_write(self.model), unless="task_id")
+
+    def cancel_unwritten(self, record: ToolTask, message: str = "Cancelled by the client") -> bool:
+        """``cancel`` of a call dispatched without its record (``worker_call``, unsaved): the row a worker wrote
+        cancelled (one UPDATE by task id: the usual case, a call cancelled while it runs), else a ``cancelled``
+        tombstone, which the worker's ``take_unwritten`` then finds (or, when a worker wrote its row in between,
+        that row cancelled); whether either moved."""
+        cancelled = {"status": ToolTask.Status.CANCELLED, "status_message": message[:500]}
+
+        def cancel_row() -> bool:
+            now = timezone.now()
+            running = self.filter(task_id=record.task_id).exclude(status__in=TERMINAL)
+            return bool(running.update(**cancelled, finished_at=now, updated_at=now))
+
+        return cancel_row() or self.tombstone(record, cancelled) or cancel_row()
+
+    def pk_of(self, task_id: str) -> int | None:
+        pk: int | None = self.filter(task_id=task_id).values_list("pk", flat=True).first()
+        return pk
+
+    def by_task_id(self, task_id: str) -> ToolTask | None:
+        return self.filter(task_id=task_id).first()
 
     def requeue(self, task_id: str, *, timeout: float) -> ToolTask | None:
         """An existing record (a task resumed by ``tasks/update``) dispatched again: ``queued`` with a new Celery

@@ -4,7 +4,9 @@
   for, whether server-to-client requests can be carried, whether the call is a task, the answers to its input
   requests so far), the call's task id and cancellation channel, and the call itself (``CallSpec``, with the
   server as it was ``Served``: what ``records.call_spec`` makes of the record, so that the worker reads nothing
-  back); ``to_wire`` is the JSON of the Celery message, ``from_wire`` reads it back;
+  back); for a call whose record the serving process did not write (``Unwritten``: only it awaits the call), what
+  else the worker writes the record with; ``to_wire`` is the JSON of the Celery message, ``from_wire`` reads it
+  back;
 - ``WorkerEvent`` (``Notify``, ``Progress``, ``Ask``, ``Done``): what the running call tells the processes awaiting
   it on its event group (``event_to_wire``, ``event_from_wire``); ``Answer``: the client's answer to an ``Ask``.
 
@@ -22,7 +24,7 @@ from typing import Any, ClassVar
 from ..events import WORKER_ANSWER, WORKER_EVENT
 from ..protocol.errors import InternalError
 
-VERSION = 2
+VERSION = 3  # 3: ``unwritten`` (a worker of version 2 cannot take such a call: upgrade workers first)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,16 @@ class CallSpec:
 
 
 @dataclass(frozen=True)
+class Unwritten:
+    """What the worker writes a call's record with besides its ``CallSpec``, when the serving process did not write
+    it (``ToolTask.objects.worker_call``): when it was queued (epoch seconds), its TTL and the JSON-RPC request id."""
+
+    queued_at: float
+    ttl_ms: int
+    request_id: str
+
+
+@dataclass(frozen=True)
 class WorkerMessage:
     """One worker call as it crosses processes (see the module docstring)."""
 
@@ -80,6 +92,7 @@ class WorkerMessage:
     task_id: str | None = None
     cancel_channel: str | None = None
     call: CallSpec | None = None
+    unwritten: Unwritten | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {"version": VERSION, **dataclasses.asdict(self)}
@@ -87,6 +100,12 @@ class WorkerMessage:
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> WorkerMessage:
         call = CallSpec.from_wire(body["call"]) if isinstance(body.get("call"), dict) else None
+        row = body.get("unwritten")
+        unwritten = (
+            Unwritten(float(row["queued_at"]), int(row["ttl_ms"]), str(row.get("request_id") or ""))
+            if isinstance(row, dict)
+            else None
+        )
         return cls(
             era=str(body.get("era") or "legacy"),
             log_level=body.get("log_level"),
@@ -97,6 +116,7 @@ class WorkerMessage:
             cancel_channel=str(body["cancel_channel"]) if body.get("cancel_channel") else None,
             input_responses=body.get("input_responses") or None,
             request_state=body.get("request_state") or None,
+            unwritten=unwritten,
         ).with_call(call)
 
     def with_call(self, call: CallSpec | None) -> WorkerMessage:

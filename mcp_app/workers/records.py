@@ -1,11 +1,13 @@
 """What of a worker call's durable record (``ToolTask``) is the workers', not a row verb: its timeout, a new task
-id, the server as it was ``served``, the call the Celery message carries (``call_spec``) and the outcome of a call
-whose worker died (``lost``). The record's verbs are ``ToolTask.objects``'; its columns, ``runtime.durable.columns``.
+id, the server as it was ``served``, the call the Celery message carries (``call_spec``), the record a worker
+writes of a call dispatched ``unwritten`` and the outcome of a call whose worker died (``lost``). The record's
+verbs are ``ToolTask.objects``'; its columns, ``runtime.durable.columns``.
 """
 
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
@@ -17,9 +19,9 @@ from ..protocol.context import Principal
 from ..protocol.descriptors import ServerDescription
 from ..protocol.errors import InternalError
 from ..runtime import durable
-from .message import CallSpec, Served
+from .message import CallSpec, Served, Unwritten
 
-__all__ = ["LOST_MESSAGE", "WORKER", "call_spec", "lost", "new_task_id", "served", "timeout_of"]
+__all__ = ["LOST_MESSAGE", "WORKER", "call_spec", "lost", "new_task_id", "served", "timeout_of", "unwritten"]
 
 LOST_MESSAGE = "The worker running this call stopped before it finished; run the call again."
 
@@ -78,3 +80,25 @@ def call_spec(record: ToolTask, *, server: Served, agent_id: str) -> CallSpec:
         agent_id=agent_id,
         server=server,
     )
+
+
+def unwritten(spec: CallSpec, row: Unwritten, celery_id: str) -> ToolTask:
+    """The record (unsaved, ``queued``) of a call its serving process dispatched without writing it, as that
+    process would have written it (``ToolTask.objects.worker_call``): from the message alone."""
+    queued_at = datetime.fromtimestamp(row.queued_at, tz=UTC)
+    record = ToolTask.objects.worker_call(
+        task_id=spec.task_id,
+        server_pk=spec.server.pk,
+        agent_pk=spec.agent_pk,
+        tool_name=spec.tool_name,
+        arguments=spec.arguments,
+        timeout=spec.deadline - row.queued_at,
+        client_capabilities=spec.client_capabilities,
+        protocol_version=spec.protocol_version,
+        request_id=row.request_id,
+        queued_at=queued_at,
+        celery_id=celery_id,
+        ttl_ms=row.ttl_ms,
+    )
+    record.deadline = datetime.fromtimestamp(spec.deadline, tz=UTC)
+    return record

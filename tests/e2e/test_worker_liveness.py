@@ -99,35 +99,98 @@ async def test_readyz_reports_whether_a_worker_consumes_the_queue(
         assert "readiness: workers is none" in server.stderr()
 
 
+def _queued(queue: str) -> int:
+    """How many messages wait on the broker's list of ``queue`` (kombu's Redis transport: a list of that name)."""
+    import redis
+
+    client = redis.Redis.from_url(require_broker())
+    try:
+        return int(client.llen(queue))
+    finally:
+        client.close()
+
+
+async def _until_queued(queue: str, pending: asyncio.Future[Any]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not _queued(queue):
+        assert not pending.done(), "the call ended before its message was queued"
+        assert time.monotonic() < deadline, "the call's message never reached the queue"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unwritten", "with a key"])
 async def test_a_worker_call_no_worker_takes_fails_within_the_setting(
-    live_access: Access, tmp_path_factory: pytest.TempPathFactory
+    keyed: bool, live_access: Access, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """No worker consumes the queue: the call is ``queued`` (visible as such), then failed after
-    ``WORKER_QUEUE_TIMEOUT_SECONDS`` (2 s here) with an error that says so, long before its deadline (120 s)."""
+    """No worker consumes the queue: the call fails after ``WORKER_QUEUE_TIMEOUT_SECONDS`` (2 s here) with an
+    error that says so, long before its deadline (120 s). A call with an idempotency key (others may await it)
+    is ``queued`` in its record meanwhile; one only its request awaits has no record until then (the message is
+    its only copy), and the awaiting process leaves a ``failed`` tombstone, so a late delivery does not run it."""
     require_broker()
     access = live_access
     timeout = 2.0
-    env = {"MCP_WORKER_QUEUE": _queue("nobody"), "MCP_WORKER_QUEUE_TIMEOUT_SECONDS": str(timeout)}
+    queue = _queue("nobody")
+    env = {"MCP_WORKER_QUEUE": queue, "MCP_WORKER_QUEUE_TIMEOUT_SECONDS": str(timeout)}
     with running_daphne(tmp_path_factory, extra_env=env) as server:
-        body, extra = modern_tool_call("worker_job", {"steps": 1})
+        meta = {"io.mcp-host/idempotencyKey": uuid.uuid4().hex} if keyed else None
+        body, extra = modern_tool_call("worker_job", {"steps": 1}, meta=meta)
         started = time.monotonic()
         async with httpx.AsyncClient(timeout=WAIT) as http:
             pending = asyncio.ensure_future(
                 http.post(endpoint(server.url, access), headers={**headers(access), **extra}, json=body)
             )
-            record = None
-            while record is None and not pending.done():
-                record = await orm(ToolTask.objects.filter(server=access.server).first)
-                await asyncio.sleep(0.02)
-            assert record is not None and record.status == "queued"
+            await _until_queued(queue, pending)
+            record = await orm(ToolTask.objects.filter(server=access.server).first)
+            if keyed:
+                assert record is not None and record.status == "queued"
+            else:
+                assert record is None  # nothing written before a worker takes it
             reply = await asyncio.wait_for(pending, WAIT)
         elapsed = time.monotonic() - started
     error = reply.json()["error"]
     assert error["code"] == -32603, error
     assert "No worker took this call within 2 s" in error["message"]
     assert timeout <= elapsed < timeout + 8.0, elapsed  # the awaiting poll re-reads at most every 5 s
-    record = await orm(ToolTask.objects.get, pk=record.pk)
+    record = await orm(ToolTask.objects.get, server=access.server)
     assert record.status == "failed" and record.attempts == 0 and "No worker" in record.status_message
+
+
+async def test_a_call_cancelled_before_a_worker_took_it_never_runs(
+    live_access: Access, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """A 2026 client closes its stream while the call's message waits in the queue (no record yet): a
+    ``cancelled`` tombstone is left, and the worker that takes the message later skips it: the tool never
+    starts, the record stays cancelled and untaken. The next call on the same one-process worker (after it in
+    the queue) runs, so the skipped message was taken first."""
+    require_broker()
+    access = live_access
+    queue = _queue("cancelled")
+    env = {"MCP_WORKER_QUEUE": queue}
+    trace = tmp_path / "trace"
+    with running_daphne(tmp_path_factory, extra_env=env) as server:
+        url = endpoint(server.url, access)
+        body, extra = modern_tool_call("worker_job", job(trace, "C", 1))
+        async with httpx.AsyncClient(timeout=WAIT) as http:
+            pending = asyncio.ensure_future(http.post(url, headers={**headers(access), **extra}, json=body))
+            await _until_queued(queue, pending)
+            pending.cancel()  # the connection closes: the call is cancelled
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending
+        deadline = time.monotonic() + WAIT
+        while (record := await orm(ToolTask.objects.filter(server=access.server).first)) is None:
+            assert time.monotonic() < deadline, "no tombstone was written for the cancelled call"
+            await asyncio.sleep(0.02)
+        assert record.status == "cancelled" and record.attempts == 0
+        with running_worker(tmp_path_factory, concurrency=1, queue=queue, extra_env=env, purge=False):
+            body, extra = modern_tool_call("worker_job", job(trace, "N", 1), id=2)
+            async with httpx.AsyncClient(timeout=WAIT) as http:
+                reply = await http.post(
+                    url, headers={**headers(access), **extra, "Accept": "application/json"}, json=body
+                )
+            assert reply.json()["result"]["structuredContent"]["done"] == 1, reply.text
+    assert not [line for line in lines(trace) if line.startswith("C ")]
+    record = await orm(ToolTask.objects.get, pk=record.pk)
+    assert (record.status, record.attempts, record.owner) == ("cancelled", 0, "")
 
 
 def _ppid(pid: int) -> int:

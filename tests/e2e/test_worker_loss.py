@@ -104,7 +104,9 @@ async def test_the_reaper_fails_a_call_no_worker_took_before_its_deadline(
     loss_access: Access, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """No worker consumes this queue: the call stays queued until the beat reaper fails it at its deadline; the
-    client waiting for it gets the failure."""
+    client waiting for it gets the failure. The call has an idempotency key, so its record is written before
+    dispatch (a call only its request awaits has none until a worker takes it: the awaiting process fails it at
+    ``WORKER_QUEUE_TIMEOUT_SECONDS``, ``test_worker_liveness.py``)."""
     from mcp_app.workers.running.reaper import fail_overdue
 
     require_broker()
@@ -113,7 +115,8 @@ async def test_the_reaper_fails_a_call_no_worker_took_before_its_deadline(
     with running_daphne(tmp_path_factory, extra_env=env) as server:
         url = endpoint(server.url, access)
         async with httpx.AsyncClient(timeout=WAIT) as http:
-            body, extra = modern_tool_call("worker_job", {"steps": 1})
+            key = {"io.mcp-host/idempotencyKey": uuid.uuid4().hex}
+            body, extra = modern_tool_call("worker_job", {"steps": 1}, meta=key)
             pending = asyncio.ensure_future(
                 http.post(url, headers={**headers(access), **extra, "Accept": "application/json"}, json=body)
             )
@@ -131,3 +134,47 @@ async def test_the_reaper_fails_a_call_no_worker_took_before_its_deadline(
     assert reply.json()["error"]["code"] == -32001
     record = await orm(ToolTask.objects.get, pk=record.pk)
     assert record.status == "failed" and record.error["code"] == -32001
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unwritten", "with a key"])
+async def test_a_worker_call_outlives_a_sigkilled_daphne(
+    keyed: bool, loss_access: Access, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    """The daphne that accepted a worker call is SIGKILLed while the worker runs it: the worker finishes the call
+    and records its outcome (for a call sent unwritten, in the row the worker wrote when it took it). A call with
+    an idempotency key re-issued to another daphne gets that outcome; the tool ran once."""
+    require_broker()
+    access = loss_access
+    queue = f"outlive-{uuid.uuid4().hex[:8]}"
+    env = {"MCP_WORKER_QUEUE": queue}
+    trace = tmp_path / "trace"
+    meta = {"io.mcp-host/idempotencyKey": uuid.uuid4().hex} if keyed else {}
+    body, extra = modern_tool_call("worker_job", job(trace, "D", 8, 100), meta=meta)
+    with running_worker(tmp_path_factory, concurrency=1, queue=queue, extra_env=env):
+        with running_daphne(tmp_path_factory, extra_env=env) as first:
+            async with httpx.AsyncClient(timeout=WAIT) as http:
+                pending = asyncio.ensure_future(
+                    http.post(endpoint(first.url, access), headers={**headers(access), **extra}, json=body)
+                )
+                await wait_for_line(trace, lambda line: line == "D step 1", "the first step")
+                first.process.send_signal(signal.SIGKILL)
+                with pytest.raises(httpx.HTTPError):
+                    await asyncio.wait_for(pending, WAIT)
+        deadline = time.monotonic() + WAIT
+        while (record := await orm(ToolTask.objects.filter(server=access.server).first)) is None or (
+            record.status != "completed"
+        ):
+            assert time.monotonic() < deadline, f"the call's outcome was never recorded: {record}"
+            await asyncio.sleep(0.05)
+        assert record.result["structuredContent"]["done"] == 8 and record.attempts == 1
+        if keyed:
+            with running_daphne(tmp_path_factory, extra_env=env) as second:
+                async with httpx.AsyncClient(timeout=WAIT) as http:
+                    reply = await http.post(
+                        endpoint(second.url, access),
+                        headers={**headers(access), **extra, "Accept": "application/json"},
+                        json=body,
+                    )
+            assert reply.json()["result"]["structuredContent"]["done"] == 8, reply.text
+    assert len([line for line in lines(trace) if line.startswith("D start")]) == 1  # the tool ran once
+    assert await orm(ToolTask.objects.filter(server=access.server).count) == 1

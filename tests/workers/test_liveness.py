@@ -91,6 +91,37 @@ def test_a_call_no_worker_took_is_sent_again_once_when_workers_consume_its_queue
     assert ToolTask.objects.get(pk=record.pk).status == "failed" and len(sent) == 1
 
 
+def _unwritten(access: Any, **fields: Any) -> ToolTask:
+    """A call as ``dispatch_unwritten`` sends one: its record unsaved, no row."""
+    record = _record(access)
+    ToolTask.objects.filter(pk=record.pk).delete()
+    record.pk = None
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return record
+
+
+def test_a_call_sent_unwritten_no_worker_took_is_sent_again_once_then_failed_by_its_awaiting_process(
+    beats: None, access_factory: Any
+) -> None:
+    """``read_unwritten``: the awaiting process's clock judges it as ``check`` judges a written call: not yet;
+    sent again once (under a new Celery id) when workers consume the queue; then a ``failed`` tombstone."""
+    access = access_factory(tools=("worker_job",))
+    sent: list[ToolTask] = []
+    fresh = _unwritten(access)
+    assert liveness.read_unwritten(fresh, sent.append) is fresh and sent == []  # not overdue yet
+    record = _unwritten(access, updated_at=timezone.now() - timedelta(seconds=6))
+    first_id = record.celery_id
+    heartbeat.backend().beat("live-worker:1:a", ["live-test"])  # a worker consumes the queue
+    again = liveness.read_unwritten(record, sent.append)
+    assert again.pk is None and again.celery_id != first_id and [s.celery_id for s in sent] == [again.celery_id]
+    assert not ToolTask.objects.filter(task_id=record.task_id).exists()
+    again.updated_at = timezone.now() - timedelta(seconds=6)
+    failed = liveness.read_unwritten(again, sent.append)  # the second time: failed
+    assert failed.pk is not None and failed.status == "failed" and len(sent) == 1
+    assert "No worker took this call within 5 s" in failed.status_message
+
+
 @pytest.mark.parametrize("policy", ["requeue", "fail"])
 def test_a_call_whose_worker_stopped_beating_is_requeued_or_failed(
     policy: str, beats: None, access_factory: Any, settings: Any

@@ -90,6 +90,101 @@ def test_a_warm_worker_call_costs_two_updates_and_no_read(access_factory: Any, l
     assert record.owner and record.started_at and record.finished_at
 
 
+def _unwritten(access: Any) -> tuple[ToolTask, dict[str, Any]]:
+    """A call as a serving process sends one that only it awaits (``dispatch.dispatch_unwritten``): no row, the
+    record (unsaved, as the serving process knows it) and a message that carries what the worker writes."""
+    record, message = _dispatch(access)
+    ToolTask.objects.filter(pk=record.pk).delete()
+    record.pk = None
+    message["unwritten"] = {
+        "queued_at": record.created_at.timestamp(),
+        "ttl_ms": record.ttl_ms,
+        "request_id": record.request_id,
+    }
+    return record, message
+
+
+def test_a_call_sent_unwritten_costs_one_insert_and_one_update(access_factory: Any, loop: Any) -> None:
+    """The worker writes the record when it takes the call: one INSERT (``working``), then the outcome's UPDATE;
+    the row is the one the serving process would have written."""
+    access = access_factory(tools=("worker_job",))
+    first, message = _unwritten(access)
+    assert execute.execute_in_thread(loop, None, first.celery_id, message, bus=local_bus) == "stored"  # warm
+    sent, message = _unwritten(access)
+    with CaptureQueriesContext(connection) as queries:
+        state = execute.execute_in_thread(loop, None, sent.celery_id, message, bus=local_bus)
+    assert state == "stored"
+    assert _statements(queries) == ["INSERT", "UPDATE"]
+    record = ToolTask.objects.get(task_id=sent.task_id)
+    assert (record.status, record.attempts, record.result["structuredContent"]["done"]) == ("completed", 1, 2)
+    assert record.owner and record.started_at and record.finished_at
+    for field in ("celery_id", "request_id", "ttl_ms", "expires_at", "deadline", "execution", "tool_name"):
+        assert getattr(record, field) == getattr(sent, field), field
+    assert (record.server_id, record.agent_id, record.client_task, record.arguments) == (
+        access.server.pk,
+        access.agent.pk,
+        False,
+        {"tag": "t", "steps": 2},
+    )
+
+
+@pytest.mark.parametrize("why", ["cancelled", "no worker took it"])
+def test_a_tombstone_keeps_a_call_sent_unwritten_from_running(
+    why: str, access_factory: Any, loop: Any, settings: Any
+) -> None:
+    """Cancelled before a worker took it (``durable.cancel``), or judged lost by the awaiting process's clock
+    (``liveness.read_unwritten``): the tombstone it leaves makes the late delivery skip the call."""
+    from django.test import override_settings
+
+    from mcp_app.workers.serving import liveness
+
+    access = access_factory(tools=("worker_job",))
+    sent, message = _unwritten(access)
+    if why == "cancelled":
+        assert ToolTask.objects.cancel_unwritten(sent)
+    else:
+        assert liveness.read_unwritten(sent).pk is None  # not overdue yet: still the record as dispatched
+        with override_settings(MCP_APP={**settings.MCP_APP, "WORKER_QUEUE_TIMEOUT_SECONDS": 0.001}):
+            failed = liveness.read_unwritten(sent)
+        assert failed.pk is not None and failed.status == "failed" and "No worker took" in failed.error["message"]
+    assert execute.execute_in_thread(loop, None, sent.celery_id, message, bus=local_bus) == "terminal"
+    record = ToolTask.objects.get(task_id=sent.task_id)
+    assert record.status == ("cancelled" if why == "cancelled" else "failed")
+    assert (record.attempts, record.owner, record.started_at, record.result) == (0, "", None, None)
+
+
+def test_a_cancellation_after_the_worker_wrote_the_record_cancels_that_record(access_factory: Any) -> None:
+    access = access_factory(tools=("worker_job",))
+    sent, message = _unwritten(access)
+    spec = WorkerMessage.from_wire(message)
+    assert spec.call is not None and spec.unwritten is not None
+    taken = records.unwritten(spec.call, spec.unwritten, sent.celery_id)
+    assert ToolTask.objects.take_unwritten(taken, "someone")
+    assert ToolTask.objects.cancel_unwritten(sent)  # the tombstone loses to the row: the row is cancelled
+    assert ToolTask.objects.get(task_id=sent.task_id).status == "cancelled"
+    assert ToolTask.objects.filter(task_id=sent.task_id).count() == 1
+
+
+@pytest.mark.parametrize(("policy", "outcome"), [("requeue", "completed"), ("fail", "failed")])
+def test_a_call_sent_unwritten_delivered_again_after_its_worker_died_is_judged_by_its_record(
+    policy: str, outcome: str, access_factory: Any, loop: Any, settings: Any
+) -> None:
+    """The message comes back (its worker died after writing the record ``working``): the second delivery finds
+    the row, and runs the call again or fails it per ``WORKER_LOST_CALLS``, one row either way."""
+    from django.test import override_settings
+
+    access = access_factory(tools=("worker_job",))
+    sent, message = _unwritten(access)
+    spec = WorkerMessage.from_wire(message)
+    assert spec.call is not None and spec.unwritten is not None
+    assert ToolTask.objects.take_unwritten(records.unwritten(spec.call, spec.unwritten, sent.celery_id), "dead")
+    with override_settings(MCP_APP={**settings.MCP_APP, "WORKER_LOST_CALLS": policy}):
+        state = execute.execute_in_thread(loop, None, sent.celery_id, message, bus=local_bus)
+    assert state == ("stored" if policy == "requeue" else "lost")
+    record = ToolTask.objects.get(task_id=sent.task_id)
+    assert record.status == outcome and record.attempts == (2 if policy == "requeue" else 1)
+
+
 def _where_steps_run(monkeypatch: Any) -> list[str]:
     seen: list[str] = []
     take, store = ToolTask.objects.take, ToolTask.objects.store

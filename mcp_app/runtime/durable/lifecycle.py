@@ -174,8 +174,12 @@ def stop_with(execution: str, stopper: Callable[[ToolTask], None]) -> None:
 async def cancel(record: ToolTask, message: str = "Cancelled by the client") -> bool:
     """Cancel ``record`` and stop its work wherever it runs; returns whether the record moved (a terminal one
     stays as it is). A worker call is stopped even when someone else recorded the cancellation first: every
-    stop is idempotent, and a worker that heard one already ignores the next."""
-    moved: bool = await database_sync_to_async(ToolTask.objects.cancel)(record.pk, message)
+    stop is idempotent, and a worker that heard one already ignores the next. A worker call dispatched without
+    its record (no pk) leaves a ``cancelled`` tombstone that the worker taking it respects."""
+    if record.pk is None:
+        moved: bool = await database_sync_to_async(ToolTask.objects.cancel_unwritten)(record, message)
+    else:
+        moved = await database_sync_to_async(ToolTask.objects.cancel)(record.pk, message)
     if _stops(record, moved):
         await stop(record)
     return moved

@@ -41,7 +41,7 @@ ASK_TIMEOUT_SECONDS = 300.0
 class WorkerCall:
     """One run of a worker call: what ``execute._steps`` drives (see the module docstring)."""
 
-    def __init__(self, record_pk: int, celery_id: str, info: WorkerMessage, bus: Messaging) -> None:
+    def __init__(self, record_pk: int | None, celery_id: str, info: WorkerMessage, bus: Messaging) -> None:
         self.record_pk = record_pk
         self.celery_id = celery_id
         self.info = info
@@ -73,9 +73,12 @@ class WorkerCall:
             await asyncio.wait_for(self.listener.joined.wait(), JOIN_TIMEOUT_SECONDS)
 
     def take(self) -> str:
-        """Take the record (one conditional UPDATE when the message carries the call) and build the context;
-        returns ``"run"`` or why not (``ToolTask.objects.begin``)."""
+        """Take the record (one conditional UPDATE when the message carries the call; one INSERT when the serving
+        process did not write it, ``take_unwritten``) and build the context; returns ``"run"`` or why not
+        (``ToolTask.objects.begin``)."""
         owner = owner_id()
+        if self.record_pk is None:
+            return self._take_unwritten(owner)
         if self.spec is None or self.task_id is None:
             record, verdict = ToolTask.objects.begin(self.record_pk, self.celery_id, owner, lost=records.lost)
         elif ToolTask.objects.take(self.record_pk, self.celery_id, owner):
@@ -84,6 +87,26 @@ class WorkerCall:
             return "run"
         else:
             record, verdict = ToolTask.objects.untaken(self.record_pk, self.celery_id, owner, lost=records.lost)
+        return self._untaken(record, verdict)
+
+    def _take_unwritten(self, owner: str) -> str:
+        """Write the record of a call sent without it, ``working`` (unless a row of its task id exists: a
+        tombstone, or this message's earlier delivery, which ``untaken`` judges as for any record)."""
+        if self.spec is None or self.info.unwritten is None:
+            return "gone"  # nothing to write it from (a malformed message)
+        record = records.unwritten(self.spec, self.info.unwritten, self.celery_id)
+        if ToolTask.objects.take_unwritten(record, owner):
+            self.record_pk = record.pk
+            self.ctx = call_context(self.spec, self.info)
+            self.began = time.monotonic()
+            return "run"
+        self.record_pk = ToolTask.objects.pk_of(self.spec.task_id)
+        if self.record_pk is None:
+            return "gone"
+        found, verdict = ToolTask.objects.untaken(self.record_pk, self.celery_id, owner, lost=records.lost)
+        return self._untaken(found, verdict)
+
+    def _untaken(self, record: ToolTask | None, verdict: str) -> str:
         self.record = record
         if record is not None:
             self.task_id = record.task_id
@@ -102,7 +125,7 @@ class WorkerCall:
 
     async def run(self) -> Any:
         """The tool, to its outcome: a result dict, a ``ProtocolError``, or ``None`` when it was cancelled."""
-        assert self.ctx is not None and self.spec is not None
+        assert self.ctx is not None and self.spec is not None and self.record_pk is not None  # taken
         ctx, spec, info = self.ctx, self.spec, self.info
         task_id = spec.task_id
         if self.listener is None or self.listener.task_id != task_id:
@@ -166,6 +189,7 @@ class WorkerCall:
 
     def settle(self, outcome: Any) -> bool:
         """Store the outcome (``None``: cancelled); returns whether the stored outcome is the record's."""
+        assert self.record_pk is not None  # taken
         if outcome is None:
             ToolTask.objects.cancel(self.record_pk)
             return False

@@ -99,7 +99,9 @@ class _Stepper:
             self.step, self.state = None, str(end.value)
 
 
-async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerMessage, *, bus: Messaging) -> str:
+async def execute(
+    record_pk: int | None, celery_id: str, info: dict[str, Any] | WorkerMessage, *, bus: Messaging
+) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
     loop (no broker: the serving process), its messages on ``bus``; returns what happened: "stored",
     "cancelled", or why it did not run."""
@@ -120,7 +122,7 @@ async def execute(record_pk: int, celery_id: str, info: dict[str, Any] | WorkerM
 
 def execute_in_thread(
     loop: asyncio.AbstractEventLoop,
-    record_pk: int,
+    record_pk: int | None,
     celery_id: str,
     info: dict[str, Any] | WorkerMessage,
     *,

@@ -2,9 +2,9 @@
 (heartbeats; the call of a lost pool process failed; a pool process's usage written before it exits).
 
 ``run_tool_call(record_pk, info)`` runs one call (``execute.execute_in_thread``, in the thread's kept event loop
-and channel layer) and returns once its outcome is stored: its message is acknowledged after that; on worker loss
-it is rejected back to the queue (``WORKER_LOST_CALLS = "requeue"``) or its record failed (docs/workers.md,
-"liveness"). They are ``shared_task``s of whichever Celery app the project runs (``mcp_app.tasks`` imports them).
+and channel layer; ``record_pk`` ``None``: a call sent without its record, which the worker writes) and returns
+once its outcome is stored: its message is acknowledged after that; on worker loss it is rejected back to the
+queue (``WORKER_LOST_CALLS = "requeue"``) or its record failed (docs/workers.md, "liveness"). They are ``shared_task``s of whichever Celery app the project runs (``mcp_app.tasks`` imports them).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _thread_loop() -> tuple[asyncio.AbstractEventLoop, Messaging]:
 
 
 @shared_task(bind=True, base=ToolCallTask, name=RUN_TASK)
-def run_tool_call(self: Task, record_pk: int, info: dict[str, Any]) -> str:
+def run_tool_call(self: Task, record_pk: int | None, info: dict[str, Any]) -> str:
     from .execute import execute_in_thread
 
     loop, bus = _thread_loop()
@@ -80,7 +80,11 @@ def _fail_lost_call(sender: Any = None, args: Any = None, exception: Any = None,
     from .reaper import fail
 
     try:
-        record = ToolTask.objects.load(int(args[0]))
+        if args[0] is not None:
+            record = ToolTask.objects.load(int(args[0]))
+        else:  # sent unwritten: its record is the one of its task id, if the worker wrote it
+            body = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+            record = ToolTask.objects.by_task_id(str(body.get("task_id") or ""))
         if record is not None:
             fail(record, records.lost(), "failed: its pool process died")
     except Exception:

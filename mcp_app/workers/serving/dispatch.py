@@ -1,6 +1,8 @@
 """Sending a worker call to the workers (the routing runner; ``liveness`` for a re-queued call; sync functions):
 ``broker_configured()``, the Celery ``message`` of a record, ``send`` it (the record failed when the broker is
-unreachable), ``request_info``, ``create_and_dispatch``/``requeue_and_dispatch`` and ``revoke_celery_task``.
+unreachable), ``request_info``, ``create_and_dispatch``/``requeue_and_dispatch``, ``dispatch_unwritten`` (a call
+only this process awaits: the message is its only copy until a worker writes its record, docs/workers.md) and
+``revoke_celery_task``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ...protocol.context import CallContext
 from ...protocol.errors import InternalError
 from ...runtime import durable
 from .. import records
-from ..message import Served, WorkerMessage
+from ..message import Served, Unwritten, WorkerMessage
 
 logger = logging.getLogger("mcp_app.workers")
 
@@ -35,8 +37,13 @@ def broker_configured() -> bool:
 
 def message(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | None) -> dict[str, Any]:
     """What the worker is handed with the record's pk (``WorkerMessage``, as JSON): ``info``, the task id, the
-    cancellation channel enrolled for it (``admission.enrol``) and the call (``records.call_spec``)."""
+    cancellation channel enrolled for it (``admission.enrol``) and the call (``records.call_spec``); for a record
+    not written (no pk), what else the worker writes it with (``Unwritten``)."""
     described = dataclasses.replace(info, task_id=record.task_id, cancel_channel=worker_cancel_channel(record.task_id))
+    if record.pk is None:
+        described = dataclasses.replace(
+            described, unwritten=Unwritten(record.created_at.timestamp(), record.ttl_ms, record.request_id)
+        )
     if served is not None:
         described = described.with_call(records.call_spec(record, server=served[0], agent_id=served[1]))
     return described.to_wire()
@@ -58,10 +65,12 @@ def send(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | Non
             **options,
         )
     except Exception as error:
-        # No broker: the record must not stay queued for a worker that will never see it.
+        # No broker: the record must not stay queued for a worker that will never see it (one not written
+        # stays unwritten: nobody but this request knows of the call).
         logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
         unreachable = InternalError("The worker queue is unreachable; retry shortly")
-        ToolTask.objects.store(record.pk, durable.columns(unreachable))
+        if record.pk is not None:
+            ToolTask.objects.store(record.pk, durable.columns(unreachable))
         raise unreachable from error
 
 
@@ -85,6 +94,13 @@ def create_and_dispatch(
     if created and celery:
         send(record, info, served)
     return record, created
+
+
+def dispatch_unwritten(record: ToolTask, info: WorkerMessage, served: tuple[Served, str]) -> None:
+    """Send a new call without writing its record (``record``: ``ToolTask.objects.worker_call``, unsaved,
+    ``queued``); the worker that takes it writes it (``take_unwritten``). For a call that only this process can
+    await: no idempotency key, not a task and unable to become one. No database query; a blocking publish."""
+    send(record, info, served)
 
 
 def requeue_and_dispatch(

@@ -4,6 +4,10 @@
   ``WORKER_QUEUE_TIMEOUT_SECONDS`` is sent again once (``resend``: workers do consume its queue) or failed
   (``expire``); a ``working`` call whose owner stopped beating is re-queued or failed per ``WORKER_LOST_CALLS``
   (``recover``). Returns whether the record moved.
+- ``read_unwritten(record, redispatch)``: the same judgement for a call dispatched without its record, by the
+  awaiting process's own clock (nobody else knows of it): the row a worker wrote; past
+  ``WORKER_QUEUE_TIMEOUT_SECONDS`` sent again once as ``resend`` would, then a ``failed`` tombstone, so that a
+  late delivery does not run the tool.
 - ``sweep()``: the same for every worker call, awaited or not (``SWEEP_GRACE_SECONDS`` later), and
   ``runtime.durable.recover_orphaned_tasks``; ``start_sweeping()`` runs it every ``LIVENESS_SWEEP_SECONDS`` on
   this serving process's heartbeat thread.
@@ -63,6 +67,27 @@ def check(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> boo
     return False
 
 
+def read_unwritten(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None = None) -> ToolTask:
+    """The record of a call dispatched unwritten (``dispatch.dispatch_unwritten``) as it is now: the row of its
+    task id (the worker's, or a tombstone); while there is none, ``record`` itself (``queued``). Once it is
+    overdue in the queue it is sent again once under a new Celery id when workers consume the queue (``record``
+    changed so: whichever message a worker takes first writes the row, the other is superseded), else failed: the
+    ``failed`` tombstone written now (a worker that wrote its row first wins)."""
+    found = ToolTask.objects.by_task_id(record.task_id)
+    if found is not None or not _overdue_in_queue(record):
+        return found or record
+    if redispatch is not None and record.status_message != RESENT_MESSAGE and _workers_consume():
+        record.celery_id, record.updated_at, record.status_message = str(uuid.uuid4()), timezone.now(), RESENT_MESSAGE
+        logger.warning(
+            "worker call %s of %s sent again: no worker took it in time", record.task_id[:8], record.tool_name
+        )
+        redispatch(record)
+        return record
+    if ToolTask.objects.tombstone(record, durable.columns(InternalError(no_worker_message()))):
+        logger.warning("worker call %s of %s failed: no worker took it", record.task_id[:8], record.tool_name)
+    return ToolTask.objects.by_task_id(record.task_id) or record
+
+
 def _overdue_in_queue(record: ToolTask) -> bool:
     queued_since = record.updated_at or record.created_at
     return queued_since < timezone.now() - timedelta(seconds=float(mcp_settings.WORKER_QUEUE_TIMEOUT_SECONDS))
@@ -76,18 +101,21 @@ def resend(record: ToolTask, redispatch: Callable[[ToolTask], Any] | None) -> bo
     worker that died before starting it (kombu's Redis transport restores such a message only after its
     visibility timeout). Sent again once under a new Celery id (the old message, if it ever comes, is
     superseded); whether it was."""
-    if redispatch is None or record.status_message == RESENT_MESSAGE:
-        return False
-    try:
-        queue = heartbeat.worker_queue()
-        if queue is None or not heartbeat.consumers(queue):
-            return False
-    except Exception:  # the heartbeat backend is unreachable: fail it as no worker took it
+    if redispatch is None or record.status_message == RESENT_MESSAGE or not _workers_consume():
         return False
     where = {"status": ToolTask.Status.QUEUED, "celery_id": record.celery_id}
     return _send_again(
         record, redispatch, "sent again: no worker took it in time", where, status_message=RESENT_MESSAGE
     )
+
+
+def _workers_consume() -> bool:
+    """Whether workers consume the queue of worker calls (their heartbeats; unreachable: no)."""
+    try:
+        queue = heartbeat.worker_queue()
+        return queue is not None and bool(heartbeat.consumers(queue))
+    except Exception:  # the heartbeat backend is unreachable: fail it as no worker took it
+        return False
 
 
 def expire(record: ToolTask) -> bool:

@@ -3,9 +3,11 @@ broker), everything else inline.
 
 ``RoutingRunner.call_tool`` for a tool with ``execution == "worker"``: ``start`` validates the arguments, admits
 the call and joins its event group (``admission``), creates its durable record (or attaches to the call of the
-same idempotency key, ``IDEMPOTENCY_META``, or re-queues a resumed task) and dispatches it; ``wait`` relays its
-events to the client until the record settles (``durable.until_settled``, ``liveness.check`` on each re-read)
-and returns or raises its outcome. A cancelled wait cancels the call (``durable.cancel``), except a 2026 call
+same idempotency key, ``IDEMPOTENCY_META``, or re-queues a resumed task) and dispatches it; a call that only this
+process can await (no key, not a task, unable to become one) is dispatched without its record, which the worker
+writes when it takes it (``dispatch.dispatch_unwritten``; read by task id meanwhile, ``liveness.read_unwritten``);
+``wait`` relays its events to the client until the record settles (``durable.until_settled``, ``liveness.check``
+on each re-read) and returns or raises its outcome. A cancelled wait cancels the call (``durable.cancel``), except a 2026 call
 with an idempotency key whose stream closed (its client will re-issue it). A task-capable tool of a 2026 client
 follows ``runtime.tasks.answer_or_task``: the worker call's record becomes the task (one row).
 
@@ -40,7 +42,14 @@ from ..message import Ask, Done, Notify, Progress, WorkerEvent
 from ..running.execute import execute
 from . import inbox, liveness
 from .admission import listen_and_admit, release, undispatched
-from .dispatch import broker_configured, create_and_dispatch, request_info, requeue_and_dispatch, revoke_celery_task
+from .dispatch import (
+    broker_configured,
+    create_and_dispatch,
+    dispatch_unwritten,
+    request_info,
+    requeue_and_dispatch,
+    revoke_celery_task,
+)
 from .dispatch import message as _message
 from .dispatch import send as _send
 from .inbox import listen
@@ -114,11 +123,15 @@ class RoutingRunner:
             return await self.inline.call_tool(tool, arguments, call)
         if runs_as_task(tool, call):
             return await self._as_task(tool, arguments, call)
-        started = await self.start(tool, arguments, call)
+        started = await self.start(tool, arguments, call, private=True)
         return await self.wait(started, call)
 
-    async def start(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> _Started:
-        """Record (or find, or re-queue) the call, listen to its events, dispatch it."""
+    async def start(
+        self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, *, private: bool = False
+    ) -> _Started:
+        """Record (or find, or re-queue) the call, listen to its events, dispatch it. ``private``: the client
+        cannot take a task; without an idempotency key nobody but this request can then await the call, so it is
+        sent unwritten (the worker writes its record)."""
         validate_arguments(tool, arguments)
         key = idempotency_key(call)
         ctx = call.request
@@ -127,6 +140,7 @@ class RoutingRunner:
         info = request_info(call)
         served = records.served(call.request.server, call.request.principal)
         celery = broker_configured()
+        unwritten = private and celery and served is not None and not (key or call.task_id or call.in_task)
         # The call's messages travel on the channel layer, or the in-process bus when it runs in this process.
         bus = messaging() if celery else local_bus
         # A resumed task runs again under its id (it takes a slot again), a new call under a new one. Admission
@@ -140,20 +154,25 @@ class RoutingRunner:
             if call.task_id:
                 record = await database_sync_to_async(requeue_and_dispatch)(task_id, timeout, info, served, celery)
                 created = record is not None
+            elif unwritten:
+                assert served is not None
+                record = ToolTask.objects.worker_call(task_id=task_id, **self._fields(tool, arguments, call, key))
+                created = True
+                # A publish, no query: in a thread of the loop's pool (the database thread has nothing to do).
+                send = functools.partial(dispatch_unwritten, record, info, served)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, send)
+                except asyncio.CancelledError:
+                    # The request ended while publishing: the message may be on its way (the thread goes on),
+                    # and nobody would await it: a tombstone keeps it from running.
+                    try:
+                        await asyncio.shield(durable.cancel(record))
+                    except Exception as error:  # the call may then run once, unawaited
+                        logger.warning("could not cancel an unwritten worker call: %s", type(error).__name__)
+                    raise
             else:
-                fields = {
-                    "server_pk": ctx.server.pk,
-                    "agent_pk": ctx.principal.agent_pk,
-                    "tool_name": tool.name,
-                    "arguments": arguments,
-                    "timeout": timeout,
-                    "client_capabilities": dict(ctx.client_capabilities),
-                    "protocol_version": ctx.protocol_version,
-                    "request_id": call.request_id,
-                    "idempotency_key": key,
-                }
                 record, created = await database_sync_to_async(create_and_dispatch)(
-                    task_id, fields, info, served, celery
+                    task_id, self._fields(tool, arguments, call, key), info, served, celery
                 )
         except BaseException as error:
             await undispatched(task_id, lease, leave, bus, error)
@@ -175,14 +194,31 @@ class RoutingRunner:
         redispatch = functools.partial(_send, info=info, served=served) if celery else None
         return _Started(record=record, created=created, queue=queue, leave=leave, lease=lease, redispatch=redispatch)
 
+    @staticmethod
+    def _fields(tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext, key: str) -> dict[str, Any]:
+        """The new record's fields (``ToolTask.objects.worker_call``)."""
+        ctx = call.request
+        assert ctx.principal is not None
+        return {
+            "server_pk": ctx.server.pk,
+            "agent_pk": ctx.principal.agent_pk,
+            "tool_name": tool.name,
+            "arguments": arguments,
+            "timeout": records.timeout_of(tool.timeout),
+            "client_capabilities": dict(ctx.client_capabilities),
+            "protocol_version": ctx.protocol_version,
+            "request_id": call.request_id,
+            "idempotency_key": key,
+        }
+
     async def wait(self, started: _Started, call: CallContext, *, cancel_on_exit: bool = True) -> dict[str, Any]:
         """Relay the call's events until its record settles (``durable.until_settled``); return or raise its
         outcome."""
-        record = started.record
         try:
             settled = await durable.until_settled(
-                record,
+                started.record,
                 started.queue,
+                read=functools.partial(_read, started),
                 every=POLL_FIRST_SECONDS,
                 most=POLL_MAX_SECONDS,
                 on_event=functools.partial(_relay, call, started),
@@ -193,7 +229,7 @@ class RoutingRunner:
             return self._result(settled, call)
         except asyncio.CancelledError:
             if cancel_on_exit and not (started.detachable and _detaches(call)):
-                await asyncio.shield(durable.cancel(record))
+                await asyncio.shield(durable.cancel(started.record))
             else:
                 started.lease = None  # the call goes on without us: whoever settles it gives the slot back
             raise
@@ -247,12 +283,26 @@ async def _relay(call: CallContext, started: _Started, event: WorkerEvent) -> To
         case Done() as done:
             if done.released and started.lease is not None:
                 started.lease.released_elsewhere()
-            return _carried(done) or await durable.reload(started.record.pk) or False
+            return _carried(done) or await _read(started) or False
     return False
+
+
+async def _read(started: _Started) -> ToolTask | None:
+    """The call's record as it is now: by its pk, or for a call dispatched unwritten by its task id until a row
+    exists (``liveness.read_unwritten``: the record as dispatched meanwhile, sent again or failed past the queue
+    timeout)."""
+    if started.record.pk is not None:
+        return await durable.reload(started.record.pk)
+    record: ToolTask = await database_sync_to_async(liveness.read_unwritten)(started.record, started.redispatch)
+    if record.pk is not None:
+        started.record = record  # written now: read by its pk from here on
+    return record
 
 
 async def _alive(redispatch: Any, record: ToolTask) -> bool:
     """Re-dispatch or fail a call whose worker was lost (``liveness.check``); whether that moved the record."""
+    if record.pk is None:
+        return False  # not taken yet: ``read_unwritten`` judges it by this process's clock
     moved: bool = await database_sync_to_async(liveness.check)(record, redispatch)
     return moved
 
