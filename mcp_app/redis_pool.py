@@ -3,7 +3,8 @@ docs/deployment.md, "Redis connections").
 
 - ``BoundedConnectionPool``: at most ``REDIS_MAX_CONNECTIONS`` connections (beyond, a command waits up to
   ``REDIS_POOL_WAIT_SECONDS``, then fails as Redis being unreachable: 503); one idle for ``REDIS_IDLE_SECONDS`` is
-  closed. It belongs to the event loop it is used in.
+  closed. An idle connection is handed over at once when nobody waits for one. It belongs to the event loop it
+  is used in.
 - ``redis_client(url)``: the running loop's asyncio client on such a pool, for every backend of shared state and
   ``/readyz``; ``sync_redis_client(url)``: the process's blocking client (thread-safe), for the sync paths.
 - ``script(client, source)``: the Lua ``source`` registered once on ``client``.
@@ -22,7 +23,7 @@ import weakref
 from typing import Any
 
 import redis.asyncio as redis
-from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
+from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool, ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry as BlockingRetry
@@ -50,7 +51,12 @@ class BoundedConnectionPool(BlockingConnectionPool):
     """redis-py's ``BlockingConnectionPool`` (at most ``max_connections``) that closes a connection idle for
     ``idle_seconds``: redis-py's own keeps every connection it opened for good, so a burst of GET streams ending at
     once would leave idle connections that fill Redis's ``maxclients`` and daphne's descriptors. A closed
-    connection stays in the pool as an unconnected slot and reconnects on its next use."""
+    connection stays in the pool as an unconnected slot and reconnects on its next use.
+
+    When a connected connection is idle and no command waits for one, ``get_connection`` and ``release`` skip
+    redis-py's ``Condition``, wait timeout, reconnect-and-retry wrapper and wait-time metrics: on a busy process
+    they cost more than the command (docs/performance.md, "SSE on PostgreSQL + Redis"). The bound and the order
+    of waiters are unchanged: with a waiter, both go redis-py's way."""
 
     def __init__(self, *, idle_seconds: float, **options: Any) -> None:
         super().__init__(**options)
@@ -60,13 +66,41 @@ class BoundedConnectionPool(BlockingConnectionPool):
         self._sweep: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
 
+    def _nobody_waits(self) -> bool:
+        # asyncio.Condition keeps its waiters in ``_waiters`` (3.11-3.14); without it, always redis-py's way.
+        return not getattr(self, "_in_maintenance", False) and not getattr(self._condition, "_waiters", True)
+
     async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
-        connection: AbstractConnection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        available = self._available_connections
+        if available and self._nobody_waits():
+            connection: AbstractConnection = available.pop()
+            self._in_use_connections.add(connection)
+            self._idle.pop(connection, None)
+            try:
+                # A connected connection with nothing unread is ready; else redis-py's own check (connect, or
+                # reconnect one that holds data or whose socket closed).
+                try:
+                    ready = connection.is_connected and not await connection.can_read()
+                except Exception:
+                    ready = False
+                if not ready:
+                    await self.ensure_connection(connection)
+            except BaseException:
+                await self.release(connection)
+                raise
+            return connection
+        connection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._idle.pop(connection, None)
         return connection
 
     async def release(self, connection: AbstractConnection) -> None:
-        await super().release(connection)
+        if self._nobody_waits():
+            await ConnectionPool.release(self, connection)
+            if not self._nobody_waits():  # one came to wait meanwhile: wake it as redis-py would
+                async with self._condition:
+                    self._condition.notify()
+        else:
+            await super().release(connection)
         self._idle[connection] = time.monotonic()
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(self.idle_seconds, self._close_idle)
