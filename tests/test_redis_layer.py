@@ -13,6 +13,7 @@ import pytest
 from channels.exceptions import ChannelFull
 
 from tests.conftest import require_redis
+from tests.helpers import RedisRoundTrips
 
 pytestmark = pytest.mark.services
 
@@ -44,27 +45,6 @@ def _stock(prefix: str, **config: Any) -> Any:
     return RedisChannelLayer(hosts=[_host()], prefix=prefix, **config)
 
 
-class _RoundTrips:
-    """Counts the commands and pipelines a layer's connections send: each is one round trip to Redis."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import redis.asyncio.client as client
-
-        self.count = 0
-        command, pipeline = client.Redis.execute_command, client.Pipeline.execute
-
-        async def counted_command(this: Any, *args: Any, **options: Any) -> Any:
-            self.count += 1
-            return await command(this, *args, **options)
-
-        async def counted_pipeline(this: Any, *args: Any, **options: Any) -> Any:
-            self.count += 1
-            return await pipeline(this, *args, **options)
-
-        monkeypatch.setattr(client.Redis, "execute_command", counted_command)
-        monkeypatch.setattr(client.Pipeline, "execute", counted_pipeline)
-
-
 async def _close(*layers: Any) -> None:
     for layer in layers:
         await layer.flush()
@@ -77,7 +57,7 @@ async def test_send_add_and_group_send_take_one_one_and_two_round_trips(prefix: 
         channel = await layer.new_channel()
         await layer.send(channel, {"type": "warm"})  # connects
         assert (await asyncio.wait_for(layer.receive(channel), WAIT))["type"] == "warm"
-        trips = _RoundTrips(monkeypatch)
+        trips = RedisRoundTrips(monkeypatch)
         await layer.send(channel, {"type": "one"})
         assert trips.count == 1
         await layer.group_add("g", channel)
