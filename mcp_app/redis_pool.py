@@ -147,10 +147,21 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, f
 )
 
 
+# The clients of the loop that asked last: found again without a weak reference made per command.
+_recent: tuple[weakref.ref[asyncio.AbstractEventLoop], dict[tuple[str, float], redis.Redis]] | None = None
+
+
 def redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> redis.Redis:
     """The running loop's client for ``url`` (see the module docstring); redis-py connections belong to the loop
     that made them, so a client is never shared across loops."""
-    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    global _recent
+    loop = asyncio.get_running_loop()
+    recent = _recent
+    if recent is not None and recent[0]() is loop:
+        clients = recent[1]
+    else:
+        clients = _clients.setdefault(loop, {})
+        _recent = (weakref.ref(loop), clients)
     client = clients.get((url, socket_timeout))
     if client is None:
         pool = bounded_pool(url, **redis_connection_options(socket_timeout=socket_timeout))
