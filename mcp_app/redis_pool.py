@@ -8,6 +8,8 @@ docs/deployment.md, "Redis connections").
 - ``redis_client(url)``: the running loop's asyncio client on such a pool, for every backend of shared state and
   ``/readyz``; ``sync_redis_client(url)``: the process's blocking client (thread-safe), for the sync paths.
 - ``script(client, source)``: the Lua ``source`` registered once on ``client``.
+- ``pipelined(client, *commands)``: commands sent with every other ``pipelined`` call made on the same pool in
+  the same turn of the event loop, in one pipeline: one round trip, and one pass through the pool, for the turn.
 - ``redis_connection_options(...)``: the options of all of them and of the channel layer's pools (``redis_layer``).
 
 Not owned here: Django's cache and Celery's broker, which the project configures.
@@ -196,3 +198,53 @@ def script(client: Any, source: str) -> Any:
     if found is None:
         found = registered[source] = client.register_script(source)
     return found
+
+
+# A turn's batch of one pool: each call's commands, and where its results go.
+_Batch = list[tuple[tuple[tuple[Any, ...], ...], "asyncio.Future[list[Any]]"]]
+_batches: dict[Any, _Batch] = {}  # by pool: the calls not sent yet
+_sending: set[asyncio.Task[None]] = set()  # the batches under way (a task the loop only weakly holds can vanish)
+
+
+async def pipelined(client: redis.Redis, *commands: tuple[Any, ...]) -> list[Any]:
+    """The results of ``commands`` (each ``(name, *arguments)``), sent in one pipeline (``transaction=False``)
+    with the commands of every other call made on ``client``'s pool in this turn of the loop, in the order of the
+    calls. It returns once Redis has answered; it raises its own first command error (other calls' errors are
+    theirs), or the connection's error, which every call of the batch raises."""
+    pool = client.connection_pool
+    batch = _batches.get(pool)
+    if batch is None:
+        batch = _batches[pool] = []
+        # Its first step runs after the callbacks of this turn, so every call they make joins the batch.
+        sending = asyncio.get_running_loop().create_task(_send(client, batch))
+        _sending.add(sending)
+        sending.add_done_callback(_sending.discard)
+    answer: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+    batch.append((commands, answer))
+    results = await answer
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
+
+
+async def _send(client: redis.Redis, batch: _Batch) -> None:
+    del _batches[client.connection_pool]  # calls made from now on go in the next batch
+    try:
+        pipe = client.pipeline(transaction=False)
+        for commands, _answer in batch:
+            for command in commands:
+                pipe.execute_command(*command)
+        results = await pipe.execute(raise_on_error=False)
+    except BaseException as error:
+        for _commands, answer in batch:
+            if not answer.done():
+                answer.set_exception(error)
+        if not isinstance(error, Exception):
+            raise
+        return
+    start = 0
+    for commands, answer in batch:
+        if not answer.done():
+            answer.set_result(results[start : start + len(commands)])
+        start += len(commands)

@@ -1,6 +1,7 @@
 """``mcp_app.redis_layer.RedisChannelLayer`` on a real Redis: channels-redis's semantics (delivery to process-local
 and general channels, groups across layers, capacity, expiry), interchangeable with the stock layer in either
-direction, in fewer round trips: ``send`` one, ``group_add`` one, ``group_send`` two for any group on one host."""
+direction, in fewer round trips: ``send`` one, ``group_add`` one, ``group_send`` two for any group on one host, and
+the group joins and leaves of one turn of the event loop one together."""
 
 from __future__ import annotations
 
@@ -64,6 +65,27 @@ async def test_send_add_and_group_send_take_one_one_and_two_round_trips(prefix: 
         assert trips.count == 2
         await layer.group_send("g", {"type": "two"})
         assert trips.count == 4
+    finally:
+        monkeypatch.undo()
+        await _close(layer)
+
+
+async def test_the_group_adds_and_discards_of_one_turn_take_one_round_trip(prefix: str, monkeypatch: Any) -> None:
+    layer = _fast(prefix)
+    try:
+        channels = [await layer.new_channel() for _ in range(4)]
+        await layer.group_add("warm", channels[0])  # connects
+        trips = RedisRoundTrips(monkeypatch)
+        await asyncio.gather(*(layer.group_add(f"g{n}", channel) for n, channel in enumerate(channels)))
+        assert trips.sent == ["PIPELINE"]
+        await layer.group_send("g2", {"type": "joined"})
+        assert (await asyncio.wait_for(layer.receive(channels[2]), WAIT))["type"] == "joined"
+        sent = trips.count
+        await asyncio.gather(*(layer.group_discard(f"g{n}", channel) for n, channel in enumerate(channels)))
+        assert trips.count == sent + 1
+        await layer.group_send("g2", {"type": "left"})  # nobody is a member any more
+        await layer.send(channels[2], {"type": "direct"})
+        assert (await asyncio.wait_for(layer.receive(channels[2]), WAIT))["type"] == "direct"
     finally:
         monkeypatch.undo()
         await _close(layer)

@@ -7,7 +7,6 @@ each stream and each owner. Design: docs/architecture.md ("SSE streams, resumpti
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import secrets
 import threading
@@ -212,20 +211,16 @@ return total
 
 _APPEND_SHA = hashlib.sha1(_APPEND.encode()).hexdigest()  # noqa: S324 - Redis names scripts by their SHA-1
 
-# One append: the script's keys, its arguments, and where its result goes.
-_Append = tuple[list[str], list[Any], "asyncio.Future[int]"]
-_sending: set[asyncio.Task[None]] = set()  # the batches under way (a task the loop only weakly holds can vanish)
-
 
 class RedisEventStore(RedisBacked, EventStore):
     """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL, holding at most
     ``max_events`` and ``max_bytes`` (the oldest dropped first, in the same round trip as the append: a Lua script
     that also keeps the stream's byte count in a key of its own).
 
-    The appends that the streams of one event loop make in the same turn go to Redis together, in one pipeline
-    (``EVALSHA`` each, in the order they were made): one round trip and one pass through redis-py's connection
-    pool for the turn, however many streams flushed in it. Each append still returns only once Redis holds it,
-    and each sees the pipeline's failure as its own."""
+    The appends that the streams of one event loop make in the same turn go to Redis together, ``EVALSHA`` each in
+    one pipeline (``redis_pool.pipelined``): one round trip and one pass through redis-py's connection pool for
+    the turn, however many streams flushed in it. Each append still returns only once Redis holds it, and fails
+    if the store does."""
 
     def __init__(
         self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, max_bytes: int | None = None, **_: Any
@@ -233,7 +228,6 @@ class RedisEventStore(RedisBacked, EventStore):
         super().__init__(url, prefix)
         self._max_events = max_events
         self._max_bytes = _max_bytes(max_bytes)
-        self._batches: dict[asyncio.AbstractEventLoop, list[_Append]] = {}  # per loop: the appends not sent yet
 
     def _client(self, socket_timeout: float | None = SOCKET_TIMEOUT_SECONDS) -> Any:
         return super()._client(socket_timeout)
@@ -245,56 +239,18 @@ class RedisEventStore(RedisBacked, EventStore):
         arguments: list[Any] = [self._max_events, self._max_bytes, max(1, int(_ttl())), *(b for _n, b in bounds)]
         for sequence, message in events:
             arguments += [sequence, orjson.dumps([sequence, message])]
-        loop = asyncio.get_running_loop()
-        batch = self._batches.get(loop)
-        if batch is None:
-            batch = self._batches[loop] = []
-            sending = loop.create_task(self._send(loop, batch))  # it starts after this turn's other flushes
-            _sending.add(sending)
-            sending.add_done_callback(_sending.discard)
-        answer: asyncio.Future[int] = loop.create_future()
-        batch.append((keys, arguments, answer))
-        return await answer >= 0
-
-    async def _send(self, loop: asyncio.AbstractEventLoop, batch: list[_Append]) -> None:
-        """Send ``batch`` in one pipeline and answer each append of it (see the class docstring)."""
-        del self._batches[loop]  # appends made from now on go in the next batch
-        try:
-            results = await self._pipeline(batch)
-        except BaseException as error:
-            for _keys, _arguments, answer in batch:
-                if not answer.done():
-                    answer.set_exception(error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        for (_keys, _arguments, answer), result in zip(batch, results, strict=True):
-            if answer.done():
-                continue
-            if isinstance(result, Exception):  # this append's own error (the others stand)
-                answer.set_exception(result)
-            else:
-                answer.set_result(int(result))
-
-    async def _pipeline(self, batch: list[_Append]) -> list[Any]:
-        """Each append's result, or its own error; an error of the connection raises."""
         from redis.exceptions import NoScriptError
 
+        from ..redis_pool import pipelined
+
         client = self._client()
-        results: list[Any] = [None] * len(batch)
-        todo = list(range(len(batch)))
-        for attempt in (1, 2):
-            pipe = client.pipeline(transaction=False)
-            for index in todo:
-                keys, arguments, _answer = batch[index]
-                pipe.evalsha(_APPEND_SHA, len(keys), *keys, *arguments)
-            for index, result in zip(todo, await pipe.execute(raise_on_error=False), strict=True):
-                results[index] = result
-            todo = [index for index in todo if isinstance(results[index], NoScriptError)]
-            if not todo or attempt == 2:
-                break
+        command = ("EVALSHA", _APPEND_SHA, len(keys), *keys, *arguments)
+        try:
+            (total,) = await pipelined(client, command)
+        except NoScriptError:
             await client.script_load(_APPEND)  # once per Redis (again after a restart or a SCRIPT FLUSH)
-        return results
+            (total,) = await pipelined(client, command)
+        return int(total) >= 0
 
     async def check(self) -> None:
         await self._client().ping()
