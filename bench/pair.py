@@ -7,7 +7,12 @@ in turn for a few seconds (c=16, stateless ``echo``, rate limits off as in ``ben
 per round: mcp-host on daphne over the floor, on uvicorn over the SDK (server CPU per call). Both checkouts share
 one database (SQLite in a temporary directory, or ``DATABASE_URL`` with ``REDIS_URL``): their schemas must match.
 
-    python -m bench.pair --before /tmp/before --after . --rounds 6 [--database postgres]
+    python -m bench.pair --before /tmp/before --after . --rounds 6 [--database postgres] [--sse | --idle-streams N]
+
+With ``--sse`` the servers are the before and after checkouts on daphne and the SDK's stateful app, and each round
+runs ``bench.run``'s SSE session scenario on each (``--sse-streams`` streams of ``progress_demo`` with
+``--sse-events`` progress events): the ratios are the SDK's CPU per stream over mcp-host's, and mcp-host's
+streams/s over the SDK's.
 
 With ``--idle-streams N`` it measures memory instead: each round starts, one at a time and in a rotated order, a
 fresh daphne of each checkout and the SDK's stateful app (the reference), opens ``N`` sessions each holding an
@@ -43,6 +48,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per server and round")
     parser.add_argument("--core", default="0", help="the core of every server")
     parser.add_argument("--idle-streams", type=int, default=0, help="measure RSS per idle GET stream instead")
+    parser.add_argument("--sse", action="store_true", help="SSE session streams against the SDK stateful")
+    parser.add_argument("--sse-streams", type=int, default=64)
+    parser.add_argument("--sse-events", type=int, default=10)
     args = parser.parse_args()
     trees = {"before": str(Path(args.before).resolve()), "after": str(Path(args.after).resolve())}
     work = Path(tempfile.mkdtemp(prefix="mcp-pair-"))
@@ -73,21 +81,31 @@ def main() -> None:
             raise RuntimeError(done.stderr)
         return done.stdout
 
+    steps = args.sse_events if args.sse else 0
+    concurrency = args.sse_streams if args.sse else 16
+    rates: dict[str, list[float]] = {}
+
     def measure(key: str, duration: float) -> float | None:
         url, token, scenario = targets[key]
         meter = CpuMeter(processes[key].pid)
+        # A session per client in the SSE run, as bench.run does (the SDK loses answers when they share one).
+        workers = [build_target(url, token, scenario, steps) for _ in range(concurrency)] if args.sse else None
         result: dict[str, Any] = asyncio.run(
             run_load(
-                build_target(url, token, scenario),
+                build_target(url, token, scenario, steps),
                 scenario=scenario,
                 client="raw",
-                concurrency=16,
+                concurrency=concurrency,
                 requests=None,
                 duration=duration,
                 warmup=0.5,
                 meters=[meter],
+                worker_targets=workers,
             )
         )
+        if result.get("errors"):
+            print(f"{key}: {result['errors']} errors", file=sys.stderr, flush=True)
+        rates.setdefault(key, []).append(float(result.get("rps") or 0.0))
         return result["server_cpu_s"] / result["ok"] * 1e6 if result.get("ok") and "server_cpu_s" in result else None
 
     try:
@@ -98,7 +116,7 @@ def main() -> None:
             idle_rounds(args, trees, demo, path, start, processes, work, env.get("REDIS_URL"), manage)
             return
         for tag, tree in trees.items():
-            for runner in ("daphne", "uvicorn"):
+            for runner in ("daphne",) if args.sse else ("daphne", "uvicorn"):
                 port = free_port()
                 app = "mcp_host.asgi:application"
                 quiet = ["--no-access-log", "--log-level", "warning", "--lifespan", "off"]
@@ -108,15 +126,22 @@ def main() -> None:
                     else [python, "-m", "uvicorn", app, "--host", HOST, "--port", str(port), *quiet]
                 )
                 start(f"{tag}-{runner}", tree, argv, port)
-                targets[f"{tag}-{runner}"] = (f"http://{HOST}:{port}{path}", demo["token"], "legacy")
-        port = free_port()
-        floor = [python, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), "bench.channels_floor:application"]
-        start("floor", trees["after"], floor, port)
-        targets["floor"] = (f"http://{HOST}:{port}/", None, "baseline")
-        port = free_port()
-        start("sdk", trees["after"], [python, "-m", "uvicorn", "bench.sdk_server:stateless", "--host", HOST,
-                                      "--port", str(port), "--no-access-log", "--log-level", "warning"], port)  # fmt: skip
-        targets["sdk"] = (f"http://{HOST}:{port}/mcp", None, "modern")
+                scenario = "session" if args.sse else "legacy"
+                targets[f"{tag}-{runner}"] = (f"http://{HOST}:{port}{path}", demo["token"], scenario)
+        if args.sse:
+            port = free_port()
+            start("sdk", trees["after"], [python, "-m", "uvicorn", "bench.sdk_server:stateful", "--host", HOST,
+                                          "--port", str(port), "--no-access-log", "--log-level", "warning"], port)  # fmt: skip
+            targets["sdk"] = (f"http://{HOST}:{port}/mcp", None, "session")
+        else:
+            port = free_port()
+            floor = [python, "-m", "daphne", "-v", "0", "-b", HOST, "-p", str(port), "bench.channels_floor:application"]
+            start("floor", trees["after"], floor, port)
+            targets["floor"] = (f"http://{HOST}:{port}/", None, "baseline")
+            port = free_port()
+            start("sdk", trees["after"], [python, "-m", "uvicorn", "bench.sdk_server:stateless", "--host", HOST,
+                                          "--port", str(port), "--no-access-log", "--log-level", "warning"], port)  # fmt: skip
+            targets["sdk"] = (f"http://{HOST}:{port}/mcp", None, "modern")
         for key in targets:  # ready: a short load that succeeds
             deadline = time.monotonic() + 90
             while True:
@@ -128,19 +153,31 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{key} not ready; see {work}/{key}.log")
                 time.sleep(1)
+        rates.clear()
         cpu: dict[str, list[float]] = {key: [] for key in targets}
+        unit = "stream" if args.sse else "call"
         for round_ in range(args.rounds):
             for key in targets:
                 value = measure(key, args.duration)
                 cpu[key].append(value if value is not None else float("nan"))
-                print(f"round {round_ + 1} {key:15s} {cpu[key][-1]:7.1f} µs/call", file=sys.stderr, flush=True)
-        for tag in trees:
-            for runner, floor_key in (("daphne", "floor"), ("uvicorn", "sdk")):
-                ratios = [mine / ref for mine, ref in zip(cpu[f"{tag}-{runner}"], cpu[floor_key], strict=True)]
-                rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
-                print(f"{tag} {runner}/{floor_key}: median {statistics.median(ratios):.2f} (rounds: {rounds})")
+                line = f"round {round_ + 1} {key:15s} {cpu[key][-1]:7.1f} µs/{unit} {rates[key][-1]:8.1f}/s"
+                print(line, file=sys.stderr, flush=True)
+        if args.sse:
+            for tag in trees:
+                by_cpu = [ref / mine for mine, ref in zip(cpu[f"{tag}-daphne"], cpu["sdk"], strict=True)]
+                by_rate = [mine / ref for mine, ref in zip(rates[f"{tag}-daphne"], rates["sdk"], strict=True)]
+                for name, ratios in (("SDK CPU / mcp-host CPU per stream", by_cpu), ("streams/s ratio", by_rate)):
+                    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+                    print(f"{tag} {name}: median {statistics.median(ratios):.2f} (rounds: {rounds})")
+        else:
+            for tag in trees:
+                for runner, floor_key in (("daphne", "floor"), ("uvicorn", "sdk")):
+                    ratios = [mine / ref for mine, ref in zip(cpu[f"{tag}-{runner}"], cpu[floor_key], strict=True)]
+                    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+                    print(f"{tag} {runner}/{floor_key}: median {statistics.median(ratios):.2f} (rounds: {rounds})")
         for key, values in cpu.items():
-            print(f"{key}: median {statistics.median(values):.0f} µs of server CPU per call")
+            print(f"{key}: median {statistics.median(values):.0f} µs of server CPU per {unit}, "
+                  f"{statistics.median(rates[key]):.1f}/s")  # fmt: skip
     finally:
         for process in processes.values():
             process.terminate()

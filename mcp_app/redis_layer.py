@@ -1,5 +1,7 @@
-"""channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one
-(docs/robustness.md, "Redis as channel layer"; measured in docs/workers.md).
+"""channels-redis with fewer round trips: ``send`` in one, ``group_send`` in two, ``group_add`` in one, and the
+``group_add`` and ``group_discard`` calls of one turn of the event loop together in one (``redis_pool.pipelined``:
+a burst of streams joining or leaving their groups costs one round trip, not one each) (docs/robustness.md,
+"Redis as channel layer"; measured in docs/workers.md).
 
 ``RedisChannelLayer`` is channels-redis's own layer (same keys, messages, expiry and capacity: it talks to the stock
 one both ways) with its writes batched and its pools (one per event loop) ``redis_pool.BoundedConnectionPool``,
@@ -14,6 +16,8 @@ from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels_redis.core import RedisChannelLayer as StockRedisChannelLayer
+
+from .redis_pool import pipelined
 
 logger = logging.getLogger("mcp_app.channel_layer")
 
@@ -84,10 +88,14 @@ class RedisChannelLayer(StockRedisChannelLayer):
         assert self.require_valid_group_name(group), "Group name not valid"
         assert self.require_valid_channel_name(channel), "Channel name not valid"
         key = self._group_key(group)
-        pipe = self.connection(self.consistent_hash(group)).pipeline(transaction=False)
-        pipe.zadd(key, {channel: time.time()})
-        pipe.expire(key, self.group_expiry)
-        await pipe.execute()
+        connection = self.connection(self.consistent_hash(group))
+        await pipelined(connection, ("ZADD", key, time.time(), channel), ("EXPIRE", key, self.group_expiry))
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        assert self.require_valid_group_name(group), "Group name not valid"
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        key = self._group_key(group)
+        await pipelined(self.connection(self.consistent_hash(group)), ("ZREM", key, channel))
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert self.require_valid_group_name(group), "Group name not valid"

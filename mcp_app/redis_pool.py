@@ -3,10 +3,13 @@ docs/deployment.md, "Redis connections").
 
 - ``BoundedConnectionPool``: at most ``REDIS_MAX_CONNECTIONS`` connections (beyond, a command waits up to
   ``REDIS_POOL_WAIT_SECONDS``, then fails as Redis being unreachable: 503); one idle for ``REDIS_IDLE_SECONDS`` is
-  closed. It belongs to the event loop it is used in.
+  closed. An idle connection is handed over at once when nobody waits for one. It belongs to the event loop it
+  is used in.
 - ``redis_client(url)``: the running loop's asyncio client on such a pool, for every backend of shared state and
   ``/readyz``; ``sync_redis_client(url)``: the process's blocking client (thread-safe), for the sync paths.
 - ``script(client, source)``: the Lua ``source`` registered once on ``client``.
+- ``pipelined(client, *commands)``: commands sent with every other ``pipelined`` call made on the same pool in
+  the same turn of the event loop, in one pipeline: one round trip, and one pass through the pool, for the turn.
 - ``redis_connection_options(...)``: the options of all of them and of the channel layer's pools (``redis_layer``).
 
 Not owned here: Django's cache and Celery's broker, which the project configures.
@@ -22,7 +25,7 @@ import weakref
 from typing import Any
 
 import redis.asyncio as redis
-from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
+from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool, ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry as BlockingRetry
@@ -50,7 +53,12 @@ class BoundedConnectionPool(BlockingConnectionPool):
     """redis-py's ``BlockingConnectionPool`` (at most ``max_connections``) that closes a connection idle for
     ``idle_seconds``: redis-py's own keeps every connection it opened for good, so a burst of GET streams ending at
     once would leave idle connections that fill Redis's ``maxclients`` and daphne's descriptors. A closed
-    connection stays in the pool as an unconnected slot and reconnects on its next use."""
+    connection stays in the pool as an unconnected slot and reconnects on its next use.
+
+    When a connected connection is idle and no command waits for one, ``get_connection`` and ``release`` skip
+    redis-py's ``Condition``, wait timeout, reconnect-and-retry wrapper and wait-time metrics: on a busy process
+    they cost more than the command (docs/performance.md, "SSE on PostgreSQL + Redis"). The bound and the order
+    of waiters are unchanged: with a waiter, both go redis-py's way."""
 
     def __init__(self, *, idle_seconds: float, **options: Any) -> None:
         super().__init__(**options)
@@ -60,13 +68,41 @@ class BoundedConnectionPool(BlockingConnectionPool):
         self._sweep: asyncio.TimerHandle | None = None
         self._closing: asyncio.Task[None] | None = None
 
+    def _nobody_waits(self) -> bool:
+        # asyncio.Condition keeps its waiters in ``_waiters`` (3.11-3.14); without it, always redis-py's way.
+        return not getattr(self, "_in_maintenance", False) and not getattr(self._condition, "_waiters", True)
+
     async def get_connection(self, *args: Any, **kwargs: Any) -> AbstractConnection:
-        connection: AbstractConnection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        available = self._available_connections
+        if available and self._nobody_waits():
+            connection: AbstractConnection = available.pop()
+            self._in_use_connections.add(connection)
+            self._idle.pop(connection, None)
+            try:
+                # A connected connection with nothing unread is ready; else redis-py's own check (connect, or
+                # reconnect one that holds data or whose socket closed).
+                try:
+                    ready = connection.is_connected and not await connection.can_read()
+                except Exception:
+                    ready = False
+                if not ready:
+                    await self.ensure_connection(connection)
+            except BaseException:
+                await self.release(connection)
+                raise
+            return connection
+        connection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._idle.pop(connection, None)
         return connection
 
     async def release(self, connection: AbstractConnection) -> None:
-        await super().release(connection)
+        if self._nobody_waits():
+            await ConnectionPool.release(self, connection)
+            if not self._nobody_waits():  # one came to wait meanwhile: wake it as redis-py would
+                async with self._condition:
+                    self._condition.notify()
+        else:
+            await super().release(connection)
         self._idle[connection] = time.monotonic()
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(self.idle_seconds, self._close_idle)
@@ -113,10 +149,21 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, f
 )
 
 
+# The clients of the loop that asked last: found again without a weak reference made per command.
+_recent: tuple[weakref.ref[asyncio.AbstractEventLoop], dict[tuple[str, float], redis.Redis]] | None = None
+
+
 def redis_client(url: str, *, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> redis.Redis:
     """The running loop's client for ``url`` (see the module docstring); redis-py connections belong to the loop
     that made them, so a client is never shared across loops."""
-    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    global _recent
+    loop = asyncio.get_running_loop()
+    recent = _recent
+    if recent is not None and recent[0]() is loop:
+        clients = recent[1]
+    else:
+        clients = _clients.setdefault(loop, {})
+        _recent = (weakref.ref(loop), clients)
     client = clients.get((url, socket_timeout))
     if client is None:
         pool = bounded_pool(url, **redis_connection_options(socket_timeout=socket_timeout))
@@ -151,3 +198,53 @@ def script(client: Any, source: str) -> Any:
     if found is None:
         found = registered[source] = client.register_script(source)
     return found
+
+
+# A turn's batch of one pool: each call's commands, and where its results go.
+_Batch = list[tuple[tuple[tuple[Any, ...], ...], "asyncio.Future[list[Any]]"]]
+_batches: dict[Any, _Batch] = {}  # by pool: the calls not sent yet
+_sending: set[asyncio.Task[None]] = set()  # the batches under way (a task the loop only weakly holds can vanish)
+
+
+async def pipelined(client: redis.Redis, *commands: tuple[Any, ...]) -> list[Any]:
+    """The results of ``commands`` (each ``(name, *arguments)``), sent in one pipeline (``transaction=False``)
+    with the commands of every other call made on ``client``'s pool in this turn of the loop, in the order of the
+    calls. It returns once Redis has answered; it raises its own first command error (other calls' errors are
+    theirs), or the connection's error, which every call of the batch raises."""
+    pool = client.connection_pool
+    batch = _batches.get(pool)
+    if batch is None:
+        batch = _batches[pool] = []
+        # Its first step runs after the callbacks of this turn, so every call they make joins the batch.
+        sending = asyncio.get_running_loop().create_task(_send(client, batch))
+        _sending.add(sending)
+        sending.add_done_callback(_sending.discard)
+    answer: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+    batch.append((commands, answer))
+    results = await answer
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    return results
+
+
+async def _send(client: redis.Redis, batch: _Batch) -> None:
+    del _batches[client.connection_pool]  # calls made from now on go in the next batch
+    try:
+        pipe = client.pipeline(transaction=False)
+        for commands, _answer in batch:
+            for command in commands:
+                pipe.execute_command(*command)
+        results = await pipe.execute(raise_on_error=False)
+    except BaseException as error:
+        for _commands, answer in batch:
+            if not answer.done():
+                answer.set_exception(error)
+        if not isinstance(error, Exception):
+            raise
+        return
+    start = 0
+    for commands, answer in batch:
+        if not answer.done():
+            answer.set_result(results[start : start + len(commands)])
+        start += len(commands)

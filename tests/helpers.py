@@ -660,3 +660,28 @@ def task_call(seconds: int) -> tuple[dict[str, Any], dict[str, str]]:
         capabilities={"extensions": {TASKS: {}}},
     )
     return body, routing_headers(body)
+
+
+class RedisRoundTrips:
+    """Counts the commands and pipelines this process's redis-py clients send: each is one round trip to Redis."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import redis.asyncio.client as client
+
+        self.sent: list[str] = []  # each round trip: its command's name, or "PIPELINE"
+        command, pipeline = client.Redis.execute_command, client.Pipeline.execute
+
+        async def counted_command(this: Any, *args: Any, **options: Any) -> Any:
+            self.sent.append(str(args[0]).upper())
+            return await command(this, *args, **options)
+
+        async def counted_pipeline(this: Any, *args: Any, **options: Any) -> Any:
+            self.sent.append("PIPELINE")
+            return await pipeline(this, *args, **options)
+
+        monkeypatch.setattr(client.Redis, "execute_command", counted_command)
+        monkeypatch.setattr(client.Pipeline, "execute", counted_pipeline)
+
+    @property
+    def count(self) -> int:
+        return len(self.sent)

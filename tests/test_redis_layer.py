@@ -1,6 +1,7 @@
 """``mcp_app.redis_layer.RedisChannelLayer`` on a real Redis: channels-redis's semantics (delivery to process-local
 and general channels, groups across layers, capacity, expiry), interchangeable with the stock layer in either
-direction, in fewer round trips: ``send`` one, ``group_add`` one, ``group_send`` two for any group on one host."""
+direction, in fewer round trips: ``send`` one, ``group_add`` one, ``group_send`` two for any group on one host, and
+the group joins and leaves of one turn of the event loop one together."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from channels.exceptions import ChannelFull
 
 from tests.conftest import require_redis
+from tests.helpers import RedisRoundTrips
 
 pytestmark = pytest.mark.services
 
@@ -44,27 +46,6 @@ def _stock(prefix: str, **config: Any) -> Any:
     return RedisChannelLayer(hosts=[_host()], prefix=prefix, **config)
 
 
-class _RoundTrips:
-    """Counts the commands and pipelines a layer's connections send: each is one round trip to Redis."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import redis.asyncio.client as client
-
-        self.count = 0
-        command, pipeline = client.Redis.execute_command, client.Pipeline.execute
-
-        async def counted_command(this: Any, *args: Any, **options: Any) -> Any:
-            self.count += 1
-            return await command(this, *args, **options)
-
-        async def counted_pipeline(this: Any, *args: Any, **options: Any) -> Any:
-            self.count += 1
-            return await pipeline(this, *args, **options)
-
-        monkeypatch.setattr(client.Redis, "execute_command", counted_command)
-        monkeypatch.setattr(client.Pipeline, "execute", counted_pipeline)
-
-
 async def _close(*layers: Any) -> None:
     for layer in layers:
         await layer.flush()
@@ -77,13 +58,34 @@ async def test_send_add_and_group_send_take_one_one_and_two_round_trips(prefix: 
         channel = await layer.new_channel()
         await layer.send(channel, {"type": "warm"})  # connects
         assert (await asyncio.wait_for(layer.receive(channel), WAIT))["type"] == "warm"
-        trips = _RoundTrips(monkeypatch)
+        trips = RedisRoundTrips(monkeypatch)
         await layer.send(channel, {"type": "one"})
         assert trips.count == 1
         await layer.group_add("g", channel)
         assert trips.count == 2
         await layer.group_send("g", {"type": "two"})
         assert trips.count == 4
+    finally:
+        monkeypatch.undo()
+        await _close(layer)
+
+
+async def test_the_group_adds_and_discards_of_one_turn_take_one_round_trip(prefix: str, monkeypatch: Any) -> None:
+    layer = _fast(prefix)
+    try:
+        channels = [await layer.new_channel() for _ in range(4)]
+        await layer.group_add("warm", channels[0])  # connects
+        trips = RedisRoundTrips(monkeypatch)
+        await asyncio.gather(*(layer.group_add(f"g{n}", channel) for n, channel in enumerate(channels)))
+        assert trips.sent == ["PIPELINE"]
+        await layer.group_send("g2", {"type": "joined"})
+        assert (await asyncio.wait_for(layer.receive(channels[2]), WAIT))["type"] == "joined"
+        sent = trips.count
+        await asyncio.gather(*(layer.group_discard(f"g{n}", channel) for n, channel in enumerate(channels)))
+        assert trips.count == sent + 1
+        await layer.group_send("g2", {"type": "left"})  # nobody is a member any more
+        await layer.send(channels[2], {"type": "direct"})
+        assert (await asyncio.wait_for(layer.receive(channels[2]), WAIT))["type"] == "direct"
     finally:
         monkeypatch.undo()
         await _close(layer)

@@ -7,6 +7,7 @@ each stream and each owner. Design: docs/architecture.md ("SSE streams, resumpti
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 import time
@@ -208,10 +209,18 @@ return total
 """
 
 
+_APPEND_SHA = hashlib.sha1(_APPEND.encode()).hexdigest()  # noqa: S324 - Redis names scripts by their SHA-1
+
+
 class RedisEventStore(RedisBacked, EventStore):
     """Shared store: one Redis sorted set per stream, scored by sequence, expiring after the TTL, holding at most
     ``max_events`` and ``max_bytes`` (the oldest dropped first, in the same round trip as the append: a Lua script
-    that also keeps the stream's byte count in a key of its own)."""
+    that also keeps the stream's byte count in a key of its own).
+
+    The appends that the streams of one event loop make in the same turn go to Redis together, ``EVALSHA`` each in
+    one pipeline (``redis_pool.pipelined``): one round trip and one pass through redis-py's connection pool for
+    the turn, however many streams flushed in it. Each append still returns only once Redis holds it, and fails
+    if the store does."""
 
     def __init__(
         self, url: str, prefix: str = "mcp:events", max_events: int = 1_000, max_bytes: int | None = None, **_: Any
@@ -230,7 +239,18 @@ class RedisEventStore(RedisBacked, EventStore):
         arguments: list[Any] = [self._max_events, self._max_bytes, max(1, int(_ttl())), *(b for _n, b in bounds)]
         for sequence, message in events:
             arguments += [sequence, orjson.dumps([sequence, message])]
-        return int(await self._client().eval(_APPEND, len(keys), *keys, *arguments)) >= 0
+        from redis.exceptions import NoScriptError
+
+        from ..redis_pool import pipelined
+
+        client = self._client()
+        command = ("EVALSHA", _APPEND_SHA, len(keys), *keys, *arguments)
+        try:
+            (total,) = await pipelined(client, command)
+        except NoScriptError:
+            await client.script_load(_APPEND)  # once per Redis (again after a restart or a SCRIPT FLUSH)
+            (total,) = await pipelined(client, command)
+        return int(total) >= 0
 
     async def check(self) -> None:
         await self._client().ping()

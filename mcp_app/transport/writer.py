@@ -73,6 +73,8 @@ class Response:
             await writer.settle()
         if writer is not None and writer.streaming:
             writer.discard()
+            if not self.started:  # its head was owed to a flush that never ran
+                await self.start_stream()
             await send_body(self.send, b"")
         elif not self.started:
             await self.start_stream()
@@ -99,6 +101,8 @@ class Response:
             await writer.settle()
             writer.stop_timers()
         if not self.started:
+            if writer is not None:
+                writer.discard()  # a head it still owed never goes out after this answer
             await self.write(Answer(500, error_response(request_id, ProtocolError("Internal error"))))
 
     async def unavailable(
@@ -110,6 +114,8 @@ class Response:
         if writer is not None:
             await writer.settle()
         if not self.started:
+            if writer is not None:
+                writer.discard()  # a head it still owed never goes out after this answer
             retry = (("retry-after", str(error.retry_after_seconds)),)
             await self.write(Answer(503, error_response(request_id, error), headers=retry))
             return
@@ -135,6 +141,11 @@ class ResponseWriter:
     to the store in one call *before* their bytes are sent: a client never sees an event a resume by
     ``Last-Event-ID`` cannot find. A failure of the store stops the stream: the events it could not keep are not
     sent, and the next event or the answer raises ``ServiceUnavailable``.
+
+    A resumable stream that the call opens itself (its first notification, or ``open_soon``) owes its head: the
+    head and the priming event leave with the first flush, once the store took that flush's burst, so that append
+    is the store's check (no round trip of its own; a flush with nothing to append checks the store instead). A
+    store that fails it leaves the head unsent, and the edge answers 503 as it does when ``start``'s check fails.
     """
 
     def __init__(
@@ -165,10 +176,13 @@ class ResponseWriter:
         self._starting: asyncio.Event | None = None  # set once the (one) start is over, whatever its outcome
         self._open_timer: asyncio.TimerHandle | None = None  # open_soon's timer (a handle, not a task: cheap)
         self._opener: asyncio.Task[None] | None = None  # open_soon's start, once the timer fired
-        self._keeper: asyncio.Task[None] | None = None  # keep-alive comments of a started POST stream
+        self._keeper: asyncio.TimerHandle | None = None  # the next keep-alive of a started POST stream
+        self._keepalive_seconds = 0.0
         self._sent_at = 0.0  # loop time of the last bytes sent
         self.ended = False  # the body is over (or handed to the edge): nothing more is written
         self._unstored_logged = False
+        self._head_owed = False  # streaming, but the head waits for the first flush (see the class docstring)
+        self._dropped = False  # ``discard``: the edge ends the response; a flush under way sends nothing more
 
     @property
     def resumable(self) -> bool:
@@ -189,6 +203,15 @@ class ResponseWriter:
         finally:
             self._starting.set()
 
+    def _start_owing_head(self, first: bytes = b"") -> None:
+        """``start`` for a resumable stream the call opens: nothing awaited, the head owed to the first flush."""
+        self._starting = asyncio.Event()
+        self.streaming = self._head_owed = True
+        self._begin(first)
+        if self._flusher is None:  # nothing queued: a flush of its own sends the head
+            self._flusher = asyncio.ensure_future(self._flush_soon())
+        self._starting.set()
+
     def open_soon(self, delay: float) -> None:
         """Start the stream ``delay`` seconds from now (0: at once) unless the answer comes first, so that a silent
         call still sends its first bytes; keep-alive comments follow while it stays silent."""
@@ -201,19 +224,23 @@ class ResponseWriter:
 
     def _open_now(self) -> None:
         self._open_timer = None
-        if self._opener is None:
+        if self.resumable:  # nothing to await: its start owes the head to the first flush
+            if self._starting is None and not self.ended and not self.disconnected:
+                self._start_owing_head(b"" if self._priming else sse.comment("open"))
+        elif self._opener is None:
             self._opener = asyncio.ensure_future(self._open())
 
     async def _open(self) -> None:
         if self._starting is None and not self.ended and not self.disconnected:
             try:
-                await self.start(b"" if self._priming and self.resumable else sse.comment("open"))
+                await self.start(sse.comment("open"))
             except ServiceUnavailable as error:
                 self._failure = error  # the next event or the answer raises it, as for a failed flush
 
     async def settle(self) -> None:
         """Before the edge ends the response itself: no start of ``open_soon`` may begin after this returns,
-        and one under way has finished (``streaming`` tells whether the head went out)."""
+        and one under way has finished (``streaming`` tells whether the stream began; ``Response.started``, whether
+        its head went out)."""
         if self._open_timer is not None:
             self._open_timer.cancel()
             self._open_timer = None
@@ -230,27 +257,29 @@ class ResponseWriter:
         if self._open_timer is not None:
             self._open_timer.cancel()
             self._open_timer = None
-        for task in (self._opener, self._keeper):
-            if task is not None and not task.done() and task is not asyncio.current_task():
-                if task is self._opener and self._starting is not None:
-                    continue  # a start under way completes (``settle`` waits for it)
-                task.cancel()
-        self._keeper = None
+        opener = self._opener
+        # A start under way completes (``settle`` waits for it).
+        if opener is not None and not opener.done() and opener is not asyncio.current_task() and self._starting is None:
+            opener.cancel()
+        if self._keeper is not None:
+            self._keeper.cancel()
+            self._keeper = None
 
-    async def _keep_alive(self) -> None:
-        interval = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+    def _keep_alive(self) -> None:
+        """A comment when nothing was sent for ``SSE_KEEPALIVE_SECONDS`` (a timer, re-armed: no task per stream)."""
+        self._keeper = None
+        if self.ended or self.disconnected or self._failure is not None:
+            return
         loop = asyncio.get_running_loop()
-        while not self.ended and not self.disconnected:
-            await asyncio.sleep(max(0.0, self._sent_at + interval - loop.time()))
-            if self.ended or self.disconnected:
-                return
-            if loop.time() - self._sent_at >= interval and self._failure is None:
-                self._queue(sse.comment("keep-alive"))
-                self._sent_at = loop.time()
+        if loop.time() - self._sent_at >= self._keepalive_seconds:
+            self._queue(sse.comment("keep-alive"))
+            self._sent_at = loop.time()
+        self._keeper = loop.call_at(self._sent_at + self._keepalive_seconds, self._keep_alive)
 
     @property
     def started(self) -> bool:
-        """The head, stream id and priming event are out (not merely under way): events may follow."""
+        """The stream began: its id is set, its head and priming event are out or owed to the first flush (see the
+        class docstring), so events may follow."""
         return self._starting is not None and self._starting.is_set() and self.streaming
 
     async def _start(self, first: bytes) -> None:
@@ -263,6 +292,10 @@ class ResponseWriter:
                 raise ServiceUnavailable() from error
         self.streaming = True
         await self._response.start_stream()
+        self._begin(first)
+
+    def _begin(self, first: bytes) -> None:
+        """The stream's id, its priming event and ``first`` queued, keep-alives started."""
         head = first
         if self._session_key is not None:
             self.stream_id = new_stream_id(self._session_key, self._kind)
@@ -270,9 +303,11 @@ class ResponseWriter:
                 head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
         if head:
             self._queue(head)
-        self._sent_at = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        self._sent_at = loop.time()
         if self._kind == POST_STREAM:
-            self._keeper = asyncio.ensure_future(self._keep_alive())
+            self._keepalive_seconds = float(mcp_settings.SSE_KEEPALIVE_SECONDS)
+            self._keeper = loop.call_at(self._sent_at + self._keepalive_seconds, self._keep_alive)
 
     async def close_stream(self) -> bool:
         """End the response stream now while the call goes on (SEP-1699): it starts the stream if need be (so
@@ -288,7 +323,9 @@ class ResponseWriter:
     async def notify(self, message: dict[str, Any]) -> None:
         if not self._allow_stream:
             return
-        if not self.started:
+        if self._starting is None and self.resumable:
+            self._start_owing_head()  # this event's append checks the store
+        elif not self.started:
             await self.start()
         await self.event(message)
 
@@ -321,7 +358,7 @@ class ResponseWriter:
         """Drop what is not sent yet: the edge ends the response itself (a cancelled call, a lost layer)."""
         self._pending.clear()
         self._unstored.clear()
-        self.ended = True
+        self.ended = self._dropped = True
         self.stop_timers()
         if self._flusher is not None and not self._flushing:
             self._flusher.cancel()
@@ -354,12 +391,19 @@ class ResponseWriter:
         await self._flush(last=last)
 
     async def _flush(self, *, last: bool) -> None:
+        if self._flushing and not last:
+            return  # a flush is under way (the answer's, which overtook this one): it sends what is queued
         self._flushing = True
         try:
             while True:
                 events, self._unstored = self._unstored, []
                 data = b"".join(self._pending)
                 self._pending.clear()
+                if self._head_owed and not events:
+                    try:  # nothing to append stands for the store's check: check it on its own
+                        await get_event_store().check()
+                    except LAYER_ERRORS as error:
+                        raise ServiceUnavailable() from error
                 if events:
                     assert self.stream_id is not None
                     try:
@@ -376,10 +420,15 @@ class ResponseWriter:
                             data = b""
                     except LAYER_ERRORS as error:
                         raise ServiceUnavailable() from error
+                if self._dropped:  # discarded while the store answered: the edge wrote (or writes) the end
+                    return
                 done = not self._pending and not self._unstored
                 if last and done:
                     self.ended = True
                     self.stop_timers()
+                if not self.disconnected and self._head_owed:
+                    self._head_owed = False  # the store took this burst (or answered): the head may go
+                    await self._response.start_stream()
                 if not self.disconnected and (data or (last and done)):
                     self._sent_at = asyncio.get_running_loop().time()
                     await send_body(self._response.send, data, more_body=not (last and done))

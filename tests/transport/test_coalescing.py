@@ -5,6 +5,9 @@
 - On a resumable (session) stream, the burst is appended to the store in one ``append_many`` call, and no byte of
   an event is sent before the store holds it: a client that saw an event can always resume after it.
 - A resumed stream gets every event after the id it names, whichever id that is.
+- The stream's first burst is the store's check: no check of its own before the head, which waits for that
+  append; a store down at that burst is a 503 before any byte, as a failed check was. On Redis, a burst is one
+  round trip.
 - A store that fails mid-stream stops the stream: the unkept events are never sent, the call's answer is the
   -32603-style "unavailable" error on the stream.
 """
@@ -16,12 +19,14 @@ from typing import Any
 import orjson
 import pytest
 
-from mcp_app.transport import eventstore, writer
-from tests.helpers import call, communicator, events, open_session, rpc, sse_messages
+from mcp_app.transport import backchannel, cancellation, eventstore, writer
+from tests.conftest import require_redis
+from tests.helpers import RedisRoundTrips, call, communicator, events, open_session, rpc, sse_messages
 
 
-def progress(steps: int) -> dict[str, Any]:
-    return {"name": "progress_demo", "arguments": {"steps": steps}, "_meta": {"progressToken": "p"}}
+def progress(steps: int, delay_ms: int = 0) -> dict[str, Any]:
+    arguments = {"steps": steps, "delay_ms": delay_ms}
+    return {"name": "progress_demo", "arguments": arguments, "_meta": {"progressToken": "p"}}
 
 
 async def raw_response(access: Any, body: Any, headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -104,13 +109,85 @@ async def test_a_store_failing_mid_stream_sends_no_unkept_event_and_ends_with_an
 ) -> None:
     session_id = await open_session(access)
     store = eventstore.get_event_store()
+    append_many = store.append_many
+    appends = 0
 
-    async def unreachable(stream_id: str, burst: Any, owner: Any = None) -> bool:
+    async def goes_away(stream_id: str, burst: Any, owner: Any = None) -> bool:
+        nonlocal appends
+        appends += 1
+        if appends == 1:  # the first step's burst is kept: the stream has started
+            return await append_many(stream_id, burst, owner)
         raise ConnectionError("the store went away")
 
-    monkeypatch.setattr(store, "append_many", unreachable)
-    reply = await call(access, rpc("tools/call", progress(3), id=6), headers={"mcp-session-id": session_id})
-    assert reply.status == 200  # the stream had started (its store answered the check)
+    monkeypatch.setattr(store, "append_many", goes_away)
+    # A pause before each step: each step is a burst of its own.
+    reply = await call(access, rpc("tools/call", progress(3, 30), id=6), headers={"mcp-session-id": session_id})
+    assert reply.status == 200
     sent = [orjson.loads(line[6:]) for line in reply.body.decode().splitlines() if line.startswith("data: {")]
-    assert [message.get("method") for message in sent if "method" in message] == []  # no unkept progress event
+    progressed = [message["params"]["progress"] for message in sent if message.get("method")]
+    assert progressed == [1]  # the kept step only, no unkept one
     assert sent[-1]["id"] == 6 and sent[-1]["error"]["code"] == -32603
+
+
+async def test_the_first_burst_is_the_store_check(access: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    session_id = await open_session(access)
+    store = eventstore.get_event_store()
+    checks: list[str] = []
+    append_many = store.append_many
+    appends: list[int] = []
+
+    async def check() -> None:
+        checks.append("check")
+
+    async def counted(stream_id: str, burst: Any, owner: Any = None) -> bool:
+        appends.append(len(burst))
+        return await append_many(stream_id, burst, owner)
+
+    monkeypatch.setattr(store, "check", check)
+    monkeypatch.setattr(store, "append_many", counted)
+    reply = await call(access, rpc("tools/call", progress(5), id=8), headers={"mcp-session-id": session_id})
+    assert reply.status == 200 and (reply.content_type or "").startswith("text/event-stream")
+    found = events(reply.body)
+    assert found[0][1] is None and found[0][0].endswith(".0")  # the priming event first
+    assert len(found) == 7
+    assert checks == [] and sum(appends) == 6 and len(appends) <= 2, (checks, appends)
+
+
+async def test_a_store_down_at_the_first_burst_is_a_503_before_any_byte(
+    access: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = await open_session(access)
+    store = eventstore.get_event_store()
+
+    async def down(*_args: Any, **_kwargs: Any) -> Any:
+        raise ConnectionError("the store is down")
+
+    monkeypatch.setattr(store, "append_many", down)
+    monkeypatch.setattr(store, "check", down)
+    messages = await raw_response(access, rpc("tools/call", progress(3), id=9), headers={"mcp-session-id": session_id})
+    assert [message["type"] for message in messages] == ["http.response.start", "http.response.body"]
+    head = dict(messages[0]["headers"])
+    assert messages[0]["status"] == 503 and int(head[b"retry-after"]) >= 1
+    assert head[b"content-type"] == b"application/json"
+    answer = orjson.loads(messages[1]["body"])
+    assert answer["id"] == 9 and answer["error"]["code"] == -32603
+
+
+async def test_on_redis_a_session_stream_takes_one_round_trip_per_burst(
+    access: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_redis()
+    assert isinstance(eventstore.get_event_store(), eventstore.RedisEventStore)
+    session_id = await open_session(access)
+    # The cancellation watch (its group join and mark check) starts after the quick call has ended.
+    monkeypatch.setattr(cancellation, "CANCEL_WATCH_DELAY_SECONDS", 60.0)
+    assert backchannel.cancellation.CANCEL_WATCH_DELAY_SECONDS == 60.0
+    headers = {"mcp-session-id": session_id}
+    await call(access, rpc("tools/call", progress(5), id=10), headers=headers)  # the append's script is loaded
+    trips = RedisRoundTrips(monkeypatch)
+    reply = await call(access, rpc("tools/call", progress(5), id=11), headers=headers)
+    assert reply.status == 200 and len(events(reply.body)) == 7
+    # The burst's append, a pipeline of one here (the answer may follow in one of its own), and no PING before the
+    # head; besides them only the rate limit's script (EVALSHA).
+    assert "PING" not in trips.sent and 1 <= trips.sent.count("PIPELINE") <= 2, trips.sent
+    assert set(trips.sent) <= {"PIPELINE", "EVALSHA"}, trips.sent
