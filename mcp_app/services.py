@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .conf import mcp_settings
+from .conf import mcp_settings, on_reload
 from .limits import metering
 from .limits.quotas import limits_for
 from .observability import tracing
@@ -45,11 +45,17 @@ def set_runner(runner: ToolRunner | None) -> None:
     _runner = runner
 
 
+_gate: Approvals | None = None
+
+
 def approval_gate() -> Approvals:
     """The ``Approvals`` port: the calls of tools that require approval (stateless, one for every request)."""
-    from .runtime.approvals import GATE
+    global _gate
+    if _gate is None:
+        from .runtime.approvals import GATE
 
-    return GATE
+        _gate = GATE
+    return _gate
 
 
 def task_service(server_pk: int, agent_pk: int) -> TaskService:
@@ -75,6 +81,43 @@ def cancel_task(task: ToolTask, message: str = "Cancelled by an administrator") 
     return durable.cancel_now(task, message)
 
 
+# What a request's context holds that depends only on its (server, token) snapshots, era, protocol version and the
+# settings: made on the first request of each, reused by the next (the warm path builds one object, the context).
+# Keyed by the snapshots' identities (an invalidated entry is a new object, so a new key); the entries themselves
+# are kept in the value, so that a key is never a freed object's reused id. Bounded, forgotten on a settings change.
+_Warm = tuple["ServerEntry", "TokenEntry", Principal, Any, Any]
+_warm: dict[tuple[int, int, str, str], _Warm] = {}
+_WARM_KEPT = 4096
+
+
+@on_reload
+def _forget_warm() -> None:
+    _warm.clear()
+
+
+def _warm_parts(server: ServerEntry, token: TokenEntry, era: str, protocol_version: str) -> _Warm:
+    key = (id(server), id(token), era, protocol_version)
+    parts = _warm.get(key)
+    if parts is not None and parts[0] is server and parts[1] is token:
+        return parts
+    principal = Principal(
+        tenant=server.tenant_slug,
+        agent_id=token.agent_id,
+        tenant_pk=token.tenant_pk,
+        agent_pk=token.agent_pk,
+        worker_call_limits=limits_for(token),
+        time_zone=server.time_zone,
+    )
+    # The audit port of a request stamps calls with this caller only: one serves every request of the key.
+    audit = request_audit(server, token, era, protocol_version)
+    # Sessionless handshake-era requests share their tasks port too (it keeps only these keys).
+    handshake = handshake_task_service(server.pk, token.agent_pk, None) if era != versions.MODERN else None
+    if len(_warm) >= _WARM_KEPT:
+        _warm.clear()
+    parts = _warm[key] = (server, token, principal, audit, handshake)
+    return parts
+
+
 def request_context(
     server: ServerEntry,
     token: TokenEntry,
@@ -88,11 +131,12 @@ def request_context(
     """The handlers' context for one request of ``token``'s agent on ``server`` (cached snapshots: no query),
     wired for its era. ``fields`` are what the transport owns (``headers``, ``emit``, ``outbound``, ``session``,
     ...); ``durable_tasks=False`` leaves out the task ports of both eras (the admin's console runs no tasks)."""
+    _server, _token, principal, audit, sessionless_tasks = _warm_parts(server, token, era, protocol_version)
     ports: dict[str, Any] = {
         "runner": get_runner(),
         "tracer": tracing.active(),  # None (untraced) unless MCP_APP["TRACING"] is on
         # Buffers one record per tools/call in memory (no query); written off the path. NO_AUDIT when off.
-        "audit": request_audit(server, token, era, protocol_version),
+        "audit": audit,
         # Tells what each call spent to the usage ledger and the budgets (buffered in memory: no query).
         "meter": metering.METER,
         "approvals": approval_gate(),
@@ -104,22 +148,15 @@ def request_context(
             ports["tasks"] = tasks = task_service(server.pk, token.agent_pk)
     elif durable_tasks:
         session = fields.get("session")
-        ports["handshake_tasks"] = handshake_task_service(
-            server.pk, token.agent_pk, session.key if session is not None else None
+        ports["handshake_tasks"] = (
+            sessionless_tasks if session is None else handshake_task_service(server.pk, token.agent_pk, session.key)
         )
     ctx = RequestContext(
         server=server.description(),
         catalog=catalog,
         protocol_version=protocol_version,
         era=era,
-        principal=Principal(
-            tenant=server.tenant_slug,
-            agent_id=token.agent_id,
-            tenant_pk=token.tenant_pk,
-            agent_pk=token.agent_pk,
-            worker_call_limits=limits_for(token),
-            time_zone=server.time_zone,
-        ),
+        principal=principal,
         page_size=mcp_settings.PAGE_SIZE,
         page_bytes=mcp_settings.PAGE_MAX_BYTES,
         max_echoed_bytes=mcp_settings.MAX_ECHOED_BYTES,

@@ -17,6 +17,12 @@ _inserts: dict[tuple[Any, ...], tuple[str, tuple[models.Field[Any, Any], ...]]] 
 _updates: dict[tuple[Any, ...], tuple[str, tuple[models.Field[Any, Any], ...], tuple[models.Field[Any, Any], ...]]] = {}
 
 
+# The field classes (exactly these, not subclasses) whose ``get_db_prep_save`` returns a value of this type unchanged
+# on every backend: ``CharField.to_python`` and ``FloatField.get_prep_value`` keep a ``str`` or a ``float`` as it is,
+# and neither adapts it for the database further (unlike integers, dates and JSON, which the backend adapts).
+_PLAIN: dict[type, type] = {models.CharField: str, models.TextField: str, models.FloatField: float}
+
+
 def _field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
     field = model._meta.get_field(name)
     assert isinstance(field, models.Field) and field.concrete, f"{model.__name__}.{name} is not a column"
@@ -138,6 +144,15 @@ def insert_many(model: type[models.Model], rows: Iterable[Mapping[str, Any]], *,
         )
         _inserts[key] = (sql, fields)
     sql, fields = _inserts[key]
-    params = [[field.get_db_prep_save(row[field.attname], connection) for field in fields] for row in rows]
+    plan = [(field.attname, field, _PLAIN.get(type(field))) for field in fields]
+    # A value of its column's plain type is what get_db_prep_save would return: it is passed as it is (most of an
+    # audit row's columns, on the audit flusher's thread); any other value goes through its field.
+    params: list[list[Any]] = [
+        [
+            value if type(value := row[attname]) is plain else field.get_db_prep_save(value, connection)
+            for attname, field, plain in plan
+        ]
+        for row in rows
+    ]
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
         cursor.executemany(sql, params)

@@ -41,12 +41,42 @@ _SSE = b"text/event-stream"
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]{1,63}$")  # what an agent id can be; anything else is not logged
 
 
+# The claimed agent of each query string seen lately: clients send the same URL on every call.
+_claimed: dict[bytes, str] = {}
+_CLAIMED_KEPT = 1024  # query strings remembered at most (then forgotten all at once): bounded against varied URLs
+
+
 def _claimed_agent(scope: dict[str, Any]) -> str:
     query = scope.get("query_string", b"")
     if b"agentId=" not in query:
         return ""
-    value = (parse_qs(query.decode("latin-1")).get("agentId") or [""])[0]
-    return value if _SLUG.match(value) else "?"
+    agent = _claimed.get(query)
+    if agent is None:
+        value = (parse_qs(query.decode("latin-1")).get("agentId") or [""])[0]
+        agent = value if _SLUG.match(value) else "?"
+        if len(_claimed) >= _CLAIMED_KEPT:
+            _claimed.clear()
+        _claimed[query] = agent
+    return agent
+
+
+def _write_access_line(status: int, skipped: int, info: RequestInfo, seconds: float) -> None:
+    """``mcp_app.access``'s line, as ``access_logger.info`` would write it but for the caller's frame: the record
+    is made without ``findCaller``'s walk of the stack (its ``funcName`` names this function, its ``lineno`` 0)."""
+    if not access_logger.isEnabledFor(logging.INFO):
+        return
+    record = access_logger.makeRecord(
+        access_logger.name,
+        logging.INFO,
+        __file__,
+        0,
+        "%s %s %s %.1fms" + (f" ({skipped} more {status} not logged)" if skipped else ""),
+        (info.http_method, info.path, status or "-", seconds * 1000),
+        None,
+        "_write_access_line",
+        {"status": status, "duration_ms": round(seconds * 1000, 2), "http_method": info.http_method, "path": info.path},
+    )
+    access_logger.handle(record)
 
 
 def instrument(app: Any) -> Any:
@@ -92,19 +122,7 @@ def instrument(app: Any) -> Any:
             metrics.record_request(info.http_method, rpc_method, info.era or "-", status, seconds)
             skipped = _refusal_logged(status)
             if skipped is not None:
-                access_logger.info(
-                    "%s %s %s %.1fms" + (f" ({skipped} more {status} not logged)" if skipped else ""),
-                    info.http_method,
-                    info.path,
-                    status or "-",
-                    seconds * 1000,
-                    extra={
-                        "status": status,
-                        "duration_ms": round(seconds * 1000, 2),
-                        "http_method": info.http_method,
-                        "path": info.path,
-                    },
-                )
+                _write_access_line(status, skipped, info, seconds)
             end_request(token)
 
     return instrumented

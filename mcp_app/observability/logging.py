@@ -68,9 +68,26 @@ def bind(**fields: str) -> None:
 
 
 def redact(text: str) -> str:
-    if "mcp_" not in text and "earer" not in text:
+    # No token starts "mcp_app" (a token has 8 hex digits after "mcp_"): the logger names in every line need no scan.
+    if "earer" not in text and text.count("mcp_") == text.count("mcp_app"):
         return text
     return _SECRETS.sub(REDACTED, text)
+
+
+class _SecondStamp:
+    """The formatted time of the last second seen, so that a formatter runs ``strftime`` once per second, not once
+    per record (one tuple, replaced whole: any thread reads a consistent pair)."""
+
+    def __init__(self, render: Any) -> None:
+        self._render = render
+        self._last: tuple[int, str] = (-1, "")
+
+    def __call__(self, created: float) -> str:
+        second = int(created)
+        last = self._last
+        if last[0] != second:
+            last = self._last = (second, self._render(second))
+        return last[1]
 
 
 class RequestContextFilter(logging.Filter):
@@ -109,9 +126,12 @@ class JsonFormatter(logging.Formatter):
             entry["stack"] = redact(self.formatStack(record.stack_info))
         return orjson.dumps(entry, default=str).decode()
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamp = _SecondStamp(lambda second: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        return f"{seconds}.{int(record.msecs):03d}Z"
+        return f"{self._stamp(record.created)}.{int(record.msecs):03d}Z"
 
 
 class ConsoleFormatter(logging.Formatter):
@@ -119,6 +139,13 @@ class ConsoleFormatter(logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(context)s%(message)s")
+        self._stamp = _SecondStamp(lambda second: time.strftime(self.default_time_format, self.converter(second)))
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        msec_format = self.default_msec_format
+        if datefmt or not msec_format:
+            return super().formatTime(record, datefmt)
+        return msec_format % (self._stamp(record.created), record.msecs)
 
     def format(self, record: logging.LogRecord) -> str:
         request_id = getattr(record, "request_id", "-")

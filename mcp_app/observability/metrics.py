@@ -158,16 +158,33 @@ for _outcome in ("refused", "throttled"):
     AUTH_FAILURES.labels(outcome=_outcome)
 
 
+# The children of the per-request metrics, each looked up once per label set: ``labels`` validates and joins its
+# values and takes the metric's lock on every call, a dict lookup does not. Every label value is bounded (HTTP
+# method, known RPC method, era, status, catalog tool name, cache name), so these dicts are too; children are never
+# removed from their metrics, so a cached one stays the metric's.
+_request_children: dict[tuple[str, str, str, int], tuple[Any, Any]] = {}
+_tool_call_children: dict[tuple[str, str], Any] = {}
+_cache_children: dict[tuple[str, bool], Any] = {}
+
+
 def record_request(http_method: str, rpc_method: str, era: str, status: int, seconds: float) -> None:
     """One answered request of the MCP endpoint (called by ``observability.asgi``)."""
-    method = http_method if http_method in HTTP_METHODS else "other"
-    REQUESTS.labels(method, rpc_method, era, str(status)).inc()
-    REQUEST_SECONDS.labels(method).observe(seconds)
+    method = http_method if http_method in HTTP_METHODS else "other"  # a client's method is not a bounded key
+    key = (method, rpc_method, era, status)
+    children = _request_children.get(key)
+    if children is None:
+        children = (REQUESTS.labels(method, rpc_method, era, str(status)), REQUEST_SECONDS.labels(method))
+        _request_children[key] = children
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def record_tool_call(tool: str, outcome: str, seconds: float) -> None:
     """One finished ``tools/call`` run; ``outcome`` is one of ``TOOL_OUTCOMES``."""
-    TOOL_CALL_SECONDS.labels(tool, outcome).observe(seconds)
+    child = _tool_call_children.get((tool, outcome))
+    if child is None:
+        child = _tool_call_children[tool, outcome] = TOOL_CALL_SECONDS.labels(tool, outcome)
+    child.observe(seconds)
 
 
 # The usage counters of each tenant label, looked up once (a call pays one dict lookup, not three ``labels``).
@@ -253,7 +270,10 @@ def auth_failed(outcome: str) -> None:
 
 def record_cache(cache: str, hit: bool) -> None:
     """One lookup in the cache named ``cache`` (e.g. ``catalog``, ``token``, ``session``): call it on every lookup."""
-    CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss").inc()
+    child = _cache_children.get((cache, hit))
+    if child is None:
+        child = _cache_children[cache, hit] = CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss")
+    child.inc()
 
 
 def record_dependency_error(dependency: str) -> None:

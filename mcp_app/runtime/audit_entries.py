@@ -6,12 +6,14 @@ the buffer and the flusher are ``runtime.audit``'s.
 
 from __future__ import annotations
 
+import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from ..models.audit import ToolCall as ToolCallRecord
@@ -20,11 +22,22 @@ REDACTED = "[redacted]"
 DIGEST_SALT = "mcp_app.audit.arguments"
 
 
+# ``salted_hmac``'s keyed HMAC for the current ``SECRET_KEY``, made once: each digest copies it (Django's function
+# derives the key and builds the HMAC again for every call). Replaced whole when the key changes.
+_keyed: tuple[str, hmac.HMAC] | None = None
+
+
 def arguments_digest(arguments: Any) -> str:
     """HMAC-SHA256 (``salted_hmac`` with ``DIGEST_SALT`` and ``SECRET_KEY``) of the canonical JSON of ``arguments``:
     equal arguments give equal digests, and a guessable secret among them cannot be confirmed offline."""
+    global _keyed
     canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
-    return salted_hmac(DIGEST_SALT, canonical, algorithm="sha256").hexdigest()
+    secret, keyed = settings.SECRET_KEY, _keyed
+    if keyed is None or keyed[0] != secret:
+        keyed = _keyed = (secret, salted_hmac(DIGEST_SALT, b"", secret, algorithm="sha256"))
+    digest = keyed[1].copy()
+    digest.update(canonical)
+    return digest.hexdigest()
 
 
 def redact(value: Any, pattern: re.Pattern[str], max_chars: int, max_items: int, depth: int = 0) -> Any:

@@ -106,6 +106,18 @@ def _described(prompt: PromptDescriptor) -> dict[str, Any]:
 # python ----------------------------------------------------------------------------------------------------------
 
 
+# The field names of each registered tool's input model, read once: pydantic's ``model_fields`` is a property that
+# builds its answer on every read. One entry per input model (per registered tool): bounded.
+_fields: dict[type[pydantic.BaseModel], tuple[str, ...]] = {}
+
+
+def _field_names(model: type[pydantic.BaseModel]) -> tuple[str, ...]:
+    names = _fields.get(model)
+    if names is None:
+        names = _fields[model] = tuple(model.model_fields)
+    return names
+
+
 class PythonExecutor(Executor):
     """Tools, resources and prompts registered in code. A ``ToolError`` becomes an ``isError`` result with its message,
     any other exception a logged ``isError`` result with a generic one, so no internals leak to the client."""
@@ -119,7 +131,7 @@ class PythonExecutor(Executor):
         except pydantic.ValidationError as exc:
             problems = exc.errors(include_url=False, include_input=False)
             raise InvalidToolArguments(_describe((error["loc"], error["msg"]) for error in problems)) from exc
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        return {name: getattr(model, name) for name in _field_names(type(model))}
 
     async def call(self, tool: ToolDescriptor, arguments: dict[str, Any], call: CallContext) -> dict[str, Any]:
         registered: RegisteredTool = tool.target

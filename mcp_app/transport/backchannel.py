@@ -42,7 +42,7 @@ class BackChannel:
         self._membership = membership
         self._on_cancel = on_cancel
         self._answers = Correlator()
-        self._group: str | None = None
+        self._key: cancellation.CallKey | None = None
         self._watch: asyncio.Task[None] | None = None
         self._watch_timer: asyncio.TimerHandle | None = None
 
@@ -73,7 +73,7 @@ class BackChannel:
             await layer.group_send(reply_group(self._scope, request_id), Reply(str(request_id), answer).to_wire())
 
     async def cancel(self, request_id: str | int) -> None:
-        await cancellation.request_cancel(call_group(self._scope, request_id))
+        await cancellation.request_cancel(self._scope, request_id)
 
     async def close_stream(self) -> bool:
         return await self._writer.close_stream()
@@ -86,22 +86,22 @@ class BackChannel:
 
     def watch(self, request_id: str | int) -> None:
         """Make the call of ``request_id`` cancellable, here at once and from other processes soon."""
-        self._group = call_group(self._scope, request_id)
-        cancellation.register(self._group, self._on_cancel)
+        self._key = cancellation.call_key(self._scope, request_id)
+        cancellation.register(self._key, self._on_cancel)
         # A timer, not a sleeping task: the quick calls, the vast majority, end before it fires and cost only
-        # a heap entry.
+        # a heap entry (and never name their call group: its digest is made when the timer fires).
         self._watch_timer = asyncio.get_running_loop().call_later(
-            cancellation.CANCEL_WATCH_DELAY_SECONDS, self._start_watch, self._group
+            cancellation.CANCEL_WATCH_DELAY_SECONDS, self._start_watch, request_id
         )
 
-    def _start_watch(self, group: str) -> None:
+    def _start_watch(self, request_id: str | int) -> None:
         self._watch_timer = None
-        self._watch = asyncio.ensure_future(self._watch_cancellation(group))
+        self._watch = asyncio.ensure_future(self._watch_cancellation(call_group(self._scope, request_id)))
 
     def release(self) -> None:
         """The call has its answer: a cancellation from now on finds nothing to stop in this process."""
-        if self._group is not None:
-            cancellation.unregister(self._group)
+        if self._key is not None:
+            cancellation.unregister(self._key)
 
     async def close(self) -> None:
         if self._watch_timer is not None:

@@ -1,8 +1,9 @@
 """``notifications/cancelled`` for handshake-era calls: never lost, whenever it arrives.
 
-``register`` a running call under its call group; ``request_cancel`` stops it here, or sends the cancellation to
-the group and notes it for a call that listens later (``cancelled_before_listening``); ``listening_hooks`` hear
-when a call listens everywhere. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
+``register`` a running call under its scope and request id; ``request_cancel`` stops it here, or sends the
+cancellation to its call group (``events.call_group``) and notes it for a call that listens later
+(``cancelled_before_listening``); ``listening_hooks`` hear when a call listens everywhere. The group's name (a
+digest) is only made when the call must be reached from another process: a call is registered here by its key. Design: docs/architecture.md ("SSE streams, resumption and cancellation").
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from channels.layers import get_channel_layer
 
 from ..channel_layer import LAYER_ERRORS, guarded
-from ..events import CallCancelled
+from ..events import CallCancelled, call_group
 from .eventstore import get_event_store
 
 logger = logging.getLogger("mcp_app.transport.cancellation")
@@ -21,25 +22,32 @@ logger = logging.getLogger("mcp_app.transport.cancellation")
 CANCEL_WATCH_DELAY_SECONDS = 0.05
 CANCEL_MARK_SECONDS = 300.0
 
-_running: dict[str, Callable[[], None]] = {}
+# A call's key: its correlation scope and request id, the id's type included (1 is not "1", as in call_group).
+CallKey = tuple[str, type, str | int]
+_running: dict[CallKey, Callable[[], None]] = {}
 listening_hooks: list[Callable[[str], None]] = []
 
 
-def register(group: str, cancel: Callable[[], None]) -> None:
-    """The call of ``group`` runs in this process; ``cancel`` stops it (called on this event loop)."""
-    _running[group] = cancel
+def call_key(scope: str, request_id: str | int) -> CallKey:
+    return (scope, type(request_id), request_id)
 
 
-def unregister(group: str) -> None:
-    _running.pop(group, None)
+def register(key: CallKey, cancel: Callable[[], None]) -> None:
+    """The call of ``key`` runs in this process; ``cancel`` stops it (called on this event loop)."""
+    _running[key] = cancel
 
 
-async def request_cancel(group: str) -> None:
-    """Cancel the call of ``group`` wherever it runs, or as soon as it listens."""
-    local = _running.get(group)
+def unregister(key: CallKey) -> None:
+    _running.pop(key, None)
+
+
+async def request_cancel(scope: str, request_id: str | int) -> None:
+    """Cancel the call of ``request_id`` in ``scope`` wherever it runs, or as soon as it listens."""
+    local = _running.get(call_key(scope, request_id))
     if local is not None:
         local()
         return
+    group = call_group(scope, request_id)
     try:
         await get_event_store().mark(f"cancel:{group}", CANCEL_MARK_SECONDS)
     except LAYER_ERRORS:

@@ -135,7 +135,9 @@ def channel_class() -> type:
 
         _mcp_refused = False
         _mcp_body_bytes = 0
-        _mcp_deadline: Any = None
+        _mcp_deadline: Any = None  # the request deadline's timer, kept between requests and pushed back by each
+        _mcp_receiving = False  # a request's first byte arrived, its last one not yet
+        _mcp_deadline_seconds = 0.0  # the deadline of the request being received
 
         _mcp_discarded = 0
         _mcp_written = 0  # bytes handed to the transport
@@ -270,9 +272,29 @@ def channel_class() -> type:
             self._mcp_linger = self.callLater(LINGER_SECONDS, self.transport.loseConnection)
 
         def _mcp_disarm(self) -> None:
+            self._mcp_receiving = False
             if self._mcp_deadline is not None and self._mcp_deadline.active():
                 self._mcp_deadline.cancel()
             self._mcp_deadline = None
+
+        def _mcp_arm(self) -> None:
+            """A request's first byte: answer 408 unless its last one arrives within REQUEST_DEADLINE_SECONDS.
+            One timer per connection, pushed back by each request (``reset`` to a later time is arithmetic; a new
+            timer and a cancelled one per request cost the reactor two reschedules); when it fires between
+            requests it does nothing and lapses."""
+            self._mcp_receiving = True
+            seconds = self._mcp_deadline_seconds = float(mcp_settings.REQUEST_DEADLINE_SECONDS)
+            deadline = self._mcp_deadline
+            if deadline is not None and deadline.active():
+                deadline.reset(seconds)
+            else:
+                self._mcp_deadline = self.callLater(seconds, self._mcp_expired)
+
+        def _mcp_expired(self) -> None:
+            self._mcp_deadline = None
+            if self._mcp_receiving:
+                seconds = self._mcp_deadline_seconds
+                self._mcp_refuse(408, f"The request was not received within {seconds:g} seconds.")
 
         def dataReceived(self, data: bytes) -> None:
             if self._mcp_refused:
@@ -280,11 +302,8 @@ def channel_class() -> type:
                 if self._mcp_discarded > LINGER_MAX_BYTES:
                     self.transport.loseConnection()
                 return
-            if self._mcp_deadline is None and not self._handlingRequest:
-                seconds = float(mcp_settings.REQUEST_DEADLINE_SECONDS)
-                self._mcp_deadline = self.callLater(
-                    seconds, self._mcp_refuse, 408, f"The request was not received within {seconds:g} seconds."
-                )
+            if not self._mcp_receiving and not self._handlingRequest:
+                self._mcp_arm()
             super().dataReceived(data)
             if not self._mcp_refused and self.line_mode and not self._handlingRequest and self._buffer:
                 self._mcp_check_partial_line(self._buffer)
@@ -343,7 +362,7 @@ def channel_class() -> type:
             super().rawDataReceived(data)
 
         def allContentReceived(self) -> None:
-            self._mcp_disarm()
+            self._mcp_receiving = False  # the deadline's timer stays for the next request (``_mcp_arm``)
             if self._mcp_refused:
                 return  # refused on its headers: the request never reaches daphne
             super().allContentReceived()

@@ -12,6 +12,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 
 from ..conf import mcp_settings
@@ -35,10 +37,31 @@ def request_origin(scope: dict[str, Any], headers: dict[str, str]) -> str:
     return f"{scheme}://{headers.get('host') or 'localhost'}"
 
 
+# The answers of ``host_allowed`` and ``accepts`` for the header values seen lately (clients send the same ones on
+# every request): bounded, forgotten at once when full and when Django's settings change.
+_KEPT = 1024
+_hosts: dict[str, bool] = {}
+_accepted: dict[tuple[str, str], bool] = {}
+
+
+@receiver(setting_changed)
+def _forget_answers(**kwargs: Any) -> None:
+    _hosts.clear()  # ALLOWED_HOSTS or DEBUG may have changed
+
+
 def host_allowed(host: str | None) -> bool:
     """DNS-rebinding protection: the Host header must match Django's ``ALLOWED_HOSTS``."""
     if host is None:
         return True  # HTTP/1.0 and in-process test clients send no Host; browsers always do.
+    allowed = _hosts.get(host)
+    if allowed is None:
+        if len(_hosts) >= _KEPT:
+            _hosts.clear()
+        allowed = _hosts[host] = _host_allowed(host)
+    return allowed
+
+
+def _host_allowed(host: str) -> bool:
     allowed = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not allowed:
         allowed = [".localhost", "127.0.0.1", "[::1]"]
@@ -108,5 +131,14 @@ def accepts(accept: str | None, media_type: str) -> bool:
     """Whether an Accept header admits ``media_type`` (a missing header admits anything)."""
     if accept is None:
         return True
+    answer = _accepted.get((accept, media_type))
+    if answer is None:
+        if len(_accepted) >= _KEPT:
+            _accepted.clear()
+        answer = _accepted[accept, media_type] = _accepts(accept, media_type)
+    return answer
+
+
+def _accepts(accept: str, media_type: str) -> bool:
     admitting = (media_type, f"{media_type.split('/', 1)[0]}/*", "*/*")
     return any(part.split(";", 1)[0].strip().lower() in admitting for part in accept.split(","))

@@ -176,3 +176,27 @@ def test_a_request_split_between_cr_and_lf_is_still_served(edge: int) -> None:
     status, body, _ = exchange(edge, raw[:cut], raw[cut:], pause=0.05)
     # The application answered (it asks for a token first, even without agentId): the edge let it through.
     assert status == 401 and b"Authorization: Bearer" in body
+
+
+def test_the_deadline_counts_from_each_requests_first_byte_on_a_kept_alive_connection(edge: int) -> None:
+    # One timer per connection, pushed back by each request. Each request trickles in over about 0.4 s; the second
+    # starts 0.3 s after the first one's answer, so the first one's deadline (1 s after its first byte) falls while
+    # the second is still arriving, well within the second's own: the second must be served, not cut with a 408.
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    head = b"Host: 127.0.0.1\r\ncontent-length: %d\r\n" % len(ping)
+    answers = []
+    with socket.create_connection(("127.0.0.1", edge), timeout=WAIT) as sock:
+        for closing in (False, True):
+            raw = request(headers=head + (b"connection: close\r\n" if closing else b""), body=ping)
+            piece = len(raw) // 4 + 1
+            for i in range(0, len(raw), piece):
+                time.sleep(0.1)
+                sock.sendall(raw[i : i + piece])
+            answer = b""
+            while not answer.endswith(b"\r\n0\r\n\r\n"):  # the last chunk of a chunked answer
+                chunk = sock.recv(65536)
+                assert chunk, f"closed early: {answer!r}"
+                answer += chunk
+            answers.append(int(answer.split(b" ", 2)[1]))
+            time.sleep(0.3 * DEADLINE_SECONDS)
+    assert answers == [401, 401]  # the application answered both (no token): neither was cut off with a 408

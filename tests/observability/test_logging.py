@@ -97,6 +97,27 @@ def test_tokens_and_bearer_credentials_are_scrubbed() -> None:
         assert "[redacted]" in text
 
 
+def test_a_token_beside_the_loggers_own_name_is_scrubbed() -> None:
+    # Every line names an "mcp_app" logger; a token elsewhere in it is still found.
+    record = _record("mcp_app saw %s", TOKEN)
+    for formatter in (JsonFormatter(), ConsoleFormatter()):
+        text = formatter.format(record)
+        assert TOKEN not in text and "[redacted]" in text and "mcp_app" in text
+
+
+def test_the_time_of_a_line_is_that_of_its_record_within_one_second() -> None:
+    import time
+
+    json_formatter, console = JsonFormatter(), ConsoleFormatter()  # one each: their stamp of the second is reused
+    for created in (1_733_400_000.123, 1_733_400_000.987, 1_733_400_001.004, 1_733_399_999.5):
+        record = _record("tick")
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+        assert json.loads(json_formatter.format(record))["time"] == f"{stamp}.{int(record.msecs):03d}Z"
+        assert console.formatTime(record) == logging.Formatter().formatTime(record)
+        assert console.format(record).startswith(logging.Formatter().formatTime(record))
+
+
 class _Collect(logging.Handler):
     def __init__(self) -> None:
         super().__init__()

@@ -166,3 +166,17 @@ def test_wait_written_returns_once_the_rows_are_written_and_false_after_its_boun
     audit_log.append(pending(caller))
     assert audit_log.flush() == 1
     assert audit_log.wait_written(1, 0.0)
+
+
+def test_the_arguments_digest_is_djangos_salted_hmac_under_the_current_secret_key() -> None:
+    import orjson
+    from django.utils.crypto import salted_hmac
+
+    from mcp_app.runtime.audit_entries import DIGEST_SALT, arguments_digest
+
+    arguments = {"b": [1, 2], "a": "x"}
+    canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    for secret in (settings.SECRET_KEY, "another-secret-key-" * 3, settings.SECRET_KEY):
+        with override_settings(SECRET_KEY=secret):
+            expected = salted_hmac(DIGEST_SALT, canonical, algorithm="sha256").hexdigest()
+            assert arguments_digest(arguments) == arguments_digest(dict(reversed(arguments.items()))) == expected

@@ -43,6 +43,15 @@ async def test_allowed_host_with_port_passes(access):
     assert (await call(access, CALL_ECHO, headers={"host": "localhost"})).status == 200
 
 
+async def test_a_hosts_answer_follows_a_change_of_allowed_hosts(access):
+    # The answer for a Host value is remembered between requests, and forgotten when the settings change.
+    headers = {"host": "api.example:8000"}
+    assert (await call(access, CALL_ECHO, headers=headers)).status == 421
+    with override_settings(ALLOWED_HOSTS=["api.example"]):
+        assert (await call(access, CALL_ECHO, headers=headers)).status == 200
+    assert (await call(access, CALL_ECHO, headers=headers)).status == 421
+
+
 async def test_raw_token_never_reaches_the_logs(make_access, caplog):
     access = await make_access(tools=("boom", "echo"))
     with caplog.at_level(logging.DEBUG):

@@ -247,3 +247,25 @@ def test_twisted_errors_reach_python_logging_once_and_its_info_does_not(caplog: 
     assert record.levelname == "ERROR"
     assert record.getMessage() == "Twisted: Unhandled error in dataReceived"
     assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
+
+
+@pytest.mark.parametrize(("verbosity", "lines"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_twisteds_access_line_is_skipped_only_where_daphne_discards_it(verbosity: int, lines: int) -> None:
+    from daphne.http_protocol import HTTPFactory
+
+    class QuietFactory(HTTPFactory):  # type: ignore[misc]
+        pass
+
+    twisted_compat.no_discarded_log_lines(QuietFactory)
+    twisted_compat.no_discarded_log_lines(QuietFactory)  # once, however often asked
+    server = make_server(Server, None)
+    server.verbosity = verbosity
+    factory = QuietFactory(server)
+    written: list[str] = []
+    factory._logFile = type("LogFile", (), {"write": lambda self, line: written.append(line)})()
+    factory._logDateTime = "05/Dec/2026:13:00:00 +0000"
+    request = received_form_post(PlainRequest)
+    request.code = 200
+    factory.log(request)
+    assert len(written) == lines
+    assert all('"POST /mcp/x?b=2 HTTP/1.1" 200' in line for line in written)
