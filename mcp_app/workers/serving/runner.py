@@ -17,6 +17,7 @@ Design: docs/workers.md.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from collections.abc import Awaitable
@@ -158,8 +159,10 @@ class RoutingRunner:
                 assert served is not None
                 record = ToolTask.objects.worker_call(task_id=task_id, **self._fields(tool, arguments, call, key))
                 created = True
-                # A publish, no query: in a thread of the loop's pool (the database thread has nothing to do).
-                send = functools.partial(dispatch_unwritten, record, info, served)
+                # A publish, no query: in a thread of the loop's pool (the database thread has nothing to do),
+                # in a copy of this context, as ``sync_to_async`` would: the trace (Celery's instrumentation
+                # puts the current span in the message) and the log context go with it.
+                send = functools.partial(contextvars.copy_context().run, dispatch_unwritten, record, info, served)
                 try:
                     await asyncio.get_running_loop().run_in_executor(None, send)
                 except asyncio.CancelledError:
