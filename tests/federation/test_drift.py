@@ -303,14 +303,19 @@ def test_a_rollback_holds_the_upstreams_newer_definition_again(
     assert "local" in served(w.auto)
 
 
+def set_prefix(w: World, prefix: str, capture_on_commit: Any) -> None:
+    """The tenant gives ``w``'s upstream a new prefix (the edit's on-commit work run)."""
+    w.upstream.refresh_from_db()  # its syncs wrote their times by queries
+    w.upstream.prefix = prefix
+    with capture_on_commit(execute=True):
+        w.upstream.save()
+
+
 def test_a_new_prefix_renames_the_entries_as_the_tenants_edit_not_the_upstreams(
     world: Callable[[str], World], django_capture_on_commit_callbacks: Any
 ) -> None:
     w = world("hold")
-    w.upstream.refresh_from_db()  # its syncs wrote their times by queries
-    w.upstream.prefix = "dict_"
-    with django_capture_on_commit_callbacks(execute=True):
-        w.upstream.save()
+    set_prefix(w, "dict_", django_capture_on_commit_callbacks)
 
     w.sync(LOOK)
 
@@ -324,10 +329,7 @@ def test_a_new_prefix_with_a_changed_description_is_held(
     world: Callable[[str], World], django_capture_on_commit_callbacks: Any
 ) -> None:
     w = world("hold")
-    w.upstream.refresh_from_db()  # its syncs wrote their times by queries
-    w.upstream.prefix = "dict_"
-    with django_capture_on_commit_callbacks(execute=True):
-        w.upstream.save()
+    set_prefix(w, "dict_", django_capture_on_commit_callbacks)
 
     w.sync(tool(description=POISONED))
 
