@@ -99,6 +99,16 @@ class ScriptedUpstream:
         self._thread.join(timeout=5)
         self._loop.close()
 
+    def drop_connections(self) -> None:
+        """Close every open connection now, returning once their sockets are closed (blocking the caller's loop)."""
+        asyncio.run_coroutine_threadsafe(self._drop(), self._loop).result(timeout=10)
+
+    async def _drop(self) -> None:
+        for writer in list(self._open):
+            writer.transport.abort()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
     def calls(self) -> list[Seen]:
         """The ``tools/call`` requests seen, in order."""
         return [seen for seen in list(self.seen) if seen.message.get("method") == "tools/call"]
@@ -146,8 +156,10 @@ class ScriptedUpstream:
                 if self.close_after_reply:
                     return
         finally:
-            self._open.pop(writer, None)
             writer.transport.abort()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()  # the socket is closed (its FIN sent) before it stops counting as open
+            self._open.pop(writer, None)
 
     async def _reply(self, message: dict[str, Any], reader: asyncio.StreamReader) -> bytes | None:
         method = message.get("method")

@@ -14,6 +14,7 @@ Not here: what is sent or how a reply is understood (``fastcall``), when the poo
 from __future__ import annotations
 
 import asyncio
+import select
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -40,13 +41,25 @@ class Link:
     idle_since: float = field(default_factory=time.monotonic)
 
     def usable(self) -> bool:
-        """Whether nothing says the server closed it (its FIN is read by the loop while the link is idle)."""
-        return not (self.reader.at_eof() or self.writer.is_closing() or self.reader.exception() is not None)
+        """Whether nothing says the server closed it. The loop reads a FIN that came while the link was idle, but
+        one that came since the loop last polled is only in the socket: an idle HTTP/1.1 link has nothing to read,
+        so a readable socket is a closed one (or a server sending what nobody asked for). httpcore checks the same
+        before it reuses a connection."""
+        if self.reader.at_eof() or self.writer.is_closing() or self.reader.exception() is not None:
+            return False
+        sock = self.writer.get_extra_info("socket")
+        return sock is None or not _readable(sock.fileno())
 
     def close(self) -> None:
         transport = self.writer.transport
         if not transport.is_closing():
             transport.abort()  # no TLS goodbye: the link is dropped, not ended politely
+
+
+def _readable(fd: int) -> bool:
+    poller = select.poll()  # not select(): a descriptor may be above FD_SETSIZE
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class Links:

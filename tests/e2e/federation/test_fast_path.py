@@ -18,7 +18,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from mcp_app import outbound
-from mcp_app.federation import fastcall
+from mcp_app.federation import fastcall, wire
 from tests.conftest import Access
 from tests.e2e.federation.conftest import failure
 from tests.helpers import call, communicator, modern_call, result_of, rpc, wait_until
@@ -283,6 +283,24 @@ async def test_an_upstream_that_closes_kept_alive_connections_between_calls(
 
     assert texts == ["0", "1", "2"]
     assert len({seen.connection for seen in scripted.calls()}) == 3  # each call on a new link, none failed
+
+
+async def test_a_link_closed_since_the_loop_last_looked_is_not_taken_again(
+    allow_loopback: None, scripted: ScriptedUpstream
+) -> None:
+    links = wire.Links(scripted.url, max_idle=4, idle_seconds=60, connect_timeout=5)
+    link = await links.acquire()
+    await wait_until(lambda: scripted.open_connections() == 1 or None, what="the upstream took the link")
+    links.release(link)
+    scripted.drop_connections()  # blocks this loop: the FIN is in the socket, unread by the loop
+
+    again = await links.acquire()
+    try:
+        assert again is not link
+        assert link.writer.is_closing()
+    finally:
+        links.close()
+        again.close()
 
 
 async def start(access: Access, body: dict[str, Any]) -> Any:
