@@ -164,7 +164,7 @@ class DirectPublisher:
             signals.after_task_publish.send(sender=self.task, body=body, headers=headers, **route)
 
 
-_publishers: dict[tuple[Any, str, str], DirectPublisher | None] = {}
+_publishers: dict[tuple[Any, str], DirectPublisher | None] = {}
 
 
 def direct_publisher(app: Any, task: Any, queue: str) -> DirectPublisher | None:
@@ -173,17 +173,17 @@ def direct_publisher(app: Any, task: Any, queue: str) -> DirectPublisher | None:
     Redis transport (this one included; not Sentinel), transport options that change keys or encoding (a key
     prefix, priority steps, another body encoding), a serializer other than JSON, compression, a protocol other
     than 2, routes (``task_routes``), a queue on an exchange other than a direct one or with arguments (expiry),
-    priorities, task-sent events, or ``task_sent`` receivers. Decided once per app, broker URL and queue."""
-    conf = app.conf
-    url = str(conf.broker_write_url or conf.broker_url or "")
-    key = (app, url, queue)
+    priorities, task-sent events, or ``task_sent`` receivers. Decided once per app and queue (Celery reads its
+    configuration once too)."""
+    key = (app, queue)
     if key not in _publishers:
-        _publishers[key] = _decide(app, task, url, queue)
+        _publishers[key] = _decide(app, task, queue)
     return _publishers[key]
 
 
-def _decide(app: Any, task: Any, url: str, queue: str) -> DirectPublisher | None:
+def _decide(app: Any, task: Any, queue: str) -> DirectPublisher | None:
     conf = app.conf
+    url = str(conf.broker_write_url or conf.broker_url or "")
     options = dict(conf.broker_transport_options or {})
     # The task's own publishing options (queue, priority, compression, …): none but its time limits and JSON.
     exec_options = extract_exec_options(task)
