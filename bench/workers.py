@@ -19,7 +19,10 @@ Needs ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (the broker): it migrates 
    round trips (Celery's built-in no-op ``celery.accumulate`` through the same broker and queue, ``apply_async``
    to its result from the result backend), their median latency and CPU per round trip (this process, the
    worker, PostgreSQL + Redis), and the two ratios issue 16 sets targets for: dispatch overhead median / round
-   trip median (target <= 2) and CPU per worker call, all processes / CPU per round trip (target <= 3).
+   trip median (target <= 2) and CPU per worker call, all processes / CPU per round trip (target <= 3);
+5. what the worker call's durable record adds to that floor, in the same run: the median of ``--samples``
+   one-row PostgreSQL commits flushed to disk (``synchronous_commit = on``; a worker call commits twice, the take
+   and the outcome) and not flushed.
 
 Prints a markdown table; ``--json-out`` also writes the raw figures; ``--profile DIR`` samples daphne and the
 worker with py-spy (on-CPU stacks, folded, ``DIR/daphne.folded`` and ``DIR/worker.folded``; with ``--gil`` only
@@ -398,6 +401,30 @@ async def _throughput(url: str, token: str, calls: int) -> dict[str, float]:
     return {"calls": calls, "wall_s": wall, "calls_per_s": calls / wall}
 
 
+def durable_commits(samples: int) -> dict[str, float]:
+    """The median of ``samples`` one-row ``INSERT``s, each its own transaction, in PostgreSQL (the bench's
+    database, a table of its own, dropped after: a temporary table writes no WAL) as committed durably (``synchronous_commit = on``: the WAL flushed to disk, as
+    every worker call's two commits are) and not (``off``): what a worker call's durable record costs beyond a
+    bare round trip, which writes nothing durable. After ten unmeasured ones of each."""
+    from django.db import connection
+
+    medians: dict[str, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_commits (id serial PRIMARY KEY, at timestamptz)")
+        for setting in ("on", "off"):
+            cursor.execute(f"SET synchronous_commit = {setting}")
+            timed = []
+            for n in range(samples + 10):
+                started = time.perf_counter()
+                cursor.execute("INSERT INTO bench_commits (at) VALUES (now())")
+                if n >= 10:
+                    timed.append(time.perf_counter() - started)
+            medians[f"synchronous_{setting}_median_ms"] = statistics.median(timed) * 1000
+        cursor.execute("DROP TABLE bench_commits")
+        cursor.execute("RESET synchronous_commit")
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
@@ -439,6 +466,7 @@ def main() -> None:
             samples, cpu = _per_call({"worker": workers}, calls, lambda: round_trips(app, args.samples))
             cpu["bench_cpu_ms"] = (time.process_time() - own) / calls * 1000
             results["celery_round_trip"] = {**_quantiles(samples), **cpu}
+            results["durable_commit"] = durable_commits(args.samples)
             results["throughput_1"] = asyncio.run(_throughput(url, token, args.calls))
         with celery_workers(env, Path(tmp), 2, args.pool, args.concurrency):
             results["throughput_2"] = asyncio.run(_throughput(url, token, args.calls))
@@ -485,6 +513,11 @@ def main() -> None:
     print(
         f"| CPU per round trip: caller, worker, PostgreSQL + Redis | | {floor['bench_cpu_ms']:.2f} ms, "
         f"{floor['worker_cpu_ms']:.2f} ms, {floor['services_cpu_ms']:.2f} ms (all: {floor_cpu:.2f} ms) |"
+    )
+    commit = results["durable_commit"]
+    print(
+        f"| one-row PostgreSQL commit, median: durable (synchronous_commit on; a worker call makes two) / not | | "
+        f"{commit['synchronous_on_median_ms']:.2f} ms / {commit['synchronous_off_median_ms']:.2f} ms |"
     )
     print(
         f"| dispatch overhead median / round trip median (target <= 2) | | "

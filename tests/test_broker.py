@@ -169,3 +169,102 @@ def test_the_reference_deployment_dispatches_through_it() -> None:
 
     with app.connection_for_write() as connection:
         assert type(connection.transport) is Transport
+
+
+# A task's messages published without kombu (``DirectPublisher``) ------------------------------------------------
+
+
+def _message_of(queue: str) -> dict[str, Any]:
+    """The one message on ``queue``'s list, as kombu's Redis transport reads it back."""
+    import json
+
+    client = redis.Redis.from_url(_url())
+    try:
+        raw = client.lrange(queue, 0, -1)
+        client.delete(queue)
+    finally:
+        client.close()
+    assert len(raw) == 1
+    message: dict[str, Any] = json.loads(raw[0])
+    return message
+
+
+@pytest.mark.parametrize("task_name", ["mcp_app.run_tool_call", "celery.accumulate"])
+def test_a_direct_message_is_the_one_celery_publishes(queue: Queue, task_name: str) -> None:
+    """Key for key and value for value but the delivery tag (a new uuid per message), against what Celery's own
+    ``apply_async`` pushes through kombu's Redis transport for the same call, in the same thread."""
+    import asyncio
+
+    from mcp_app.broker import direct_publisher
+    from mcp_host.celery import app
+
+    task = app.tasks[task_name]
+    args = [None, {"call": {"arguments": {"text": "é", "n": 1.5}}, "version": 3}]
+    publisher = direct_publisher(app, task, queue.name)
+    assert publisher is not None
+
+    async def both() -> tuple[dict[str, Any], dict[str, Any]]:
+        # Celery's publish from this loop's thread, as the direct one: the same ``origin`` and ``reply_to``.
+        task.apply_async(args=args, task_id="t-1", argsrepr="(None, <call>)", kwargsrepr="{}", queue=queue.name)
+        celerys = _message_of(queue.name)
+        await publisher.publish("t-1", args, "(None, <call>)")
+        return celerys, _message_of(queue.name)
+
+    celerys, direct = asyncio.run(both())
+    assert celerys["properties"].pop("delivery_tag") != direct["properties"].pop("delivery_tag")
+    assert direct == celerys
+
+
+def test_a_direct_message_is_consumed_by_a_real_celery_worker(
+    queue: Queue, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A stock Celery worker (the reference deployment's, on the queue of the test) runs the task of a message
+    published directly and stores its result, as for one Celery published."""
+    import asyncio
+
+    from mcp_app.broker import direct_publisher
+    from mcp_host.celery import app
+    from tests.e2e.workers import running_worker
+
+    noop = app.tasks["celery.accumulate"]
+    publisher = direct_publisher(app, noop, queue.name)
+    assert publisher is not None
+    task_id = str(uuid.uuid4())
+    with running_worker(tmp_path_factory, concurrency=1, queue=queue.name, pool="threads"):
+        asyncio.run(publisher.publish(task_id, [1, "two"], "(1, 'two')"))
+        assert app.AsyncResult(task_id).get(timeout=WAIT * 4) == [1, "two"]
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"broker_url": "memory://"},
+        {"broker_url": "amqp://guest@127.0.0.1//"},
+        {"broker_transport_options": {"global_keyprefix": "x:"}},
+        {"broker_transport_options": {"priority_steps": [0, 5]}},
+        {"task_compression": "gzip"},
+        {"task_serializer": "pickle"},
+        {"task_protocol": 1},
+        {"task_routes": {"celery.accumulate": {"queue": "elsewhere"}}},
+        {"task_default_priority": 5},
+        {"task_send_sent_event": True},
+        {"task_queues": [Queue("expiring", Exchange("expiring"), routing_key="expiring", expires=60)]},
+        {"task_queues": [Queue("topical", Exchange("topical", type="topic"), routing_key="topical")]},
+    ],
+    ids=lambda changed: ",".join(f"{key}={value}" for key, value in changed.items()),
+)
+def test_any_other_broker_or_configuration_takes_celerys_path(changed: dict[str, Any]) -> None:
+    """Where kombu or Celery would do more than push the message on a list, no ``DirectPublisher``."""
+    from celery import Celery
+
+    from mcp_app.broker import direct_publisher
+
+    url = _url()
+    base = {"broker_url": url, "broker_transport": FAST, "result_backend": url}
+    plain = Celery("direct-plain", set_as_current=False)
+    plain.conf.update(base)
+    assert direct_publisher(plain, plain.tasks["celery.accumulate"], "q") is not None
+    app = Celery("direct-changed", set_as_current=False)
+    app.conf.update({**base, "broker_transport": None, **changed} if "broker_url" in changed else {**base, **changed})
+    queue = next(iter(changed["task_queues"])).name if "task_queues" in changed else "q"
+    assert direct_publisher(app, app.tasks["celery.accumulate"], queue) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import select
 import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -237,6 +238,54 @@ def test_threads_of_a_pool_hand_the_database_steps_to_one_database_thread(
     assert states == ["stored"] * 3
     assert len(seen) == 6 and len(set(seen)) == 1 and seen[0].startswith("mcp-worker-db")
     assert ToolTask.objects.filter(status="completed", pk__in=[r.pk for r, _ in dispatched]).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)  # the database thread has a connection of its own
+def test_the_database_thread_keeps_its_connection_between_calls_and_replaces_one_the_server_closed(
+    access_factory: Any, monkeypatch: Any
+) -> None:
+    """No hand-back to the pool and no check round trip per call (``execute._sound``): the next call runs on the
+    same connection; one the server terminated meanwhile is noticed without a query and replaced, and the call
+    runs."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a connection the server closes: PostgreSQL")
+    access = access_factory(tools=("worker_job",))
+    database = execute._database_thread()
+
+    def run_in_a_pool_thread(record: ToolTask, message: dict[str, Any]) -> tuple[str, Any, int]:
+        own = asyncio.new_event_loop()
+        try:
+            state = execute.execute_in_thread(own, record.pk, record.celery_id, message, bus=local_bus)
+        finally:
+            own.close()
+        raw = database.submit(lambda: connection.connection).result(timeout=10)
+        return state, raw, raw.info.backend_pid
+
+    def in_a_thread(record: ToolTask, message: dict[str, Any]) -> tuple[str, Any, int]:
+        outcome: list[tuple[str, Any, int]] = []
+        thread = threading.Thread(target=lambda: outcome.append(run_in_a_pool_thread(record, message)))
+        thread.start()
+        thread.join(timeout=30)
+        return outcome[0]
+
+    taken: list[Any] = []
+    try:
+        first = in_a_thread(*_dispatch(access))
+        pool = connection.pool
+        if pool is None:
+            pytest.skip("the deployment's pooled connections")
+        getconn = pool.getconn
+        monkeypatch.setattr(pool, "getconn", lambda *args, **kwargs: taken.append(1) or getconn(*args, **kwargs))
+        second = in_a_thread(*_dispatch(access))
+        assert first[0] == second[0] == "stored"
+        assert second[1] is first[1] and taken == []  # kept: not handed back, nor taken (and checked) again
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [second[2]])
+        wait_until_blocking(lambda: bool(select.select([second[1].fileno()], [], [], 0)[0]))
+        third = in_a_thread(*_dispatch(access))
+        assert third[0] == "stored" and third[2] != second[2] and taken == [1]
+    finally:
+        database.submit(connections.close_all).result(timeout=10)
 
 
 def test_a_message_without_the_call_loads_it_with_the_record(access_factory: Any, loop: Any) -> None:

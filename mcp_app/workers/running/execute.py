@@ -2,9 +2,10 @@
 
 The life of a call is written once (``_steps`` of a ``call.WorkerCall``: listen for its cancellation, take the
 record, run the tool, store the outcome, give the quota slot back, announce ``done``) and driven by ``execute()``
-in an event loop (the serving process, no broker) or ``execute_in_thread()`` in a Celery worker thread (database
-steps in the process's main thread or its one database thread, the others in the thread's kept loop). Both
-return only after the outcome is stored. Design: docs/workers.md.
+in an event loop (the serving process, no broker; a Celery thread pool's thread hands it to its kept loop, with
+the database steps in the process's one database thread) or, in a Celery worker's main thread (prefork, solo),
+by ``execute_in_thread()`` between turns of the thread's kept loop (database steps in the main thread itself).
+Both return only after the outcome is stored. Design: docs/workers.md.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import select
 import threading
+import time
 from collections.abc import Callable, Coroutine, Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.db import close_old_connections, connection
 
@@ -32,17 +34,43 @@ logger = logging.getLogger("mcp_app.workers")
 
 @dataclass(frozen=True)
 class _Sync:
-    """A step of ``_steps`` that runs as plain synchronous code: a database step (``database``; ``fresh``: the
-    first of the call, which retires an old or broken connection first) or another blocking one."""
+    """A step of ``_steps`` that runs as plain synchronous code: a database step (``fresh``: the first of the
+    call, which retires an old or broken connection first)."""
 
     function: Callable[[], Any]
-    database: bool = True
     fresh: bool = False
 
     def __call__(self) -> Any:
-        if self.fresh and not connection.in_atomic_block:  # never retire a connection inside a transaction
-            close_old_connections()
+        if self.fresh and not connection.in_atomic_block and not _sound(connection):
+            close_old_connections()  # never inside a transaction
         return self.function()
+
+
+#: How long a worker keeps its database connection between calls without handing it back (see ``_sound``).
+KEEP_CONNECTION_SECONDS = 60.0
+
+
+def _sound(wrapper: Any) -> bool:
+    """Whether the thread's open connection may serve the next call as it is, without Django retiring it (which,
+    pooled with ``CONN_MAX_AGE = 0``, hands it back to the pool after every call, and the pool's check costs a
+    round trip to the server when it is taken again; unpooled, Django's health check does): it was opened less
+    than ``KEEP_CONNECTION_SECONDS`` ago (or ``CONN_MAX_AGE`` ago, when longer), no error and no stray
+    autocommit setting since, and its socket holds nothing to read. A server that closed it (a restart, an
+    administrator, an idle timeout) has sent its notice or end of stream by then, so the check costs no round
+    trip; any doubt and Django's own retirement and checks apply."""
+    raw = wrapper.connection
+    if raw is None or wrapper.errors_occurred or wrapper.get_autocommit() != wrapper.settings_dict["AUTOCOMMIT"]:
+        return False
+    max_age = wrapper.settings_dict["CONN_MAX_AGE"]
+    if max_age is not None and wrapper.close_at is not None:
+        opened = wrapper.close_at - max_age
+        if time.monotonic() >= opened + max(float(max_age), KEEP_CONNECTION_SECONDS):
+            return False
+    try:
+        readable, _, _ = select.select([raw.fileno()], [], [], 0)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return not readable
 
 
 @dataclass(frozen=True)
@@ -100,17 +128,25 @@ class _Stepper:
 
 
 async def execute(
-    record_pk: int | None, celery_id: str, info: dict[str, Any] | WorkerMessage, *, bus: Messaging
+    record_pk: int | None,
+    celery_id: str,
+    info: dict[str, Any] | WorkerMessage,
+    *,
+    bus: Messaging,
+    database: ThreadPoolExecutor | None = None,
 ) -> str:
     """Run the call of record ``record_pk`` (dispatched as ``celery_id``) to its stored outcome, in this event
-    loop (no broker: the serving process), its messages on ``bus``; returns what happened: "stored",
-    "cancelled", or why it did not run."""
+    loop, its messages on ``bus``; returns what happened: "stored", "cancelled", or why it did not run. Database
+    steps run in ``database`` (a Celery worker's one database thread), else as ``database_sync_to_async`` runs
+    them (the serving process, no broker)."""
     message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
     stepper = _Stepper(WorkerCall(record_pk, celery_id, message, bus))
     while (step := stepper.step) is not None:
         try:
-            if isinstance(step, _Sync):
-                value = await (database_sync_to_async if step.database else sync_to_async)(step.function)()
+            if isinstance(step, _Sync) and database is not None:
+                value = await asyncio.get_running_loop().run_in_executor(database, step)
+            elif isinstance(step, _Sync):
+                value = await database_sync_to_async(step.function)()
             else:
                 value = await step.coroutine()
         except BaseException as error:
@@ -128,21 +164,18 @@ def execute_in_thread(
     *,
     bus: Messaging,
 ) -> str:
-    """``execute`` in a Celery worker thread, between turns of the thread's own event ``loop`` (which runs the
-    other steps). Database steps run in the thread itself when it is the process's main thread (prefork, solo:
-    one connection per process either way); a thread of a thread pool hands them to the process's one database
-    thread instead, so that 50 threads do not hold 50 connections."""
+    """``execute`` for a Celery worker thread, with the thread's own event ``loop``. In the process's main thread
+    (prefork, solo) the database steps run in the thread itself, between turns of the loop (which runs the other
+    steps): one connection per process either way. A thread of a thread pool hands the whole call to its loop,
+    whose database steps go to the process's one database thread (so that 50 threads do not hold 50
+    connections): one hop into the loop and back per call, not one per step."""
     message = info if isinstance(info, WorkerMessage) else WorkerMessage.from_wire(info)
+    if threading.current_thread() is not threading.main_thread():
+        return str(_run_in(loop, execute(record_pk, celery_id, message, bus=bus, database=_database_thread())))
     stepper = _Stepper(WorkerCall(record_pk, celery_id, message, bus))
-    here = threading.current_thread() is threading.main_thread()
     while (step := stepper.step) is not None:
         try:
-            if isinstance(step, _Async):
-                value = _run_in(loop, step.coroutine())
-            elif here or not step.database:
-                value = step()
-            else:
-                value = _database_thread().submit(step).result()
+            value = _run_in(loop, step.coroutine()) if isinstance(step, _Async) else step()
         except BaseException as error:
             stepper.fail(error)
         else:

@@ -1,16 +1,21 @@
-"""Sending a worker call to the workers (the routing runner; ``liveness`` for a re-queued call; sync functions):
-``broker_configured()``, the Celery ``message`` of a record, ``send`` it (the record failed when the broker is
+"""Sending a worker call to the workers (the routing runner; ``liveness`` for a re-queued call; sync functions but
+one): ``broker_configured()``, the Celery ``message`` of a record, ``send`` it (the record failed when the broker is
 unreachable), ``request_info``, ``create_and_dispatch``/``requeue_and_dispatch``, ``dispatch_unwritten`` (a call
-only this process awaits: the message is its only copy until a worker writes its record, docs/workers.md) and
+only this process awaits: the message is its only copy until a worker writes its record, docs/workers.md; a
+coroutine: on a Redis broker the message is pushed from the event loop, ``broker.DirectPublisher``) and
 ``revoke_celery_task``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import dataclasses
+import functools
 import logging
 from typing import Any
 
+from ...broker import direct_publisher
 from ...conf import mcp_settings
 from ...events import worker_cancel_channel
 from ...models import ToolTask
@@ -49,29 +54,33 @@ def message(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | 
     return described.to_wire()
 
 
+def _argsrepr(record: ToolTask) -> str:
+    """What monitoring (``celery inspect``, Flower, events) shows of the arguments: the record, never the tool's
+    arguments (they may hold secrets); nor need Celery render the whole message on every call."""
+    return f"({record.pk}, <call {record.task_id[:8]}…>)"
+
+
 def send(record: ToolTask, info: WorkerMessage, served: tuple[Served, str] | None) -> None:
     from ..running.tasks import run_tool_call
 
     body = message(record, info, served)
     try:
         options = {"queue": mcp_settings.WORKER_QUEUE} if mcp_settings.WORKER_QUEUE else {}
-        # What monitoring (``celery inspect``, Flower, events) shows of the arguments: the record, never the
-        # tool's arguments (they may hold secrets); nor need Celery render the whole message on every call.
         run_tool_call.apply_async(
-            args=[record.pk, body],
-            task_id=record.celery_id,
-            argsrepr=f"({record.pk}, <call {record.task_id[:8]}…>)",
-            kwargsrepr="{}",
-            **options,
+            args=[record.pk, body], task_id=record.celery_id, argsrepr=_argsrepr(record), kwargsrepr="{}", **options
         )
     except Exception as error:
-        # No broker: the record must not stay queued for a worker that will never see it (one not written
-        # stays unwritten: nobody but this request knows of the call).
-        logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
-        unreachable = InternalError("The worker queue is unreachable; retry shortly")
-        if record.pk is not None:
-            ToolTask.objects.store(record.pk, durable.columns(unreachable))
-        raise unreachable from error
+        raise _unreachable(record, error) from error
+
+
+def _unreachable(record: ToolTask, error: Exception) -> InternalError:
+    """No broker: the record must not stay queued for a worker that will never see it (one not written stays
+    unwritten: nobody but this request knows of the call)."""
+    logger.error("could not queue worker call %s: %s: %s", record.task_id[:8], type(error).__name__, error)
+    unreachable = InternalError("The worker queue is unreachable; retry shortly")
+    if record.pk is not None:
+        ToolTask.objects.store(record.pk, durable.columns(unreachable))
+    return unreachable
 
 
 def request_info(call: CallContext) -> WorkerMessage:
@@ -96,11 +105,24 @@ def create_and_dispatch(
     return record, created
 
 
-def dispatch_unwritten(record: ToolTask, info: WorkerMessage, served: tuple[Served, str]) -> None:
+async def dispatch_unwritten(record: ToolTask, info: WorkerMessage, served: tuple[Served, str]) -> None:
     """Send a new call without writing its record (``record``: ``ToolTask.objects.worker_call``, unsaved,
     ``queued``); the worker that takes it writes it (``take_unwritten``). For a call that only this process can
-    await: no idempotency key, not a task and unable to become one. No database query; a blocking publish."""
-    send(record, info, served)
+    await: no idempotency key, not a task and unable to become one. No database query. On a Redis broker where
+    kombu would only push the message on a list (``broker.direct_publisher``), one ``LPUSH`` from this event loop;
+    else Celery's publish in a thread of the loop's pool, in a copy of this context as ``sync_to_async`` would
+    (the trace, which Celery's instrumentation puts in the message, and the log context go with it)."""
+    from ..running.tasks import run_tool_call
+
+    publisher = direct_publisher(run_tool_call.app, run_tool_call, mcp_settings.WORKER_QUEUE)
+    if publisher is None:
+        blocking = functools.partial(contextvars.copy_context().run, send, record, info, served)
+        await asyncio.get_running_loop().run_in_executor(None, blocking)
+        return
+    try:
+        await publisher.publish(record.celery_id, [None, message(record, info, served)], _argsrepr(record))
+    except Exception as error:
+        raise _unreachable(record, error) from error
 
 
 def requeue_and_dispatch(

@@ -17,7 +17,6 @@ Design: docs/workers.md.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 from collections.abc import Awaitable
@@ -159,15 +158,12 @@ class RoutingRunner:
                 assert served is not None
                 record = ToolTask.objects.worker_call(task_id=task_id, **self._fields(tool, arguments, call, key))
                 created = True
-                # A publish, no query: in a thread of the loop's pool (the database thread has nothing to do),
-                # in a copy of this context, as ``sync_to_async`` would: the trace (Celery's instrumentation
-                # puts the current span in the message) and the log context go with it.
-                send = functools.partial(contextvars.copy_context().run, dispatch_unwritten, record, info, served)
                 try:
-                    await asyncio.get_running_loop().run_in_executor(None, send)
+                    await dispatch_unwritten(record, info, served)
                 except asyncio.CancelledError:
-                    # The request ended while publishing: the message may be on its way (the thread goes on),
-                    # and nobody would await it: a tombstone keeps it from running.
+                    # The request ended while publishing: the message may be on its way (a publishing thread
+                    # goes on, an LPUSH may have reached Redis), and nobody would await it: a tombstone keeps it
+                    # from running.
                     try:
                         await asyncio.shield(durable.cancel(record))
                     except Exception as error:  # the call may then run once, unawaited
