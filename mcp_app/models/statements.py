@@ -152,21 +152,30 @@ def insert_many(model: type[models.Model], rows: Iterable[Mapping[str, Any]], *,
     sql, fields = _inserts[key]
     plan = [(field.attname, field, _PLAIN.get(type(field)), type(field) is models.DateTimeField) for field in fields]
     adapt_datetime = connection.ops.adapt_datetimefield_value
-    # A value of its column's plain type is what get_db_prep_save would return: it is passed as it is (most of an
-    # audit row's columns, on the audit flusher's thread). An aware datetime in an exact DateTimeField needs only
-    # the backend's adaptation (the field's get_prep_value returns it unchanged). Any other value goes through its
-    # field.
-    params: list[list[Any]] = [
-        [
-            value
-            if type(value := row[attname]) is plain
-            else adapt_datetime(value)
-            if moment and type(value) is datetime and value.utcoffset() is not None
-            else field.get_db_prep_save(value, connection)
-            for attname, field, plain, moment in plan
-        ]
-        for row in rows
-    ]
+    # Each value as its field's get_db_prep_save returns it, at less cost where that is certain:
+    # - a value of its column's plain type is returned unchanged: passed as it is (most of an audit row's columns);
+    # - an aware datetime in an exact DateTimeField needs only the backend's adaptation (get_prep_value keeps it);
+    # - an int or None (foreign keys, codes) is adapted once per column and batch: its adaptation depends on the
+    #   value alone, and a batch's rows share a few tenants, servers and agents.
+    known: dict[tuple[int, int | None], Any] = {}
+    params: list[list[Any]] = []
+    for row in rows:
+        values = []
+        for index, (attname, field, plain, moment) in enumerate(plan):
+            value = row[attname]
+            kind = type(value)
+            if kind is plain:
+                values.append(value)
+            elif moment and kind is datetime and value.utcoffset() is not None:
+                values.append(adapt_datetime(value))
+            elif kind is int or value is None:
+                seen = (index, value)
+                if seen not in known:
+                    known[seen] = field.get_db_prep_save(value, connection)
+                values.append(known[seen])
+            else:
+                values.append(field.get_db_prep_save(value, connection))
+        params.append(values)
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
         if copy:
             # Django's cursor has no COPY: psycopg's own, inside Django's error translation (a DatabaseError).
