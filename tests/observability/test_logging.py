@@ -187,8 +187,8 @@ def test_the_access_lines_own_path_writes_what_the_logging_path_writes(
     access_logger = logging.getLogger("mcp_app.access")
     monkeypatch.setattr(access_logger, "handlers", [handler])
     monkeypatch.setattr(access_logger, "propagate", False)
-    monkeypatch.setattr(access_logger, "level", logging.INFO)
-    access_logger.manager._clear_cache()  # type: ignore[attr-defined]
+    level = access_logger.level
+    access_logger.setLevel(logging.INFO)
     token = start_request(info)
     try:
         # The access logger's only handler is a plain stream handler with mcp_app's formatter: no record is made.
@@ -204,7 +204,7 @@ def test_the_access_lines_own_path_writes_what_the_logging_path_writes(
         asgi._write_access_line(status, skipped, info, 0.01234)
     finally:
         end_request(token)
-        access_logger.manager._clear_cache()  # type: ignore[attr-defined]
+        access_logger.setLevel(level)
     direct, logged = stream.getvalue().splitlines()
     assert direct == logged
     (record,) = collect.records
