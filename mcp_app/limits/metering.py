@@ -50,6 +50,8 @@ def zone(name: str) -> tzinfo:
 def reported_cost(result: Mapping[str, Any] | None) -> Decimal:
     """The cost ``result`` reports in its ``_meta`` (``COST_META``), or 0 when it reports none or a bad one."""
     meta = result.get("_meta") if result is not None else None
+    if meta is None:  # most results (and no ABC check for it)
+        return ZERO
     value = meta.get(COST_META) if isinstance(meta, Mapping) else None
     if value is None:
         return ZERO

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from typing import NamedTuple
 
 logger = logging.getLogger("mcp_app.limits.usage")
 
 
-@dataclass(frozen=True, slots=True)
-class Spent:
-    """One call's usage: who, what, which day (the tenant's), and how much."""
+class Spent(NamedTuple):
+    """One call's usage: who, what, which day (the tenant's), and how much. Immutable; a ``NamedTuple`` rather than
+    a frozen dataclass because one is made per call (``tuple.__new__``, not one ``object.__setattr__`` per field)."""
 
     tenant_pk: int
     agent_pk: int | None

@@ -71,8 +71,9 @@ ERROR_STATUSES = ("error", "tool_error", "timeout")
 
 class ToolCallManager(models.Manager["ToolCall"]):
     def insert_rows(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Write audit rows given as ``{attname: value}`` in one ``executemany`` (``statements.insert_many``):
-        no model instances and no SQL compiled per batch, as ``bulk_create`` would (docs/performance.md)."""
+        """Write audit rows given as ``{attname: value}`` with ``statements.insert_many`` (one ``COPY`` on PostgreSQL,
+        one ``executemany`` elsewhere): no model instances and no SQL compiled per batch, as ``bulk_create`` would
+        (docs/performance.md)."""
         statements.insert_many(self.model, rows, using=self.db)
 
     def delete_expired(self, retention_days: int, now: datetime | None = None) -> int:

@@ -3,7 +3,10 @@
 Around the MCP consumer it opens a ``logging.RequestInfo`` (a plausible ``X-Request-ID`` or a fresh one, echoed on
 the response), counts the response, its duration and open SSE responses, runs the ASGI instrumentation's HTTP span
 when tracing is on, and writes one ``mcp_app.access`` line (of 401 and 429 at most one per
-``REFUSAL_LOG_INTERVAL_SECONDS``). Cost per request: a few attribute writes, two increments, one log record.
+``REFUSAL_LOG_INTERVAL_SECONDS``). Cost per request: a few attribute writes, two increments, one line. The line
+takes ``logging.write_direct``'s own path when the access logger's one handler is a plain stream or file handler
+with mcp_app's formatters (the reference settings), the logging path otherwise (``caplog``, a deployment's own
+handlers): the same text either way.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from urllib.parse import parse_qs
 
 from . import metrics, tracing
 from .endpoints import header
-from .logging import RequestInfo, end_request, new_request_id, start_request
+from .logging import RequestInfo, end_request, new_request_id, start_request, write_direct
 
 access_logger = logging.getLogger("mcp_app.access")
 SAMPLED_STATUSES = frozenset({401, 429})
@@ -61,20 +64,23 @@ def _claimed_agent(scope: dict[str, Any]) -> str:
 
 
 def _write_access_line(status: int, skipped: int, info: RequestInfo, seconds: float) -> None:
-    """``mcp_app.access``'s line, as ``access_logger.info`` would write it but for the caller's frame: the record
-    is made without ``findCaller``'s walk of the stack (its ``funcName`` names this function, its ``lineno`` 0)."""
+    """``mcp_app.access``'s line: by ``write_direct`` when it can, else as ``access_logger.info`` would write it but
+    for the caller's frame (the record is made without ``findCaller``'s walk of the stack: its ``funcName`` names
+    this function, its ``lineno`` 0)."""
     if not access_logger.isEnabledFor(logging.INFO):
         return
+    message = "%s %s %s %.1fms" + (f" ({skipped} more {status} not logged)" if skipped else "")
+    args = (info.http_method, info.path, status or "-", seconds * 1000)
+    extra = {
+        "status": status,
+        "duration_ms": round(seconds * 1000, 2),
+        "http_method": info.http_method,
+        "path": info.path,
+    }
+    if write_direct(access_logger, message % args, extra, info):
+        return
     record = access_logger.makeRecord(
-        access_logger.name,
-        logging.INFO,
-        __file__,
-        0,
-        "%s %s %s %.1fms" + (f" ({skipped} more {status} not logged)" if skipped else ""),
-        (info.http_method, info.path, status or "-", seconds * 1000),
-        None,
-        "_write_access_line",
-        {"status": status, "duration_ms": round(seconds * 1000, 2), "http_method": info.http_method, "path": info.path},
+        access_logger.name, logging.INFO, __file__, 0, message, args, None, "_write_access_line", extra
     )
     access_logger.handle(record)
 

@@ -4,6 +4,14 @@ Each MCP request's mutable ``RequestInfo`` lives in a context variable shared by
 bound late (``bind``) reach every line of the request; ``RequestContextFilter`` copies them onto every record, and
 both formatters scrub anything shaped like an agent token or a bearer credential. ``logging_config`` puts the one
 handler on the root logger, so each record is written exactly once whatever daphne's ``basicConfig`` did first.
+
+``write_direct`` is the access line's own path (one line per request): when the one handler the record would reach
+is a plain ``StreamHandler`` or ``FileHandler`` with one of these formatters (``logging_config``'s, or a deployment's
+own of the same classes), it formats the line from the request's ``RequestInfo`` and writes it to that handler's
+stream under the handler's lock, with no ``LogRecord``, filter or ``Handler.handle``. The text is byte for byte what
+the logging path writes, in the same order on the same stream, flushed as the handler flushes. Any other handler,
+a filter on the logger, or a second handler (``caplog``, a deployment's own) makes it answer ``False``: the caller
+then logs the record, and every handler gets it as before.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import contextvars
 import logging
 import re
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +99,21 @@ class _SecondStamp:
         return last[1]
 
 
+if sys.version_info >= (3, 13):
+
+    def _now() -> tuple[float, float]:
+        """A record's ``created`` and ``msecs`` for now, as ``LogRecord`` computes them."""
+        ns = time.time_ns()
+        return ns / 1e9, (ns % 1_000_000_000) // 1_000_000 + 0.0
+
+else:
+
+    def _now() -> tuple[float, float]:
+        """A record's ``created`` and ``msecs`` for now, as ``LogRecord`` computes them."""
+        created = time.time()
+        return created, int((created - int(created)) * 1000) + 0.0
+
+
 class RequestContextFilter(logging.Filter):
     """Adds the current request's fields to every record (``-`` when there is none or a field is unknown)."""
 
@@ -105,17 +129,14 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record: time, level, logger, message, the request fields, and the traceback if any."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": self.formatTime(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": redact(record.getMessage()),
-        }
-        for name in CONTEXT_FIELDS:
-            value = getattr(record, name, "-")
-            if value and value != "-":
-                entry[name] = value
-        for name in ("status", "duration_ms", "http_method", "path"):
+        entry = self._entry(
+            self.formatTime(record),
+            record.levelname,
+            record.name,
+            record.getMessage(),
+            [getattr(record, name, "-") for name in CONTEXT_FIELDS],
+        )
+        for name in _EXTRA_FIELDS:
             if hasattr(record, name):
                 entry[name] = getattr(record, name)
         if record.exc_info:
@@ -126,12 +147,32 @@ class JsonFormatter(logging.Formatter):
             entry["stack"] = redact(self.formatStack(record.stack_info))
         return orjson.dumps(entry, default=str).decode()
 
+    def format_direct(
+        self, name: str, created: float, msecs: float, message: str, context: list[str], extra: dict[str, Any]
+    ) -> str:
+        """``format`` of an INFO record of logger ``name`` made at ``created`` (``msecs``) with ``extra`` and, from the
+        request context filter, the fields ``context`` (in ``CONTEXT_FIELDS``' order), without the record."""
+        entry = self._entry(self._time(created, msecs), "INFO", name, message, context)
+        entry.update((key, extra[key]) for key in _EXTRA_FIELDS if key in extra)
+        return orjson.dumps(entry, default=str).decode()
+
+    @staticmethod
+    def _entry(time: str, level: str, name: str, message: str, context: list[str]) -> dict[str, Any]:
+        entry: dict[str, Any] = {"time": time, "level": level, "logger": name, "message": redact(message)}
+        for key, value in zip(CONTEXT_FIELDS, context, strict=True):
+            if value and value != "-":
+                entry[key] = value
+        return entry
+
     def __init__(self) -> None:
         super().__init__()
         self._stamp = _SecondStamp(lambda second: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
-        return f"{self._stamp(record.created)}.{int(record.msecs):03d}Z"
+        return self._time(record.created, record.msecs)
+
+    def _time(self, created: float, msecs: float) -> str:
+        return f"{self._stamp(created)}.{int(msecs):03d}Z"
 
 
 class ConsoleFormatter(logging.Formatter):
@@ -148,14 +189,89 @@ class ConsoleFormatter(logging.Formatter):
         return msec_format % (self._stamp(record.created), record.msecs)
 
     def format(self, record: logging.LogRecord) -> str:
-        request_id = getattr(record, "request_id", "-")
-        if request_id != "-":
-            where = "/".join(v for v in (getattr(record, "tenant", "-"), getattr(record, "server", "-")) if v != "-")
-            parts = [request_id, where, getattr(record, "agent", "-"), getattr(record, "method", "-")]
-            record.context = "[" + " ".join(p for p in parts if p and p != "-") + "] "
-        else:
-            record.context = ""
+        record.context = self._context([getattr(record, name, "-") for name in CONTEXT_FIELDS])
         return redact(super().format(record))
+
+    def format_direct(
+        self, name: str, created: float, msecs: float, message: str, context: list[str], extra: dict[str, Any]
+    ) -> str:
+        """``format`` of an INFO record of logger ``name`` made at ``created`` (see ``JsonFormatter.format_direct``;
+        this format shows no ``extra`` field)."""
+        stamp = (self.default_msec_format or "%s,%03d") % (self._stamp(created), msecs)
+        return redact(f"{stamp} INFO {name} {self._context(context)}{message}")
+
+    @staticmethod
+    def _context(context: list[str]) -> str:
+        request_id, tenant, server, agent, method, _era = context
+        if request_id == "-":
+            return ""
+        where = "/".join(v for v in (tenant, server) if v != "-")
+        return "[" + " ".join(p for p in (request_id, where, agent, method) if p and p != "-") + "] "
+
+
+#: The fields a record's ``extra`` may give the JSON format (the access line's), in the order they are written.
+_EXTRA_FIELDS = ("status", "duration_ms", "http_method", "path")
+#: The formatters whose ``format_direct`` writes what their ``format`` would (exactly these classes).
+_DIRECT_FORMATTERS = (JsonFormatter, ConsoleFormatter)
+#: The handlers whose ``emit`` is a write of the formatted line and its terminator, then a flush (exactly these).
+_DIRECT_HANDLERS = (logging.StreamHandler, logging.FileHandler)
+
+
+def _only_handler(logger: logging.Logger) -> logging.Handler | None:
+    """The one handler an INFO record of ``logger`` would reach when ``write_direct`` can stand in for it, else
+    ``None``: no filter on the logger, exactly one handler in its propagation chain (none ignoring INFO), a plain
+    stream or open file handler with one of this module's formatters and no filter but ``RequestContextFilter``."""
+    if logger.filters or logger.disabled:
+        return None
+    found: logging.Handler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if found is not None:
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    if (
+        found is None
+        or type(found) not in _DIRECT_HANDLERS
+        or type(found.formatter) not in _DIRECT_FORMATTERS
+        or found.level > logging.INFO
+        or getattr(found, "stream", None) is None  # a FileHandler opened on its first record
+        or any(type(f) is not RequestContextFilter for f in found.filters)
+    ):
+        return None
+    return found
+
+
+def write_direct(logger: logging.Logger, message: str, extra: dict[str, Any], info: RequestInfo) -> bool:
+    """Write ``logger``'s INFO line for ``message`` (formatted already) with ``extra``, in request ``info``, straight
+    to its one handler's stream (see the module's docstring); ``False`` when the logging path must write it. The
+    caller has checked ``logger.isEnabledFor(logging.INFO)``."""
+    handler = _only_handler(logger)
+    if handler is None:
+        return False
+    assert isinstance(handler, logging.StreamHandler)  # one of _DIRECT_HANDLERS
+    formatter = handler.formatter
+    assert isinstance(formatter, _DIRECT_FORMATTERS)
+    # What RequestContextFilter would add (the caller's request is the current one); without it, no field.
+    context = (
+        [getattr(info, name) or "-" for name in CONTEXT_FIELDS] if handler.filters else ["-"] * len(CONTEXT_FIELDS)
+    )
+    try:
+        line = formatter.format_direct(logger.name, *_now(), message, context, extra) + handler.terminator
+    except Exception:  # the logging path reports it (Handler.handleError), as for any record
+        return False
+    handler.acquire()
+    try:  # StreamHandler.emit's write and flush, under the lock handle() would hold
+        stream = handler.stream
+        stream.write(line)
+        if hasattr(stream, "flush"):
+            stream.flush()
+    except Exception:  # a failing stream: the logging path writes the record and reports the failure as it would
+        return False
+    finally:
+        handler.release()
+    return True
 
 
 #: Where Celery logs each task's receipt and success (``celery.worker.strategy``, ``celery.app.trace``).

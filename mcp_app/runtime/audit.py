@@ -160,7 +160,8 @@ class AuditLog:
     def _flush_locked(self) -> int:
         taken = [self._pending.popleft() for _ in range(len(self._pending))]  # what is here now; appends go on
         oldest = min((call.appended for call in taken), default=None)
-        rows = [*self._retry, *((self._prepare(call), 0) for call in taken)]
+        pattern = re.compile(mcp_settings.AUDIT_REDACT_KEYS, re.IGNORECASE)  # once per flush, not per row
+        rows = [*self._retry, *((self._prepare(call, pattern), 0) for call in taken)]
         self._retry = []
         if not rows:
             return 0
@@ -218,9 +219,8 @@ class AuditLog:
             logger.error("audit log: dropped %s tool-call record(s) after %s failed writes", lost, limit)
         self._retry.extend(keep)
 
-    def _prepare(self, call: PendingCall) -> dict[str, Any]:
+    def _prepare(self, call: PendingCall, pattern: re.Pattern[str]) -> dict[str, Any]:
         caller = call.caller
-        pattern = re.compile(mcp_settings.AUDIT_REDACT_KEYS, re.IGNORECASE)
         try:
             digest = arguments_digest(call.arguments)
         except TypeError:

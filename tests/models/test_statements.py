@@ -94,3 +94,50 @@ def test_transition_writes_sql_null_for_none(pair: Any) -> None:
     task = new(pair, status="working", result={"content": []})
     assert ToolTask.objects.transition(task.pk, result=None, error={"code": -32603, "message": "m"}) is True
     assert ToolTask.objects.filter(pk=task.pk, result__isnull=True, error__code=-32603).exists()
+
+
+def test_insert_many_writes_what_the_orm_writes(pair: Any) -> None:
+    # COPY on PostgreSQL (text fields escaped by psycopg), executemany elsewhere: every column reads back through
+    # the ORM as the same row saved by the ORM does, awkward values included.
+    from zoneinfo import ZoneInfo
+
+    from mcp_app.models import ToolCall
+
+    server, agent = pair
+    awkward = "tab\there, new\nline, back\\slash, \\N, naïve ☃, \"quoted\" 'single'"
+    rows = [
+        {
+            "tenant_id": server.tenant_id,
+            "server_id": server.pk if index else None,
+            "agent_id": agent.pk if index else None,
+            "server_key": server.server_id,
+            "agent_key": awkward,
+            "token_prefix": "mcp_0123abcd",
+            "tool_name": f"tool-{index}",
+            "arguments_digest": "ab" * 32,
+            "arguments": ARGUMENTS if index else {},
+            "status": "error" if index else "ok",
+            "error_code": -32602 if index else None,
+            "error_message": awkward if index else "",
+            # a UTC time, and one of another zone (the same instant is stored)
+            "started_at": STARTED if index else STARTED.astimezone(ZoneInfo("America/New_York")),
+            "finished_at": STARTED + timedelta(microseconds=1500),
+            "duration_ms": 1.5,
+            "era": "legacy",
+            "protocol_version": "2025-06-18",
+            "request_id": str(index),
+            "task_id": "",
+            "upstream": "",
+            "upstream_ms": 12.25 if index else None,
+        }
+        for index in range(2)
+    ]
+    by_orm = [ToolCall(**{**row, "request_id": f"orm-{row['request_id']}"}) for row in rows]
+    ToolCall.objects.bulk_create(by_orm)
+    ToolCall.objects.insert_rows(rows)
+    fields = [field.attname for field in ToolCall._meta.concrete_fields if not field.primary_key]
+    for row in rows:
+        written = ToolCall.objects.values(*fields).get(request_id=row["request_id"])
+        saved = ToolCall.objects.values(*fields).get(request_id=f"orm-{row['request_id']}")
+        assert {**saved, "request_id": row["request_id"]} == written
+        assert written["started_at"] == row["started_at"] and written["agent_key"] == awkward

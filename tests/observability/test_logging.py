@@ -23,6 +23,7 @@ from mcp_app.observability.logging import (
     RequestInfo,
     bind,
     end_request,
+    redact,
     start_request,
 )
 
@@ -150,3 +151,62 @@ async def test_a_claimed_agent_id_that_is_no_slug_is_not_logged(
     (record,) = collect.records
     assert record.agent == "?"  # type: ignore[attr-defined]
     assert "forged" not in ConsoleFormatter().format(record)
+
+
+@pytest.mark.parametrize("formatter_class", [ConsoleFormatter, JsonFormatter])
+@pytest.mark.parametrize("with_filter", [True, False])
+@pytest.mark.parametrize(
+    ("info", "status", "skipped"),
+    [
+        (RequestInfo("req-7", "POST", "/mcp/orders", "acme", "orders", "bot", "tools/call", "modern"), 200, 0),
+        (RequestInfo("req-8", "POST", f"/mcp/x/{TOKEN}", server="x"), 401, 3),  # the token in the path is scrubbed
+        (RequestInfo("req-9", "GET", "/mcp/orders", agent="?"), 0, 0),  # no status: "-"
+    ],
+)
+def test_the_access_lines_own_path_writes_what_the_logging_path_writes(
+    formatter_class: type[logging.Formatter],
+    with_filter: bool,
+    info: RequestInfo,
+    status: int,
+    skipped: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+    import time
+
+    from mcp_app.observability import asgi
+
+    # One clock for both lines: LogRecord reads time.time() (time.time_ns() from Python 3.13).
+    monkeypatch.setattr(time, "time", lambda: 1_733_400_000.0456)
+    monkeypatch.setattr(time, "time_ns", lambda: 1_733_400_000_045_600_000)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter_class())
+    if with_filter:
+        handler.addFilter(RequestContextFilter())
+    access_logger = logging.getLogger("mcp_app.access")
+    monkeypatch.setattr(access_logger, "handlers", [handler])
+    monkeypatch.setattr(access_logger, "propagate", False)
+    level = access_logger.level
+    access_logger.setLevel(logging.INFO)
+    token = start_request(info)
+    try:
+        # The access logger's only handler is a plain stream handler with mcp_app's formatter: no record is made.
+        factory = logging.getLogRecordFactory()
+        logging.setLogRecordFactory(lambda *args, **kwargs: pytest.fail("the logging path was taken"))
+        try:
+            asgi._write_access_line(status, skipped, info, 0.01234)
+        finally:
+            logging.setLogRecordFactory(factory)
+        # A second handler (caplog, a deployment's own): every handler gets the record, by the logging path.
+        collect = _Collect()
+        access_logger.handlers.append(collect)
+        asgi._write_access_line(status, skipped, info, 0.01234)
+    finally:
+        end_request(token)
+        access_logger.setLevel(level)
+    direct, logged = stream.getvalue().splitlines()
+    assert direct == logged
+    (record,) = collect.records
+    assert redact(record.getMessage()) in direct
+    assert TOKEN not in redact(record.getMessage())
