@@ -83,6 +83,11 @@ def redact(text: str) -> str:
     return _SECRETS.sub(REDACTED, text)
 
 
+def _redacted(value: Any) -> Any:
+    """An extra field as logged: a string (the path) redacted like the message, a number as it is."""
+    return redact(value) if isinstance(value, str) else value
+
+
 class _SecondStamp:
     """The formatted time of the last second seen, so that a formatter runs ``strftime`` once per second, not once
     per record (one tuple, replaced whole: any thread reads a consistent pair)."""
@@ -138,7 +143,7 @@ class JsonFormatter(logging.Formatter):
         )
         for name in _EXTRA_FIELDS:
             if hasattr(record, name):
-                entry[name] = getattr(record, name)
+                entry[name] = _redacted(getattr(record, name))
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
         elif record.exc_text:
@@ -153,7 +158,7 @@ class JsonFormatter(logging.Formatter):
         """``format`` of an INFO record of logger ``name`` made at ``created`` (``msecs``) with ``extra`` and, from the
         request context filter, the fields ``context`` (in ``CONTEXT_FIELDS``' order), without the record."""
         entry = self._entry(self._time(created, msecs), "INFO", name, message, context)
-        entry.update((key, extra[key]) for key in _EXTRA_FIELDS if key in extra)
+        entry.update((key, _redacted(extra[key])) for key in _EXTRA_FIELDS if key in extra)
         return orjson.dumps(entry, default=str).decode()
 
     @staticmethod
