@@ -117,7 +117,8 @@ class InboxConsumer(AsyncConsumer):
 
     @property
     def begun(self) -> bool:
-        return self._begun is not None or self.work is not None or self._here is not None
+        """``begin`` was called: the body is complete."""
+        return self._begun is not None
 
     async def cleanup(self) -> None:
         watcher = self._watcher
