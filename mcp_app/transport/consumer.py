@@ -13,7 +13,6 @@ client to leave.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -95,7 +94,7 @@ class McpConsumer(InboxConsumer):
         return self._post.writer if self._post is not None else None
 
     async def http_request(self, message: dict[str, Any]) -> None:
-        if self.work is not None:
+        if self.begun:
             return
         self._body += message.get("body", b"")
         limit, declared = mcp_settings.MAX_BODY_BYTES, self.headers.get("content-length", "")
@@ -103,7 +102,9 @@ class McpConsumer(InboxConsumer):
             await self.response.write(refusal(400, f"Request body exceeds {limit} bytes."))  # seed 000: -32600
             raise StopConsumer
         if not message.get("more_body"):
-            self.work = asyncio.create_task(self._serve(bytes(self._body)))
+            # Only a handshake-era session's stream goes on when its client leaves; a GET streams from its start.
+            own_task = self.credentials.session_id is not None or self.scope["method"] == "GET"
+            self.begin(self._serve(bytes(self._body)), own_task=own_task)
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
         idle, self.idle = self.idle, None
@@ -136,14 +137,14 @@ class McpConsumer(InboxConsumer):
 
     async def mcp_cancel(self, message: dict[str, Any]) -> None:
         """``notifications/cancelled`` for the request this consumer serves: stop it, end the response."""
-        if await self._stop_work():
+        if await self.stop_work():
             await self.response.end_cancelled(self._writer)
 
     async def mcp_layer_down(self, message: dict[str, Any]) -> None:
         """The layer pump lost the layer: a GET or listen stream cannot hear anything more; end it with an error
         event (the client reconnects, and gets a 503 until the layer is back). Calls go on without it."""
         if self._streams is not None and self.response.started:
-            await self._stop_work()
+            await self.stop_work()
             await self.response.unavailable(ServiceUnavailable(), self._writer, None, None)
             raise StopConsumer
 
@@ -154,22 +155,13 @@ class McpConsumer(InboxConsumer):
         elif self.work is not None:
             self.work.cancel()  # nobody reads the response any more
 
-    async def _stop_work(self) -> bool:
-        """Cancel the work under way and wait for it; ``False`` when there was none."""
-        if self.work is None or self.work.done():
-            return False
-        self.work.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.work
-        return True
-
     async def cleanup(self) -> None:
         while self._slots:  # popped: a second clean-up releases nothing twice
             await self._slots.pop().release()
         if self._post is not None:
             await self._post.close()
         try:
-            await self._stop_work()
+            await self.stop_work()
         except Exception:
             logger.exception("background task failed during clean-up")
         await super().cleanup()

@@ -1,9 +1,10 @@
 """The hot path of a plain POST: what a warm ``tools/call`` costs the event loop and the channel layer.
 
 A call that nobody can reach from elsewhere (a quick ``async_echo``, stateless, on a session, or 2026-07-28)
-creates no channel-layer channel and joins no group, and the consumer runs it with two tasks: the work and one
-pending ``receive()`` that hears ``http.disconnect`` (no ``await_many_dispatch``, which made a task per source
-and per message). An idle GET stream holds no ``asyncio.Queue`` of mcp_app's.
+creates no channel-layer channel and joins no group (no ``await_many_dispatch``, which made a task per source and
+per message). A call without a session runs in the application's own task and makes no other; one on a session
+(whose stream may outlive its client) runs with two: the work and one pending ``receive()`` that hears
+``http.disconnect``. An idle GET stream holds no ``asyncio.Queue`` of mcp_app's.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def layer_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 @pytest.mark.parametrize("mode", ["stateless", "session", "modern"])
-async def test_a_warm_plain_call_subscribes_to_nothing_and_runs_in_two_tasks(
+async def test_a_warm_plain_call_subscribes_to_nothing_and_runs_in_the_application_task(
     mode: str, make_access: Callable[..., Awaitable[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     access = await make_access(tools=("async_echo",))
@@ -74,9 +75,12 @@ async def test_a_warm_plain_call_subscribes_to_nothing_and_runs_in_two_tasks(
     assert reply.status == 200
     assert reply.json()["result"]["content"] == [{"type": "text", "text": "hot"}]
     assert subscribed == []
-    # The application itself (the communicator starts it), the work, the pending receive(); before: five (two
-    # receive()/inbox waits for the body, one more after it, and a sleeping cancellation watcher).
-    expected = ["ProtocolTypeRouter.__call__", "McpConsumer._serve", "Queue.get"]
+    # The application itself (the communicator starts it); on a session also the work and the pending receive().
+    # Before: three for every call, and five before that (two receive()/inbox waits for the body, one more after
+    # it, and a sleeping cancellation watcher).
+    expected = ["ProtocolTypeRouter.__call__"]
+    if mode == "session":
+        expected += ["McpConsumer._serve", "Queue.get"]
     if isinstance(rates.get_rates(), rates.RedisRates):
         # The rate buckets' one Redis round trip: redis-py sends under its socket timeout (asyncio.wait_for, a task).
         expected.append("AbstractConnection._send_packed_command")

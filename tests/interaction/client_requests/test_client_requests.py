@@ -8,7 +8,7 @@ import asyncio
 import orjson
 import pytest
 
-from mcp_app.transport import cancellation
+from mcp_app.transport import cancellation, membership
 from tests.helpers import call, communicator, open_session, own_channel_layer, rpc  # noqa: F401  (fixture)
 
 # channels-redis keeps receive locks on the layer instance: a receive an earlier test of the process left pending
@@ -151,6 +151,35 @@ async def test_a_cancellation_in_the_first_moments_of_a_call_is_not_lost(
     assert (await call(access, cancel, headers=headers)).status == 202
     await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
     await cancelled_response(comm)
+
+
+async def test_notifications_cancelled_stops_a_sessionless_call_that_listens(make_access, fresh_gate, listening):
+    """Without a session the call runs in its application's own task; the cancellation reaches it there."""
+    access = await make_access(tools=("wait_for_release",))
+    comm = communicator(access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-5"))
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(listening.wait(), timeout=5)
+    cancel = rpc("notifications/cancelled", {"requestId": "job-5"}, id=None)
+    assert (await call(access, cancel)).status == 202
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    await cancelled_response(comm)
+
+
+async def test_a_cancellation_reaches_a_sessionless_call_before_its_message_loop_starts(
+    make_access, fresh_gate, listening, monkeypatch
+):
+    # Neither the call's group nor its disconnect watch for a minute: the notice itself starts the message loop.
+    monkeypatch.setattr(cancellation, "CANCEL_WATCH_DELAY_SECONDS", 60.0)
+    monkeypatch.setattr(membership, "WATCH_DELAY_SECONDS", 60.0)
+    access = await make_access(tools=("wait_for_release",))
+    comm = communicator(access, rpc("tools/call", {"name": "wait_for_release", "arguments": {}}, id="job-6"))
+    await comm.send_input({"type": "http.request", "body": comm.body})
+    await asyncio.wait_for(fresh_gate.gate.started.wait(), timeout=5)
+    cancel = rpc("notifications/cancelled", {"requestId": "job-6"}, id=None)
+    assert (await call(access, cancel)).status == 202
+    await asyncio.wait_for(fresh_gate.gate.cancelled.wait(), timeout=5)
+    await cancelled_response(comm)
+    assert not listening.is_set()
 
 
 async def test_a_cancellation_that_arrives_before_its_call_still_stops_it(make_access, fresh_gate, listening):
