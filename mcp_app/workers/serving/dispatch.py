@@ -15,7 +15,6 @@ import functools
 import logging
 from typing import Any
 
-from ...broker import direct_publisher
 from ...conf import mcp_settings
 from ...events import worker_cancel_channel
 from ...models import ToolTask
@@ -112,6 +111,7 @@ async def dispatch_unwritten(record: ToolTask, info: WorkerMessage, served: tupl
     kombu would only push the message on a list (``broker.direct_publisher``), one ``LPUSH`` from this event loop;
     else Celery's publish in a thread of the loop's pool, in a copy of this context as ``sync_to_async`` would
     (the trace, which Celery's instrumentation puts in the message, and the log context go with it)."""
+    from ...broker import direct_publisher  # Celery and kombu: imported with the broker, never without one
     from ..running.tasks import run_tool_call
 
     publisher = direct_publisher(run_tool_call.app, run_tool_call, mcp_settings.WORKER_QUEUE)
