@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -91,8 +93,22 @@ class QuotaBackend(Protocol):
 
 
 class Lease:
-    """One held slot (a worker call's, a stream's): renewed in the background while held (from the event loop it
-    was taken in), given back by ``release``. ``what`` names it in logs; ``gauge`` counts held leases."""
+    """One held slot (a worker call's, a stream's): renewed in the background while held (by the one renewal task
+    of the event loop it was taken in, ``_Renewals``), given back by ``release``. ``what`` names it in logs;
+    ``gauge`` counts held leases."""
+
+    __slots__ = (
+        "_backend",
+        "_gauge",
+        "_released",
+        "_renewals",
+        "_ttl",
+        "_what",
+        "agent_pk",
+        "call_id",
+        "due",
+        "tenant_pk",
+    )
 
     def __init__(
         self,
@@ -110,29 +126,27 @@ class Lease:
         self._what = what
         self._gauge = gauge
         self._released = False
+        self.due = 0.0  # loop time of its next renewal
         if gauge is not None:
             gauge(1)
-        self._renewal: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(self._renew_until_released())
+        self._renewals: _Renewals | None = _renewals()
+        self._renewals.add(self)
 
     @property
     def released(self) -> bool:
         return self._released
 
-    async def _renew_until_released(self) -> None:
-        while not self._released:
-            await asyncio.sleep(self._ttl / 3)
-            if self._released:
-                return
-            try:
-                held = await self._backend.renew(self.call_id, self.tenant_pk, self.agent_pk, self._ttl)
-            except Exception as error:  # the next renewal may succeed; the lease outlives a few failures
-                logger.warning("could not renew the %s %s: %s", self._what, self.call_id, error)
-                continue
-            if not held:
-                if not self._released:
-                    logger.info("%s %s was released elsewhere or expired; no longer counted", self._what, self.call_id)
-                    self._mark_released()
-                return
+    async def _renew(self) -> None:
+        """One renewal (``_Renewals``'s): a failure is logged (the next may succeed; the lease outlives a few), a
+        lease no longer held is no longer counted."""
+        try:
+            held = await self._backend.renew(self.call_id, self.tenant_pk, self.agent_pk, self._ttl)
+        except Exception as error:
+            logger.warning("could not renew the %s %s: %s", self._what, self.call_id, error)
+            return
+        if not held and not self._released:
+            logger.info("%s %s was released elsewhere or expired; no longer counted", self._what, self.call_id)
+            self._mark_released()
 
     def _mark_released(self) -> bool:
         if self._released:
@@ -140,10 +154,9 @@ class Lease:
         self._released = True
         if self._gauge is not None:
             self._gauge(-1)
-        renewal, self._renewal = self._renewal, None
-        if renewal is not None and not renewal.done():
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to stop
-                renewal.get_loop().call_soon_threadsafe(renewal.cancel)
+        renewals, self._renewals = self._renewals, None
+        if renewals is not None:
+            renewals.discard(self)
         return True
 
     async def release(self) -> None:
@@ -175,6 +188,102 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
         return f"<Lease {self.call_id} tenant={self.tenant_pk} agent={self.agent_pk} {state}>"
+
+
+class _Renewals:
+    """The held leases of one event loop, renewed by one task (none without leases): a lease is due a third of
+    its lease time after it was taken, then after its last renewal. The leases of one interval are due in the
+    order they were queued, so each interval keeps an ordered dict and the task sleeps until the first lease of
+    any interval is due; the leases due together are renewed concurrently."""
+
+    def __init__(self) -> None:
+        self._queues: dict[float, dict[Lease, None]] = {}  # interval: its leases, in the order they are due
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup: asyncio.Future[None] | None = None  # the task's sleep, cut short by a new interval
+
+    def add(self, lease: Lease) -> None:
+        loop = asyncio.get_running_loop()
+        interval = lease._ttl / 3
+        lease.due = loop.time() + interval
+        queue = self._queues.get(interval)
+        if queue is None:  # due perhaps before what the task sleeps for
+            queue = self._queues[interval] = {}
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.set_result(None)
+        queue[lease] = None
+        if self._task is None:
+            # A context of its own: the task renews the leases of many requests, none of whose log context is its.
+            self._task = loop.create_task(self._run(), context=contextvars.Context())
+
+    def discard(self, lease: Lease) -> None:
+        """``lease`` is no longer held (from any thread)."""
+        task = self._task
+        if task is None:
+            return
+        loop = task.get_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._remove(lease)
+        else:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing left to renew
+                loop.call_soon_threadsafe(self._remove, lease)
+
+    def _remove(self, lease: Lease) -> None:
+        interval = lease._ttl / 3
+        queue = self._queues.get(interval)
+        if queue is not None:
+            queue.pop(lease, None)
+            if not queue:
+                del self._queues[interval]
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._queues:
+                now = loop.time()
+                first = min(next(iter(queue)).due for queue in self._queues.values())
+                if first > now:
+                    self._wakeup = loop.create_future()
+                    timer = loop.call_at(first, _wake, self._wakeup)
+                    try:
+                        await self._wakeup
+                    finally:
+                        timer.cancel()
+                        self._wakeup = None
+                    continue
+                due = []
+                for interval, queue in self._queues.items():
+                    while queue:
+                        lease = next(iter(queue))
+                        if lease.due > now:
+                            break
+                        del queue[lease]  # to the end: due last, one interval from now
+                        queue[lease] = None
+                        lease.due = now + interval
+                        due.append(lease)
+                await asyncio.gather(*(lease._renew() for lease in due))
+        finally:
+            self._task = None
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_loops_renewals: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Renewals] = weakref.WeakKeyDictionary()
+
+
+def _renewals() -> _Renewals:
+    """The ``_Renewals`` of the running loop."""
+    loop = asyncio.get_running_loop()
+    found = _loops_renewals.get(loop)
+    if found is None:
+        found = _loops_renewals[loop] = _Renewals()
+    return found
 
 
 async def take(

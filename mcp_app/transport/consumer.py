@@ -165,6 +165,7 @@ class McpConsumer(InboxConsumer):
         except Exception:
             logger.exception("background task failed during clean-up")
         await super().cleanup()
+        self._post = None  # it holds ``cancel_soon``: no cycle left for the garbage collector to find
 
     # The request ---------------------------------------------------------------------------------------
 

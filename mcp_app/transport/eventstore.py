@@ -98,13 +98,15 @@ def _ttl() -> float:
 
 
 class MemoryEventStore(EventStore):
-    """Per-process store, bounded in streams, and in events and bytes per stream."""
+    """Per-process store, bounded in streams, and in events and bytes per stream. Events are kept encoded, as
+    the Redis store keeps them: bytes are not objects the garbage collector walks, and its full collections would
+    otherwise walk every kept message of up to ``max_streams`` streams."""
 
     def __init__(
         self, max_streams: int = 10_000, max_events: int = 1_000, max_bytes: int | None = None, **_: Any
     ) -> None:
-        # Per stream: its events as (sequence, message, size), and the sum of their sizes.
-        self._streams: OrderedDict[str, list[tuple[int, Any, int]]] = OrderedDict()
+        # Per stream: its events as (sequence, ``[sequence, message]`` encoded), and the sum of their sizes.
+        self._streams: OrderedDict[str, list[tuple[int, bytes]]] = OrderedDict()
         self._bytes: dict[str, int] = {}
         self._max_streams = max_streams
         self._max_events = max_events
@@ -137,8 +139,8 @@ class MemoryEventStore(EventStore):
         return len(stale)
 
     async def append_many(self, stream_id: str, events: Sequence[tuple[int, Any]], owner: Owner | None = None) -> bool:
-        sized = [(sequence, message, len(orjson.dumps([sequence, message]))) for sequence, message in events]
-        size = sum(item[2] for item in sized)
+        encoded = [(sequence, orjson.dumps([sequence, message])) for sequence, message in events]
+        size = sum(len(item[1]) for item in encoded)
         with self._lock:
             now = time.monotonic()
             for name in [name for name, (ends, _) in self._windows.items() if ends <= now]:
@@ -153,10 +155,10 @@ class MemoryEventStore(EventStore):
             self._touched[stream_id] = now
             self._streams.move_to_end(stream_id)
             total = self._bytes.get(stream_id, 0) + size
-            stored.extend(sized)
+            stored.extend(encoded)
             drop = 0
             while len(stored) - drop > 1 and (len(stored) - drop > self._max_events or total > self._max_bytes):
-                total -= stored[drop][2]
+                total -= len(stored[drop][1])
                 drop += 1
             del stored[:drop]
             self._bytes[stream_id] = total
@@ -171,9 +173,8 @@ class MemoryEventStore(EventStore):
 
     async def after(self, stream_id: str, sequence: int) -> list[tuple[int, Any]]:
         with self._lock:
-            return [
-                (number, message) for number, message, _size in self._streams.get(stream_id, ()) if number > sequence
-            ]
+            kept = [data for number, data in self._streams.get(stream_id, ()) if number > sequence]
+        return [(number, message) for number, message in map(orjson.loads, kept)]
 
 
 # KEYS: the stream's sorted set, its byte count, then the owner's counters. ARGV: max events, max bytes, TTL, the

@@ -4,7 +4,7 @@ Once a GET stream's head is out (``Streams.serve_get``), all it does until its c
 notification to its server's or its session's group (``events.Broadcast``), for its next keep-alive, and for an
 invalidation that concerns its access (``transport.watch``). Its consumer, message loop, channel, pump task and
 timers are not kept for that. ``FanOut`` (one per event loop and channel layer, ``fan_out()``) holds an
-``IdleStream`` per stream (its writer, session, grant, re-check and stream slots) and:
+``IdleStream`` per stream (its ``StreamTail``, session, grant, re-check and stream slots) and:
 
 - one ``Subscription`` to the layer, a member of the union of its streams' groups: a ``Broadcast`` goes to the
   streams of the group it names (its ``group``), in order per stream (a task runs only while a stream has
@@ -48,7 +48,7 @@ from . import sse
 from .auth import AccessGrant
 from .sessions import DatabaseSession
 from .watch import Recheck, changed_lists, stream_tags, unwatch, watch
-from .writer import Response, ResponseWriter, send_body
+from .writer import Response, StreamTail, send_body
 
 logger = logging.getLogger("mcp_app.transport")
 
@@ -83,20 +83,19 @@ class IdleStream:
         "session",
         "slots",
         "tags",
-        "writer",
+        "tail",
     )
 
     def __init__(
         self,
         response: Response,
-        writer: ResponseWriter,
         grant: AccessGrant,
         session: DatabaseSession | None,
         recheck: Recheck | None,
         groups: tuple[str, ...],
     ) -> None:
         self.response = response
-        self.writer = writer
+        self.tail: StreamTail | None = None  # given at ``release``, once the head is out
         self.grant = grant
         self.session = session
         self.recheck = recheck
@@ -147,8 +146,10 @@ class IdleStream:
         self._backlog = [item]
         self._drainer = _task(self._loop, self._drain())
 
-    def release(self) -> None:
-        """The head is out: write what arrived meanwhile, and from now on as it comes."""
+    def release(self, tail: StreamTail) -> None:
+        """The head is out (``tail`` writes what follows it): write what arrived meanwhile, and from now on as it
+        comes."""
+        self.tail = tail
         if self._backlog:
             self._drainer = _task(self._loop, self._drain())
         else:
@@ -159,16 +160,18 @@ class IdleStream:
         try:
             while backlog and not self.ended:
                 try:
-                    await self._write(backlog.pop(0))
+                    await self._write(backlog)
                 except Exception as error:
                     await self._fail(error)
         finally:
             self._backlog = None
             self._drainer = None
 
-    async def _write(self, item: Any) -> None:
+    async def _write(self, backlog: list[Any]) -> None:
+        """The first item of ``backlog``; a notification with those that follow it, as one burst."""
+        item = backlog.pop(0)
         if item is _LOST:
-            await self.response.unavailable(ServiceUnavailable(), self.writer, None, None)
+            await self.response.unavailable(ServiceUnavailable(), None, None, None)
             await self.close()
         elif item is _DUE or item is _WOKEN:
             if not await self._allowed():
@@ -177,16 +180,22 @@ class IdleStream:
             elif item is _DUE:
                 await send_body(self.response.send, KEEP_ALIVE, more_body=True)
         else:
-            await self._notify(item)
+            burst = [item]
+            while backlog and isinstance(backlog[0], dict):
+                burst.append(backlog.pop(0))
+            await self._notify(burst)
 
-    async def _notify(self, event: dict[str, Any]) -> None:
-        if event.get("method") == "notifications/resources/updated" and not await self._subscribed(event):
-            return
-        await self.writer.event(event)
+    async def _notify(self, events: list[dict[str, Any]]) -> None:
+        kept = [event for event in events if await self._heard_by(event)]
+        if kept:
+            assert self.tail is not None  # released: the head is out
+            await self.tail.write(kept)
 
-    async def _subscribed(self, update: dict[str, Any]) -> bool:
+    async def _heard_by(self, event: dict[str, Any]) -> bool:
         """Only subscribed sessions hear about updates; subscriptions may have changed on another process."""
-        uri = update.get("params", {}).get("uri")
+        if event.get("method") != "notifications/resources/updated":
+            return True
+        uri = event.get("params", {}).get("uri")
         return self.session is not None and uri in await self.session.reload_subscriptions()
 
     async def _allowed(self) -> bool:
@@ -202,14 +211,13 @@ class IdleStream:
             return True
         if grant is None:
             return False
-        for kind in changed_lists(self.grant, grant):
-            await self._notify(list_changed(kind))
+        await self._notify([list_changed(kind) for kind in changed_lists(self.grant, grant)])
         self.grant = grant
         return True
 
     async def _fail(self, error: Exception) -> None:
         """Writing failed: a 503's error event for an unavailable service, else the error logged; the stream ends."""
-        await self.response.fail(error, self.writer, None, None, _SCOPE)
+        await self.response.fail(error, None, None, None, _SCOPE)
         if not isinstance(error, ServiceUnavailable | LAYER_ERRORS | DATABASE_ERRORS):
             with contextlib.suppress(Exception):
                 await send_body(self.response.send, b"", more_body=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections import deque
 from collections.abc import Coroutine
 from typing import Any, Protocol
@@ -47,7 +48,9 @@ class Membership:
     """The channel-layer groups of one consumer, feeding ``inbox``."""
 
     def __init__(self, inbox: Inbox) -> None:
-        self._inbox = inbox
+        # Weakly: the consumer holds its membership, and a cycle would leave every request's objects to the
+        # garbage collector. A consumer lives while its request is served (or its detached call runs).
+        self._inbox = weakref.ref(inbox)
         self._subscription: Subscription | None = None
 
     @property
@@ -62,14 +65,19 @@ class Membership:
                 return
 
             async def lost(_error: BaseException) -> None:
-                self._inbox.put_nowait({"type": LAYER_DOWN_EVENT})
+                self._put({"type": LAYER_DOWN_EVENT})
 
             self._subscription = await LayerMessaging(layer).subscribe(on_message=self._forward, on_error=lost)
         await self._subscription.join(group)
 
     def _forward(self, message: dict[str, Any]) -> None:
         if message.get("type") in _FORWARDED:
-            self._inbox.put_nowait(message)
+            self._put(message)
+
+    def _put(self, message: dict[str, Any]) -> None:
+        inbox = self._inbox()
+        if inbox is not None:
+            inbox.put_nowait(message)
 
     async def leave(self, group: str) -> None:
         if self._subscription is not None and group in self._subscription.groups:

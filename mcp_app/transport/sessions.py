@@ -24,6 +24,8 @@ def session_alive(entry: SessionEntry, now: datetime) -> bool:
 
 
 class DatabaseSession:
+    __slots__ = ("client_capabilities", "key", "log_level", "pk", "protocol_version", "subscriptions")
+
     def __init__(self, entry: SessionEntry) -> None:
         self.pk = entry.pk
         self.key = entry.key

@@ -31,7 +31,7 @@ from .fanout import IdleStream, fan_out
 from .membership import Membership
 from .sessions import DatabaseSession
 from .watch import Recheck, changed_lists, stream_tags, unwatch, watch
-from .writer import Response, ResponseWriter, is_final, send_body
+from .writer import Response, StreamTail, check_store, is_final, send_body, stream_head
 
 logger = logging.getLogger("mcp_app.transport")
 
@@ -111,37 +111,37 @@ class Streams:
             if stream_kind(resume[0]) == POST_STREAM:
                 await self._resume_post_stream(*resume)
                 return None
-        writer = ResponseWriter(
-            self._response,
-            allow_stream=True,
-            session_key=session.key if session is not None else None,
-            priming=session is not None and session.protocol_version >= versions.V2025_11_25 and resume is None,
-            kind=GET_STREAM,
-            owner=(grant.token.tenant_pk, grant.token.agent_pk),
-        )
         groups: tuple[str, ...] = (server_group(grant.server.pk),)
         if session is not None:
             groups += (session_group(session.key),)
-        stream = IdleStream(self._response, writer, grant, session, self._recheck, groups)
+        stream = IdleStream(self._response, grant, session, self._recheck, groups)
         fanout = fan_out()
         # Join before announcing readiness: a client that edits the catalog on ": ready" must get the event.
         await fanout.add(stream)
         try:
             if resume is None:
-                await writer.start(sse.comment("ready"))
+                if session is not None:
+                    await check_store()  # before any byte: an unreachable store is a 503, not a broken stream
+                primes = session is not None and session.protocol_version >= versions.V2025_11_25
+                stream_id, head = stream_head(
+                    session.key if session is not None else None, GET_STREAM, primes, sse.comment("ready")
+                )
+                await self._response.start_stream()
+                await self._body(head)
+                sequence = 0
             else:
                 # Resuming this GET stream: replay what was missed under the same ids, then carry on as that stream.
                 await self._response.start_stream()
                 await self._body(sse.comment("resumed"))
-                writer.streaming = True
-                writer.stream_id, writer.sequence = resume
+                stream_id, sequence = resume
                 for sequence, message in await get_event_store().after(*resume):
-                    await self._body(sse.event(message, event_id=f"{resume[0]}.{sequence}"))
-                    writer.sequence = sequence
+                    await self._body(sse.event(message, event_id=f"{stream_id}.{sequence}"))
         except BaseException:
             await stream.close()
             raise
-        stream.release()
+        stream.release(
+            StreamTail(self._response.send, stream_id, sequence, (grant.token.tenant_pk, grant.token.agent_pk))
+        )
         return stream
 
     async def _resume_post_stream(self, stream_id: str, after: int) -> None:

@@ -10,6 +10,7 @@ Not here: the re-check itself (``auth.Credentials.recheck``), what a stream does
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
@@ -60,9 +61,15 @@ invalidation.register(_heard)
 
 def stream_tags(grant: AccessGrant, session: DatabaseSession | None) -> tuple[str, ...]:
     """The invalidation keys that concern a stream (a tuple: smaller than a set, and matched by ``isdisjoint``)."""
-    token, server = grant.token, grant.server
-    tags = (f"token:{token.pk}", f"agent:{token.agent_pk}", f"tenant:{token.tenant_pk}", f"server:{server.pk}")
+    token = grant.token
+    tags = _grant_tags(token.pk, token.agent_pk, token.tenant_pk, grant.server.pk)
     return tags if session is None else (*tags, f"session:{session.pk}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _grant_tags(token_pk: int, agent_pk: int, tenant_pk: int, server_pk: int) -> tuple[str, ...]:
+    # The same strings for every stream of one token on one server (an idle stream is kept small).
+    return (f"token:{token_pk}", f"agent:{agent_pk}", f"tenant:{tenant_pk}", f"server:{server_pk}")
 
 
 def changed_lists(before: AccessGrant, after: AccessGrant) -> list[str]:

@@ -47,6 +47,8 @@ async def send_body(send: Send, body: bytes, *, more_body: bool = False) -> None
 class Response:
     """The one response of a request at the edge (see the module docstring)."""
 
+    __slots__ = ("_send", "cors", "started")
+
     def __init__(self, send: Send) -> None:
         self._send = send
         self.cors: list[tuple[bytes, bytes]] = []  # on every answer once the Origin is known to be allowed
@@ -126,6 +128,39 @@ class Response:
         with contextlib.suppress(Exception):  # the client may be gone already; nothing else to tell anyone
             await send_body(self.send, frame, more_body=True)
             await send_body(self.send, b"")
+
+
+async def check_store() -> None:
+    """A resumable stream's store, checked before any byte of the stream goes out: unreachable, a 503."""
+    try:
+        await get_event_store().check()
+    except LAYER_ERRORS as error:
+        raise ServiceUnavailable() from error
+
+
+def stream_head(session_key: str | None, kind: str, priming: bool, first: bytes) -> tuple[str | None, bytes]:
+    """A new stream's id (a resumable stream's, on a session) and its first bytes: the priming event, if it
+    primes, then ``first``."""
+    if session_key is None:
+        return None, first
+    stream_id = new_stream_id(session_key, kind)
+    if priming:
+        return stream_id, sse.priming(f"{stream_id}.0", mcp_settings.SSE_RETRY_MS) + first
+    return stream_id, first
+
+
+async def store_events(stream_id: str, events: list[tuple[int, Any]], owner: Owner | None, warned: bool) -> bool:
+    """Append ``events`` to the store, in the store before on the wire (a client that sees an event can resume
+    after it); over its owner's bound they are sent live all the same, only not resumable (``warned``: said once
+    per stream already). Whether it has been said now; ``ServiceUnavailable`` when the store fails."""
+    try:
+        stored = await get_event_store().append_many(stream_id, events, owner)
+    except LAYER_ERRORS as error:
+        raise ServiceUnavailable() from error
+    if not stored and not warned:
+        logger.warning("stream %s: events not stored, %s over its bound", stream_id, owner)
+        return True
+    return warned
 
 
 def is_final(message: Any) -> bool:
@@ -286,21 +321,14 @@ class ResponseWriter:
         if self._session_key is not None:
             # Before any byte goes out: a resumable stream needs its store, and an unreachable one must be a 503
             # rather than a stream that breaks after its headers.
-            try:
-                await get_event_store().check()
-            except LAYER_ERRORS as error:
-                raise ServiceUnavailable() from error
+            await check_store()
         self.streaming = True
         await self._response.start_stream()
         self._begin(first)
 
     def _begin(self, first: bytes) -> None:
         """The stream's id, its priming event and ``first`` queued, keep-alives started."""
-        head = first
-        if self._session_key is not None:
-            self.stream_id = new_stream_id(self._session_key, self._kind)
-            if self._priming:
-                head = sse.priming(f"{self.stream_id}.0", mcp_settings.SSE_RETRY_MS) + head
+        self.stream_id, head = stream_head(self._session_key, self._kind, self._priming, first)
         if head:
             self._queue(head)
         loop = asyncio.get_running_loop()
@@ -400,26 +428,18 @@ class ResponseWriter:
                 data = b"".join(self._pending)
                 self._pending.clear()
                 if self._head_owed and not events:
-                    try:  # nothing to append stands for the store's check: check it on its own
-                        await get_event_store().check()
-                    except LAYER_ERRORS as error:
-                        raise ServiceUnavailable() from error
+                    await check_store()  # nothing to append stands for the store's check: check it on its own
                 if events:
                     assert self.stream_id is not None
-                    try:
-                        # In the store before on the wire: a client that sees an event can resume after it.
-                        stored = await get_event_store().append_many(self.stream_id, events, self._owner)
-                        if not stored and not self._unstored_logged:
-                            # Over its owner's bound: sent live all the same, only not resumable.
-                            self._unstored_logged = True
-                            logger.warning(
-                                "stream %s: events not stored, %s over its bound", self.stream_id, self._owner
-                            )
-                        if self.disconnected:
+                    self._unstored_logged = await store_events(
+                        self.stream_id, events, self._owner, self._unstored_logged
+                    )
+                    if self.disconnected:
+                        try:
                             await self._publish(events)
-                            data = b""
-                    except LAYER_ERRORS as error:
-                        raise ServiceUnavailable() from error
+                        except LAYER_ERRORS as error:
+                            raise ServiceUnavailable() from error
+                        data = b""
                 if self._dropped:  # discarded while the store answered: the edge wrote (or writes) the end
                     return
                 done = not self._pending and not self._unstored
@@ -445,3 +465,31 @@ class ResponseWriter:
             return
         for sequence, message in events:
             await layer.group_send(stream_group(self.stream_id), StreamEvent(sequence, message).to_wire())
+
+
+class StreamTail:
+    """What an idle stream (``transport.fanout``) writes its events with once its head is out: its ``send``, its id
+    and last sequence (resumable: events are stored before they are sent, as ``ResponseWriter``'s are), whose
+    bytes they count against. No timers, no coalescing of its own: its one writer hands it each burst whole."""
+
+    __slots__ = ("_send", "_warned", "owner", "sequence", "stream_id")
+
+    def __init__(self, send: Send, stream_id: str | None, sequence: int, owner: Owner | None) -> None:
+        self._send = send
+        self.stream_id = stream_id
+        self.sequence = sequence
+        self.owner = owner
+        self._warned = False
+
+    async def write(self, messages: list[Any]) -> None:
+        """One ``http.response.body`` with ``messages`` as events (raises ``ServiceUnavailable``, nothing sent,
+        when the store fails)."""
+        stream_id = self.stream_id
+        if stream_id is None:
+            data = b"".join(sse.event(message) for message in messages)
+        else:
+            events = [(self.sequence + index, message) for index, message in enumerate(messages, 1)]
+            self._warned = await store_events(stream_id, events, self.owner, self._warned)
+            self.sequence = events[-1][0]
+            data = b"".join(sse.event(message, event_id=f"{stream_id}.{sequence}") for sequence, message in events)
+        await send_body(self._send, data, more_body=True)

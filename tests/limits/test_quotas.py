@@ -225,6 +225,36 @@ async def test_a_held_lease_is_renewed_for_as_long_as_its_call_runs(
     assert running(tenant=1) == 0
 
 
+async def test_the_leases_of_one_loop_share_one_renewal_task_and_all_are_renewed(
+    backend_name: str, short_lease: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held leases cost no task each (an idle stream holds one for as long as it is open): one task renews them
+    all, and none is left once the last is released."""
+    backend = quotas.get_quotas()
+    renewed: dict[str, int] = {}
+    all_renewed = asyncio.Event()
+    renew = backend.renew
+
+    async def counted(call_id: str, *args: Any) -> bool:
+        held = await renew(call_id, *args)
+        renewed[call_id] = renewed.get(call_id, 0) + 1
+        if len(renewed) == 20 and min(renewed.values()) >= 4:  # each renewed past its first lease's expiry
+            all_renewed.set()
+        return bool(held)
+
+    monkeypatch.setattr(backend, "renew", counted)
+    tasks_before = len(asyncio.all_tasks())
+    leases = [await take(f"many-{index}", limits=(0, 0)) for index in range(20)]
+    assert len(asyncio.all_tasks()) == tasks_before + 1, "one renewal task for every lease of the loop"
+    await asyncio.wait_for(all_renewed.wait(), WAIT_SECONDS)
+    assert running(tenant=1) == 20
+    for lease in leases:
+        await lease.release()
+    assert running(tenant=1) == 0
+    await asyncio.sleep(short_lease / 3 * 1.5)  # past the next renewal due: the task saw it had nothing left
+    assert len(asyncio.all_tasks()) == tasks_before, "no renewal task without leases"
+
+
 # A contender process: connects to the Redis backend, waits for "go" on stdin, then races for the slots.
 CONTENDER = r"""
 import asyncio, json, sys

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import uuid
 
 import orjson
@@ -23,6 +24,24 @@ async def test_the_memory_store_drops_streams_older_than_the_ttl():
     await store.append_many("new-stream", [(1, {"n": 1})])
     assert store.purge_expired() == 0  # the default TTL has not passed
     assert await store.after("new-stream", 0) == [(1, {"n": 1})]
+
+
+async def test_the_memory_store_keeps_events_encoded_out_of_the_collectors_sight():
+    """A process keeps up to 10,000 streams' events: as objects, every full garbage collection would walk them."""
+    store = MemoryEventStore()
+    events = [
+        (n, {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": n}}) for n in range(1, 201)
+    ]
+    gc.collect()
+    tracked = len(gc.get_objects())
+    await store.append_many("stream", events)
+    gc.collect()
+    assert len(gc.get_objects()) - tracked < 20, "200 kept events must not be 200 objects the collector walks"
+    events[0][1]["params"]["progress"] = 0  # the store kept what was sent, not the object
+    assert await store.after("stream", 0) == [
+        (1, {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}),
+        *events[1:],
+    ]
 
 
 def test_purge_event_store_purges_the_configured_store():
