@@ -14,7 +14,6 @@ Not here: what is sent or how a reply is understood (``fastcall``), when the poo
 from __future__ import annotations
 
 import asyncio
-import select
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 
 from .. import outbound
 from ..netguard import resolve_checked
+from ..sockets import readable
 
 # A reply's status line and headers together; more is not an MCP server's answer.
 MAX_HEAD_BYTES = 64 * 1024
@@ -48,18 +48,12 @@ class Link:
         if self.reader.at_eof() or self.writer.is_closing() or self.reader.exception() is not None:
             return False
         sock = self.writer.get_extra_info("socket")
-        return sock is None or not _readable(sock.fileno())
+        return sock is None or not readable(sock.fileno())
 
     def close(self) -> None:
         transport = self.writer.transport
         if not transport.is_closing():
             transport.abort()  # no TLS goodbye: the link is dropped, not ended politely
-
-
-def _readable(fd: int) -> bool:
-    poller = select.poll()  # not select(): a descriptor may be above FD_SETSIZE
-    poller.register(fd, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 class Links:

@@ -14,7 +14,6 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-import select
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
@@ -26,6 +25,7 @@ from channels.db import database_sync_to_async
 from django.db import close_old_connections, connection
 
 from ...channel_layer import Messaging
+from ...sockets import readable
 from ..message import WorkerMessage
 from .call import WorkerCall
 
@@ -67,10 +67,9 @@ def _sound(wrapper: Any) -> bool:
         if time.monotonic() >= opened + max(float(max_age), KEEP_CONNECTION_SECONDS):
             return False
     try:
-        readable, _, _ = select.select([raw.fileno()], [], [], 0)
+        return not readable(raw.fileno())
     except (OSError, ValueError, AttributeError):
         return False
-    return not readable
 
 
 @dataclass(frozen=True)
